@@ -1,0 +1,115 @@
+# posattn - positional encodings and attention as a service.
+#
+#   make test    install what is missing, build, run every unit test
+#   make bench   build and run the benchmarks (never part of make test)
+#   make asan / valgrind / format / check-layering / clean
+#
+# Flags come from here only. User CFLAGS/LDFLAGS are appended, never replaced.
+# BUILD selects the output folder, so parallel builds can use separate ones.
+
+BUILD ?= build
+CC ?= cc
+
+# Debian packages this tree needs. `make deps` installs the missing ones.
+DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind
+
+PKG_CFLAGS := $(shell pkg-config --cflags openblas cmocka 2>/dev/null)
+PKG_LIBS_BLAS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+PKG_LIBS_CMOCKA := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+
+WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wformat=2 -Wno-format-nonliteral
+OPT ?= -O2 -g
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(OPT) $(WARN) -MMD -MP \
+             -Iinclude $(PKG_CFLAGS) $(SAN) $(CFLAGS)
+ALL_LDFLAGS = $(SAN) $(LDFLAGS)
+LIBS = $(PKG_LIBS_BLAS) -lm
+
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_A := $(BUILD)/libposattn.a
+
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c))
+
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all deps lib test unit check-layering bench bench-smoke asan valgrind format clean
+
+all: lib $(BENCH_BIN)
+
+lib: $(LIB_A)
+
+# Installs the Debian packages that are missing (apt-get update only when
+# something must be installed). Needs root, as on the project's machines.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "deps: installing$$missing"; \
+	    SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB_A)
+	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(PKG_LIBS_CMOCKA) $(LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_A)
+	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
+
+# make test: the README's command and CI's. Deps first, then a warning-free
+# build (-Werror), the layering check, every unit test and a bench smoke run.
+test: deps
+	$(MAKE) --no-print-directory WERROR=1 check-layering unit bench-smoke
+
+unit: $(TEST_BIN)
+	@tests/run-unit.sh $(TEST_BIN)
+
+# lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib).
+check-layering:
+	@bad=$$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](microhttpd|cjson/|cJSON|uv|curl/|pthread)' lib/*.[ch] include/*.h); \
+	if [ -n "$$bad" ]; then echo "layering: lib/ or include/ includes a server-side header:"; echo "$$bad"; exit 1; fi; \
+	bad=$$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"\.\./(lib|server)/' include/*.h server/*.[ch] 2>/dev/null); \
+	if [ -n "$$bad" ]; then echo "layering: only include/ is public:"; echo "$$bad"; exit 1; fi; \
+	echo "check-layering: ok"
+
+bench: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $$b || exit 1; done
+
+# A tiny run of every benchmark so they never rot; not a measurement.
+bench-smoke: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do $$b --smoke >/dev/null || { echo "bench-smoke: $$b failed"; exit 1; }; done; \
+	echo "bench-smoke: ok"
+
+asan: deps
+	env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 OPENBLAS_NUM_THREADS=1 \
+	    $(MAKE) --no-print-directory BUILD=build-asan WERROR=1 OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" unit
+
+valgrind: deps $(TEST_BIN)
+	@OPENBLAS_NUM_THREADS=1 tests/run-unit.sh --valgrind $(TEST_BIN)
+
+format:
+	clang-format -i include/*.h lib/*.[ch] tests/*.[ch] bench/*.c
+
+clean:
+	rm -rf build build-*
+
+-include $(LIB_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+.SECONDARY:

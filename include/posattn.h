@@ -1,0 +1,465 @@
+/* posattn.h - public API of libposattn, the positional-encoding and attention core.
+ *
+ * libposattn computes positional encodings, multi-head attention under every
+ * common positional scheme, and the analyses that explain those schemes. It
+ * uses only libc, libm and CBLAS, keeps no global mutable state and starts no
+ * threads: every function here is safe to call from many threads at once as
+ * long as the buffers they write do not overlap.
+ *
+ * Conventions used throughout:
+ *   - Tensors are dense, row-major float32. Shapes are written [dim0, dim1, ...]
+ *     beside every tensor argument.
+ *   - Positions are int32 token positions (not indices): q_positions [Lq],
+ *     k_positions [Lk].
+ *   - Functions that can fail return a pa_status (0 ok, negative error) and
+ *     fill an optional pa_error with the field and a message naming the values.
+ *     On error, output buffers are left untouched.
+ *   - Compute functions never allocate: they take a workspace whose size the
+ *     matching *_workspace_size() function reports, so a caller can bound
+ *     memory before any work starts. The caller owns every buffer.
+ */
+#ifndef POSATTN_H
+#define POSATTN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PA_VERSION_MAJOR 0
+#define PA_VERSION_MINOR 1
+#define PA_VERSION_PATCH 0
+#define PA_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------------- */
+/* Status codes and errors                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* X(name, value, description). The name is the stable machine-readable code
+ * (the server sends it as error.code); the description is for people. */
+#define PA_STATUS_MAP(X)                                                                   \
+    X(OK, 0, "success")                                                                    \
+    X(INVALID_ARGUMENT, -1, "an argument is missing or has an invalid value")              \
+    X(SHAPE_MISMATCH, -2, "tensor shapes do not agree")                                    \
+    X(OUT_OF_RANGE, -3, "a value or position is outside the allowed range")                \
+    X(UNSUPPORTED, -4, "the combination of options is not supported")                      \
+    X(WORKSPACE_TOO_SMALL, -5, "the workspace is smaller than the reported size")          \
+    X(TOO_LARGE, -6, "the sizes overflow the addressable range")
+
+typedef enum pa_status {
+#define PA__STATUS_ENUM(name, value, desc) PA_STATUS_##name = (value),
+    PA_STATUS_MAP(PA__STATUS_ENUM)
+#undef PA__STATUS_ENUM
+} pa_status;
+
+/* "OK", "SHAPE_MISMATCH", ...; "UNKNOWN" for a value not in the map. Static. */
+const char *pa_status_name(pa_status status);
+/* A one-line description of the status. Static storage. */
+const char *pa_strerror(pa_status status);
+
+/* Error details filled by fallible functions. `field` names the offending
+ * argument the way a request names it ("k.shape[1]", "scheme.rotary_dim",
+ * "q_positions[3]"); `message` states the values ("k.shape[1]=3 does not
+ * divide num_heads=8"). Both are NUL-terminated and truncated to fit. */
+typedef struct pa_error {
+    pa_status status;
+    char field[64];
+    char message[256];
+} pa_error;
+
+/* ------------------------------------------------------------------------- */
+/* Positional schemes                                                        */
+/* ------------------------------------------------------------------------- */
+
+typedef enum pa_scheme_type {
+    PA_SCHEME_NONE = 0,   /* NoPE: no positional information at all. */
+    PA_SCHEME_SINUSOIDAL, /* Fixed sinusoids added to x (Vaswani et al. 2017). */
+    PA_SCHEME_LEARNED,    /* A learned table added to x (GPT-2, OPT, BERT). */
+    PA_SCHEME_SHAW,       /* Relative representations on keys and values (Shaw et al. 2018). */
+    PA_SCHEME_T5,         /* Bucketed relative bias on the logits (Raffel et al. 2020). */
+    PA_SCHEME_ROPE,       /* Rotary embedding of q and k (Su et al. 2021). */
+    PA_SCHEME_ALIBI,      /* Linear distance bias on the logits (Press et al. 2022). */
+    PA_SCHEME_COUNT
+} pa_scheme_type;
+
+/* Where a scheme puts position into the computation. */
+typedef enum pa_position_site {
+    PA_POSITION_SITE_NONE = 0,    /* none */
+    PA_POSITION_SITE_INPUT,       /* added to the token embeddings x (sinusoidal, learned) */
+    PA_POSITION_SITE_QK_ROTATION, /* rotates q and k after projection (rope) */
+    PA_POSITION_SITE_LOGITS,      /* an additive bias on the attention logits (t5, alibi) */
+    PA_POSITION_SITE_LOGITS_VALUES /* terms on the logits and on the values (shaw) */
+} pa_position_site;
+
+typedef enum pa_sinusoidal_layout {
+    /* Vaswani et al.: PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(same).
+     * With odd d the last column holds the sine of the next frequency. */
+    PA_SINUSOIDAL_LAYOUT_INTERLEAVED = 0,
+    /* tensor2tensor / fairseq: PE[p, :] = [sin(p*w_k) | cos(p*w_k)], k = 0..d/2-1,
+     * w_k = exp(-k * ln(base) / max(d/2 - 1, 1)). With odd d the last column is
+     * zero (fairseq pads it). */
+    PA_SINUSOIDAL_LAYOUT_CONCAT
+} pa_sinusoidal_layout;
+
+typedef struct pa_sinusoidal {
+    double base;                 /* default 10000 */
+    pa_sinusoidal_layout layout; /* default interleaved */
+} pa_sinusoidal;
+
+/* Learned absolute positions: row (position + offset) of table is added to x.
+ * OPT uses offset 2. A row outside [0, rows) is PA_STATUS_OUT_OF_RANGE. */
+typedef struct pa_learned {
+    const float *table; /* [rows, cols]; borrowed, must outlive every call using it */
+    int32_t rows;       /* max positions in the table */
+    int32_t cols;       /* must equal d_model */
+    int32_t offset;     /* default 0 */
+} pa_learned;
+
+/* Shaw et al. 2018, "Self-Attention with Relative Position Representations".
+ * idx(i, j) = clip(kpos_j - qpos_i, -K, K) + K, shared by all heads:
+ *   logits_ij = scale * q_i . (k_j + rel_k[idx])
+ *   out_i     = sum_j a_ij (v_j + rel_v[idx])        (rel_v optional) */
+typedef struct pa_shaw {
+    int32_t max_relative_position; /* K >= 0; tables have 2K+1 rows */
+    const float *rel_k;            /* [rel_k_rows, rel_k_cols] = [2K+1, D]; required */
+    int32_t rel_k_rows, rel_k_cols;
+    const float *rel_v; /* [rel_v_rows, rel_v_cols] = [2K+1, Dv]; may be NULL */
+    int32_t rel_v_rows, rel_v_cols;
+} pa_shaw;
+
+/* T5 relative attention bias, bucketed exactly as Hugging Face
+ * T5Attention._relative_position_bucket(kpos - qpos, bidirectional,
+ * num_buckets, max_distance); logits_ij = scale * q.k + table[bucket, h].
+ * T5 does not scale logits: the default scale for this scheme is 1.0. */
+typedef struct pa_t5 {
+    int32_t num_buckets;  /* default 32 */
+    int32_t max_distance; /* default 128 */
+    bool bidirectional;   /* default true; false gives causal (decoder) buckets */
+    const float *table;   /* [num_buckets, H]; required for attention */
+    int32_t table_rows, table_cols;
+} pa_t5;
+
+typedef enum pa_rope_layout {
+    /* GPT-NeoX / Llama / HF rotate_half: pairs (i, i + r/2). */
+    PA_ROPE_LAYOUT_NEOX = 0,
+    /* GPT-J / original RoFormer / Meta's complex form: pairs (2i, 2i+1). */
+    PA_ROPE_LAYOUT_GPTJ
+} pa_rope_layout;
+
+typedef enum pa_rope_scaling {
+    PA_ROPE_SCALING_NONE = 0,
+    PA_ROPE_SCALING_LINEAR,   /* position interpolation: inv_freq / factor */
+    PA_ROPE_SCALING_NTK,      /* static NTK-aware: base' = base * factor^(r/(r-2)) */
+    PA_ROPE_SCALING_DYNAMIC,  /* HF dynamic NTK from this call's largest position */
+    PA_ROPE_SCALING_YARN,     /* YaRN (Peng et al. 2023), HF semantics */
+    PA_ROPE_SCALING_LLAMA3,   /* Llama 3.1 wavelength-banded interpolation */
+    PA_ROPE_SCALING_LONGROPE, /* LongRoPE / Phi-3 per-frequency factors */
+    PA_ROPE_SCALING_COUNT
+} pa_rope_scaling;
+
+/* Rotary position embedding, Su et al. 2021 ("RoFormer"), with the context
+ * extensions of Hugging Face transformers' modeling_rope_utils.py.
+ *
+ * With r = rotary_dim and i = 0 .. r/2-1:
+ *   inv_freq[i] = base^(-2i/r)                     (then changed by `scaling`)
+ *   theta       = pos * inv_freq[i]                (computed in double)
+ *   (x0, x1) -> (x0 cos - x1 sin, x1 cos + x0 sin) * attention_factor-scaled cos/sin
+ * for the pair (x0, x1) chosen by `layout`. Dims r .. D-1 pass through.
+ *
+ * Scalings (0 in factor / original_max_position / attention_factor means the
+ * scaling's default, and is an error where it has none):
+ *   linear   inv_freq /= factor.                                 factor required
+ *   ntk      base' = base * factor^(r/(r-2)).                    factor required
+ *   dynamic  seq = max(max_pos + 1, original_max_position);
+ *            base' = base * (factor*seq/orig - (factor-1))^(r/(r-2)). Stateless:
+ *            max_pos is the largest position of this call.      factor, orig required
+ *   yarn     ramp between interpolated (inv_freq/factor) and original
+ *            frequencies over the dims found from beta_fast (32) and beta_slow (1)
+ *            rotations at original_max_position; floor/ceil when `truncate`
+ *            (default true). attention_factor default: 0.1 ln(factor) + 1, or
+ *            mscale(factor, mscale)/mscale(factor, mscale_all_dim) when both are set.
+ *                                                                factor, orig required
+ *   llama3   wavelengths above orig/low_freq_factor are divided by factor, below
+ *            orig/high_freq_factor kept, smoothly interpolated between.
+ *            Defaults factor 8, low 1, high 4, orig 8192.
+ *   longrope inv_freq[i] = 1 / (ext[i] * base^(2i/r)), ext = long_factor when
+ *            max_pos + 1 > original_max_position, else short_factor (r/2 values
+ *            each). attention_factor default sqrt(1 + ln(factor)/ln(orig)), 1 when
+ *            factor <= 1 (factor default 1).                     orig required
+ * The attention factor multiplies cos and sin, as HF does. */
+typedef struct pa_rope {
+    double base;            /* default 10000 */
+    int32_t rotary_dim;     /* 0 = head dim; even, <= head dim */
+    pa_rope_layout layout;  /* default neox */
+    pa_rope_scaling scaling;
+    double factor;
+    int32_t original_max_position;
+    double attention_factor; /* 0 = the scaling's default (1 for most) */
+    double beta_fast, beta_slow; /* yarn; defaults 32 and 1 */
+    bool truncate;               /* yarn; default true */
+    double mscale, mscale_all_dim; /* yarn; 0 = unset */
+    double low_freq_factor, high_freq_factor; /* llama3; defaults 1 and 4 */
+    const float *short_factor; /* longrope [short_factor_len = r/2] */
+    int32_t short_factor_len;
+    const float *long_factor; /* longrope [long_factor_len = r/2] */
+    int32_t long_factor_len;
+} pa_rope;
+
+/* ALiBi, Press et al. 2022. Slopes m_h for H heads, with n = 2^floor(log2 H):
+ *   m_h = 2^(-max_bias (h+1) / n)                   for h < n
+ *   m_h = 2^(-max_bias (2(h-n)+1) / (2n))           for h >= n
+ * which is the paper's recipe for any H at max_bias 8 and ggml's max_bias form.
+ * Bias: -m_h * (qpos - kpos); with `symmetric`, -m_h * |qpos - kpos|. */
+typedef struct pa_alibi {
+    double max_bias;     /* default 8 */
+    bool symmetric;      /* default false */
+    const float *slopes; /* [num_slopes = H] explicit slopes; NULL = computed */
+    int32_t num_slopes;
+} pa_alibi;
+
+/* A scheme and its parameters. Only the member for `type` is read. Tables are
+ * borrowed: the caller keeps them alive and unchanged during every call. */
+typedef struct pa_scheme {
+    pa_scheme_type type;
+    pa_sinusoidal sinusoidal;
+    pa_learned learned;
+    pa_shaw shaw;
+    pa_t5 t5;
+    pa_rope rope;
+    pa_alibi alibi;
+} pa_scheme;
+
+/* Fills *s with `type` and every default named above. */
+void pa_scheme_init(pa_scheme *s, pa_scheme_type type);
+
+/* "none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"; NULL if invalid. */
+const char *pa_scheme_type_name(pa_scheme_type type);
+/* Inverse of pa_scheme_type_name; returns false for an unknown name. */
+bool pa_scheme_type_from_name(const char *name, pa_scheme_type *out);
+pa_position_site pa_scheme_position_site(pa_scheme_type type);
+/* "none", "input", "qk_rotation", "logits", "logits_values". */
+const char *pa_position_site_name(pa_position_site site);
+/* "neox", "gptj" / "interleaved", "concat" / "none", "linear", "ntk", "dynamic",
+ * "yarn", "llama3", "longrope"; and the inverses (false when unknown). */
+const char *pa_rope_layout_name(pa_rope_layout layout);
+bool pa_rope_layout_from_name(const char *name, pa_rope_layout *out);
+const char *pa_sinusoidal_layout_name(pa_sinusoidal_layout layout);
+bool pa_sinusoidal_layout_from_name(const char *name, pa_sinusoidal_layout *out);
+const char *pa_rope_scaling_name(pa_rope_scaling scaling);
+bool pa_rope_scaling_from_name(const char *name, pa_rope_scaling *out);
+
+/* ------------------------------------------------------------------------- */
+/* Encodings: the positional signal itself                                   */
+/* ------------------------------------------------------------------------- */
+
+/* Sinusoidal encodings of n positions: out [n, dim]. Errors: dim < 1, n < 0,
+ * base <= 0 or not finite. */
+pa_status pa_sinusoidal_encode(const pa_sinusoidal *s, const int32_t *positions, int32_t n,
+                               int32_t dim, float *out, pa_error *err);
+
+/* Rows of a learned table for n positions: out [n, table cols]. Errors: a
+ * position whose row (position + offset) is outside the table. */
+pa_status pa_learned_encode(const pa_learned *l, const int32_t *positions, int32_t n,
+                            float *out, pa_error *err);
+
+/* Checks a rope configuration for a head dimension (rotary_dim even and
+ * <= head_dim, required scaling fields present, factor lengths). */
+pa_status pa_rope_check(const pa_rope *r, int32_t head_dim, pa_error *err);
+
+/* The rotary dimension r in effect for head_dim (rotary_dim or head_dim). */
+int32_t pa_rope_rotary_dim(const pa_rope *r, int32_t head_dim);
+
+/* Inverse frequencies after scaling and the attention factor, for a call whose
+ * largest position is max_position (used by dynamic and longrope only).
+ * inv_freq [r/2] in double. */
+pa_status pa_rope_inv_freq(const pa_rope *r, int32_t head_dim, int32_t max_position,
+                           double *inv_freq, double *attention_factor, pa_error *err);
+
+/* Cos and sin tables, already multiplied by the attention factor:
+ * cos_out, sin_out [n, r/2], row p holding cos/sin(positions[p] * inv_freq[i]).
+ * max_position as for pa_rope_inv_freq (pass the largest position of the whole
+ * call so queries and keys agree). */
+pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *positions,
+                          int32_t n, int32_t max_position, float *cos_out, float *sin_out,
+                          pa_error *err);
+
+/* Rotates x [n, heads, head_dim] into out (same shape; out may equal x) with
+ * tables from pa_rope_cos_sin for the same n positions. Cannot fail once the
+ * configuration has passed pa_rope_check. */
+void pa_rope_apply(const pa_rope *r, int32_t head_dim, int32_t n, int32_t heads,
+                   const float *cos_tab, const float *sin_tab, const float *x, float *out);
+
+/* ALiBi slopes for num_heads heads: slopes [num_heads]. Errors: num_heads < 1,
+ * max_bias not finite or <= 0. Explicit a->slopes are copied after a length check. */
+pa_status pa_alibi_slopes(const pa_alibi *a, int32_t num_heads, float *slopes, pa_error *err);
+
+/* T5 bucket of a relative position (kpos - qpos), as HF computes it. */
+int32_t pa_t5_bucket(int32_t relative_position, bool bidirectional, int32_t num_buckets,
+                     int32_t max_distance);
+/* Checks num_buckets >= 2 (even when bidirectional) and max_distance > max_exact. */
+pa_status pa_t5_check(const pa_t5 *t, pa_error *err);
+
+/* Shaw table row for a relative position: clip(rel, -K, K) + K. */
+int32_t pa_shaw_index(int32_t relative_position, int32_t max_relative_position);
+
+/* ------------------------------------------------------------------------- */
+/* Attention                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* Multi-head scaled dot-product attention with a positional scheme.
+ *
+ * Two input modes:
+ *   q/k/v mode (x == NULL):
+ *     q [Lq, H, D], k [Lk, Hkv, D], v [Lk, Hkv, Dv]. Absolute schemes
+ *     (sinusoidal, learned) need token embeddings and are rejected here.
+ *   layer mode (x != NULL), self-attention over L = seq_len tokens:
+ *     x [L, d_model]; absolute schemes add their encoding to x; then
+ *     q = x w_q, k = x w_k, v = x w_v with w_q [d_model, H*D],
+ *     w_k [d_model, Hkv*D], w_v [d_model, Hkv*Dv]; then rope; then attention;
+ *     then, if w_o [H*Dv, d_out] is given, output = attn w_o.
+ *
+ * Grouped-query attention: H % Hkv == 0, query head h reads kv head
+ * h / (H / Hkv), as torch.repeat_interleave does; nothing is copied.
+ *
+ * Logits: scale * q_i.k_j (+ the scheme's bias), scale default 1/sqrt(D)
+ * (1.0 for t5). Masks, with positions qpos = q_positions[i], kpos = k_positions[j]:
+ *   causal      key visible iff kpos <= qpos
+ *   window W>0  visible iff qpos - kpos < W, and when not causal also
+ *               kpos - qpos < W (a symmetric band)
+ *   key_length  keys with index j >= key_length are padding (masked)
+ * Defaults: q_positions = Lk-Lq .. Lk-1 and k_positions = 0 .. Lk-1, so the
+ * causal mask is bottom-right aligned as in HF with a KV cache and PyTorch
+ * SDPA's CausalBias lower-right. In layer mode q and k are the same tokens: one
+ * positions array may be given for both, or two equal ones.
+ * A query row with every key masked gives a zero output row and zero weights. */
+typedef struct pa_attention {
+    const pa_scheme *scheme; /* required; borrowed */
+
+    int32_t num_heads;    /* H */
+    int32_t num_kv_heads; /* Hkv; 0 = H */
+    int32_t head_dim;     /* D */
+    int32_t v_head_dim;   /* Dv; 0 = D */
+
+    /* q/k/v mode */
+    int32_t q_len, k_len; /* Lq, Lk */
+    const float *q;       /* [Lq, H, D] */
+    const float *k;       /* [Lk, Hkv, D] */
+    const float *v;       /* [Lk, Hkv, Dv] */
+
+    /* layer mode */
+    const float *x;   /* [L, d_model]; non-NULL selects layer mode */
+    int32_t seq_len;  /* L */
+    int32_t d_model;
+    const float *w_q; /* [d_model, H*D] */
+    const float *w_k; /* [d_model, Hkv*D] */
+    const float *w_v; /* [d_model, Hkv*Dv] */
+    const float *w_o; /* [H*Dv, d_out] or NULL */
+    int32_t d_out;
+
+    bool causal;
+    int32_t window;     /* 0 = none */
+    int32_t key_length; /* -1 = none; else 0 <= key_length <= Lk */
+    const int32_t *q_positions; /* [Lq] or NULL for the default */
+    const int32_t *k_positions; /* [Lk] or NULL for the default */
+    bool scale_set;             /* false: the scheme's default scale */
+    float scale;
+} pa_attention;
+
+/* Optional and required outputs. All caller-owned. */
+typedef struct pa_attention_out {
+    float *output;  /* required: [Lq, H, Dv]; in layer mode with w_o, [L, d_out] */
+    float *weights; /* optional: [H, Lq, Lk] softmax weights */
+    float *logits;  /* optional: [H, Lq, Lk] pre-softmax logits, masked = -INFINITY */
+    float *q_rot;   /* optional: [Lq, H, D] q as attention sees it (rotated for rope) */
+    float *k_rot;   /* optional: [Lk, Hkv, D] */
+} pa_attention_out;
+
+/* Zeroes *a and sets num_kv_heads 0 (= H), key_length -1, window 0. */
+void pa_attention_init(pa_attention *a, const pa_scheme *scheme);
+
+/* Validates everything: shapes, scheme parameters against the shapes, table
+ * sizes, positions (learned rows in range), masks. O(Lq + Lk). */
+pa_status pa_attention_check(const pa_attention *a, pa_error *err);
+
+/* Bytes of workspace pa_attention_run needs for *a (which must have passed
+ * pa_attention_check). Independent of which optional outputs are requested,
+ * and O(L * (H*D + d_model)) at most: without layer mode or rope it does not
+ * grow with the sequence length at all. Returns 0 if the size overflows. */
+size_t pa_attention_workspace_size(const pa_attention *a);
+
+/* Effective sizes after defaults: useful for sizing outputs. */
+int32_t pa_attention_q_len(const pa_attention *a);
+int32_t pa_attention_k_len(const pa_attention *a);
+float pa_attention_scale(const pa_attention *a);
+
+/* Runs attention. Validates *a again (cheaply), so a bad descriptor is a
+ * status, never a crash. ws is at least pa_attention_workspace_size(a) bytes,
+ * aligned to 64 bytes ideally (16 at least). Single-threaded apart from what
+ * the CBLAS library does inside sgemm. */
+pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
+                           size_t ws_size, pa_error *err);
+
+/* ------------------------------------------------------------------------- */
+/* Analyses                                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* Permutation test: for a self-attention descriptor (layer mode, or q/k/v with
+ * Lq == Lk) and a permutation perm [L] of the token rows, computes
+ * max |f(P x) - P f(x)| over all outputs, with positions left as they are.
+ * ~0 for NoPE without a causal mask; clearly non-zero for position-aware
+ * schemes. Workspace: pa_permutation_workspace_size(a). */
+size_t pa_permutation_workspace_size(const pa_attention *a);
+pa_status pa_analyze_permutation(const pa_attention *a, const int32_t *perm, void *ws,
+                                 size_t ws_size, double *max_abs_diff, pa_error *err);
+
+/* RoPE score against offset. For vectors q, k [head_dim] and n_offsets offsets:
+ *   score[o]  = <R(base_position + offsets[o]) q, R(base_position) k>
+ *   spread[o] = max - min over positions[0..n_positions) p of
+ *               <R(p + offsets[o]) q, R(p) k>
+ * The score depends only on the offset, so spread is ~0 (float rounding).
+ * Positions used must be >= 0. No workspace: tables are computed per pair. */
+pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float *q,
+                                 const float *k, const int32_t *offsets, int32_t n_offsets,
+                                 int32_t base_position, const int32_t *positions,
+                                 int32_t n_positions, float *score, float *spread,
+                                 pa_error *err);
+
+/* Similarity of absolute encodings: sim [n, n] = P P^T for P [n, dim] the
+ * sinusoidal or learned encodings of positions [n]. For sinusoidal, also
+ * shift_residual = max over p, dims of |PE(p + shift) - M(shift) PE(p)| with
+ * M(shift) the fixed block rotation by shift * w_k (pass NULL to skip).
+ * Workspace: pa_similarity_workspace_size(n, dim) bytes. */
+size_t pa_similarity_workspace_size(int32_t n, int32_t dim);
+pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, int32_t n,
+                                int32_t dim, int32_t shift, void *ws, size_t ws_size,
+                                float *sim, double *shift_residual, pa_error *err);
+
+/* Decomposition of the attention logits (before masks) into content and
+ * position terms, each [H, Lq, Lk]:
+ *   content + position = logits for every scheme;
+ *   absolute schemes (layer mode required, x = e + p):
+ *     cc = scale (e Wq)(e Wk)^T, cp = scale (e Wq)(p Wk)^T,
+ *     pc = scale (p Wq)(e Wk)^T, pp = scale (p Wq)(p Wk)^T,
+ *     content = cc, position = cp + pc + pp;
+ *   bias schemes: content = scale q.k, position = the bias (t5, alibi) or
+ *     scale q.rel_k (shaw); rope: content = unrotated scale q.k, position =
+ *     rotated logits - content; none: position = 0.
+ * Terms not defined for a scheme (cc..pp for non-absolute) are left untouched
+ * and may be NULL. Workspace: pa_decompose_workspace_size(a). */
+typedef struct pa_decomposition {
+    float *content;  /* [H, Lq, Lk] required */
+    float *position; /* [H, Lq, Lk] required */
+    float *content_content, *content_position, *position_content, *position_position;
+} pa_decomposition;
+
+size_t pa_decompose_workspace_size(const pa_attention *a);
+pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *out, void *ws,
+                               size_t ws_size, pa_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* POSATTN_H */

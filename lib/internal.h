@@ -1,0 +1,113 @@
+/* internal.h - private helpers shared by the files of libposattn.
+ *
+ * Error reporting, size arithmetic that cannot overflow silently, and the
+ * workspace carve-up. Nothing here is part of the public API.
+ */
+#ifndef PA_INTERNAL_H
+#define PA_INTERNAL_H
+
+#include "posattn.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define PA__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PA__PRINTF(f, a)
+#endif
+
+/* Fills *err (if non-NULL) and returns status, so callers write
+ *   return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "k.shape[1]", "...", ...); */
+pa_status pa__fail(pa_error *err, pa_status status, const char *field, const char *fmt, ...)
+    PA__PRINTF(4, 5);
+
+/* Alignment of every block carved from a workspace: one cache line, which is
+ * also enough for any SIMD load the compiler or OpenBLAS may use. */
+#define PA__WS_ALIGN ((size_t)64)
+
+/* Workspace layout: the same code computes the size (base == NULL) and hands
+ * out the blocks (base != NULL), so the two can never disagree. */
+typedef struct pa__ws {
+    char *base;
+    size_t used;
+    size_t cap;
+    bool overflow;
+} pa__ws;
+
+static inline void pa__ws_init(pa__ws *w, void *base, size_t cap)
+{
+    w->base = (char *)base;
+    w->used = 0;
+    w->cap = cap;
+    w->overflow = false;
+}
+
+/* Reserves count * elem bytes (count may be 0) and returns the block, or NULL
+ * when only measuring or on overflow. */
+static inline void *pa__ws_take(pa__ws *w, size_t count, size_t elem)
+{
+    size_t bytes, start;
+    if (w->overflow)
+        return NULL;
+    if (elem != 0 && count > SIZE_MAX / elem) {
+        w->overflow = true;
+        return NULL;
+    }
+    bytes = count * elem;
+    start = (w->used + PA__WS_ALIGN - 1) & ~(PA__WS_ALIGN - 1);
+    if (start < w->used || bytes > SIZE_MAX - start - PA__WS_ALIGN) {
+        w->overflow = true;
+        return NULL;
+    }
+    w->used = start + bytes;
+    if (w->base == NULL || w->used > w->cap)
+        return NULL;
+    return w->base + start;
+}
+
+/* Total bytes for the layout, with slack to align an unaligned base; 0 on overflow. */
+static inline size_t pa__ws_size(const pa__ws *w)
+{
+    if (w->overflow || w->used > SIZE_MAX - PA__WS_ALIGN)
+        return 0;
+    return w->used + PA__WS_ALIGN;
+}
+
+/* Aligns a caller's workspace pointer up to PA__WS_ALIGN; shrinks cap to match. */
+static inline void pa__ws_init_aligned(pa__ws *w, void *base, size_t cap)
+{
+    uintptr_t p = (uintptr_t)base;
+    uintptr_t a = (p + PA__WS_ALIGN - 1) & ~(uintptr_t)(PA__WS_ALIGN - 1);
+    size_t shift = (size_t)(a - p);
+    if (base == NULL || cap < shift)
+        pa__ws_init(w, NULL, 0);
+    else
+        pa__ws_init(w, (void *)a, cap - shift);
+}
+
+/* a * b for non-negative int32 values as size_t; false on overflow. */
+static inline bool pa__mul_size(size_t a, size_t b, size_t *out)
+{
+    if (b != 0 && a > SIZE_MAX / b)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+static inline int32_t pa__min_i32(int32_t a, int32_t b)
+{
+    return a < b ? a : b;
+}
+
+static inline int32_t pa__max_i32(int32_t a, int32_t b)
+{
+    return a > b ? a : b;
+}
+
+/* Shared between rope.c and the analyses: the rope tables for one position,
+ * computed in double from inv_freq [r/2] times attention_factor. */
+void pa__rope_rotate_one(const pa_rope *r, int32_t head_dim, const double *inv_freq,
+                         double attention_factor, int32_t position, const float *x, double *out);
+
+#endif /* PA_INTERNAL_H */
