@@ -105,9 +105,25 @@ static inline int32_t pa__max_i32(int32_t a, int32_t b)
     return a > b ? a : b;
 }
 
-/* Shared between rope.c and the analyses: the rope tables for one position,
- * computed in double from inv_freq [r/2] times attention_factor. */
+/* Rotates one vector x [head_dim] to position `position` in double, from
+ * inv_freq [r/2] and attention_factor as pa_rope_inv_freq returns them
+ * (lib/rope.c; used by the analyses). out [head_dim]. */
 void pa__rope_rotate_one(const pa_rope *r, int32_t head_dim, const double *inv_freq,
                          double attention_factor, int32_t position, const float *x, double *out);
+
+/* Validation used by pa_attention_check for each scheme's tables; each fills
+ * *err with a field under "scheme." (e.g. "scheme.rel_k.shape[0]"). */
+/* learned: cols == d_model, and position + offset within [0, rows) for every
+ * positions[i]; positions_field names the array ("k_positions"). */
+pa_status pa__learned_check(const pa_learned *l, int32_t d_model, const int32_t *positions,
+                            int32_t n, const char *positions_field, pa_error *err);
+/* alibi: max_bias finite and > 0 (when slopes are computed), num_slopes == H
+ * and every slope finite (when given). */
+pa_status pa__alibi_check(const pa_alibi *a, int32_t num_heads, pa_error *err);
+/* t5 for attention: pa_t5_check plus table non-NULL with shape [num_buckets, H]. */
+pa_status pa__t5_check_table(const pa_t5 *t, int32_t num_heads, pa_error *err);
+/* shaw: K >= 0, rel_k non-NULL with shape [2K+1, head_dim], rel_v NULL or
+ * [2K+1, v_head_dim]. */
+pa_status pa__shaw_check(const pa_shaw *s, int32_t head_dim, int32_t v_head_dim, pa_error *err);
 
 #endif /* PA_INTERNAL_H */
