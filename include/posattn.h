@@ -299,7 +299,9 @@ pa_status pa_alibi_slopes(const pa_alibi *a, int32_t num_heads, float *slopes, p
 /* T5 bucket of a relative position (kpos - qpos), as HF computes it. */
 int32_t pa_t5_bucket(int32_t relative_position, bool bidirectional, int32_t num_buckets,
                      int32_t max_distance);
-/* Checks num_buckets >= 2 (even when bidirectional) and max_distance > max_exact. */
+/* Checks num_buckets: even and >= 4 when bidirectional (each direction needs
+ * at least one exact bucket), >= 2 when not; and max_distance > max_exact,
+ * where max_exact = num_buckets/4 bidirectional, num_buckets/2 causal. */
 pa_status pa_t5_check(const pa_t5 *t, pa_error *err);
 
 /* Shaw table row for a relative position: clip(rel, -K, K) + K. */

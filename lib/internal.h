@@ -114,7 +114,8 @@ void pa__rope_rotate_one(const pa_rope *r, int32_t head_dim, const double *inv_f
 /* Validation used by pa_attention_check for each scheme's tables; each fills
  * *err with a field under "scheme." (e.g. "scheme.rel_k.shape[0]"). */
 /* learned: cols == d_model, and position + offset within [0, rows) for every
- * positions[i]; positions_field names the array ("k_positions"). */
+ * positions[i] (NULL: the defaults 0 .. n-1); positions_field names the array
+ * ("k_positions"). */
 pa_status pa__learned_check(const pa_learned *l, int32_t d_model, const int32_t *positions,
                             int32_t n, const char *positions_field, pa_error *err);
 /* alibi: max_bias finite and > 0 (when slopes are computed), num_slopes == H

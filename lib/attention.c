@@ -1,0 +1,525 @@
+/* attention.c - multi-head attention with every positional scheme.
+ *
+ * Per head and block of BQ queries, keys are visited in tiles of BK: the
+ * logits tile comes from one sgemm, the scheme's bias and the masks are added
+ * in one pass, and an online softmax (Milakov & Gimelshein 2018, as in
+ * FlashAttention) folds the tile into a running output, so without returned
+ * weights the working memory does not grow with the sequence length. Tiles
+ * that the causal, window or padding mask hide entirely are skipped.
+ */
+#include "attention_plan.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+enum { BQ = 64, BK = 256 };
+
+/* Everything the kernel reads besides the caller's tensors, carved from the
+ * workspace by layout(). */
+typedef struct buffers {
+    float *xp;              /* [L, d_model]: x plus the absolute encoding */
+    float *q, *k, *v;       /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
+    float *khead;           /* [Lk, D] rope: one kv head's keys, rotated */
+    float *qblk;            /* [BQ, D] rope: one block of one head's queries, rotated */
+    float *attn;            /* [Lq, H*Dv] before w_o */
+    float *cos_q, *sin_q;   /* [Lq, r/2] */
+    float *cos_k, *sin_k;   /* [Lk, r/2]; may alias the q tables */
+    int32_t *qpos, *kpos;   /* [Lq], [Lk] effective positions */
+    float *slopes;          /* [H] alibi */
+    float *S;               /* [BQ, BK] logits, then probabilities */
+    float *O;               /* [BQ, Dv] running output */
+    float *m, *l;           /* [BQ] running max and denominator */
+    float *qrel;            /* [BQ, 2K+1] shaw q . rel_k */
+} buffers;
+
+/* True when the q and k position arrays are the same sequence, so one set
+ * of rope tables serves both. */
+static bool same_positions(const pa__plan *p)
+{
+    if (p->Lq != p->Lk)
+        return false;
+    if (p->layer)
+        return true;
+    return p->q_positions == NULL && p->k_positions == NULL;
+}
+
+static void layout(const pa__plan *p, pa__ws *w, buffers *b)
+{
+    const pa_attention *a = p->a;
+    size_t Lq = (size_t)p->Lq, Lk = (size_t)p->Lk;
+    size_t tq = Lq < BQ ? Lq : BQ;
+    size_t tk = Lk < BK ? Lk : BK;
+
+    memset(b, 0, sizeof *b);
+    if (p->layer) {
+        if (p->absolute)
+            b->xp = pa__ws_take(w, Lq * (size_t)a->d_model, sizeof(float));
+        b->q = pa__ws_take(w, Lq * (size_t)p->H * (size_t)p->D, sizeof(float));
+        b->k = pa__ws_take(w, Lk * (size_t)p->Hkv * (size_t)p->D, sizeof(float));
+        b->v = pa__ws_take(w, Lk * (size_t)p->Hkv * (size_t)p->Dv, sizeof(float));
+        if (a->w_o != NULL)
+            b->attn = pa__ws_take(w, Lq * (size_t)p->H * (size_t)p->Dv, sizeof(float));
+    }
+    if (p->rope) {
+        /* Rotated keys one kv head at a time and queries one block at a
+         * time: O(Lk*D), not O(L*H*D), whatever the head count. */
+        size_t half = (size_t)p->r / 2;
+        b->khead = pa__ws_take(w, Lk * (size_t)p->D, sizeof(float));
+        b->qblk = pa__ws_take(w, tq * (size_t)p->D, sizeof(float));
+        b->cos_q = pa__ws_take(w, Lq * half, sizeof(float));
+        b->sin_q = pa__ws_take(w, Lq * half, sizeof(float));
+        if (same_positions(p)) {
+            b->cos_k = b->cos_q;
+            b->sin_k = b->sin_q;
+        } else {
+            b->cos_k = pa__ws_take(w, Lk * half, sizeof(float));
+            b->sin_k = pa__ws_take(w, Lk * half, sizeof(float));
+        }
+    }
+    b->qpos = pa__ws_take(w, Lq, sizeof(int32_t));
+    b->kpos = pa__ws_take(w, Lk, sizeof(int32_t));
+    if (p->scheme->type == PA_SCHEME_ALIBI)
+        b->slopes = pa__ws_take(w, (size_t)p->H, sizeof(float));
+    b->S = pa__ws_take(w, tq * tk, sizeof(float));
+    b->O = pa__ws_take(w, tq * (size_t)p->Dv, sizeof(float));
+    b->m = pa__ws_take(w, tq, sizeof(float));
+    b->l = pa__ws_take(w, tq, sizeof(float));
+    if (p->scheme->type == PA_SCHEME_SHAW)
+        b->qrel = pa__ws_take(w, tq * (2 * (size_t)p->scheme->shaw.max_relative_position + 1),
+                              sizeof(float));
+}
+
+size_t pa_attention_workspace_size(const pa_attention *a)
+{
+    pa__plan p;
+    pa__ws w;
+    buffers b;
+    pa__plan_init(&p, a);
+    pa__ws_init(&w, NULL, 0);
+    layout(&p, &w, &b);
+    return pa__ws_size(&w);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Logit bias and masks                                                      */
+/* ------------------------------------------------------------------------- */
+
+/* kpos - qpos clamped into int32: T5 buckets and Shaw indices saturate long
+ * before the clamp matters. */
+static inline int32_t rel_pos(int32_t kp, int32_t qp)
+{
+    int64_t d = (int64_t)kp - (int64_t)qp;
+    if (d > INT32_MAX)
+        return INT32_MAX;
+    if (d < INT32_MIN)
+        return INT32_MIN;
+    return (int32_t)d;
+}
+
+static inline bool visible(const pa__plan *p, int32_t qp, int32_t kp)
+{
+    int64_t d = (int64_t)qp - (int64_t)kp;
+    if (p->a->causal && d < 0)
+        return false;
+    if (p->a->window > 0) {
+        if (d >= p->a->window)
+            return false;
+        if (!p->a->causal && -d >= p->a->window)
+            return false;
+    }
+    return true;
+}
+
+static bool needs_mask(const pa__plan *p)
+{
+    return p->a->causal || p->a->window > 0 || p->key_len < p->Lk;
+}
+
+/* Whether every (query, key) pair of the block and tile is masked. */
+static bool tile_hidden(const pa__plan *p, int32_t qmin, int32_t qmax, const int32_t *kpos,
+                        int32_t j0, int32_t nk)
+{
+    int32_t kmin = INT32_MAX, kmax = INT32_MIN;
+    if (j0 >= p->key_len)
+        return true;
+    if (!p->a->causal && p->a->window == 0)
+        return false;
+    for (int32_t j = 0; j < nk; j++) {
+        kmin = pa__min_i32(kmin, kpos[j0 + j]);
+        kmax = pa__max_i32(kmax, kpos[j0 + j]);
+    }
+    if (p->a->causal && kmin > qmax)
+        return true;
+    if (p->a->window > 0) {
+        /* visible needs qpos - kpos < W, i.e. kpos > qpos - W */
+        if ((int64_t)kmax <= (int64_t)qmin - p->a->window)
+            return true;
+        if (!p->a->causal && (int64_t)kmin >= (int64_t)qmax + p->a->window)
+            return true;
+    }
+    return false;
+}
+
+/* Adds the scheme's bias to the logits tile S [nq, nk] of head h and sets
+ * masked entries to -inf. */
+static void bias_and_mask(const pa__plan *p, const buffers *b, int32_t h, int32_t i0, int32_t nq,
+                          int32_t j0, int32_t nk)
+{
+    const pa_scheme *s = p->scheme;
+    const int32_t *kpos = b->kpos + j0;
+    for (int32_t i = 0; i < nq; i++) {
+        float *row = b->S + (size_t)i * nk;
+        int32_t qp = b->qpos[i0 + i];
+        switch (s->type) {
+        case PA_SCHEME_ALIBI: {
+            float m = b->slopes[h];
+            if (s->alibi.symmetric) {
+                for (int32_t j = 0; j < nk; j++)
+                    row[j] -= m * fabsf((float)((int64_t)qp - kpos[j]));
+            } else {
+                for (int32_t j = 0; j < nk; j++)
+                    row[j] -= m * (float)((int64_t)qp - kpos[j]);
+            }
+            break;
+        }
+        case PA_SCHEME_T5: {
+            const pa_t5 *t = &s->t5;
+            for (int32_t j = 0; j < nk; j++) {
+                int32_t bucket = pa_t5_bucket(rel_pos(kpos[j], qp), t->bidirectional,
+                                              t->num_buckets, t->max_distance);
+                row[j] += t->table[(size_t)bucket * p->H + h];
+            }
+            break;
+        }
+        case PA_SCHEME_SHAW: {
+            int32_t K = s->shaw.max_relative_position;
+            const float *qr = b->qrel + (size_t)i * (2 * (size_t)K + 1);
+            for (int32_t j = 0; j < nk; j++)
+                row[j] += qr[pa_shaw_index(rel_pos(kpos[j], qp), K)];
+            break;
+        }
+        default:
+            break;
+        }
+        if (needs_mask(p)) {
+            for (int32_t j = 0; j < nk; j++) {
+                if (j0 + j >= p->key_len || !visible(p, qp, kpos[j]))
+                    row[j] = -INFINITY;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The kernel                                                                */
+/* ------------------------------------------------------------------------- */
+
+typedef struct head_io {
+    const float *Q; /* [Lq, ldq] rows; head h at column h*D */
+    const float *K; /* [Lk, ldk]; kv head g at column g*D */
+    const float *V; /* [Lk, ldv]; kv head g at column g*Dv */
+    int ldq, ldk, ldv;
+    float *out; /* [Lq, H*Dv] */
+    float *weights, *logits; /* [H, Lq, Lk] or NULL */
+    float *q_rot, *k_rot;    /* rope: rotated q and k to return, or NULL */
+} head_io;
+
+/* One head's operands for attend_block: the query block and the key and
+ * value columns of its kv head, each with its row stride. */
+typedef struct head_ops {
+    const float *Qb;
+    const float *Kh;
+    const float *Vh;
+    int ldq, ldk, ldv;
+} head_ops;
+
+/* Writes -inf logits for a hidden tile, so the rows stay complete. */
+static void fill_hidden(float *rows, size_t ld, int32_t nq, int32_t nk)
+{
+    for (int32_t i = 0; i < nq; i++)
+        for (int32_t j = 0; j < nk; j++)
+            rows[(size_t)i * ld + (size_t)j] = -INFINITY;
+}
+
+static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
+                         const head_ops *op, int32_t h, int32_t i0, int32_t nq)
+{
+    const int32_t Dv = p->Dv;
+    const float *Qb = op->Qb, *Kh = op->Kh, *Vh = op->Vh;
+    float *store = io->logits != NULL ? io->logits : io->weights;
+    float *store_rows = store ? store + ((size_t)h * p->Lq + i0) * p->Lk : NULL;
+    int32_t qmin = INT32_MAX, qmax = INT32_MIN;
+    const pa_shaw *shaw = p->scheme->type == PA_SCHEME_SHAW ? &p->scheme->shaw : NULL;
+    const int32_t nrel = shaw ? 2 * shaw->max_relative_position + 1 : 0;
+
+    for (int32_t i = 0; i < nq; i++) {
+        qmin = pa__min_i32(qmin, b->qpos[i0 + i]);
+        qmax = pa__max_i32(qmax, b->qpos[i0 + i]);
+        b->m[i] = -INFINITY;
+        b->l[i] = 0.0f;
+    }
+    memset(b->O, 0, (size_t)nq * Dv * sizeof(float));
+    if (shaw) {
+        /* qrel [nq, 2K+1] = scale * Q_block rel_k^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nrel, p->D, p->scale, Qb,
+                    op->ldq, shaw->rel_k, p->D, 0.0f, b->qrel, nrel);
+    }
+
+    for (int32_t j0 = 0; j0 < p->Lk; j0 += BK) {
+        const int32_t nk = pa__min_i32(BK, p->Lk - j0);
+        if (tile_hidden(p, qmin, qmax, b->kpos, j0, nk)) {
+            if (store_rows)
+                fill_hidden(store_rows + j0, (size_t)p->Lk, nq, nk);
+            continue;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, p->D, p->scale, Qb,
+                    op->ldq, Kh + (size_t)j0 * op->ldk, op->ldk, 0.0f, b->S, nk);
+        bias_and_mask(p, b, h, i0, nq, j0, nk);
+        if (store_rows) {
+            for (int32_t i = 0; i < nq; i++)
+                memcpy(store_rows + (size_t)i * p->Lk + j0, b->S + (size_t)i * nk,
+                       (size_t)nk * sizeof(float));
+        }
+        /* Online softmax: fold this tile into the running max, denominator
+         * and output of each row. */
+        for (int32_t i = 0; i < nq; i++) {
+            float *row = b->S + (size_t)i * nk;
+            float tmax = -INFINITY, sum = 0.0f, mnew, alpha;
+            for (int32_t j = 0; j < nk; j++)
+                tmax = row[j] > tmax ? row[j] : tmax;
+            if (tmax == -INFINITY) {
+                memset(row, 0, (size_t)nk * sizeof(float));
+                continue;
+            }
+            mnew = tmax > b->m[i] ? tmax : b->m[i];
+            alpha = b->m[i] == -INFINITY ? 0.0f : expf(b->m[i] - mnew);
+            for (int32_t j = 0; j < nk; j++) {
+                float e = expf(row[j] - mnew);
+                row[j] = e;
+                sum += e;
+            }
+            b->l[i] = b->l[i] * alpha + sum;
+            b->m[i] = mnew;
+            if (alpha != 1.0f) {
+                float *o = b->O + (size_t)i * Dv;
+                for (int32_t d = 0; d < Dv; d++)
+                    o[d] *= alpha;
+            }
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dv, nk, 1.0f, b->S, nk,
+                    Vh + (size_t)j0 * op->ldv, op->ldv, 1.0f, b->O, Dv);
+        if (shaw && shaw->rel_v != NULL) {
+            const int32_t K = shaw->max_relative_position;
+            for (int32_t i = 0; i < nq; i++) {
+                const float *prow = b->S + (size_t)i * nk;
+                float *o = b->O + (size_t)i * Dv;
+                int32_t qp = b->qpos[i0 + i];
+                for (int32_t j = 0; j < nk; j++) {
+                    const float *rv;
+                    if (prow[j] == 0.0f)
+                        continue;
+                    rv = shaw->rel_v + (size_t)pa_shaw_index(rel_pos(b->kpos[j0 + j], qp), K) * Dv;
+                    for (int32_t d = 0; d < Dv; d++)
+                        o[d] += prow[j] * rv[d];
+                }
+            }
+        }
+    }
+
+    for (int32_t i = 0; i < nq; i++) {
+        float *dst = io->out + (size_t)(i0 + i) * p->H * Dv + (size_t)h * Dv;
+        const float *o = b->O + (size_t)i * Dv;
+        float inv = b->l[i] > 0.0f ? 1.0f / b->l[i] : 0.0f;
+        for (int32_t d = 0; d < Dv; d++)
+            dst[d] = o[d] * inv;
+        if (io->weights != NULL) {
+            const float *src = store_rows + (size_t)i * p->Lk;
+            float *w = io->weights + ((size_t)h * p->Lq + i0 + i) * p->Lk;
+            for (int32_t j = 0; j < p->Lk; j++)
+                w[j] = inv > 0.0f ? expf(src[j] - b->m[i]) * inv : 0.0f;
+        }
+    }
+}
+
+/* Rotates rows [n] of one head (column offset col, row stride ld) into dst
+ * [n, D], with the table rows of those positions; copies them to ret (row
+ * stride ret_ld) when the caller asked for the rotated tensor. */
+static void rotate_rows(const pa__plan *p, const float *cos_t, const float *sin_t,
+                        const float *src, int ld, int32_t n, float *dst, float *ret, int ret_ld)
+{
+    const size_t half = (size_t)p->r / 2;
+    for (int32_t i = 0; i < n; i++) {
+        pa_rope_apply(&p->scheme->rope, p->D, 1, 1, cos_t + (size_t)i * half,
+                      sin_t + (size_t)i * half, src + (size_t)i * ld, dst + (size_t)i * p->D);
+        if (ret != NULL)
+            memcpy(ret + (size_t)i * ret_ld, dst + (size_t)i * p->D, (size_t)p->D * sizeof(float));
+    }
+}
+
+static void attend(const pa__plan *p, const buffers *b, const head_io *io)
+{
+    const size_t half = (size_t)p->r / 2;
+    for (int32_t g = 0; g < p->Hkv; g++) {
+        head_ops op;
+        op.Kh = io->K + (size_t)g * p->D;
+        op.ldk = io->ldk;
+        op.Vh = io->V + (size_t)g * p->Dv;
+        op.ldv = io->ldv;
+        if (p->rope) {
+            rotate_rows(p, b->cos_k, b->sin_k, op.Kh, io->ldk, p->Lk, b->khead,
+                        io->k_rot ? io->k_rot + (size_t)g * p->D : NULL, io->ldk);
+            op.Kh = b->khead;
+            op.ldk = p->D;
+        }
+        for (int32_t h = g * p->group; h < (g + 1) * p->group; h++) {
+            for (int32_t i0 = 0; i0 < p->Lq; i0 += BQ) {
+                const int32_t nq = pa__min_i32(BQ, p->Lq - i0);
+                op.Qb = io->Q + (size_t)i0 * io->ldq + (size_t)h * p->D;
+                op.ldq = io->ldq;
+                if (p->rope) {
+                    rotate_rows(p, b->cos_q + (size_t)i0 * half, b->sin_q + (size_t)i0 * half,
+                                op.Qb, io->ldq, nq, b->qblk,
+                                io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D
+                                          : NULL,
+                                io->ldq);
+                    op.Qb = b->qblk;
+                    op.ldq = p->D;
+                }
+                attend_block(p, b, io, &op, h, i0, nq);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Preparation: positions, projections, rotation                             */
+/* ------------------------------------------------------------------------- */
+
+static void fill_positions(const pa__plan *p, const buffers *b)
+{
+    for (int32_t i = 0; i < p->Lq; i++)
+        b->qpos[i] = p->q_positions ? p->q_positions[i] : p->Lk - p->Lq + i;
+    for (int32_t j = 0; j < p->Lk; j++)
+        b->kpos[j] = p->k_positions ? p->k_positions[j] : j;
+}
+
+static int32_t max_position(const pa__plan *p, const buffers *b)
+{
+    int32_t mx = INT32_MIN;
+    for (int32_t i = 0; i < p->Lq; i++)
+        mx = pa__max_i32(mx, b->qpos[i]);
+    for (int32_t j = 0; j < p->Lk; j++)
+        mx = pa__max_i32(mx, b->kpos[j]);
+    return mx;
+}
+
+/* x [L, d_model] plus the scheme's encoding of the token positions. */
+static pa_status add_absolute(const pa__plan *p, const buffers *b, pa_error *err)
+{
+    const pa_attention *a = p->a;
+    size_t n = (size_t)p->Lk * (size_t)a->d_model;
+    pa_status st;
+    if (p->scheme->type == PA_SCHEME_SINUSOIDAL)
+        st = pa_sinusoidal_encode(&p->scheme->sinusoidal, b->kpos, p->Lk, a->d_model, b->xp,
+                                  err);
+    else
+        st = pa_learned_encode(&p->scheme->learned, b->kpos, p->Lk, b->xp, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        b->xp[i] += a->x[i];
+    return PA_STATUS_OK;
+}
+
+static void project(const float *x, int32_t L, int32_t d_model, const float *w, int32_t n,
+                    float *out)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, n, d_model, 1.0f, x, d_model, w,
+                n, 0.0f, out, n);
+}
+
+pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
+                           size_t ws_size, pa_error *err)
+{
+    pa__plan p;
+    pa__ws w;
+    buffers b;
+    head_io io;
+    pa_status st;
+    size_t need;
+
+    st = pa_attention_check(a, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    if (out == NULL || out->output == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "output",
+                        "an output buffer is required");
+    need = pa_attention_workspace_size(a);
+    if (need == 0)
+        return pa__fail(err, PA_STATUS_TOO_LARGE, "", "the workspace size overflows");
+    if (ws == NULL || ws_size < need)
+        return pa__fail(err, PA_STATUS_WORKSPACE_TOO_SMALL, "",
+                        "workspace of %zu bytes is smaller than the %zu bytes needed", ws_size,
+                        need);
+    pa__plan_init(&p, a);
+    pa__ws_init_aligned(&w, ws, ws_size);
+    layout(&p, &w, &b);
+    fill_positions(&p, &b);
+
+    memset(&io, 0, sizeof io);
+    io.ldq = p.H * p.D;
+    io.ldk = p.Hkv * p.D;
+    io.ldv = p.Hkv * p.Dv;
+    io.weights = out->weights;
+    io.logits = out->logits;
+    io.out = a->w_o != NULL ? b.attn : out->output;
+
+    if (p.layer) {
+        const float *xin = a->x;
+        if (p.absolute) {
+            st = add_absolute(&p, &b, err);
+            if (st != PA_STATUS_OK)
+                return st;
+            xin = b.xp;
+        }
+        project(xin, p.Lq, a->d_model, a->w_q, io.ldq, b.q);
+        project(xin, p.Lk, a->d_model, a->w_k, io.ldk, b.k);
+        project(xin, p.Lk, a->d_model, a->w_v, io.ldv, b.v);
+        io.Q = b.q;
+        io.K = b.k;
+        io.V = b.v;
+    } else {
+        io.Q = a->q;
+        io.K = a->k;
+        io.V = a->v;
+    }
+
+    if (p.rope) {
+        const pa_rope *r = &p.scheme->rope;
+        int32_t maxpos = max_position(&p, &b);
+        st = pa_rope_cos_sin(r, p.D, b.qpos, p.Lq, maxpos, b.cos_q, b.sin_q, err);
+        if (st == PA_STATUS_OK && b.cos_k != b.cos_q)
+            st = pa_rope_cos_sin(r, p.D, b.kpos, p.Lk, maxpos, b.cos_k, b.sin_k, err);
+        if (st != PA_STATUS_OK)
+            return st;
+        io.q_rot = out->q_rot;
+        io.k_rot = out->k_rot;
+    } else {
+        if (out->q_rot != NULL)
+            memcpy(out->q_rot, io.Q, (size_t)p.Lq * io.ldq * sizeof(float));
+        if (out->k_rot != NULL)
+            memcpy(out->k_rot, io.K, (size_t)p.Lk * io.ldk * sizeof(float));
+    }
+    if (p.scheme->type == PA_SCHEME_ALIBI) {
+        st = pa_alibi_slopes(&p.scheme->alibi, p.H, b.slopes, err);
+        if (st != PA_STATUS_OK)
+            return st;
+    }
+    attend(&p, &b, &io);
+
+    if (a->w_o != NULL)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.Lq, a->d_out, p.H * p.Dv,
+                    1.0f, b.attn, p.H * p.Dv, a->w_o, a->d_out, 0.0f, out->output, a->d_out);
+    return PA_STATUS_OK;
+}

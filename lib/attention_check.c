@@ -1,0 +1,256 @@
+/* attention_check.c - validation of a pa_attention descriptor and the
+ * defaults every later step relies on (lengths, kv heads, scale).
+ *
+ * Everything a request can get wrong is caught here and reported with the
+ * field and the values; the kernels in attention.c then only assert.
+ */
+#include "attention_plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void pa_attention_init(pa_attention *a, const pa_scheme *scheme)
+{
+    memset(a, 0, sizeof *a);
+    a->scheme = scheme;
+    a->key_length = -1;
+}
+
+int32_t pa_attention_q_len(const pa_attention *a)
+{
+    return a->x != NULL ? a->seq_len : a->q_len;
+}
+
+int32_t pa_attention_k_len(const pa_attention *a)
+{
+    return a->x != NULL ? a->seq_len : a->k_len;
+}
+
+float pa_attention_scale(const pa_attention *a)
+{
+    if (a->scale_set)
+        return a->scale;
+    if (a->scheme != NULL && a->scheme->type == PA_SCHEME_T5)
+        return 1.0f;
+    return a->head_dim > 0 ? (float)(1.0 / sqrt((double)a->head_dim)) : 1.0f;
+}
+
+/* Rejects sizes whose element counts overflow, or whose leading dimensions
+ * do not fit the int that CBLAS takes. */
+static pa_status check_extent(pa_error *err, const char *field, int64_t rows, int64_t cols)
+{
+    if (cols > INT32_MAX)
+        return pa__fail(err, PA_STATUS_TOO_LARGE, field,
+                        "%s has %lld values per row; at most %d are supported", field,
+                        (long long)cols, INT32_MAX);
+    if (rows > 0 && (uint64_t)cols > (uint64_t)SIZE_MAX / sizeof(float) / (uint64_t)rows)
+        return pa__fail(err, PA_STATUS_TOO_LARGE, field,
+                        "%s with %lld x %lld values overflows the address space", field,
+                        (long long)rows, (long long)cols);
+    return PA_STATUS_OK;
+}
+
+static pa_status check_positive(pa_error *err, const char *field, int32_t value)
+{
+    if (value < 1)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field, "%s=%d must be at least 1",
+                        field, (int)value);
+    return PA_STATUS_OK;
+}
+
+#define TRY(expr)                                                                          \
+    do {                                                                                   \
+        pa_status st_ = (expr);                                                            \
+        if (st_ != PA_STATUS_OK)                                                           \
+            return st_;                                                                    \
+    } while (0)
+
+static pa_status check_layer_inputs(const pa_attention *a, int32_t H, int32_t Hkv, int32_t D,
+                                    int32_t Dv, pa_error *err)
+{
+    if (a->q != NULL || a->k != NULL || a->v != NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "x",
+                        "send either q, k and v, or x with w_q, w_k and w_v, not both");
+    TRY(check_positive(err, "x.shape[0]", a->seq_len));
+    TRY(check_positive(err, "x.shape[1]", a->d_model));
+    if (a->w_q == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "w_q", "layer mode needs w_q");
+    if (a->w_k == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "w_k", "layer mode needs w_k");
+    if (a->w_v == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "w_v", "layer mode needs w_v");
+    TRY(check_extent(err, "x", a->seq_len, a->d_model));
+    TRY(check_extent(err, "w_q", a->d_model, (int64_t)H * D));
+    TRY(check_extent(err, "w_k", a->d_model, (int64_t)Hkv * D));
+    TRY(check_extent(err, "w_v", a->d_model, (int64_t)Hkv * Dv));
+    if (a->w_o != NULL) {
+        TRY(check_positive(err, "w_o.shape[1]", a->d_out));
+        TRY(check_extent(err, "w_o", (int64_t)H * Dv, a->d_out));
+        TRY(check_extent(err, "output", a->seq_len, a->d_out));
+    }
+    return PA_STATUS_OK;
+}
+
+static pa_status check_qkv_inputs(const pa_attention *a, int32_t H, int32_t Hkv, int32_t D,
+                                  int32_t Dv, pa_error *err)
+{
+    pa_scheme_type t = a->scheme->type;
+    if (t == PA_SCHEME_SINUSOIDAL || t == PA_SCHEME_LEARNED)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "scheme.type",
+                        "scheme '%s' adds positions to the token embeddings before the "
+                        "projections: send x with w_q, w_k and w_v (layer mode) instead of "
+                        "q, k and v",
+                        pa_scheme_type_name(t));
+    if (a->q == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "q", "q is required (or x for layer mode)");
+    if (a->k == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k", "k is required");
+    if (a->v == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "v", "v is required");
+    TRY(check_positive(err, "q.shape[0]", a->q_len));
+    TRY(check_positive(err, "k.shape[0]", a->k_len));
+    TRY(check_extent(err, "q", a->q_len, (int64_t)H * D));
+    TRY(check_extent(err, "k", a->k_len, (int64_t)Hkv * D));
+    TRY(check_extent(err, "v", a->k_len, (int64_t)Hkv * Dv));
+    return PA_STATUS_OK;
+}
+
+static pa_status check_positions(const pa_attention *a, int32_t Lq, int32_t Lk, pa_error *err)
+{
+    /* In layer mode the queries and keys are the same tokens. */
+    if (a->x != NULL && a->q_positions != NULL && a->k_positions != NULL) {
+        for (int32_t i = 0; i < Lq; i++) {
+            if (a->q_positions[i] != a->k_positions[i]) {
+                char field[32];
+                snprintf(field, sizeof field, "q_positions[%d]", (int)i);
+                return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
+                                "in layer mode q and k are the same tokens, but "
+                                "q_positions[%d]=%d differs from k_positions[%d]=%d",
+                                (int)i, (int)a->q_positions[i], (int)i,
+                                (int)a->k_positions[i]);
+            }
+        }
+    }
+    if (a->scheme->type == PA_SCHEME_LEARNED) {
+        const pa_learned *l = &a->scheme->learned;
+        const int32_t *pos = a->k_positions != NULL ? a->k_positions : a->q_positions;
+        const char *field = pos == a->q_positions && pos != NULL ? "q_positions" : "k_positions";
+        /* NULL: the default positions 0 .. L-1. */
+        return pa__learned_check(l, a->d_model, pos, Lk, field, err);
+    }
+    (void)Lq;
+    return PA_STATUS_OK;
+}
+
+static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32_t Dv,
+                              pa_error *err)
+{
+    const pa_scheme *s = a->scheme;
+    switch (s->type) {
+    case PA_SCHEME_NONE:
+        return PA_STATUS_OK;
+    case PA_SCHEME_SINUSOIDAL:
+        /* Zero positions: checks the parameters against d_model only. */
+        return pa_sinusoidal_encode(&s->sinusoidal, NULL, 0, a->d_model, NULL, err);
+    case PA_SCHEME_LEARNED:
+        return PA_STATUS_OK; /* checked with the positions */
+    case PA_SCHEME_SHAW:
+        return pa__shaw_check(&s->shaw, D, Dv, err);
+    case PA_SCHEME_T5:
+        return pa__t5_check_table(&s->t5, H, err);
+    case PA_SCHEME_ROPE:
+        return pa_rope_check(&s->rope, D, err);
+    case PA_SCHEME_ALIBI:
+        return pa__alibi_check(&s->alibi, H, err);
+    case PA_SCHEME_COUNT:
+        break;
+    }
+    return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.type", "unknown scheme type %d",
+                    (int)s->type);
+}
+
+pa_status pa_attention_check(const pa_attention *a, pa_error *err)
+{
+    int32_t H, Hkv, D, Dv, Lq, Lk;
+
+    if (a == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "", "no attention descriptor");
+    if (a->scheme == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme", "scheme is required");
+    if ((unsigned)a->scheme->type >= (unsigned)PA_SCHEME_COUNT)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.type",
+                        "unknown scheme type %d", (int)a->scheme->type);
+
+    TRY(check_positive(err, "num_heads", a->num_heads));
+    TRY(check_positive(err, "head_dim", a->head_dim));
+    if (a->num_kv_heads < 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "num_kv_heads",
+                        "num_kv_heads=%d must be at least 1 (or 0 for num_heads)",
+                        (int)a->num_kv_heads);
+    if (a->v_head_dim < 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "v_head_dim",
+                        "v_head_dim=%d must be at least 1 (or 0 for head_dim)",
+                        (int)a->v_head_dim);
+    H = a->num_heads;
+    Hkv = a->num_kv_heads ? a->num_kv_heads : H;
+    D = a->head_dim;
+    Dv = a->v_head_dim ? a->v_head_dim : D;
+    if (H % Hkv != 0)
+        return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "num_kv_heads",
+                        "num_kv_heads=%d does not divide num_heads=%d", (int)Hkv, (int)H);
+
+    if (a->x != NULL)
+        TRY(check_layer_inputs(a, H, Hkv, D, Dv, err));
+    else
+        TRY(check_qkv_inputs(a, H, Hkv, D, Dv, err));
+    Lq = pa_attention_q_len(a);
+    Lk = pa_attention_k_len(a);
+    TRY(check_extent(err, "output", Lq, (int64_t)H * Dv));
+    /* Weights and logits are [H, Lq, Lk]; their sizes must be representable
+     * even when not requested, so a caller can always size them. */
+    TRY(check_extent(err, "weights", (int64_t)H * Lq, Lk));
+
+    if (a->window < 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "window",
+                        "window=%d must be 0 (none) or positive", (int)a->window);
+    if (a->key_length < -1 || a->key_length > Lk)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "key_length",
+                        "key_length=%d must be between 0 and the %d keys (or -1 for none)",
+                        (int)a->key_length, (int)Lk);
+    if (a->scale_set && !isfinite(a->scale))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scale", "scale must be finite");
+
+    TRY(check_scheme(a, H, D, Dv, err));
+    TRY(check_positions(a, Lq, Lk, err));
+    return PA_STATUS_OK;
+}
+
+void pa__plan_init(pa__plan *p, const pa_attention *a)
+{
+    memset(p, 0, sizeof *p);
+    p->a = a;
+    p->scheme = a->scheme;
+    p->layer = a->x != NULL;
+    p->H = a->num_heads;
+    p->Hkv = a->num_kv_heads ? a->num_kv_heads : a->num_heads;
+    p->group = p->H / p->Hkv;
+    p->D = a->head_dim;
+    p->Dv = a->v_head_dim ? a->v_head_dim : a->head_dim;
+    p->Lq = pa_attention_q_len(a);
+    p->Lk = pa_attention_k_len(a);
+    p->scale = pa_attention_scale(a);
+    p->key_len = a->key_length < 0 ? p->Lk : a->key_length;
+    p->rope = a->scheme->type == PA_SCHEME_ROPE;
+    p->r = p->rope ? pa_rope_rotary_dim(&a->scheme->rope, p->D) : 0;
+    p->absolute =
+        a->scheme->type == PA_SCHEME_SINUSOIDAL || a->scheme->type == PA_SCHEME_LEARNED;
+    if (p->layer) {
+        /* One sequence: either positions array names both. */
+        p->q_positions = a->q_positions != NULL ? a->q_positions : a->k_positions;
+        p->k_positions = a->k_positions != NULL ? a->k_positions : a->q_positions;
+    } else {
+        p->q_positions = a->q_positions;
+        p->k_positions = a->k_positions;
+    }
+}

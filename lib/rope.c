@@ -1,0 +1,595 @@
+/* rope.c - rotary position embedding: validation, inverse frequencies under
+ * every Hugging Face scaling, cos/sin tables and the rotation kernel.
+ *
+ * The scalings follow transformers' modeling_rope_utils.py; the formulas are in
+ * include/posattn.h above pa_rope. The attention core (lib/attention.c) calls
+ * pa_rope_cos_sin once per call and pa_rope_apply on q and k.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PI 3.14159265358979323846
+
+/* Defaults of the Llama 3.1 scaling, used when the field is 0. */
+#define LLAMA3_FACTOR 8.0
+#define LLAMA3_ORIG 8192
+
+/* Frequencies computed per pass of pa_rope_cos_sin: a small stack buffer, so
+ * the tables are built without allocating. */
+#define FREQ_CHUNK 256
+
+/* ------------------------------------------------------------------------- */
+/* Validation                                                                */
+/* ------------------------------------------------------------------------- */
+
+static const char *scaling_name(pa_rope_scaling s)
+{
+    const char *n = pa_rope_scaling_name(s);
+    return n != NULL ? n : "?";
+}
+
+/* A value that is 0 for "required and missing", else must be finite and
+ * >= lo (or > lo when !inclusive). */
+static pa_status check_required_factor(const pa_rope *r, double lo, bool inclusive, pa_error *err)
+{
+    const char *sn = scaling_name(r->scaling);
+    if (r->factor == 0.0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.factor",
+                        "scheme.factor is required for rope scaling '%s'", sn);
+    if (!isfinite(r->factor))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.factor",
+                        "scheme.factor=%g must be finite", r->factor);
+    if (inclusive ? r->factor < lo : r->factor <= lo)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.factor",
+                        "scheme.factor=%g must be %s %g for rope scaling '%s'", r->factor,
+                        inclusive ? ">=" : ">", lo, sn);
+    return PA_STATUS_OK;
+}
+
+/* An optional factor (0 = default) that must be finite and > 0 when set. */
+static pa_status check_optional_factor(const pa_rope *r, pa_error *err)
+{
+    if (r->factor == 0.0)
+        return PA_STATUS_OK;
+    if (!isfinite(r->factor))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.factor",
+                        "scheme.factor=%g must be finite", r->factor);
+    if (r->factor < 0.0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.factor",
+                        "scheme.factor=%g must be > 0 (0 means the default)", r->factor);
+    return PA_STATUS_OK;
+}
+
+static pa_status check_orig(const pa_rope *r, pa_error *err)
+{
+    if (r->original_max_position == 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.original_max_position",
+                        "scheme.original_max_position is required for rope scaling '%s'",
+                        scaling_name(r->scaling));
+    if (r->original_max_position < 1)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.original_max_position",
+                        "scheme.original_max_position=%d must be >= 1",
+                        (int)r->original_max_position);
+    return PA_STATUS_OK;
+}
+
+/* ntk and dynamic raise the factor to r/(r-2). */
+static pa_status check_r_above_2(const pa_rope *r, int32_t rd, pa_error *err)
+{
+    if (rd <= 2)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.rotary_dim",
+                        "rope scaling '%s' needs a rotary dim > 2 (exponent r/(r-2)), got %d",
+                        scaling_name(r->scaling), (int)rd);
+    return PA_STATUS_OK;
+}
+
+static pa_status check_ext_factors(const float *v, int32_t len, int32_t half, const char *name,
+                                   pa_error *err)
+{
+    char field[64];
+    if (v == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, name,
+                        "%s is required for rope scaling 'longrope'", name);
+    if (len != half)
+        return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, name,
+                        "%s has %d values, expected rotary_dim/2=%d", name, (int)len, (int)half);
+    for (int32_t i = 0; i < len; i++) {
+        if (!isfinite(v[i]) || v[i] <= 0.0f) {
+            snprintf(field, sizeof field, "%s[%d]", name, (int)i);
+            return pa__fail(err,
+                            isfinite(v[i]) ? PA_STATUS_OUT_OF_RANGE : PA_STATUS_INVALID_ARGUMENT,
+                            field, "%s=%g must be finite and > 0", field, (double)v[i]);
+        }
+    }
+    return PA_STATUS_OK;
+}
+
+static pa_status check_yarn(const pa_rope *r, pa_error *err)
+{
+    pa_status st = check_required_factor(r, 1.0, true, err);
+    if (st == PA_STATUS_OK)
+        st = check_orig(r, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    const struct {
+        double v;
+        const char *name;
+    } opt[] = {{r->beta_fast, "scheme.beta_fast"},
+               {r->beta_slow, "scheme.beta_slow"},
+               {r->mscale, "scheme.mscale"},
+               {r->mscale_all_dim, "scheme.mscale_all_dim"}};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        if (!isfinite(opt[i].v))
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, opt[i].name, "%s=%g must be finite",
+                            opt[i].name, opt[i].v);
+        if (opt[i].v < 0.0)
+            return pa__fail(err, PA_STATUS_OUT_OF_RANGE, opt[i].name,
+                            "%s=%g must be >= 0 (0 means the default)", opt[i].name, opt[i].v);
+    }
+    double fast = r->beta_fast != 0.0 ? r->beta_fast : 32.0;
+    double slow = r->beta_slow != 0.0 ? r->beta_slow : 1.0;
+    if (fast < slow)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.beta_fast",
+                        "scheme.beta_fast=%g must be >= scheme.beta_slow=%g", fast, slow);
+    return PA_STATUS_OK;
+}
+
+static pa_status check_llama3(const pa_rope *r, pa_error *err)
+{
+    pa_status st = check_optional_factor(r, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    if (r->original_max_position < 0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.original_max_position",
+                        "scheme.original_max_position=%d must be >= 1 (0 means %d)",
+                        (int)r->original_max_position, LLAMA3_ORIG);
+    if (!isfinite(r->low_freq_factor))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.low_freq_factor",
+                        "scheme.low_freq_factor=%g must be finite", r->low_freq_factor);
+    if (!isfinite(r->high_freq_factor))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.high_freq_factor",
+                        "scheme.high_freq_factor=%g must be finite", r->high_freq_factor);
+    if (r->low_freq_factor <= 0.0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.low_freq_factor",
+                        "scheme.low_freq_factor=%g must be > 0", r->low_freq_factor);
+    if (r->low_freq_factor >= r->high_freq_factor)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.high_freq_factor",
+                        "scheme.low_freq_factor=%g must be < scheme.high_freq_factor=%g",
+                        r->low_freq_factor, r->high_freq_factor);
+    return PA_STATUS_OK;
+}
+
+static pa_status check_longrope(const pa_rope *r, int32_t half, pa_error *err)
+{
+    pa_status st = check_orig(r, err);
+    if (st == PA_STATUS_OK)
+        st = check_optional_factor(r, err);
+    if (st == PA_STATUS_OK)
+        st = check_ext_factors(r->short_factor, r->short_factor_len, half, "scheme.short_factor",
+                               err);
+    if (st == PA_STATUS_OK)
+        st = check_ext_factors(r->long_factor, r->long_factor_len, half, "scheme.long_factor", err);
+    if (st != PA_STATUS_OK)
+        return st;
+    /* The default attention factor divides by ln(orig). */
+    if (r->attention_factor == 0.0 && r->factor > 1.0 && r->original_max_position == 1)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.original_max_position",
+                        "scheme.original_max_position=1 makes the default attention factor "
+                        "sqrt(1 + ln(factor)/ln(1)) infinite; set scheme.attention_factor");
+    return PA_STATUS_OK;
+}
+
+pa_status pa_rope_check(const pa_rope *r, int32_t head_dim, pa_error *err)
+{
+    if (r == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme",
+                        "the rope parameters are missing");
+    if ((int)r->layout < 0 || (int)r->layout > (int)PA_ROPE_LAYOUT_GPTJ)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.layout",
+                        "scheme.layout=%d is not a rope layout", (int)r->layout);
+    if ((int)r->scaling < 0 || (int)r->scaling >= (int)PA_ROPE_SCALING_COUNT)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.scaling",
+                        "scheme.scaling=%d is not a rope scaling", (int)r->scaling);
+    if (head_dim < 1)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "head_dim", "head_dim=%d must be >= 1",
+                        (int)head_dim);
+    if (r->rotary_dim < 0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.rotary_dim",
+                        "scheme.rotary_dim=%d must be 0 (= head_dim) or even and <= head_dim=%d",
+                        (int)r->rotary_dim, (int)head_dim);
+    if (r->rotary_dim == 0 && head_dim % 2 != 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.rotary_dim",
+                        "scheme.rotary_dim=0 means head_dim=%d, which is odd; set an even "
+                        "scheme.rotary_dim < %d",
+                        (int)head_dim, (int)head_dim);
+    if (r->rotary_dim % 2 != 0 || r->rotary_dim > head_dim)
+        return pa__fail(
+            err, r->rotary_dim % 2 != 0 ? PA_STATUS_INVALID_ARGUMENT : PA_STATUS_OUT_OF_RANGE,
+            "scheme.rotary_dim", "scheme.rotary_dim=%d must be even and <= head_dim=%d",
+            (int)r->rotary_dim, (int)head_dim);
+    int32_t rd = pa_rope_rotary_dim(r, head_dim);
+    if (!isfinite(r->base))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.base",
+                        "scheme.base=%g must be finite", r->base);
+    if (r->base <= 1.0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.base", "scheme.base=%g must be > 1",
+                        r->base);
+    if (!isfinite(r->attention_factor))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.attention_factor",
+                        "scheme.attention_factor=%g must be finite", r->attention_factor);
+    if (r->attention_factor < 0.0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.attention_factor",
+                        "scheme.attention_factor=%g must be > 0 (0 means the default)",
+                        r->attention_factor);
+
+    pa_status st = PA_STATUS_OK;
+    switch (r->scaling) {
+    case PA_ROPE_SCALING_NONE:
+        break;
+    case PA_ROPE_SCALING_LINEAR:
+        st = check_required_factor(r, 0.0, false, err);
+        break;
+    case PA_ROPE_SCALING_NTK:
+        st = check_required_factor(r, 1.0, true, err);
+        if (st == PA_STATUS_OK)
+            st = check_r_above_2(r, rd, err);
+        break;
+    case PA_ROPE_SCALING_DYNAMIC:
+        st = check_required_factor(r, 1.0, true, err);
+        if (st == PA_STATUS_OK)
+            st = check_orig(r, err);
+        if (st == PA_STATUS_OK)
+            st = check_r_above_2(r, rd, err);
+        break;
+    case PA_ROPE_SCALING_YARN:
+        st = check_yarn(r, err);
+        break;
+    case PA_ROPE_SCALING_LLAMA3:
+        st = check_llama3(r, err);
+        break;
+    case PA_ROPE_SCALING_LONGROPE:
+        st = check_longrope(r, rd / 2, err);
+        break;
+    case PA_ROPE_SCALING_COUNT:
+        break;
+    }
+    return st;
+}
+
+int32_t pa_rope_rotary_dim(const pa_rope *r, int32_t head_dim)
+{
+    return r != NULL && r->rotary_dim != 0 ? r->rotary_dim : head_dim;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Inverse frequencies                                                       */
+/* ------------------------------------------------------------------------- */
+
+/* Everything a scaling needs, resolved once per call (defaults applied, base
+ * adjusted, yarn's ramp bounds found), so frequencies can be produced in
+ * chunks. Built only from a checked pa_rope. */
+typedef struct rope_plan {
+    pa_rope_scaling scaling;
+    int32_t r;
+    double base;
+    double factor;
+    double attention;
+    double ramp_low, ramp_high;       /* yarn */
+    double orig, low_freq, high_freq; /* llama3 */
+    const float *ext;                 /* longrope */
+} rope_plan;
+
+/* HF get_mscale(scale, mscale). */
+static double yarn_mscale(double scale, double mscale)
+{
+    return scale <= 1.0 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
+}
+
+/* HF find_correction_dim: the dim index at which a frequency turns num_rot
+ * times over orig positions. */
+static double yarn_correction_dim(double num_rot, double r, double base, double orig)
+{
+    return r * log(orig / (num_rot * 2.0 * PI)) / (2.0 * log(base));
+}
+
+static void plan_init(const pa_rope *r, int32_t head_dim, int32_t max_position, rope_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->scaling = r->scaling;
+    p->r = pa_rope_rotary_dim(r, head_dim);
+    p->base = r->base;
+    p->factor = r->factor;
+    p->attention = 1.0;
+    double rd = (double)p->r;
+    double orig = (double)r->original_max_position;
+
+    switch (r->scaling) {
+    case PA_ROPE_SCALING_NTK:
+        p->base = r->base * pow(r->factor, rd / (rd - 2.0));
+        break;
+    case PA_ROPE_SCALING_DYNAMIC: {
+        double seq = fmax((double)max_position + 1.0, orig);
+        p->base = r->base * pow(r->factor * seq / orig - (r->factor - 1.0), rd / (rd - 2.0));
+        break;
+    }
+    case PA_ROPE_SCALING_YARN: {
+        double fast = r->beta_fast != 0.0 ? r->beta_fast : 32.0;
+        double slow = r->beta_slow != 0.0 ? r->beta_slow : 1.0;
+        double lo = yarn_correction_dim(fast, rd, r->base, orig);
+        double hi = yarn_correction_dim(slow, rd, r->base, orig);
+        if (r->truncate) {
+            lo = floor(lo);
+            hi = ceil(hi);
+        }
+        lo = fmax(lo, 0.0);
+        hi = fmin(hi, rd - 1.0);
+        if (lo == hi)
+            hi += 0.001; /* HF's guard against a zero-width ramp */
+        p->ramp_low = lo;
+        p->ramp_high = hi;
+        if (r->mscale != 0.0 && r->mscale_all_dim != 0.0)
+            p->attention =
+                yarn_mscale(r->factor, r->mscale) / yarn_mscale(r->factor, r->mscale_all_dim);
+        else
+            p->attention = yarn_mscale(r->factor, 1.0);
+        break;
+    }
+    case PA_ROPE_SCALING_LLAMA3:
+        p->factor = r->factor != 0.0 ? r->factor : LLAMA3_FACTOR;
+        p->orig = r->original_max_position != 0 ? orig : (double)LLAMA3_ORIG;
+        p->low_freq = r->low_freq_factor;
+        p->high_freq = r->high_freq_factor;
+        break;
+    case PA_ROPE_SCALING_LONGROPE: {
+        double f = r->factor != 0.0 ? r->factor : 1.0;
+        p->ext = (double)max_position + 1.0 > orig ? r->long_factor : r->short_factor;
+        p->attention = f <= 1.0 ? 1.0 : sqrt(1.0 + log(f) / log(orig));
+        break;
+    }
+    case PA_ROPE_SCALING_NONE:
+    case PA_ROPE_SCALING_LINEAR:
+    case PA_ROPE_SCALING_COUNT:
+        break;
+    }
+    if (r->attention_factor != 0.0)
+        p->attention = r->attention_factor;
+}
+
+/* inv_freq for i in [i0, i1), written to out[0 .. i1-i0). */
+static void plan_inv_freq(const rope_plan *p, int32_t i0, int32_t i1, double *out)
+{
+    double rd = (double)p->r;
+    for (int32_t i = i0; i < i1; i++) {
+        double pos_freq = pow(p->base, 2.0 * i / rd);
+        double inv = 1.0 / pos_freq;
+        switch (p->scaling) {
+        case PA_ROPE_SCALING_LINEAR:
+            inv /= p->factor;
+            break;
+        case PA_ROPE_SCALING_YARN: {
+            /* ramp 0 keeps the original frequency (extrapolation), 1 divides
+             * it by factor (interpolation). */
+            double ramp = ((double)i - p->ramp_low) / (p->ramp_high - p->ramp_low);
+            ramp = fmin(fmax(ramp, 0.0), 1.0);
+            inv = inv / p->factor * ramp + inv * (1.0 - ramp);
+            break;
+        }
+        case PA_ROPE_SCALING_LLAMA3: {
+            double wavelen = 2.0 * PI / inv;
+            if (wavelen > p->orig / p->low_freq) {
+                inv /= p->factor;
+            } else if (!(wavelen < p->orig / p->high_freq)) {
+                double smooth = (p->orig / wavelen - p->low_freq) / (p->high_freq - p->low_freq);
+                inv = (1.0 - smooth) * inv / p->factor + smooth * inv;
+            }
+            break;
+        }
+        case PA_ROPE_SCALING_LONGROPE:
+            inv = 1.0 / ((double)p->ext[i] * pos_freq);
+            break;
+        case PA_ROPE_SCALING_NONE:
+        case PA_ROPE_SCALING_NTK:
+        case PA_ROPE_SCALING_DYNAMIC:
+        case PA_ROPE_SCALING_COUNT:
+            break;
+        }
+        out[i - i0] = inv;
+    }
+}
+
+pa_status pa_rope_inv_freq(const pa_rope *r, int32_t head_dim, int32_t max_position,
+                           double *inv_freq, double *attention_factor, pa_error *err)
+{
+    pa_status st = pa_rope_check(r, head_dim, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    if (inv_freq == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "inv_freq", "inv_freq must not be NULL");
+    rope_plan p;
+    plan_init(r, head_dim, max_position, &p);
+    plan_inv_freq(&p, 0, p.r / 2, inv_freq);
+    if (attention_factor != NULL)
+        *attention_factor = p.attention;
+    return PA_STATUS_OK;
+}
+
+pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *positions, int32_t n,
+                          int32_t max_position, float *cos_out, float *sin_out, pa_error *err)
+{
+    pa_status st = pa_rope_check(r, head_dim, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    if (n < 0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "positions",
+                        "the number of positions n=%d must be >= 0", (int)n);
+    if (n == 0)
+        return PA_STATUS_OK;
+    if (positions == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "positions", "positions must not be NULL");
+    if (cos_out == NULL || sin_out == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, cos_out == NULL ? "cos" : "sin",
+                        "the %s table must not be NULL", cos_out == NULL ? "cos" : "sin");
+
+    rope_plan p;
+    plan_init(r, head_dim, max_position, &p);
+    size_t half = (size_t)(p.r / 2);
+    double freq[FREQ_CHUNK];
+    for (int32_t i0 = 0; i0 < p.r / 2; i0 += FREQ_CHUNK) {
+        int32_t i1 = pa__min_i32(i0 + FREQ_CHUNK, p.r / 2);
+        size_t w = (size_t)(i1 - i0);
+        plan_inv_freq(&p, i0, i1, freq);
+        for (int32_t t = 0; t < n; t++) {
+            double pos = (double)positions[t];
+            float *c = cos_out + (size_t)t * half + (size_t)i0;
+            float *s = sin_out + (size_t)t * half + (size_t)i0;
+            for (size_t i = 0; i < w; i++) {
+                double theta = pos * freq[i];
+                c[i] = (float)(cos(theta) * p.attention);
+                s[i] = (float)(sin(theta) * p.attention);
+            }
+        }
+    }
+    return PA_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Rotation                                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* The kernels work in blocks of BLOCK pairs with a constant-count inner loop,
+ * which GCC and Clang vectorize even at -O2 (where GCC's very-cheap cost model
+ * refuses loops that need a scalar epilogue), then finish with a scalar tail.
+ * Each has an out-of-place form (x and out restrict) and an in-place form. */
+#define BLOCK 8
+
+/* NeoX: pairs (i, i+h); x0/x1 and o0/o1 are the two halves of a row. */
+static inline void rot_neox(const float *restrict x0, const float *restrict x1, float *restrict o0,
+                            float *restrict o1, const float *restrict c, const float *restrict s,
+                            size_t h)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= h; i += BLOCK) {
+        for (size_t k = 0; k < BLOCK; k++) {
+            float a = x0[i + k], b = x1[i + k];
+            o0[i + k] = a * c[i + k] - b * s[i + k];
+            o1[i + k] = b * c[i + k] + a * s[i + k];
+        }
+    }
+    for (; i < h; i++) {
+        float a = x0[i], b = x1[i];
+        o0[i] = a * c[i] - b * s[i];
+        o1[i] = b * c[i] + a * s[i];
+    }
+}
+
+/* In place: lo = row, hi = row + h are disjoint halves, so both may be restrict. */
+static inline void rot_neox_inplace(float *restrict lo, float *restrict hi, const float *restrict c,
+                                    const float *restrict s, size_t h)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= h; i += BLOCK) {
+        for (size_t k = 0; k < BLOCK; k++) {
+            float a = lo[i + k], b = hi[i + k];
+            lo[i + k] = a * c[i + k] - b * s[i + k];
+            hi[i + k] = b * c[i + k] + a * s[i + k];
+        }
+    }
+    for (; i < h; i++) {
+        float a = lo[i], b = hi[i];
+        lo[i] = a * c[i] - b * s[i];
+        hi[i] = b * c[i] + a * s[i];
+    }
+}
+
+/* GPT-J: pairs (2i, 2i+1). */
+static inline void rot_gptj(const float *restrict x, float *restrict o, const float *restrict c,
+                            const float *restrict s, size_t h)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= h; i += BLOCK) {
+        for (size_t k = 0; k < BLOCK; k++) {
+            float a = x[2 * (i + k)], b = x[2 * (i + k) + 1];
+            o[2 * (i + k)] = a * c[i + k] - b * s[i + k];
+            o[2 * (i + k) + 1] = b * c[i + k] + a * s[i + k];
+        }
+    }
+    for (; i < h; i++) {
+        float a = x[2 * i], b = x[2 * i + 1];
+        o[2 * i] = a * c[i] - b * s[i];
+        o[2 * i + 1] = b * c[i] + a * s[i];
+    }
+}
+
+/* In place: each pair is read before it is written and no two pairs overlap. */
+static inline void rot_gptj_inplace(float *restrict p, const float *restrict c,
+                                    const float *restrict s, size_t h)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= h; i += BLOCK) {
+        for (size_t k = 0; k < BLOCK; k++) {
+            float a = p[2 * (i + k)], b = p[2 * (i + k) + 1];
+            p[2 * (i + k)] = a * c[i + k] - b * s[i + k];
+            p[2 * (i + k) + 1] = b * c[i + k] + a * s[i + k];
+        }
+    }
+    for (; i < h; i++) {
+        float a = p[2 * i], b = p[2 * i + 1];
+        p[2 * i] = a * c[i] - b * s[i];
+        p[2 * i + 1] = b * c[i] + a * s[i];
+    }
+}
+
+void pa_rope_apply(const pa_rope *r, int32_t head_dim, int32_t n, int32_t heads,
+                   const float *cos_tab, const float *sin_tab, const float *x, float *out)
+{
+    if (n <= 0 || heads <= 0)
+        return;
+    size_t D = (size_t)head_dim;
+    size_t rd = (size_t)pa_rope_rotary_dim(r, head_dim);
+    size_t h = rd / 2;
+    size_t rest = D - rd;
+    bool gptj = r->layout == PA_ROPE_LAYOUT_GPTJ;
+
+    for (size_t t = 0; t < (size_t)n; t++) {
+        const float *c = cos_tab + t * h;
+        const float *s = sin_tab + t * h;
+        for (size_t hd = 0; hd < (size_t)heads; hd++) {
+            size_t off = (t * (size_t)heads + hd) * D;
+            if (out == x) {
+                float *p = out + off;
+                if (gptj)
+                    rot_gptj_inplace(p, c, s, h);
+                else
+                    rot_neox_inplace(p, p + h, c, s, h);
+            } else {
+                if (gptj)
+                    rot_gptj(x + off, out + off, c, s, h);
+                else
+                    rot_neox(x + off, x + off + h, out + off, out + off + h, c, s, h);
+                if (rest > 0)
+                    memcpy(out + off + rd, x + off + rd, rest * sizeof(float));
+            }
+        }
+    }
+}
+
+void pa__rope_rotate_one(const pa_rope *r, int32_t head_dim, const double *inv_freq,
+                         double attention_factor, int32_t position, const float *x, double *out)
+{
+    int32_t rd = pa_rope_rotary_dim(r, head_dim);
+    int32_t h = rd / 2;
+    for (int32_t i = 0; i < h; i++) {
+        double theta = (double)position * inv_freq[i];
+        double c = cos(theta) * attention_factor, s = sin(theta) * attention_factor;
+        int32_t i0 = r->layout == PA_ROPE_LAYOUT_GPTJ ? 2 * i : i;
+        int32_t i1 = r->layout == PA_ROPE_LAYOUT_GPTJ ? 2 * i + 1 : i + h;
+        double a = x[i0], b = x[i1];
+        out[i0] = a * c - b * s;
+        out[i1] = b * c + a * s;
+    }
+    for (int32_t d = rd; d < head_dim; d++)
+        out[d] = x[d];
+}

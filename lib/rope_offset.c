@@ -1,0 +1,123 @@
+/* rope_offset.c - the RoPE relative-position analysis: the score
+ * <R(m) q, R(n) k> as a function of m - n, and how little it varies with m.
+ *
+ * Everything is computed in double from pa_rope_inv_freq and
+ * pa__rope_rotate_one (lib/rope.c); only the results are rounded to float.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* The analysis keeps its vectors on the stack (it takes no workspace), which
+ * bounds the head dimension it accepts. Real models use head_dim <= 256. */
+#define MAX_HEAD_DIM 1024
+
+static double dot(const double *a, const double *b, int32_t n)
+{
+    double acc = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        acc += a[i] * b[i];
+    return acc;
+}
+
+/* Checks that position + offset is a valid position (>= 0 and an int32). */
+static pa_status check_shifted(int64_t pos, const char *pos_name, int32_t o, int32_t oi,
+                               pa_error *err)
+{
+    char field[64];
+    int64_t v = pos + (int64_t)o;
+    if (v >= 0 && v <= INT32_MAX)
+        return PA_STATUS_OK;
+    snprintf(field, sizeof field, "offsets[%d]", (int)oi);
+    return pa__fail(err, PA_STATUS_OUT_OF_RANGE, field,
+                    "%s=%lld + offsets[%d]=%d = %lld is outside [0, %d]", pos_name, (long long)pos,
+                    (int)oi, (int)o, (long long)v, (int)INT32_MAX);
+}
+
+pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float *q, const float *k,
+                                 const int32_t *offsets, int32_t n_offsets, int32_t base_position,
+                                 const int32_t *positions, int32_t n_positions, float *score,
+                                 float *spread, pa_error *err)
+{
+    char name[64];
+    pa_status st = pa_rope_check(r, head_dim, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    if (head_dim > MAX_HEAD_DIM)
+        return pa__fail(err, PA_STATUS_TOO_LARGE, "head_dim",
+                        "head_dim=%d is larger than the %d this analysis supports", (int)head_dim,
+                        MAX_HEAD_DIM);
+    if (q == NULL || k == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, q == NULL ? "q" : "k",
+                        "%s must not be NULL", q == NULL ? "q" : "k");
+    if (n_offsets < 0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "offsets",
+                        "the number of offsets n_offsets=%d must be >= 0", (int)n_offsets);
+    if (n_positions < 0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "positions",
+                        "the number of positions n_positions=%d must be >= 0", (int)n_positions);
+    if (n_offsets > 0 && (offsets == NULL || score == NULL || spread == NULL)) {
+        const char *what = offsets == NULL ? "offsets" : score == NULL ? "score" : "spread";
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, what, "%s must not be NULL", what);
+    }
+    if (n_positions > 0 && positions == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "positions", "positions must not be NULL");
+    if (base_position < 0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "base_position",
+                        "base_position=%d must be >= 0", (int)base_position);
+
+    /* The smallest and largest positions the analysis will use. */
+    bool use_positions = n_positions > 0;
+    int32_t jmin = 0, jmax = 0;
+    for (int32_t j = 0; j < n_positions; j++) {
+        if (positions[j] < 0) {
+            snprintf(name, sizeof name, "positions[%d]", (int)j);
+            return pa__fail(err, PA_STATUS_OUT_OF_RANGE, name, "%s=%d must be >= 0", name,
+                            (int)positions[j]);
+        }
+        if (positions[j] < positions[jmin])
+            jmin = j;
+        if (positions[j] > positions[jmax])
+            jmax = j;
+    }
+    int32_t pmax = use_positions ? pa__max_i32(base_position, positions[jmax]) : base_position;
+    int32_t max_used = pmax;
+    for (int32_t o = 0; o < n_offsets; o++) {
+        st = check_shifted(base_position, "base_position", offsets[o], o, err);
+        if (st == PA_STATUS_OK && use_positions) {
+            int32_t j = offsets[o] < 0 ? jmin : jmax;
+            snprintf(name, sizeof name, "positions[%d]", (int)j);
+            st = check_shifted(positions[j], name, offsets[o], o, err);
+        }
+        if (st != PA_STATUS_OK)
+            return st;
+        /* Both sums were checked to fit in int32 above. */
+        max_used = pa__max_i32(max_used, base_position + offsets[o]);
+        if (use_positions)
+            max_used = pa__max_i32(max_used, positions[jmax] + offsets[o]);
+    }
+
+    double inv_freq[MAX_HEAD_DIM / 2];
+    double af;
+    st = pa_rope_inv_freq(r, head_dim, max_used, inv_freq, &af, err);
+    if (st != PA_STATUS_OK)
+        return st;
+
+    double qr[MAX_HEAD_DIM], kr[MAX_HEAD_DIM];
+    for (int32_t o = 0; o < n_offsets; o++) {
+        pa__rope_rotate_one(r, head_dim, inv_freq, af, base_position + offsets[o], q, qr);
+        pa__rope_rotate_one(r, head_dim, inv_freq, af, base_position, k, kr);
+        score[o] = (float)dot(qr, kr, head_dim);
+        double lo = INFINITY, hi = -INFINITY;
+        for (int32_t j = 0; j < n_positions; j++) {
+            pa__rope_rotate_one(r, head_dim, inv_freq, af, positions[j] + offsets[o], q, qr);
+            pa__rope_rotate_one(r, head_dim, inv_freq, af, positions[j], k, kr);
+            double v = dot(qr, kr, head_dim);
+            lo = fmin(lo, v);
+            hi = fmax(hi, v);
+        }
+        spread[o] = n_positions > 0 ? (float)(hi - lo) : 0.0f;
+    }
+    return PA_STATUS_OK;
+}

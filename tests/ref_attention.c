@@ -1,0 +1,232 @@
+/* ref_attention.c - double-precision reference attention for the tests. */
+#include "ref_attention.h"
+#include "ref_encodings.h"
+#include "ref_rope.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz);
+    if (p == NULL)
+        abort();
+    return p;
+}
+
+int ref_attention_out_len(const pa_attention *a)
+{
+    int H = a->num_heads, Dv = a->v_head_dim ? a->v_head_dim : a->head_dim;
+    int L = a->x ? a->seq_len : a->q_len;
+    return a->x && a->w_o ? L * a->d_out : L * H * Dv;
+}
+
+static int visible(const pa_attention *a, long qp, long kp, int j, int key_len)
+{
+    if (j >= key_len)
+        return 0;
+    if (a->causal && kp > qp)
+        return 0;
+    if (a->window > 0 && qp - kp >= a->window)
+        return 0;
+    if (a->window > 0 && !a->causal && kp - qp >= a->window)
+        return 0;
+    return 1;
+}
+
+void ref_attention(const pa_attention *a, double *out, double *weights, double *logits,
+                   double *q_rot, double *k_rot)
+{
+    const pa_scheme *s = a->scheme;
+    int H = a->num_heads, Hkv = a->num_kv_heads ? a->num_kv_heads : H;
+    int D = a->head_dim, Dv = a->v_head_dim ? a->v_head_dim : D;
+    int layer = a->x != NULL;
+    int Lq = layer ? a->seq_len : a->q_len, Lk = layer ? a->seq_len : a->k_len;
+    int key_len = a->key_length < 0 ? Lk : a->key_length;
+    double scale = a->scale_set                 ? a->scale
+                   : s->type == PA_SCHEME_T5    ? 1.0
+                                                : 1.0 / sqrt((double)D);
+    int *qpos = xcalloc((size_t)Lq, sizeof *qpos), *kpos = xcalloc((size_t)Lk, sizeof *kpos);
+    double *q = xcalloc((size_t)Lq * H * D, sizeof *q);
+    double *k = xcalloc((size_t)Lk * Hkv * D, sizeof *k);
+    double *v = xcalloc((size_t)Lk * Hkv * Dv, sizeof *v);
+    double *o = xcalloc((size_t)Lq * H * Dv, sizeof *o);
+    double *row = xcalloc((size_t)Lk, sizeof *row);
+
+    const int32_t *qp_in = a->q_positions, *kp_in = a->k_positions;
+    if (layer) {
+        if (!qp_in)
+            qp_in = kp_in;
+        if (!kp_in)
+            kp_in = qp_in;
+    }
+    for (int i = 0; i < Lq; i++)
+        qpos[i] = qp_in ? qp_in[i] : Lk - Lq + i;
+    for (int j = 0; j < Lk; j++)
+        kpos[j] = kp_in ? kp_in[j] : j;
+
+    if (layer) {
+        int dm = a->d_model;
+        double *xd = xcalloc((size_t)Lk * dm, sizeof *xd);
+        double *pe = xcalloc((size_t)Lk * dm, sizeof *pe);
+        if (s->type == PA_SCHEME_SINUSOIDAL)
+            ref_sinusoidal(&s->sinusoidal, kpos, Lk, dm, pe);
+        else if (s->type == PA_SCHEME_LEARNED)
+            ref_learned(s->learned.table, dm, s->learned.offset, kpos, Lk, pe);
+        for (size_t i = 0; i < (size_t)Lk * dm; i++)
+            xd[i] = a->x[i] + pe[i];
+        free(pe);
+        for (int t = 0; t < Lk; t++) {
+            for (int c = 0; c < H * D; c++) {
+                double acc = 0;
+                for (int e = 0; e < dm; e++)
+                    acc += xd[(size_t)t * dm + e] * a->w_q[(size_t)e * H * D + c];
+                q[(size_t)t * H * D + c] = acc;
+            }
+            for (int c = 0; c < Hkv * D; c++) {
+                double acc = 0;
+                for (int e = 0; e < dm; e++)
+                    acc += xd[(size_t)t * dm + e] * a->w_k[(size_t)e * Hkv * D + c];
+                k[(size_t)t * Hkv * D + c] = acc;
+            }
+            for (int c = 0; c < Hkv * Dv; c++) {
+                double acc = 0;
+                for (int e = 0; e < dm; e++)
+                    acc += xd[(size_t)t * dm + e] * a->w_v[(size_t)e * Hkv * Dv + c];
+                v[(size_t)t * Hkv * Dv + c] = acc;
+            }
+        }
+        free(xd);
+    } else {
+        for (size_t i = 0; i < (size_t)Lq * H * D; i++)
+            q[i] = a->q[i];
+        for (size_t i = 0; i < (size_t)Lk * Hkv * D; i++)
+            k[i] = a->k[i];
+        for (size_t i = 0; i < (size_t)Lk * Hkv * Dv; i++)
+            v[i] = a->v[i];
+    }
+
+    if (s->type == PA_SCHEME_ROPE) {
+        int maxpos = INT32_MIN;
+        int r = s->rope.rotary_dim ? s->rope.rotary_dim : D;
+        double *inv = xcalloc((size_t)r / 2, sizeof *inv), af;
+        double *tmp = xcalloc((size_t)D, sizeof *tmp);
+        for (int i = 0; i < Lq; i++)
+            maxpos = qpos[i] > maxpos ? qpos[i] : maxpos;
+        for (int j = 0; j < Lk; j++)
+            maxpos = kpos[j] > maxpos ? kpos[j] : maxpos;
+        ref_rope_inv_freq(&s->rope, D, maxpos, inv, &af);
+        for (int i = 0; i < Lq; i++)
+            for (int h = 0; h < H; h++) {
+                double *x = q + ((size_t)i * H + h) * D;
+                ref_rope_rotate(&s->rope, D, inv, af, qpos[i], x, tmp);
+                memcpy(x, tmp, (size_t)D * sizeof *x);
+            }
+        for (int j = 0; j < Lk; j++)
+            for (int h = 0; h < Hkv; h++) {
+                double *x = k + ((size_t)j * Hkv + h) * D;
+                ref_rope_rotate(&s->rope, D, inv, af, kpos[j], x, tmp);
+                memcpy(x, tmp, (size_t)D * sizeof *x);
+            }
+        free(inv);
+        free(tmp);
+    }
+    if (q_rot)
+        memcpy(q_rot, q, (size_t)Lq * H * D * sizeof *q);
+    if (k_rot)
+        memcpy(k_rot, k, (size_t)Lk * Hkv * D * sizeof *k);
+
+    double *slopes = xcalloc((size_t)H, sizeof *slopes);
+    if (s->type == PA_SCHEME_ALIBI) {
+        if (s->alibi.slopes)
+            for (int h = 0; h < H; h++)
+                slopes[h] = s->alibi.slopes[h];
+        else
+            ref_alibi_slopes(H, s->alibi.max_bias, slopes);
+    }
+
+    for (int h = 0; h < H; h++) {
+        int g = h / (H / Hkv);
+        for (int i = 0; i < Lq; i++) {
+            double mx = -INFINITY, sum = 0;
+            const double *qi = q + ((size_t)i * H + h) * D;
+            for (int j = 0; j < Lk; j++) {
+                const double *kj = k + ((size_t)j * Hkv + g) * D;
+                long rel = (long)kpos[j] - qpos[i];
+                double dot = 0, bias = 0;
+                for (int d = 0; d < D; d++)
+                    dot += qi[d] * kj[d];
+                switch (s->type) {
+                case PA_SCHEME_ALIBI:
+                    bias = s->alibi.symmetric ? -slopes[h] * fabs((double)rel)
+                                              : slopes[h] * (double)rel;
+                    break;
+                case PA_SCHEME_T5:
+                    bias = s->t5.table[(size_t)ref_t5_bucket((int)rel, s->t5.bidirectional,
+                                                             s->t5.num_buckets,
+                                                             s->t5.max_distance) *
+                                           H +
+                                       h];
+                    break;
+                case PA_SCHEME_SHAW: {
+                    int K = s->shaw.max_relative_position;
+                    long c = rel < -K ? -K : rel > K ? K : rel;
+                    const float *rk = s->shaw.rel_k + (size_t)(c + K) * D;
+                    for (int d = 0; d < D; d++)
+                        bias += scale * qi[d] * rk[d];
+                    break;
+                }
+                default:
+                    break;
+                }
+                row[j] = visible(a, qpos[i], kpos[j], j, key_len) ? scale * dot + bias
+                                                                   : -INFINITY;
+                if (logits)
+                    logits[((size_t)h * Lq + i) * Lk + j] = row[j];
+                if (row[j] > mx)
+                    mx = row[j];
+            }
+            for (int j = 0; j < Lk; j++) {
+                row[j] = mx == -INFINITY ? 0.0 : exp(row[j] - mx);
+                sum += row[j];
+            }
+            for (int j = 0; j < Lk; j++) {
+                double w = sum > 0 ? row[j] / sum : 0.0;
+                if (weights)
+                    weights[((size_t)h * Lq + i) * Lk + j] = w;
+                for (int d = 0; d < Dv; d++) {
+                    double vv = v[((size_t)j * Hkv + g) * Dv + d];
+                    if (s->type == PA_SCHEME_SHAW && s->shaw.rel_v) {
+                        int K = s->shaw.max_relative_position;
+                        long rel = (long)kpos[j] - qpos[i];
+                        long c = rel < -K ? -K : rel > K ? K : rel;
+                        vv += s->shaw.rel_v[(size_t)(c + K) * Dv + d];
+                    }
+                    o[((size_t)i * H + h) * Dv + d] += w * vv;
+                }
+            }
+        }
+    }
+
+    if (layer && a->w_o) {
+        for (int i = 0; i < Lq; i++)
+            for (int c = 0; c < a->d_out; c++) {
+                double acc = 0;
+                for (int e = 0; e < H * Dv; e++)
+                    acc += o[(size_t)i * H * Dv + e] * a->w_o[(size_t)e * a->d_out + c];
+                if (out)
+                    out[(size_t)i * a->d_out + c] = acc;
+            }
+    } else if (out) {
+        memcpy(out, o, (size_t)Lq * H * Dv * sizeof *o);
+    }
+    free(qpos);
+    free(kpos);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(row);
+    free(slopes);
+}

@@ -1,0 +1,55 @@
+/* ref_encodings.h - plain double-precision references for the positional
+ * encodings, written from the papers and the reference implementations
+ * (tensor2tensor, fairseq, Press et al.'s ALiBi code, Hugging Face T5), not
+ * from lib/. The unit tests of lib/ and of attention compare against these.
+ * Outputs are caller-allocated; nothing here fails.
+ */
+#ifndef PA_REF_ENCODINGS_H
+#define PA_REF_ENCODINGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "posattn.h"
+
+/* Vaswani et al. 2017: out [n, dim], out[p, 2i] = sin(pos / base^(2i/dim)),
+ * out[p, 2i+1] = cos(same); with odd dim the last column is sin of i = dim/2. */
+void ref_sinusoidal_interleaved(const int32_t *positions, int32_t n, int32_t dim, double base,
+                                double *out);
+/* tensor2tensor get_timing_signal_1d (min_timescale 1, max_timescale base):
+ * out [n, dim] = [sin(pos * inv_ts) | cos(pos * inv_ts)], zero-padded to an
+ * odd dim. */
+void ref_sinusoidal_concat(const int32_t *positions, int32_t n, int32_t dim, double base,
+                           double *out);
+/* Dispatches on s->layout. out [n, dim]. */
+void ref_sinusoidal(const pa_sinusoidal *s, const int32_t *positions, int32_t n, int32_t dim,
+                    double *out);
+
+/* Learned table lookup: out [n, cols] = table[positions[i] + offset, :].
+ * Positions must be in range (the reference does not check). */
+void ref_learned(const float *table, int32_t cols, int32_t offset, const int32_t *positions,
+                 int32_t n, double *out);
+
+/* Press et al. get_slopes(n) from the ALiBi repository, transliterated
+ * literally (max_bias 8 built in): out [num_heads]. */
+void ref_alibi_get_slopes(int32_t num_heads, double *out);
+/* ggml's max_bias form: m0 = 2^(-max_bias/n), m1 = 2^(-max_bias/(2n)),
+ * n = 2^floor(log2 H); slope h = m0^(h+1) for h < n, else m1^(2(h-n)+1).
+ * out [num_heads]. */
+void ref_alibi_slopes(int32_t num_heads, double max_bias, double *out);
+/* ALiBi logit bias: -slope * (qpos - kpos), or -slope * |qpos - kpos|. */
+double ref_alibi_bias(double slope, int32_t qpos, int32_t kpos, bool symmetric);
+
+/* Hugging Face T5Attention._relative_position_bucket for one relative
+ * position (kpos - qpos), with torch's float32 arithmetic in the log branch.
+ * Parameters must be valid (max_exact >= 1, max_distance > max_exact). */
+int64_t ref_t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buckets,
+                      int64_t max_distance);
+
+/* Shaw et al.: clip(rel, -K, K) + K, K >= 0. */
+int64_t ref_shaw_index(int64_t relative_position, int64_t max_relative_position);
+
+/* Gram matrix sim [n, n] = p p^T for p [n, dim], in double. */
+void ref_gram(const double *p, int32_t n, int32_t dim, double *sim);
+
+#endif

@@ -1,0 +1,605 @@
+/* test_attention.c - lib/attention.c and lib/attention_check.c against the
+ * double-precision reference in ref_attention.c, for every scheme, both input
+ * modes, masks, GQA and edge shapes; plus every validation error.
+ *
+ * Tolerance: float32 kernels against double, inputs in [-1, 1]:
+ * |got - want| <= 2e-5 + 1e-4 |want| for outputs, weights and logits.
+ */
+#include "ref_attention.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ATOL 2e-5
+#define RTOL 1e-4
+
+/* Owns the inputs of one test case. */
+typedef struct fixture {
+    pa_scheme scheme;
+    pa_attention a;
+    float *q, *k, *v, *x, *wq, *wk, *wv, *wo;
+    float *table, *rel_k, *rel_v;
+    int32_t *qpos, *kpos;
+} fixture;
+
+static void fixture_free(fixture *f)
+{
+    free(f->q);
+    free(f->k);
+    free(f->v);
+    free(f->x);
+    free(f->wq);
+    free(f->wk);
+    free(f->wv);
+    free(f->wo);
+    free(f->table);
+    free(f->rel_k);
+    free(f->rel_v);
+    free(f->qpos);
+    free(f->kpos);
+    memset(f, 0, sizeof *f);
+}
+
+static float *rand_tensor(tu_rng *r, size_t n, double lo, double hi)
+{
+    float *t = tu_alloc(n, sizeof(float));
+    tu_fill(r, t, n, lo, hi);
+    return t;
+}
+
+/* Sets up q/k/v mode with random inputs. */
+static void setup_qkv(fixture *f, pa_scheme_type type, int Lq, int Lk, int H, int Hkv, int D,
+                      int Dv, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    memset(f, 0, sizeof *f);
+    pa_scheme_init(&f->scheme, type);
+    pa_attention_init(&f->a, &f->scheme);
+    f->a.num_heads = H;
+    f->a.num_kv_heads = Hkv;
+    f->a.head_dim = D;
+    f->a.v_head_dim = Dv;
+    f->a.q_len = Lq;
+    f->a.k_len = Lk;
+    f->q = rand_tensor(&r, (size_t)Lq * H * D, -1, 1);
+    f->k = rand_tensor(&r, (size_t)Lk * Hkv * D, -1, 1);
+    f->v = rand_tensor(&r, (size_t)Lk * Hkv * (Dv ? Dv : D), -1, 1);
+    f->a.q = f->q;
+    f->a.k = f->k;
+    f->a.v = f->v;
+}
+
+/* Sets up layer mode with random x and weights scaled to keep logits O(1). */
+static void setup_layer(fixture *f, pa_scheme_type type, int L, int dm, int H, int Hkv, int D,
+                        int Dv, int dout, uint64_t seed)
+{
+    tu_rng r;
+    int dv = Dv ? Dv : D;
+    double ws = 1.0 / sqrt((double)dm);
+    tu_rng_seed(&r, seed);
+    memset(f, 0, sizeof *f);
+    pa_scheme_init(&f->scheme, type);
+    pa_attention_init(&f->a, &f->scheme);
+    f->a.num_heads = H;
+    f->a.num_kv_heads = Hkv;
+    f->a.head_dim = D;
+    f->a.v_head_dim = Dv;
+    f->a.seq_len = L;
+    f->a.d_model = dm;
+    f->x = rand_tensor(&r, (size_t)L * dm, -1, 1);
+    f->wq = rand_tensor(&r, (size_t)dm * H * D, -ws, ws);
+    f->wk = rand_tensor(&r, (size_t)dm * Hkv * D, -ws, ws);
+    f->wv = rand_tensor(&r, (size_t)dm * Hkv * dv, -ws, ws);
+    f->a.x = f->x;
+    f->a.w_q = f->wq;
+    f->a.w_k = f->wk;
+    f->a.w_v = f->wv;
+    if (dout > 0) {
+        f->wo = rand_tensor(&r, (size_t)H * dv * dout, -ws, ws);
+        f->a.w_o = f->wo;
+        f->a.d_out = dout;
+    }
+}
+
+enum { WANT_WEIGHTS = 1, WANT_LOGITS = 2, WANT_ROT = 4, WANT_ALL = 7 };
+
+/* Runs the library and the reference on f->a and compares every output. */
+static void check_against_reference(const pa_attention *a, int want)
+{
+    pa_error err;
+    int H = a->num_heads, Hkv = a->num_kv_heads ? a->num_kv_heads : H, D = a->head_dim;
+    int Lq = pa_attention_q_len(a), Lk = pa_attention_k_len(a);
+    size_t nout = (size_t)ref_attention_out_len(a), nw = (size_t)H * Lq * Lk;
+    size_t nq = (size_t)Lq * H * D, nk = (size_t)Lk * Hkv * D;
+    pa_attention_out out = {0};
+    double *rout = tu_alloc(nout, sizeof(double)), *rw = tu_alloc(nw, sizeof(double));
+    double *rl = tu_alloc(nw, sizeof(double)), *rq = tu_alloc(nq, sizeof(double));
+    double *rk = tu_alloc(nk, sizeof(double));
+    size_t wsz;
+    void *ws;
+
+    TU_ASSERT_STATUS(pa_attention_check(a, &err), PA_STATUS_OK, &err);
+    wsz = pa_attention_workspace_size(a);
+    assert_true(wsz > 0);
+    ws = tu_alloc(wsz, 1);
+    out.output = tu_alloc(nout, sizeof(float));
+    if (want & WANT_WEIGHTS)
+        out.weights = tu_alloc(nw, sizeof(float));
+    if (want & WANT_LOGITS)
+        out.logits = tu_alloc(nw, sizeof(float));
+    if (want & WANT_ROT) {
+        out.q_rot = tu_alloc(nq, sizeof(float));
+        out.k_rot = tu_alloc(nk, sizeof(float));
+    }
+    TU_ASSERT_STATUS(pa_attention_run(a, &out, ws, wsz, &err), PA_STATUS_OK, &err);
+    ref_attention(a, rout, rw, rl, rq, rk);
+
+    TU_ASSERT_CLOSE(out.output, rout, nout, ATOL, RTOL);
+    if (out.weights)
+        TU_ASSERT_CLOSE(out.weights, rw, nw, ATOL, RTOL);
+    if (out.logits)
+        TU_ASSERT_CLOSE(out.logits, rl, nw, ATOL, RTOL);
+    if (out.q_rot) {
+        TU_ASSERT_CLOSE(out.q_rot, rq, nq, ATOL, RTOL);
+        TU_ASSERT_CLOSE(out.k_rot, rk, nk, ATOL, RTOL);
+    }
+    free(ws);
+    free(out.output);
+    free(out.weights);
+    free(out.logits);
+    free(out.q_rot);
+    free(out.k_rot);
+    free(rout);
+    free(rw);
+    free(rl);
+    free(rq);
+    free(rk);
+}
+
+/* Fills the scheme tables a fixture needs for its type. */
+static void add_tables(fixture *f, int H, int D, int Dv, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed ^ 0xabcdef);
+    switch (f->scheme.type) {
+    case PA_SCHEME_T5:
+        f->table = rand_tensor(&r, (size_t)f->scheme.t5.num_buckets * H, -2, 2);
+        f->scheme.t5.table = f->table;
+        f->scheme.t5.table_rows = f->scheme.t5.num_buckets;
+        f->scheme.t5.table_cols = H;
+        break;
+    case PA_SCHEME_SHAW: {
+        int K = f->scheme.shaw.max_relative_position ? f->scheme.shaw.max_relative_position : 4;
+        f->scheme.shaw.max_relative_position = K;
+        f->rel_k = rand_tensor(&r, (size_t)(2 * K + 1) * D, -1, 1);
+        f->rel_v = rand_tensor(&r, (size_t)(2 * K + 1) * Dv, -1, 1);
+        f->scheme.shaw.rel_k = f->rel_k;
+        f->scheme.shaw.rel_k_rows = 2 * K + 1;
+        f->scheme.shaw.rel_k_cols = D;
+        f->scheme.shaw.rel_v = f->rel_v;
+        f->scheme.shaw.rel_v_rows = 2 * K + 1;
+        f->scheme.shaw.rel_v_cols = Dv;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+
+static const pa_scheme_type qkv_schemes[] = {PA_SCHEME_NONE, PA_SCHEME_ROPE, PA_SCHEME_ALIBI,
+                                             PA_SCHEME_T5, PA_SCHEME_SHAW};
+
+static void test_each_scheme_qkv(void **state)
+{
+    (void)state;
+    for (size_t s = 0; s < sizeof qkv_schemes / sizeof qkv_schemes[0]; s++) {
+        for (int causal = 0; causal < 2; causal++) {
+            fixture f;
+            setup_qkv(&f, qkv_schemes[s], 7, 11, 4, 2, 8, 6, 100 + s);
+            add_tables(&f, 4, 8, 6, s);
+            f.a.causal = causal;
+            check_against_reference(&f.a, WANT_ALL);
+            fixture_free(&f);
+        }
+    }
+}
+
+static void test_each_scheme_layer(void **state)
+{
+    (void)state;
+    const pa_scheme_type all[] = {PA_SCHEME_NONE, PA_SCHEME_SINUSOIDAL, PA_SCHEME_LEARNED,
+                                  PA_SCHEME_ROPE, PA_SCHEME_ALIBI,      PA_SCHEME_T5,
+                                  PA_SCHEME_SHAW};
+    for (size_t s = 0; s < sizeof all / sizeof all[0]; s++) {
+        for (int with_wo = 0; with_wo < 2; with_wo++) {
+            fixture f;
+            tu_rng r;
+            setup_layer(&f, all[s], 9, 12, 2, 1, 4, 0, with_wo ? 5 : 0, 200 + s);
+            add_tables(&f, 2, 4, 4, s);
+            if (all[s] == PA_SCHEME_LEARNED) {
+                tu_rng_seed(&r, 7);
+                f.table = rand_tensor(&r, 16 * 12, -1, 1);
+                f.scheme.learned.table = f.table;
+                f.scheme.learned.rows = 16;
+                f.scheme.learned.cols = 12;
+                f.scheme.learned.offset = 2;
+            }
+            f.a.causal = true;
+            check_against_reference(&f.a, WANT_ALL);
+            fixture_free(&f);
+        }
+    }
+}
+
+/* Sizes that cross the BQ=64 query and BK=256 key tiles, so the online
+ * softmax folds several tiles and causal skips some of them. */
+static void test_multi_tile(void **state)
+{
+    (void)state;
+    for (int causal = 0; causal < 2; causal++) {
+        fixture f;
+        setup_qkv(&f, PA_SCHEME_ROPE, 150, 600, 2, 1, 16, 0, 300 + causal);
+        f.a.causal = causal;
+        check_against_reference(&f.a, causal ? WANT_WEIGHTS : 0);
+        fixture_free(&f);
+    }
+    {
+        fixture f;
+        setup_qkv(&f, PA_SCHEME_ALIBI, 600, 600, 2, 2, 8, 0, 303);
+        f.a.causal = true;
+        f.a.window = 100;
+        check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS);
+        fixture_free(&f);
+    }
+}
+
+static void test_rope_variants(void **state)
+{
+    (void)state;
+    static float factors[4] = {1.0f, 2.0f, 4.0f, 8.0f};
+    for (int scaling = 0; scaling < PA_ROPE_SCALING_COUNT; scaling++) {
+        for (int layout = 0; layout < 2; layout++) {
+            fixture f;
+            setup_qkv(&f, PA_SCHEME_ROPE, 5, 9, 2, 2, 10, 0, 400 + scaling * 2 + layout);
+            f.scheme.rope.layout = (pa_rope_layout)layout;
+            f.scheme.rope.rotary_dim = 8; /* partial rotary: dims 8, 9 pass through */
+            f.scheme.rope.scaling = (pa_rope_scaling)scaling;
+            f.scheme.rope.factor = 4.0;
+            f.scheme.rope.original_max_position = 6;
+            f.scheme.rope.short_factor = factors;
+            f.scheme.rope.short_factor_len = 4;
+            f.scheme.rope.long_factor = factors;
+            f.scheme.rope.long_factor_len = 4;
+            check_against_reference(&f.a, WANT_ROT | WANT_LOGITS);
+            fixture_free(&f);
+        }
+    }
+}
+
+static void test_masks_and_positions(void **state)
+{
+    (void)state;
+    int32_t qpos[4] = {10, 3, 7, 7}, kpos[6] = {0, 5, 9, 2, 12, 8};
+    fixture f;
+
+    /* Padding and a symmetric window, not causal. */
+    setup_qkv(&f, PA_SCHEME_T5, 4, 6, 2, 1, 5, 0, 500);
+    add_tables(&f, 2, 5, 5, 1);
+    f.a.key_length = 4;
+    f.a.window = 3;
+    f.a.q_positions = qpos;
+    f.a.k_positions = kpos;
+    check_against_reference(&f.a, WANT_ALL);
+
+    /* Causal with explicit, unordered positions. */
+    f.a.key_length = -1;
+    f.a.window = 0;
+    f.a.causal = true;
+    check_against_reference(&f.a, WANT_ALL);
+
+    /* Explicit scale overrides T5's 1.0. */
+    f.a.scale_set = true;
+    f.a.scale = 0.25f;
+    check_against_reference(&f.a, WANT_LOGITS);
+    fixture_free(&f);
+}
+
+/* Default positions align the causal mask bottom-right: with Lq=2, Lk=5 the
+ * first query sees keys 0..3, the second all five. */
+static void test_causal_bottom_right(void **state)
+{
+    (void)state;
+    fixture f;
+    pa_error err;
+    float out[2 * 1 * 2], w[2 * 5];
+    pa_attention_out o = {.output = out, .weights = w};
+    void *ws;
+    size_t wsz;
+
+    setup_qkv(&f, PA_SCHEME_NONE, 2, 5, 1, 1, 2, 0, 600);
+    f.a.causal = true;
+    wsz = pa_attention_workspace_size(&f.a);
+    ws = tu_alloc(wsz, 1);
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+    assert_true(w[4] == 0.0f);
+    assert_true(w[3] > 0.0f);
+    for (int j = 0; j < 5; j++)
+        assert_true(w[5 + j] > 0.0f);
+    free(ws);
+    fixture_free(&f);
+}
+
+/* A row whose every key is masked gives zeros, never NaN. */
+static void test_fully_masked_rows(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_qkv(&f, PA_SCHEME_ALIBI, 3, 4, 2, 2, 3, 0, 700);
+    f.a.key_length = 0;
+    check_against_reference(&f.a, WANT_ALL);
+
+    /* Only the first query row is fully masked: key positions all after it. */
+    int32_t qpos[3] = {0, 5, 6}, kpos[4] = {1, 2, 3, 4};
+    f.a.key_length = -1;
+    f.a.causal = true;
+    f.a.q_positions = qpos;
+    f.a.k_positions = kpos;
+    {
+        pa_error err;
+        float out[3 * 2 * 3], w[2 * 3 * 4];
+        pa_attention_out o = {.output = out, .weights = w};
+        size_t wsz = pa_attention_workspace_size(&f.a);
+        void *ws = tu_alloc(wsz, 1);
+        TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+        for (int d = 0; d < 3; d++)
+            assert_true(out[d] == 0.0f && out[3 + d] == 0.0f);
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+            assert_false(isnan(w[i]));
+        free(ws);
+    }
+    check_against_reference(&f.a, WANT_ALL);
+    fixture_free(&f);
+}
+
+static void test_edge_shapes(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_qkv(&f, PA_SCHEME_ROPE, 1, 1, 1, 1, 2, 0, 800); /* L = 1 */
+    check_against_reference(&f.a, WANT_ALL);
+    fixture_free(&f);
+    setup_qkv(&f, PA_SCHEME_ALIBI, 3, 5, 3, 3, 7, 5, 801); /* odd D, Dv != D, 3 heads */
+    f.a.causal = true;
+    check_against_reference(&f.a, WANT_ALL);
+    fixture_free(&f);
+    setup_qkv(&f, PA_SCHEME_SHAW, 9, 2, 2, 1, 3, 1, 802); /* Lq > Lk, Dv = 1 */
+    add_tables(&f, 2, 3, 1, 3);
+    check_against_reference(&f.a, WANT_ALL);
+    fixture_free(&f);
+    setup_layer(&f, PA_SCHEME_ROPE, 1, 3, 1, 1, 2, 0, 0, 803);
+    check_against_reference(&f.a, WANT_ALL);
+    fixture_free(&f);
+}
+
+/* GQA equals MHA with each kv head repeated H/Hkv times (repeat_interleave). */
+static void test_gqa_equals_repeated_mha(void **state)
+{
+    (void)state;
+    const int L = 13, H = 6, Hkv = 2, D = 4, G = H / Hkv;
+    fixture g, m;
+    pa_error err;
+    setup_qkv(&g, PA_SCHEME_ROPE, L, L, H, Hkv, D, 0, 900);
+    g.a.causal = true;
+    setup_qkv(&m, PA_SCHEME_ROPE, L, L, H, H, D, 0, 901);
+    m.a.causal = true;
+    memcpy(m.q, g.q, (size_t)L * H * D * sizeof(float));
+    for (int t = 0; t < L; t++)
+        for (int h = 0; h < H; h++) {
+            memcpy(m.k + ((size_t)t * H + h) * D, g.k + ((size_t)t * Hkv + h / G) * D,
+                   (size_t)D * sizeof(float));
+            memcpy(m.v + ((size_t)t * H + h) * D, g.v + ((size_t)t * Hkv + h / G) * D,
+                   (size_t)D * sizeof(float));
+        }
+    float *og = tu_alloc((size_t)L * H * D, sizeof(float));
+    float *om = tu_alloc((size_t)L * H * D, sizeof(float));
+    pa_attention_out outg = {.output = og}, outm = {.output = om};
+    size_t wg = pa_attention_workspace_size(&g.a), wm = pa_attention_workspace_size(&m.a);
+    void *wsg = tu_alloc(wg, 1), *wsm = tu_alloc(wm, 1);
+    TU_ASSERT_STATUS(pa_attention_run(&g.a, &outg, wsg, wg, &err), PA_STATUS_OK, &err);
+    TU_ASSERT_STATUS(pa_attention_run(&m.a, &outm, wsm, wm, &err), PA_STATUS_OK, &err);
+    for (size_t i = 0; i < (size_t)L * H * D; i++)
+        assert_float_equal(og[i], om[i], 1e-6);
+    free(og);
+    free(om);
+    free(wsg);
+    free(wsm);
+    fixture_free(&g);
+    fixture_free(&m);
+}
+
+/* Working memory for L=32768, H=8, D=64 without weights stays under 64 MB. */
+static void test_workspace_bound(void **state)
+{
+    (void)state;
+    pa_scheme s;
+    pa_attention a;
+    float dummy = 0;
+    for (int t = 0; t < 2; t++) {
+        pa_scheme_init(&s, t ? PA_SCHEME_ROPE : PA_SCHEME_NONE);
+        pa_attention_init(&a, &s);
+        a.num_heads = 8;
+        a.head_dim = 64;
+        a.q_len = a.k_len = 32768;
+        a.q = a.k = a.v = &dummy;
+        size_t bytes = pa_attention_workspace_size(&a);
+        print_message("workspace %s L=32768 H=8 D=64: %.1f MB\n", pa_scheme_type_name(s.type),
+                      bytes / 1048576.0);
+        assert_true(bytes < 64u * 1024 * 1024);
+        if (t == 0) /* Without rope it does not grow with L at all. */
+            assert_true(bytes < 1024 * 1024);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------- */
+
+static void expect_error(const pa_attention *a, pa_status want, const char *field)
+{
+    pa_error err;
+    memset(&err, 0, sizeof err);
+    pa_status st = pa_attention_check(a, &err);
+    TU_ASSERT_STATUS(st, want, &err);
+    assert_string_equal(err.field, field);
+    assert_true(strlen(err.message) > 0);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_qkv(&f, PA_SCHEME_NONE, 4, 4, 8, 8, 4, 0, 1000);
+    pa_attention a = f.a;
+    pa_error err;
+
+    a.num_kv_heads = 3;
+    expect_error(&a, PA_STATUS_SHAPE_MISMATCH, "num_kv_heads");
+    pa_attention_check(&a, &err);
+    assert_string_equal(err.message, "num_kv_heads=3 does not divide num_heads=8");
+    a = f.a;
+    a.num_heads = 0;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "num_heads");
+    a = f.a;
+    a.head_dim = -1;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "head_dim");
+    a = f.a;
+    a.q_len = 0;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "q.shape[0]");
+    a = f.a;
+    a.k = NULL;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "k");
+    a = f.a;
+    a.window = -2;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "window");
+    a = f.a;
+    a.key_length = 5;
+    expect_error(&a, PA_STATUS_OUT_OF_RANGE, "key_length");
+    a = f.a;
+    a.scale_set = true;
+    a.scale = NAN;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "scale");
+    a = f.a;
+    a.scheme = NULL;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "scheme");
+    a = f.a;
+    a.num_heads = 1 << 20;
+    a.num_kv_heads = 1;
+    a.head_dim = 1 << 12;
+    expect_error(&a, PA_STATUS_TOO_LARGE, "q");
+
+    /* Absolute schemes need layer mode. */
+    f.scheme.type = PA_SCHEME_SINUSOIDAL;
+    expect_error(&f.a, PA_STATUS_UNSUPPORTED, "scheme.type");
+    f.scheme.type = PA_SCHEME_ROPE;
+    f.scheme.rope.rotary_dim = 3;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.rotary_dim");
+    f.scheme.type = PA_SCHEME_T5;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.table");
+    f.scheme.type = PA_SCHEME_SHAW;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.rel_k");
+    f.scheme.type = PA_SCHEME_ALIBI;
+    f.scheme.alibi.num_slopes = 3;
+    f.scheme.alibi.slopes = f.q;
+    expect_error(&f.a, PA_STATUS_SHAPE_MISMATCH, "scheme.slopes");
+    f.scheme.type = (pa_scheme_type)99;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.type");
+    fixture_free(&f);
+
+    /* Layer mode. */
+    setup_layer(&f, PA_SCHEME_LEARNED, 6, 4, 2, 2, 2, 0, 0, 1001);
+    f.table = tu_alloc(8 * 4, sizeof(float));
+    f.scheme.learned.table = f.table;
+    f.scheme.learned.rows = 8;
+    f.scheme.learned.cols = 4;
+    f.scheme.learned.offset = 3; /* rows 3..8: one past the table */
+    expect_error(&f.a, PA_STATUS_OUT_OF_RANGE, "k_positions[5]"); /* default positions */
+    f.scheme.learned.offset = 0;
+    int32_t pos[6] = {0, 1, 2, 3, 4, 9};
+    f.a.k_positions = pos;
+    expect_error(&f.a, PA_STATUS_OUT_OF_RANGE, "k_positions[5]");
+    pos[5] = 5;
+    int32_t qpos[6] = {0, 1, 2, 3, 5, 5};
+    f.a.q_positions = qpos;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "q_positions[4]");
+    f.a.q_positions = NULL;
+    a = f.a;
+    a.w_v = NULL;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "w_v");
+    a = f.a;
+    a.q = f.x;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "x");
+    a = f.a;
+    a.w_o = f.wq;
+    a.d_out = 0;
+    expect_error(&a, PA_STATUS_INVALID_ARGUMENT, "w_o.shape[1]");
+    TU_ASSERT_STATUS(pa_attention_check(&f.a, &err), PA_STATUS_OK, &err);
+    fixture_free(&f);
+}
+
+/* pa_attention_run re-validates, refuses a small workspace, and leaves the
+ * outputs untouched on error. */
+static void test_run_errors(void **state)
+{
+    (void)state;
+    fixture f;
+    pa_error err;
+    float out[4 * 2 * 2];
+    pa_attention_out o = {.output = out};
+    setup_qkv(&f, PA_SCHEME_NONE, 4, 4, 2, 2, 2, 0, 1100);
+    size_t wsz = pa_attention_workspace_size(&f.a);
+    char *ws = tu_alloc(wsz + 1, 1);
+    for (size_t i = 0; i < 16; i++)
+        out[i] = 42.0f;
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz - 1, &err),
+                     PA_STATUS_WORKSPACE_TOO_SMALL, &err);
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, NULL, 0, &err), PA_STATUS_WORKSPACE_TOO_SMALL,
+                     &err);
+    f.a.num_kv_heads = 3;
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_SHAPE_MISMATCH, &err);
+    for (size_t i = 0; i < 16; i++)
+        assert_true(out[i] == 42.0f);
+    f.a.num_kv_heads = 2;
+    o.output = NULL;
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_INVALID_ARGUMENT,
+                     &err);
+    assert_string_equal(err.field, "output");
+    /* An unaligned workspace still works (the library aligns it). */
+    o.output = out;
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws + 1, wsz, &err), PA_STATUS_OK, &err);
+    free(ws);
+    fixture_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_scheme_qkv),
+        cmocka_unit_test(test_each_scheme_layer),
+        cmocka_unit_test(test_multi_tile),
+        cmocka_unit_test(test_rope_variants),
+        cmocka_unit_test(test_masks_and_positions),
+        cmocka_unit_test(test_causal_bottom_right),
+        cmocka_unit_test(test_fully_masked_rows),
+        cmocka_unit_test(test_edge_shapes),
+        cmocka_unit_test(test_gqa_equals_repeated_mha),
+        cmocka_unit_test(test_workspace_bound),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_run_errors),
+    };
+    return cmocka_run_group_tests_name("attention", tests, NULL, NULL);
+}
