@@ -422,7 +422,9 @@ pa_status pa_analyze_permutation(const pa_attention *a, const int32_t *perm, voi
  *   spread[o] = max - min over positions[0..n_positions) p of
  *               <R(p + offsets[o]) q, R(p) k>
  * The score depends only on the offset, so spread is ~0 (float rounding).
- * Positions used must be >= 0. No workspace: tables are computed per pair. */
+ * base_position, positions[j] and each of them plus every offset must lie in
+ * [0, INT32_MAX]. No workspace (vectors live on the stack), so head_dim is
+ * limited to 1024 (PA_STATUS_TOO_LARGE beyond). */
 pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float *q,
                                  const float *k, const int32_t *offsets, int32_t n_offsets,
                                  int32_t base_position, const int32_t *positions,
