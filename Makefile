@@ -81,7 +81,7 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_A)
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.
 test: deps
-	$(MAKE) --no-print-directory WERROR=1 check-layering unit bench-smoke
+	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke unit
 
 unit: $(TEST_BIN)
 	@tests/run-unit.sh $(TEST_BIN)
