@@ -11,11 +11,16 @@ BUILD ?= build
 CC ?= cc
 
 # Debian packages this tree needs. `make deps` installs the missing ones.
-DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind
+DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind \
+                libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev \
+                curl python3 nodejs
 
 PKG_CFLAGS := $(shell pkg-config --cflags openblas cmocka 2>/dev/null)
 PKG_LIBS_BLAS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 PKG_LIBS_CMOCKA := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+SRV_CFLAGS := $(shell pkg-config --cflags libmicrohttpd libcjson libuv 2>/dev/null)
+SRV_LIBS := $(shell pkg-config --libs libmicrohttpd libcjson libuv 2>/dev/null || echo -lmicrohttpd -lcjson -luv) -lpthread
+CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 
 WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wno-format-nonliteral
@@ -33,6 +38,10 @@ LIB_SRC := $(wildcard lib/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A := $(BUILD)/libposattn.a
 
+SRV_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o)
+POSATTND := $(BUILD)/posattnd
+
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c))
@@ -42,7 +51,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps lib test unit check-layering bench bench-smoke asan valgrind format clean
 
-all: lib $(BENCH_BIN)
+all: lib $(POSATTND) $(BENCH_BIN)
 
 lib: $(LIB_A)
 
@@ -66,14 +75,22 @@ $(BUILD)/%.o: %.c
 # Tests may reach inside lib/ (its private headers); nothing else may.
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ilib -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Ilib -Iserver -c $< -o $@
+
+# The server sees the core through include/ only, plus its own libraries.
+$(BUILD)/server/%.o: server/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -c $< -o $@
+
+$(POSATTND): $(BUILD)/server/main.o $(SRV_OBJ) $(LIB_A)
+	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(SRV_LIBS) $(LIBS)
 
 $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(LIB_A)
-	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(PKG_LIBS_CMOCKA) $(LIBS)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
+	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) $(CURL_LIBS) $(LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
@@ -90,7 +107,7 @@ unit: $(TEST_BIN)
 check-layering:
 	@bad=$$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](microhttpd|cjson/|cJSON|uv|curl/|pthread)' lib/*.[ch] include/*.h); \
 	if [ -n "$$bad" ]; then echo "layering: lib/ or include/ includes a server-side header:"; echo "$$bad"; exit 1; fi; \
-	bad=$$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"\.\./(lib|server)/' include/*.h server/*.[ch] 2>/dev/null); \
+	bad=$$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(\.\./(lib|server)/|internal\.h|attention_plan\.h)' include/*.h server/*.[ch] 2>/dev/null); \
 	if [ -n "$$bad" ]; then echo "layering: only include/ is public:"; echo "$$bad"; exit 1; fi; \
 	echo "check-layering: ok"
 
@@ -111,10 +128,10 @@ valgrind: deps $(TEST_BIN)
 	@OPENBLAS_NUM_THREADS=1 tests/run-unit.sh --valgrind $(TEST_BIN)
 
 format:
-	clang-format -i include/*.h lib/*.[ch] tests/*.[ch] bench/*.c
+	clang-format -i include/*.h lib/*.[ch] server/*.[ch] tests/*.[ch] bench/*.c
 
 clean:
 	rm -rf build build-*
 
--include $(LIB_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

@@ -1,0 +1,71 @@
+/* api.h - the JSON API of posattnd, independent of HTTP.
+ *
+ * The HTTP layer hands a request body to srv_job_prepare (on an HTTP thread:
+ * parse and validate only, no compute), runs each of the job's tasks on the
+ * worker pool (srv_job_run_task, one per batch item, concurrently), then
+ * renders the answer with srv_job_finish. Every error becomes a srv_reply.
+ */
+#ifndef SRV_API_H
+#define SRV_API_H
+
+#include "reply.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum srv_endpoint {
+    SRV_EP_ATTENTION = 0, /* POST /v1/attention */
+    SRV_EP_ENCODE,        /* POST /v1/encode */
+    SRV_EP_ANALYZE,       /* POST /v1/analyze */
+    SRV_EP_COUNT
+} srv_endpoint;
+
+typedef struct srv_limits {
+    size_t max_batch_items;     /* items in one /v1/attention batch */
+    size_t max_tensor_elements; /* floats in any one tensor */
+    size_t max_request_memory;  /* bytes: inputs + outputs + workspaces of a request */
+} srv_limits;
+
+/* A growable per-worker scratch buffer, reused across tasks so that pages
+ * are touched once per worker, not once per request. */
+typedef struct srv_workspace {
+    void *p;
+    size_t cap;
+} srv_workspace;
+/* Returns a buffer of at least n bytes (64-byte aligned), or NULL. */
+void *srv_workspace_reserve(srv_workspace *ws, size_t n);
+void srv_workspace_free(srv_workspace *ws);
+
+typedef struct srv_job srv_job;
+
+/* Parses and validates body for endpoint ep. On success sets *job (free with
+ * srv_job_free) and returns true. On failure fills *reply (4xx, or 413 with
+ * the figure when the request would need more than lim->max_request_memory)
+ * and returns false. */
+bool srv_job_prepare(srv_endpoint ep, const char *body, size_t len, const srv_limits *lim,
+                     srv_job **job, srv_reply *reply);
+
+/* Tasks of a job: one per batch item for /v1/attention, one otherwise. */
+size_t srv_job_task_count(const srv_job *job);
+/* Scheme name of task i ("rope", ...; "none"), for metrics labels. */
+const char *srv_job_task_scheme(const srv_job *job, size_t i);
+/* Bytes of workspace task i needs (known before it runs). */
+size_t srv_job_task_workspace(const srv_job *job, size_t i);
+/* Runs task i on the calling thread. Distinct i may run concurrently. A
+ * task that fails records its own error, which srv_job_finish reports. */
+void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws);
+/* Timing of task i, reported in the answer and to metrics. */
+void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t compute_us);
+/* Marks task i as not run because its deadline passed (504 for a single
+ * task job; an item error in a batch). */
+void srv_job_set_timed_out(srv_job *job, size_t i);
+/* Renders the answer after every task has run (or timed out). */
+void srv_job_finish(srv_job *job, srv_reply *reply);
+void srv_job_free(srv_job *job);
+
+/* GET /v1/schemes: every scheme with its parameters, defaults and where
+ * position enters. */
+void srv_schemes_reply(srv_reply *reply);
+
+#endif

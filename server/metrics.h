@@ -1,0 +1,42 @@
+/* metrics.h - Prometheus metrics of posattnd: latency histograms with queue
+ * and compute time measured apart (as Triton does), counters and gauges.
+ * Every function is thread-safe (HTTP threads and workers call them).
+ *
+ * Exposed (text format 0.0.4):
+ *   posattn_request_duration_seconds{endpoint}   histogram
+ *   posattn_queue_duration_seconds               histogram
+ *   posattn_compute_duration_seconds{scheme}     histogram
+ *   posattn_requests_total{endpoint,code}        counter
+ *   posattn_items_total{scheme}                  counter
+ *   posattn_request_bytes_total / posattn_response_bytes_total   counters
+ *   posattn_queue_depth / posattn_in_flight      gauges
+ *   posattn_build_info{version}                  gauge 1
+ */
+#ifndef SRV_METRICS_H
+#define SRV_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct srv_metrics srv_metrics;
+
+srv_metrics *srv_metrics_new(void);
+void srv_metrics_free(srv_metrics *m);
+
+/* endpoint: one of "attention", "encode", "analyze", "schemes", "tensors",
+ * "healthz", "readyz", "metrics", "openapi", "page", "other" (anything else
+ * counts as "other"); code: the HTTP status. */
+void srv_metrics_request(srv_metrics *m, const char *endpoint, int code, double seconds,
+                         size_t request_bytes, size_t response_bytes);
+void srv_metrics_queue(srv_metrics *m, double seconds);
+/* scheme: a pa_scheme_type_name() or "analysis"; counts one item too. */
+void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds);
+void srv_metrics_queue_depth_add(srv_metrics *m, int64_t delta);
+void srv_metrics_in_flight_add(srv_metrics *m, int64_t delta);
+int64_t srv_metrics_queue_depth(const srv_metrics *m);
+int64_t srv_metrics_in_flight(const srv_metrics *m);
+
+/* The exposition text, malloc'd (caller frees); NULL on allocation failure. */
+char *srv_metrics_render(srv_metrics *m, size_t *len);
+
+#endif

@@ -1,0 +1,54 @@
+/* tensor.h - tensors in requests and responses.
+ *
+ * A tensor is {"shape":[...], "data":[...]} with data flat or nested,
+ * row-major float32, or {"shape":[...], "b64":"..."} with little-endian
+ * float32 bytes in base64 (the fast path). "datatype":"FP32" is accepted (the
+ * Open Inference Protocol's name); any other datatype is an error.
+ */
+#ifndef SRV_TENSOR_H
+#define SRV_TENSOR_H
+
+#include "reply.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SRV_MAX_DIMS 8
+
+typedef struct srv_tensor {
+    int ndim;
+    int64_t shape[SRV_MAX_DIMS];
+    size_t count; /* product of shape */
+    float *data;  /* malloc'd, owned; count floats */
+} srv_tensor;
+
+/* Parses the tensor object `node`. `field` is its path for errors
+ * ("inputs[2].q"); errors name sub-fields ("inputs[2].q.shape[1]",
+ * "inputs[2].q.data"). Checks: object with shape (array of 1..8 positive
+ * integers), exactly one of data/b64, element count == product of shape,
+ * count <= max_elements (413 PAYLOAD_TOO_LARGE otherwise), every value a
+ * finite number within float range, b64 valid and of exactly count*4 bytes.
+ * want_ndim > 0 also requires that rank. On failure fills *err and returns
+ * false with *out untouched. */
+bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
+                      srv_tensor *out, srv_reply *err);
+void srv_tensor_free(srv_tensor *t);
+
+typedef enum srv_encoding { SRV_ENCODING_JSON = 0, SRV_ENCODING_B64 } srv_encoding;
+
+/* Adds name: {"shape":[...], "datatype":"FP32", "data":[...]} (flat) or
+ * {..., "b64":"..."} to the object parent. In JSON, non-finite values
+ * (masked logits are -inf) are written as null. Returns false on allocation
+ * failure. */
+bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
+                       const int64_t *shape, srv_encoding enc);
+
+/* Standard base64 (RFC 4648, with padding). decode returns false on any
+ * invalid character, bad padding or a length that is not a multiple of 4. */
+size_t srv_b64_encoded_len(size_t n);
+void srv_b64_encode(const unsigned char *src, size_t n, char *dst); /* writes NUL too */
+bool srv_b64_decode(const char *src, size_t len, unsigned char *dst, size_t dst_cap,
+                    size_t *out_len);
+
+#endif
