@@ -1,6 +1,7 @@
 # posattn - positional encodings and attention as a service.
 #
-#   make test    install what is missing, build, run every unit test
+#   make run     install what is missing, build, start posattnd on 127.0.0.1:8080
+#   make test    install what is missing, build, run every test
 #   make bench   build and run the benchmarks (never part of make test)
 #   make asan / valgrind / format / check-layering / clean
 #
@@ -39,7 +40,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A := $(BUILD)/libposattn.a
 
 SRV_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
-SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o)
+SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o
 POSATTND := $(BUILD)/posattnd
 
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -49,7 +50,7 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps lib test unit check-layering bench bench-smoke asan valgrind format clean
+.PHONY: all deps lib run test unit check-layering bench bench-smoke asan valgrind format clean
 
 all: lib $(POSATTND) $(BENCH_BIN)
 
@@ -82,6 +83,19 @@ $(BUILD)/server/%.o: server/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -c $< -o $@
 
+# Files served by posattnd are compiled in, so the binary needs no data folder.
+# embed NAME FILE: a C array NAME with FILE's bytes and NAME_len.
+embed = { echo '\#include <stddef.h>'; echo 'const unsigned char $(1)[] = {'; \
+          od -An -v -tx1 $(2) | sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo '0x00};'; \
+          echo 'const size_t $(1)_len = sizeof $(1) - 1;'; } > $@
+
+$(BUILD)/server/embed_openapi.c: openapi.yaml
+	@mkdir -p $(dir $@)
+	@$(call embed,srv_openapi_yaml,$<)
+
+$(BUILD)/server/embed_%.o: $(BUILD)/server/embed_%.c
+	$(CC) -std=c11 -O1 -c $< -o $@
+
 $(POSATTND): $(BUILD)/server/main.o $(SRV_OBJ) $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(SRV_LIBS) $(LIBS)
 
@@ -95,12 +109,17 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(LIBS)
 
+# make run: install, build, serve on 127.0.0.1:8080 (flags: make run ARGS="--workers 4").
+run: deps
+	$(MAKE) --no-print-directory $(POSATTND)
+	exec $(POSATTND) --host 127.0.0.1 --port 8080 $(ARGS)
+
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.
 test: deps
 	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke unit
 
-unit: $(TEST_BIN)
+unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
 
 # lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib).

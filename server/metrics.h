@@ -9,7 +9,8 @@
  *   posattn_requests_total{endpoint,code}        counter
  *   posattn_items_total{scheme}                  counter
  *   posattn_request_bytes_total / posattn_response_bytes_total   counters
- *   posattn_queue_depth / posattn_in_flight      gauges
+ *   posattn_queue_depth                          gauge: tasks waiting for a worker
+ *   posattn_in_flight                            gauge: requests accepted, not yet answered
  *   posattn_build_info{version}                  gauge 1
  */
 #ifndef SRV_METRICS_H

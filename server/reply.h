@@ -19,8 +19,9 @@ typedef struct srv_reply {
 /* Sets a JSON body; takes ownership of body (malloc'd). */
 void srv_reply_json(srv_reply *r, int http_status, char *body, size_t len);
 /* {"error":{"code":"SHAPE_MISMATCH","message":"...","field":"inputs[2].k.shape"}};
- * field may be NULL or "" (then omitted). Never fails: falls back to a static
- * body on allocation failure. */
+ * field may be NULL or "" (then omitted). Overwrites *r without freeing it
+ * (call srv_reply_free first when reusing one). On allocation failure the body
+ * is a malloc'd fixed text, or empty with status 500 if even that fails. */
 void srv_reply_error(srv_reply *r, srv_error e, const char *field, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))

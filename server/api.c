@@ -1,0 +1,607 @@
+/* api.c - the job lifecycle of the JSON API (prepare, run each task, finish)
+ * and POST /v1/attention, whose batch items are the tasks. The other
+ * endpoints plug into the same job through api_ops (api_encode.c,
+ * api_analyze.c); request parsing lives in api_request.c and api_json.c.
+ *
+ * Threads: prepare runs on an HTTP thread, run_task on workers (each task
+ * touches only its own api_task and item), finish after every task is done.
+ * There is no global mutable state.
+ */
+#include "api_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------------- */
+/* Worker workspaces                                                         */
+/* ------------------------------------------------------------------------- */
+
+enum { WS_ALIGN = 64, WS_MIN = 64 * 1024 };
+
+void *srv_workspace_reserve(srv_workspace *ws, size_t n)
+{
+    size_t cap;
+    void *p = NULL;
+
+    if (ws == NULL)
+        return NULL;
+    if (n == 0)
+        n = 1;
+    if (ws->p != NULL && ws->cap >= n)
+        return ws->p;
+    /* Grow geometrically so a worker that sees slowly growing requests does
+     * not reallocate (and touch fresh pages) each time; a request far above
+     * the current size gets what it asks for. */
+    cap = ws->cap <= SIZE_MAX / 2 ? ws->cap * 2 : n;
+    if (cap < WS_MIN)
+        cap = WS_MIN;
+    if (cap < n)
+        cap = n <= SIZE_MAX - 4095 ? (n + 4095) & ~(size_t)4095 : n;
+    if (posix_memalign(&p, WS_ALIGN, cap) != 0) {
+        p = NULL;
+        if (cap > n && posix_memalign(&p, WS_ALIGN, n) != 0)
+            p = NULL;
+        if (p == NULL)
+            return NULL; /* the old buffer is kept */
+        cap = n;
+    }
+    free(ws->p);
+    ws->p = p;
+    ws->cap = cap;
+    return p;
+}
+
+void srv_workspace_free(srv_workspace *ws)
+{
+    if (ws == NULL)
+        return;
+    free(ws->p);
+    ws->p = NULL;
+    ws->cap = 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Jobs                                                                      */
+/* ------------------------------------------------------------------------- */
+
+srv_job *api_job_new(srv_endpoint ep, size_t n_tasks)
+{
+    srv_job *job = calloc(1, sizeof *job);
+    if (job == NULL)
+        return NULL;
+    job->tasks = calloc(n_tasks ? n_tasks : 1, sizeof *job->tasks);
+    if (job->tasks == NULL) {
+        free(job);
+        return NULL;
+    }
+    job->ep = ep;
+    job->n_tasks = n_tasks;
+    for (size_t i = 0; i < n_tasks; i++)
+        job->tasks[i].scheme_name = "none";
+    return job;
+}
+
+void api_task_fail(srv_job *job, size_t i, const api_err *err)
+{
+    job->tasks[i].failed = true;
+    job->tasks[i].err = *err;
+}
+
+bool srv_job_prepare(srv_endpoint ep, const char *body, size_t len, const srv_limits *lim,
+                     srv_job **job, srv_reply *reply)
+{
+    api_err e;
+    cJSON *root;
+    bool ok;
+
+    *job = NULL;
+    if ((unsigned)ep >= (unsigned)SRV_EP_COUNT) {
+        srv_reply_error(reply, SRV_ERR_NOT_FOUND, NULL, "no such endpoint");
+        return false;
+    }
+    root = api_parse_body(body, len, lim->max_request_memory, &e);
+    if (root == NULL) {
+        api_reply_err(reply, &e);
+        return false;
+    }
+    switch (ep) {
+    case SRV_EP_ATTENTION:
+        ok = api_attention_prepare(root, lim, job, reply);
+        break;
+    case SRV_EP_ENCODE:
+        ok = api_encode_prepare(root, lim, job, reply);
+        break;
+    default:
+        ok = api_analyze_prepare(root, lim, job, reply);
+        break;
+    }
+    /* The tree (with any JSON tensor data) goes now: the job keeps only
+     * parsed floats and duplicated ids. */
+    cJSON_Delete(root);
+    return ok;
+}
+
+size_t srv_job_task_count(const srv_job *job)
+{
+    return job != NULL ? job->n_tasks : 0;
+}
+
+const char *srv_job_task_scheme(const srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks || job->tasks[i].scheme_name == NULL)
+        return "none";
+    return job->tasks[i].scheme_name;
+}
+
+size_t srv_job_task_workspace(const srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks)
+        return 0;
+    return job->tasks[i].workspace;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws)
+{
+    api_task *t;
+    srv_workspace local = {NULL, 0};
+    srv_workspace *use = ws != NULL ? ws : &local;
+    void *buf = NULL;
+    uint64_t t0;
+
+    if (job == NULL || i >= job->n_tasks)
+        return;
+    t = &job->tasks[i];
+    if (t->failed || t->timed_out)
+        return;
+    t0 = now_us();
+    if (t->workspace > 0) {
+        buf = srv_workspace_reserve(use, t->workspace);
+        if (buf == NULL) {
+            api_err e;
+            api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "could not allocate %zu bytes of workspace",
+                     t->workspace);
+            api_task_fail(job, i, &e);
+            srv_workspace_free(&local);
+            return;
+        }
+    }
+    job->ops->run(job, i, buf, t->workspace);
+    t->compute_us = now_us() - t0;
+    srv_workspace_free(&local);
+}
+
+void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t compute_us)
+{
+    if (job == NULL || i >= job->n_tasks)
+        return;
+    job->tasks[i].queue_us = queue_us;
+    job->tasks[i].compute_us = compute_us;
+}
+
+void srv_job_set_timed_out(srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks)
+        return;
+    job->tasks[i].timed_out = true;
+}
+
+bool api_render_timing(cJSON *obj, const api_task *t)
+{
+    cJSON *timing = cJSON_AddObjectToObject(obj, "timing");
+    return timing != NULL && cJSON_AddNumberToObject(timing, "queue_us", (double)t->queue_us) &&
+           cJSON_AddNumberToObject(timing, "compute_us", (double)t->compute_us);
+}
+
+bool api_render_error(cJSON *obj, const api_err *e)
+{
+    cJSON *err = cJSON_AddObjectToObject(obj, "error");
+    if (err == NULL || !cJSON_AddStringToObject(err, "code", srv_error_code(e->code)) ||
+        !cJSON_AddStringToObject(err, "message", e->message))
+        return false;
+    return e->field[0] == '\0' || cJSON_AddStringToObject(err, "field", e->field) != NULL;
+}
+
+static void timeout_err(api_err *e, const char *field)
+{
+    e->code = SRV_ERR_TIMEOUT;
+    snprintf(e->field, sizeof e->field, "%s", field);
+    snprintf(e->message, sizeof e->message, "the request deadline passed before this %s could run",
+             field[0] ? "item" : "request");
+}
+
+void srv_job_finish(srv_job *job, srv_reply *reply)
+{
+    cJSON *root;
+    char *body;
+
+    if (job == NULL) {
+        srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "no job to finish");
+        return;
+    }
+    if (job->ep != SRV_EP_ATTENTION) {
+        /* A single task: its failure is the whole answer. */
+        const api_task *t = &job->tasks[0];
+        api_err e;
+        if (t->timed_out && !t->failed) {
+            timeout_err(&e, "");
+            api_reply_err(reply, &e);
+            return;
+        }
+        if (t->failed) {
+            api_reply_err(reply, &t->err);
+            return;
+        }
+    }
+    root = cJSON_CreateObject();
+    if (root == NULL || !job->ops->render(job, root) ||
+        (job->ep != SRV_EP_ATTENTION && !api_render_timing(root, &job->tasks[0]))) {
+        cJSON_Delete(root);
+        srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "out of memory rendering the answer");
+        return;
+    }
+    body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (body == NULL) {
+        srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "out of memory rendering the answer");
+        return;
+    }
+    srv_reply_json(reply, 200, body, strlen(body));
+}
+
+void srv_job_free(srv_job *job)
+{
+    if (job == NULL)
+        return;
+    if (job->ops != NULL && job->ops->destroy != NULL)
+        job->ops->destroy(job->impl);
+    free(job->tasks);
+    free(job);
+}
+
+/* ------------------------------------------------------------------------- */
+/* POST /v1/attention                                                        */
+/* ------------------------------------------------------------------------- */
+
+typedef struct att_item {
+    cJSON *id; /* duplicate of the request's id; NULL when absent */
+    bool valid;
+    api_item it;
+    float *output, *weights, *logits, *q_rot, *k_rot; /* allocated by the task */
+} att_item;
+
+typedef struct att_job {
+    size_t n;
+    att_item *items;
+} att_job;
+
+static void free_outputs(att_item *a)
+{
+    free(a->output);
+    free(a->weights);
+    free(a->logits);
+    free(a->q_rot);
+    free(a->k_rot);
+    a->output = a->weights = a->logits = a->q_rot = a->k_rot = NULL;
+}
+
+static void att_destroy(void *impl)
+{
+    att_job *aj = impl;
+    if (aj == NULL)
+        return;
+    for (size_t i = 0; i < aj->n; i++) {
+        cJSON_Delete(aj->items[i].id);
+        api_item_free(&aj->items[i].it);
+        free_outputs(&aj->items[i]);
+    }
+    free(aj->items);
+    free(aj);
+}
+
+/* Element counts of the results of a valid item. */
+static size_t count_output(const api_item *it)
+{
+    size_t n = 1;
+    for (int d = 0; d < it->out_ndim; d++)
+        n = api_mul_sat(n, (size_t)it->out_shape[d]);
+    return n;
+}
+
+static size_t count_scores(const api_item *it)
+{
+    return api_mul_sat(api_mul_sat((size_t)it->H, (size_t)it->Lq), (size_t)it->Lk);
+}
+
+static size_t count_q_rot(const api_item *it)
+{
+    return api_mul_sat(api_mul_sat((size_t)it->Lq, (size_t)it->H), (size_t)it->D);
+}
+
+static size_t count_k_rot(const api_item *it)
+{
+    return api_mul_sat(api_mul_sat((size_t)it->Lk, (size_t)it->Hkv), (size_t)it->D);
+}
+
+/* Bytes of the requested results (output is always computed). */
+static size_t result_bytes(const api_item *it)
+{
+    size_t n = count_output(it);
+    if (it->ret & API_RET_WEIGHTS)
+        n = api_add_sat(n, count_scores(it));
+    if (it->ret & API_RET_LOGITS)
+        n = api_add_sat(n, count_scores(it));
+    if (it->ret & API_RET_Q_ROT)
+        n = api_add_sat(n, count_q_rot(it));
+    if (it->ret & API_RET_K_ROT)
+        n = api_add_sat(n, count_k_rot(it));
+    return api_mul_sat(n, sizeof(float));
+}
+
+static bool check_results(const api_item *it, const api_ctx *ctx, api_err *e)
+{
+    int64_t scores[3] = {it->H, it->Lq, it->Lk};
+    int64_t qs[3] = {it->Lq, it->H, it->D};
+    int64_t ks[3] = {it->Lk, it->Hkv, it->D};
+    if (!api_check_result_size("output", it->out_ndim, it->out_shape, ctx, e))
+        return false;
+    if ((it->ret & API_RET_WEIGHTS) && !api_check_result_size("weights", 3, scores, ctx, e))
+        return false;
+    if ((it->ret & API_RET_LOGITS) && !api_check_result_size("logits", 3, scores, ctx, e))
+        return false;
+    /* In layer mode the projections can be larger than x and the weights. */
+    if ((it->ret & API_RET_Q_ROT) && !api_check_result_size("q_rot", 3, qs, ctx, e))
+        return false;
+    if ((it->ret & API_RET_K_ROT) && !api_check_result_size("k_rot", 3, ks, ctx, e))
+        return false;
+    return true;
+}
+
+/* The metrics label of an item that failed validation: its scheme type if
+ * that much was readable. */
+static const char *peek_scheme(const cJSON *item)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(item, "scheme");
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "type"));
+    pa_scheme_type t;
+    if (cJSON_IsObject(item) && name != NULL && pa_scheme_type_from_name(name, &t))
+        return pa_scheme_type_name(t);
+    return "none";
+}
+
+/* Parses item i; on failure records the error in task i. Returns the bytes
+ * the item needs (0 when invalid). */
+static size_t prepare_item(srv_job *job, att_item *a, size_t i, const cJSON *node,
+                           const srv_limits *lim)
+{
+    static const char *const extra[] = {"id", "return"};
+    char prefix[32];
+    api_ctx ctx;
+    api_err e;
+    size_t ws;
+
+    snprintf(prefix, sizeof prefix, "inputs[%zu]", i);
+    ctx.lim = lim;
+    ctx.prefix = prefix;
+    if (!api_item_parse(node, &ctx, extra, 2, &a->it, &e))
+        goto fail;
+    if (!api_item_parse_return(cJSON_GetObjectItemCaseSensitive(node, "return"), &ctx, &a->it,
+                               &e) ||
+        !check_results(&a->it, &ctx, &e))
+        goto fail;
+    ws = pa_attention_workspace_size(&a->it.att);
+    if (ws == 0) {
+        api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                 "the attention workspace for these sizes overflows the address space");
+        goto fail;
+    }
+    a->valid = true;
+    job->tasks[i].workspace = ws;
+    job->tasks[i].scheme_name = pa_scheme_type_name(a->it.scheme.s.type);
+    return api_add_sat(api_add_sat(a->it.input_bytes, result_bytes(&a->it)), ws);
+
+fail:
+    api_item_free(&a->it);
+    api_task_fail(job, i, &e);
+    job->tasks[i].scheme_name = peek_scheme(node);
+    return 0;
+}
+
+static void att_run(srv_job *job, size_t i, void *ws, size_t ws_size)
+{
+    att_job *aj = job->impl;
+    att_item *a = &aj->items[i];
+    api_item *it = &a->it;
+    pa_attention_out out;
+    pa_error pe;
+    api_err e;
+    char prefix[32];
+    api_ctx ctx = {NULL, prefix};
+
+    snprintf(prefix, sizeof prefix, "inputs[%zu]", i);
+    if (!a->valid)
+        return;
+    a->output = malloc(count_output(it) * sizeof(float));
+    if (it->ret & API_RET_WEIGHTS)
+        a->weights = malloc(count_scores(it) * sizeof(float));
+    if (it->ret & API_RET_LOGITS)
+        a->logits = malloc(count_scores(it) * sizeof(float));
+    if (it->ret & API_RET_Q_ROT)
+        a->q_rot = malloc(count_q_rot(it) * sizeof(float));
+    if (it->ret & API_RET_K_ROT)
+        a->k_rot = malloc(count_k_rot(it) * sizeof(float));
+    if (a->output == NULL || ((it->ret & API_RET_WEIGHTS) && a->weights == NULL) ||
+        ((it->ret & API_RET_LOGITS) && a->logits == NULL) ||
+        ((it->ret & API_RET_Q_ROT) && a->q_rot == NULL) ||
+        ((it->ret & API_RET_K_ROT) && a->k_rot == NULL)) {
+        free_outputs(a);
+        api_fail(&e, &ctx, SRV_ERR_INTERNAL, "", "out of memory allocating the results");
+        api_task_fail(job, i, &e);
+        return;
+    }
+    out.output = a->output;
+    out.weights = a->weights;
+    out.logits = a->logits;
+    out.q_rot = a->q_rot;
+    out.k_rot = a->k_rot;
+    if (pa_attention_run(&it->att, &out, ws, ws_size, &pe) != PA_STATUS_OK) {
+        free_outputs(a);
+        api_fail_pa(&e, &ctx, &pe);
+        api_task_fail(job, i, &e);
+    }
+}
+
+static bool render_item(srv_job *job, size_t i, cJSON *obj)
+{
+    att_job *aj = job->impl;
+    att_item *a = &aj->items[i];
+    const api_task *t = &job->tasks[i];
+    const api_item *it = &a->it;
+    cJSON *id = a->id != NULL ? cJSON_Duplicate(a->id, true) : cJSON_CreateNull();
+
+    if (id == NULL || !cJSON_AddItemToObject(obj, "id", id)) {
+        cJSON_Delete(id);
+        return false;
+    }
+    if (t->failed)
+        return api_render_error(obj, &t->err);
+    if (t->timed_out) {
+        api_err e;
+        char field[32];
+        snprintf(field, sizeof field, "inputs[%zu]", i);
+        timeout_err(&e, field);
+        return api_render_error(obj, &e);
+    }
+    {
+        int64_t scores[3] = {it->H, it->Lq, it->Lk};
+        int64_t qs[3] = {it->Lq, it->H, it->D};
+        int64_t ks[3] = {it->Lk, it->Hkv, it->D};
+        srv_encoding enc = job->enc;
+        if ((it->ret & API_RET_OUTPUT) &&
+            !srv_tensor_render(obj, "output", a->output, it->out_ndim, it->out_shape, enc))
+            return false;
+        if (a->weights != NULL && !srv_tensor_render(obj, "weights", a->weights, 3, scores, enc))
+            return false;
+        if (a->logits != NULL && !srv_tensor_render(obj, "logits", a->logits, 3, scores, enc))
+            return false;
+        if (a->q_rot != NULL && !srv_tensor_render(obj, "q_rot", a->q_rot, 3, qs, enc))
+            return false;
+        if (a->k_rot != NULL && !srv_tensor_render(obj, "k_rot", a->k_rot, 3, ks, enc))
+            return false;
+    }
+    return api_render_timing(obj, t);
+}
+
+static bool att_render(srv_job *job, cJSON *root)
+{
+    att_job *aj = job->impl;
+    bool errors = false;
+    cJSON *outputs = cJSON_AddArrayToObject(root, "outputs");
+
+    if (outputs == NULL)
+        return false;
+    for (size_t i = 0; i < aj->n; i++) {
+        cJSON *obj = cJSON_CreateObject();
+        if (obj == NULL || !cJSON_AddItemToArray(outputs, obj)) {
+            cJSON_Delete(obj);
+            return false;
+        }
+        if (!render_item(job, i, obj))
+            return false;
+        errors = errors || job->tasks[i].failed || job->tasks[i].timed_out;
+        /* The rendered copy is all that is needed from here on. */
+        free_outputs(&aj->items[i]);
+    }
+    return cJSON_AddBoolToObject(root, "errors", errors) != NULL;
+}
+
+static const api_ops att_ops = {att_run, att_render, att_destroy};
+
+bool api_attention_prepare(const cJSON *root, const srv_limits *lim, srv_job **job_out,
+                           srv_reply *reply)
+{
+    static const char *const top[] = {"inputs", "output_encoding"};
+    api_ctx ctx = {lim, ""};
+    api_err e;
+    const cJSON *inputs, *node, *v;
+    srv_encoding enc = SRV_ENCODING_JSON;
+    srv_job *job = NULL;
+    att_job *aj;
+    size_t n = 0, i = 0, need = 0;
+
+    if (!api_check_fields(root, top, 2, "", "the request", &ctx, &e))
+        goto fail;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "output_encoding")) != NULL &&
+        !api_get_encoding(v, &ctx, &enc, &e))
+        goto fail;
+    inputs = cJSON_GetObjectItemCaseSensitive(root, "inputs");
+    if (inputs == NULL) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "inputs",
+                 "inputs is required: an array of attention items");
+        goto fail;
+    }
+    if (!cJSON_IsArray(inputs)) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "inputs",
+                 "inputs must be an array of attention items, found %s", api_json_type(inputs));
+        goto fail;
+    }
+    cJSON_ArrayForEach(node, inputs)
+    {
+        n++;
+    }
+    if (n == 0) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "inputs",
+                 "inputs is empty: send at least one attention item");
+        goto fail;
+    }
+    if (n > lim->max_batch_items) {
+        api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "inputs",
+                 "inputs has %zu items; the limit is %zu per request", n, lim->max_batch_items);
+        goto fail;
+    }
+
+    job = api_job_new(SRV_EP_ATTENTION, n);
+    aj = job != NULL ? calloc(1, sizeof *aj) : NULL;
+    if (aj != NULL && (aj->items = calloc(n, sizeof *aj->items)) == NULL) {
+        free(aj);
+        aj = NULL;
+    }
+    if (aj == NULL) {
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+        goto fail;
+    }
+    aj->n = n;
+    job->enc = enc;
+    job->ops = &att_ops;
+    job->impl = aj;
+
+    cJSON_ArrayForEach(node, inputs)
+    {
+        const cJSON *id =
+            cJSON_IsObject(node) ? cJSON_GetObjectItemCaseSensitive(node, "id") : NULL;
+        if (id != NULL && (aj->items[i].id = cJSON_Duplicate(id, true)) == NULL) {
+            api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+            goto fail;
+        }
+        need = api_add_sat(need, prepare_item(job, &aj->items[i], i, node, lim));
+        /* Stop parsing as soon as the request is known to be too big. */
+        if (!api_check_memory(need, lim, &e))
+            goto fail;
+        i++;
+    }
+    *job_out = job;
+    return true;
+
+fail:
+    srv_job_free(job);
+    api_reply_err(reply, &e);
+    return false;
+}

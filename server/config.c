@@ -1,0 +1,305 @@
+/* config.c - see config.h. One table lists every option with its flag, its
+ * environment variable, its range and its help line; parsing, validation and
+ * --help are all driven from it.
+ */
+#include "config.h"
+
+#include "posattn.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MB ((size_t)1 << 20)
+
+typedef enum opt_kind {
+    OPT_STRING,  /* char[256] */
+    OPT_INT,     /* int in [min, max] */
+    OPT_SIZE,    /* size_t in [min, max] */
+    OPT_SIZE_MB, /* size_t bytes, given as whole MB in [min, max] */
+    OPT_SECONDS, /* double in (0, max] */
+    OPT_LOG_FORMAT,
+} opt_kind;
+
+typedef struct opt {
+    const char *flag; /* without the leading "--" */
+    const char *env;
+    opt_kind kind;
+    size_t offset;
+    double min, max;
+    bool secret; /* never echo the value */
+    const char *metavar;
+    const char *help;
+} opt;
+
+#define FIELD(name) offsetof(srv_config, name)
+
+static const opt options[] = {
+    {"host", "POSATTN_HOST", OPT_STRING, FIELD(host), 1, 255, false, "ADDR",
+     "address to listen on (default 127.0.0.1)"},
+    {"port", "POSATTN_PORT", OPT_INT, FIELD(port), 0, 65535, false, "N",
+     "TCP port, 0 for any free port (default 8080)"},
+    {"workers", "POSATTN_WORKERS", OPT_INT, FIELD(workers), 1, 256, false, "N",
+     "compute threads (default: online cores)"},
+    {"queue-depth", "POSATTN_QUEUE_DEPTH", OPT_INT, FIELD(queue_depth), 1, 100000, false, "N",
+     "tasks that may wait for a worker before 503 (default 64)"},
+    {"max-body-mb", "POSATTN_MAX_BODY_MB", OPT_SIZE_MB, FIELD(max_body_bytes), 1, 1048576, false,
+     "MB", "largest request body (default 64)"},
+    {"max-batch-items", "POSATTN_MAX_BATCH_ITEMS", OPT_SIZE, FIELD(max_batch_items), 1, 1000000,
+     false, "N", "items in one /v1/attention batch (default 64)"},
+    {"max-tensor-elements", "POSATTN_MAX_TENSOR_ELEMENTS", OPT_SIZE, FIELD(max_tensor_elements), 1,
+     1099511627776.0, false, "N", "floats in any one tensor (default 16777216)"},
+    {"max-request-mb", "POSATTN_MAX_REQUEST_MB", OPT_SIZE_MB, FIELD(max_request_memory), 1, 1048576,
+     false, "MB", "memory one request may use, workspaces included (default 1024)"},
+    {"request-timeout", "POSATTN_REQUEST_TIMEOUT", OPT_SECONDS, FIELD(request_timeout), 0, 86400,
+     false, "S", "seconds before a request answers 504 (default 30)"},
+    {"drain-timeout", "POSATTN_DRAIN_TIMEOUT", OPT_SECONDS, FIELD(drain_timeout), 0, 86400, false,
+     "S", "seconds to finish accepted requests on SIGTERM (default 20)"},
+    {"api-key", "POSATTN_API_KEY", OPT_STRING, FIELD(api_key), 0, 255, true, "KEY",
+     "require \"Authorization: Bearer KEY\" on /v1/* (default: none)"},
+    {"log-format", "POSATTN_LOG_FORMAT", OPT_LOG_FORMAT, FIELD(log_format), 0, 0, false, "FMT",
+     "access log on stderr: json, text or off (default json)"},
+    {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",
+     "OpenBLAS threads inside each worker (default 1)"},
+};
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+static int online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        return 1;
+    return n > 256 ? 256 : (int)n;
+}
+
+void srv_config_defaults(srv_config *c)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->host, "127.0.0.1");
+    c->port = 8080;
+    c->workers = online_cores();
+    c->queue_depth = 64;
+    c->max_body_bytes = 64 * MB;
+    c->max_batch_items = 64;
+    c->max_tensor_elements = (size_t)16 << 20;
+    c->max_request_memory = 1024 * MB;
+    c->request_timeout = 30;
+    c->drain_timeout = 20;
+    c->api_key[0] = '\0';
+    c->log_format = SRV_LOG_JSON;
+    c->blas_threads = 1;
+}
+
+static const char *prog_name(int argc, char **argv)
+{
+    if (argc < 1 || !argv[0] || !argv[0][0])
+        return "posattnd";
+    const char *slash = strrchr(argv[0], '/');
+    return slash ? slash + 1 : argv[0];
+}
+
+void srv_config_usage(FILE *out, const char *prog)
+{
+    fprintf(out,
+            "Usage: %s [options]\n"
+            "\n"
+            "posattnd serves positional encodings and attention over HTTP: a JSON API under\n"
+            "/v1/, /healthz, /readyz and Prometheus metrics at /metrics.\n"
+            "Each option may also come from the environment variable beside it; the\n"
+            "command line wins. Options take a value as --name VALUE or --name=VALUE.\n"
+            "\n",
+            prog ? prog : "posattnd");
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s %s", options[i].flag, options[i].metavar);
+        fprintf(out, "  %-26s %-29s %s\n", left, options[i].env, options[i].help);
+    }
+    fprintf(out, "  %-26s %-29s %s\n", "-h, --help", "", "print this help and exit");
+    fprintf(out, "  %-26s %-29s %s\n", "--version", "", "print the version and exit");
+    fprintf(out, "\nOnline cores here: %d.\n", online_cores());
+}
+
+/* Parses a whole decimal integer (no blanks, no trailing text). */
+static bool parse_integer(const char *s, long long *out)
+{
+    if (!s[0] || !(s[0] == '-' || s[0] == '+' || (s[0] >= '0' && s[0] <= '9')))
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Applies one value to *c; on error prints to err naming `name` (the flag or
+ * the variable) and returns false. */
+static bool apply(srv_config *c, const opt *o, const char *name, const char *value, FILE *err,
+                  const char *prog)
+{
+    char *base = (char *)c + o->offset;
+    long long iv;
+    switch (o->kind) {
+    case OPT_STRING: {
+        size_t len = strlen(value);
+        if (len < (size_t)o->min || len > (size_t)o->max) {
+            if (o->secret)
+                fprintf(err, "%s: invalid value for %s: %zu bytes long, at most %.0f allowed\n",
+                        prog, name, len, o->max);
+            else
+                fprintf(err,
+                        "%s: invalid value \"%.300s\" for %s: expected %.0f to %.0f characters\n",
+                        prog, value, name, o->min, o->max);
+            return false;
+        }
+        memcpy(base, value, len + 1);
+        return true;
+    }
+    case OPT_INT:
+    case OPT_SIZE:
+    case OPT_SIZE_MB:
+        if (!parse_integer(value, &iv) || (double)iv < o->min || (double)iv > o->max) {
+            fprintf(err,
+                    "%s: invalid value \"%.300s\" for %s: expected an integer from %.0f to %.0f\n",
+                    prog, value, name, o->min, o->max);
+            return false;
+        }
+        if (o->kind == OPT_INT)
+            *(int *)(void *)base = (int)iv;
+        else if (o->kind == OPT_SIZE)
+            *(size_t *)(void *)base = (size_t)iv;
+        else
+            *(size_t *)(void *)base = (size_t)iv * MB;
+        return true;
+    case OPT_SECONDS: {
+        char *end;
+        errno = 0;
+        double v = value[0] ? strtod(value, &end) : NAN;
+        if (!value[0] || isspace((unsigned char)value[0]) || errno || *end || !isfinite(v) ||
+            !(v > o->min) || v > o->max) {
+            fprintf(err,
+                    "%s: invalid value \"%.300s\" for %s: expected seconds, more than 0 and at "
+                    "most %.0f\n",
+                    prog, value, name, o->max);
+            return false;
+        }
+        *(double *)(void *)base = v;
+        return true;
+    }
+    case OPT_LOG_FORMAT: {
+        srv_log_format f;
+        if (strcmp(value, "json") == 0)
+            f = SRV_LOG_JSON;
+        else if (strcmp(value, "text") == 0)
+            f = SRV_LOG_TEXT;
+        else if (strcmp(value, "off") == 0)
+            f = SRV_LOG_OFF;
+        else {
+            fprintf(err, "%s: invalid value \"%.300s\" for %s: expected json, text or off\n", prog,
+                    value, name);
+            return false;
+        }
+        *(srv_log_format *)(void *)base = f;
+        return true;
+    }
+    }
+    return false;
+}
+
+static const opt *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (strlen(options[i].flag) == len && memcmp(options[i].flag, name, len) == 0)
+            return &options[i];
+    return NULL;
+}
+
+typedef enum arg_kind { ARG_OPTION, ARG_HELP, ARG_VERSION, ARG_ERROR } arg_kind;
+
+/* Reads the argument at argv[*i] (advancing *i past a separate value) into
+ * *o and *value. Prints the reason to err for ARG_ERROR when err is set. */
+static arg_kind next_arg(int argc, char **argv, int *i, const opt **o, const char **value,
+                         FILE *err, const char *prog)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
+        return ARG_HELP;
+    if (strcmp(a, "--version") == 0)
+        return ARG_VERSION;
+    if (strncmp(a, "--", 2) != 0 || !a[2]) {
+        if (err)
+            fprintf(err, "%s: unexpected argument \"%.300s\"; see --help\n", prog, a);
+        return ARG_ERROR;
+    }
+    const char *name = a + 2;
+    const char *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    *o = find_flag(name, len);
+    if (!*o) {
+        if (err) {
+            if ((len == 4 && memcmp(name, "help", 4) == 0) ||
+                (len == 7 && memcmp(name, "version", 7) == 0))
+                fprintf(err, "%s: option --%.*s takes no value\n", prog, (int)len, name);
+            else
+                fprintf(err, "%s: unknown option \"--%.*s\"; see --help\n", prog,
+                        (int)(len > 300 ? 300 : len), name);
+        }
+        return ARG_ERROR;
+    }
+    if (eq) {
+        *value = eq + 1;
+    } else if (*i + 1 < argc) {
+        *value = argv[++*i];
+    } else {
+        if (err)
+            fprintf(err, "%s: option --%s needs a value (%s)\n", prog, (*o)->flag, (*o)->metavar);
+        return ARG_ERROR;
+    }
+    return ARG_OPTION;
+}
+
+int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
+{
+    const char *prog = prog_name(argc, argv);
+    const opt *o = NULL;
+    const char *value = NULL;
+
+    /* --help and --version win over anything else, a broken environment
+     * included, so that a user can always read the help. */
+    for (int i = 1; i < argc; i++) {
+        arg_kind k = next_arg(argc, argv, &i, &o, &value, NULL, prog);
+        if (k == ARG_HELP) {
+            srv_config_usage(out, prog);
+            return 1;
+        }
+        if (k == ARG_VERSION) {
+            fprintf(out, "%s %s\n", prog, PA_VERSION_STRING);
+            return 1;
+        }
+    }
+
+    /* Work on a copy so that *c is untouched on error. Empty variables count
+     * as unset. */
+    srv_config next = *c;
+    for (size_t j = 0; j < N_OPTIONS; j++) {
+        const char *env = getenv(options[j].env);
+        if (env && env[0] && !apply(&next, &options[j], options[j].env, env, err, prog))
+            return -1;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (next_arg(argc, argv, &i, &o, &value, err, prog) != ARG_OPTION)
+            return -1;
+        char name[64];
+        snprintf(name, sizeof name, "--%s", o->flag);
+        if (!apply(&next, o, name, value, err, prog))
+            return -1;
+    }
+    *c = next;
+    return 0;
+}

@@ -1,0 +1,572 @@
+/* http.c - see http.h.
+ *
+ * One request's life: the first handler call routes it and refuses what can
+ * be refused before the body arrives (404, 405, 401, 413 by Content-Length);
+ * later calls collect the body; the last call parses it into a job
+ * (srv_job_prepare), submits the job's tasks to the pool and suspends the
+ * connection. When the last task is done, the pool's loop thread renders the
+ * answer and resumes the connection, and the handler queues the response.
+ */
+#include "http.h"
+
+#include "api.h"
+#include "reply.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* openapi.yaml, embedded by the Makefile (build/server/embed_openapi.c). */
+extern const unsigned char srv_openapi_yaml[];
+extern const size_t srv_openapi_yaml_len;
+
+struct srv_http {
+    struct MHD_Daemon *daemon;
+    const srv_config *cfg;
+    srv_pool *pool;
+    srv_metrics *metrics;
+    srv_limits limits;
+    atomic_bool draining;
+    atomic_int_fast64_t in_flight;
+};
+
+typedef enum route {
+    ROUTE_ATTENTION,
+    ROUTE_ENCODE,
+    ROUTE_ANALYZE,
+    ROUTE_SCHEMES,
+    ROUTE_HEALTHZ,
+    ROUTE_READYZ,
+    ROUTE_METRICS,
+    ROUTE_OPENAPI,
+    ROUTE_NOT_FOUND
+} route;
+
+static const struct {
+    const char *path;
+    const char *method;
+    const char *label; /* metrics endpoint label */
+    bool api;          /* under /v1: authenticated */
+} routes[] = {
+    [ROUTE_ATTENTION] = {"/v1/attention", "POST", "attention", true},
+    [ROUTE_ENCODE] = {"/v1/encode", "POST", "encode", true},
+    [ROUTE_ANALYZE] = {"/v1/analyze", "POST", "analyze", true},
+    [ROUTE_SCHEMES] = {"/v1/schemes", "GET", "schemes", true},
+    [ROUTE_HEALTHZ] = {"/healthz", "GET", "healthz", false},
+    [ROUTE_READYZ] = {"/readyz", "GET", "readyz", false},
+    [ROUTE_METRICS] = {"/metrics", "GET", "metrics", false},
+    [ROUTE_OPENAPI] = {"/openapi.yaml", "GET", "openapi", false},
+    [ROUTE_NOT_FOUND] = {NULL, NULL, "other", false},
+};
+
+typedef struct request request;
+
+typedef struct task_arg {
+    request *req;
+    size_t index;
+} task_arg;
+
+struct request {
+    srv_http *h;
+    struct MHD_Connection *conn;
+    route route;
+    char method[8];
+    char path[128];
+    uint64_t start_ns;
+    uint64_t deadline_ns;
+
+    char *body;
+    size_t body_len, body_cap;
+    bool body_too_large;
+
+    srv_job *job;
+    srv_task *tasks;
+    task_arg *args;
+    size_t ntasks;
+    atomic_size_t remaining;
+    atomic_uint_fast64_t max_queue_us;
+    atomic_uint_fast64_t sum_compute_us;
+    bool submitted;
+
+    srv_reply reply;
+    bool reply_ready; /* set on the loop thread before the resume */
+    int status;       /* sent status, for the log */
+    size_t bytes_out;
+};
+
+static srv_endpoint endpoint_of(route r)
+{
+    return r == ROUTE_ENCODE ? SRV_EP_ENCODE : r == ROUTE_ANALYZE ? SRV_EP_ANALYZE : SRV_EP_ATTENTION;
+}
+
+static route find_route(const char *url, const char *method, bool *method_ok)
+{
+    for (int i = 0; i < ROUTE_NOT_FOUND; i++) {
+        if (strcmp(url, routes[i].path) == 0) {
+            *method_ok = strcmp(method, routes[i].method) == 0 ||
+                         (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0);
+            return (route)i;
+        }
+    }
+    *method_ok = true;
+    return ROUTE_NOT_FOUND;
+}
+
+/* Compares in time independent of where the strings differ. */
+static bool equal_const_time(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < lb; i++)
+        diff |= (unsigned char)(a[i < la ? i : 0] ^ b[i]);
+    return diff == 0;
+}
+
+static bool authorized(const srv_http *h, struct MHD_Connection *c)
+{
+    const char *auth, *prefix = "Bearer ";
+    if (h->cfg->api_key[0] == '\0')
+        return true;
+    auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (auth == NULL || strncmp(auth, prefix, strlen(prefix)) != 0)
+        return false;
+    return equal_const_time(auth + strlen(prefix), h->cfg->api_key);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Responses                                                                 */
+/* ------------------------------------------------------------------------- */
+
+static void set_text(srv_reply *r, int status, const char *type, const char *text)
+{
+    size_t n = strlen(text);
+    r->http_status = status;
+    r->content_type = type;
+    r->body = malloc(n + 1);
+    r->body_len = r->body ? n : 0;
+    if (r->body)
+        memcpy(r->body, text, n + 1);
+}
+
+static enum MHD_Result send_reply(request *q)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+    srv_reply *r = &q->reply;
+    char timing[160];
+
+    if (r->body != NULL) {
+        resp = MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_FREE);
+        if (resp != NULL)
+            r->body = NULL; /* MHD owns it now */
+    } else {
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (resp == NULL)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            r->content_type ? r->content_type : "application/json");
+    {
+        double total_ms = (double)(srv_now_ns() - q->start_ns) / 1e6;
+        double queue_ms = (double)atomic_load(&q->max_queue_us) / 1e3;
+        double compute_ms = (double)atomic_load(&q->sum_compute_us) / 1e3;
+        if (q->submitted)
+            snprintf(timing, sizeof timing, "queue;dur=%.3f, compute;dur=%.3f, total;dur=%.3f",
+                     queue_ms, compute_ms, total_ms);
+        else
+            snprintf(timing, sizeof timing, "total;dur=%.3f", total_ms);
+        MHD_add_response_header(resp, "Server-Timing", timing);
+    }
+    if (r->http_status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (r->http_status == MHD_HTTP_METHOD_NOT_ALLOWED && q->route != ROUTE_NOT_FOUND)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, routes[q->route].method);
+    if (r->http_status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (atomic_load(&q->h->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    q->status = r->http_status;
+    q->bytes_out = r->body_len;
+    ret = MHD_queue_response(q->conn, (unsigned)r->http_status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_error(request *q, srv_error e, const char *field, const char *msg)
+{
+    srv_reply_free(&q->reply);
+    srv_reply_error(&q->reply, e, field, "%s", msg);
+    return send_reply(q);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Work on the pool                                                          */
+/* ------------------------------------------------------------------------- */
+
+static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
+{
+    task_arg *a = arg;
+    request *q = a->req;
+    uint64_t t0 = srv_now_ns(), compute_us, prev;
+
+    srv_metrics_queue(q->h->metrics, (double)queue_us / 1e6);
+    srv_metrics_queue_depth_add(q->h->metrics, -1);
+    if (t0 > q->deadline_ns) {
+        srv_job_set_timed_out(q->job, a->index);
+        return;
+    }
+    srv_job_run_task(q->job, a->index, ws);
+    compute_us = (srv_now_ns() - t0) / 1000u;
+    srv_job_set_timing(q->job, a->index, queue_us, compute_us);
+    srv_metrics_compute(q->h->metrics, srv_job_task_scheme(q->job, a->index),
+                        (double)compute_us / 1e6);
+    atomic_fetch_add(&q->sum_compute_us, compute_us);
+    prev = atomic_load(&q->max_queue_us);
+    while (queue_us > prev && !atomic_compare_exchange_weak(&q->max_queue_us, &prev, queue_us))
+        ;
+}
+
+/* On the pool's loop thread. */
+static void task_done(void *arg)
+{
+    task_arg *a = arg;
+    request *q = a->req;
+    if (atomic_fetch_sub(&q->remaining, 1) != 1)
+        return;
+    srv_job_finish(q->job, &q->reply);
+    q->reply_ready = true;
+    MHD_resume_connection(q->conn);
+}
+
+static enum MHD_Result start_job(request *q)
+{
+    srv_http *h = q->h;
+    size_t n;
+
+    if (atomic_load(&h->draining))
+        return send_error(q, SRV_ERR_DRAINING, NULL,
+                          "the server is shutting down; retry on another replica");
+    if (!srv_job_prepare(endpoint_of(q->route), q->body ? q->body : "", q->body_len, &h->limits,
+                         &q->job, &q->reply))
+        return send_reply(q);
+    n = srv_job_task_count(q->job);
+    q->tasks = calloc(n ? n : 1, sizeof *q->tasks);
+    q->args = calloc(n ? n : 1, sizeof *q->args);
+    if (q->tasks == NULL || q->args == NULL)
+        return send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        q->args[i] = (task_arg){q, i};
+        q->tasks[i] = (srv_task){task_run, task_done, &q->args[i], 0};
+    }
+    q->ntasks = n;
+    atomic_store(&q->remaining, n);
+    q->deadline_ns = q->start_ns + (uint64_t)(h->cfg->request_timeout * 1e9);
+    if (n == 0) { /* nothing to compute */
+        srv_job_finish(q->job, &q->reply);
+        return send_reply(q);
+    }
+    /* Suspend before submitting: a fast task may finish (and resume) at once. */
+    q->submitted = true;
+    atomic_fetch_add(&h->in_flight, 1);
+    srv_metrics_in_flight_add(h->metrics, 1);
+    MHD_suspend_connection(q->conn);
+    srv_metrics_queue_depth_add(h->metrics, (int64_t)n);
+    if (!srv_pool_submit(h->pool, q->tasks, n)) {
+        srv_metrics_queue_depth_add(h->metrics, -(int64_t)n);
+        q->submitted = false;
+        atomic_fetch_sub(&h->in_flight, 1);
+        srv_metrics_in_flight_add(h->metrics, -1);
+        srv_reply_free(&q->reply);
+        srv_reply_error(&q->reply, SRV_ERR_OVERLOADED, NULL,
+                        "the queue is full (%d tasks waiting); retry after 1 s",
+                        srv_pool_max_queued(h->pool));
+        q->reply_ready = true;
+        MHD_resume_connection(q->conn);
+    }
+    return MHD_YES;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Plain endpoints                                                           */
+/* ------------------------------------------------------------------------- */
+
+static enum MHD_Result serve_simple(request *q)
+{
+    srv_http *h = q->h;
+    switch (q->route) {
+    case ROUTE_HEALTHZ:
+        set_text(&q->reply, 200, "application/json", "{\"status\":\"ok\"}");
+        break;
+    case ROUTE_READYZ:
+        if (atomic_load(&h->draining))
+            set_text(&q->reply, 503, "application/json", "{\"status\":\"draining\"}");
+        else if (srv_pool_queued(h->pool) >= srv_pool_max_queued(h->pool))
+            set_text(&q->reply, 503, "application/json", "{\"status\":\"saturated\"}");
+        else
+            set_text(&q->reply, 200, "application/json", "{\"status\":\"ready\"}");
+        break;
+    case ROUTE_METRICS: {
+        size_t len = 0;
+        char *text = srv_metrics_render(h->metrics, &len);
+        if (text == NULL)
+            return send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+        q->reply.http_status = 200;
+        q->reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        q->reply.body = text;
+        q->reply.body_len = len;
+        break;
+    }
+    case ROUTE_OPENAPI: {
+        size_t n = srv_openapi_yaml_len;
+        q->reply.http_status = 200;
+        q->reply.content_type = "application/yaml";
+        q->reply.body = malloc(n ? n : 1);
+        if (q->reply.body == NULL)
+            return send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+        memcpy(q->reply.body, srv_openapi_yaml, n);
+        q->reply.body_len = n;
+        break;
+    }
+    case ROUTE_SCHEMES:
+        srv_schemes_reply(&q->reply);
+        break;
+    default:
+        return send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such route");
+    }
+    return send_reply(q);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The handler                                                               */
+/* ------------------------------------------------------------------------- */
+
+static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const char *url,
+                                  const char *method, request *q)
+{
+    bool method_ok;
+    const char *cl;
+    char msg[160];
+
+    q->route = find_route(url, method, &method_ok);
+    if (q->route == ROUTE_NOT_FOUND) {
+        snprintf(msg, sizeof msg, "no route %.64s %.64s", method, url);
+        return send_error(q, SRV_ERR_NOT_FOUND, NULL, msg);
+    }
+    if (!method_ok) {
+        snprintf(msg, sizeof msg, "%.64s takes %s, not %.16s", url, routes[q->route].method,
+                 method);
+        return send_error(q, SRV_ERR_METHOD_NOT_ALLOWED, NULL, msg);
+    }
+    if (routes[q->route].api && !authorized(h, c))
+        return send_error(q, SRV_ERR_UNAUTHORIZED, NULL,
+                          "a valid API key is required: Authorization: Bearer <key>");
+    cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL) {
+        char *end;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (n > h->cfg->max_body_bytes) {
+            snprintf(msg, sizeof msg, "body of %llu bytes exceeds the limit of %zu bytes", n,
+                     h->cfg->max_body_bytes);
+            return send_error(q, SRV_ERR_PAYLOAD_TOO_LARGE, NULL, msg);
+        }
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version,
+                               const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    srv_http *h = cls;
+    request *q = *con_cls;
+    (void)version;
+
+    if (q == NULL) {
+        q = calloc(1, sizeof *q);
+        if (q == NULL)
+            return MHD_NO;
+        q->h = h;
+        q->conn = c;
+        q->start_ns = srv_now_ns();
+        snprintf(q->method, sizeof q->method, "%s", method);
+        snprintf(q->path, sizeof q->path, "%s", url);
+        atomic_init(&q->remaining, 0);
+        atomic_init(&q->max_queue_us, 0);
+        atomic_init(&q->sum_compute_us, 0);
+        *con_cls = q;
+        return first_call(h, c, url, method, q);
+    }
+    if (q->reply_ready)
+        return send_reply(q);
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (q->body_too_large || q->body_len + n > h->cfg->max_body_bytes) {
+            q->body_too_large = true;
+            return MHD_YES; /* discard the rest; answer 413 at the end */
+        }
+        if (q->body_len + n + 1 > q->body_cap) {
+            size_t cap = q->body_cap ? q->body_cap : 4096;
+            char *nb;
+            while (cap < q->body_len + n + 1)
+                cap *= 2;
+            nb = realloc(q->body, cap);
+            if (nb == NULL)
+                return MHD_NO;
+            q->body = nb;
+            q->body_cap = cap;
+        }
+        memcpy(q->body + q->body_len, upload_data, n);
+        q->body_len += n;
+        q->body[q->body_len] = '\0';
+        return MHD_YES;
+    }
+    if (q->body_too_large) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "body exceeds the limit of %zu bytes", h->cfg->max_body_bytes);
+        return send_error(q, SRV_ERR_PAYLOAD_TOO_LARGE, NULL, msg);
+    }
+    if (routes[q->route].method[0] == 'P')
+        return start_job(q);
+    return serve_simple(q);
+}
+
+static void log_access(const request *q, double seconds)
+{
+    const srv_config *cfg = q->h->cfg;
+    time_t now = time(NULL);
+    struct tm tm;
+    char ts[32];
+    if (cfg->log_format == SRV_LOG_OFF)
+        return;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (cfg->log_format == SRV_LOG_JSON)
+        fprintf(stderr,
+                "{\"ts\":\"%s\",\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,"
+                "\"bytes_in\":%zu,\"bytes_out\":%zu,\"items\":%zu,\"queue_ms\":%.3f,"
+                "\"compute_ms\":%.3f,\"duration_ms\":%.3f}\n",
+                ts, q->method, routes[q->route].path ? routes[q->route].path : "-", q->status,
+                q->body_len, q->bytes_out, q->ntasks,
+                (double)atomic_load(&q->max_queue_us) / 1e3,
+                (double)atomic_load(&q->sum_compute_us) / 1e3, seconds * 1e3);
+    else
+        fprintf(stderr, "%s %s %s %d %zu %zu %.3fms\n", ts, q->method,
+                routes[q->route].path ? routes[q->route].path : "-", q->status, q->body_len,
+                q->bytes_out, seconds * 1e3);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    srv_http *h = cls;
+    request *q = *con_cls;
+    double seconds;
+    (void)c;
+    (void)toe;
+    if (q == NULL)
+        return;
+    seconds = (double)(srv_now_ns() - q->start_ns) / 1e9;
+    if (q->status == 0)
+        q->status = 499; /* the client went away before an answer was queued */
+    srv_metrics_request(h->metrics, routes[q->route].label, q->status, seconds, q->body_len,
+                        q->bytes_out);
+    log_access(q, seconds);
+    if (q->submitted) {
+        atomic_fetch_sub(&h->in_flight, 1);
+        srv_metrics_in_flight_add(h->metrics, -1);
+    }
+    srv_job_free(q->job);
+    srv_reply_free(&q->reply);
+    free(q->tasks);
+    free(q->args);
+    free(q->body);
+    free(q);
+    *con_cls = NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+
+static bool resolve(const char *host, int port, struct sockaddr_storage *ss, bool *v6)
+{
+    struct addrinfo hints, *res = NULL;
+    char service[16];
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(service, sizeof service, "%d", port);
+    if (getaddrinfo(host, service, &hints, &res) != 0 || res == NULL)
+        return false;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *v6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return true;
+}
+
+srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *metrics,
+                         int *bound_port)
+{
+    struct sockaddr_storage ss;
+    bool v6 = false;
+    unsigned threads = cfg->workers < 2 ? 1u : 2u; /* HTTP threads only parse and copy */
+    const union MHD_DaemonInfo *info;
+    srv_http *h = calloc(1, sizeof *h);
+
+    if (h == NULL)
+        return NULL;
+    h->cfg = cfg;
+    h->pool = pool;
+    h->metrics = metrics;
+    h->limits.max_batch_items = cfg->max_batch_items;
+    h->limits.max_tensor_elements = cfg->max_tensor_elements;
+    h->limits.max_request_memory = cfg->max_request_memory;
+    atomic_init(&h->draining, false);
+    atomic_init(&h->in_flight, 0);
+    if (!resolve(cfg->host, cfg->port, &ss, &v6)) {
+        fprintf(stderr, "posattnd: cannot resolve --host %s\n", cfg->host);
+        free(h);
+        return NULL;
+    }
+    h->daemon = MHD_start_daemon(
+        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+            MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0),
+        (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->request_timeout + 0.999),
+        MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+        MHD_OPTION_END);
+    if (h->daemon == NULL) {
+        fprintf(stderr, "posattnd: cannot listen on %s:%d\n", cfg->host, cfg->port);
+        free(h);
+        return NULL;
+    }
+    info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    *bound_port = info != NULL ? info->port : cfg->port;
+    return h;
+}
+
+void srv_http_drain(srv_http *h)
+{
+    atomic_store(&h->draining, true);
+}
+
+int64_t srv_http_in_flight(const srv_http *h)
+{
+    return atomic_load(&((srv_http *)h)->in_flight);
+}
+
+void srv_http_stop(srv_http *h)
+{
+    if (h == NULL)
+        return;
+    MHD_stop_daemon(h->daemon);
+    free(h);
+}

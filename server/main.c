@@ -1,0 +1,82 @@
+/* main.c - posattnd: configuration, start-up, and the drain on SIGTERM.
+ *
+ * Signals are blocked in every thread and taken by sigwait here, so the drain
+ * runs as ordinary code: stop taking new work (readyz 503, API 503), wait for
+ * every accepted request to be answered, then stop.
+ */
+#include "config.h"
+#include "http.h"
+#include "metrics.h"
+#include "pool.h"
+
+#include "posattn.h"
+
+#include <cblas.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    srv_config cfg;
+    sigset_t sigs;
+    srv_metrics *metrics;
+    srv_pool *pool;
+    srv_http *http;
+    int port = 0, sig = 0, rc;
+    uint64_t t0;
+
+    srv_config_defaults(&cfg);
+    rc = srv_config_parse(&cfg, argc, argv, stdout, stderr);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+
+    /* Before any thread exists, so that all of them inherit the mask. */
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    /* Parallelism comes from the workers; OpenBLAS threads inside each
+     * worker would oversubscribe the cores. */
+    openblas_set_num_threads(cfg.blas_threads);
+
+    metrics = srv_metrics_new();
+    pool = metrics ? srv_pool_start(cfg.workers, cfg.queue_depth) : NULL;
+    http = pool ? srv_http_start(&cfg, pool, metrics, &port) : NULL;
+    if (http == NULL) {
+        fprintf(stderr, "posattnd: start-up failed\n");
+        srv_pool_stop(pool);
+        srv_metrics_free(metrics);
+        return 1;
+    }
+    printf("posattnd %s listening on http://%s:%d (workers %d, queue depth %d)\n",
+           PA_VERSION_STRING, cfg.host, port, cfg.workers, cfg.queue_depth);
+    fflush(stdout);
+
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "posattnd: %s received, draining (timeout %.0f s)\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.drain_timeout);
+    srv_http_drain(http);
+    t0 = srv_now_ns();
+    while (srv_http_in_flight(http) > 0 &&
+           (double)(srv_now_ns() - t0) / 1e9 < cfg.drain_timeout)
+        sleep_ms(5);
+    rc = srv_http_in_flight(http) > 0 ? 1 : 0;
+    if (rc != 0)
+        fprintf(stderr, "posattnd: drain timeout with %lld requests unanswered\n",
+                (long long)srv_http_in_flight(http));
+    srv_http_stop(http);
+    srv_pool_stop(pool);
+    srv_metrics_free(metrics);
+    fprintf(stderr, "posattnd: stopped\n");
+    return rc;
+}

@@ -1,0 +1,363 @@
+/* test_config.c - posattnd's flags and environment (server/config.c):
+ * defaults, both flag forms, POSATTN_* variables, precedence, --help and
+ * --version, and every kind of bad value. */
+#include "testutil.h"
+
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MB ((size_t)1 << 20)
+
+static const char *const env_names[] = {
+    "POSATTN_HOST",
+    "POSATTN_PORT",
+    "POSATTN_WORKERS",
+    "POSATTN_QUEUE_DEPTH",
+    "POSATTN_MAX_BODY_MB",
+    "POSATTN_MAX_BATCH_ITEMS",
+    "POSATTN_MAX_TENSOR_ELEMENTS",
+    "POSATTN_MAX_REQUEST_MB",
+    "POSATTN_REQUEST_TIMEOUT",
+    "POSATTN_DRAIN_TIMEOUT",
+    "POSATTN_API_KEY",
+    "POSATTN_LOG_FORMAT",
+    "POSATTN_BLAS_THREADS",
+};
+
+/* Every test starts from a clean environment, whatever the runner has set. */
+static int clear_env(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++)
+        unsetenv(env_names[i]);
+    return 0;
+}
+
+typedef struct run {
+    int rc;
+    char *out, *err;
+    srv_config c;
+} run;
+
+/* Parses argv (NULL-terminated, without argv[0]) over the defaults. */
+static run parse(const char *const *args)
+{
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = (char *)"/usr/local/bin/posattnd";
+    for (; args && *args; args++)
+        argv[argc++] = (char *)*args;
+    argv[argc] = NULL;
+
+    run r;
+    size_t on = 0, en = 0;
+    FILE *out = open_memstream(&r.out, &on);
+    FILE *err = open_memstream(&r.err, &en);
+    assert_non_null(out);
+    assert_non_null(err);
+    srv_config_defaults(&r.c);
+    r.rc = srv_config_parse(&r.c, argc, argv, out, err);
+    fclose(out);
+    fclose(err);
+    return r;
+}
+
+static void run_free(run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    srv_config c;
+    srv_config_defaults(&c);
+    assert_string_equal(c.host, "127.0.0.1");
+    assert_int_equal(c.port, 8080);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_int_equal(c.workers, cores < 1 ? 1 : (cores > 256 ? 256 : cores));
+    assert_true(c.workers >= 1);
+    assert_int_equal(c.queue_depth, 64);
+    assert_int_equal(c.max_body_bytes, 64 * MB);
+    assert_int_equal(c.max_batch_items, 64);
+    assert_int_equal(c.max_tensor_elements, 16 * MB);
+    assert_int_equal(c.max_request_memory, 1024 * MB);
+    assert_true(c.request_timeout == 30);
+    assert_true(c.drain_timeout == 20);
+    assert_string_equal(c.api_key, "");
+    assert_int_equal(c.log_format, SRV_LOG_JSON);
+    assert_int_equal(c.blas_threads, 1);
+
+    /* No arguments: defaults stand, nothing printed. */
+    run r = parse(NULL);
+    assert_int_equal(r.rc, 0);
+    assert_memory_equal(&r.c, &c, sizeof c);
+    assert_string_equal(r.out, "");
+    assert_string_equal(r.err, "");
+    run_free(&r);
+}
+
+static void test_flags_both_forms(void **state)
+{
+    (void)state;
+    const char *args[] = {"--host",
+                          "0.0.0.0",
+                          "--port=9090",
+                          "--workers",
+                          "3",
+                          "--queue-depth=100000",
+                          "--max-body-mb",
+                          "2",
+                          "--max-batch-items=5",
+                          "--max-tensor-elements",
+                          "1000",
+                          "--max-request-mb=3",
+                          "--request-timeout",
+                          "1.5",
+                          "--drain-timeout=0.25",
+                          "--api-key=s3cret=x",
+                          "--log-format",
+                          "text",
+                          "--blas-threads=2",
+                          NULL};
+    run r = parse(args);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.err, "");
+    assert_string_equal(r.c.host, "0.0.0.0");
+    assert_int_equal(r.c.port, 9090);
+    assert_int_equal(r.c.workers, 3);
+    assert_int_equal(r.c.queue_depth, 100000);
+    assert_int_equal(r.c.max_body_bytes, 2 * MB);
+    assert_int_equal(r.c.max_batch_items, 5);
+    assert_int_equal(r.c.max_tensor_elements, 1000);
+    assert_int_equal(r.c.max_request_memory, 3 * MB);
+    assert_true(r.c.request_timeout == 1.5);
+    assert_true(r.c.drain_timeout == 0.25);
+    assert_string_equal(r.c.api_key, "s3cret=x"); /* only the first '=' splits */
+    assert_int_equal(r.c.log_format, SRV_LOG_TEXT);
+    assert_int_equal(r.c.blas_threads, 2);
+    run_free(&r);
+
+    const char *edge[] = {"--port", "0", "--log-format=off", "--api-key=", "--port=65535", NULL};
+    r = parse(edge);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.port, 65535); /* the last one wins */
+    assert_int_equal(r.c.log_format, SRV_LOG_OFF);
+    assert_string_equal(r.c.api_key, "");
+    run_free(&r);
+}
+
+static void test_env_and_precedence(void **state)
+{
+    (void)state;
+    setenv("POSATTN_PORT", "7000", 1);
+    setenv("POSATTN_WORKERS", "2", 1);
+    setenv("POSATTN_API_KEY", "from-env", 1);
+    setenv("POSATTN_LOG_FORMAT", "text", 1);
+    setenv("POSATTN_MAX_BODY_MB", "8", 1);
+    setenv("POSATTN_REQUEST_TIMEOUT", "2.5", 1);
+    setenv("POSATTN_HOST", "", 1); /* empty counts as unset */
+    run r = parse(NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.port, 7000);
+    assert_int_equal(r.c.workers, 2);
+    assert_string_equal(r.c.api_key, "from-env");
+    assert_int_equal(r.c.log_format, SRV_LOG_TEXT);
+    assert_int_equal(r.c.max_body_bytes, 8 * MB);
+    assert_true(r.c.request_timeout == 2.5);
+    assert_string_equal(r.c.host, "127.0.0.1");
+    run_free(&r);
+
+    /* Flags win over the environment. */
+    const char *args[] = {"--port", "7001", "--api-key=from-flag", "--log-format=json", NULL};
+    r = parse(args);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.port, 7001);
+    assert_int_equal(r.c.workers, 2);
+    assert_string_equal(r.c.api_key, "from-flag");
+    assert_int_equal(r.c.log_format, SRV_LOG_JSON);
+    run_free(&r);
+
+    /* A bad variable is an error naming the variable, even when a flag would
+     * override it. */
+    setenv("POSATTN_PORT", "http", 1);
+    r = parse(args);
+    assert_int_equal(r.rc, -1);
+    assert_non_null(strstr(r.err, "POSATTN_PORT"));
+    assert_non_null(strstr(r.err, "\"http\""));
+    run_free(&r);
+}
+
+static void test_help_and_version(void **state)
+{
+    (void)state;
+    const char *help[] = {"--port", "1", "--help", NULL};
+    run r = parse(help);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.out, "Usage: posattnd"));
+    assert_string_equal(r.err, "");
+    /* Every flag and variable is documented. */
+    static const char *const flags[] = {
+        "--host",
+        "--port",
+        "--workers",
+        "--queue-depth",
+        "--max-body-mb",
+        "--max-batch-items",
+        "--max-tensor-elements",
+        "--max-request-mb",
+        "--request-timeout",
+        "--drain-timeout",
+        "--api-key",
+        "--log-format",
+        "--blas-threads",
+        "--help",
+        "--version",
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strstr(r.out, flags[i]))
+            fail_msg("--help does not mention %s", flags[i]);
+    for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++)
+        assert_non_null(strstr(r.out, env_names[i]));
+    run_free(&r);
+
+    const char *h[] = {"-h", NULL};
+    r = parse(h);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.out, "Usage:"));
+    run_free(&r);
+
+    const char *v[] = {"--version", NULL};
+    r = parse(v);
+    assert_int_equal(r.rc, 1);
+    assert_string_equal(r.out, "posattnd " PA_VERSION_STRING "\n");
+    run_free(&r);
+
+    /* Help wins over a broken environment and a bad flag... */
+    setenv("POSATTN_WORKERS", "many", 1);
+    const char *bad_then_help[] = {"--bogus", "--help", NULL};
+    r = parse(bad_then_help);
+    assert_int_equal(r.rc, 1);
+    run_free(&r);
+    unsetenv("POSATTN_WORKERS");
+
+    /* ...but "--help" as the value of another flag is that value. */
+    const char *key_help[] = {"--api-key", "--help", NULL};
+    r = parse(key_help);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.c.api_key, "--help");
+    run_free(&r);
+
+    FILE *f = tmpfile();
+    srv_config_usage(f, NULL);
+    assert_true(ftell(f) > 200);
+    fclose(f);
+}
+
+/* Expects -1 with every `want` substring in the error output and the config
+ * untouched. */
+static void expect_bad(const char *const *args, const char *want1, const char *want2)
+{
+    run r = parse(args);
+    srv_config d;
+    srv_config_defaults(&d);
+    if (r.rc != -1)
+        fail_msg("%s %s: rc %d, want -1", args[0] ? args[0] : "(env)",
+                 args[0] && args[1] ? args[1] : "", r.rc);
+    assert_memory_equal(&r.c, &d, sizeof d);
+    assert_string_equal(r.out, "");
+    if (!strstr(r.err, want1) || (want2 && !strstr(r.err, want2)))
+        fail_msg("error output \"%s\" lacks \"%s\" / \"%s\"", r.err, want1, want2 ? want2 : "");
+    run_free(&r);
+}
+
+#define BAD(flag, value, w1, w2)                                                                   \
+    do {                                                                                           \
+        const char *a_[] = {flag, value, NULL};                                                    \
+        expect_bad(a_, w1, w2);                                                                    \
+    } while (0)
+
+static void test_bad_values(void **state)
+{
+    (void)state;
+    BAD("--port", "abc", "--port", "\"abc\"");
+    BAD("--port", "70000", "--port", "70000");
+    BAD("--port", "-1", "--port", "0 to 65535");
+    BAD("--port", "8080 ", "--port", "\"8080 \"");
+    BAD("--port", " 8080", "--port", NULL);
+    BAD("--port", "", "--port", NULL);
+    BAD("--port", "99999999999999999999999", "--port", NULL);
+    BAD("--port", "80.5", "--port", NULL);
+    BAD("--workers", "0", "--workers", "1 to 256");
+    BAD("--workers", "257", "--workers", "257");
+    BAD("--queue-depth", "0", "--queue-depth", NULL);
+    BAD("--queue-depth", "100001", "--queue-depth", NULL);
+    BAD("--max-body-mb", "0", "--max-body-mb", NULL);
+    BAD("--max-body-mb", "1e3", "--max-body-mb", NULL);
+    BAD("--max-batch-items", "0", "--max-batch-items", NULL);
+    BAD("--max-tensor-elements", "-5", "--max-tensor-elements", NULL);
+    BAD("--max-request-mb", "0", "--max-request-mb", NULL);
+    BAD("--request-timeout", "0", "--request-timeout", "\"0\"");
+    BAD("--request-timeout", "-1", "--request-timeout", NULL);
+    BAD("--request-timeout", "nan", "--request-timeout", NULL);
+    BAD("--request-timeout", "inf", "--request-timeout", NULL);
+    BAD("--request-timeout", "5s", "--request-timeout", "\"5s\"");
+    BAD("--drain-timeout", "abc", "--drain-timeout", NULL);
+    BAD("--drain-timeout", "1e9", "--drain-timeout", NULL);
+    BAD("--log-format", "xml", "--log-format", "\"xml\"");
+    BAD("--log-format", "JSON", "--log-format", NULL);
+    BAD("--blas-threads", "0", "--blas-threads", NULL);
+    BAD("--host", "", "--host", NULL);
+    BAD("--bogus", "1", "unknown option", "--bogus");
+    BAD("--help=yes", NULL, "--help", "takes no value");
+    BAD("--port", NULL, "--port", "needs a value");
+    BAD("serve", NULL, "unexpected argument", "\"serve\"");
+    BAD("-p", "80", "unexpected argument", "\"-p\"");
+    BAD("--", NULL, "unexpected argument", NULL);
+
+    /* A key that is too long is refused without echoing it. */
+    char key[400];
+    memset(key, 'Z', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    const char *a[] = {"--api-key", key, NULL};
+    run r = parse(a);
+    assert_int_equal(r.rc, -1);
+    assert_non_null(strstr(r.err, "--api-key"));
+    assert_null(strstr(r.err, "ZZZZ"));
+    run_free(&r);
+
+    char host[300];
+    memset(host, 'h', sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    BAD("--host", host, "--host", "255");
+
+    /* Environment errors name the variable. */
+    static const char *const env_bad[][2] = {
+        {"POSATTN_WORKERS", "0"},       {"POSATTN_QUEUE_DEPTH", "x"},
+        {"POSATTN_LOG_FORMAT", "yaml"}, {"POSATTN_DRAIN_TIMEOUT", "-3"},
+        {"POSATTN_MAX_BODY_MB", "1.5"}, {"POSATTN_BLAS_THREADS", "999"},
+    };
+    for (size_t i = 0; i < sizeof env_bad / sizeof env_bad[0]; i++) {
+        setenv(env_bad[i][0], env_bad[i][1], 1);
+        const char *none[] = {NULL};
+        expect_bad(none, env_bad[i][0], env_bad[i][1]);
+        unsetenv(env_bad[i][0]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_defaults, clear_env),
+        cmocka_unit_test_setup(test_flags_both_forms, clear_env),
+        cmocka_unit_test_setup(test_env_and_precedence, clear_env),
+        cmocka_unit_test_setup(test_help_and_version, clear_env),
+        cmocka_unit_test_setup(test_bad_values, clear_env),
+    };
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

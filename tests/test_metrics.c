@@ -1,0 +1,344 @@
+/* test_metrics.c - Prometheus metrics (server/metrics.c): the exposition
+ * text, label mapping, histogram buckets and concurrent updates. */
+#include "testutil.h"
+
+#include "metrics.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The value of the sample whose name-and-labels part is exactly `series`;
+ * -1 when absent. */
+static double sample(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *line = text; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        if (line[0] != '#' && strncmp(line, series, n) == 0 && line[n] == ' ')
+            return strtod(line + n + 1, NULL);
+        line = eol ? eol + 1 : NULL;
+    }
+    return -1;
+}
+
+static bool has_line(const char *text, const char *want)
+{
+    size_t n = strlen(want);
+    for (const char *p = strstr(text, want); p; p = strstr(p + 1, want))
+        if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+/* Checks the whole text: every line is a comment or "name{labels} value",
+ * every sample's family has HELP and TYPE before it, and every histogram's
+ * buckets are cumulative and end with +Inf == _count. Returns the number of
+ * samples. */
+static int check_exposition(const char *text)
+{
+    char family[128] = "";
+    char type[32] = "";
+    char last_series[256] = "";
+    double last_bucket = -1;
+    int samples = 0;
+    bool help_seen = false;
+    const char *line = text;
+    assert_true(text[strlen(text) - 1] == '\n');
+    while (*line) {
+        const char *eol = strchr(line, '\n');
+        assert_non_null(eol);
+        char buf[512];
+        size_t len = (size_t)(eol - line);
+        assert_true(len < sizeof buf);
+        memcpy(buf, line, len);
+        buf[len] = '\0';
+        line = eol + 1;
+
+        if (strncmp(buf, "# HELP ", 7) == 0) {
+            sscanf(buf + 7, "%127s", family);
+            help_seen = true;
+            continue;
+        }
+        if (strncmp(buf, "# TYPE ", 7) == 0) {
+            char fam[128];
+            assert_int_equal(sscanf(buf + 7, "%127s %31s", fam, type), 2);
+            assert_string_equal(fam, family);
+            assert_true(help_seen);
+            assert_true(strcmp(type, "counter") == 0 || strcmp(type, "gauge") == 0 ||
+                        strcmp(type, "histogram") == 0);
+            help_seen = false;
+            continue;
+        }
+        assert_true(buf[0] != '#');
+        /* name{labels} value */
+        char *sp = strrchr(buf, ' ');
+        assert_non_null(sp);
+        *sp = '\0';
+        char *end;
+        double v = strtod(sp + 1, &end);
+        assert_true(*end == '\0' && v >= 0);
+        size_t flen = strlen(family);
+        if (strncmp(buf, family, flen) != 0)
+            fail_msg("sample %s outside its family %s", buf, family);
+        const char *suffix = buf + flen;
+        if (strcmp(type, "histogram") == 0) {
+            assert_true(strncmp(suffix, "_bucket{", 8) == 0 || strncmp(suffix, "_sum", 4) == 0 ||
+                        strncmp(suffix, "_count", 6) == 0);
+            if (strncmp(suffix, "_bucket{", 8) == 0) {
+                /* The series without its le label. */
+                char series[256];
+                const char *le = strstr(buf, "le=\"");
+                assert_non_null(le);
+                snprintf(series, sizeof series, "%.*s", (int)(le - buf), buf);
+                if (strcmp(series, last_series) != 0) {
+                    snprintf(last_series, sizeof last_series, "%s", series);
+                    last_bucket = -1;
+                }
+                assert_true(v >= last_bucket);
+                last_bucket = v;
+            } else if (strncmp(suffix, "_count", 6) == 0) {
+                /* _count equals the +Inf bucket just before it. */
+                assert_true(v == last_bucket);
+            }
+        } else {
+            assert_true(suffix[0] == '\0' || suffix[0] == '{');
+        }
+        samples++;
+    }
+    return samples;
+}
+
+static void test_fresh_render(void **state)
+{
+    (void)state;
+    srv_metrics *m = srv_metrics_new();
+    assert_non_null(m);
+    size_t len = 0;
+    char *text = srv_metrics_render(m, &len);
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    check_exposition(text);
+    static const char *const families[][2] = {
+        {"posattn_request_duration_seconds", "histogram"},
+        {"posattn_queue_duration_seconds", "histogram"},
+        {"posattn_compute_duration_seconds", "histogram"},
+        {"posattn_requests_total", "counter"},
+        {"posattn_items_total", "counter"},
+        {"posattn_request_bytes_total", "counter"},
+        {"posattn_response_bytes_total", "counter"},
+        {"posattn_queue_depth", "gauge"},
+        {"posattn_in_flight", "gauge"},
+        {"posattn_build_info", "gauge"},
+    };
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "# TYPE %s %s", families[i][0], families[i][1]);
+        if (!has_line(text, want))
+            fail_msg("missing \"%s\"", want);
+        snprintf(want, sizeof want, "# HELP %s ", families[i][0]);
+        assert_non_null(strstr(text, want));
+    }
+    assert_true(has_line(text, "posattn_queue_duration_seconds_bucket{le=\"+Inf\"} 0"));
+    assert_true(has_line(text, "posattn_queue_duration_seconds_sum 0.000000000"));
+    assert_true(has_line(text, "posattn_queue_duration_seconds_count 0"));
+    assert_true(has_line(text, "posattn_queue_depth 0"));
+    assert_true(has_line(text, "posattn_in_flight 0"));
+    assert_true(has_line(text, "posattn_request_bytes_total 0"));
+    assert_true(has_line(text, "posattn_build_info{version=\"" PA_VERSION_STRING "\"} 1"));
+    /* Labelled series appear once observed. */
+    assert_null(strstr(text, "endpoint=\""));
+    free(text);
+    srv_metrics_free(m);
+    srv_metrics_free(NULL);
+}
+
+static void test_requests_and_labels(void **state)
+{
+    (void)state;
+    srv_metrics *m = srv_metrics_new();
+    srv_metrics_request(m, "attention", 200, 0.003, 1000, 200);
+    srv_metrics_request(m, "attention", 200, 0.0001, 10, 20);
+    srv_metrics_request(m, "attention", 413, 0.5, 5, 7);
+    srv_metrics_request(m, "healthz", 418, 0.00001, 0, 2); /* class */
+    srv_metrics_request(m, "/etc/passwd", 302, 1, 0, 0);   /* other endpoint, class */
+    srv_metrics_request(m, NULL, 999, 100, 0, 0);          /* other, other */
+    srv_metrics_request(m, "metrics", -5, -1, 0, 0);       /* negative time counts as 0 */
+    char *text = srv_metrics_render(m, NULL);
+    assert_non_null(text);
+    check_exposition(text);
+
+    assert_true(sample(text, "posattn_requests_total{endpoint=\"attention\",code=\"200\"}") == 2);
+    assert_true(sample(text, "posattn_requests_total{endpoint=\"attention\",code=\"413\"}") == 1);
+    assert_true(sample(text, "posattn_requests_total{endpoint=\"healthz\",code=\"4xx\"}") == 1);
+    assert_true(sample(text, "posattn_requests_total{endpoint=\"other\",code=\"3xx\"}") == 1);
+    assert_true(sample(text, "posattn_requests_total{endpoint=\"other\",code=\"other\"}") == 1);
+    assert_true(sample(text, "posattn_requests_total{endpoint=\"metrics\",code=\"other\"}") == 1);
+    assert_true(sample(text, "posattn_requests_total{endpoint=\"attention\",code=\"500\"}") == -1);
+    assert_true(sample(text, "posattn_request_bytes_total") == 1015);
+    assert_true(sample(text, "posattn_response_bytes_total") == 229);
+
+    /* 0.003 s lies in (0.0025, 0.005]; 0.0001 is on a bound, which is
+     * inclusive. */
+    const char *h = "posattn_request_duration_seconds_bucket{endpoint=\"attention\",le=";
+    char series[160];
+    static const struct {
+        const char *le;
+        double want;
+    } buckets[] = {{"5e-05", 0}, {"0.0001", 1}, {"0.0025", 1}, {"0.005", 2},
+                   {"0.25", 2},  {"0.5", 3},    {"30", 3},     {"+Inf", 3}};
+    for (size_t i = 0; i < sizeof buckets / sizeof buckets[0]; i++) {
+        snprintf(series, sizeof series, "%s\"%s\"}", h, buckets[i].le);
+        if (sample(text, series) != buckets[i].want)
+            fail_msg("%s = %g, want %g", series, sample(text, series), buckets[i].want);
+    }
+    assert_true(sample(text, "posattn_request_duration_seconds_count{endpoint=\"attention\"}") ==
+                3);
+    assert_true(has_line(text, "posattn_request_duration_seconds_sum{endpoint=\"attention\"} "
+                               "0.503100000"));
+    /* 100 s lands in +Inf only. */
+    assert_true(sample(text, "posattn_request_duration_seconds_bucket{endpoint=\"other\","
+                             "le=\"30\"}") == 1);
+    assert_true(sample(text, "posattn_request_duration_seconds_bucket{endpoint=\"other\","
+                             "le=\"+Inf\"}") == 2);
+    assert_true(sample(text, "posattn_request_duration_seconds_bucket{endpoint=\"metrics\","
+                             "le=\"5e-05\"}") == 1);
+    /* Endpoints never seen have no series. */
+    assert_null(strstr(text, "endpoint=\"encode\""));
+    free(text);
+    srv_metrics_free(m);
+}
+
+static void test_compute_queue_and_gauges(void **state)
+{
+    (void)state;
+    srv_metrics *m = srv_metrics_new();
+    for (int t = 0; t < PA_SCHEME_COUNT; t++)
+        srv_metrics_compute(m, pa_scheme_type_name((pa_scheme_type)t), 0.001 * (t + 1));
+    srv_metrics_compute(m, "rope", 0.002);
+    srv_metrics_compute(m, "analysis", 2);
+    srv_metrics_compute(m, "xpos", 0.1);
+    srv_metrics_compute(m, NULL, 0.1);
+    srv_metrics_queue(m, 0.25);
+    srv_metrics_queue(m, 0.5);
+    srv_metrics_queue_depth_add(m, 5);
+    srv_metrics_queue_depth_add(m, -2);
+    srv_metrics_in_flight_add(m, 7);
+    srv_metrics_in_flight_add(m, -1);
+    assert_int_equal(srv_metrics_queue_depth(m), 3);
+    assert_int_equal(srv_metrics_in_flight(m), 6);
+
+    char *text = srv_metrics_render(m, NULL);
+    check_exposition(text);
+    for (int t = 0; t < PA_SCHEME_COUNT; t++) {
+        char series[128];
+        const char *name = pa_scheme_type_name((pa_scheme_type)t);
+        snprintf(series, sizeof series, "posattn_items_total{scheme=\"%s\"}", name);
+        assert_true(sample(text, series) == (t == PA_SCHEME_ROPE ? 2 : 1));
+        snprintf(series, sizeof series, "posattn_compute_duration_seconds_count{scheme=\"%s\"}",
+                 name);
+        assert_true(sample(text, series) == (t == PA_SCHEME_ROPE ? 2 : 1));
+    }
+    assert_true(sample(text, "posattn_items_total{scheme=\"analysis\"}") == 1);
+    assert_true(sample(text, "posattn_items_total{scheme=\"other\"}") == 2);
+    assert_true(sample(text, "posattn_compute_duration_seconds_bucket{scheme=\"analysis\","
+                             "le=\"1\"}") == 0);
+    assert_true(sample(text, "posattn_compute_duration_seconds_bucket{scheme=\"analysis\","
+                             "le=\"2.5\"}") == 1);
+    assert_true(sample(text, "posattn_queue_duration_seconds_count") == 2);
+    assert_true(has_line(text, "posattn_queue_duration_seconds_sum 0.750000000"));
+    assert_true(sample(text, "posattn_queue_duration_seconds_bucket{le=\"0.25\"}") == 1);
+    assert_true(has_line(text, "posattn_queue_depth 3"));
+    assert_true(has_line(text, "posattn_in_flight 6"));
+    free(text);
+
+    /* NULL metrics are ignored everywhere. */
+    srv_metrics_request(NULL, "attention", 200, 1, 1, 1);
+    srv_metrics_queue(NULL, 1);
+    srv_metrics_compute(NULL, "rope", 1);
+    srv_metrics_queue_depth_add(NULL, 1);
+    srv_metrics_in_flight_add(NULL, 1);
+    assert_int_equal(srv_metrics_queue_depth(NULL), 0);
+    assert_null(srv_metrics_render(NULL, NULL));
+    srv_metrics_free(m);
+}
+
+enum { THREADS = 4, ROUNDS = 20000 };
+
+static void *hammer(void *arg)
+{
+    srv_metrics *m = arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        srv_metrics_request(m, i % 2 ? "attention" : "encode", i % 3 ? 200 : 400, 1e-5 * (i % 1000),
+                            3, 5);
+        srv_metrics_queue(m, 0.001);
+        srv_metrics_compute(m, "alibi", 0.002);
+        srv_metrics_queue_depth_add(m, 1);
+        srv_metrics_in_flight_add(m, 1);
+        srv_metrics_queue_depth_add(m, -1);
+        if (i % 4000 == 0) {
+            /* Rendering while others update must work; cmocka's asserts
+             * are for the main thread only, so report through the result. */
+            char *text = srv_metrics_render(m, NULL);
+            if (!text)
+                return m;
+            free(text);
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_updates(void **state)
+{
+    (void)state;
+    srv_metrics *m = srv_metrics_new();
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, hammer, m), 0);
+    for (int t = 0; t < THREADS; t++) {
+        void *failed = NULL;
+        pthread_join(th[t], &failed);
+        assert_null(failed);
+    }
+
+    char *text = srv_metrics_render(m, NULL);
+    check_exposition(text);
+    double total = 0;
+    const char *eps[2] = {"attention", "encode"};
+    const char *codes[2] = {"200", "400"};
+    for (int e = 0; e < 2; e++)
+        for (int c = 0; c < 2; c++) {
+            char series[128];
+            snprintf(series, sizeof series, "posattn_requests_total{endpoint=\"%s\",code=\"%s\"}",
+                     eps[e], codes[c]);
+            total += sample(text, series);
+        }
+    assert_true(total == THREADS * ROUNDS);
+    assert_true(sample(text, "posattn_request_duration_seconds_count{endpoint=\"attention\"}") +
+                    sample(text, "posattn_request_duration_seconds_count{endpoint=\"encode\"}") ==
+                THREADS * ROUNDS);
+    assert_true(sample(text, "posattn_queue_duration_seconds_count") == THREADS * ROUNDS);
+    assert_true(sample(text, "posattn_items_total{scheme=\"alibi\"}") == THREADS * ROUNDS);
+    assert_true(sample(text, "posattn_request_bytes_total") == 3.0 * THREADS * ROUNDS);
+    assert_true(sample(text, "posattn_response_bytes_total") == 5.0 * THREADS * ROUNDS);
+    /* 0.001 s exactly, THREADS*ROUNDS times. */
+    assert_true(
+        fabs(sample(text, "posattn_queue_duration_seconds_sum") - 0.001 * THREADS * ROUNDS) < 1e-6);
+    assert_int_equal(srv_metrics_queue_depth(m), 0);
+    assert_int_equal(srv_metrics_in_flight(m), THREADS * ROUNDS);
+    free(text);
+    srv_metrics_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fresh_render),
+        cmocka_unit_test(test_requests_and_labels),
+        cmocka_unit_test(test_compute_queue_and_gauges),
+        cmocka_unit_test(test_concurrent_updates),
+    };
+    return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
+}
