@@ -50,7 +50,7 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps lib run test unit check-layering bench bench-smoke asan valgrind format clean
+.PHONY: all deps lib run test unit e2e e2e-clients check-layering bench bench-smoke asan valgrind format clean
 
 all: lib $(POSATTND) $(BENCH_BIN)
 
@@ -117,10 +117,22 @@ run: deps
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.
 test: deps
-	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke unit
+	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients unit
 
 unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
+
+# End-to-end clients against the real binary (curl, Python stdlib, Node fetch);
+# the C end-to-end test (tests/test_e2e_http.c) runs with the unit tests.
+E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
+               "node --test tests/e2e/client.mjs"
+e2e-clients: $(POSATTND)
+	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
+	echo "e2e-clients: ok"
+
+e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http
+	@$(BUILD)/tests/test_e2e_http
+	@$(MAKE) --no-print-directory e2e-clients
 
 # lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib).
 check-layering:

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -85,6 +86,9 @@ struct request {
     char *body;
     size_t body_len, body_cap;
     bool body_too_large;
+    bool refused; /* answer refused_error once the body is read and dropped */
+    srv_error refused_error;
+    char refused_msg[160];
 
     srv_job *job;
     srv_task *tasks;
@@ -347,6 +351,31 @@ static enum MHD_Result serve_simple(request *q)
 /* The handler                                                               */
 /* ------------------------------------------------------------------------- */
 
+/* An error known before the body arrives. Answered at once when no body
+ * follows, or when the client waits for "100 Continue" (then it never sends
+ * the body). Otherwise the body is read and dropped first: answering and
+ * closing while the client still sends makes its TCP stack see a reset, and
+ * clients that send the whole body first (urllib, fetch) lose the answer. */
+enum { DROP_BODY_LIMIT = 16 << 20 };
+
+static enum MHD_Result refuse(request *q, struct MHD_Connection *c, srv_error e,
+                              const char *msg)
+{
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *expect =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    bool body = te != NULL || (cl != NULL && strtoull(cl, NULL, 10) > 0);
+    if (!body || (expect != NULL && strcasecmp(expect, "100-continue") == 0))
+        return send_error(q, e, NULL, msg);
+    q->refused = true;
+    q->refused_error = e;
+    snprintf(q->refused_msg, sizeof q->refused_msg, "%s", msg);
+    return MHD_YES;
+}
+
 static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const char *url,
                                   const char *method, request *q)
 {
@@ -357,16 +386,16 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     q->route = find_route(url, method, &method_ok);
     if (q->route == ROUTE_NOT_FOUND) {
         snprintf(msg, sizeof msg, "no route %.64s %.64s", method, url);
-        return send_error(q, SRV_ERR_NOT_FOUND, NULL, msg);
+        return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
     if (!method_ok) {
         snprintf(msg, sizeof msg, "%.64s takes %s, not %.16s", url, routes[q->route].method,
                  method);
-        return send_error(q, SRV_ERR_METHOD_NOT_ALLOWED, NULL, msg);
+        return refuse(q, c, SRV_ERR_METHOD_NOT_ALLOWED, msg);
     }
     if (routes[q->route].api && !authorized(h, c))
-        return send_error(q, SRV_ERR_UNAUTHORIZED, NULL,
-                          "a valid API key is required: Authorization: Bearer <key>");
+        return refuse(q, c, SRV_ERR_UNAUTHORIZED,
+                      "a valid API key is required: Authorization: Bearer <key>");
     cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL) {
         char *end;
@@ -374,7 +403,11 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
         if (n > h->cfg->max_body_bytes) {
             snprintf(msg, sizeof msg, "body of %llu bytes exceeds the limit of %zu bytes", n,
                      h->cfg->max_body_bytes);
-            return send_error(q, SRV_ERR_PAYLOAD_TOO_LARGE, NULL, msg);
+            /* Reading and dropping a body is worth it only while it is small:
+             * a huge one is refused at once and the connection closed. */
+            if (n - h->cfg->max_body_bytes > DROP_BODY_LIMIT)
+                return send_error(q, SRV_ERR_PAYLOAD_TOO_LARGE, NULL, msg);
+            return refuse(q, c, SRV_ERR_PAYLOAD_TOO_LARGE, msg);
         }
     }
     return MHD_YES;
@@ -408,6 +441,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (q->refused)
+            return MHD_YES; /* dropped: the answer is already decided */
         if (q->body_too_large || q->body_len + n > h->cfg->max_body_bytes) {
             q->body_too_large = true;
             return MHD_YES; /* discard the rest; answer 413 at the end */
@@ -428,6 +463,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         q->body[q->body_len] = '\0';
         return MHD_YES;
     }
+    if (q->refused)
+        return send_error(q, q->refused_error, NULL, q->refused_msg);
     if (q->body_too_large) {
         char msg[96];
         snprintf(msg, sizeof msg, "body exceeds the limit of %zu bytes", h->cfg->max_body_bytes);

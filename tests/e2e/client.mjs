@@ -3,7 +3,7 @@
 // attention written here (softmax(q k^T / sqrt(D)) v, ALiBi bias
 // -m_h (qpos - kpos) with slopes 2^(-8 (h+1) / H)), b64 through
 // Buffer/Float32Array, the error codes, and runs the JS example of
-// README-examples.md exactly as written there.
+// README.md exactly as written there.
 //
 //   POSATTN_URL=http://127.0.0.1:8080 node --test tests/e2e/client.mjs
 //   tests/e2e/harness.sh node --test tests/e2e/client.mjs    # starts the servers
@@ -21,7 +21,7 @@ const URL_BASE = (process.env.POSATTN_URL || "http://127.0.0.1:8080").replace(/\
 const AUTH_URL = (process.env.POSATTN_AUTH_URL || "").replace(/\/$/, "");
 const API_KEY = process.env.POSATTN_AUTH_KEY || "";
 const HERE = dirname(fileURLToPath(import.meta.url));
-const EXAMPLES = process.env.E2E_EXAMPLES || join(HERE, "README-examples.md");
+const EXAMPLES = process.env.E2E_EXAMPLES || join(HERE, "..", "..", "README.md");
 const README_URL = "http://127.0.0.1:8080";
 const ATOL = 1e-5;
 const RTOL = 1e-4;
@@ -346,7 +346,7 @@ test("README JS example runs as written", async () => {
   // Causal: token 0 sees only key 0, so its output is v[0] whatever RoPE does.
   const v0 = values(3).slice(0, H * D).map(Math.fround);
   assertClose(Array.from(out.slice(0, H * D)), v0, "yarn.output[0]");
-  // What it prints is what README-examples.md says it prints (numbers to the
+  // What it prints is what README.md says it prints (numbers to the
   // 4 decimals printed, give or take one in the last).
   const shown = example("js", "attention-output").split("\n");
   assert.equal(printed.length, shown.length);

@@ -4,7 +4,7 @@
 Talks HTTP to a running posattnd with urllib and checks its numbers against a
 tiny pure-Python reference attention (softmax(q k^T / sqrt(D)) v, with the
 ALiBi bias -m_h (qpos - kpos) and slopes 2^(-8 (h+1) / H)). Also runs the
-Python example of README-examples.md exactly as written there.
+Python example of README.md exactly as written there.
 
     POSATTN_URL=http://127.0.0.1:8080 python3 tests/e2e/client.py
     tests/e2e/harness.sh python3 tests/e2e/client.py      # starts the servers
@@ -32,7 +32,7 @@ URL = os.environ.get("POSATTN_URL", "http://127.0.0.1:8080").rstrip("/")
 AUTH_URL = os.environ.get("POSATTN_AUTH_URL", "").rstrip("/")
 API_KEY = os.environ.get("POSATTN_AUTH_KEY", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLES = os.environ.get("E2E_EXAMPLES", os.path.join(HERE, "README-examples.md"))
+EXAMPLES = os.environ.get("E2E_EXAMPLES", os.path.join(HERE, "..", "..", "README.md"))
 README_URL = "http://127.0.0.1:8080"
 ATOL, RTOL = 1e-5, 1e-4
 TIMEOUT = 30
@@ -328,7 +328,7 @@ class Api(Checks, unittest.TestCase):
 
 
 def examples(lang):
-    """The (name, code) blocks of README-examples.md marked <!-- e2e: lang name -->."""
+    """The (name, code) blocks of README.md marked <!-- e2e: lang name -->."""
     with open(EXAMPLES, encoding="utf-8") as f:
         text = f.read()
     pat = r"<!-- e2e: %s (\S+) -->\s*```\w*\n(.*?)\n```" % re.escape(lang)
@@ -343,14 +343,14 @@ class ReadmeExamples(Checks, unittest.TestCase):
         ns = {"__name__": "readme_example"}
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            exec(compile(code, "README-examples.md:python", "exec"), ns)  # noqa: S102
+            exec(compile(code, "README.md:python", "exec"), ns)  # noqa: S102
         ans, q, k, v = ns["ans"], ns["q"], ns["k"], ns["v"]
         self.assertIs(ans["errors"], False)
         q, k, v = [f32(x) for x in q], [f32(x) for x in k], [f32(x) for x in v]
         for out_item, slopes in zip(ans["outputs"], (None, alibi_slopes(2))):
             want = ref_attention(q, k, v, 3, 3, 2, 2, 4, 4, True, slopes)
             self.assertClose(tensor_values(out_item["output"]), want, out_item["id"])
-        # What it prints is what README-examples.md says it prints (numbers to
+        # What it prints is what README.md says it prints (numbers to
         # the 4 decimals printed, give or take one in the last).
         printed = out.getvalue().splitlines()
         shown = blocks["attention-output"].splitlines()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # curl.sh - posattnd end-to-end tests with plain curl: runs the curl examples
-# of README-examples.md exactly as written there (with the server's real URL
+# of README.md exactly as written there (with the server's real URL
 # in place of http://127.0.0.1:8080) and checks what they print, then a few
 # more requests for status codes and headers. Checks use python3 (no jq).
 #
@@ -15,8 +15,11 @@ URL=${URL%/}
 AUTH_URL=${POSATTN_AUTH_URL:-}
 API_KEY=${POSATTN_AUTH_KEY:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
-EXAMPLES=${E2E_EXAMPLES:-$HERE/README-examples.md}
+EXAMPLES=${E2E_EXAMPLES:-$HERE/../../README.md}
 README_URL=http://127.0.0.1:8080
+# Debian's python3 (a version manager's shim on PATH can take 100 ms a call).
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
 
 passed=0
 failed=0
@@ -25,7 +28,7 @@ bad() { failed=$((failed + 1)); printf 'FAIL %s: %s\n' "$1" "$2"; }
 
 # example NAME: the sh block after <!-- e2e: curl NAME --> in $EXAMPLES.
 example() {
-    python3 - "$EXAMPLES" "$1" <<'EOF'
+    "$PY" - "$EXAMPLES" "$1" <<'EOF'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
 m = re.search(r"<!-- e2e: curl %s -->\s*```\w*\n(.*?)\n```" % re.escape(sys.argv[2]), text, re.S)
@@ -53,7 +56,7 @@ run_example() {
 # (None if not JSON); passes when true.
 check() {
     local name=$1 expr=$2 msg
-    if msg=$(printf '%s' "$out" | python3 -c '
+    if msg=$(printf '%s' "$out" | "$PY" -c '
 import json, sys
 s = sys.stdin.read()
 try:
@@ -130,7 +133,7 @@ if [ -n "$AUTH_URL" ]; then
     # 1.5 MB against --max-body-mb 1.
     big=$(mktemp)
     trap 'rm -f "$big"' EXIT
-    python3 -c 'import sys; sys.stdout.write("{\"inputs\":[],\"pad\":\"" + "x" * (3 << 19) + "\"}")' >"$big"
+    "$PY" -c 'import sys; sys.stdout.write("{\"inputs\":[],\"pad\":\"" + "x" * (3 << 19) + "\"}")' >"$big"
     status "413 body over --max-body-mb" 413 -H "Authorization: Bearer $API_KEY" \
         -H 'Content-Type: application/json' --data-binary "@$big" "$AUTH_URL/v1/attention"
 else

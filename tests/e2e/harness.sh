@@ -39,6 +39,7 @@ alive() {
     [ -n "$st" ] && [ "$st" != Z ]
 }
 
+# shellcheck disable=SC2317 # runs from the trap
 cleanup() {
     local i
     for i in "${!pids[@]}"; do
@@ -110,7 +111,7 @@ start() {
 
 # stop INDEX: SIGTERM, then exit status 0 within 15 s. Returns 0 when clean.
 stop() {
-    local i=$1 pid=${pids[$1]} name=${names[$1]} deadline rc
+    local pid=${pids[$1]} name=${names[$1]} deadline rc
     kill -TERM "$pid" 2>/dev/null
     deadline=$((SECONDS + 15))
     while alive "$pid"; do
@@ -128,12 +129,11 @@ stop() {
         dump "$name"
         return 1
     fi
-    : "$i"
     return 0
 }
 
 if [ $# -eq 0 ]; then
-    sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,16s/^# \{0,1\}//p' "$0" >&2
     exit 2
 fi
 
