@@ -57,8 +57,9 @@ size_t srv_job_task_workspace(const srv_job *job, size_t i);
 void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws);
 /* Timing of task i, reported in the answer and to metrics. */
 void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t compute_us);
-/* Marks task i as not run because its deadline passed (504 for a single
- * task job; an item error in a batch). */
+/* Marks task i as not run because its deadline passed: a 504 answer for
+ * /v1/encode and /v1/analyze, an item error TIMEOUT in a /v1/attention batch
+ * (whose answer stays 200 with "errors":true). */
 void srv_job_set_timed_out(srv_job *job, size_t i);
 /* Renders the answer after every task has run (or timed out). */
 void srv_job_finish(srv_job *job, srv_reply *reply);

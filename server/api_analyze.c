@@ -367,21 +367,6 @@ oom:
     api_task_fail(job, i, &e);
 }
 
-static bool add_int_array(cJSON *root, const char *name, const int32_t *v, int32_t n)
-{
-    cJSON *arr = cJSON_AddArrayToObject(root, name);
-    if (arr == NULL)
-        return false;
-    for (int32_t i = 0; i < n; i++) {
-        cJSON *num = cJSON_CreateNumber(v[i]);
-        if (num == NULL || !cJSON_AddItemToArray(arr, num)) {
-            cJSON_Delete(num);
-            return false;
-        }
-    }
-    return true;
-}
-
 static bool an_render(srv_job *job, cJSON *root)
 {
     an_job *aj = job->impl;
@@ -417,7 +402,7 @@ static bool an_render(srv_job *job, cJSON *root)
             worst = fmax(worst, (double)aj->spread[i]);
         return cJSON_AddNumberToObject(root, "head_dim", aj->head_dim) &&
                cJSON_AddNumberToObject(root, "base_position", aj->base_position) &&
-               add_int_array(root, "offsets", aj->offsets, aj->n_offsets) &&
+               api_add_int_array(root, "offsets", aj->offsets, aj->n_offsets) &&
                srv_tensor_render(root, "score", aj->score, 1, n, enc) &&
                srv_tensor_render(root, "spread", aj->spread, 1, n, enc) &&
                cJSON_AddNumberToObject(root, "max_spread", worst);

@@ -388,21 +388,10 @@ static bool add_int_grid(cJSON *root, const char *name, const int32_t *v, int32_
 {
     cJSON *obj = cJSON_AddObjectToObject(root, name);
     cJSON *shape = obj != NULL ? cJSON_AddArrayToObject(obj, "shape") : NULL;
-    cJSON *data;
-    size_t n = (size_t)rows * (size_t)cols;
-    if (shape == NULL || !cJSON_AddItemToArray(shape, cJSON_CreateNumber(rows)) ||
-        !cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols)) ||
-        !cJSON_AddStringToObject(obj, "datatype", "INT32") ||
-        (data = cJSON_AddArrayToObject(obj, "data")) == NULL)
-        return false;
-    for (size_t k = 0; k < n; k++) {
-        cJSON *num = cJSON_CreateNumber(v[k]);
-        if (num == NULL || !cJSON_AddItemToArray(data, num)) {
-            cJSON_Delete(num);
-            return false;
-        }
-    }
-    return true;
+    return shape != NULL && cJSON_AddItemToArray(shape, cJSON_CreateNumber(rows)) &&
+           cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols)) &&
+           cJSON_AddStringToObject(obj, "datatype", "INT32") &&
+           api_add_int_array(obj, "data", v, rows * cols);
 }
 
 static bool enc_render(srv_job *job, cJSON *root)

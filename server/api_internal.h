@@ -139,6 +139,8 @@ bool api_get_string(const cJSON *v, const char *name, const api_ctx *ctx, const 
  * *out malloc'd (caller frees). */
 bool api_get_int_array(const cJSON *v, const char *name, const api_ctx *ctx, int32_t **out,
                        int32_t *n, api_err *e);
+/* Adds name: [v[0], ..., v[n-1]] to the object parent; false on allocation failure. */
+bool api_add_int_array(cJSON *parent, const char *name, const int32_t *v, int32_t n);
 bool api_get_float_array(const cJSON *v, const char *name, const api_ctx *ctx, float **out,
                          int32_t *n, api_err *e);
 /* A length given as a count (len_name, >= 1) or as an explicit int array

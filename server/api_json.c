@@ -487,3 +487,18 @@ bool api_check_memory(size_t need, const srv_limits *lim, api_err *e)
     return api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "", "request needs %zu MB, limit %zu MB",
                     need / mb + (need % mb != 0), lim->max_request_memory / mb);
 }
+
+bool api_add_int_array(cJSON *parent, const char *name, const int32_t *v, int32_t n)
+{
+    cJSON *arr = cJSON_AddArrayToObject(parent, name);
+    if (arr == NULL)
+        return false;
+    for (int32_t i = 0; i < n; i++) {
+        cJSON *num = cJSON_CreateNumber(v[i]);
+        if (num == NULL || !cJSON_AddItemToArray(arr, num)) {
+            cJSON_Delete(num);
+            return false;
+        }
+    }
+    return true;
+}
