@@ -7,10 +7,17 @@
  *
  * GFLOP/s counts 4*Lq*Lk*D per head (two GEMMs) for every case, causal too,
  * so a causal case that skips hidden tiles shows as a higher figure.
+ *
+ * Each case runs on 1 thread and on T threads (the online cores, at most 2
+ * here): attention as T parts (pa_attention_run_part), the ceiling as the
+ * heads split over T threads; OpenBLAS single-threaded inside each, the way
+ * posattnd runs it.
  */
 #include "posattn.h"
 
 #include <cblas.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,40 +60,88 @@ static double best_time(bench_fn fn, void *ctx, int reps)
     return best;
 }
 
+enum { MAX_THREADS = 8 };
+
 typedef struct gemm_ctx {
     int L, H, D;
     const float *q, *k, *v;
-    float *s, *o;
+    float *s[MAX_THREADS], *o;
 } gemm_ctx;
-
-/* The ceiling: per head, S = Q K^T and O = S V, strided like attention's. */
-static void run_gemms(void *p)
-{
-    gemm_ctx *c = p;
-    int ld = c->H * c->D;
-    for (int h = 0; h < c->H; h++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->L, c->L, c->D, 1.0f,
-                    c->q + h * c->D, ld, c->k + h * c->D, ld, 0.0f, c->s, c->L);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->L, c->D, c->L, 1.0f, c->s,
-                    c->L, c->v + h * c->D, ld, 0.0f, c->o + h * c->D, ld);
-    }
-}
 
 typedef struct attn_ctx {
     pa_attention a;
     pa_attention_out out;
-    void *ws;
+    void *ws[MAX_THREADS];
     size_t ws_size;
 } attn_ctx;
 
-static void run_attention(void *p)
+/* The ceiling: per head, S = Q K^T and O = S V, strided like attention's. */
+static void gemms_part(gemm_ctx *c, int part, int nparts)
 {
-    attn_ctx *c = p;
+    int ld = c->H * c->D;
+    for (int h = c->H * part / nparts; h < c->H * (part + 1) / nparts; h++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->L, c->L, c->D, 1.0f,
+                    c->q + h * c->D, ld, c->k + h * c->D, ld, 0.0f, c->s[part], c->L);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->L, c->D, c->L, 1.0f,
+                    c->s[part], c->L, c->v + h * c->D, ld, 0.0f, c->o + h * c->D, ld);
+    }
+}
+
+static void attention_part(attn_ctx *c, int part, int nparts)
+{
     pa_error err;
-    if (pa_attention_run(&c->a, &c->out, c->ws, c->ws_size, &err) != PA_STATUS_OK) {
+    if (pa_attention_run_part(&c->a, &c->out, part, nparts, c->ws[part], c->ws_size, &err) !=
+        PA_STATUS_OK) {
         fprintf(stderr, "bench: %s: %s\n", err.field, err.message);
         exit(1);
     }
+}
+
+/* Runs fn's parts 0..nparts-1 on nparts threads (part 0 on this one). */
+typedef struct par_job {
+    void (*fn)(void *ctx, int part, int nparts);
+    void *ctx;
+    int part, nparts;
+} par_job;
+
+static void *par_main(void *arg)
+{
+    par_job *j = arg;
+    j->fn(j->ctx, j->part, j->nparts);
+    return NULL;
+}
+
+typedef struct par_ctx {
+    void (*fn)(void *ctx, int part, int nparts);
+    void *ctx;
+    int nparts;
+} par_ctx;
+
+static void run_parallel(void *arg)
+{
+    par_ctx *pc = arg;
+    pthread_t t[MAX_THREADS];
+    par_job jobs[MAX_THREADS];
+    for (int i = 0; i < pc->nparts; i++)
+        jobs[i] = (par_job){pc->fn, pc->ctx, i, pc->nparts};
+    for (int i = 1; i < pc->nparts; i++)
+        if (pthread_create(&t[i], NULL, par_main, &jobs[i]) != 0) {
+            fprintf(stderr, "bench: pthread_create failed\n");
+            exit(1);
+        }
+    par_main(&jobs[0]);
+    for (int i = 1; i < pc->nparts; i++)
+        pthread_join(t[i], NULL);
+}
+
+static void gemms_fn(void *ctx, int part, int nparts)
+{
+    gemms_part(ctx, part, nparts);
+}
+
+static void attention_fn(void *ctx, int part, int nparts)
+{
+    attention_part(ctx, part, nparts);
 }
 
 typedef struct bench_case {
@@ -100,6 +155,8 @@ int main(int argc, char **argv)
 {
     bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
     const int reps = smoke ? 1 : 3;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int tmax = cores < 2 ? 1 : cores > MAX_THREADS ? MAX_THREADS : (int)cores;
     const bench_case full[] = {
         {"none", PA_SCHEME_NONE, 512, 8, 8, 64, false},
         {"none", PA_SCHEME_NONE, 2048, 8, 8, 64, false},
@@ -117,8 +174,10 @@ int main(int argc, char **argv)
     const bench_case *cases = smoke ? tiny : full;
     size_t ncases = smoke ? sizeof tiny / sizeof tiny[0] : sizeof full / sizeof full[0];
 
-    printf("attention vs OpenBLAS sgemm ceiling (same two GEMMs per head, same process)\n");
-    printf("%-16s %6s %4s %4s %4s %12s %12s %7s\n", "case", "L", "H", "Hkv", "D",
+    openblas_set_num_threads(1);
+    printf("attention vs OpenBLAS sgemm ceiling (same two GEMMs per head, same process,\n"
+           "OpenBLAS 1 thread inside each of T threads)\n");
+    printf("%-16s %6s %4s %4s %4s %3s %10s %11s %7s\n", "case", "L", "H", "Hkv", "D", "T",
            "GFLOP/s", "sgemm GF/s", "ratio");
     for (size_t i = 0; i < ncases; i++) {
         const bench_case *bc = &cases[i];
@@ -142,35 +201,45 @@ int main(int argc, char **argv)
         memset(&ac.out, 0, sizeof ac.out);
         ac.out.output = malloc((size_t)L * H * D * sizeof(float));
         ac.ws_size = pa_attention_workspace_size(&ac.a);
-        ac.ws = malloc(ac.ws_size);
-
         gc.L = L;
         gc.H = H;
         gc.D = D;
         gc.q = ac.a.q;
         gc.k = kfull;
         gc.v = vfull;
-        gc.s = malloc((size_t)L * L * sizeof(float));
         gc.o = malloc((size_t)L * H * D * sizeof(float));
-        if (ac.out.output == NULL || ac.ws == NULL || gc.s == NULL || gc.o == NULL) {
+        if (ac.out.output == NULL || gc.o == NULL) {
             fprintf(stderr, "bench: out of memory\n");
             return 1;
         }
+        for (int t = 0; t < tmax; t++) {
+            ac.ws[t] = malloc(ac.ws_size);
+            gc.s[t] = malloc((size_t)L * L * sizeof(float));
+            if (ac.ws[t] == NULL || gc.s[t] == NULL) {
+                fprintf(stderr, "bench: out of memory\n");
+                return 1;
+            }
+        }
 
-        double t_ceiling = best_time(run_gemms, &gc, reps);
-        double t_attn = best_time(run_attention, &ac, reps);
-        double gf = flops / t_attn * 1e-9, gc_gf = flops / t_ceiling * 1e-9;
-        printf("%-16s %6d %4d %4d %4d %12.1f %12.1f %7.2f\n", bc->name, L, H, Hkv, D, gf, gc_gf,
-               gf / gc_gf);
+        for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax) { /* 1, then tmax */
+            par_ctx pg = {gemms_fn, &gc, T}, pa = {attention_fn, &ac, T};
+            double t_ceiling = best_time(run_parallel, &pg, reps);
+            double t_attn = best_time(run_parallel, &pa, reps);
+            double gf = flops / t_attn * 1e-9, gc_gf = flops / t_ceiling * 1e-9;
+            printf("%-16s %6d %4d %4d %4d %3d %10.1f %11.1f %7.2f\n", bc->name, L, H, Hkv, D, T,
+                   gf, gc_gf, gf / gc_gf);
+        }
 
         free((void *)ac.a.q);
         free((void *)ac.a.k);
         free((void *)ac.a.v);
         free(ac.out.output);
-        free(ac.ws);
+        for (int t = 0; t < tmax; t++) {
+            free(ac.ws[t]);
+            free(gc.s[t]);
+        }
         free(kfull);
         free(vfull);
-        free(gc.s);
         free(gc.o);
     }
 

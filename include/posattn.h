@@ -404,6 +404,16 @@ float pa_attention_scale(const pa_attention *a);
 pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
                            size_t ws_size, pa_error *err);
 
+/* One share of pa_attention_run, for callers that spread one call over
+ * threads: the work (query heads x blocks of queries) is cut into nparts
+ * contiguous shares, and running parts 0 .. nparts-1 (in any order, on any
+ * threads, concurrently, each with its own workspace of
+ * pa_attention_workspace_size(a) bytes) writes exactly what pa_attention_run
+ * writes. Parts write disjoint parts of every output. q/k/v mode only: in
+ * layer mode nparts must be 1 (PA_STATUS_UNSUPPORTED otherwise). */
+pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                                int32_t nparts, void *ws, size_t ws_size, pa_error *err);
+
 /* ------------------------------------------------------------------------- */
 /* Analyses                                                                  */
 /* ------------------------------------------------------------------------- */

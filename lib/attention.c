@@ -8,6 +8,7 @@
  * that the causal, window or padding mask hide entirely are skipped.
  */
 #include "attention_plan.h"
+#include "softmax.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -285,21 +286,14 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
          * and output of each row. */
         for (int32_t i = 0; i < nq; i++) {
             float *row = b->S + (size_t)i * nk;
-            float tmax = -INFINITY, sum = 0.0f, mnew, alpha;
-            for (int32_t j = 0; j < nk; j++)
-                tmax = row[j] > tmax ? row[j] : tmax;
+            float tmax = pa__row_max(row, nk), mnew, alpha;
             if (tmax == -INFINITY) {
                 memset(row, 0, (size_t)nk * sizeof(float));
                 continue;
             }
             mnew = tmax > b->m[i] ? tmax : b->m[i];
             alpha = b->m[i] == -INFINITY ? 0.0f : expf(b->m[i] - mnew);
-            for (int32_t j = 0; j < nk; j++) {
-                float e = expf(row[j] - mnew);
-                row[j] = e;
-                sum += e;
-            }
-            b->l[i] = b->l[i] * alpha + sum;
+            b->l[i] = b->l[i] * alpha + pa__row_exp_sum(row, nk, mnew);
             b->m[i] = mnew;
             if (alpha != 1.0f) {
                 float *o = b->O + (size_t)i * Dv;
@@ -336,8 +330,13 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         if (io->weights != NULL) {
             const float *src = store_rows + (size_t)i * p->Lk;
             float *w = io->weights + ((size_t)h * p->Lq + i0 + i) * p->Lk;
-            for (int32_t j = 0; j < p->Lk; j++)
-                w[j] = inv > 0.0f ? expf(src[j] - b->m[i]) * inv : 0.0f;
+            if (inv > 0.0f) {
+                if (w != src)
+                    memcpy(w, src, (size_t)p->Lk * sizeof(float));
+                pa__row_exp_scale(w, p->Lk, b->m[i], inv);
+            } else {
+                memset(w, 0, (size_t)p->Lk * sizeof(float));
+            }
         }
     }
 }
@@ -357,37 +356,51 @@ static void rotate_rows(const pa__plan *p, const float *cos_t, const float *sin_
     }
 }
 
-static void attend(const pa__plan *p, const buffers *b, const head_io *io)
+/* Work is split into units of (query head, block of BQ queries), numbered
+ * head-major; a part runs units [u0, u1). Each unit's outputs are disjoint
+ * from every other's, so parts may run concurrently. */
+static int32_t blocks_per_head(const pa__plan *p)
+{
+    return (p->Lq + BQ - 1) / BQ;
+}
+
+static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64_t u0,
+                   int64_t u1)
 {
     const size_t half = (size_t)p->r / 2;
+    const int64_t nb = blocks_per_head(p);
     for (int32_t g = 0; g < p->Hkv; g++) {
+        /* Units of kv head g: [g*group*nb, (g+1)*group*nb). */
+        const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
         head_ops op;
+        if (g1 <= u0 || g0 >= u1)
+            continue;
         op.Kh = io->K + (size_t)g * p->D;
         op.ldk = io->ldk;
         op.Vh = io->V + (size_t)g * p->Dv;
         op.ldv = io->ldv;
         if (p->rope) {
-            rotate_rows(p, b->cos_k, b->sin_k, op.Kh, io->ldk, p->Lk, b->khead,
-                        io->k_rot ? io->k_rot + (size_t)g * p->D : NULL, io->ldk);
+            /* The part holding the kv head's first unit returns its keys. */
+            float *ret = io->k_rot != NULL && g0 >= u0 ? io->k_rot + (size_t)g * p->D : NULL;
+            rotate_rows(p, b->cos_k, b->sin_k, op.Kh, io->ldk, p->Lk, b->khead, ret, io->ldk);
             op.Kh = b->khead;
             op.ldk = p->D;
         }
-        for (int32_t h = g * p->group; h < (g + 1) * p->group; h++) {
-            for (int32_t i0 = 0; i0 < p->Lq; i0 += BQ) {
-                const int32_t nq = pa__min_i32(BQ, p->Lq - i0);
-                op.Qb = io->Q + (size_t)i0 * io->ldq + (size_t)h * p->D;
-                op.ldq = io->ldq;
-                if (p->rope) {
-                    rotate_rows(p, b->cos_q + (size_t)i0 * half, b->sin_q + (size_t)i0 * half,
-                                op.Qb, io->ldq, nq, b->qblk,
-                                io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D
-                                          : NULL,
-                                io->ldq);
-                    op.Qb = b->qblk;
-                    op.ldq = p->D;
-                }
-                attend_block(p, b, io, &op, h, i0, nq);
+        for (int64_t u = g0 > u0 ? g0 : u0; u < g1 && u < u1; u++) {
+            const int32_t h = (int32_t)(u / nb), i0 = (int32_t)(u % nb) * BQ;
+            const int32_t nq = pa__min_i32(BQ, p->Lq - i0);
+            op.Qb = io->Q + (size_t)i0 * io->ldq + (size_t)h * p->D;
+            op.ldq = io->ldq;
+            if (p->rope) {
+                rotate_rows(p, b->cos_q + (size_t)i0 * half, b->sin_q + (size_t)i0 * half, op.Qb,
+                            io->ldq, nq, b->qblk,
+                            io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D
+                                      : NULL,
+                            io->ldq);
+                op.Qb = b->qblk;
+                op.ldq = p->D;
             }
+            attend_block(p, b, io, &op, h, i0, nq);
         }
     }
 }
@@ -442,6 +455,12 @@ static void project(const float *x, int32_t L, int32_t d_model, const float *w, 
 pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
                            size_t ws_size, pa_error *err)
 {
+    return pa_attention_run_part(a, out, 0, 1, ws, ws_size, err);
+}
+
+pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                                int32_t nparts, void *ws, size_t ws_size, pa_error *err)
+{
     pa__plan p;
     pa__ws w;
     buffers b;
@@ -462,6 +481,12 @@ pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, v
         return pa__fail(err, PA_STATUS_WORKSPACE_TOO_SMALL, "",
                         "workspace of %zu bytes is smaller than the %zu bytes needed", ws_size,
                         need);
+    if (nparts < 1 || part < 0 || part >= nparts)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "part",
+                        "part=%d of nparts=%d: need 0 <= part < nparts", (int)part, (int)nparts);
+    if (nparts > 1 && a->x != NULL)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "part",
+                        "layer mode runs in one part (its projections span every head)");
     pa__plan_init(&p, a);
     pa__ws_init_aligned(&w, ws, ws_size);
     layout(&p, &w, &b);
@@ -505,7 +530,7 @@ pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, v
             return st;
         io.q_rot = out->q_rot;
         io.k_rot = out->k_rot;
-    } else {
+    } else if (part == 0) {
         if (out->q_rot != NULL)
             memcpy(out->q_rot, io.Q, (size_t)p.Lq * io.ldq * sizeof(float));
         if (out->k_rot != NULL)
@@ -516,7 +541,10 @@ pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, v
         if (st != PA_STATUS_OK)
             return st;
     }
-    attend(&p, &b, &io);
+    {
+        const int64_t units = (int64_t)p.H * blocks_per_head(&p);
+        attend(&p, &b, &io, units * part / nparts, units * (part + 1) / nparts);
+    }
 
     if (a->w_o != NULL)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.Lq, a->d_out, p.H * p.Dv,

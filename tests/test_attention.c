@@ -445,6 +445,64 @@ static void test_workspace_bound(void **state)
     }
 }
 
+/* Running every part of a split call writes exactly what one call writes. */
+static void test_parts_equal_whole(void **state)
+{
+    (void)state;
+    const int nparts_list[] = {1, 2, 3, 7, 64};
+    fixture f;
+    pa_error err;
+    setup_qkv(&f, PA_SCHEME_ROPE, 150, 170, 6, 2, 8, 0, 1200);
+    f.a.causal = true;
+    const size_t nout = (size_t)150 * 6 * 8, nw = (size_t)6 * 150 * 170;
+    const size_t nq = nout, nk = (size_t)170 * 2 * 8;
+    size_t wsz = pa_attention_workspace_size(&f.a);
+    void *ws = tu_alloc(wsz, 1);
+    pa_attention_out whole = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4),
+                              tu_alloc(nq, 4), tu_alloc(nk, 4)};
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &whole, ws, wsz, &err), PA_STATUS_OK, &err);
+    for (size_t t = 0; t < sizeof nparts_list / sizeof nparts_list[0]; t++) {
+        int n = nparts_list[t];
+        pa_attention_out parts = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4),
+                                  tu_alloc(nq, 4), tu_alloc(nk, 4)};
+        for (int i = n - 1; i >= 0; i--) /* any order */
+            TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &parts, i, n, ws, wsz, &err),
+                             PA_STATUS_OK, &err);
+        assert_memory_equal(parts.output, whole.output, nout * 4);
+        assert_memory_equal(parts.weights, whole.weights, nw * 4);
+        assert_memory_equal(parts.logits, whole.logits, nw * 4);
+        assert_memory_equal(parts.q_rot, whole.q_rot, nq * 4);
+        assert_memory_equal(parts.k_rot, whole.k_rot, nk * 4);
+        free(parts.output);
+        free(parts.weights);
+        free(parts.logits);
+        free(parts.q_rot);
+        free(parts.k_rot);
+    }
+    TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &whole, 2, 2, ws, wsz, &err),
+                     PA_STATUS_INVALID_ARGUMENT, &err);
+    assert_string_equal(err.field, "part");
+    TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &whole, 0, 0, ws, wsz, &err),
+                     PA_STATUS_INVALID_ARGUMENT, &err);
+    free(whole.output);
+    free(whole.weights);
+    free(whole.logits);
+    free(whole.q_rot);
+    free(whole.k_rot);
+    free(ws);
+    fixture_free(&f);
+
+    setup_layer(&f, PA_SCHEME_NONE, 4, 4, 2, 2, 2, 0, 0, 1201);
+    float out[4 * 2 * 2];
+    pa_attention_out o = {.output = out};
+    wsz = pa_attention_workspace_size(&f.a);
+    ws = tu_alloc(wsz, 1);
+    TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &o, 0, 2, ws, wsz, &err), PA_STATUS_UNSUPPORTED,
+                     &err);
+    free(ws);
+    fixture_free(&f);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------- */
@@ -598,6 +656,7 @@ int main(void)
         cmocka_unit_test(test_edge_shapes),
         cmocka_unit_test(test_gqa_equals_repeated_mha),
         cmocka_unit_test(test_workspace_bound),
+        cmocka_unit_test(test_parts_equal_whole),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_run_errors),
     };

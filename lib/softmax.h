@@ -1,0 +1,19 @@
+/* softmax.h - the row kernels of the online softmax: a vectorizable exp and
+ * the max / exp-and-sum passes over a row of logits (lib/softmax.c).
+ */
+#ifndef PA_SOFTMAX_H
+#define PA_SOFTMAX_H
+
+#include <stdint.h>
+
+/* Largest value of row [n] (-inf for an empty or fully masked row). */
+float pa__row_max(const float *row, int32_t n);
+
+/* row[j] = exp(row[j] - m) in place, returns the sum. -inf entries give
+ * exactly 0. m must be finite. Accuracy: within 2 ulp of expf. */
+float pa__row_exp_sum(float *row, int32_t n, float m);
+
+/* row[j] = exp(row[j] - m) * scale, in place (for returned weights). */
+void pa__row_exp_scale(float *row, int32_t n, float m, float scale);
+
+#endif
