@@ -271,17 +271,30 @@ void srv_job_free(srv_job *job)
 /* POST /v1/attention                                                        */
 /* ------------------------------------------------------------------------- */
 
+/* An item runs as nparts tasks [first, first + nparts) when it is big enough
+ * to be worth spreading over the workers (pa_attention_run_part); each task
+ * records its own failure and timing, merged when the item is rendered. */
 typedef struct att_item {
     cJSON *id; /* duplicate of the request's id; NULL when absent */
     bool valid;
+    api_err err; /* why it is not valid */
+    const char *scheme_name;
+    size_t workspace;
+    size_t first;
+    int32_t nparts;
     api_item it;
-    float *output, *weights, *logits, *q_rot, *k_rot; /* allocated by the task */
+    float *output, *weights, *logits, *q_rot, *k_rot; /* allocated when prepared */
 } att_item;
 
 typedef struct att_job {
     size_t n;
     att_item *items;
+    size_t *task_item; /* [n_tasks]: the item of each task */
 } att_job;
+
+/* Below this many multiply-adds an item is not split: the cost of another
+ * task (rope tables, a second pass over k) would outweigh the gain. */
+#define ATT_SPLIT_MIN_MACS (16.0 * 1024 * 1024)
 
 static void free_outputs(att_item *a)
 {
@@ -304,6 +317,7 @@ static void att_destroy(void *impl)
         free_outputs(&aj->items[i]);
     }
     free(aj->items);
+    free(aj->task_item);
     free(aj);
 }
 
@@ -377,58 +391,52 @@ static const char *peek_scheme(const cJSON *item)
     return "none";
 }
 
-/* Parses item i; on failure records the error in task i. Returns the bytes
- * the item needs (0 when invalid). */
-static size_t prepare_item(srv_job *job, att_item *a, size_t i, const cJSON *node,
-                           const srv_limits *lim)
+/* Parses item i; on failure records the error in the item. Returns the bytes
+ * the item needs (0 when invalid), each of its parts' workspace included. */
+static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const srv_limits *lim)
 {
     static const char *const extra[] = {"id", "return"};
     char prefix[32];
     api_ctx ctx;
-    api_err e;
     size_t ws;
+    double macs;
 
+    a->nparts = 1;
     snprintf(prefix, sizeof prefix, "inputs[%zu]", i);
     ctx.lim = lim;
     ctx.prefix = prefix;
-    if (!api_item_parse(node, &ctx, extra, 2, &a->it, &e))
+    if (!api_item_parse(node, &ctx, extra, 2, &a->it, &a->err))
         goto fail;
     if (!api_item_parse_return(cJSON_GetObjectItemCaseSensitive(node, "return"), &ctx, &a->it,
-                               &e) ||
-        !check_results(&a->it, &ctx, &e))
+                               &a->err) ||
+        !check_results(&a->it, &ctx, &a->err))
         goto fail;
     ws = pa_attention_workspace_size(&a->it.att);
     if (ws == 0) {
-        api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+        api_fail(&a->err, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
                  "the attention workspace for these sizes overflows the address space");
         goto fail;
     }
+    macs = 2.0 * a->it.Lq * (double)a->it.Lk * a->it.D * a->it.H;
+    if (a->it.att.x == NULL && lim->parallel_parts > 1 && macs >= ATT_SPLIT_MIN_MACS)
+        a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
     a->valid = true;
-    job->tasks[i].workspace = ws;
-    job->tasks[i].scheme_name = pa_scheme_type_name(a->it.scheme.s.type);
-    return api_add_sat(api_add_sat(a->it.input_bytes, result_bytes(&a->it)), ws);
+    a->workspace = ws;
+    a->scheme_name = pa_scheme_type_name(a->it.scheme.s.type);
+    return api_add_sat(api_add_sat(a->it.input_bytes, result_bytes(&a->it)),
+                       api_mul_sat(ws, (size_t)a->nparts));
 
 fail:
     api_item_free(&a->it);
-    api_task_fail(job, i, &e);
-    job->tasks[i].scheme_name = peek_scheme(node);
+    a->scheme_name = peek_scheme(node);
     return 0;
 }
 
-static void att_run(srv_job *job, size_t i, void *ws, size_t ws_size)
+/* Allocates a valid item's results before its tasks run, so that its parts
+ * can write into them concurrently. Pages are touched by the workers. */
+static bool alloc_outputs(att_item *a, const api_ctx *ctx)
 {
-    att_job *aj = job->impl;
-    att_item *a = &aj->items[i];
     api_item *it = &a->it;
-    pa_attention_out out;
-    pa_error pe;
-    api_err e;
-    char prefix[32];
-    api_ctx ctx = {NULL, prefix};
-
-    snprintf(prefix, sizeof prefix, "inputs[%zu]", i);
-    if (!a->valid)
-        return;
     a->output = malloc(count_output(it) * sizeof(float));
     if (it->ret & API_RET_WEIGHTS)
         a->weights = malloc(count_scores(it) * sizeof(float));
@@ -443,37 +451,71 @@ static void att_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         ((it->ret & API_RET_Q_ROT) && a->q_rot == NULL) ||
         ((it->ret & API_RET_K_ROT) && a->k_rot == NULL)) {
         free_outputs(a);
-        api_fail(&e, &ctx, SRV_ERR_INTERNAL, "", "out of memory allocating the results");
-        api_task_fail(job, i, &e);
-        return;
+        api_fail(&a->err, ctx, SRV_ERR_INTERNAL, "", "out of memory allocating the results");
+        return false;
     }
+    return true;
+}
+
+static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
+{
+    att_job *aj = job->impl;
+    att_item *a = &aj->items[aj->task_item[t]];
+    pa_attention_out out;
+    pa_error pe;
+    api_err e;
+    char prefix[32];
+    api_ctx ctx = {NULL, prefix};
+
+    if (!a->valid)
+        return;
     out.output = a->output;
     out.weights = a->weights;
     out.logits = a->logits;
     out.q_rot = a->q_rot;
     out.k_rot = a->k_rot;
-    if (pa_attention_run(&it->att, &out, ws, ws_size, &pe) != PA_STATUS_OK) {
-        free_outputs(a);
+    if (pa_attention_run_part(&a->it.att, &out, (int32_t)(t - a->first), a->nparts, ws,
+                              ws_size, &pe) != PA_STATUS_OK) {
+        snprintf(prefix, sizeof prefix, "inputs[%zu]", aj->task_item[t]);
         api_fail_pa(&e, &ctx, &pe);
-        api_task_fail(job, i, &e);
+        api_task_fail(job, t, &e);
     }
+}
+
+/* The item's outcome from its tasks: the first failure, else a timeout;
+ * timing is the longest wait and the summed compute. */
+static const api_err *item_outcome(const srv_job *job, const att_item *a, api_task *merged)
+{
+    const api_err *fail = NULL;
+    memset(merged, 0, sizeof *merged);
+    for (size_t t = a->first; t < a->first + (size_t)a->nparts; t++) {
+        const api_task *k = &job->tasks[t];
+        if (k->failed && fail == NULL)
+            fail = &k->err;
+        merged->timed_out = merged->timed_out || k->timed_out;
+        merged->queue_us = k->queue_us > merged->queue_us ? k->queue_us : merged->queue_us;
+        merged->compute_us += k->compute_us;
+    }
+    merged->failed = fail != NULL;
+    return fail;
 }
 
 static bool render_item(srv_job *job, size_t i, cJSON *obj)
 {
     att_job *aj = job->impl;
     att_item *a = &aj->items[i];
-    const api_task *t = &job->tasks[i];
     const api_item *it = &a->it;
+    api_task t;
+    const api_err *fail = item_outcome(job, a, &t);
     cJSON *id = a->id != NULL ? cJSON_Duplicate(a->id, true) : cJSON_CreateNull();
 
     if (id == NULL || !cJSON_AddItemToObject(obj, "id", id)) {
         cJSON_Delete(id);
         return false;
     }
-    if (t->failed)
-        return api_render_error(obj, &t->err);
-    if (t->timed_out) {
+    if (fail != NULL)
+        return api_render_error(obj, fail);
+    if (t.timed_out) {
         api_err e;
         char field[32];
         snprintf(field, sizeof field, "inputs[%zu]", i);
@@ -497,7 +539,7 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj)
         if (a->k_rot != NULL && !srv_tensor_render(obj, "k_rot", a->k_rot, 3, ks, enc))
             return false;
     }
-    return api_render_timing(obj, t);
+    return api_render_timing(obj, &t);
 }
 
 static bool att_render(srv_job *job, cJSON *root)
@@ -509,6 +551,7 @@ static bool att_render(srv_job *job, cJSON *root)
     if (outputs == NULL)
         return false;
     for (size_t i = 0; i < aj->n; i++) {
+        api_task merged;
         cJSON *obj = cJSON_CreateObject();
         if (obj == NULL || !cJSON_AddItemToArray(outputs, obj)) {
             cJSON_Delete(obj);
@@ -516,7 +559,8 @@ static bool att_render(srv_job *job, cJSON *root)
         }
         if (!render_item(job, i, obj))
             return false;
-        errors = errors || job->tasks[i].failed || job->tasks[i].timed_out;
+        item_outcome(job, &aj->items[i], &merged);
+        errors = errors || merged.failed || merged.timed_out;
         /* The rendered copy is all that is needed from here on. */
         free_outputs(&aj->items[i]);
     }
@@ -534,8 +578,8 @@ bool api_attention_prepare(const cJSON *root, const srv_limits *lim, srv_job **j
     const cJSON *inputs, *node, *v;
     srv_encoding enc = SRV_ENCODING_JSON;
     srv_job *job = NULL;
-    att_job *aj;
-    size_t n = 0, i = 0, need = 0;
+    att_job *aj = NULL;
+    size_t n = 0, i = 0, need = 0, n_tasks = 0;
 
     if (!api_check_fields(root, top, 2, "", "the request", &ctx, &e))
         goto fail;
@@ -568,8 +612,7 @@ bool api_attention_prepare(const cJSON *root, const srv_limits *lim, srv_job **j
         goto fail;
     }
 
-    job = api_job_new(SRV_EP_ATTENTION, n);
-    aj = job != NULL ? calloc(1, sizeof *aj) : NULL;
+    aj = calloc(1, sizeof *aj);
     if (aj != NULL && (aj->items = calloc(n, sizeof *aj->items)) == NULL) {
         free(aj);
         aj = NULL;
@@ -579,9 +622,6 @@ bool api_attention_prepare(const cJSON *root, const srv_limits *lim, srv_job **j
         goto fail;
     }
     aj->n = n;
-    job->enc = enc;
-    job->ops = &att_ops;
-    job->impl = aj;
 
     cJSON_ArrayForEach(node, inputs)
     {
@@ -591,16 +631,44 @@ bool api_attention_prepare(const cJSON *root, const srv_limits *lim, srv_job **j
             api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
             goto fail;
         }
-        need = api_add_sat(need, prepare_item(job, &aj->items[i], i, node, lim));
+        need = api_add_sat(need, prepare_item(&aj->items[i], i, node, lim));
         /* Stop parsing as soon as the request is known to be too big. */
         if (!api_check_memory(need, lim, &e))
             goto fail;
+        n_tasks += (size_t)aj->items[i].nparts;
         i++;
+    }
+
+    job = api_job_new(SRV_EP_ATTENTION, n_tasks);
+    if (job == NULL || (aj->task_item = calloc(n_tasks, sizeof *aj->task_item)) == NULL) {
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+        goto fail;
+    }
+    job->enc = enc;
+    job->ops = &att_ops;
+    job->impl = aj;
+    for (size_t k = 0, t = 0; k < n; k++) {
+        att_item *a = &aj->items[k];
+        char prefix[32];
+        api_ctx ictx = {lim, prefix};
+        snprintf(prefix, sizeof prefix, "inputs[%zu]", k);
+        if (a->valid && !alloc_outputs(a, &ictx))
+            a->valid = false;
+        a->first = t;
+        for (int32_t p = 0; p < a->nparts; p++, t++) {
+            aj->task_item[t] = k;
+            job->tasks[t].scheme_name = a->scheme_name;
+            job->tasks[t].workspace = a->valid ? a->workspace : 0;
+            if (!a->valid)
+                api_task_fail(job, t, &a->err);
+        }
     }
     *job_out = job;
     return true;
 
 fail:
+    if (job == NULL || job->impl == NULL)
+        att_destroy(aj); /* not yet owned by the job */
     srv_job_free(job);
     api_reply_err(reply, &e);
     return false;

@@ -25,6 +25,7 @@ typedef struct srv_limits {
     size_t max_batch_items;     /* items in one /v1/attention batch */
     size_t max_tensor_elements; /* floats in any one tensor */
     size_t max_request_memory;  /* bytes: inputs + outputs + workspaces of a request */
+    int parallel_parts;         /* split a large q/k/v item into this many tasks (workers) */
 } srv_limits;
 
 /* A growable per-worker scratch buffer, reused across tasks so that pages
@@ -46,7 +47,9 @@ typedef struct srv_job srv_job;
 bool srv_job_prepare(srv_endpoint ep, const char *body, size_t len, const srv_limits *lim,
                      srv_job **job, srv_reply *reply);
 
-/* Tasks of a job: one per batch item for /v1/attention, one otherwise. */
+/* Tasks of a job: for /v1/attention one per batch item, or up to
+ * lim->parallel_parts for an item large enough to spread over the workers;
+ * one otherwise. */
 size_t srv_job_task_count(const srv_job *job);
 /* Scheme name of task i ("rope", ...; "none"), for metrics labels. */
 const char *srv_job_task_scheme(const srv_job *job, size_t i);

@@ -27,6 +27,7 @@ static srv_limits limits(void)
     l.max_batch_items = 64;
     l.max_tensor_elements = (size_t)16 << 20;
     l.max_request_memory = (size_t)1024 << 20;
+    l.parallel_parts = 1;
     return l;
 }
 
@@ -907,6 +908,71 @@ static void test_attention_limits(void **state)
     qkv_free(&f);
 }
 
+/* A large q/k/v item is split into parallel_parts tasks; run in any order they
+ * give the library's answer, and the small item beside it stays one task. */
+static void test_attention_split_item(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv big, small;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    cJSON *items[2], *body_json, *ans;
+    char *body;
+    srv_job *job = NULL;
+    srv_reply reply;
+    srv_workspace ws = {NULL, 0};
+    const char *names[] = {"output", "weights", "k_rot"};
+
+    lim.parallel_parts = 2;
+    qkv_make(&big, 256, 256, 4, 2, 64, 64, 5); /* 2*256*256*64*4 = 33.5 M MACs: split */
+    qkv_make(&small, 3, 3, 1, 1, 4, 4, 6);
+    items[0] = qkv_item(&big, scheme_of("{\"type\":\"rope\"}"));
+    cJSON_AddTrueToObject(items[0], "causal");
+    cJSON_AddItemToObject(items[0], "return", cJSON_CreateStringArray(names, 3));
+    items[1] = qkv_item(&small, scheme_of("{\"type\":\"none\"}"));
+    body_json = batch(items, 2);
+    body = cJSON_PrintUnformatted(body_json);
+    cJSON_Delete(body_json);
+
+    memset(&reply, 0, sizeof reply);
+    assert_true(srv_job_prepare(SRV_EP_ATTENTION, body, strlen(body), &lim, &job, &reply));
+    assert_int_equal(srv_job_task_count(job), 3);
+    assert_string_equal(srv_job_task_scheme(job, 1), "rope");
+    assert_string_equal(srv_job_task_scheme(job, 2), "none");
+    for (size_t t = 3; t-- > 0;)
+        srv_job_run_task(job, t, &ws);
+    srv_job_set_timing(job, 0, 5, 100);
+    srv_job_set_timing(job, 1, 9, 120);
+    srv_job_finish(job, &reply);
+    srv_job_free(job);
+    srv_workspace_free(&ws);
+    free(body);
+    assert_int_equal(reply.http_status, 200);
+    ans = cJSON_ParseWithLength(reply.body, reply.body_len);
+    srv_reply_free(&reply);
+
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    qkv_desc(&big, &s, &a);
+    a.causal = true;
+    lib_run(&a, (size_t)big.Lq * big.H * big.Dv, &want);
+    result_is(output_at(ans, 0), "output", want.out, want.n_out);
+    result_is(output_at(ans, 0), "weights", want.weights, want.n_scores);
+    result_is(output_at(ans, 0), "k_rot", want.k_rot, want.n_k);
+    {
+        /* Timing of a split item: the longest wait, the summed compute. */
+        const cJSON *timing = cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "timing");
+        assert_int_equal((int)num(timing, "queue_us"), 9);
+        assert_int_equal((int)num(timing, "compute_us"), 220);
+    }
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ans, "errors")));
+    lib_free(&want);
+    qkv_free(&big);
+    qkv_free(&small);
+    cJSON_Delete(ans);
+}
+
 /* Timing set by the pool wins; timed-out items are TIMEOUT errors. */
 static void test_job_timing_and_timeout(void **state)
 {
@@ -1494,6 +1560,7 @@ int main(void)
         cmocka_unit_test(test_attention_item_errors),
         cmocka_unit_test(test_attention_limits),
         cmocka_unit_test(test_job_timing_and_timeout),
+        cmocka_unit_test(test_attention_split_item),
         cmocka_unit_test(test_encode_absolute),
         cmocka_unit_test(test_encode_rope),
         cmocka_unit_test(test_encode_relative),

@@ -1878,15 +1878,17 @@ static void drain_tick(void *arg, double t)
         d->uploaded_at = now_s();
         return;
     }
-    /* Wait until the server has accepted every request: tasks accepted =
-     * waiting (posattn_queue_depth) + started (posattn_queue_duration
-     * count), on this fresh server one task per request. Twice in a row, as
-     * the two figures are not read atomically. */
+    /* Wait until the server has accepted every request: requests accepted =
+     * in flight (posattn_in_flight) + answered (requests_total of the
+     * attention endpoint), on this fresh server. (Counting tasks would not
+     * do: a large item may run as several.) Twice in a row, as the two
+     * figures are not read atomically. */
     {
         static const char *const none[] = {NULL};
+        static const char *const att[] = {"endpoint=\"attention\"", NULL};
         char *m = get_metrics(d->s);
-        double accepted = metric_sum(m, "posattn_queue_depth", none) +
-                          metric_sum(m, "posattn_queue_duration_seconds_count", none);
+        double accepted = metric_sum(m, "posattn_in_flight", none) +
+                          metric_sum(m, "posattn_requests_total", att);
         d->metrics_in_flight = metric_sum(m, "posattn_in_flight", none);
         free(m);
         d->accepted_polls = accepted >= DRAIN_N ? d->accepted_polls + 1 : 0;
