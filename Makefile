@@ -167,5 +167,8 @@ format:
 clean:
 	rm -rf build build-*
 
+# Container, compose, Kubernetes and load-balancer targets.
+-include deploy/deploy.mk
+
 -include $(LIB_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

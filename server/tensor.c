@@ -5,6 +5,8 @@
  */
 #include "tensor.h"
 
+#include "fmt_float.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
@@ -583,25 +585,17 @@ void srv_tensor_free(srv_tensor *t)
 /* Rendering                                                                 */
 /* ------------------------------------------------------------------------- */
 
-/* The longest text format_float writes: "-1.17549435e-38" is 15 characters. */
-enum { FLOAT_TEXT_MAX = 15 };
-
-/* Writes v as JSON text at dst, which has room for FLOAT_TEXT_MAX + 1 bytes
- * (a NUL may follow the text), and returns the length. "%.9g" round-trips every float32;
- * non-finite values (masked logits) become null. This is the one place to
- * swap in a shortest-round-trip formatter. */
+/* Writes v as JSON text at dst and returns the length; dst has room for
+ * SRV_FMT_FLOAT_BUF bytes, which srv_fmt_float may use as scratch past the
+ * text. Finite values get the shortest text that reads back as exactly v;
+ * non-finite ones (masked logits are -inf) become null. */
 static size_t format_float(char *dst, float v)
 {
     if (!isfinite(v)) {
         memcpy(dst, "null", 4);
         return 4;
     }
-    int n = snprintf(dst, FLOAT_TEXT_MAX + 1, "%.9g", (double)v);
-    if (n <= 0 || n > FLOAT_TEXT_MAX) { /* cannot happen for a finite float */
-        memcpy(dst, "null", 4);
-        return 4;
-    }
-    return (size_t)n;
+    return (size_t)srv_fmt_float(v, dst);
 }
 
 /* A cJSON raw node that owns `text` (from cJSON_malloc), without the copy
@@ -620,9 +614,12 @@ static cJSON *raw_node_take(char *text)
 
 static cJSON *render_json_array(const float *data, size_t count)
 {
-    if (count > (SIZE_MAX - 3) / (FLOAT_TEXT_MAX + 1))
+    /* '[', then per value at most SRV_FMT_FLOAT_MAX characters and a comma,
+     * then ']' and NUL; the last value may scribble SRV_FMT_FLOAT_BUF bytes. */
+    enum { PER_VALUE = SRV_FMT_FLOAT_MAX + 1 };
+    if (count > (SIZE_MAX - 2 - SRV_FMT_FLOAT_BUF) / PER_VALUE)
         return NULL;
-    char *buf = cJSON_malloc(count * (FLOAT_TEXT_MAX + 1) + 3);
+    char *buf = cJSON_malloc(count * PER_VALUE + 2 + SRV_FMT_FLOAT_BUF);
     if (!buf)
         return NULL;
     char *p = buf;
