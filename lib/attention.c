@@ -137,29 +137,41 @@ static bool needs_mask(const pa__plan *p)
     return p->a->causal || p->a->window > 0 || p->key_len < p->Lk;
 }
 
-/* Whether every (query, key) pair of the block and tile is masked. */
-static bool tile_hidden(const pa__plan *p, int32_t qmin, int32_t qmax, const int32_t *kpos,
-                        int32_t j0, int32_t nk)
+/* Whether key kp may be visible to some query of a block whose positions
+ * span [qmin, qmax]. */
+static inline bool maybe_visible(const pa__plan *p, int32_t qmin, int32_t qmax, int32_t kp)
 {
-    int32_t kmin = INT32_MAX, kmax = INT32_MIN;
-    if (j0 >= p->key_len)
-        return true;
-    if (!p->a->causal && p->a->window == 0)
+    if (p->a->causal && kp > qmax)
         return false;
-    for (int32_t j = 0; j < nk; j++) {
-        kmin = pa__min_i32(kmin, kpos[j0 + j]);
-        kmax = pa__max_i32(kmax, kpos[j0 + j]);
-    }
-    if (p->a->causal && kmin > qmax)
-        return true;
     if (p->a->window > 0) {
         /* visible needs qpos - kpos < W, i.e. kpos > qpos - W */
-        if ((int64_t)kmax <= (int64_t)qmin - p->a->window)
-            return true;
-        if (!p->a->causal && (int64_t)kmin >= (int64_t)qmax + p->a->window)
-            return true;
+        if ((int64_t)kp <= (int64_t)qmin - p->a->window)
+            return false;
+        if (!p->a->causal && (int64_t)kp >= (int64_t)qmax + p->a->window)
+            return false;
     }
-    return false;
+    return true;
+}
+
+/* Narrows the tile [j0, j0 + nk) to [*lo, *hi), outside which every key is
+ * hidden from every query of the block (by padding, causal or window): those
+ * keys are neither multiplied nor exponentiated. With ordered positions this
+ * trims the diagonal tiles of a causal mask to their visible half. lo == hi
+ * when the whole tile is hidden. */
+static void visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int32_t *kpos,
+                          int32_t j0, int32_t nk, int32_t *lo, int32_t *hi)
+{
+    int32_t a = j0, b = pa__min_i32(j0 + nk, p->key_len);
+    if (p->a->causal || p->a->window > 0) {
+        while (a < b && !maybe_visible(p, qmin, qmax, kpos[a]))
+            a++;
+        while (b > a && !maybe_visible(p, qmin, qmax, kpos[b - 1]))
+            b--;
+    }
+    if (a >= b)
+        a = b = j0;
+    *lo = a;
+    *hi = b;
 }
 
 /* Adds the scheme's bias to the logits tile S [nq, nk] of head h and sets
@@ -267,13 +279,17 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                     op->ldq, shaw->rel_k, p->D, 0.0f, b->qrel, nrel);
     }
 
-    for (int32_t j0 = 0; j0 < p->Lk; j0 += BK) {
-        const int32_t nk = pa__min_i32(BK, p->Lk - j0);
-        if (tile_hidden(p, qmin, qmax, b->kpos, j0, nk)) {
-            if (store_rows)
-                fill_hidden(store_rows + j0, (size_t)p->Lk, nq, nk);
-            continue;
+    for (int32_t t0 = 0; t0 < p->Lk; t0 += BK) {
+        const int32_t tn = pa__min_i32(BK, p->Lk - t0);
+        int32_t j0, j1, nk;
+        visible_range(p, qmin, qmax, b->kpos, t0, tn, &j0, &j1);
+        if (store_rows) {
+            fill_hidden(store_rows + t0, (size_t)p->Lk, nq, j0 - t0);
+            fill_hidden(store_rows + j1, (size_t)p->Lk, nq, t0 + tn - j1);
         }
+        nk = j1 - j0;
+        if (nk == 0)
+            continue;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, p->D, p->scale, Qb,
                     op->ldq, Kh + (size_t)j0 * op->ldk, op->ldk, 0.0f, b->S, nk);
         bias_and_mask(p, b, h, i0, nq, j0, nk);
