@@ -3,7 +3,7 @@
 #   make run     install what is missing, build, start posattnd on 127.0.0.1:8080
 #   make test    install what is missing, build, run every test
 #   make bench   build and run the benchmarks (never part of make test)
-#   make asan / valgrind / format / check-layering / clean
+#   make asan / tsan / valgrind / format / check-layering / clean
 #
 # Flags come from here only. User CFLAGS/LDFLAGS are appended, never replaced.
 # BUILD selects the output folder, so parallel builds can use separate ones.
@@ -50,7 +50,7 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps lib run test unit e2e e2e-clients check-layering bench bench-smoke asan valgrind format clean
+.PHONY: all deps lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(BENCH_BIN)
 
@@ -157,6 +157,14 @@ asan: deps
 	env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 OPENBLAS_NUM_THREADS=1 \
 	    $(MAKE) --no-print-directory BUILD=build-asan WERROR=1 OPT="-O1 -g -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" unit
+
+# ThreadSanitizer over the whole suite, the end-to-end server (pool, suspend
+# and resume) included; a report makes the server exit non-zero, which the
+# e2e test checks.
+tsan: deps
+	env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" OPENBLAS_NUM_THREADS=1 \
+	    $(MAKE) --no-print-directory BUILD=build-tsan WERROR=1 OPT="-O1 -g" \
+	    SAN="-fsanitize=thread" unit
 
 valgrind: deps $(TEST_BIN)
 	@OPENBLAS_NUM_THREADS=1 tests/run-unit.sh --valgrind $(TEST_BIN)

@@ -13,8 +13,10 @@
 #include <math.h>
 #include <string.h>
 
+/* Not under the sanitizers: their instrumentation of the ifunc resolvers runs
+ * before the sanitizer runtime is set up. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&      \
-    !defined(__SANITIZE_ADDRESS__)
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define PA__CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define PA__CLONES
