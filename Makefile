@@ -50,24 +50,33 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: all deps deps-peers bench-peers lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(BENCH_BIN)
 
 lib: $(LIB_A)
 
-# Installs the Debian packages that are missing (apt-get update only when
-# something must be installed). Needs root, as on the project's machines.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# apt_install PACKAGES: installs those of the Debian packages that are
+# missing (apt-get update only when something must be installed). Needs root,
+# as on the project's machines, or sudo.
+apt_install = missing=""; for p in $(1); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	    echo "deps: installing$$missing"; \
+	    echo "installing$$missing"; \
 	    SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q && \
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $$missing; \
 	fi
+
+deps:
+	@$(call apt_install,$(DEB_PACKAGES))
+
+# Peers for bench/peers.py only (python3-torch pulls ~175 packages): not
+# needed to build, test or serve.
+PEER_PACKAGES := python3-numpy python3-torch
+deps-peers:
+	@$(call apt_install,$(PEER_PACKAGES))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -147,6 +156,10 @@ check-layering:
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $$b || exit 1; done
+
+# posattn against NumPy and PyTorch, same shapes and threads, same run (~3 min).
+bench-peers: deps-peers $(BUILD)/bench/bench_peer_posattn
+	/usr/bin/python3 bench/peers.py --bin $(BUILD)/bench/bench_peer_posattn --threads $${BENCH_THREADS:-2}
 
 # A tiny run of every benchmark so they never rot; not a measurement.
 bench-smoke: $(BENCH_BIN)
