@@ -2,7 +2,10 @@
  * environment variable, its range and its help line; parsing, validation and
  * --help are all driven from it.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "config.h"
+
+#include <sched.h>
 
 #include "posattn.h"
 
@@ -45,7 +48,7 @@ static const opt options[] = {
     {"port", "POSATTN_PORT", OPT_INT, FIELD(port), 0, 65535, false, "N",
      "TCP port, 0 for any free port (default 8080)"},
     {"workers", "POSATTN_WORKERS", OPT_INT, FIELD(workers), 1, 256, false, "N",
-     "compute threads (default: online cores)"},
+     "compute threads (default: usable cores)"},
     {"queue-depth", "POSATTN_QUEUE_DEPTH", OPT_INT, FIELD(queue_depth), 1, 100000, false, "N",
      "tasks that may wait for a worker before 503 (default 64)"},
     {"max-body-mb", "POSATTN_MAX_BODY_MB", OPT_SIZE_MB, FIELD(max_body_bytes), 1, 1048576, false,
@@ -69,9 +72,32 @@ static const opt options[] = {
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
-static int online_cores(void)
+/* The CPUs this process may use: the online cores, narrowed by its affinity
+ * mask and by a cgroup v2 CPU quota (a container's --cpus or a Kubernetes
+ * CPU limit), rounded up. */
+static int usable_cores(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *f;
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 &&
+        CPU_COUNT(&set) < n)
+        n = CPU_COUNT(&set);
+#endif
+    f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f != NULL) {
+        char quota[32];
+        long period = 0;
+        if (fscanf(f, "%31s %ld", quota, &period) == 2 && strcmp(quota, "max") != 0 &&
+            period > 0) {
+            long q = strtol(quota, NULL, 10);
+            long cpus = (q + period - 1) / period;
+            if (q > 0 && cpus < n)
+                n = cpus;
+        }
+        fclose(f);
+    }
     if (n < 1)
         return 1;
     return n > 256 ? 256 : (int)n;
@@ -82,7 +108,7 @@ void srv_config_defaults(srv_config *c)
     memset(c, 0, sizeof *c);
     strcpy(c->host, "127.0.0.1");
     c->port = 8080;
-    c->workers = online_cores();
+    c->workers = usable_cores();
     c->queue_depth = 64;
     c->max_body_bytes = 64 * MB;
     c->max_batch_items = 64;
@@ -121,7 +147,7 @@ void srv_config_usage(FILE *out, const char *prog)
     }
     fprintf(out, "  %-26s %-29s %s\n", "-h, --help", "", "print this help and exit");
     fprintf(out, "  %-26s %-29s %s\n", "--version", "", "print the version and exit");
-    fprintf(out, "\nOnline cores here: %d.\n", online_cores());
+    fprintf(out, "\nUsable cores here (online, affinity, cgroup CPU quota): %d.\n", usable_cores());
 }
 
 /* Parses a whole decimal integer (no blanks, no trailing text). */
@@ -264,6 +290,25 @@ static arg_kind next_arg(int argc, char **argv, int *i, const opt **o, const cha
     return ARG_OPTION;
 }
 
+/* A misspelt POSATTN_* variable would otherwise be ignored without a word,
+ * and containers are configured by the environment alone. A warning, not an
+ * error: other tools may share the prefix. */
+static void warn_unknown_env(FILE *err, const char *prog)
+{
+    extern char **environ;
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        size_t len = strcspn(*e, "=");
+        bool known = false;
+        if (strncmp(*e, "POSATTN_", 8) != 0)
+            continue;
+        for (size_t j = 0; j < N_OPTIONS && !known; j++)
+            known = strlen(options[j].env) == len && strncmp(options[j].env, *e, len) == 0;
+        if (!known)
+            fprintf(err, "%s: warning: ignoring unknown environment variable %.*s\n", prog,
+                    (int)(len > 64 ? 64 : len), *e);
+    }
+}
+
 int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
 {
     const char *prog = prog_name(argc, argv);
@@ -283,6 +328,8 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
             return 1;
         }
     }
+
+    warn_unknown_env(err, prog);
 
     /* Work on a copy so that *c is untouched on error. Empty variables count
      * as unset. */

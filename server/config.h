@@ -13,7 +13,8 @@ typedef enum srv_log_format { SRV_LOG_JSON = 0, SRV_LOG_TEXT, SRV_LOG_OFF } srv_
 typedef struct srv_config {
     char host[256];              /* --host, POSATTN_HOST; default 127.0.0.1 */
     int port;                    /* --port, POSATTN_PORT; default 8080; 0 = any free port */
-    int workers;                 /* --workers, POSATTN_WORKERS; default: online cores */
+    int workers;                 /* --workers, POSATTN_WORKERS; default: usable cores (online,
+                                  * affinity, cgroup CPU quota) */
     int queue_depth;             /* --queue-depth, POSATTN_QUEUE_DEPTH; default 64 tasks waiting */
     size_t max_body_bytes;       /* --max-body-mb, POSATTN_MAX_BODY_MB; default 64 MB */
     size_t max_batch_items;      /* --max-batch-items, POSATTN_MAX_BATCH_ITEMS; default 64 */

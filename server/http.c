@@ -23,6 +23,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 /* openapi.yaml, embedded by the Makefile (build/server/embed_openapi.c). */
 extern const unsigned char srv_openapi_yaml[];
@@ -35,7 +36,9 @@ struct srv_http {
     srv_metrics *metrics;
     srv_limits limits;
     atomic_bool draining;
-    atomic_int_fast64_t in_flight;
+    atomic_int_fast64_t in_flight; /* jobs handed to the pool, not yet answered */
+    atomic_int_fast64_t open;      /* requests from first handler call to completion */
+    MHD_socket listen_fd;          /* after quiesce: ours to close */
 };
 
 typedef enum route {
@@ -434,6 +437,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         atomic_init(&q->max_queue_us, 0);
         atomic_init(&q->sum_compute_us, 0);
         *con_cls = q;
+        atomic_fetch_add(&h->open, 1);
         return first_call(h, c, url, method, q);
     }
     if (q->reply_ready)
@@ -520,6 +524,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
         atomic_fetch_sub(&h->in_flight, 1);
         srv_metrics_in_flight_add(h->metrics, -1);
     }
+    atomic_fetch_sub(&h->open, 1);
     srv_job_free(q->job);
     srv_reply_free(&q->reply);
     free(q->tasks);
@@ -553,7 +558,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
 {
     struct sockaddr_storage ss;
     bool v6 = false;
-    unsigned threads = cfg->workers < 2 ? 1u : 2u; /* HTTP threads only parse and copy */
+    unsigned threads = 2; /* HTTP threads only parse and copy; 1 would be a warning */
     const union MHD_DaemonInfo *info;
     srv_http *h = calloc(1, sizeof *h);
 
@@ -568,6 +573,8 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     h->limits.parallel_parts = cfg->workers;
     atomic_init(&h->draining, false);
     atomic_init(&h->in_flight, 0);
+    atomic_init(&h->open, 0);
+    h->listen_fd = MHD_INVALID_SOCKET;
     if (!resolve(cfg->host, cfg->port, &ss, &v6)) {
         fprintf(stderr, "posattnd: cannot resolve --host %s\n", cfg->host);
         free(h);
@@ -596,9 +603,20 @@ void srv_http_drain(srv_http *h)
     atomic_store(&h->draining, true);
 }
 
+void srv_http_quiesce(srv_http *h)
+{
+    if (h->listen_fd == MHD_INVALID_SOCKET)
+        h->listen_fd = MHD_quiesce_daemon(h->daemon);
+}
+
 int64_t srv_http_in_flight(const srv_http *h)
 {
     return atomic_load(&((srv_http *)h)->in_flight);
+}
+
+int64_t srv_http_open_requests(const srv_http *h)
+{
+    return atomic_load(&((srv_http *)h)->open);
 }
 
 void srv_http_stop(srv_http *h)
@@ -606,5 +624,7 @@ void srv_http_stop(srv_http *h)
     if (h == NULL)
         return;
     MHD_stop_daemon(h->daemon);
+    if (h->listen_fd != MHD_INVALID_SOCKET)
+        close(h->listen_fd);
     free(h);
 }

@@ -23,10 +23,19 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
  * accepted requests still complete. */
 void srv_http_drain(srv_http *h);
 
+/* Stops accepting connections; open ones go on being served. */
+void srv_http_quiesce(srv_http *h);
+
 /* API requests accepted (handed to the pool) and not yet answered. */
 int64_t srv_http_in_flight(const srv_http *h);
 
-/* Stops listening and closes every connection, then frees. */
+/* Requests being received, computed or answered: from the first byte of a
+ * request to its completion. Zero means no connection is mid-request (and
+ * none is suspended), so stopping loses nothing. */
+int64_t srv_http_open_requests(const srv_http *h);
+
+/* Closes every connection and frees. Only with no request open: a suspended
+ * connection would make libmicrohttpd abort. */
 void srv_http_stop(srv_http *h);
 
 #endif

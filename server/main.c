@@ -17,6 +17,11 @@
 #include <stdlib.h>
 #include <time.h>
 
+static double seconds_since(uint64_t t0)
+{
+    return (double)(srv_now_ns() - t0) / 1e9;
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -65,18 +70,25 @@ int main(int argc, char **argv)
     sigwait(&sigs, &sig);
     fprintf(stderr, "posattnd: %s received, draining (timeout %.0f s)\n",
             sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.drain_timeout);
+    /* Refuse new work but keep listening, so /readyz can say 503 to the
+     * load balancer; then stop accepting and let the open requests finish. */
     srv_http_drain(http);
     t0 = srv_now_ns();
-    while (srv_http_in_flight(http) > 0 &&
-           (double)(srv_now_ns() - t0) / 1e9 < cfg.drain_timeout)
+    while (srv_http_open_requests(http) > 0 && seconds_since(t0) < cfg.drain_timeout)
         sleep_ms(5);
-    rc = srv_http_in_flight(http) > 0 ? 1 : 0;
-    if (rc != 0)
-        fprintf(stderr, "posattnd: drain timeout with %lld requests unanswered\n",
-                (long long)srv_http_in_flight(http));
+    srv_http_quiesce(http);
+    while (srv_http_open_requests(http) > 0 && seconds_since(t0) < cfg.drain_timeout)
+        sleep_ms(5);
+    if (srv_http_open_requests(http) > 0) {
+        /* Stopping now would abort on suspended connections: leave the rest
+         * to the exit. */
+        fprintf(stderr, "posattnd: drain timeout with %lld requests open\n",
+                (long long)srv_http_open_requests(http));
+        return 1;
+    }
     srv_http_stop(http);
     srv_pool_stop(pool);
     srv_metrics_free(metrics);
     fprintf(stderr, "posattnd: stopped\n");
-    return rc;
+    return 0;
 }

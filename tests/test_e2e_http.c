@@ -1920,6 +1920,73 @@ static void drain_tick(void *arg, double t)
     }
 }
 
+/* SIGTERM while a request body is still arriving: the request is answered
+ * (200 if it was accepted, 503 DRAINING if not), never dropped, and the
+ * server still exits 0. (It used to stop with the connection suspended and
+ * abort inside libmicrohttpd.) */
+typedef struct upload_ctx {
+    server *s;
+    xfer *x;
+    size_t len;
+    double term_at;
+} upload_ctx;
+
+static void upload_tick(void *arg, double t)
+{
+    upload_ctx *u = arg;
+    curl_off_t up = 0;
+    (void)t;
+    if (u->term_at > 0)
+        return;
+    curl_easy_getinfo(u->x->e, CURLINFO_SIZE_UPLOAD_T, &up);
+    if (up > 0 && (size_t)up < u->len / 2)
+        return;
+    if (up > 0) {
+        kill(u->s->pid, SIGTERM);
+        u->term_at = now_s();
+    }
+}
+
+static void test_sigterm_mid_upload(void **state)
+{
+    static const char *const flags[] = {"--workers", "1", NULL};
+    server *s = *state;
+    acase c;
+    sbuf body = {0};
+    xfer x;
+    char url[256];
+    upload_ctx u;
+
+    server_start(s, flags);
+    slow_case(&c);
+    sb_request(&body, &c, 1, ENC_FLAT, false); /* JSON text: several MB */
+    url_of(url, sizeof url, s, "/v1/attention");
+    xfer_init(&x, "POST", url, body.p, body.len, NULL, 40000L);
+    /* About two seconds of upload, so the signal lands mid-body. */
+    curl_easy_setopt(x.e, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)(body.len / 2 + 1));
+    memset(&u, 0, sizeof u);
+    u.s = s;
+    u.x = &x;
+    u.len = body.len;
+    multi_run(&x, 1, 60.0, upload_tick, &u);
+    assert_true(u.term_at > 0);
+    if (x.r.rc != CURLE_OK)
+        fail_msg("the request was dropped: %s", curl_easy_strerror(x.r.rc));
+    print_message("SIGTERM mid-upload: HTTP %ld\n", x.r.status);
+    if (x.r.status == 503)
+        check_error(&x.r, 503, "DRAINING", NULL);
+    else if (x.r.status == 200) {
+        cJSON *j = parse_json(&x.r);
+        check_output(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "outputs"), 0), &c);
+        cJSON_Delete(j);
+    } else
+        fail_msg("HTTP %ld: %.300s", x.r.status, x.r.body.p ? x.r.body.p : "");
+    xfer_cleanup(&x);
+    server_stop_ok(s, true);
+    sb_free(&body);
+    acase_free(&c);
+}
+
 static void test_drain_under_load(void **state)
 {
     static const char *const flags[] = {"--workers", "2", "--queue-depth", "64", "--drain-timeout",
@@ -2019,6 +2086,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_queue_full_503, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_timeout_504, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_drain_under_load, own_setup, own_teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_mid_upload, own_setup, own_teardown),
     };
     const uint32_t one = 1;
     int rc;
