@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# compose-test.sh - deploy/compose.yaml brought up with podman-compose: 3
+# posattnd replicas behind nginx, one port on 127.0.0.1 (make compose-test).
+#
+# Needs both images built (make image lb-image) and podman configured (make
+# runs this under ../shared/tools/container-env.sh). Checks: 3 replicas
+# running, the balancer published on 127.0.0.1 only, a bounded load through
+# nginx with every answer right and all 3 replicas serving (nginx's access
+# log against the replicas' own addresses), then a replica stopped with
+# `podman stop` mid-load: no request fails and it exits 0 (drained). Then
+# `podman-compose down` and the project network removed; the containers and
+# the network are removed on every exit path, by the project's label.
+#
+# Environment: POSATTN_IMAGE, POSATTN_LB_IMAGE (the compose file's defaults
+# otherwise), COMPOSE_REQUESTS (300), COMPOSE_CONCURRENCY (6).
+set -u
+TEST_NAME=compose-test
+# shellcheck source=tests/deploy/common.sh
+. "$(dirname "$0")/common.sh"
+
+ROOT=$(cd "$DEPLOY_TESTS/../.." && pwd)
+COMPOSE_FILE=$ROOT/deploy/compose.yaml
+REQUESTS=${COMPOSE_REQUESTS:-300}
+CONCURRENCY=${COMPOSE_CONCURRENCY:-6}
+project=posattnct$$
+network=${project}_default
+
+compose() { podman-compose -f "$COMPOSE_FILE" -p "$project" "$@"; }
+
+command -v podman-compose >/dev/null || die "podman-compose is missing (make compose-test sets it up)"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/posattn-compose.XXXXXX") || exit 1
+# shellcheck disable=SC2317 # runs from the exit trap
+cleanup() {
+    local ids
+    ids=$(podman ps -aq --filter "label=io.podman.compose.project=$project" 2>/dev/null)
+    # shellcheck disable=SC2086 # a list of IDs
+    [ -n "$ids" ] && pm rm -f -t 0 $ids >/dev/null 2>&1
+    podman network exists "$network" 2>/dev/null && podman network rm -f "$network" >/dev/null 2>&1
+    return 0
+}
+on_exit "rm -rf '$tmp'"
+on_exit kill_stale_containers
+on_exit cleanup
+
+export POSATTN_LB_PORT
+POSATTN_LB_PORT=$(free_port)
+# Three replicas share this machine's cores.
+export POSATTN_WORKERS=1
+log "project $project, balancer on 127.0.0.1:$POSATTN_LB_PORT"
+compose up -d >"$tmp/up.log" 2>&1
+up_rc=$?
+# shellcheck disable=SC2046 # a list of IDs
+remember_containers $(podman ps -aq --filter "label=io.podman.compose.project=$project")
+if [ "$up_rc" -ne 0 ]; then
+    cat "$tmp/up.log" >&2
+    die "podman-compose up failed"
+fi
+lb="http://127.0.0.1:$POSATTN_LB_PORT"
+lb_name=${project}_lb_1
+if ! wait_http "$lb/lb-healthz" 60; then
+    pm logs "$lb_name" >&2
+    die "nginx did not answer on 127.0.0.1:$POSATTN_LB_PORT"
+fi
+check "GET /healthz through nginx answers 200" wait_http "$lb/healthz" 30
+
+replicas=$(podman ps -q --filter "label=io.podman.compose.project=$project" \
+    --filter "label=com.docker.compose.service=posattnd" --filter status=running | wc -l)
+check "3 posattnd replicas running ($replicas)" test "$replicas" -eq 3
+mapping=$(pm port "$lb_name")
+check "one port published, on 127.0.0.1 only ($mapping)" test "$mapping" = "8080/tcp -> 127.0.0.1:$POSATTN_LB_PORT"
+check "the replicas publish no port" \
+    test -z "$(podman ps --filter "label=io.podman.compose.project=$project" \
+        --filter "label=com.docker.compose.service=posattnd" --format '{{.Ports}}' | tr -d ' \n')"
+
+# The replicas' own addresses, to compare with what nginx logged.
+declare -A ip_of
+for i in 1 2 3; do
+    ip_of[$i]=$(pm inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "${project}_posattnd_$i")
+done
+log "replicas at ${ip_of[1]}, ${ip_of[2]}, ${ip_of[3]}"
+
+if "$PYTHON" "$DEPLOY_TESTS/load.py" "$lb" --requests "$REQUESTS" --concurrency "$CONCURRENCY" --timeout 120; then
+    pass "all $REQUESTS requests through nginx answered 200 with the right outputs"
+else
+    fail "some requests through nginx failed (above)"
+fi
+pm logs "$lb_name" >"$tmp/lb.log" 2>/dev/null
+stats=$("$PYTHON" "$DEPLOY_TESTS/upstreams.py" "$tmp/lb.log")
+log "nginx access log: $stats"
+field() { printf '%s' "$stats" | "$PYTHON" -c "import json,sys; s=json.load(sys.stdin); print($1)"; }
+for i in 1 2 3; do
+    n=$(field "s['served'].get('${ip_of[$i]}:8080', 0)")
+    check "replica $i (${ip_of[$i]}) served requests ($n)" test "$n" -gt 0
+done
+n=$(field "len(s['served'])")
+check "nginx sent requests to these 3 replicas only ($n addresses)" test "$n" -eq 3
+n=$(field "sum(s['statuses'].values()) - s['statuses'].get('200', 0)")
+check "nginx answered no request with an error ($n)" test "$n" -eq 0
+
+# A replica stopped mid-load: SIGTERM, drain, exit 0; nginx fails over.
+victim=${project}_posattnd_3
+n2=$((REQUESTS * 2))
+if "$PYTHON" "$DEPLOY_TESTS/load.py" "$lb" --requests "$n2" --concurrency "$CONCURRENCY" --timeout 120 \
+    --json "$tmp/load2.json" --at 0.2 "podman stop -t 25 $victim >/dev/null 2>&1"; then
+    pass "no request failed while replica 3 was stopped mid-load"
+else
+    fail "requests failed while replica 3 was stopped (above)"
+fi
+ended=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["events"][0]["ended_after_answers"])' "$tmp/load2.json")
+check "replica 3 was down before the load ended (after $ended of $n2 answers)" test "$ended" -lt "$n2"
+rc=$(pm inspect --format '{{.State.ExitCode}}' "$victim")
+check "replica 3 exited 0 after SIGTERM (status $rc)" test "$rc" = 0
+pm logs "$victim" >"$tmp/victim.log" 2>&1
+check "replica 3 logged its drain" grep -q 'SIGTERM received, draining' "$tmp/victim.log"
+
+# Down: containers gone; podman-compose 1.0 leaves the network, remove it.
+compose down >"$tmp/down.log" 2>&1 || { cat "$tmp/down.log" >&2; fail "podman-compose down failed"; }
+podman network rm -f "$network" >/dev/null 2>&1
+left=$(podman ps -aq --filter "label=io.podman.compose.project=$project" | wc -l)
+check "down removed every container ($left left)" test "$left" -eq 0
+check "the project network is removed" sh -c "! podman network exists $network"
+finish
