@@ -1,0 +1,40 @@
+/* fmt_float.h - shortest round-trip text for float32, for JSON output.
+ *
+ * The server prints result tensors as JSON numbers; this replaces
+ * snprintf("%.9g"), which is about 5x slower and prints 9 digits where 1 to 8
+ * usually suffice ("0.1" instead of "0.100000001").
+ */
+#ifndef SRV_FMT_FLOAT_H
+#define SRV_FMT_FLOAT_H
+
+/* The longest text srv_fmt_float writes, "-1.17549435e-38", without NUL. */
+#define SRV_FMT_FLOAT_MAX 15
+
+/* Bytes srv_fmt_float may write at buf: more than the text and its NUL,
+ * because it stores whole 8-byte words and leaves scratch after the NUL.
+ * Concatenating texts in one buffer needs this room only after the last. */
+#define SRV_FMT_FLOAT_BUF 24
+
+/* Writes the finite float v at buf as the shortest decimal that reads back
+ * as exactly v both directly as a float (strtof or any correctly rounding
+ * parser, round-half-even) and as a double narrowed to float (strtod then a
+ * cast: cJSON, JavaScript, NumPy), followed by a NUL, and returns the length
+ * without the NUL (1 to SRV_FMT_FLOAT_MAX). Bytes after the NUL, up to
+ * SRV_FMT_FLOAT_BUF, may be overwritten. (The two readings differ for one
+ * float32 only, 0x15AE43FD: "7.038531e-26" fails the second, so it prints as
+ * "7.0385307e-26".)
+ *
+ * Among decimals of that shortest length it picks the one nearest to v (ties
+ * to an even last digit). The text is a JSON number: no '+' sign, "-" only
+ * for negative values ("-0" for negative zero), no leading zeros. Plain
+ * notation ("3", "100", "0.01", "123.45") is used unless exponent notation
+ * is strictly shorter ("1e3", "1e-3", "1.5e20", "-3.4028235e38": lower-case
+ * 'e', no '+', no padding zeros in the exponent), to keep responses small.
+ *
+ * buf: at least SRV_FMT_FLOAT_BUF bytes. Infinities and NaN have no JSON
+ * number, so the caller decides what they become (tensor.c writes null); given
+ * one anyway, this writes "inf", "-inf" or "nan", which are not JSON.
+ * Pure and thread-safe: no state, no locale, no allocation. */
+int srv_fmt_float(float v, char *buf);
+
+#endif

@@ -1,0 +1,429 @@
+/* test_fmt_float.c - the shortest round-trip float32 formatter
+ * (server/fmt_float.c): exact texts for edge values, then a million random
+ * floats checked for round trip (strtof, and strtod + cast), shortest length
+ * (a direct proof for each, and a brute-force "%.{1..9}g" search for every
+ * 10th), nearest choice, JSON grammar and buffer bounds. All 2^32 inputs are
+ * checked by bench/check_fmt_float_exhaustive.c, which takes minutes.
+ */
+#include "testutil.h"
+
+#include "fmt_float.h"
+
+#include <cjson/cJSON.h>
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { GUARD = 16, RANDOM_COUNT = 1000000 };
+
+/* Under valgrind (make valgrind) the libc conversions run ~60x slower, so the
+ * sweeps take every stride()-th value instead: memory errors do not need a
+ * million samples to show. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#endif
+#endif
+#ifndef UNDER_VALGRIND
+#define UNDER_VALGRIND() 0
+#endif
+
+static int stride(void)
+{
+    return UNDER_VALGRIND() ? 50 : 1;
+}
+
+static float from_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+static uint32_t to_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+/* JSON's number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool is_json_number(const char *s)
+{
+    if (*s == '-')
+        s++;
+    if (*s == '0')
+        s++;
+    else if (*s >= '1' && *s <= '9')
+        while (*s >= '0' && *s <= '9')
+            s++;
+    else
+        return false;
+    if (*s == '.') {
+        s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* Formats v into text (SRV_FMT_FLOAT_BUF + GUARD bytes) and checks what
+ * holds for any input: length, NUL, nothing written past
+ * SRV_FMT_FLOAT_BUF. */
+static int format(float v, char *text)
+{
+    char buf[SRV_FMT_FLOAT_BUF + GUARD];
+    memset(buf, 0x5A, sizeof buf);
+    int n = srv_fmt_float(v, buf);
+    for (size_t i = SRV_FMT_FLOAT_BUF; i < sizeof buf; i++)
+        if (buf[i] != 0x5A)
+            fail_msg("0x%08x: wrote byte %zu, past SRV_FMT_FLOAT_BUF", (unsigned)to_bits(v), i);
+    if (n < 1 || n > SRV_FMT_FLOAT_MAX || buf[n] != '\0' || strlen(buf) != (size_t)n)
+        fail_msg("0x%08x: returned %d for a text of %zu characters", (unsigned)to_bits(v), n,
+                 strnlen(buf, SRV_FMT_FLOAT_BUF));
+    memcpy(text, buf, (size_t)n + 1);
+    return n;
+}
+
+/* Splits an unsigned JSON number into significant digits D (no leading or
+ * trailing zeros) and K with value D 10^K; returns the digit count. */
+static int decompose(const char *s, uint64_t *d_out, int *k_out)
+{
+    uint64_t d = 0;
+    int k = 0, n = 0;
+    bool after_point = false;
+    for (; *s && *s != 'e'; s++) {
+        if (*s == '.') {
+            after_point = true;
+            continue;
+        }
+        if (after_point)
+            k--;
+        if (n == 0 && *s == '0')
+            continue;
+        d = d * 10 + (uint64_t)(*s - '0');
+        n++;
+    }
+    if (*s == 'e')
+        k += atoi(s + 1);
+    while (n > 0 && d % 10 == 0) {
+        d /= 10;
+        k++;
+        n--;
+    }
+    *d_out = d;
+    *k_out = k;
+    return n;
+}
+
+/* Reads back as v both ways: strtof, and strtod then a cast (how cJSON and
+ * most JSON readers get a float). */
+static bool reads_back(const char *s, float v)
+{
+    return to_bits(strtof(s, NULL)) == to_bits(v) && to_bits((float)strtod(s, NULL)) == to_bits(v);
+}
+
+static bool reads_back_as(uint64_t d, int k, float v)
+{
+    char s[48];
+    snprintf(s, sizeof s, "%llue%d", (unsigned long long)d, k);
+    return reads_back(s, v);
+}
+
+/* The brute force: the smallest precision p for which "%.{p}g" reads back as
+ * v. It may be one more than the true shortest length, when the nearest
+ * p-digit decimal falls outside v's (asymmetric) rounding interval but
+ * another p-digit decimal is inside. */
+static int brute_force_digits(float v)
+{
+    char s[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(s, sizeof s, "%.*g", p, (double)v);
+        if (reads_back(s, v))
+            return p;
+    }
+    return 99;
+}
+
+typedef struct stats {
+    int brute_every;               /* run the brute force on every n-th value (0: never) */
+    long count;                    /* values checked */
+    long brute_runs, brute_longer; /* brute force runs; those that needed more digits */
+} stats;
+
+/* Every property of one finite v; fails the test with the value otherwise. */
+static void check_value(float v, stats *st)
+{
+    char text[SRV_FMT_FLOAT_BUF + GUARD], neg[SRV_FMT_FLOAT_BUF + GUARD];
+    uint32_t bits = to_bits(v);
+    format(v, text);
+    if (!is_json_number(text))
+        fail_msg("0x%08x: \"%s\" is not a JSON number", (unsigned)bits, text);
+    char *end;
+    float back = strtof(text, &end);
+    if (*end != '\0' || to_bits(back) != bits)
+        fail_msg("0x%08x (%.9g): \"%s\" reads back as %.9g", (unsigned)bits, (double)v, text,
+                 (double)back);
+    back = (float)strtod(text, NULL);
+    if (to_bits(back) != bits)
+        fail_msg("0x%08x (%.9g): \"%s\" reads back through strtod as %.9g", (unsigned)bits,
+                 (double)v, text, (double)back);
+
+    /* The sign is the only difference between v and -v. */
+    format(-v, neg);
+    const char *mag = text[0] == '-' ? text + 1 : text;
+    const char *nmag = neg[0] == '-' ? neg + 1 : neg;
+    if (strcmp(mag, nmag) != 0 || (text[0] == '-') == (neg[0] == '-'))
+        fail_msg("0x%08x: \"%s\" and its negation \"%s\"", (unsigned)bits, text, neg);
+
+    uint64_t d;
+    int k;
+    int n = decompose(mag, &d, &k);
+    if (v == 0) {
+        assert_int_equal(n, 0);
+        return;
+    }
+    /* Shortest, by proof: neither neighbour of D 10^K on the grid of
+     * (n-1)-digit decimals reads back as v (see the exhaustive check). */
+    float av = fabsf(v);
+    if (n >= 2 && (reads_back_as(d / 10, k + 1, av) || reads_back_as(d / 10 + 1, k + 1, av)))
+        fail_msg("0x%08x: \"%s\" is not shortest: %llu or %llu e%d reads back too", (unsigned)bits,
+                 text, (unsigned long long)(d / 10), (unsigned long long)(d / 10 + 1), k + 1);
+    /* Shortest, by brute force: never longer than the first "%.{p}g" that
+     * round-trips. */
+    if (st->brute_every && st->count++ % st->brute_every == 0) {
+        int brute = brute_force_digits(av);
+        if (n > brute)
+            fail_msg("0x%08x: \"%s\" has %d digits, \"%%.%dg\" round-trips", (unsigned)bits, text,
+                     n, brute);
+        st->brute_runs++;
+        st->brute_longer += n < brute;
+    }
+    /* Nearest: when the correctly rounded n-digit decimal ("%.{n-1}e")
+     * round-trips, it is the one we print. */
+    char near[32];
+    snprintf(near, sizeof near, "%.*e", n - 1, (double)av);
+    if (reads_back(near, av) && strtod(near, NULL) != strtod(mag, NULL))
+        fail_msg("0x%08x: \"%s\", but \"%s\" is nearer and reads back too", (unsigned)bits, text,
+                 near);
+}
+
+static void expect_text(float v, const char *want)
+{
+    char text[SRV_FMT_FLOAT_BUF + GUARD];
+    int n = format(v, text);
+    if (strcmp(text, want) != 0)
+        fail_msg("0x%08x (%.9g): got \"%s\", want \"%s\"", (unsigned)to_bits(v), (double)v, text,
+                 want);
+    assert_int_equal(n, (int)strlen(want));
+    stats st = {.brute_every = 1};
+    check_value(v, &st);
+}
+
+static void test_exact_texts(void **state)
+{
+    (void)state;
+    expect_text(0.0f, "0");
+    expect_text(-0.0f, "-0");
+    expect_text(1.0f, "1");
+    expect_text(-1.0f, "-1");
+    expect_text(3.0f, "3");
+    expect_text(0.1f, "0.1");
+    expect_text(-0.1f, "-0.1");
+    expect_text(0.3f, "0.3");
+    expect_text(2.5f, "2.5");
+    expect_text(1.0f / 3.0f, "0.33333334");
+    expect_text(2.0f / 3.0f, "0.6666667");
+    expect_text(3.14159265f, "3.1415927");
+    expect_text(123.45f, "123.45");
+    expect_text(100.0f, "100");
+    expect_text(1000.0f, "1e3"); /* exponent form when strictly shorter */
+    expect_text(1234.0f, "1234");
+    expect_text(0.01f, "0.01");
+    expect_text(0.001f, "1e-3");
+    expect_text(0.00123f, "0.00123");
+    expect_text(0.000123f, "1.23e-4");
+    expect_text(1e-7f, "1e-7");
+    expect_text(1.5e20f, "1.5e20");
+    expect_text(1e10f, "1e10");
+    expect_text(1e38f, "1e38");
+    expect_text(123456792.0f, "123456790");
+    expect_text(16777215.0f, "16777215");
+    expect_text(16777216.0f, "16777216");
+    expect_text(16777218.0f, "16777218");
+    expect_text(FLT_MAX, "3.4028235e38");
+    expect_text(-FLT_MAX, "-3.4028235e38");
+    expect_text(FLT_MIN, "1.1754944e-38");
+    expect_text(-FLT_MIN, "-1.1754944e-38");
+    expect_text(from_bits(0x007FFFFF), "1.1754942e-38"); /* largest subnormal */
+    expect_text(from_bits(0x00000001), "1e-45");         /* smallest subnormal */
+    expect_text(from_bits(0x80000001), "-1e-45");
+    expect_text(from_bits(0x00000002), "3e-45");
+    expect_text(from_bits(0x00000003), "4e-45");
+    expect_text(FLT_EPSILON, "1.1920929e-7");
+    expect_text(nextafterf(1.0f, 2.0f), "1.0000001");
+    expect_text(nextafterf(1.0f, 0.0f), "0.99999994");
+    /* The one float whose shortest decimal, 7.038531e-26, lies within 2^-54
+     * of a midpoint: strtod + cast would round twice and miss. */
+    expect_text(from_bits(0x15AE43FD), "7.0385307e-26");
+    expect_text(from_bits(0x95AE43FD), "-7.0385307e-26");
+    /* The longest text there is, 15 characters. */
+    expect_text(-1.17549435e-38f, "-1.1754944e-38");
+    expect_text(from_bits(0x80800001), "-1.1754945e-38");
+}
+
+static void test_non_finite(void **state)
+{
+    (void)state;
+    char text[SRV_FMT_FLOAT_BUF + GUARD];
+    assert_int_equal(format(INFINITY, text), 3);
+    assert_string_equal(text, "inf");
+    assert_int_equal(format(-INFINITY, text), 4);
+    assert_string_equal(text, "-inf");
+    assert_int_equal(format(NAN, text), 3);
+    assert_string_equal(text, "nan");
+    assert_int_equal(format(-NAN, text), 3);
+    assert_string_equal(text, "nan");
+}
+
+/* Every power of ten in float range prints as one digit, and so do the
+ * floats next to the power-of-two boundaries, where the rounding interval is
+ * lopsided. */
+static void test_powers(void **state)
+{
+    (void)state;
+    stats st = {.brute_every = 1};
+    for (int e = -45; e <= 38; e++) {
+        char s[16];
+        snprintf(s, sizeof s, "1e%d", e);
+        float v = strtof(s, NULL);
+        char text[SRV_FMT_FLOAT_BUF + GUARD];
+        format(v, text);
+        uint64_t d;
+        int k;
+        if (decompose(text, &d, &k) != 1 || d != 1 || k != e)
+            fail_msg("%s prints as \"%s\"", s, text);
+        check_value(v, &st);
+    }
+    for (int e = -149; e <= 127; e++) {
+        float p2 = ldexpf(1.0f, e);
+        check_value(p2, &st);
+        check_value(nextafterf(p2, 0.0f), &st);
+        check_value(nextafterf(p2, INFINITY), &st);
+    }
+}
+
+/* Every subnormal with a short significand and every float with a short
+ * decimal form near the edges of the exponent range. */
+static void test_ranges(void **state)
+{
+    (void)state;
+    stats st = {.brute_every = 1};
+    const uint32_t step = (uint32_t)stride();
+    for (uint32_t b = 0; b < 20000; b += step)
+        check_value(from_bits(b), &st); /* subnormals, smallest first */
+    for (uint32_t b = 0x007FFFFF - 2000; b <= 0x00800000 + 2000; b += step)
+        check_value(from_bits(b), &st); /* across FLT_MIN */
+    for (uint32_t b = 0x7F7FFFFF - 2000; b <= 0x7F7FFFFF; b += step)
+        check_value(from_bits(b), &st); /* up to FLT_MAX */
+    for (uint32_t i = 1; i <= 20000; i += step)
+        check_value((float)i, &st); /* integers: their own shortest form */
+    for (uint32_t i = 1; i <= 20000; i += step)
+        check_value((float)i / 1000.0f, &st); /* short decimals */
+}
+
+/* A million floats: half uniform over all finite bit patterns, half from a
+ * layer-like distribution (normal, scales 1e-3 to 1e3). */
+static void test_random(void **state)
+{
+    (void)state;
+    tu_rng rng;
+    tu_rng_seed(&rng, 20240917);
+    /* The brute force costs up to nine snprintf calls a value: every 10th. */
+    stats st = {.brute_every = 10};
+    const int count = RANDOM_COUNT / stride();
+    for (int i = 0; i < count; i++) {
+        float v;
+        if (i % 2 == 0) {
+            uint32_t b;
+            do {
+                b = (uint32_t)(tu_uniform(&rng, 0, 4294967296.0));
+            } while (((b >> 23) & 0xFF) == 0xFF);
+            v = from_bits(b);
+        } else {
+            double u1 = tu_uniform(&rng, 1e-12, 1), u2 = tu_uniform(&rng, 0, 1);
+            double scale = pow(10.0, tu_uniform(&rng, -3, 3));
+            v = (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2) * scale);
+        }
+        check_value(v, &st);
+    }
+    /* The brute force may be a digit longer (lopsided intervals), never
+     * shorter; say how often, so a change is visible. */
+    print_message("%d values; brute-force %%.{p}g run on %ld, longer than ours for %ld\n", count,
+                  st.brute_runs, st.brute_longer);
+}
+
+/* The texts are numbers to cJSON too, and concatenated into one buffer the
+ * way tensor.c does they make a valid JSON array with the same floats. */
+static void test_json_array(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    tu_rng rng;
+    tu_rng_seed(&rng, 7);
+    float *x = tu_alloc(N, sizeof *x);
+    char *buf = tu_alloc(N * (SRV_FMT_FLOAT_MAX + 1) + 2 + SRV_FMT_FLOAT_BUF, 1);
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(tu_uniform(&rng, -1, 1) * pow(10.0, tu_uniform(&rng, -40, 38)));
+    x[0] = -0.0f;
+    x[1] = FLT_MAX;
+    x[2] = from_bits(1);
+    char *p = buf;
+    *p++ = '[';
+    for (int i = 0; i < N; i++) {
+        if (i)
+            *p++ = ',';
+        p += srv_fmt_float(x[i], p);
+    }
+    *p++ = ']';
+    *p = '\0';
+    cJSON *arr = cJSON_Parse(buf);
+    assert_non_null(arr);
+    assert_int_equal(cJSON_GetArraySize(arr), N);
+    int i = 0;
+    for (const cJSON *c = arr->child; c; c = c->next, i++) {
+        assert_true(cJSON_IsNumber(c));
+        float got = (float)c->valuedouble; /* cJSON reads doubles with strtod */
+        if (to_bits(got) != to_bits(x[i]))
+            fail_msg("element %d: 0x%08x came back as 0x%08x", i, (unsigned)to_bits(x[i]),
+                     (unsigned)to_bits(got));
+    }
+    cJSON_Delete(arr);
+    free(buf);
+    free(x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_texts), cmocka_unit_test(test_non_finite),
+        cmocka_unit_test(test_powers),      cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_random),      cmocka_unit_test(test_json_array),
+    };
+    return cmocka_run_group_tests_name("fmt_float", tests, NULL, NULL);
+}
