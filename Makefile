@@ -50,7 +50,7 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps deps-peers bench-peers lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(BENCH_BIN)
 
@@ -156,6 +156,25 @@ check-layering:
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $$b || exit 1; done
+
+# bench_json measures the server's JSON and base64 paths: it sees server/ and
+# links the server objects it uses plus cJSON (explicit rules win over the
+# pattern rules).
+BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,tensor.o fmt_float.o reply.o errors.o)
+$(BUILD)/bench/bench_json.o: bench/bench_json.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Iserver -c $< -o $@
+$(BUILD)/bench/bench_json: $(BUILD)/bench/bench_json.o $(BENCH_JSON_OBJ)
+	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(SRV_LIBS) -lm
+
+# All 2^32 floats through srv_fmt_float (~20 min on 2 cores; never in make test).
+check-fmt-float: $(BUILD)/bench/check_fmt_float_exhaustive
+	$< --threads $$(nproc)
+$(BUILD)/bench/check_fmt_float_exhaustive.o: bench/check_fmt_float_exhaustive.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Iserver -c $< -o $@
+$(BUILD)/bench/check_fmt_float_exhaustive: $(BUILD)/bench/check_fmt_float_exhaustive.o $(BUILD)/server/fmt_float.o
+	$(CC) $(ALL_LDFLAGS) $^ -o $@ -lpthread -lm
 
 # posattn against NumPy and PyTorch, same shapes and threads, same run (~3 min).
 bench-peers: deps-peers $(BUILD)/bench/bench_peer_posattn

@@ -8,7 +8,7 @@
  * Every wait and every request has a timeout; every server started is killed
  * in the test's teardown if the test failed before stopping it.
  *
- * Tolerance: JSON floats round-trip (%.9g), the server and the library run
+ * Tolerance: JSON floats round-trip (requests %.9g, answers shortest text), the server and the library run
  * the same kernels: |got - want| <= 1e-5 + 1e-4 |want|.
  */
 #include "testutil.h"
@@ -699,7 +699,7 @@ static tensor tensor_rand(tu_rng *r, int ndim, int64_t d0, int64_t d1, int64_t d
     return t;
 }
 
-/* %.9g round-trips every float32. */
+/* "%.9g" round-trips every float32 (how the test writes its requests). */
 static void sb_float(sbuf *b, float v)
 {
     char tmp[32];

@@ -373,7 +373,7 @@ static void test_render_and_parse_back(void **state)
             fail_msg("parse back failed: %s", err.body);
         assert_int_equal(p.ndim, 3);
         assert_memory_equal(p.shape, shape, sizeof shape);
-        /* Bit-exact: "%.9g" round-trips float32, -0 included. */
+        /* Bit-exact: the shortest round-trip text reads back the same float, -0 included. */
         assert_memory_equal(p.data, x, sizeof x);
         srv_tensor_free(&p);
         cJSON_Delete(back);

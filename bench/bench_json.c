@@ -1,0 +1,270 @@
+/* bench_json.c - the cost of carrying float32 tensors as JSON numbers versus
+ * base64, on the same data in the same run (issue 4, "JSON numbers"): our
+ * shortest round-trip formatter against snprintf("%.9g"), cJSON parsing
+ * against a plain strtof loop, and base64 decode/encode as the fast path.
+ *
+ *   build/bench/bench_json           full table (1M floats, best of 5)
+ *   build/bench/bench_json --smoke   tiny sizes, one repetition (make test)
+ *
+ * Single-threaded; every buffer is touched before timing, because a first
+ * touch of fresh pages costs more than the work measured here. Every path is
+ * also checked (the floats come back bit-exact), so the smoke run catches a
+ * broken formatter or parser, not just a broken build.
+ */
+#include "fmt_float.h"
+#include "tensor.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL) {
+        fprintf(stderr, "bench_json: out of memory\n");
+        exit(1);
+    }
+    memset(p, 0, n); /* first touch outside the timed region */
+    return p;
+}
+
+static void check(bool ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "bench_json: %s\n", what);
+        exit(1);
+    }
+}
+
+/* Layer-like activations: normal, with a per-row scale spread over two
+ * decades (rows of 64), seeded. */
+static void fill_layer_like(float *x, size_t n)
+{
+    uint64_t s = 0x9E3779B97F4A7C15u;
+    double scale = 1;
+    for (size_t i = 0; i < n; i++) {
+        double u[3];
+        for (int k = 0; k < 3; k++) {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            u[k] = (double)((s * 0x2545F4914F6CDD1Du) >> 11) * 0x1p-53;
+        }
+        if (i % 64 == 0)
+            scale = pow(10.0, u[2] * 2 - 1.5); /* 0.03 to 3 */
+        x[i] = (float)(sqrt(-2 * log(u[0] + 0x1p-60)) * cos(6.283185307179586 * u[1]) * scale);
+    }
+}
+
+typedef struct ctx {
+    size_t n;
+    const float *x;
+    float *back;
+    char *text; /* our JSON array text */
+    size_t text_len;
+    char *text9; /* the same with %.9g */
+    size_t text9_len;
+    char *b64;
+    size_t b64_len;
+} ctx;
+
+typedef void (*bench_fn)(ctx *c);
+
+/* Best-of-reps seconds for fn(c), after one warm-up call. */
+static double best_time(bench_fn fn, ctx *c, int reps)
+{
+    double best = 1e30;
+    fn(c);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        fn(c);
+        double t = now() - t0;
+        if (t < best)
+            best = t;
+    }
+    return best;
+}
+
+/* "[v,v,...]" the way tensor.c's render_json_array writes it. */
+static void print_ours(ctx *c)
+{
+    char *p = c->text;
+    *p++ = '[';
+    for (size_t i = 0; i < c->n; i++) {
+        if (i)
+            *p++ = ',';
+        p += srv_fmt_float(c->x[i], p);
+    }
+    *p++ = ']';
+    *p = '\0';
+    c->text_len = (size_t)(p - c->text);
+}
+
+static void print_snprintf(ctx *c)
+{
+    char *p = c->text9;
+    *p++ = '[';
+    for (size_t i = 0; i < c->n; i++) {
+        if (i)
+            *p++ = ',';
+        p += snprintf(p, SRV_FMT_FLOAT_MAX + 1, "%.9g", (double)c->x[i]);
+    }
+    *p++ = ']';
+    *p = '\0';
+    c->text9_len = (size_t)(p - c->text9);
+}
+
+/* The whole response path: tensor.c renders a raw node, cJSON prints the
+ * document (copying the raw text once more). */
+static void render_and_print(ctx *c)
+{
+    cJSON *root = cJSON_CreateObject();
+    int64_t shape[1] = {(int64_t)c->n};
+    check(root && srv_tensor_render(root, "t", c->x, 1, shape, SRV_ENCODING_JSON),
+          "srv_tensor_render failed");
+    char *s = cJSON_PrintUnformatted(root);
+    check(s != NULL, "cJSON_PrintUnformatted failed");
+    free(s);
+    cJSON_Delete(root);
+}
+
+/* The reference for render_and_print: cJSON's own numbers, one node per
+ * float, printed with its "%1.15g" then "%1.17g" when that does not read
+ * back. */
+static void cjson_print_numbers(ctx *c)
+{
+    cJSON *arr = cJSON_CreateFloatArray(c->x, (int)c->n);
+    check(arr != NULL, "cJSON_CreateFloatArray failed");
+    char *s = cJSON_PrintUnformatted(arr);
+    check(s != NULL, "cJSON_PrintUnformatted failed");
+    free(s);
+    cJSON_Delete(arr);
+}
+
+/* What a JSON request costs: cJSON builds a node per number, then the values
+ * are copied out as floats (tensor.c's to_float, without its checks). */
+static void parse_cjson(ctx *c)
+{
+    cJSON *arr = cJSON_ParseWithLength(c->text, c->text_len);
+    check(arr != NULL, "cJSON_Parse failed");
+    size_t i = 0;
+    for (const cJSON *e = arr->child; e && i < c->n; e = e->next)
+        c->back[i++] = (float)e->valuedouble;
+    check(i == c->n, "cJSON array has the wrong length");
+    cJSON_Delete(arr);
+}
+
+/* The floor for reading decimal text: strtof over the same array. */
+static void parse_strtof(ctx *c)
+{
+    const char *p = c->text + 1;
+    for (size_t i = 0; i < c->n; i++) {
+        char *end;
+        c->back[i] = strtof(p, &end);
+        p = end + 1; /* the comma */
+    }
+}
+
+static void b64_encode(ctx *c)
+{
+    srv_b64_encode((const unsigned char *)c->x, c->n * sizeof(float), c->b64);
+}
+
+static void b64_decode(ctx *c)
+{
+    size_t got = 0;
+    check(
+        srv_b64_decode(c->b64, c->b64_len, (unsigned char *)c->back, c->n * sizeof(float), &got) &&
+            got == c->n * sizeof(float),
+        "srv_b64_decode failed");
+}
+
+static void expect_same(const ctx *c, const char *what)
+{
+    if (memcmp(c->back, c->x, c->n * sizeof(float)) != 0) {
+        fprintf(stderr, "bench_json: %s did not give back the same floats\n", what);
+        exit(1);
+    }
+    memset(c->back, 0, c->n * sizeof(float));
+}
+
+static void row(const char *name, double ours, const char *ref_name, double ref, const char *target,
+                double target_mps)
+{
+    printf("%-34s %8.1f   %-26s %8.1f %7.1fx", name, ours / 1e6, ref_name, ref / 1e6, ours / ref);
+    if (target_mps > 0)
+        printf("   %-12s %s\n", target, ours >= target_mps ? "met" : "NOT MET");
+    else
+        printf("   %-12s %s\n", "-", "-");
+}
+
+int main(int argc, char **argv)
+{
+    bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
+    const size_t n = smoke ? 1000 : 1000000;
+    const int reps = smoke ? 1 : 5;
+
+    ctx c = {0};
+    c.n = n;
+    float *x = xmalloc(n * sizeof *x);
+    fill_layer_like(x, n);
+    c.x = x;
+    c.back = xmalloc(n * sizeof(float));
+    c.text = xmalloc(n * (SRV_FMT_FLOAT_MAX + 1) + 2 + SRV_FMT_FLOAT_BUF);
+    c.text9 = xmalloc(n * (SRV_FMT_FLOAT_MAX + 1) + 3);
+    c.b64_len = srv_b64_encoded_len(n * sizeof(float));
+    c.b64 = xmalloc(c.b64_len + 1);
+
+    double t_ours = best_time(print_ours, &c, reps);
+    double t_snprintf = best_time(print_snprintf, &c, reps);
+    double t_render = best_time(render_and_print, &c, reps);
+    double t_cjson_print = best_time(cjson_print_numbers, &c, smoke ? 1 : 2); /* ~1 s each */
+    double t_cjson = best_time(parse_cjson, &c, reps);
+    expect_same(&c, "srv_fmt_float + cJSON parse");
+    double t_strtof = best_time(parse_strtof, &c, reps);
+    expect_same(&c, "srv_fmt_float + strtof");
+    double t_enc = best_time(b64_encode, &c, reps);
+    double t_dec = best_time(b64_decode, &c, reps);
+    expect_same(&c, "base64 encode + decode");
+
+    double r_ours = n / t_ours, r_snprintf = n / t_snprintf, r_render = n / t_render;
+    double r_cjson_print = n / t_cjson_print;
+    double r_cjson = n / t_cjson, r_strtof = n / t_strtof, r_enc = n / t_enc, r_dec = n / t_dec;
+
+    printf("JSON numbers vs base64 for float32 tensors: %zu layer-like floats (normal, row\n"
+           "scales 0.03-3), 1 thread, best of %d; M floats/s, ratio = ours / reference\n",
+           n, reps);
+    printf("%-34s %8s   %-26s %8s %8s   %-12s %s\n", "case", "M/s", "reference", "M/s", "ratio",
+           "target", "met");
+    row("print: srv_fmt_float", r_ours, "snprintf(\"%.9g\")", r_snprintf, ">= 20 M/s", 20e6);
+    row("print: tensor render + cJSON print", r_render, "cJSON number array print", r_cjson_print,
+        "", 0);
+    row("parse: cJSON + copy out", r_cjson, "strtof loop", r_strtof, "", 0);
+    row("b64 decode", r_dec, "cJSON parse + copy out", r_cjson, "", 0);
+    row("b64 encode", r_enc, "tensor render + print", r_render, "", 0);
+    printf("text per float: shortest %.2f bytes, %%.9g %.2f bytes, base64 %.2f bytes;\n"
+           "cJSON parse %.0f MB/s of JSON text, strtof %.0f MB/s, b64 decode %.0f MB/s\n",
+           (double)c.text_len / n, (double)c.text9_len / n, (double)c.b64_len / n,
+           (double)c.text_len / t_cjson / 1e6, (double)c.text_len / t_strtof / 1e6,
+           (double)c.b64_len / t_dec / 1e6);
+
+    free(x);
+    free(c.back);
+    free(c.text);
+    free(c.text9);
+    free(c.b64);
+    return 0;
+}

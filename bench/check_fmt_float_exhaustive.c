@@ -1,0 +1,329 @@
+/* check_fmt_float_exhaustive.c - checks srv_fmt_float (server/fmt_float.c)
+ * for every one of the 2^32 float32 bit patterns. Not a benchmark and not
+ * part of make test (about 17 minutes on 2 cores); run it after touching
+ * fmt_float.c:
+ *
+ *   make check-fmt-float      (or by hand:)
+ *   cc -std=c11 -O2 -pthread -Iserver bench/check_fmt_float_exhaustive.c \
+ *      server/fmt_float.c -o check_fmt_float && ./check_fmt_float [--threads N]
+ *      [--from 0xHEX --to 0xHEX]
+ *
+ * For each finite positive float v (negative ones must print as "-" followed
+ * by the text of -v) it checks that the text
+ *   - is a JSON number of at most 15 characters, NUL-terminated, with the
+ *     returned length, and nothing written past SRV_FMT_FLOAT_BUF bytes;
+ *   - reads back as exactly v through glibc's strtof (correctly rounded)
+ *     and through strtod followed by a cast to float (what cJSON and most
+ *     JSON readers do; it rounds twice);
+ *   - is shortest: with D 10^K the text's value, D having n >= 2 digits and
+ *     no trailing zero, neither floor(D/10) 10^(K+1) nor (floor(D/10) + 1)
+ *     10^(K+1) reads back as v both ways. That suffices: the decimals that
+ *     read back as v one way form an interval (both readings are monotonic),
+ *     so do those that do both ways, and that interval holds v and D 10^K;
+ *     any decimal of fewer than n digits inside it forces one of those two
+ *     neighbours of D 10^K on the grid of n-1 digit numbers to be inside too.
+ * Infinities and NaN must print as "inf", "-inf", "nan".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "fmt_float.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { SLACK = 16, MAX_REPORTS = 20 };
+
+typedef struct job {
+    uint64_t from, to; /* positive bit patterns [from, to) */
+    uint64_t checked, failures, shorter_checks;
+    int reports;
+    bool first; /* prints progress */
+} job;
+
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static float from_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+static uint32_t to_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+/* Prints one case, at most MAX_REPORTS per thread. */
+static void print_case(job *j, const char *label, uint32_t bits, const char *text, const char *why)
+{
+    if (j->reports++ >= MAX_REPORTS)
+        return;
+    pthread_mutex_lock(&report_lock);
+    printf("%s 0x%08" PRIx32 " (%.9g): \"%s\": %s\n", label, bits, (double)from_bits(bits), text,
+           why);
+    fflush(stdout);
+    pthread_mutex_unlock(&report_lock);
+}
+
+static void report(job *j, uint32_t bits, const char *text, const char *why)
+{
+    j->failures++;
+    print_case(j, "FAIL", bits, text, why);
+}
+
+/* JSON's number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool is_json_number(const char *s)
+{
+    if (*s == '-')
+        s++;
+    if (*s == '0')
+        s++;
+    else if (*s >= '1' && *s <= '9')
+        while (*s >= '0' && *s <= '9')
+            s++;
+    else
+        return false;
+    if (*s == '.') {
+        s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* Formats into a buffer with a guard zone; checks length, NUL and guard. */
+static bool format_checked(job *j, uint32_t bits, char *text)
+{
+    char buf[SRV_FMT_FLOAT_BUF + SLACK];
+    memset(buf, 0x5A, sizeof buf);
+    int n = srv_fmt_float(from_bits(bits), buf);
+    for (int i = SRV_FMT_FLOAT_BUF; i < (int)sizeof buf; i++) {
+        if (buf[i] != 0x5A) {
+            memcpy(text, buf, SRV_FMT_FLOAT_BUF);
+            text[SRV_FMT_FLOAT_BUF - 1] = '\0';
+            report(j, bits, text, "wrote past SRV_FMT_FLOAT_BUF bytes");
+            return false;
+        }
+    }
+    if (n < 1 || n > SRV_FMT_FLOAT_BUF - 1 || buf[n] != '\0' || (int)strlen(buf) != n) {
+        buf[SRV_FMT_FLOAT_BUF - 1] = '\0';
+        strcpy(text, buf);
+        report(j, bits, text, "returned length does not match the NUL-terminated text");
+        return false;
+    }
+    memcpy(text, buf, (size_t)n + 1);
+    return true;
+}
+
+/* Splits a JSON number text (no sign) into its significant digits, trailing
+ * zeros removed, as an integer D and the exponent K with value D 10^K.
+ * Returns the digit count n (0 for zero). */
+static int decompose(const char *s, uint64_t *d_out, int *k_out)
+{
+    uint64_t d = 0;
+    int k = 0, n = 0;
+    bool after_point = false;
+    for (; *s && *s != 'e' && *s != 'E'; s++) {
+        if (*s == '.') {
+            after_point = true;
+            continue;
+        }
+        if (after_point)
+            k--;
+        if (n == 0 && *s == '0')
+            continue; /* leading zero */
+        d = d * 10 + (uint64_t)(*s - '0');
+        n++;
+    }
+    if (*s)
+        k += atoi(s + 1);
+    while (n > 0 && d % 10 == 0) {
+        d /= 10;
+        k++;
+        n--;
+    }
+    *d_out = d;
+    *k_out = k;
+    return n;
+}
+
+/* Whether "<d>e<k>" reads back as v through strtof and through strtod plus
+ * a cast (built by hand: snprintf would double the run time). */
+static bool reads_back_as(uint64_t d, int k, float v)
+{
+    char s[48], *p = s + 24, *q = p;
+    do {
+        *--q = (char)('0' + d % 10);
+        d /= 10;
+    } while (d);
+    *p++ = 'e';
+    if (k < 0) {
+        *p++ = '-';
+        k = -k;
+    }
+    char *e = p;
+    do {
+        *p++ = (char)('0' + k % 10);
+        k /= 10;
+    } while (k);
+    for (char *a = e, *b = p - 1; a < b; a++, b--) {
+        char c = *a;
+        *a = *b;
+        *b = c;
+    }
+    *p = '\0';
+    return to_bits(strtof(q, NULL)) == to_bits(v) && to_bits((float)strtod(q, NULL)) == to_bits(v);
+}
+
+static void check_one(job *j, uint32_t bits)
+{
+    char text[SRV_FMT_FLOAT_BUF + SLACK], neg[SRV_FMT_FLOAT_BUF + SLACK];
+    float v = from_bits(bits);
+    uint32_t nbits = bits | 0x80000000u;
+    if (!format_checked(j, bits, text) || !format_checked(j, nbits, neg))
+        return;
+    j->checked += 2;
+
+    if (!isfinite(v)) {
+        const char *want = isnan(v) ? "nan" : "inf";
+        const char *want_neg = isnan(v) ? "nan" : "-inf";
+        if (strcmp(text, want) != 0)
+            report(j, bits, text, "non-finite text");
+        if (strcmp(neg, want_neg) != 0)
+            report(j, nbits, neg, "non-finite text");
+        return;
+    }
+    if (neg[0] != '-' || strcmp(neg + 1, text) != 0)
+        report(j, nbits, neg, "is not \"-\" followed by the text of its absolute value");
+    if (!is_json_number(text)) {
+        report(j, bits, text, "not a JSON number");
+        return;
+    }
+    char *end = NULL;
+    float back = strtof(text, &end);
+    if (*end != '\0' || to_bits(back) != bits) {
+        report(j, bits, text, "does not read back as the same float");
+        return;
+    }
+    /* The server (cJSON) and most JSON libraries read a double and narrow
+     * it: a decimal within 2^-54 of a midpoint between two floats would
+     * round twice. */
+    if (to_bits((float)strtod(text, NULL)) != bits) {
+        report(j, bits, text, "strtod then (float) reads another float (double rounding)");
+        return;
+    }
+    uint64_t d;
+    int k;
+    int n = decompose(text, &d, &k);
+    if (n >= 2) {
+        j->shorter_checks++;
+        uint64_t a = d / 10;
+        if (reads_back_as(a, k + 1, v) || reads_back_as(a + 1, k + 1, v))
+            report(j, bits, text, "not shortest: a decimal with fewer digits reads back too");
+    }
+}
+
+static double now_seconds(void);
+
+static void *run(void *arg)
+{
+    job *j = arg;
+    double t0 = now_seconds();
+    uint64_t step = (j->to - j->from) / 16 + 1;
+    for (uint64_t b = j->from; b < j->to; b++) {
+        check_one(j, (uint32_t)b);
+        if ((b - j->from) % step == step - 1 && j->first) {
+            pthread_mutex_lock(&report_lock);
+            printf("  thread 0: %2.0f%% after %.0f s\n",
+                   100.0 * (double)(b - j->from + 1) / (double)(j->to - j->from),
+                   now_seconds() - t0);
+            fflush(stdout);
+            pthread_mutex_unlock(&report_lock);
+        }
+    }
+    return NULL;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 2;
+    uint64_t from = 0, to = 0x80000000u; /* positive patterns; each brings its negative */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
+            from = strtoull(argv[++i], NULL, 0) & 0x7FFFFFFFu;
+        else if (strcmp(argv[i], "--to") == 0 && i + 1 < argc)
+            to = strtoull(argv[++i], NULL, 0);
+        else {
+            fprintf(stderr, "usage: %s [--threads N] [--from 0xHEX] [--to 0xHEX]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (to > 0x80000000u)
+        to = 0x80000000u;
+    if (threads < 1 || threads > 256 || from >= to) {
+        fprintf(stderr, "bad --threads or empty range\n");
+        return 2;
+    }
+
+    /* Interleaved blocks would balance better, but the cost per value hardly
+     * depends on the exponent, so contiguous slices are fine. */
+    job *jobs = calloc((size_t)threads, sizeof *jobs);
+    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+    if (!jobs || !tids)
+        return 2;
+    double t0 = now_seconds();
+    uint64_t span = to - from;
+    for (int t = 0; t < threads; t++) {
+        jobs[t].from = from + span * (uint64_t)t / (uint64_t)threads;
+        jobs[t].to = from + span * (uint64_t)(t + 1) / (uint64_t)threads;
+        jobs[t].first = t == 0;
+        if (pthread_create(&tids[t], NULL, run, &jobs[t]) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            return 2;
+        }
+    }
+    uint64_t checked = 0, failures = 0, shorter = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(tids[t], NULL);
+        checked += jobs[t].checked;
+        failures += jobs[t].failures;
+        shorter += jobs[t].shorter_checks;
+    }
+    double secs = now_seconds() - t0;
+    printf("check_fmt_float_exhaustive: bit patterns 0x%08" PRIx64 "..0x%08" PRIx64
+           " and their negatives: %" PRIu64 " formatted, %" PRIu64
+           " shortest-length proofs, %" PRIu64 " failures, %.1f s on %d threads\n",
+           from, to - 1, checked, shorter, failures, secs, threads);
+    free(jobs);
+    free(tids);
+    return failures ? 1 : 0;
+}
