@@ -3,6 +3,7 @@
 #   make run     install what is missing, build, start posattnd on 127.0.0.1:8080
 #   make test    install what is missing, build, run every test
 #   make bench   build and run the benchmarks (never part of make test)
+#   make load    compare schemes under load against a spawned server (posattn-load)
 #   make asan / tsan / valgrind / format / check-layering / clean
 #
 # Flags come from here only. User CFLAGS/LDFLAGS are appended, never replaced.
@@ -47,12 +48,18 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c))
 
+LOAD_SRC := $(wildcard tools/load/*.c)
+LOAD_OBJ := $(LOAD_SRC:%.c=$(BUILD)/%.o)
+LOAD_BIN := $(BUILD)/posattn-load
+LOAD_CFLAGS := $(shell pkg-config --cflags libcurl libcjson 2>/dev/null)
+LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson) -lpthread -lm
+
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
-all: lib $(POSATTND) $(BENCH_BIN)
+all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
 lib: $(LIB_A)
 
@@ -129,7 +136,7 @@ run: deps
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.
 test: deps
-	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients unit
+	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients load-test unit
 
 unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
@@ -156,6 +163,26 @@ check-layering:
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $$b || exit 1; done
+
+# posattn-load is a client: libcurl and cJSON, nothing from lib/ or server/.
+$(BUILD)/tools/load/%.o: tools/load/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LOAD_CFLAGS) -c $< -o $@
+
+$(LOAD_BIN): $(LOAD_OBJ)
+	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(LOAD_LIBS)
+
+# make load: a short scheme comparison against a spawned server (~20 s).
+LOAD_ARGS ?= --schemes none,rope,rope:yarn,alibi,t5,shaw --lengths 128,512 --heads 8 \
+             --head-dim 64 --concurrency 4 --encoding b64 --duration 1.5 --warmup 0.3
+load: deps
+	$(MAKE) --no-print-directory $(POSATTND) $(LOAD_BIN)
+	$(LOAD_BIN) --spawn $(POSATTND) $(LOAD_ARGS) \
+	    --json $(BUILD)/load-report.json --html $(BUILD)/load-report.html
+	@echo "reports: $(BUILD)/load-report.json $(BUILD)/load-report.html"
+
+load-test: $(POSATTND) $(LOAD_BIN)
+	@tools/load/test_load.sh $(BUILD)
 
 # bench_json measures the server's JSON and base64 paths: it sees server/ and
 # links the server objects it uses plus cJSON (explicit rules win over the
@@ -202,7 +229,7 @@ valgrind: deps $(TEST_BIN)
 	@OPENBLAS_NUM_THREADS=1 tests/run-unit.sh --valgrind $(TEST_BIN)
 
 format:
-	clang-format -i include/*.h lib/*.[ch] server/*.[ch] tests/*.[ch] bench/*.c
+	clang-format -i include/*.h lib/*.[ch] server/*.[ch] tests/*.[ch] bench/*.c tools/load/*.[ch]
 
 clean:
 	rm -rf build build-*
@@ -210,5 +237,5 @@ clean:
 # Container, compose, Kubernetes and load-balancer targets.
 -include deploy/deploy.mk
 
--include $(LIB_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

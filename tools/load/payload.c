@@ -1,0 +1,242 @@
+/* payload.c - posattn-load's request bodies: a /v1/attention batch for one
+ * (scheme, length), with q/k/v and any scheme tables drawn from a seeded
+ * generator, so the same flags always send the same bytes.
+ */
+#include "load.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A growing byte buffer; on allocation failure it sets oom and stops. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_reserve(sbuf *b, size_t more)
+{
+    if (b->oom || b->len + more + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = 1;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    sb_reserve(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* splitmix64: small, fast and good enough for test inputs. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Values k/10000 in [-1, 1]: short in JSON and exact to print. */
+static int rng_tenthousandths(uint64_t *s)
+{
+    return (int)(rng_next(s) % 20001) - 10000;
+}
+
+static void put_json_value(sbuf *b, int k)
+{
+    char tmp[16];
+    int neg = k < 0;
+    unsigned a = (unsigned)(neg ? -k : k);
+    int n = snprintf(tmp, sizeof tmp, "%s%u.%04u", neg ? "-" : "", a / 10000, a % 10000);
+    sb_put(b, tmp, (size_t)n);
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* A tensor {"shape":[...],"data"|"b64":...} of count seeded values. */
+static void put_tensor(sbuf *b, const load_config *c, const int *shape, int rank, uint64_t *rng)
+{
+    size_t count = 1;
+    sb_str(b, "{\"shape\":[");
+    for (int i = 0; i < rank; i++) {
+        sb_printf(b, i ? ",%d" : "%d", shape[i]);
+        count *= (size_t)shape[i];
+    }
+    if (c->encoding == LOAD_ENC_JSON) {
+        sb_str(b, "],\"data\":[");
+        sb_reserve(b, count * 8);
+        for (size_t i = 0; i < count && !b->oom; i++) {
+            if (i)
+                sb_put(b, ",", 1);
+            put_json_value(b, rng_tenthousandths(rng));
+        }
+        sb_str(b, "]}");
+        return;
+    }
+    sb_str(b, "],\"b64\":\"");
+    sb_reserve(b, (count * 4 + 2) / 3 * 4 + 4);
+    unsigned char q[3];
+    int nq = 0;
+    char out[4];
+    for (size_t i = 0; i < count && !b->oom; i++) {
+        float f = (float)rng_tenthousandths(rng) / 10000.0f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        for (int j = 0; j < 4; j++) { /* little-endian bytes */
+            q[nq++] = (unsigned char)(u >> (8 * j));
+            if (nq == 3) {
+                out[0] = B64[q[0] >> 2];
+                out[1] = B64[((q[0] & 3) << 4) | (q[1] >> 4)];
+                out[2] = B64[((q[1] & 15) << 2) | (q[2] >> 6)];
+                out[3] = B64[q[2] & 63];
+                sb_put(b, out, 4);
+                nq = 0;
+            }
+        }
+    }
+    if (nq) {
+        if (nq == 1)
+            q[1] = 0;
+        q[2] = 0;
+        out[0] = B64[q[0] >> 2];
+        out[1] = B64[((q[0] & 3) << 4) | (q[1] >> 4)];
+        out[2] = nq == 2 ? B64[((q[1] & 15) << 2) | (q[2] >> 6)] : '=';
+        out[3] = '=';
+        sb_put(b, out, 4);
+    }
+    sb_str(b, "\"}");
+}
+
+static const char *const ROPE_SCALINGS[] = {"linear", "ntk", "dynamic", "yarn", "llama3"};
+
+int load_scheme_known(const char *s, char *err, size_t errlen)
+{
+    if (!strcmp(s, "none") || !strcmp(s, "rope") || !strcmp(s, "alibi") || !strcmp(s, "t5") ||
+        !strcmp(s, "shaw"))
+        return 1;
+    if (!strncmp(s, "rope:", 5)) {
+        for (size_t i = 0; i < sizeof ROPE_SCALINGS / sizeof *ROPE_SCALINGS; i++)
+            if (!strcmp(s + 5, ROPE_SCALINGS[i]))
+                return 1;
+        snprintf(err, errlen,
+                 "scheme '%s': rope scalings are rope:linear, rope:ntk, rope:dynamic, rope:yarn, "
+                 "rope:llama3",
+                 s);
+        return 0;
+    }
+    if (!strcmp(s, "sinusoidal") || !strcmp(s, "learned")) {
+        snprintf(err, errlen,
+                 "scheme '%s' needs layer mode (x, w_q, w_k, w_v), which posattn-load does not "
+                 "generate yet; the q/k/v schemes are none, rope[:scaling], alibi, t5, shaw",
+                 s);
+        return 0;
+    }
+    snprintf(err, errlen, "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, ...)", s);
+    return 0;
+}
+
+/* Relative distances shaw keeps apart; rel_k then has 2K+1 rows. */
+#define SHAW_K 16
+#define T5_BUCKETS 32
+
+static void put_scheme(sbuf *b, const load_config *c, const char *s, int length, uint64_t *rng)
+{
+    int orig = length / 4 > 0 ? length / 4 : 1;
+    if (!strcmp(s, "t5")) {
+        int shape[2] = {T5_BUCKETS, c->heads};
+        sb_printf(b, "{\"type\":\"t5\",\"num_buckets\":%d,\"table\":", T5_BUCKETS);
+        put_tensor(b, c, shape, 2, rng);
+        sb_str(b, "}");
+    } else if (!strcmp(s, "shaw")) {
+        int shape[2] = {2 * SHAW_K + 1, c->head_dim};
+        sb_printf(b, "{\"type\":\"shaw\",\"max_relative_position\":%d,\"rel_k\":", SHAW_K);
+        put_tensor(b, c, shape, 2, rng);
+        sb_str(b, "}");
+    } else if (!strcmp(s, "rope:linear") || !strcmp(s, "rope:ntk")) {
+        sb_printf(b, "{\"type\":\"rope\",\"scaling\":\"%s\",\"factor\":4}", s + 5);
+    } else if (!strcmp(s, "rope:dynamic") || !strcmp(s, "rope:yarn")) {
+        sb_printf(b, "{\"type\":\"rope\",\"scaling\":\"%s\",\"factor\":4,\"original_max_position\":%d}",
+                  s + 5, orig);
+    } else if (!strcmp(s, "rope:llama3")) {
+        sb_printf(b, "{\"type\":\"rope\",\"scaling\":\"llama3\",\"factor\":8,\"original_max_position\":%d}",
+                  orig);
+    } else {
+        sb_printf(b, "{\"type\":\"%s\"}", s); /* none, rope, alibi */
+    }
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 0x100000001B3ULL;
+    return h;
+}
+
+char *load_payload_build(const load_config *c, const char *scheme, int length, unsigned variant,
+                         size_t *len, char *err, size_t errlen)
+{
+    sbuf b = {0};
+    if (!load_scheme_known(scheme, err, errlen))
+        return NULL;
+    uint64_t rng = hash_str(0xCBF29CE484222325ULL ^ c->seed, scheme);
+    rng ^= ((uint64_t)length << 32) ^ ((uint64_t)variant * 0x9E3779B97F4A7C15ULL);
+    int qs[3] = {length, c->heads, c->head_dim};
+    int ks[3] = {length, c->kv_heads, c->head_dim};
+
+    sb_str(&b, "{\"inputs\":[");
+    for (int i = 0; i < c->batch && !b.oom; i++) {
+        sb_printf(&b, "%s{\"id\":%d,\"scheme\":", i ? "," : "", i);
+        put_scheme(&b, c, scheme, length, &rng);
+        if (c->causal)
+            sb_str(&b, ",\"causal\":true");
+        sb_str(&b, ",\"q\":");
+        put_tensor(&b, c, qs, 3, &rng);
+        sb_str(&b, ",\"k\":");
+        put_tensor(&b, c, ks, 3, &rng);
+        sb_str(&b, ",\"v\":");
+        put_tensor(&b, c, ks, 3, &rng);
+        sb_str(&b, "}");
+    }
+    sb_str(&b, "]");
+    /* A client that sends base64 wants base64 back: it is the fast path. */
+    if (c->encoding == LOAD_ENC_B64)
+        sb_str(&b, ",\"output_encoding\":\"b64\"");
+    sb_str(&b, "}");
+    if (b.oom) {
+        free(b.p);
+        snprintf(err, errlen, "out of memory building a %s request of length %d", scheme, length);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}

@@ -1,0 +1,399 @@
+/* posattn-load.c - a load generator that compares positional schemes through
+ * posattnd's real HTTP path: flags, the safety checks (an explicit bound,
+ * loopback only), --spawn, the phase loop and the reports.
+ *
+ * Files: hist.c (latency histogram), payload.c (seeded request bodies),
+ * runner.c (libcurl multi driver, /metrics), spawn.c, report.c.
+ */
+#include "load.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static const char USAGE[] =
+    "usage: posattn-load (--duration S | --requests N) [options]\n"
+    "\n"
+    "Drives posattnd's POST /v1/attention with a closed loop of --concurrency\n"
+    "requests, one phase per (scheme, length, concurrency), and reports\n"
+    "throughput, client latency percentiles and the server's queue/compute split.\n"
+    "\n"
+    "  --url URL            target (default http://127.0.0.1:8080); loopback only\n"
+    "  --allow-remote       allow a non-loopback --url\n"
+    "  --spawn PATH         start PATH (posattnd) on a free 127.0.0.1 port, stop it at the end\n"
+    "  --server-arg ARG     pass ARG to the spawned server (repeatable)\n"
+    "  --api-key KEY        send Authorization: Bearer KEY\n"
+    "  --schemes LIST       none, rope, rope:yarn, rope:linear, rope:ntk, rope:dynamic,\n"
+    "                       rope:llama3, alibi, t5, shaw (default rope)\n"
+    "  --lengths LIST       sequence lengths Lq = Lk (default 128)\n"
+    "  --heads N            query heads (default 8)\n"
+    "  --kv-heads N         key/value heads, divides --heads (default --heads)\n"
+    "  --head-dim N         head dimension (default 64)\n"
+    "  --batch N            items per request (default 1)\n"
+    "  --concurrency LIST   requests in flight (default 4; a list runs each)\n"
+    "  --duration S         seconds per phase (at most 3600)\n"
+    "  --requests N         requests per phase (at most 10000000)\n"
+    "                       (with both, a phase ends when both are reached)\n"
+    "  --warmup S           unmeasured seconds before each phase (default 0)\n"
+    "  --encoding json|b64  tensor encoding, both ways (default json)\n"
+    "  --causal             causal mask\n"
+    "  --seed N             input generator seed (default 1)\n"
+    "  --json FILE          JSON report (- for stdout)\n"
+    "  --csv FILE           CSV report (- for stdout)\n"
+    "  --html FILE          HTML report with inline SVG charts\n"
+    "  --quiet              no terminal table\n"
+    "  -h, --help           this help\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("posattn-load: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n(posattn-load --help for usage)\n", stderr);
+    return 2;
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_int_list(const char *s, long lo, long hi, int *out, int *n)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long v;
+        if (*n == LOAD_MAX_LIST || parse_long(tok, lo, hi, &v) != 0)
+            return -1;
+        out[(*n)++] = (int)v;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+/* Only these hosts are ours to load without --allow-remote. */
+static int is_loopback(const char *host)
+{
+    if (!strcasecmp(host, "localhost") || !strcmp(host, "::1") || !strcmp(host, "[::1]"))
+        return 1;
+    if (strncmp(host, "127.", 4) != 0)
+        return 0;
+    for (const char *p = host + 4; *p; p++)
+        if ((*p < '0' || *p > '9') && *p != '.')
+            return 0;
+    return 1;
+}
+
+static int check_url(const load_config *c)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *scheme = NULL;
+    int rc = 0;
+    if (!u || curl_url_set(u, CURLUPART_URL, c->url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+        rc = usage_error("--url '%s' is not a URL", c->url);
+    } else if (strcmp(scheme, "http") && strcmp(scheme, "https")) {
+        rc = usage_error("--url '%s': only http and https", c->url);
+    } else if (!c->allow_remote && !is_loopback(host)) {
+        fprintf(stderr,
+                "posattn-load: refusing to load %s: '%s' is not a loopback address "
+                "(pass --allow-remote if that server is yours to load)\n",
+                c->url, host);
+        rc = 2;
+    }
+    curl_free(host);
+    curl_free(scheme);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+static int healthz(const load_config *c)
+{
+    char url[1100];
+    long code = 0;
+    CURL *h = curl_easy_init();
+    if (!h)
+        return -1;
+    snprintf(url, sizeof url, "%s/healthz", c->url);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+    curl_easy_setopt(h, CURLOPT_NOBODY, 0L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fwrite);
+    FILE *null = fopen("/dev/null", "w");
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, null);
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    if (null)
+        fclose(null);
+    if (rc != CURLE_OK || code != 200) {
+        fprintf(stderr, "posattn-load: %s/healthz: %s\n", c->url,
+                rc != CURLE_OK ? curl_easy_strerror(rc) : "not 200");
+        return -1;
+    }
+    return 0;
+}
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    load_interrupted = 1;
+}
+
+/* Parses argv into c; returns 0, 1 for --help, or 2 on a usage error. */
+static int parse_args(load_config *c, int argc, char **argv, int *url_given)
+{
+    char scheme_buf[1024] = "rope";
+    long v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        char name[64];
+        const char *eq = strchr(a, '=');
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return 1;
+        if (strncmp(a, "--", 2) != 0)
+            return usage_error("unexpected argument '%s'", a);
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
+        int is_bool = !strcmp(name, "--causal") || !strcmp(name, "--allow-remote") ||
+                      !strcmp(name, "--quiet");
+        if (is_bool) {
+            if (eq)
+                return usage_error("%s takes no value", name);
+        } else if (eq) {
+            val = eq + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            return usage_error("%s needs a value", name);
+        }
+#define BAD(what) return usage_error("%s: " what, a)
+        if (!strcmp(name, "--causal"))
+            c->causal = 1;
+        else if (!strcmp(name, "--allow-remote"))
+            c->allow_remote = 1;
+        else if (!strcmp(name, "--quiet"))
+            c->quiet = 1;
+        else if (!strcmp(name, "--url"))
+            c->url = val, *url_given = 1;
+        else if (!strcmp(name, "--spawn"))
+            c->spawn = val;
+        else if (!strcmp(name, "--server-arg")) {
+            if (c->n_server_args == LOAD_MAX_SERVER_ARGS)
+                BAD("too many --server-arg");
+            c->server_args[c->n_server_args++] = val;
+        } else if (!strcmp(name, "--api-key"))
+            c->api_key = val;
+        else if (!strcmp(name, "--schemes"))
+            snprintf(scheme_buf, sizeof scheme_buf, "%s", val);
+        else if (!strcmp(name, "--lengths")) {
+            if (parse_int_list(val, 1, 1 << 20, c->lengths, &c->n_lengths))
+                BAD("a comma list of lengths 1..1048576");
+        } else if (!strcmp(name, "--concurrency")) {
+            if (parse_int_list(val, 1, LOAD_MAX_CONCURRENCY, c->concurrency, &c->n_concurrency))
+                BAD("a comma list of 1..1024");
+        } else if (!strcmp(name, "--heads")) {
+            if (parse_long(val, 1, 4096, &v))
+                BAD("1..4096");
+            c->heads = (int)v;
+        } else if (!strcmp(name, "--kv-heads")) {
+            if (parse_long(val, 1, 4096, &v))
+                BAD("1..4096");
+            c->kv_heads = (int)v;
+        } else if (!strcmp(name, "--head-dim")) {
+            if (parse_long(val, 1, 65536, &v))
+                BAD("1..65536");
+            c->head_dim = (int)v;
+        } else if (!strcmp(name, "--batch")) {
+            if (parse_long(val, 1, 4096, &v))
+                BAD("1..4096");
+            c->batch = (int)v;
+        } else if (!strcmp(name, "--duration")) {
+            if (parse_double(val, 0.001, LOAD_MAX_DURATION_S, &c->duration_s))
+                BAD("seconds, more than 0 and at most 3600");
+        } else if (!strcmp(name, "--requests")) {
+            if (parse_long(val, 1, LOAD_MAX_REQUESTS, &c->requests))
+                BAD("1..10000000");
+        } else if (!strcmp(name, "--warmup")) {
+            if (parse_double(val, 0, 600, &c->warmup_s))
+                BAD("seconds, 0..600");
+        } else if (!strcmp(name, "--encoding")) {
+            if (!strcmp(val, "json"))
+                c->encoding = LOAD_ENC_JSON;
+            else if (!strcmp(val, "b64"))
+                c->encoding = LOAD_ENC_B64;
+            else
+                BAD("json or b64");
+        } else if (!strcmp(name, "--seed")) {
+            char *end;
+            errno = 0;
+            c->seed = strtoull(val, &end, 10);
+            if (errno || end == val || *end)
+                BAD("a non-negative integer");
+        } else if (!strcmp(name, "--json"))
+            c->json_path = val;
+        else if (!strcmp(name, "--csv"))
+            c->csv_path = val;
+        else if (!strcmp(name, "--html"))
+            c->html_path = val;
+        else
+            return usage_error("unknown flag '%s'", name);
+#undef BAD
+    }
+
+    c->n_schemes = 0;
+    for (char *save, *tok = strtok_r(scheme_buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char err[256];
+        if (c->n_schemes == LOAD_MAX_LIST)
+            return usage_error("%s", "--schemes: at most 32");
+        if (!load_scheme_known(tok, err, sizeof err))
+            return usage_error("%s", err);
+        c->schemes[c->n_schemes++] = strdup(tok);
+    }
+    if (c->n_schemes == 0)
+        return usage_error("%s", "--schemes is empty");
+    if (c->duration_s <= 0 && c->requests <= 0)
+        return usage_error("%s", "refusing to run unbounded: give --duration S or --requests N");
+    if (c->kv_heads == 0)
+        c->kv_heads = c->heads;
+    if (c->heads % c->kv_heads != 0) {
+        char m[64];
+        snprintf(m, sizeof m, "--kv-heads %d does not divide --heads %d", c->kv_heads, c->heads);
+        return usage_error("%s", m);
+    }
+    if (c->spawn && *url_given)
+        return usage_error("%s", "--spawn and --url exclude each other");
+    if (c->n_server_args && !c->spawn)
+        return usage_error("%s", "--server-arg needs --spawn");
+    /* One request body must stay reasonable: q, k and v of every item. */
+    for (int l = 0; l < c->n_lengths; l++) {
+        double floats = (double)c->batch * c->lengths[l] * c->head_dim *
+                        (double)(c->heads + 2 * c->kv_heads);
+        if (floats * (c->encoding == LOAD_ENC_B64 ? 5.34 : 8.0) > 512.0 * 1024 * 1024)
+            return usage_error("%s", "a request body would exceed 512 MB: lower --lengths, "
+                                     "--batch, --heads or --head-dim");
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    load_config c = {0};
+    char spawned_url[256];
+    int url_given = 0, rc;
+
+    c.url = "http://127.0.0.1:8080";
+    c.lengths[0] = 128;
+    c.n_lengths = 1;
+    c.concurrency[0] = 4;
+    c.n_concurrency = 1;
+    c.heads = 8;
+    c.head_dim = 64;
+    c.batch = 1;
+    c.seed = 1;
+    rc = parse_args(&c, argc, argv, &url_given);
+    if (rc == 1) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (rc != 0)
+        return rc;
+    c.progress = isatty(STDERR_FILENO);
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "posattn-load: curl_global_init failed\n");
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (c.spawn) {
+        if (load_spawn_start(&c, spawned_url, sizeof spawned_url) != 0)
+            return 1;
+        c.url = spawned_url;
+    } else {
+        /* "http://host:port/" and "http://host:port" name the same base. */
+        static char base[1024];
+        snprintf(base, sizeof base, "%s", c.url);
+        size_t n = strlen(base);
+        while (n > 0 && base[n - 1] == '/')
+            base[--n] = 0;
+        c.url = base;
+    }
+    if ((rc = check_url(&c)) != 0 || healthz(&c) != 0) {
+        rc = rc ? rc : 1;
+        goto out;
+    }
+
+    int n_phases = c.n_schemes * c.n_lengths * c.n_concurrency, done = 0;
+    load_result *results = calloc((size_t)n_phases, sizeof *results);
+    if (!results) {
+        rc = 1;
+        goto out;
+    }
+    for (int s = 0; s < c.n_schemes && !load_interrupted; s++)
+        for (int l = 0; l < c.n_lengths && !load_interrupted; l++)
+            for (int k = 0; k < c.n_concurrency && !load_interrupted; k++) {
+                if (load_run_phase(&c, c.schemes[s], c.lengths[l], c.concurrency[k],
+                                   &results[done]) != 0) {
+                    rc = 1;
+                    goto report;
+                }
+                done++;
+            }
+report:
+    if (load_interrupted)
+        fprintf(stderr, "posattn-load: interrupted; reporting the %d finished phase(s)\n", done);
+    {
+        int to_stdout = (c.json_path && !strcmp(c.json_path, "-")) ||
+                        (c.csv_path && !strcmp(c.csv_path, "-")) ||
+                        (c.html_path && !strcmp(c.html_path, "-"));
+        if (!c.quiet)
+            load_report_table(to_stdout ? stderr : stdout, &c, results, done);
+        if (c.json_path && load_report_json(c.json_path, &c, results, done) != 0)
+            rc = 1;
+        if (c.csv_path && load_report_csv(c.csv_path, &c, results, done) != 0)
+            rc = 1;
+        if (c.html_path && load_report_html(c.html_path, &c, results, done) != 0)
+            rc = 1;
+    }
+    free(results);
+out:
+    fflush(stdout);
+    if (c.spawn) {
+        int st = load_spawn_stop();
+        if (st != 0)
+            fprintf(stderr, "posattn-load: the spawned server exited with status %d\n", st);
+    }
+    for (int i = 0; i < c.n_schemes; i++)
+        free(c.schemes[i]);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,448 @@
+/* report.c - posattn-load's outputs: the terminal table, --json, --csv and
+ * --html (a self-contained page with inline SVG charts, no scripts).
+ */
+#include "load.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double PCTS[] = {50.0, 90.0, 99.0, 99.9};
+static const char *const PCT_NAMES[] = {"p50", "p90", "p99", "p99_9"};
+#define N_PCTS 4
+
+static double ms(uint64_t us)
+{
+    return (double)us / 1000.0;
+}
+
+static double rate(double n, double s)
+{
+    return s > 0 ? n / s : 0.0;
+}
+
+static double mean_ms(double sum_s, double count)
+{
+    return count > 0 ? sum_s / count * 1000.0 : 0.0;
+}
+
+static const char *enc_name(const load_config *c)
+{
+    return c->encoding == LOAD_ENC_B64 ? "b64" : "json";
+}
+
+static void describe(FILE *f, const load_config *c, const char *nl)
+{
+    fprintf(f, "target %s%s  heads %d  kv_heads %d  head_dim %d  batch %d  %s%s  seed %llu  ",
+            c->url, c->spawn ? " (spawned)" : "", c->heads, c->kv_heads, c->head_dim, c->batch,
+            enc_name(c), c->causal ? "  causal" : "", c->seed);
+    if (c->requests > 0)
+        fprintf(f, "%ld requests", c->requests);
+    if (c->duration_s > 0)
+        fprintf(f, "%s%.3g s", c->requests > 0 ? " or " : "", c->duration_s);
+    fprintf(f, " per phase, warm-up %.3g s%s", c->warmup_s, nl);
+}
+
+void load_report_table(FILE *f, const load_config *c, const load_result *r, int n)
+{
+    describe(f, c, "\n\n");
+    fprintf(f, "%-12s %6s %4s %9s %9s %8s %8s %8s %8s %8s %8s %8s %7s %9s %9s %9s\n", "scheme", "L",
+            "conc", "req/s", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms",
+            "sent", "ok", "errors", "queue ms", "comp ms", "srv ms");
+    for (int i = 0; i < n; i++) {
+        const load_result *x = &r[i];
+        fprintf(f, "%-12s %6d %4d %9.1f %9.1f", x->scheme, x->length, x->concurrency,
+                rate((double)x->ok, x->elapsed_s),
+                rate((double)x->ok * c->batch, x->elapsed_s));
+        for (int p = 0; p < N_PCTS; p++)
+            fprintf(f, " %8.3f", ms(load_hist_percentile(&x->hist, PCTS[p])));
+        fprintf(f, " %8.3f %8ld %8ld %7ld", ms(x->hist.max_us), x->sent, x->ok, x->errors);
+        if (x->server.valid)
+            fprintf(f, " %9.3f %9.3f %9.3f\n",
+                    mean_ms(x->server.queue_sum_s, x->server.queue_count),
+                    mean_ms(x->server.compute_sum_s, x->server.compute_count),
+                    mean_ms(x->server.request_sum_s, x->server.request_count));
+        else
+            fprintf(f, " %9s %9s %9s\n", "-", "-", "-");
+    }
+    int any = 0;
+    for (int i = 0; i < n; i++)
+        for (int s = 0; s < r[i].n_status; s++) {
+            if (!any++)
+                fprintf(f, "\nerrors:\n");
+            fprintf(f, "  %s L=%d c=%d: %s x %ld  (%s)\n", r[i].scheme, r[i].length,
+                    r[i].concurrency, r[i].status[s].key, r[i].status[s].count,
+                    r[i].status[s].sample);
+        }
+    fprintf(f, "\nlatency: successful requests, client side, +-1.6 %% (log buckets); queue/comp ms: "
+               "the server's mean per task,\nsrv ms: its mean per request (arrival to "
+               "answer), both from /metrics before and after each phase\n");
+}
+
+static FILE *open_out(const char *path)
+{
+    if (!strcmp(path, "-"))
+        return stdout;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        perror(path);
+    return f;
+}
+
+static int close_out(FILE *f)
+{
+    if (f == stdout)
+        return fflush(f) ? -1 : 0;
+    return fclose(f) ? -1 : 0;
+}
+
+int load_report_json(const char *path, const load_config *c, const load_result *r, int n)
+{
+    cJSON *root = cJSON_CreateObject(), *cfg = cJSON_AddObjectToObject(root, "config");
+    cJSON_AddStringToObject(root, "tool", "posattn-load");
+    cJSON_AddStringToObject(cfg, "url", c->url);
+    cJSON_AddBoolToObject(cfg, "spawned", c->spawn != NULL);
+    cJSON *a = cJSON_AddArrayToObject(cfg, "schemes");
+    for (int i = 0; i < c->n_schemes; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(c->schemes[i]));
+    a = cJSON_AddArrayToObject(cfg, "lengths");
+    for (int i = 0; i < c->n_lengths; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(c->lengths[i]));
+    a = cJSON_AddArrayToObject(cfg, "concurrency");
+    for (int i = 0; i < c->n_concurrency; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(c->concurrency[i]));
+    cJSON_AddNumberToObject(cfg, "heads", c->heads);
+    cJSON_AddNumberToObject(cfg, "kv_heads", c->kv_heads);
+    cJSON_AddNumberToObject(cfg, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(cfg, "batch", c->batch);
+    cJSON_AddNumberToObject(cfg, "duration_s", c->duration_s);
+    cJSON_AddNumberToObject(cfg, "requests", (double)c->requests);
+    cJSON_AddNumberToObject(cfg, "warmup_s", c->warmup_s);
+    cJSON_AddStringToObject(cfg, "encoding", enc_name(c));
+    cJSON_AddBoolToObject(cfg, "causal", c->causal);
+    cJSON_AddNumberToObject(cfg, "seed", (double)c->seed);
+
+    cJSON *res = cJSON_AddArrayToObject(root, "results");
+    for (int i = 0; i < n; i++) {
+        const load_result *x = &r[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(res, o);
+        cJSON_AddStringToObject(o, "scheme", x->scheme);
+        cJSON_AddNumberToObject(o, "length", x->length);
+        cJSON_AddNumberToObject(o, "concurrency", x->concurrency);
+        cJSON_AddNumberToObject(o, "elapsed_s", x->elapsed_s);
+        cJSON_AddNumberToObject(o, "sent", (double)x->sent);
+        cJSON_AddNumberToObject(o, "ok", (double)x->ok);
+        cJSON_AddNumberToObject(o, "errors", (double)x->errors);
+        cJSON *e = cJSON_AddObjectToObject(o, "errors_by_status");
+        cJSON *samples = cJSON_AddObjectToObject(o, "error_samples");
+        for (int s = 0; s < x->n_status; s++) {
+            cJSON_AddNumberToObject(e, x->status[s].key, (double)x->status[s].count);
+            cJSON_AddStringToObject(samples, x->status[s].key, x->status[s].sample);
+        }
+        cJSON_AddNumberToObject(o, "requests_per_s", rate((double)x->ok, x->elapsed_s));
+        cJSON_AddNumberToObject(o, "items_per_s", rate((double)x->ok * c->batch, x->elapsed_s));
+        cJSON_AddNumberToObject(o, "request_body_bytes", (double)x->body_bytes);
+        cJSON_AddNumberToObject(o, "bytes_sent", x->bytes_sent);
+        cJSON_AddNumberToObject(o, "bytes_received", x->bytes_received);
+        cJSON *l = cJSON_AddObjectToObject(o, "latency_ms");
+        cJSON_AddNumberToObject(l, "count", (double)x->hist.total);
+        cJSON_AddNumberToObject(l, "min", ms(x->hist.min_us));
+        cJSON_AddNumberToObject(l, "mean", x->hist.total ? x->hist.sum_us / 1000.0 / (double)x->hist.total : 0);
+        for (int p = 0; p < N_PCTS; p++)
+            cJSON_AddNumberToObject(l, PCT_NAMES[p], ms(load_hist_percentile(&x->hist, PCTS[p])));
+        cJSON_AddNumberToObject(l, "max", ms(x->hist.max_us));
+        if (x->server.valid) {
+            cJSON *s = cJSON_AddObjectToObject(o, "server");
+            cJSON_AddNumberToObject(s, "queue_count", x->server.queue_count);
+            cJSON_AddNumberToObject(s, "queue_sum_s", x->server.queue_sum_s);
+            cJSON_AddNumberToObject(s, "queue_mean_ms",
+                                    mean_ms(x->server.queue_sum_s, x->server.queue_count));
+            cJSON_AddNumberToObject(s, "compute_count", x->server.compute_count);
+            cJSON_AddNumberToObject(s, "compute_sum_s", x->server.compute_sum_s);
+            cJSON_AddNumberToObject(s, "compute_mean_ms",
+                                    mean_ms(x->server.compute_sum_s, x->server.compute_count));
+            double tot = x->server.queue_sum_s + x->server.compute_sum_s;
+            cJSON_AddNumberToObject(s, "request_count", x->server.request_count);
+            cJSON_AddNumberToObject(s, "request_mean_ms",
+                                    mean_ms(x->server.request_sum_s, x->server.request_count));
+            cJSON_AddNumberToObject(s, "queue_share", tot > 0 ? x->server.queue_sum_s / tot : 0);
+        } else {
+            cJSON_AddNullToObject(o, "server");
+        }
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    FILE *f = text ? open_out(path) : NULL;
+    int rc = -1;
+    if (f) {
+        fputs(text, f);
+        fputc('\n', f);
+        rc = close_out(f);
+    }
+    cJSON_free(text);
+    return rc;
+}
+
+int load_report_csv(const char *path, const load_config *c, const load_result *r, int n)
+{
+    FILE *f = open_out(path);
+    if (!f)
+        return -1;
+    fprintf(f, "scheme,length,concurrency,heads,kv_heads,head_dim,batch,encoding,causal,"
+               "elapsed_s,sent,ok,errors,errors_by_status,requests_per_s,items_per_s,"
+               "p50_ms,p90_ms,p99_ms,p99_9_ms,max_ms,server_queue_mean_ms,server_compute_mean_ms,"
+               "server_request_mean_ms\n");
+    for (int i = 0; i < n; i++) {
+        const load_result *x = &r[i];
+        fprintf(f, "%s,%d,%d,%d,%d,%d,%d,%s,%d,%.3f,%ld,%ld,%ld,", x->scheme, x->length,
+                x->concurrency, c->heads, c->kv_heads, c->head_dim, c->batch, enc_name(c),
+                c->causal, x->elapsed_s, x->sent, x->ok, x->errors);
+        for (int s = 0; s < x->n_status; s++)
+            fprintf(f, "%s%s:%ld", s ? ";" : "", x->status[s].key, x->status[s].count);
+        fprintf(f, ",%.3f,%.3f", rate((double)x->ok, x->elapsed_s),
+                rate((double)x->ok * c->batch, x->elapsed_s));
+        for (int p = 0; p < N_PCTS; p++)
+            fprintf(f, ",%.3f", ms(load_hist_percentile(&x->hist, PCTS[p])));
+        fprintf(f, ",%.3f", ms(x->hist.max_us));
+        if (x->server.valid)
+            fprintf(f, ",%.4f,%.4f,%.4f\n", mean_ms(x->server.queue_sum_s, x->server.queue_count),
+                    mean_ms(x->server.compute_sum_s, x->server.compute_count),
+                    mean_ms(x->server.request_sum_s, x->server.request_count));
+        else
+            fprintf(f, ",,,\n");
+    }
+    return close_out(f);
+}
+
+/* ------------------------------------------------------------------ html */
+
+static const char *const COLORS[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                     "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
+
+/* The smallest 1, 2 or 5 times a power of ten at or above v. */
+static double nice_ceil(double v)
+{
+    if (v <= 0)
+        return 1;
+    double p = pow(10, floor(log10(v)));
+    for (int i = 0; i < 3; i++) {
+        static const double m[] = {1, 2, 5};
+        if (m[i] * p >= v)
+            return m[i] * p;
+    }
+    return 10 * p;
+}
+
+static void html_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '"')
+            fputs("&quot;", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static void phase_label(char *out, size_t len, const load_config *c, const load_result *x)
+{
+    if (c->n_concurrency > 1)
+        snprintf(out, len, "%s L=%d c=%d", x->scheme, x->length, x->concurrency);
+    else
+        snprintf(out, len, "%s L=%d", x->scheme, x->length);
+}
+
+/* A grouped bar chart: one group per phase, n_series bars in each. */
+static void svg_bars(FILE *f, const char *title, const char *unit, const load_config *c,
+                     const load_result *r, int n, const char *const *series, int n_series,
+                     double (*value)(const load_config *, const load_result *, int))
+{
+    const int left = 70, right = 20, top = 40, bottom = 90, plot_h = 260;
+    int group_w = 24 * n_series + 24;
+    int width = left + right + group_w * (n > 0 ? n : 1);
+    if (width < 480)
+        width = 480;
+    int height = top + plot_h + bottom;
+    double vmax = 0;
+    for (int i = 0; i < n; i++)
+        for (int s = 0; s < n_series; s++)
+            if (value(c, &r[i], s) > vmax)
+                vmax = value(c, &r[i], s);
+    vmax = nice_ceil(vmax);
+
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n", width, height);
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">", left);
+    html_escape(f, title);
+    fprintf(f, "</text>\n");
+    for (int t = 0; t <= 5; t++) {
+        double v = vmax * t / 5;
+        int y = top + plot_h - (int)(plot_h * t / 5);
+        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
+                   "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%g</text>\n",
+                left, width - right, y, y, left - 6, y + 4, v);
+    }
+    fprintf(f, "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">",
+            top + plot_h / 2, top + plot_h / 2);
+    html_escape(f, unit);
+    fprintf(f, "</text>\n");
+    for (int i = 0; i < n; i++) {
+        int gx = left + i * group_w + 12;
+        char label[96];
+        for (int s = 0; s < n_series; s++) {
+            double v = value(c, &r[i], s);
+            int h = (int)(plot_h * v / vmax + 0.5);
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"22\" height=\"%d\" fill=\"%s\">"
+                       "<title>%s: %.4g %s</title></rect>\n",
+                    gx + 24 * s, top + plot_h - h, h, COLORS[s % 8], series[s], v, unit);
+        }
+        phase_label(label, sizeof label, c, &r[i]);
+        int lx = gx + 12 * n_series, ly = top + plot_h + 14;
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" transform=\"rotate(-35 %d %d)\">",
+                lx, ly, lx, ly);
+        html_escape(f, label);
+        fprintf(f, "</text>\n");
+    }
+    for (int s = 0; s < n_series; s++)
+        fprintf(f, "<rect x=\"%d\" y=\"28\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                   "<text x=\"%d\" y=\"37\">%s</text>\n",
+                width - right - 90 * (n_series - s), COLORS[s % 8],
+                width - right - 90 * (n_series - s) + 14, series[s]);
+    fprintf(f, "</svg>\n");
+}
+
+static double latency_value(const load_config *c, const load_result *x, int s)
+{
+    (void)c;
+    return ms(load_hist_percentile(&x->hist, PCTS[s]));
+}
+
+static double throughput_value(const load_config *c, const load_result *x, int s)
+{
+    return rate((double)x->ok * (s == 0 ? 1 : c->batch), x->elapsed_s);
+}
+
+static double split_value(const load_config *c, const load_result *x, int s)
+{
+    (void)c;
+    if (!x->server.valid)
+        return 0;
+    if (s == 0)
+        return mean_ms(x->server.queue_sum_s, x->server.queue_count);
+    if (s == 1)
+        return mean_ms(x->server.compute_sum_s, x->server.compute_count);
+    return mean_ms(x->server.request_sum_s, x->server.request_count);
+}
+
+/* Throughput against concurrency: one line per (scheme, length). */
+static void svg_concurrency(FILE *f, const load_config *c, const load_result *r, int n)
+{
+    const int left = 70, right = 160, top = 40, bottom = 50, plot_w = 480, plot_h = 260;
+    int width = left + plot_w + right, height = top + plot_h + bottom;
+    double vmax = 0;
+    int cmax = 1;
+    for (int i = 0; i < n; i++) {
+        double v = rate((double)r[i].ok, r[i].elapsed_s);
+        vmax = v > vmax ? v : vmax;
+        cmax = r[i].concurrency > cmax ? r[i].concurrency : cmax;
+    }
+    vmax = nice_ceil(vmax);
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n"
+               "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">"
+               "Throughput vs concurrency (requests/s)</text>\n", width, height, left);
+    for (int t = 0; t <= 5; t++) {
+        int y = top + plot_h - plot_h * t / 5;
+        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
+                   "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%g</text>\n",
+                left, left + plot_w, y, y, left - 6, y + 4, vmax * t / 5);
+    }
+    for (int k = 0; k < c->n_concurrency; k++) {
+        int x = left + (int)((double)plot_w * c->concurrency[k] / cmax);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", x,
+                top + plot_h + 16, c->concurrency[k]);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">concurrency</text>\n",
+            left + plot_w / 2, top + plot_h + 36);
+    int line = 0;
+    for (int s = 0; s < c->n_schemes; s++)
+        for (int l = 0; l < c->n_lengths; l++, line++) {
+            const char *col = COLORS[line % 8];
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+            for (int i = 0; i < n; i++)
+                if (!strcmp(r[i].scheme, c->schemes[s]) && r[i].length == c->lengths[l])
+                    fprintf(f, "%d,%d ", left + (int)((double)plot_w * r[i].concurrency / cmax),
+                            top + plot_h -
+                                (int)(plot_h * rate((double)r[i].ok, r[i].elapsed_s) / vmax));
+            fprintf(f, "\"/>\n<text x=\"%d\" y=\"%d\" fill=\"%s\">%s L=%d</text>\n",
+                    left + plot_w + 10, top + 12 + 14 * line, col, c->schemes[s], c->lengths[l]);
+        }
+    fprintf(f, "</svg>\n");
+}
+
+int load_report_html(const char *path, const load_config *c, const load_result *r, int n)
+{
+    static const char *const lat_series[] = {"p50", "p90", "p99", "p99.9"};
+    static const char *const thr_series[] = {"requests/s", "items/s"};
+    static const char *const split_series[] = {"queue", "compute", "request"};
+    FILE *f = open_out(path);
+    if (!f)
+        return -1;
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>posattn-load report"
+               "</title>\n<style>body{font-family:sans-serif;margin:2em;color:#222}"
+               "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
+               "padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child{text-align:"
+               "left}figure{margin:1.5em 0}</style></head><body>\n<h1>posattn-load report</h1>\n<p>");
+    describe(f, c, "");
+    fprintf(f, "</p>\n<table><tr><th>scheme</th><th>L</th><th>conc</th><th>req/s</th>"
+               "<th>items/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th>"
+               "<th>max ms</th><th>sent</th><th>ok</th><th>errors</th><th>server queue ms</th>"
+               "<th>server compute ms</th><th>server request ms</th></tr>\n");
+    for (int i = 0; i < n; i++) {
+        const load_result *x = &r[i];
+        fprintf(f, "<tr><td>");
+        html_escape(f, x->scheme);
+        fprintf(f, "</td><td>%d</td><td>%d</td><td>%.1f</td><td>%.1f</td>", x->length,
+                x->concurrency, rate((double)x->ok, x->elapsed_s),
+                rate((double)x->ok * c->batch, x->elapsed_s));
+        for (int p = 0; p < N_PCTS; p++)
+            fprintf(f, "<td>%.3f</td>", ms(load_hist_percentile(&x->hist, PCTS[p])));
+        fprintf(f, "<td>%.3f</td><td>%ld</td><td>%ld</td><td>%ld", ms(x->hist.max_us), x->sent,
+                x->ok, x->errors);
+        for (int s = 0; s < x->n_status; s++)
+            fprintf(f, "%s%s&times;%ld", s ? ", " : " (", x->status[s].key, x->status[s].count);
+        fprintf(f, "%s</td>", x->n_status ? ")" : "");
+        if (x->server.valid)
+            fprintf(f, "<td>%.3f</td><td>%.3f</td><td>%.3f</td></tr>\n",
+                    mean_ms(x->server.queue_sum_s, x->server.queue_count),
+                    mean_ms(x->server.compute_sum_s, x->server.compute_count),
+                    mean_ms(x->server.request_sum_s, x->server.request_count));
+        else
+            fprintf(f, "<td>-</td><td>-</td><td>-</td></tr>\n");
+    }
+    fprintf(f, "</table>\n<figure>\n");
+    svg_bars(f, "Client latency percentiles (successful requests)", "ms", c, r, n, lat_series, 4,
+             latency_value);
+    fprintf(f, "</figure>\n<figure>\n");
+    svg_bars(f, "Throughput", "per second", c, r, n, thr_series, c->batch > 1 ? 2 : 1,
+             throughput_value);
+    fprintf(f, "</figure>\n<figure>\n");
+    svg_bars(f, "Server time (mean queue and compute per task, request total)", "ms", c, r,
+             n, split_series, 3,
+             split_value);
+    fprintf(f, "</figure>\n");
+    if (c->n_concurrency > 1) {
+        fprintf(f, "<figure>\n");
+        svg_concurrency(f, c, r, n);
+        fprintf(f, "</figure>\n");
+    }
+    fprintf(f, "</body></html>\n");
+    return close_out(f);
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# test_load.sh - posattn-load against a spawned posattnd: the JSON report's
+# structure and that its counts add up, 503s counted by status with a tiny
+# queue, and the refusals (no bound, non-loopback URL).
+#
+# usage: tools/load/test_load.sh [BUILD]   (BUILD holds posattn-load and posattnd; default build)
+set -u
+BUILD=${1:-${BUILD:-build}}
+LOAD=$BUILD/posattn-load
+SRV=$BUILD/posattnd
+PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); echo "ok   - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "${2:-}" ] && sed 's/^/       /' "$2" | tail -20; }
+
+for f in "$LOAD" "$SRV"; do
+    [ -x "$f" ] || { echo "test_load.sh: $f is missing (build it first)"; echo "load: 0 passed, 1 failed"; exit 1; }
+done
+
+# 1. Two schemes, ~3 s in all: the report's structure and its arithmetic.
+if "$LOAD" --spawn "$SRV" --schemes rope,alibi --lengths 32 --heads 2 --head-dim 16 \
+        --concurrency 4 --duration 1.2 --warmup 0.2 --batch 2 --seed 7 \
+        --json "$TMP/run.json" --csv "$TMP/run.csv" --html "$TMP/run.html" \
+        >"$TMP/run.out" 2>"$TMP/run.err"; then
+    ok "two-scheme run exits 0"
+else
+    bad "two-scheme run exits 0" "$TMP/run.err"
+fi
+if $PY - "$TMP/run.json" >"$TMP/check1.out" 2>&1 <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["tool"] == "posattn-load"
+cfg = r["config"]
+assert cfg["schemes"] == ["rope", "alibi"], cfg["schemes"]
+assert cfg["spawned"] is True and cfg["batch"] == 2
+res = r["results"]
+assert [x["scheme"] for x in res] == ["rope", "alibi"], [x["scheme"] for x in res]
+for x in res:
+    for k in ("length", "concurrency", "elapsed_s", "sent", "ok", "errors", "errors_by_status",
+              "requests_per_s", "items_per_s", "latency_ms", "server"):
+        assert k in x, k
+    assert x["sent"] == x["ok"] + x["errors"], x
+    assert x["errors"] == sum(x["errors_by_status"].values()), x
+    assert x["ok"] > 10 and x["errors"] == 0, x
+    lat = x["latency_ms"]
+    assert lat["count"] == x["ok"]
+    seq = [lat[k] for k in ("min", "p50", "p90", "p99", "p99_9", "max")]
+    assert seq == sorted(seq) and seq[0] > 0, seq
+    assert abs(x["items_per_s"] - 2 * x["requests_per_s"]) < 1e-6 * max(1, x["items_per_s"])
+    assert abs(x["requests_per_s"] - x["ok"] / x["elapsed_s"]) < 1e-6 * x["requests_per_s"]
+    s = x["server"]
+    # The server computed exactly our items in this phase (warm-up excluded):
+    # a task's compute is counted before its answer is sent.
+    assert s["compute_count"] == 2 * x["ok"], (s, x["ok"])
+    # The server counts a request after its answer is on the wire, so a
+    # snapshot may miss the last few: within the concurrency, not exact.
+    assert abs(s["request_count"] - x["sent"]) <= x["concurrency"], (s, x["sent"])
+    assert s["queue_mean_ms"] >= 0 and s["compute_mean_ms"] > 0, s
+print("ok")
+PYEOF
+then ok "JSON report: structure, sent = ok + errors, server counts match"
+else bad "JSON report: structure, sent = ok + errors, server counts match" "$TMP/check1.out"; fi
+
+if [ "$(wc -l <"$TMP/run.csv")" -eq 3 ] && head -1 "$TMP/run.csv" | grep -q '^scheme,length,concurrency,'; then
+    ok "CSV: header and one row per phase"
+else bad "CSV: header and one row per phase" "$TMP/run.csv"; fi
+
+if grep -q '<svg' "$TMP/run.html" && [ "$(grep -c '<svg' "$TMP/run.html")" -ge 2 ] &&
+        ! grep -qi '<script' "$TMP/run.html" && ! grep -Eq '(src|href)=' "$TMP/run.html"; then
+    ok "HTML: inline SVG charts, no scripts or external resources"
+else bad "HTML: inline SVG charts, no scripts or external resources" "$TMP/run.html"; fi
+
+if grep -q '^rope ' "$TMP/run.out" && grep -q '^alibi ' "$TMP/run.out" && grep -q 'p99.9 ms' "$TMP/run.out"; then
+    ok "terminal table has a row per scheme"
+else bad "terminal table has a row per scheme" "$TMP/run.out"; fi
+
+# 2. One worker, a queue of one, many clients: 503s, counted by status.
+if "$LOAD" --spawn "$SRV" --server-arg --queue-depth --server-arg 1 --server-arg --workers=1 \
+        --schemes none --lengths 256 --heads 4 --head-dim 32 --concurrency 32 --requests 300 \
+        --json "$TMP/busy.json" --quiet >"$TMP/busy.out" 2>"$TMP/busy.err"; then
+    ok "saturated run exits 0"
+else bad "saturated run exits 0" "$TMP/busy.err"; fi
+if $PY - "$TMP/busy.json" >"$TMP/check2.out" 2>&1 <<'PYEOF'
+import json, sys
+x = json.load(open(sys.argv[1]))["results"][0]
+assert x["sent"] == 300, x["sent"]
+assert x["sent"] == x["ok"] + x["errors"], x
+by = x["errors_by_status"]
+assert by.get("503", 0) > 0, by
+assert x["errors"] == sum(by.values()), x
+assert "OVERLOADED" in x["error_samples"]["503"], x["error_samples"]
+assert x["ok"] > 0, x
+print("ok", x["ok"], by)
+PYEOF
+then ok "tiny queue: 503s counted as errors by status ($(tail -1 "$TMP/check2.out"))"
+else bad "tiny queue: 503s counted as errors by status" "$TMP/check2.out"; fi
+
+# 3. Refusals: no bound, a remote host; neither may send anything.
+"$LOAD" --spawn "$SRV" --schemes rope >"$TMP/nobound.out" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'unbounded' "$TMP/nobound.out"; then
+    ok "refuses to run without --duration/--requests (exit 2)"
+else bad "refuses to run without --duration/--requests (exit $rc)" "$TMP/nobound.out"; fi
+
+"$LOAD" --url http://192.0.2.1:8080 --requests 1 >"$TMP/remote.out" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'not a loopback' "$TMP/remote.out"; then
+    ok "refuses a non-loopback --url (exit 2)"
+else bad "refuses a non-loopback --url (exit $rc)" "$TMP/remote.out"; fi
+
+"$LOAD" --url http://example.com --duration 1 >"$TMP/remote2.out" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'not a loopback' "$TMP/remote2.out"; then
+    ok "refuses a host name that is not localhost (exit 2)"
+else bad "refuses a host name that is not localhost (exit $rc)" "$TMP/remote2.out"; fi
+
+"$LOAD" --spawn "$SRV" --schemes sinusoidal --requests 1 >"$TMP/sin.out" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'layer mode' "$TMP/sin.out"; then
+    ok "explains that sinusoidal needs layer mode (exit 2)"
+else bad "explains that sinusoidal needs layer mode (exit $rc)" "$TMP/sin.out"; fi
+
+# 4. Same seed, same bytes: two --requests runs send identical bodies.
+"$LOAD" --spawn "$SRV" --schemes t5,shaw --lengths 16 --heads 2 --head-dim 8 --requests 5 \
+    --encoding b64 --causal --json "$TMP/b64.json" --quiet >"$TMP/b64.out" 2>&1
+if $PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert [x["ok"] for x in r] == [5, 5], r
+' "$TMP/b64.json" >"$TMP/check4.out" 2>&1; then
+    ok "t5 and shaw (tables), b64 both ways, causal: all 200 without item errors"
+else bad "t5 and shaw (tables), b64 both ways, causal: all 200 without item errors" "$TMP/check4.out"; fi
+
+echo "load: $pass passed, $fail failed"
+[ $fail -eq 0 ]
