@@ -14,6 +14,7 @@ CC ?= cc
 
 # Debian packages this tree needs. `make deps` installs the missing ones.
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind \
+                clang libclang-rt-14-dev \
                 libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev \
                 curl python3 nodejs
 
@@ -57,7 +58,7 @@ LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo 
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: fuzz fuzz-smoke load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -163,6 +164,31 @@ check-layering:
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $$b || exit 1; done
+
+# libFuzzer over the request parser and validator (srv_job_prepare, the
+# tasks, finish), seeded by tests/fuzz/corpus; new inputs and crash files go
+# to $(BUILD)/fuzz, never into the seed folder. make fuzz runs FUZZ_SECONDS.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_BIN := $(BUILD)/fuzz/fuzz_request
+FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api% server/tensor.c server/reply.c \
+            server/errors.c server/fmt_float.c,$(SRV_SRC)) $(LIB_SRC)
+FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fno-omit-frame-pointer \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+               -Iinclude -Iserver $(PKG_CFLAGS) $(SRV_CFLAGS)
+FUZZ_RUN = mkdir -p $(BUILD)/fuzz/corpus && cd $(BUILD)/fuzz && \
+	OPENBLAS_NUM_THREADS=1 ./fuzz_request -max_total_time=$(1) -max_len=8192 -timeout=10 \
+	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=./ \
+	    -dict=$(CURDIR)/tests/fuzz/request.dict corpus $(CURDIR)/tests/fuzz/corpus
+
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard server/*.h include/*.h lib/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SRC) -o $@ $(SRV_LIBS) $(LIBS)
+
+fuzz: deps $(FUZZ_BIN)
+	$(call FUZZ_RUN,$(FUZZ_SECONDS))
+fuzz-smoke: deps $(FUZZ_BIN)
+	$(call FUZZ_RUN,10)
 
 # posattn-load is a client: libcurl and cJSON, nothing from lib/ or server/.
 $(BUILD)/tools/load/%.o: tools/load/%.c

@@ -398,7 +398,9 @@ int32_t pa_attention_k_len(const pa_attention *a);
 float pa_attention_scale(const pa_attention *a);
 
 /* Runs attention. Validates *a again (cheaply), so a bad descriptor is a
- * status, never a crash. ws is at least pa_attention_workspace_size(a) bytes,
+ * status, never a crash. Finite inputs whose products overflow float32 make
+ * it return PA_STATUS_OUT_OF_RANGE after the fact (field "q", or "x" in layer
+ * mode); the outputs are then unspecified, never silently NaN-free garbage. ws is at least pa_attention_workspace_size(a) bytes,
  * aligned to 64 bytes ideally (16 at least). Single-threaded apart from what
  * the CBLAS library does inside sgemm. */
 pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,

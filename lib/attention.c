@@ -32,6 +32,7 @@ typedef struct buffers {
     float *O;               /* [BQ, Dv] running output */
     float *m, *l;           /* [BQ] running max and denominator */
     float *qrel;            /* [BQ, 2K+1] shaw q . rel_k */
+    bool *overflow;         /* set when a row's logits were not finite */
 } buffers;
 
 /* True when the q and k position arrays are the same sequence, so one set
@@ -339,6 +340,10 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
 
     for (int32_t i = 0; i < nq; i++) {
         float *dst = io->out + (size_t)(i0 + i) * p->H * Dv + (size_t)h * Dv;
+        /* Finite inputs whose products overflow give +inf or NaN logits;
+         * the running max or sum then stops being finite. */
+        if (!isfinite(b->l[i]) || b->m[i] == INFINITY)
+            *b->overflow = true;
         const float *o = b->O + (size_t)i * Dv;
         float inv = b->l[i] > 0.0f ? 1.0f / b->l[i] : 0.0f;
         for (int32_t d = 0; d < Dv; d++)
@@ -483,6 +488,7 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
     head_io io;
     pa_status st;
     size_t need;
+    bool overflow = false;
 
     st = pa_attention_check(a, err);
     if (st != PA_STATUS_OK)
@@ -507,6 +513,7 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
     pa__ws_init_aligned(&w, ws, ws_size);
     layout(&p, &w, &b);
     fill_positions(&p, &b);
+    b.overflow = &overflow;
 
     memset(&io, 0, sizeof io);
     io.ldq = p.H * p.D;
@@ -561,6 +568,10 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
         const int64_t units = (int64_t)p.H * blocks_per_head(&p);
         attend(&p, &b, &io, units * part / nparts, units * (part + 1) / nparts);
     }
+    if (overflow)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, p.layer ? "x" : "q",
+                        "the attention logits overflow float32 (some scale * q.k is beyond "
+                        "3.4e38 or not a number): scale the inputs down");
 
     if (a->w_o != NULL)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.Lq, a->d_out, p.H * p.Dv,

@@ -22,17 +22,19 @@
 #define PA__CLONES
 #endif
 
-/* exp(x) for x <= ~88; exactly 0 below -87.3 (so -inf gives 0). */
+/* exp(x) for x <= ~88; exactly 0 below -87 (so -inf gives 0); NaN stays NaN,
+ * so that a logit that overflowed shows in the row's sum. The clamps are
+ * written so that NaN never reaches the integer conversion. */
 static inline float exp_lane(float x)
 {
     const float log2e = 1.44269504088896341f;
     const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    float xc = x < -87.0f ? -87.0f : x;
+    float xc = x > -87.0f ? x : -87.0f; /* NaN -> -87 */
     float n, r, p;
     int32_t bits;
     float scale;
 
-    xc = xc > 88.0f ? 88.0f : xc;
+    xc = xc < 88.0f ? xc : 88.0f;
     /* Round to nearest by the 1.5 * 2^23 trick: |xc * log2e| < 2^22, and a
      * libm floorf call would stop the loop from vectorizing. */
     n = (xc * log2e + 12582912.0f) - 12582912.0f;
@@ -47,7 +49,7 @@ static inline float exp_lane(float x)
     p = p * r * r + r + 1.0f;
     bits = ((int32_t)n + 127) << 23;
     memcpy(&scale, &bits, sizeof scale);
-    return x < -87.0f ? 0.0f : p * scale;
+    return x > -87.0f ? p * scale : (x == x ? 0.0f : x);
 }
 
 /* Sums with 16 independent lanes, which vectorize without reassociating one

@@ -10,7 +10,8 @@
 float pa__row_max(const float *row, int32_t n);
 
 /* row[j] = exp(row[j] - m) in place, returns the sum. -inf entries give
- * exactly 0. m must be finite. Accuracy: within 2 ulp of expf. */
+ * exactly 0; NaN entries stay NaN (and make the sum NaN). Accuracy: within
+ * 2 ulp of expf. */
 float pa__row_exp_sum(float *row, int32_t n, float m);
 
 /* row[j] = exp(row[j] - m) * scale, in place (for returned weights). */

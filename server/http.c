@@ -445,6 +445,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        /* Each byte resets libmicrohttpd's idle timeout, so a body sent a byte
+         * at a time would hold the connection forever: the connection timeout
+         * (whole seconds, as given to MHD below) also bounds the whole upload.
+         * Closing is the only answer mid-upload. */
+        if (h->cfg->request_timeout > 0 &&
+            srv_now_ns() - q->start_ns >
+                (uint64_t)(unsigned)(h->cfg->request_timeout + 0.999) * 1000000000u) {
+            q->status = 408; /* for the access log and metrics */
+            return MHD_NO;
+        }
         if (q->refused)
             return MHD_YES; /* dropped: the answer is already decided */
         if (q->body_too_large || q->body_len + n > h->cfg->max_body_bytes) {

@@ -609,6 +609,33 @@ static void test_errors(void **state)
     fixture_free(&f);
 }
 
+/* Finite inputs whose logits overflow float32 are an error, not NaN output
+ * (found by the request fuzzer). */
+static void test_overflowing_logits(void **state)
+{
+    (void)state;
+    fixture f;
+    pa_error err;
+    float out[1 * 1 * 2];
+    pa_attention_out o = {.output = out};
+    setup_qkv(&f, PA_SCHEME_NONE, 1, 2, 1, 1, 2, 0, 1300);
+    f.q[0] = f.q[1] = 1e20f;
+    f.k[0] = f.k[1] = 1e20f;
+    f.k[2] = f.k[3] = -1e20f;
+    size_t wsz = pa_attention_workspace_size(&f.a);
+    void *ws = tu_alloc(wsz, 1);
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OUT_OF_RANGE, &err);
+    assert_string_equal(err.field, "q");
+    /* Large but representable logits are fine: softmax subtracts the max. */
+    f.q[0] = f.q[1] = 1e18f;
+    f.k[0] = f.k[1] = 1e18f;
+    f.k[2] = f.k[3] = -1e18f;
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+    assert_true(isfinite(out[0]) && isfinite(out[1]));
+    free(ws);
+    fixture_free(&f);
+}
+
 /* pa_attention_run re-validates, refuses a small workspace, and leaves the
  * outputs untouched on error. */
 static void test_run_errors(void **state)
@@ -659,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_parts_equal_whole),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_run_errors),
+        cmocka_unit_test(test_overflowing_logits),
     };
     return cmocka_run_group_tests_name("attention", tests, NULL, NULL);
 }

@@ -1,0 +1,981 @@
+/* test_badinput.c - posattnd against bad input (issue 5): starts the real
+ * binary on a free loopback port and sends it one table of malformed,
+ * mistyped, oversized and unauthorized requests over HTTP. Each row names the
+ * status, error.code and error.field it must get back. After the table the
+ * server must still answer /healthz, and running the table three times must
+ * not grow its RSS beyond a small margin (figures printed).
+ *
+ * The binary is $POSATTND, else posattnd beside this test's build folder
+ * (<BUILD>/tests/test_badinput -> <BUILD>/posattnd), else build/posattnd.
+ * Every request has a timeout; servers die with the test (PR_SET_PDEATHSIG).
+ */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define API_KEY "s3cret-key"
+/* RSS may grow by this much between the first and the third pass. Under
+ * ASan or TSan (server and test are built with the same SAN) the allocator's
+ * quarantine grows RSS by design: the figures are printed, not checked; the
+ * sanitizer's own leak check at the server's exit (exit status 0 required)
+ * takes the place of the RSS check. */
+#define RSS_MARGIN_KB (8 * 1024)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RSS_CHECKED 0
+#else
+#define RSS_CHECKED 1
+#endif
+
+static char posattnd_path[4096];
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ------------------------------------------------------------------------- */
+/* A growable string                                                         */
+/* ------------------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        b->p = realloc(b->p, cap);
+        assert_non_null(b->p);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_repeat(sbuf *b, const char *s, size_t times)
+{
+    for (size_t i = 0; i < times; i++)
+        sb_puts(b, s);
+}
+
+static void sb_free(sbuf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The server process                                                        */
+/* ------------------------------------------------------------------------- */
+
+typedef struct server {
+    pid_t pid;
+    int port;
+    int out_fd;
+    char url[64];
+} server;
+
+static server servers[2]; /* [0] open, [1] with --api-key */
+
+static void exec_server(int out_fd, const char *const *flags)
+{
+    const char *argv[32];
+    int n = 0;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(out_fd, STDOUT_FILENO);
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0)
+        dup2(fd, STDERR_FILENO); /* the access log: not needed here */
+    argv[n++] = posattnd_path;
+    argv[n++] = "--host";
+    argv[n++] = "127.0.0.1";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--workers";
+    argv[n++] = "2";
+    for (size_t i = 0; flags != NULL && flags[i] != NULL && n < 30; i++)
+        argv[n++] = flags[i];
+    argv[n] = NULL;
+    /* The flags above say everything: drop POSATTN_* from the environment. */
+    size_t ne = 0, k = 0;
+    while (environ[ne] != NULL)
+        ne++;
+    char **envp = calloc(ne + 1, sizeof *envp);
+    if (envp == NULL)
+        _exit(127);
+    for (size_t i = 0; i < ne; i++)
+        if (strncmp(environ[i], "POSATTN_", 8) != 0)
+            envp[k++] = environ[i];
+    execve(posattnd_path, (char *const *)argv, envp);
+    _exit(127);
+}
+
+/* Starts posattnd on port 0 and reads the port from its first stdout line. */
+static void server_start(server *s, const char *const *flags)
+{
+    int pfd[2];
+    char line[512];
+    size_t len = 0;
+    double deadline = now_s() + 10.0;
+    const char *p;
+
+    memset(s, 0, sizeof *s);
+    assert_int_equal(pipe(pfd), 0);
+    s->pid = fork();
+    assert_true(s->pid >= 0);
+    if (s->pid == 0) {
+        close(pfd[0]);
+        exec_server(pfd[1], flags);
+    }
+    close(pfd[1]);
+    s->out_fd = pfd[0];
+    while (memchr(line, '\n', len) == NULL) {
+        struct pollfd pf = {s->out_fd, POLLIN, 0};
+        int left_ms = (int)((deadline - now_s()) * 1000);
+        ssize_t got;
+        if (left_ms <= 0 || len + 1 >= sizeof line)
+            fail_msg("posattnd printed no listening line within 10 s");
+        if (poll(&pf, 1, left_ms) <= 0)
+            continue;
+        got = read(s->out_fd, line + len, sizeof line - 1 - len);
+        if (got <= 0)
+            fail_msg("posattnd exited before listening (%s)", posattnd_path);
+        len += (size_t)got;
+    }
+    line[len] = '\0';
+    p = strstr(line, "listening on http://127.0.0.1:");
+    if (p == NULL)
+        fail_msg("unexpected first line from posattnd: %s", line);
+    s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
+    assert_true(s->port > 0 && s->port < 65536);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+}
+
+/* SIGTERM, then requires exit 0 within 15 s. */
+static void server_stop_ok(server *s)
+{
+    double deadline = now_s() + 15.0;
+    int st;
+    if (s->pid <= 0)
+        return;
+    kill(s->pid, SIGTERM);
+    for (;;) {
+        pid_t w = waitpid(s->pid, &st, WNOHANG);
+        if (w == s->pid)
+            break;
+        if (now_s() > deadline) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+            s->pid = -1;
+            fail_msg("posattnd did not exit within 15 s of SIGTERM");
+        }
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    }
+    s->pid = -1;
+    close(s->out_fd);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("posattnd exited with %s %d, want exit 0", WIFEXITED(st) ? "status" : "signal",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+}
+
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    assert_true(kb > 0);
+    return kb;
+}
+
+/* ------------------------------------------------------------------------- */
+/* HTTP                                                                      */
+/* ------------------------------------------------------------------------- */
+
+typedef struct resp {
+    long status;
+    sbuf body;
+    double seconds;
+} resp;
+
+static size_t write_cb(char *p, size_t size, size_t n, void *ud)
+{
+    sb_put(ud, p, size * n);
+    return size * n;
+}
+
+/* One request with libcurl. body NULL: no body. hdr: one extra header or NULL. */
+static void http_do(resp *r, const char *method, const char *url, const sbuf *body, const char *hdr)
+{
+    CURL *e = curl_easy_init();
+    struct curl_slist *hl = NULL;
+    double t0 = now_s();
+    CURLcode rc;
+    memset(r, 0, sizeof *r);
+    assert_non_null(e);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &r->body);
+    if (body != NULL) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body->p ? body->p : "");
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+        hl = curl_slist_append(hl, "Content-Type: application/json");
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0)
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    if (hdr != NULL)
+        hl = curl_slist_append(hl, hdr);
+    hl = curl_slist_append(hl, "Expect:");
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+    rc = curl_easy_perform(e);
+    if (rc != CURLE_OK)
+        fail_msg("%s %s: %s", method, url, curl_easy_strerror(rc));
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
+    r->seconds = now_s() - t0;
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(e);
+}
+
+static const char *find_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay != '\0'; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return hay;
+    return NULL;
+}
+
+/* Sends raw bytes on a fresh connection and reads one answer (the server
+ * sends Content-Length, or closes). */
+static void raw_do(resp *r, int port, const char *req, size_t len)
+{
+    struct sockaddr_in a = {0};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    double t0 = now_s(), deadline = t0 + 10.0;
+    sbuf in = {0};
+    size_t want = (size_t)-1;
+    memset(r, 0, sizeof *r);
+    assert_true(fd >= 0);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    /* The server may answer and close before all is sent: that is fine. */
+    (void)!send(fd, req, len, MSG_NOSIGNAL);
+    for (;;) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        char buf[4096];
+        int left_ms = (int)((deadline - now_s()) * 1000);
+        if (left_ms <= 0)
+            break;
+        if (poll(&pf, 1, left_ms) <= 0)
+            continue;
+        ssize_t got = recv(fd, buf, sizeof buf, 0);
+        if (got <= 0)
+            break;
+        sb_put(&in, buf, (size_t)got);
+        const char *eoh = strstr(in.p, "\r\n\r\n");
+        if (eoh != NULL && want == (size_t)-1) {
+            const char *cl = find_nocase(in.p, "\r\nContent-Length:");
+            if (cl != NULL && cl < eoh)
+                want = (size_t)(eoh + 4 - in.p) + strtoul(cl + 17, NULL, 10);
+        }
+        if (in.len >= want)
+            break;
+    }
+    close(fd);
+    r->seconds = now_s() - t0;
+    if (in.p == NULL || sscanf(in.p, "HTTP/1.%*d %ld", &r->status) != 1)
+        fail_msg("no HTTP answer to a raw request (%zu bytes read)", in.len);
+    const char *eoh = strstr(in.p, "\r\n\r\n");
+    if (eoh != NULL) {
+        size_t blen = in.len - (size_t)(eoh + 4 - in.p);
+        if (want != (size_t)-1 && want < in.len)
+            blen = want - (size_t)(eoh + 4 - in.p);
+        sb_put(&r->body, eoh + 4, blen);
+    }
+    sb_free(&in);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Bodies                                                                    */
+/* ------------------------------------------------------------------------- */
+
+#define T222 "{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,6,7,8]}"
+#define QKV "\"q\":" T222 ",\"k\":" T222 ",\"v\":" T222
+#define NONE "\"scheme\":{\"type\":\"none\"}"
+#define ROPE "\"scheme\":{\"type\":\"rope\"}"
+/* One attention item in a batch of one. */
+#define ITEM(...) "{\"inputs\":[{" __VA_ARGS__ "}]}"
+/* 8 zero floats, base64 of 32 bytes. */
+#define B64_8 "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+
+static void gen_deep_array(sbuf *b)
+{
+    sb_puts(b, "{\"inputs\":");
+    sb_repeat(b, "[", 10000);
+    sb_repeat(b, "]", 10000);
+    sb_puts(b, "}");
+}
+
+static void gen_deep_object(sbuf *b)
+{
+    sb_puts(b, "{\"inputs\":[{" NONE ",\"q\":");
+    sb_repeat(b, "{\"a\":", 10000);
+    sb_puts(b, "1");
+    sb_repeat(b, "}", 10000);
+    sb_puts(b, "}]}");
+}
+
+static void gen_deep_data(sbuf *b)
+{
+    sb_puts(b, "{\"inputs\":[{" NONE ",\"q\":{\"shape\":[1,1,1],\"data\":");
+    sb_repeat(b, "[", 10000);
+    sb_puts(b, "1");
+    sb_repeat(b, "]", 10000);
+    sb_puts(b, "},\"k\":" T222 ",\"v\":" T222 "}]}");
+}
+
+static void gen_batch(sbuf *b, size_t n)
+{
+    sb_puts(b, "{\"inputs\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            sb_puts(b, ",");
+        sb_puts(b, "{" NONE "," QKV "}");
+    }
+    sb_puts(b, "]}");
+}
+
+static void gen_batch_65(sbuf *b)
+{
+    gen_batch(b, 65); /* default --max-batch-items 64 */
+}
+
+static void gen_batch_64(sbuf *b)
+{
+    gen_batch(b, 64);
+}
+
+/* Content-Length: 1 GB, only the headers sent. */
+static void gen_raw_1gb(sbuf *b)
+{
+    sb_puts(b, "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               "Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{\"inputs\":[");
+}
+
+static void gen_raw_body_longer(sbuf *b)
+{
+    /* 10 bytes announced, 40 sent: the body is the first 10 bytes. */
+    sb_puts(b, "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+               "Content-Type: application/json\r\nContent-Length: 10\r\n\r\n"
+               "{\"inputs\":[{},{},{},{},{},{},{},{}]}");
+}
+
+static void gen_raw_bad_length(sbuf *b)
+{
+    sb_puts(b, "POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               "Content-Type: application/json\r\nContent-Length: abc\r\n\r\n{\"inputs\":[]}");
+}
+
+/* ------------------------------------------------------------------------- */
+/* The table                                                                 */
+/* ------------------------------------------------------------------------- */
+
+typedef struct bcase {
+    const char *name;
+    int srv;            /* 0: open server, 1: --api-key server */
+    const char *method; /* NULL with raw */
+    const char *path;
+    const char *hdr;  /* one extra header, or NULL */
+    const char *body; /* NULL: no body (unless gen) */
+    void (*gen)(sbuf *);
+    bool raw; /* gen builds the whole HTTP request, sent on a socket */
+    int status;
+    const char *code;  /* error.code; NULL: a success answer; "*": any; "-": body not checked */
+    const char *field; /* error.field; NULL: absent; "*": not checked */
+    bool item;         /* the error is outputs[0].error of a 200 batch */
+    double max_s;      /* answered within this many seconds (0: 10 s) */
+} bcase;
+
+#define A "/v1/attention"
+#define E "/v1/encode"
+#define Z "/v1/analyze"
+#define POST(n, path, body, st, code, field)                                                       \
+    {                                                                                              \
+        n, 0, "POST", path, NULL, body, NULL, false, st, code, field, false, 0                     \
+    }
+#define ITEMERR(n, body, code, field)                                                              \
+    {                                                                                              \
+        n, 0, "POST", A, NULL, body, NULL, false, 200, code, field, true, 0                        \
+    }
+#define GEN(n, path, g, st, code, field)                                                           \
+    {                                                                                              \
+        n, 0, "POST", path, NULL, NULL, g, false, st, code, field, false, 0                        \
+    }
+
+static const bcase cases[] = {
+    /* Malformed and truncated JSON. */
+    POST("empty body", A, "", 400, "MALFORMED_JSON", NULL),
+    POST("whitespace", A, "  \n ", 400, "MALFORMED_JSON", NULL),
+    POST("truncated", A, "{\"inputs\":[", 400, "MALFORMED_JSON", NULL),
+    POST("truncated string", A, "{\"inputs\":[{\"scheme\":{\"type\":\"no", 400, "MALFORMED_JSON",
+         NULL),
+    POST("trailing garbage", A, "{\"inputs\":[]} x", 400, "MALFORMED_JSON", NULL),
+    POST("two documents", A, "{\"inputs\":[]}{}", 400, "MALFORMED_JSON", NULL),
+    POST("single quotes", A, "{'inputs':[]}", 400, "MALFORMED_JSON", NULL),
+    POST("trailing comma", A, "{\"inputs\":[1,],}", 400, "MALFORMED_JSON", NULL),
+    POST("NaN literal", A, ITEM(NONE ",\"scale\":NaN," QKV), 400, "MALFORMED_JSON", NULL),
+    POST("Infinity literal", A, ITEM(NONE ",\"scale\":Infinity," QKV), 400, "MALFORMED_JSON", NULL),
+    POST("bare word", A, "{\"inputs\":[true, nul]}", 400, "MALFORMED_JSON", NULL),
+    POST("encode truncated", E, "{\"scheme\":", 400, "MALFORMED_JSON", NULL),
+    POST("analyze truncated", Z, "{\"analysis\":\"perm", 400, "MALFORMED_JSON", NULL),
+    GEN("nesting 10000 deep (arrays)", A, gen_deep_array, 400, "MALFORMED_JSON", NULL),
+    GEN("nesting 10000 deep (objects)", A, gen_deep_object, 400, "MALFORMED_JSON", NULL),
+    GEN("nesting 10000 deep (data)", A, gen_deep_data, 400, "MALFORMED_JSON", NULL),
+
+    /* Wrong types, top level. */
+    POST("body is an array", A, "[1,2]", 400, "INVALID_ARGUMENT", NULL),
+    POST("body is a number", A, "7", 400, "INVALID_ARGUMENT", NULL),
+    POST("inputs is an object", A, "{\"inputs\":{}}", 400, "INVALID_ARGUMENT", "inputs"),
+    POST("inputs is a string", A, "{\"inputs\":\"x\"}", 400, "INVALID_ARGUMENT", "inputs"),
+    POST("inputs is 1e999", A, "{\"inputs\":1e999}", 400, "INVALID_ARGUMENT", "inputs"),
+    POST("output_encoding number", A, "{\"inputs\":[{}],\"output_encoding\":1}", 400,
+         "INVALID_ARGUMENT", "output_encoding"),
+    POST("output_encoding unknown", A, "{\"inputs\":[{}],\"output_encoding\":\"hex\"}", 400,
+         "INVALID_ARGUMENT", "output_encoding"),
+    POST("inputs twice", A, "{\"inputs\":[{}],\"inputs\":[{}]}", 400, "INVALID_ARGUMENT", "inputs"),
+    POST("unknown top-level field", A, "{\"inputs\":[{}],\"extra\":1}", 400, "UNKNOWN_FIELD",
+         "extra"),
+    /* Missing fields. */
+    POST("missing inputs", A, "{}", 400, "INVALID_ARGUMENT", "inputs"),
+    POST("empty batch", A, "{\"inputs\":[]}", 400, "INVALID_ARGUMENT", "inputs"),
+    GEN("batch of 65 (limit 64)", A, gen_batch_65, 413, "PAYLOAD_TOO_LARGE", "inputs"),
+    ITEMERR("item is a number", "{\"inputs\":[7]}", "INVALID_ARGUMENT", "inputs[0]"),
+    ITEMERR("missing scheme", ITEM(QKV), "INVALID_ARGUMENT", "inputs[0].scheme"),
+    ITEMERR("missing scheme.type", ITEM("\"scheme\":{}," QKV), "INVALID_ARGUMENT",
+            "inputs[0].scheme.type"),
+    ITEMERR("missing k", ITEM(NONE ",\"q\":" T222 ",\"v\":" T222), "INVALID_ARGUMENT",
+            "inputs[0].k"),
+    ITEMERR("missing shape",
+            ITEM(NONE ",\"q\":{\"data\":[1,2,3,4,5,6,7,8]},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "*"),
+    ITEMERR("missing data", ITEM(NONE ",\"q\":{\"shape\":[2,2,2]},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "*"),
+    /* Wrong types inside an item. */
+    ITEMERR("scheme is a string", ITEM("\"scheme\":\"rope\"," QKV), "INVALID_ARGUMENT",
+            "inputs[0].scheme"),
+    ITEMERR("scheme.type number", ITEM("\"scheme\":{\"type\":3}," QKV), "INVALID_ARGUMENT",
+            "inputs[0].scheme.type"),
+    ITEMERR("rope base string", ITEM("\"scheme\":{\"type\":\"rope\",\"base\":\"big\"}," QKV),
+            "INVALID_ARGUMENT", "inputs[0].scheme.base"),
+    ITEMERR("causal number", ITEM(NONE "," QKV ",\"causal\":1"), "INVALID_ARGUMENT",
+            "inputs[0].causal"),
+    ITEMERR("window float", ITEM(NONE "," QKV ",\"window\":1.5"), "INVALID_ARGUMENT",
+            "inputs[0].window"),
+    ITEMERR("scale string", ITEM(NONE "," QKV ",\"scale\":\"x\""), "INVALID_ARGUMENT",
+            "inputs[0].scale"),
+    ITEMERR("q is an array", ITEM(NONE ",\"q\":[1,2],\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "inputs[0].q"),
+    ITEMERR("shape is a string",
+            ITEM(NONE ",\"q\":{\"shape\":\"2x2x2\",\"data\":[1]},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "inputs[0].q.shape"),
+    ITEMERR("shape entry float",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2.5],\"data\":[1]},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "*"),
+    ITEMERR("data entry string",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,6,7,"
+                      "\"8\"]},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "*"),
+    ITEMERR("data entry null",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,6,7,"
+                      "null]},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "*"),
+    ITEMERR("return is a string", ITEM(NONE "," QKV ",\"return\":\"output\""), "INVALID_ARGUMENT",
+            "inputs[0].return"),
+    ITEMERR("return unknown", ITEM(NONE "," QKV ",\"return\":[\"attn\"]"), "INVALID_ARGUMENT",
+            "inputs[0].return[0]"),
+    ITEMERR("position string", ITEM(NONE "," QKV ",\"k_positions\":[0,\"a\"]"), "INVALID_ARGUMENT",
+            "inputs[0].k_positions[1]"),
+    /* Unknown scheme and parameter names. */
+    ITEMERR("unknown scheme", ITEM("\"scheme\":{\"type\":\"moon\"}," QKV), "INVALID_ARGUMENT",
+            "inputs[0].scheme.type"),
+    ITEMERR("unknown scheme param", ITEM("\"scheme\":{\"type\":\"rope\",\"bsae\":10}," QKV),
+            "UNKNOWN_FIELD", "inputs[0].scheme.bsae"),
+    ITEMERR("param of another scheme", ITEM("\"scheme\":{\"type\":\"alibi\",\"base\":10}," QKV),
+            "UNKNOWN_FIELD", "inputs[0].scheme.base"),
+    ITEMERR("unknown item field", ITEM(NONE "," QKV ",\"foo\":1"), "UNKNOWN_FIELD",
+            "inputs[0].foo"),
+    ITEMERR("unknown tensor field",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,6,7,"
+                      "8],\"dtype\":\"f16\"},\"k\":" T222 ",\"v\":" T222),
+            "UNKNOWN_FIELD", "inputs[0].q.dtype"),
+    ITEMERR("unknown rope scaling",
+            ITEM("\"scheme\":{\"type\":\"rope\",\"scaling\":\"warp\"}," QKV), "INVALID_ARGUMENT",
+            "inputs[0].scheme.scaling"),
+    POST("encode unknown field", E, "{\"scheme\":{\"type\":\"none\"},\"lenght\":4}", 400,
+         "UNKNOWN_FIELD", "lenght"),
+    POST("encode unknown scheme", E, "{\"scheme\":{\"type\":\"moon\"}}", 400, "INVALID_ARGUMENT",
+         "scheme.type"),
+    POST("analyze unknown analysis", Z, "{\"analysis\":\"vibes\"," NONE "," QKV "}", 400,
+         "INVALID_ARGUMENT", "analysis"),
+    POST("analyze unknown field", Z,
+         "{\"analysis\":\"permutation\"," NONE "," QKV ",\"return\":[]}", 400, "UNKNOWN_FIELD",
+         "return"),
+    /* Shapes against data. */
+    ITEMERR("data too short",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,6,7]},"
+                      "\"k\":" T222 ",\"v\":" T222),
+            "SHAPE_MISMATCH", "inputs[0].q.data"),
+    ITEMERR("data too long",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,6,7,8,9]},"
+                      "\"k\":" T222 ",\"v\":" T222),
+            "SHAPE_MISMATCH", "inputs[0].q.data"),
+    ITEMERR("nested data ragged",
+            ITEM(NONE ",\"q\":{\"shape\":[2,1,2],\"data\":[[[1,2]],[[3]]]},"
+                      "\"k\":" T222 ",\"v\":" T222),
+            "SHAPE_MISMATCH", "*"),
+    ITEMERR("q rank 2",
+            ITEM(NONE ",\"q\":{\"shape\":[2,4],\"data\":[1,2,3,4,5,6,7,8]},"
+                      "\"k\":" T222 ",\"v\":" T222),
+            "SHAPE_MISMATCH", "inputs[0].q.shape"),
+    ITEMERR("k head dim differs",
+            ITEM(NONE ",\"q\":" T222 ",\"k\":{\"shape\":[1,2,4],\"data\":"
+                      "[1,2,3,4,5,6,7,8]},\"v\":{\"shape\":[1,2,4],\"data\":"
+                      "[1,2,3,4,5,6,7,8]}"),
+            "SHAPE_MISMATCH", "inputs[0].k.shape"),
+    ITEMERR("v length differs",
+            ITEM(NONE ",\"q\":" T222 ",\"k\":" T222 ",\"v\":{\"shape\":[1,2,"
+                      "4],\"data\":[1,2,3,4,5,6,7,8]}"),
+            "SHAPE_MISMATCH", "inputs[0].v.shape"),
+    /* Negative, zero, absurd dimensions; products overflowing size_t. */
+    ITEMERR("negative dim",
+            ITEM(NONE ",\"q\":{\"shape\":[-2,2,2],\"data\":[1]},\"k\":" T222 ",\"v\":" T222), "*",
+            "inputs[0].q.shape[0]"),
+    ITEMERR("zero dim",
+            ITEM(NONE ",\"q\":{\"shape\":[2,0,2],\"data\":[]},\"k\":" T222 ",\"v\":" T222), "*",
+            "*"),
+    ITEMERR("absurd dim",
+            ITEM(NONE ",\"q\":{\"shape\":[1e300,2,2],\"data\":[1]},\"k\":" T222 ",\"v\":" T222),
+            "*", "inputs[0].q.shape[0]"),
+    ITEMERR("dims overflow size_t",
+            ITEM(NONE ",\"q\":{\"shape\":[4294967296,4294967296,"
+                      "4294967296],\"data\":[1]},\"k\":" T222 ",\"v\":" T222),
+            "*", "*"),
+    ITEMERR("dims 2^31 each",
+            ITEM(NONE ",\"q\":{\"shape\":[2147483647,2147483647,2147483647],"
+                      "\"b64\":\"" B64_8 "\"},\"k\":" T222 ",\"v\":" T222),
+            "*", "*"),
+    ITEMERR("over max tensor elements",
+            ITEM(NONE ",\"q\":{\"shape\":[4096,64,128],\"b64\":\"" B64_8 "\"},\"k\":" T222
+                      ",\"v\":" T222),
+            "PAYLOAD_TOO_LARGE", "*"),
+    /* Out-of-range numbers, NaN/Infinity spelled in ways JSON allows. */
+    ITEMERR("data 1e39 (over float)",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,"
+                      "6,7,1e39]},\"k\":" T222 ",\"v\":" T222),
+            "OUT_OF_RANGE", "*"),
+    ITEMERR("data -1e39",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[-1e39,2,3,4,5,6,7,8]},"
+                      "\"k\":" T222 ",\"v\":" T222),
+            "OUT_OF_RANGE", "*"),
+    ITEMERR("data 1e999",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1e999,2,3,4,5,6,7,8]},"
+                      "\"k\":" T222 ",\"v\":" T222),
+            "*", "*"),
+    ITEMERR("scale 1e39", ITEM(NONE "," QKV ",\"scale\":1e39"), "*", "inputs[0].scale"),
+    ITEMERR("rope base 1e999", ITEM("\"scheme\":{\"type\":\"rope\",\"base\":1e999}," QKV), "*",
+            "inputs[0].scheme.base"),
+    ITEMERR("rope base negative", ITEM("\"scheme\":{\"type\":\"rope\",\"base\":-1}," QKV), "*",
+            "inputs[0].scheme.base"),
+    ITEMERR("key_length 3e9", ITEM(NONE "," QKV ",\"key_length\":3e9"), "OUT_OF_RANGE",
+            "inputs[0].key_length"),
+    ITEMERR("window negative", ITEM(NONE "," QKV ",\"window\":-1"), "INVALID_ARGUMENT",
+            "inputs[0].window"),
+    /* Heads. */
+    ITEMERR("H not divisible by Hkv",
+            ITEM(NONE ",\"q\":{\"shape\":[2,3,2],\"data\":[1,2,3,4,5,"
+                      "6,1,2,3,4,5,6]},\"k\":" T222 ",\"v\":" T222),
+            "SHAPE_MISMATCH", "*"),
+    ITEMERR("num_heads mismatch", ITEM(NONE "," QKV ",\"num_heads\":4"), "SHAPE_MISMATCH",
+            "inputs[0].num_heads"),
+    POST("encode alibi no num_heads", E, "{\"scheme\":{\"type\":\"alibi\"},\"q_length\":2}", 400,
+         "INVALID_ARGUMENT", "num_heads"),
+    /* rotary_dim. */
+    ITEMERR("rotary_dim odd", ITEM("\"scheme\":{\"type\":\"rope\",\"rotary_dim\":1}," QKV),
+            "INVALID_ARGUMENT", "inputs[0].scheme.rotary_dim"),
+    ITEMERR("rotary_dim > D", ITEM("\"scheme\":{\"type\":\"rope\",\"rotary_dim\":4}," QKV), "*",
+            "inputs[0].scheme.rotary_dim"),
+    ITEMERR("rotary_dim negative", ITEM("\"scheme\":{\"type\":\"rope\",\"rotary_dim\":-2}," QKV),
+            "*", "inputs[0].scheme.rotary_dim"),
+    /* Positions. */
+    ITEMERR("q_positions wrong length", ITEM(NONE "," QKV ",\"q_positions\":[0]"), "SHAPE_MISMATCH",
+            "inputs[0].q_positions"),
+    /* Negative positions are valid for the relative schemes (RoPE shifts);
+     * for a learned table they are a row outside it. */
+    POST("learned position negative", E,
+         "{\"scheme\":{\"type\":\"learned\",\"table\":{\"shape\":[2,2],\"data\":[1,2,3,4]}},"
+         "\"positions\":[0,-1]}",
+         400, "OUT_OF_RANGE", "positions[1]"),
+    ITEMERR("position 1e10", ITEM(ROPE "," QKV ",\"k_positions\":[0,1e10]"), "OUT_OF_RANGE",
+            "inputs[0].k_positions[1]"),
+    ITEMERR("past the learned table",
+            ITEM("\"scheme\":{\"type\":\"learned\",\"table\":{\"shape\":[1,4],\"data\":[1,2,3,4]}},"
+                 "\"num_heads\":2,\"x\":{\"shape\":[2,4],\"data\":[1,2,3,4,5,6,7,8]},"
+                 "\"w_q\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
+                 "\"w_k\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
+                 "\"w_v\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]}"),
+            "OUT_OF_RANGE", "inputs[0].k_positions[1]"),
+    POST("encode learned position past table", E,
+         "{\"scheme\":{\"type\":\"learned\",\"table\":{\"shape\":[2,2],\"data\":[1,2,3,4]}},"
+         "\"positions\":[0,5]}",
+         400, "OUT_OF_RANGE", "*"),
+    /* base64. */
+    ITEMERR("b64 invalid char",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"b64\":\"AA!AAAAAAAAAAAAAAA"
+                      "AAAAAAAAAAAAAAAAAAAAAAAAA=\"},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "*"),
+    ITEMERR(
+        "b64 bad padding",
+        ITEM(NONE
+             ",\"q\":{\"shape\":[2,2,2],\"b64\":\"AAAA=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"},"
+             "\"k\":" T222 ",\"v\":" T222),
+        "INVALID_ARGUMENT", "*"),
+    ITEMERR("b64 bits under padding",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"b64\":\"AAAAAAAAAAAA"
+                      "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB=\"},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "inputs[0].q.b64"),
+    ITEMERR("b64 wrong length",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"b64\":\"AAAAAAAA\"},"
+                      "\"k\":" T222 ",\"v\":" T222),
+            "SHAPE_MISMATCH", "*"),
+    ITEMERR("b64 not a multiple of 4 bytes",
+            ITEM(NONE ",\"q\":{\"shape\":[1,1,1],\"b64\":\"AAA="
+                      "\"},\"k\":" T222 ",\"v\":" T222),
+            "*", "*"),
+    ITEMERR("b64 and data both",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"b64\":\"" B64_8
+                      "\",\"data\":[1,2,3,4,5,6,7,8]},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "*"),
+    ITEMERR("b64 a number",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"b64\":12},\"k\":" T222 ",\"v\":" T222),
+            "INVALID_ARGUMENT", "*"),
+    ITEMERR("b64 holding a NaN",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"b64\":\"AACAPwAAAEAAAEBA"
+                      "AACAQAAAoEAAAMBAAADgQAAAwH8=\"},\"k\":" T222 ",\"v\":" T222),
+            "OUT_OF_RANGE", "inputs[0].q.b64[7]"),
+    ITEMERR("b64 holding +inf",
+            ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"b64\":\"AACAPwAAAEAAAEBA"
+                      "AACAQAAAoEAAAMBAAADgQAAAgH8=\"},\"k\":" T222 ",\"v\":" T222),
+            "OUT_OF_RANGE", "inputs[0].q.b64[7]"),
+    /* More wrong types and values on /v1/encode and /v1/analyze. */
+    POST("encode dim string", E,
+         "{\"scheme\":{\"type\":\"sinusoidal\"},\"dim\":\"4\",\"length\":2}", 400,
+         "INVALID_ARGUMENT", "dim"),
+    POST("encode dim zero", E, "{\"scheme\":{\"type\":\"sinusoidal\"},\"dim\":0,\"length\":2}", 400,
+         "*", "dim"),
+    POST("encode length negative", E,
+         "{\"scheme\":{\"type\":\"sinusoidal\"},\"dim\":4,\"length\":-2}", 400, "*", "length"),
+    POST("encode length absurd", E,
+         "{\"scheme\":{\"type\":\"sinusoidal\"},\"dim\":4096,"
+         "\"length\":2147483647}",
+         413, "PAYLOAD_TOO_LARGE", "*"),
+    POST("encode rope rotary_dim > dim", E,
+         "{\"scheme\":{\"type\":\"rope\",\"rotary_dim\":8},"
+         "\"dim\":4,\"length\":2}",
+         400, "*", "scheme.rotary_dim"),
+    POST("encode body is a string", E, "\"rope\"", 400, "INVALID_ARGUMENT", NULL),
+    POST("analyze offsets string", Z,
+         "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"rope\"},"
+         "\"q\":{\"shape\":[4],\"data\":[1,0,0,1]},\"k\":{\"shape\":[4],"
+         "\"data\":[0,1,1,0]},\"offsets\":\"1,2\"}",
+         400, "INVALID_ARGUMENT", "offsets"),
+    POST("analyze missing analysis", Z, "{" NONE "," QKV "}", 400, "INVALID_ARGUMENT", "analysis"),
+    POST("analyze permutation out of range", Z,
+         "{\"analysis\":\"permutation\"," NONE "," QKV ",\"permutation\":[0,7]}", 400, "*",
+         "permutation[1]"),
+    /* Layer mode: H not divisible by Hkv. */
+    ITEMERR("layer H % Hkv",
+            ITEM(NONE ",\"num_heads\":4,\"num_kv_heads\":3,"
+                      "\"x\":{\"shape\":[1,4],\"data\":[1,2,3,4]},"
+                      "\"w_q\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
+                      "\"w_k\":{\"shape\":[4,3],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4]},"
+                      "\"w_v\":{\"shape\":[4,3],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4]}"),
+            "SHAPE_MISMATCH", "*"),
+    /* Size limits on the wire. */
+    {"Content-Length 1 GB", 0, NULL, NULL, NULL, NULL, gen_raw_1gb, true, 413, "PAYLOAD_TOO_LARGE",
+     NULL, false, 1.0},
+    {"body longer than announced", 0, NULL, NULL, NULL, NULL, gen_raw_body_longer, true, 400,
+     "MALFORMED_JSON", NULL, false, 0},
+    /* libmicrohttpd answers this one itself, before posattnd sees it: not JSON. */
+    {"Content-Length not a number", 0, NULL, NULL, NULL, NULL, gen_raw_bad_length, true, 400, "-",
+     NULL, false, 0},
+    /* Methods and paths. */
+    {"GET on POST route", 0, "GET", A, NULL, NULL, NULL, false, 405, "METHOD_NOT_ALLOWED", NULL,
+     false, 0},
+    {"PUT on POST route", 0, "PUT", E, NULL, "{}", NULL, false, 405, "METHOD_NOT_ALLOWED", NULL,
+     false, 0},
+    {"DELETE healthz", 0, "DELETE", "/healthz", NULL, NULL, NULL, false, 405, "METHOD_NOT_ALLOWED",
+     NULL, false, 0},
+    {"POST on GET route", 0, "POST", "/v1/schemes", NULL, "{}", NULL, false, 405,
+     "METHOD_NOT_ALLOWED", NULL, false, 0},
+    {"unknown path", 0, "GET", "/v2/attention", NULL, NULL, NULL, false, 404, "NOT_FOUND", NULL,
+     false, 0},
+    {"unknown path with body", 0, "POST", "/v1/attention/", NULL, "{}", NULL, false, 404,
+     "NOT_FOUND", NULL, false, 0},
+    {"dot-dot path", 0, "GET", "/../../etc/passwd", NULL, NULL, NULL, false, 404, "NOT_FOUND", NULL,
+     false, 0},
+    {"query string", 0, "GET", "/healthz?x=1", NULL, NULL, NULL, false, 200, NULL, NULL, false, 0},
+    /* API key (server 1 runs with --api-key). */
+    {"no API key", 1, "POST", A, NULL, ITEM(NONE "," QKV), NULL, false, 401, "UNAUTHORIZED", NULL,
+     false, 0},
+    {"wrong API key", 1, "POST", A, "Authorization: Bearer nope", ITEM(NONE "," QKV), NULL, false,
+     401, "UNAUTHORIZED", NULL, false, 0},
+    {"API key prefix", 1, "GET", "/v1/schemes", "Authorization: Bearer s3cret", NULL, NULL, false,
+     401, "UNAUTHORIZED", NULL, false, 0},
+    {"API key longer", 1, "GET", "/v1/schemes", "Authorization: Bearer " API_KEY "x", NULL, NULL,
+     false, 401, "UNAUTHORIZED", NULL, false, 0},
+    {"API key not Bearer", 1, "GET", "/v1/schemes", "Authorization: Basic " API_KEY, NULL, NULL,
+     false, 401, "UNAUTHORIZED", NULL, false, 0},
+    {"API key empty", 1, "GET", "/v1/schemes", "Authorization: Bearer ", NULL, NULL, false, 401,
+     "UNAUTHORIZED", NULL, false, 0},
+    {"good API key", 1, "GET", "/v1/schemes", "Authorization: Bearer " API_KEY, NULL, NULL, false,
+     200, NULL, NULL, false, 0},
+    {"healthz needs no key", 1, "GET", "/healthz", NULL, NULL, NULL, false, 200, NULL, NULL, false,
+     0},
+    /* And the valid neighbours of the limits. */
+    GEN("batch of 64 (the limit)", A, gen_batch_64, 200, NULL, NULL),
+    POST("a valid item", A, ITEM(NONE "," QKV), 200, NULL, NULL),
+};
+
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* Runs one row; returns true, or prints why not and returns false. */
+static bool run_case(const bcase *c, bool verbose, bool verbose_once)
+{
+    const server *s = &servers[c->srv];
+    sbuf body = {0};
+    resp r;
+    bool ok = true;
+    cJSON *ans = NULL;
+    const cJSON *err = NULL;
+    char url[512];
+
+    if (c->gen != NULL)
+        c->gen(&body);
+    else if (c->body != NULL)
+        sb_puts(&body, c->body);
+    if (c->raw) {
+        raw_do(&r, s->port, body.p, body.len);
+    } else {
+        snprintf(url, sizeof url, "%s%s", s->url, c->path);
+        http_do(&r, c->method, url, (c->body != NULL || c->gen != NULL) ? &body : NULL, c->hdr);
+    }
+    double max_s = c->max_s > 0 ? c->max_s : 10.0;
+    if (c->max_s > 0 && verbose_once)
+        print_message("badinput: %s: %ld in %.3f s (limit %.1f s)\n", c->name, r.status, r.seconds,
+                      c->max_s);
+    if (r.seconds > max_s) {
+        print_message("  %s: answered in %.3f s, want < %.1f s\n", c->name, r.seconds, max_s);
+        ok = false;
+    }
+    if (r.status != c->status) {
+        print_message("  %s: status %ld, want %d: %.300s\n", c->name, r.status, c->status,
+                      r.body.p ? r.body.p : "");
+        ok = false;
+        goto done;
+    }
+    if ((strcmp(c->path ? c->path : "", "/v1/schemes") == 0 && c->code == NULL) ||
+        (c->code != NULL && strcmp(c->code, "-") == 0))
+        goto done; /* only the status is checked */
+    ans = r.body.p != NULL ? cJSON_ParseWithLength(r.body.p, r.body.len) : NULL;
+    if (ans == NULL) {
+        print_message("  %s: the answer is not JSON: %.200s\n", c->name, r.body.p ? r.body.p : "");
+        ok = false;
+        goto done;
+    }
+    if (c->item) {
+        const cJSON *outs = cJSON_GetObjectItemCaseSensitive(ans, "outputs");
+        err = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(outs, 0), "error");
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ans, "errors"))) {
+            print_message("  %s: \"errors\" is not true\n", c->name);
+            ok = false;
+        }
+    } else {
+        err = cJSON_GetObjectItemCaseSensitive(ans, "error");
+    }
+    if (c->code == NULL) {
+        if (err != NULL) {
+            print_message("  %s: unexpected error %.200s\n", c->name, r.body.p);
+            ok = false;
+        }
+        goto done;
+    }
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(err, "field");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+    if (!cJSON_IsString(code) || !cJSON_IsString(msg) || msg->valuestring[0] == '\0') {
+        print_message("  %s: no error code and message in %.300s\n", c->name, r.body.p);
+        ok = false;
+        goto done;
+    }
+    if (strcmp(c->code, "*") != 0 && strcmp(code->valuestring, c->code) != 0) {
+        print_message("  %s: code %s, want %s (%s)\n", c->name, code->valuestring, c->code,
+                      msg->valuestring);
+        ok = false;
+    }
+    if (c->field == NULL
+            ? (field != NULL && !cJSON_IsNull(field))
+            : strcmp(c->field, "*") != 0 &&
+                  (!cJSON_IsString(field) || strcmp(field->valuestring, c->field) != 0)) {
+        print_message("  %s: field %s, want %s (%s)\n", c->name,
+                      cJSON_IsString(field) ? field->valuestring : "(none)",
+                      c->field ? c->field : "(none)", msg->valuestring);
+        ok = false;
+    }
+    if (verbose)
+        print_message("  %-34s %ld %-18s %-28s %s\n", c->name, r.status, code->valuestring,
+                      cJSON_IsString(field) ? field->valuestring : "-", msg->valuestring);
+done:
+    cJSON_Delete(ans);
+    sb_free(&r.body);
+    sb_free(&body);
+    return ok;
+}
+
+static long healthz_status(const server *s)
+{
+    char url[96];
+    resp r;
+    snprintf(url, sizeof url, "%s/healthz", s->url);
+    http_do(&r, "GET", url, NULL, NULL);
+    sb_free(&r.body);
+    return r.status;
+}
+
+/* ------------------------------------------------------------------------- */
+
+static void test_badinput_table(void **state)
+{
+    (void)state;
+    const char *const open_flags[] = {NULL};
+    const char *const key_flags[] = {"--api-key", API_KEY, NULL};
+    long rss[4];
+    size_t failed = 0;
+    bool verbose = getenv("BADINPUT_VERBOSE") != NULL;
+
+    server_start(&servers[0], open_flags);
+    server_start(&servers[1], key_flags);
+    assert_int_equal(healthz_status(&servers[0]), 200);
+    rss[0] = rss_kb(servers[0].pid);
+    for (int pass = 0; pass < 3; pass++) {
+        for (size_t i = 0; i < NCASES; i++)
+            if (!run_case(&cases[i], verbose && pass == 0, pass == 0))
+                failed++;
+        rss[pass + 1] = rss_kb(servers[0].pid);
+        if (failed > 0)
+            break;
+    }
+    if (failed > 0)
+        fail_msg("%zu of the bad-input cases failed", failed);
+
+    /* Still up, on both servers. */
+    assert_int_equal(healthz_status(&servers[0]), 200);
+    assert_int_equal(healthz_status(&servers[1]), 200);
+    print_message("badinput: RSS start %ld kB, after pass 1 %ld kB, pass 2 %ld kB, pass 3 %ld kB "
+                  "(growth after pass 1: %ld kB, margin %d kB%s)\n",
+                  rss[0], rss[1], rss[2], rss[3], rss[3] - rss[1], RSS_MARGIN_KB,
+                  RSS_CHECKED ? "" : ", not checked under a sanitizer");
+    if (RSS_CHECKED && rss[3] - rss[1] > RSS_MARGIN_KB)
+        fail_msg("RSS grew by %ld kB from pass 1 to pass 3", rss[3] - rss[1]);
+    server_stop_ok(&servers[0]);
+    server_stop_ok(&servers[1]);
+    print_message("badinput: %zu cases\n", NCASES);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++)
+        if (servers[i].pid > 0) {
+            kill(servers[i].pid, SIGKILL);
+            waitpid(servers[i].pid, NULL, 0);
+            servers[i].pid = -1;
+        }
+    return 0;
+}
+
+static void find_binary(const char *argv0)
+{
+    const char *env = getenv("POSATTND");
+    const char *slash = strrchr(argv0, '/');
+    if (env != NULL && env[0] != '\0')
+        snprintf(posattnd_path, sizeof posattnd_path, "%s", env);
+    else if (slash != NULL)
+        snprintf(posattnd_path, sizeof posattnd_path, "%.*s/../posattnd", (int)(slash - argv0),
+                 argv0);
+    else
+        snprintf(posattnd_path, sizeof posattnd_path, "build/posattnd");
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_badinput_table, teardown),
+    };
+    int rc;
+    (void)argc;
+    find_binary(argv[0]);
+    if (access(posattnd_path, X_OK) != 0) {
+        fprintf(stderr, "test_badinput: %s is not an executable (build it, or set POSATTND)\n",
+                posattnd_path);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = cmocka_run_group_tests_name("badinput", tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
