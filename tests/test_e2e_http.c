@@ -1981,6 +1981,7 @@ static void test_sigterm_mid_upload(void **state)
         cJSON_Delete(j);
     } else
         fail_msg("HTTP %ld: %.300s", x.r.status, x.r.body.p ? x.r.body.p : "");
+    resp_free(&x.r);
     xfer_cleanup(&x);
     server_stop_ok(s, true);
     sb_free(&body);
