@@ -70,11 +70,16 @@ int main(int argc, char **argv)
     sigwait(&sigs, &sig);
     fprintf(stderr, "posattnd: %s received, draining (timeout %.0f s)\n",
             sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.drain_timeout);
-    /* Refuse new work but keep listening, so /readyz can say 503 to the
-     * load balancer; then stop accepting and let the open requests finish. */
+    /* Refuse new work (503, Connection: close) but keep listening, so
+     * /readyz can say 503 to the load balancer, until the accepted jobs are
+     * done. Waiting here for every open request would never end under load:
+     * a balancer keeps sending requests that are refused, each open for a
+     * moment. Then stop accepting connections and let the open requests
+     * (bodies still arriving, refusals being sent) finish; answers now close
+     * their connections, so this ends. */
     srv_http_drain(http);
     t0 = srv_now_ns();
-    while (srv_http_open_requests(http) > 0 && seconds_since(t0) < cfg.drain_timeout)
+    while (srv_http_in_flight(http) > 0 && seconds_since(t0) < cfg.drain_timeout)
         sleep_ms(5);
     srv_http_quiesce(http);
     while (srv_http_open_requests(http) > 0 && seconds_since(t0) < cfg.drain_timeout)
