@@ -104,6 +104,7 @@ struct request {
 
     srv_reply reply;
     bool reply_ready; /* set on the loop thread before the resume */
+    bool recorded;    /* counted in the metrics (and out of in_flight) */
     int status;       /* sent status, for the log */
     size_t bytes_out;
 };
@@ -162,6 +163,25 @@ static void set_text(srv_reply *r, int status, const char *type, const char *tex
         memcpy(r->body, text, n + 1);
 }
 
+/* Counts the request as answered, once: when its answer is queued (so a
+ * client that has read the answer sees the metrics already moved), or at
+ * completion for one that never got an answer. */
+static void record_answer(request *q)
+{
+    srv_http *h = q->h;
+    if (q->recorded)
+        return;
+    q->recorded = true;
+    if (q->status == 0)
+        q->status = 499; /* the client went away before an answer was queued */
+    srv_metrics_request(h->metrics, routes[q->route].label, q->status,
+                        (double)(srv_now_ns() - q->start_ns) / 1e9, q->body_len, q->bytes_out);
+    if (q->submitted) {
+        atomic_fetch_sub(&h->in_flight, 1);
+        srv_metrics_in_flight_add(h->metrics, -1);
+    }
+}
+
 static enum MHD_Result send_reply(request *q)
 {
     struct MHD_Response *resp;
@@ -203,6 +223,8 @@ static enum MHD_Result send_reply(request *q)
     q->bytes_out = r->body_len;
     ret = MHD_queue_response(q->conn, (unsigned)r->http_status, resp);
     MHD_destroy_response(resp);
+    if (ret == MHD_YES)
+        record_answer(q);
     return ret;
 }
 
@@ -525,15 +547,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (q == NULL)
         return;
     seconds = (double)(srv_now_ns() - q->start_ns) / 1e9;
-    if (q->status == 0)
-        q->status = 499; /* the client went away before an answer was queued */
-    srv_metrics_request(h->metrics, routes[q->route].label, q->status, seconds, q->body_len,
-                        q->bytes_out);
+    record_answer(q);
     log_access(q, seconds);
-    if (q->submitted) {
-        atomic_fetch_sub(&h->in_flight, 1);
-        srv_metrics_in_flight_add(h->metrics, -1);
-    }
     atomic_fetch_sub(&h->open, 1);
     srv_job_free(q->job);
     srv_reply_free(&q->reply);
