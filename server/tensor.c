@@ -576,9 +576,11 @@ void srv_tensor_free(srv_tensor *t)
 {
     if (!t)
         return;
-    free(t->data);
+    if (!t->borrowed)
+        free(t->data);
     t->data = NULL;
     t->count = 0;
+    t->borrowed = false;
 }
 
 /* ------------------------------------------------------------------------- */

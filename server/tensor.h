@@ -19,8 +19,10 @@
 typedef struct srv_tensor {
     int ndim;
     int64_t shape[SRV_MAX_DIMS];
-    size_t count; /* product of shape */
-    float *data;  /* malloc'd, owned; count floats */
+    size_t count;  /* product of shape */
+    float *data;   /* count floats: malloc'd and owned, unless borrowed */
+    bool borrowed; /* data belongs to someone else (a loaded named tensor,
+                      a request's binary segment): never written or freed */
 } srv_tensor;
 
 /* Parses the tensor object `node`. `field` is its path for errors
@@ -33,6 +35,7 @@ typedef struct srv_tensor {
  * false with *out untouched. */
 bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
                       srv_tensor *out, srv_reply *err);
+/* Frees data unless borrowed; leaves t empty. */
 void srv_tensor_free(srv_tensor *t);
 
 typedef enum srv_encoding { SRV_ENCODING_JSON = 0, SRV_ENCODING_B64 } srv_encoding;
