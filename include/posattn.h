@@ -388,8 +388,11 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
 
 /* Bytes of workspace pa_attention_run needs for *a (which must have passed
  * pa_attention_check). Independent of which optional outputs are requested,
- * and O(L * (H*D + d_model)) at most: without layer mode or rope it does not
- * grow with the sequence length at all. Returns 0 if the size overflows. */
+ * and O(L * (H*D + d_model)) at most: without layer mode it holds one kv
+ * head's keys (transposed) and values (gathered, when num_kv_heads > 1), and
+ * with rope the cos and sin tables, so it grows with the length by about
+ * k_len * (head_dim + v_head_dim) floats (plus q_len * rotary_dim with rope),
+ * whatever the head count. Returns 0 if the size overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
 /* Effective sizes after defaults: useful for sizing outputs. */

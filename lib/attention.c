@@ -1,7 +1,8 @@
 /* attention.c - multi-head attention with every positional scheme.
  *
  * Per head and block of BQ queries, keys are visited in tiles of BK: the
- * logits tile comes from one sgemm, the scheme's bias and the masks are added
+ * logits tile comes from one product against the kv head's keys, packed
+ * transposed once per kv head (lib/tile.c), the scheme's bias and the masks are added
  * in one pass, and an online softmax (Milakov & Gimelshein 2018, as in
  * FlashAttention) folds the tile into a running output, so without returned
  * weights the working memory does not grow with the sequence length. Tiles
@@ -9,6 +10,7 @@
  */
 #include "attention_plan.h"
 #include "softmax.h"
+#include "tile.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -21,8 +23,9 @@ enum { BQ = 64, BK = 256 };
 typedef struct buffers {
     float *xp;              /* [L, d_model]: x plus the absolute encoding */
     float *q, *k, *v;       /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
-    float *khead;           /* [Lk, D] rope: one kv head's keys, rotated */
-    float *qblk;            /* [BQ, D] rope: one block of one head's queries, rotated */
+    float *kt;              /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
+    float *vhead;           /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
+    float *qblk;            /* [BQ, D] rope: one block of queries (or keys), rotated */
     float *attn;            /* [Lq, H*Dv] before w_o */
     float *cos_q, *sin_q;   /* [Lq, r/2] */
     float *cos_k, *sin_k;   /* [Lk, r/2]; may alias the q tables */
@@ -67,8 +70,7 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         /* Rotated keys one kv head at a time and queries one block at a
          * time: O(Lk*D), not O(L*H*D), whatever the head count. */
         size_t half = (size_t)p->r / 2;
-        b->khead = pa__ws_take(w, Lk * (size_t)p->D, sizeof(float));
-        b->qblk = pa__ws_take(w, tq * (size_t)p->D, sizeof(float));
+        b->qblk = pa__ws_take(w, BQ * (size_t)p->D, sizeof(float));
         b->cos_q = pa__ws_take(w, Lq * half, sizeof(float));
         b->sin_q = pa__ws_take(w, Lq * half, sizeof(float));
         if (same_positions(p)) {
@@ -79,6 +81,9 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
             b->sin_k = pa__ws_take(w, Lk * half, sizeof(float));
         }
     }
+    b->kt = pa__ws_take(w, (size_t)p->D * pa__tile_kt_ld(p->Lk), sizeof(float));
+    if (p->Hkv > 1)
+        b->vhead = pa__ws_take(w, Lk * (size_t)p->Dv, sizeof(float));
     b->qpos = pa__ws_take(w, Lq, sizeof(int32_t));
     b->kpos = pa__ws_take(w, Lk, sizeof(int32_t));
     if (p->scheme->type == PA_SCHEME_ALIBI)
@@ -239,13 +244,14 @@ typedef struct head_io {
     float *q_rot, *k_rot;    /* rope: rotated q and k to return, or NULL */
 } head_io;
 
-/* One head's operands for attend_block: the query block and the key and
- * value columns of its kv head, each with its row stride. */
+/* One head's operands for attend_block: the query block, the packed K^T
+ * and the value columns of its kv head, each with its row stride. */
 typedef struct head_ops {
     const float *Qb;
-    const float *Kh;
+    const float *Kt;
     const float *Vh;
-    int ldq, ldk, ldv;
+    int ldq, ldv;
+    size_t ldkt;
 } head_ops;
 
 /* Writes -inf logits for a hidden tile, so the rows stay complete. */
@@ -260,7 +266,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                          const head_ops *op, int32_t h, int32_t i0, int32_t nq)
 {
     const int32_t Dv = p->Dv;
-    const float *Qb = op->Qb, *Kh = op->Kh, *Vh = op->Vh;
+    const float *Qb = op->Qb, *Vh = op->Vh;
     float *store = io->logits != NULL ? io->logits : io->weights;
     float *store_rows = store ? store + ((size_t)h * p->Lq + i0) * p->Lk : NULL;
     int32_t qmin = INT32_MAX, qmax = INT32_MIN;
@@ -291,8 +297,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         nk = j1 - j0;
         if (nk == 0)
             continue;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, p->D, p->scale, Qb,
-                    op->ldq, Kh + (size_t)j0 * op->ldk, op->ldk, 0.0f, b->S, nk);
+        pa__tile_qk(nq, nk, p->D, p->scale, Qb, op->ldq, op->Kt + j0, op->ldkt, b->S, nk);
         bias_and_mask(p, b, h, i0, nq, j0, nk);
         if (store_rows) {
             for (int32_t i = 0; i < nq; i++)
@@ -318,8 +323,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                     o[d] *= alpha;
             }
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dv, nk, 1.0f, b->S, nk,
-                    Vh + (size_t)j0 * op->ldv, op->ldv, 1.0f, b->O, Dv);
+        pa__tile_pv(nq, Dv, nk, b->S, nk, Vh + (size_t)j0 * op->ldv, op->ldv, b->O, Dv);
         if (shaw && shaw->rel_v != NULL) {
             const int32_t K = shaw->max_relative_position;
             for (int32_t i = 0; i < nq; i++) {
@@ -394,18 +398,37 @@ static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64
         /* Units of kv head g: [g*group*nb, (g+1)*group*nb). */
         const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
         head_ops op;
+        const float *Kh = io->K + (size_t)g * p->D;
         if (g1 <= u0 || g0 >= u1)
             continue;
-        op.Kh = io->K + (size_t)g * p->D;
-        op.ldk = io->ldk;
         op.Vh = io->V + (size_t)g * p->Dv;
         op.ldv = io->ldv;
+        if (b->vhead != NULL) {
+            /* Value rows Hkv*Dv floats apart share few cache sets (a 2 KiB
+             * stride maps a tile's rows onto 2 of L1's 64 sets): gather the
+             * head's rows once so the tiles stream from contiguous memory. */
+            for (int32_t j = 0; j < p->Lk; j++)
+                memcpy(b->vhead + (size_t)j * p->Dv, op.Vh + (size_t)j * io->ldv,
+                       (size_t)p->Dv * sizeof(float));
+            op.Vh = b->vhead;
+            op.ldv = p->Dv;
+        }
+        op.Kt = b->kt;
+        op.ldkt = pa__tile_kt_ld(p->Lk);
+        /* Keys packed once per kv head (every query block of the group reads
+         * them); with rope, rotated BQ rows at a time on the way. */
         if (p->rope) {
             /* The part holding the kv head's first unit returns its keys. */
             float *ret = io->k_rot != NULL && g0 >= u0 ? io->k_rot + (size_t)g * p->D : NULL;
-            rotate_rows(p, b->cos_k, b->sin_k, op.Kh, io->ldk, p->Lk, b->khead, ret, io->ldk);
-            op.Kh = b->khead;
-            op.ldk = p->D;
+            for (int32_t j0 = 0; j0 < p->Lk; j0 += BQ) {
+                const int32_t n = pa__min_i32(BQ, p->Lk - j0);
+                rotate_rows(p, b->cos_k + (size_t)j0 * half, b->sin_k + (size_t)j0 * half,
+                            Kh + (size_t)j0 * io->ldk, io->ldk, n, b->qblk,
+                            ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
+                pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
+            }
+        } else {
+            pa__tile_pack_kt(p->Lk, p->D, Kh, io->ldk, b->kt, op.ldkt);
         }
         for (int64_t u = g0 > u0 ? g0 : u0; u < g1 && u < u1; u++) {
             const int32_t h = (int32_t)(u / nb), i0 = (int32_t)(u % nb) * BQ;

@@ -3,8 +3,10 @@
  * The logits tile costs D multiply-adds per entry in sgemm but one exp in
  * the softmax, and a libm expf call is scalar: written as straight-line
  * arithmetic (Cephes' expf polynomial, scaled by 2^n through the exponent
- * bits) the loops below vectorize, and target_clones picks AVX-512 or AVX2
- * code at load time where the processor has it. Built with -O3 and
+ * bits) the loops below vectorize, and target_clones picks AVX2 code at
+ * load time where the processor has it. With AVX-512 the same arithmetic
+ * runs as explicit intrinsics (GCC leaves the max pass scalar: it will not
+ * turn the NaN-ignoring select into vmaxps on its own). Built with -O3 and
  * -fno-trapping-math (Makefile): the selects below may then be if-converted;
  * nothing here relies on floating-point exception flags.
  */
@@ -17,7 +19,7 @@
  * before the sanitizer runtime is set up. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&      \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define PA__CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define PA__CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define PA__CLONES
 #endif
@@ -69,7 +71,7 @@ static inline float lane_sum(const float *x, int32_t n)
     return sum;
 }
 
-PA__CLONES float pa__row_max(const float *row, int32_t n)
+PA__CLONES static float row_max(const float *row, int32_t n)
 {
     float lane[16];
     float m = -INFINITY;
@@ -86,15 +88,115 @@ PA__CLONES float pa__row_max(const float *row, int32_t n)
     return m;
 }
 
-PA__CLONES float pa__row_exp_sum(float *row, int32_t n, float m)
+PA__CLONES static float row_exp_sum(float *row, int32_t n, float m)
 {
     for (int32_t j = 0; j < n; j++)
         row[j] = exp_lane(row[j] - m);
     return lane_sum(row, n);
 }
 
-PA__CLONES void pa__row_exp_scale(float *row, int32_t n, float m, float scale)
+PA__CLONES static void row_exp_scale(float *row, int32_t n, float m, float scale)
 {
     for (int32_t j = 0; j < n; j++)
         row[j] = exp_lane(row[j] - m) * scale;
+}
+
+/* ------------------------------------------------------------------------- */
+/* AVX-512                                                                   */
+/* ------------------------------------------------------------------------- */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define PA_AVX512 __attribute__((target("avx512f")))
+
+/* exp_lane on 16 lanes, with the same constants and clamps. */
+PA_AVX512 static inline __m512 exp16(__m512 x)
+{
+    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), /* NaN -> -87 */
+                                    _mm512_set1_ps(88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+    __m512 p;
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+    {
+        const __m512i bits = _mm512_slli_epi32(
+            _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+        const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+        const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GT_OQ);
+        const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        return _mm512_mask_mov_ps(_mm512_maskz_mov_ps(live, y), nan, x);
+    }
+}
+
+static inline __mmask16 tail16(int32_t left)
+{
+    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+}
+
+PA_AVX512 static float row_max_avx512(const float *row, int32_t n)
+{
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int32_t j = 0; j < n; j += 16) {
+        const __mmask16 k = tail16(n - j);
+        /* vmaxps returns its second operand when either is NaN: NaN ignored. */
+        m = _mm512_max_ps(_mm512_mask_loadu_ps(m, k, row + j), m);
+    }
+    return _mm512_reduce_max_ps(m);
+}
+
+PA_AVX512 static float row_exp_sum_avx512(float *row, int32_t n, float m)
+{
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 sum = _mm512_setzero_ps();
+    for (int32_t j = 0; j < n; j += 16) {
+        const __mmask16 k = tail16(n - j);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm));
+        _mm512_mask_storeu_ps(row + j, k, e);
+        sum = _mm512_mask_add_ps(sum, k, sum, e);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+PA_AVX512 static void row_exp_scale_avx512(float *row, int32_t n, float m, float scale)
+{
+    const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
+    for (int32_t j = 0; j < n; j += 16) {
+        const __mmask16 k = tail16(n - j);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm));
+        _mm512_mask_storeu_ps(row + j, k, _mm512_mul_ps(e, vs));
+    }
+}
+
+#define PA_HAVE_AVX512() __builtin_cpu_supports("avx512f")
+#else
+#define PA_HAVE_AVX512() 0
+#define row_max_avx512 row_max
+#define row_exp_sum_avx512 row_exp_sum
+#define row_exp_scale_avx512 row_exp_scale
+#endif
+
+float pa__row_max(const float *row, int32_t n)
+{
+    return PA_HAVE_AVX512() ? row_max_avx512(row, n) : row_max(row, n);
+}
+
+float pa__row_exp_sum(float *row, int32_t n, float m)
+{
+    return PA_HAVE_AVX512() ? row_exp_sum_avx512(row, n, m) : row_exp_sum(row, n, m);
+}
+
+void pa__row_exp_scale(float *row, int32_t n, float m, float scale)
+{
+    if (PA_HAVE_AVX512())
+        row_exp_scale_avx512(row, n, m, scale);
+    else
+        row_exp_scale(row, n, m, scale);
 }

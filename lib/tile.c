@@ -1,0 +1,261 @@
+/* tile.c - see tile.h.
+ *
+ * The micro-kernels keep a block of C in zmm registers and stream the right
+ * operand row by row: per step of the inner dimension, NV vectors of 16
+ * floats are loaded once and each of R rows broadcasts one element of the
+ * left operand into NV fused multiply-adds (the register blocking of the
+ * GotoBLAS/BLIS micro-kernel, without packing the left operand: a block of
+ * at most 64 queries stays in L1). Column tails use AVX-512 masks, so any n
+ * works without padding the output.
+ *
+ * QK: R = 8 rows x NV = 2 vectors (16 accumulators), right operand K^T.
+ * PV: R = 6 rows x NV = 4 vectors (24 accumulators), right operand V.
+ *
+ * OpenBLAS has register-blocked kernels of its own, but on CPUs newer than
+ * the build knows (this project's machines among them) it falls back to its
+ * SSE3 "Prescott" kernels at a quarter of the FMA rate; these kernels follow
+ * the CPU's own flags instead.
+ */
+#include "tile.h"
+
+#include <cblas.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PA_TILE_X86 1
+#include <immintrin.h>
+#endif
+
+void pa__tile_pack_kt(int32_t n, int32_t d, const float *k, int ldk, float *kt, size_t ld)
+{
+    /* Blocks of 16 keys: each read row is used whole, each written row
+     * gets 16 contiguous floats. */
+    for (int32_t j0 = 0; j0 < n; j0 += 16) {
+        const int32_t jn = n - j0 < 16 ? n - j0 : 16;
+        for (int32_t c = 0; c < d; c++) {
+            float *dst = kt + (size_t)c * ld + (size_t)j0;
+            for (int32_t j = 0; j < jn; j++)
+                dst[j] = k[(size_t)(j0 + j) * (size_t)ldk + (size_t)c];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* OpenBLAS                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static void qk_blas(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A, int lda,
+                    const float *Bt, size_t ldb, float *S, int lds)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kdim, alpha, A, lda, Bt,
+                (int)ldb, 0.0f, S, lds);
+}
+
+static void pv_blas(int32_t m, int32_t n, int32_t kdim, const float *P, int ldp, const float *V,
+                    int ldv, float *O, int ldo)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kdim, 1.0f, P, ldp, V, ldv,
+                1.0f, O, ldo);
+}
+
+/* ------------------------------------------------------------------------- */
+/* AVX-512                                                                   */
+/* ------------------------------------------------------------------------- */
+
+#if PA_TILE_X86
+
+#define PA_AVX512 __attribute__((target("avx512f")))
+#define PA_INLINE static inline __attribute__((always_inline))
+
+/* The lanes of a 16-float vector that hold columns c .. n-1 (c < n or none). */
+PA_AVX512 PA_INLINE __mmask16 lanes(int32_t c, int32_t n)
+{
+    int32_t left = n - c;
+    if (left >= 16)
+        return (__mmask16)0xFFFF;
+    return left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
+}
+
+/* S[R, NV*16 columns from j] = alpha * A[R, kdim] Bt[kdim, ...]. */
+PA_AVX512 PA_INLINE void qk_block(const int R, const int NV, int32_t j, int32_t n, int32_t kdim,
+                                   float alpha, const float *A, int lda, const float *Bt,
+                                   size_t ldb, float *S, int lds)
+{
+    __m512 acc[8][2];
+    __mmask16 mk[2];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+        mk[v] = lanes(j + 16 * v, n);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+            acc[r][v] = _mm512_setzero_ps();
+    for (int32_t d = 0; d < kdim; d++) {
+        const float *b = Bt + (size_t)d * ldb + (size_t)j;
+        __m512 bv[2];
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+            bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const __m512 a = _mm512_set1_ps(A[(size_t)r * (size_t)lda + (size_t)d]);
+            _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+                acc[r][v] = _mm512_fmadd_ps(a, bv[v], acc[r][v]);
+        }
+    }
+    {
+        const __m512 va = _mm512_set1_ps(alpha);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+                _mm512_mask_storeu_ps(S + (size_t)r * (size_t)lds + (size_t)j + 16 * v, mk[v],
+                                      _mm512_mul_ps(acc[r][v], va));
+    }
+}
+
+PA_AVX512 PA_INLINE void qk_rows(const int R, int32_t n, int32_t kdim, float alpha, const float *A,
+                                  int lda, const float *Bt, size_t ldb, float *S, int lds)
+{
+    int32_t j = 0;
+    for (; j + 16 < n; j += 32)
+        qk_block(R, 2, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+    if (j < n)
+        qk_block(R, 1, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+}
+
+PA_AVX512 static void qk_avx512(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A,
+                                int lda, const float *Bt, size_t ldb, float *S, int lds)
+{
+    int32_t i = 0;
+    for (; i + 8 <= m; i += 8)
+        qk_rows(8, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds);
+#define QK_TAIL(r)                                                                              \
+    case r:                                                                                     \
+        qk_rows(r, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds); \
+        break
+    switch (m - i) {
+        QK_TAIL(1);
+        QK_TAIL(2);
+        QK_TAIL(3);
+        QK_TAIL(4);
+        QK_TAIL(5);
+        QK_TAIL(6);
+        QK_TAIL(7);
+    default:
+        break;
+    }
+#undef QK_TAIL
+}
+
+/* O[R, NV*16 columns from c] += P[R, kdim] V[kdim, ...]. */
+PA_AVX512 PA_INLINE void pv_block(const int R, const int NV, int32_t c, int32_t n, int32_t kdim,
+                                   const float *P, int ldp, const float *V, int ldv, float *O,
+                                   int ldo)
+{
+    __m512 acc[6][4];
+    __mmask16 mk[4];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+        mk[v] = lanes(c + 16 * v, n);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+            acc[r][v] = _mm512_maskz_loadu_ps(mk[v], O + (size_t)r * (size_t)ldo + (size_t)c +
+                                                          16 * v);
+    for (int32_t k = 0; k < kdim; k++) {
+        const float *b = V + (size_t)k * (size_t)ldv + (size_t)c;
+        __m512 bv[4];
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+            bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const __m512 p = _mm512_set1_ps(P[(size_t)r * (size_t)ldp + (size_t)k]);
+            _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+                acc[r][v] = _mm512_fmadd_ps(p, bv[v], acc[r][v]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+            _mm512_mask_storeu_ps(O + (size_t)r * (size_t)ldo + (size_t)c + 16 * v, mk[v],
+                                  acc[r][v]);
+}
+
+PA_AVX512 PA_INLINE void pv_rows(const int R, int32_t n, int32_t kdim, const float *P, int ldp,
+                                  const float *V, int ldv, float *O, int ldo)
+{
+    int32_t c = 0;
+    for (; c + 48 < n; c += 64)
+        pv_block(R, 4, c, n, kdim, P, ldp, V, ldv, O, ldo);
+    switch ((n - c + 15) / 16) {
+    case 3:
+        pv_block(R, 3, c, n, kdim, P, ldp, V, ldv, O, ldo);
+        break;
+    case 2:
+        pv_block(R, 2, c, n, kdim, P, ldp, V, ldv, O, ldo);
+        break;
+    case 1:
+        pv_block(R, 1, c, n, kdim, P, ldp, V, ldv, O, ldo);
+        break;
+    default:
+        break;
+    }
+}
+
+PA_AVX512 static void pv_avx512(int32_t m, int32_t n, int32_t kdim, const float *P, int ldp,
+                                const float *V, int ldv, float *O, int ldo)
+{
+    int32_t i = 0;
+    for (; i + 6 <= m; i += 6)
+        pv_rows(6, n, kdim, P + (size_t)i * ldp, ldp, V, ldv, O + (size_t)i * ldo, ldo);
+#define PV_TAIL(r)                                                                         \
+    case r:                                                                                \
+        pv_rows(r, n, kdim, P + (size_t)i * ldp, ldp, V, ldv, O + (size_t)i * ldo, ldo); \
+        break
+    switch (m - i) {
+        PV_TAIL(1);
+        PV_TAIL(2);
+        PV_TAIL(3);
+        PV_TAIL(4);
+        PV_TAIL(5);
+    default:
+        break;
+    }
+#undef PV_TAIL
+}
+
+bool pa__tile_native(void)
+{
+    return __builtin_cpu_supports("avx512f");
+}
+
+#else
+
+bool pa__tile_native(void)
+{
+    return false;
+}
+
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Dispatch                                                                  */
+/* ------------------------------------------------------------------------- */
+
+void pa__tile_qk(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A, int lda,
+                 const float *Bt, size_t ldb, float *S, int lds)
+{
+    if (m <= 0 || n <= 0)
+        return;
+#if PA_TILE_X86
+    if (pa__tile_native()) {
+        qk_avx512(m, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+        return;
+    }
+#endif
+    qk_blas(m, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+}
+
+void pa__tile_pv(int32_t m, int32_t n, int32_t kdim, const float *P, int ldp, const float *V,
+                 int ldv, float *O, int ldo)
+{
+    if (m <= 0 || n <= 0 || kdim <= 0)
+        return;
+#if PA_TILE_X86
+    if (pa__tile_native()) {
+        pv_avx512(m, n, kdim, P, ldp, V, ldv, O, ldo);
+        return;
+    }
+#endif
+    pv_blas(m, n, kdim, P, ldp, V, ldv, O, ldo);
+}
