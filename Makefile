@@ -126,6 +126,11 @@ $(LIB_A): $(LIB_OBJ)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) $(CURL_LIBS) $(LIBS)
 
+# bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
+$(BUILD)/bench/bench_attention.o: bench/bench_attention.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ilib -c $< -o $@
+
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(LIBS) -lpthread
 

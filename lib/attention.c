@@ -36,6 +36,7 @@ typedef struct buffers {
     float *m, *l;           /* [BQ] running max and denominator */
     float *qrel;            /* [BQ, 2K+1] shaw q . rel_k */
     bool *overflow;         /* set when a row's logits were not finite */
+    bool kpos_sorted;       /* kpos non-decreasing: each row's visible keys are one run */
 } buffers;
 
 /* True when the q and k position arrays are the same sequence, so one set
@@ -221,7 +222,19 @@ static void bias_and_mask(const pa__plan *p, const buffers *b, int32_t h, int32_
         default:
             break;
         }
-        if (needs_mask(p)) {
+        if (needs_mask(p) && b->kpos_sorted) {
+            /* Visibility is an interval of key positions, so of key indices
+             * here: trim the hidden ends, O(hidden keys) per row. */
+            int32_t lo = 0, hi = pa__max_i32(0, pa__min_i32(nk, p->key_len - j0));
+            while (lo < hi && !visible(p, qp, kpos[lo]))
+                lo++;
+            while (hi > lo && !visible(p, qp, kpos[hi - 1]))
+                hi--;
+            for (int32_t j = 0; j < lo; j++)
+                row[j] = -INFINITY;
+            for (int32_t j = hi; j < nk; j++)
+                row[j] = -INFINITY;
+        } else if (needs_mask(p)) {
             for (int32_t j = 0; j < nk; j++) {
                 if (j0 + j >= p->key_len || !visible(p, qp, kpos[j]))
                     row[j] = -INFINITY;
@@ -453,12 +466,16 @@ static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64
 /* Preparation: positions, projections, rotation                             */
 /* ------------------------------------------------------------------------- */
 
-static void fill_positions(const pa__plan *p, const buffers *b)
+static void fill_positions(const pa__plan *p, buffers *b)
 {
     for (int32_t i = 0; i < p->Lq; i++)
         b->qpos[i] = p->q_positions ? p->q_positions[i] : p->Lk - p->Lq + i;
-    for (int32_t j = 0; j < p->Lk; j++)
+    b->kpos_sorted = true;
+    for (int32_t j = 0; j < p->Lk; j++) {
         b->kpos[j] = p->k_positions ? p->k_positions[j] : j;
+        if (j > 0 && b->kpos[j] < b->kpos[j - 1])
+            b->kpos_sorted = false;
+    }
 }
 
 static int32_t max_position(const pa__plan *p, const buffers *b)

@@ -256,6 +256,29 @@ static void test_multi_tile(void **state)
         check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS);
         fixture_free(&f);
     }
+    {
+        /* Ordered positions with gaps, a symmetric window and padding: each
+         * row's visible keys are one run that the kernel trims from both
+         * ends; the run starts and ends inside tiles. */
+        fixture f;
+        int32_t *qpos = tu_alloc(300, sizeof(int32_t)), *kpos = tu_alloc(700, sizeof(int32_t));
+        for (int32_t i = 0; i < 300; i++)
+            qpos[i] = 3 * i + 1;
+        for (int32_t j = 0; j < 700; j++)
+            kpos[j] = j + j / 7;
+        setup_qkv(&f, PA_SCHEME_T5, 300, 700, 2, 1, 8, 0, 304);
+        add_tables(&f, 2, 8, 8, 1);
+        f.a.q_positions = qpos;
+        f.a.k_positions = kpos;
+        f.a.window = 90;
+        f.a.key_length = 650;
+        check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS);
+        f.a.causal = true;
+        check_against_reference(&f.a, WANT_WEIGHTS);
+        fixture_free(&f);
+        free(qpos);
+        free(kpos);
+    }
 }
 
 static void test_rope_variants(void **state)
