@@ -71,8 +71,7 @@ static const opt options[] = {
     {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",
      "OpenBLAS threads inside each worker (default 1)"},
     {"tensor", "POSATTN_TENSORS", OPT_TENSORS, FIELD(tensors), 0, 0, false, "NAME=PATH[:TENSOR]",
-     "load a named tensor from a .safetensors or .npy file at start-up, for {\"ref\":\"NAME\"} "
-     "in requests (repeatable; variable: entries separated by ';' or newlines)"},
+     "load a named tensor at start-up (repeatable; see below)"},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -151,6 +150,14 @@ void srv_config_usage(FILE *out, const char *prog)
     }
     fprintf(out, "  %-26s %-29s %s\n", "-h, --help", "", "print this help and exit");
     fprintf(out, "  %-26s %-29s %s\n", "--version", "", "print the version and exit");
+    fprintf(out,
+            "\n--tensor NAME=PATH[:TENSOR] loads a tensor from a .safetensors or .npy file\n"
+            "before listening (F32 used in place; F16, BF16, F64 converted to float32); a bad\n"
+            "file stops start-up. TENSOR picks one tensor of a safetensors file (needed when\n"
+            "it holds several); PATH:TENSOR splits at the last ':' right after .safetensors or\n"
+            ".npy, so paths may hold ':'. NAME is [A-Za-z0-9_.-]+. POSATTN_TENSORS holds\n"
+            "entries separated by ';' or newlines; any --tensor replaces its list. Requests\n"
+            "use a loaded tensor as {\"ref\":\"NAME\"}; GET /v1/tensors lists them.\n");
     fprintf(out, "\nUsable cores here (online, affinity, cgroup CPU quota): %d.\n", usable_cores());
 }
 
