@@ -190,10 +190,27 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard server/*.h include/*.h lib/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SRC) -o $@ $(SRV_LIBS) $(LIBS)
 
-fuzz: deps $(FUZZ_BIN)
+# The tensor file header parsers (safetensors, .npy) get their own driver,
+# seeded by the good and malformed files tests/fixtures/make_tensors.py writes.
+FUZZ_ST_BIN := $(BUILD)/fuzz/fuzz_safetensors
+FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c server/tensor_file.c
+FUZZ_ST_SEEDS := $(abspath $(BUILD)/fixtures/tensors)
+FUZZ_ST_RUN = /usr/bin/python3 tests/fixtures/make_tensors.py $(FUZZ_ST_SEEDS) && \
+	mkdir -p $(BUILD)/fuzz/st-corpus && cd $(BUILD)/fuzz && \
+	./fuzz_safetensors -max_total_time=$(1) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=./st- -dict=$(CURDIR)/tests/fuzz/safetensors.dict \
+	    st-corpus $(FUZZ_ST_SEEDS)/good $(FUZZ_ST_SEEDS)/bad
+
+$(FUZZ_ST_BIN): $(FUZZ_ST_SRC) server/tensor_file.h server/tensor.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_ST_SRC) -o $@ $(SRV_LIBS) -lm
+
+fuzz: deps $(FUZZ_BIN) $(FUZZ_ST_BIN)
 	$(call FUZZ_RUN,$(FUZZ_SECONDS))
-fuzz-smoke: deps $(FUZZ_BIN)
+	$(call FUZZ_ST_RUN,$(FUZZ_SECONDS))
+fuzz-smoke: deps $(FUZZ_BIN) $(FUZZ_ST_BIN)
 	$(call FUZZ_RUN,10)
+	$(call FUZZ_ST_RUN,10)
 
 # posattn-load is a client: libcurl and cJSON, nothing from lib/ or server/.
 $(BUILD)/tools/load/%.o: tools/load/%.c
