@@ -279,7 +279,8 @@ bool srv_safetensors_parse(const unsigned char *buf, size_t len, srv_tensor_entr
         order[i] = &es[i];
         i++;
     }
-    qsort(order, count, sizeof *order, cmp_offset);
+    if (count > 1)
+        qsort(order, count, sizeof *order, cmp_offset);
     for (i = 1; i < count; i++) {
         const srv_tensor_entry *a = order[i - 1], *b = order[i];
         if (b->offset < a->offset + a->nbytes) {

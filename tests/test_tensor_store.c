@@ -660,10 +660,15 @@ static void test_refs_through_api(void **state)
     tu_fill(&rng, table, ROWS * COLS, -1, 1);
     buf b = npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (512, 64), }", table,
                 ROWS * COLS * sizeof *table);
-    srv_tensor_spec sp = spec("wpe", write_file("wpe.npy", b), NULL);
+    srv_tensor_spec sp[2] = {
+        spec("wpe", write_file("wpe.npy", b), NULL),
+        spec("qv",
+             write_file("qv.npy", npy(1, NPY("<f4", "False", "(64,)"), table, 64 * sizeof *table)),
+             NULL)};
     srv_tensor_store *s = NULL;
     char err[256];
-    assert_true(srv_tensor_store_load(&sp, 1, &s, err, sizeof err));
+    if (!srv_tensor_store_load(sp, 2, &s, err, sizeof err))
+        fail_msg("%s", err);
 
     srv_limits lim = {8, (size_t)1 << 24, (size_t)100 << 10, 1, s};
     const char *body = "{\"scheme\":{\"type\":\"learned\",\"table\":{\"ref\":\"wpe\"}},"
@@ -723,6 +728,24 @@ static void test_refs_through_api(void **state)
         srv_reply_free(&r);
         free(inl);
         free(b64t);
+    }
+
+    /* rope_offset takes q and k as 1-D tensors and keeps their data: a
+     * loaded one is copied (ASan would catch a free of the store's data). */
+    {
+        const char *ana = "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"rope\"},"
+                          "\"q\":{\"ref\":\"qv\"},\"k\":{\"ref\":\"qv\"},\"offsets\":[1,2]}";
+        memset(&r, 0, sizeof r);
+        if (!srv_job_prepare(SRV_EP_ANALYZE, ana, strlen(ana), &lim, &job, &r))
+            fail_msg("%.*s", (int)r.body_len, r.body);
+        for (size_t i = 0; i < srv_job_task_count(job); i++)
+            srv_job_run_task(job, i, &ws);
+        srv_job_finish(job, &r);
+        srv_job_free(job);
+        srv_workspace_free(&ws);
+        assert_int_equal(r.http_status, 200);
+        srv_reply_free(&r);
+        assert_memory_equal(srv_tensor_store_find(s, "qv")->data, table, 64 * sizeof *table);
     }
 
     /* A position outside the loaded table: the library's error, as inline. */

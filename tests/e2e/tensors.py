@@ -156,6 +156,13 @@ class NamedTensors(unittest.TestCase):
         ref["scheme"]["table"] = {"ref": "wpe"}
         self.same("/v1/encode", body, ref)
 
+    def test_analyze_rope_offset(self):
+        # q and k of rope_offset by ref (the job keeps a copy of such vectors).
+        body = {"analysis": "rope_offset", "scheme": {"type": "rope"}, "q": inline("qv"),
+                "k": inline("kv"), "offsets": [1, 2, 3, 7], "output_encoding": "b64"}
+        ref = dict(body, q={"ref": "qv"}, k={"ref": "kv"})
+        self.same("/v1/analyze", body, ref)
+
     def test_list(self):
         status, body = request("GET", "/v1/tensors")
         self.assertEqual(status, 200, body)
