@@ -224,6 +224,27 @@ class NamedTensors(unittest.TestCase):
         self.assertEqual(err["code"], "UNKNOWN_FIELD")
         self.assertEqual(err["field"], "inputs[0].scheme.table.shape")
 
+    def test_list_needs_the_api_key(self):
+        p, url = start_server(ARGS.bin, ["--api-key", "k-e2e", "--tensor",
+                                         "wpe=" + SERVER["manifest"]["good"]["wpe"]["spec"]])
+        try:
+            def get(headers):
+                req = urllib.request.Request(url + "/v1/tensors", headers=headers)
+                try:
+                    with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+                        return r.status, json.loads(r.read())
+                except urllib.error.HTTPError as e:
+                    with e:
+                        return e.code, json.loads(e.read())
+            status, body = get({})
+            self.assertEqual(status, 401, body)
+            status, body = get({"Authorization": "Bearer k-e2e"})
+            self.assertEqual(status, 200, body)
+            self.assertEqual([t["name"] for t in body["tensors"]], ["wpe"])
+        finally:
+            p.terminate()
+            self.assertEqual(p.wait(timeout=15), 0)
+
     def test_bad_files_stop_start_up(self):
         for case in SERVER["manifest"]["bad"]:
             with self.subTest(file=case["file"]):
