@@ -16,7 +16,7 @@ CC ?= cc
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind \
                 clang libclang-rt-14-dev \
                 libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev \
-                curl python3 nodejs
+                curl python3 python3-numpy nodejs
 
 PKG_CFLAGS := $(shell pkg-config --cflags openblas cmocka 2>/dev/null)
 PKG_LIBS_BLAS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
@@ -58,7 +58,7 @@ LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo 
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: fuzz fuzz-smoke load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: e2e-tensors fuzz fuzz-smoke load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -142,7 +142,7 @@ run: deps
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.
 test: deps
-	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients load-test unit
+	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients e2e-tensors load-test unit
 
 unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
@@ -158,6 +158,11 @@ e2e-clients: $(POSATTND)
 e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http
 	@$(BUILD)/tests/test_e2e_http
 	@$(MAKE) --no-print-directory e2e-clients
+
+# Named tensors (--tensor): fixtures written by tests/fixtures/make_tensors.py
+# (NumPy) into the build folder, then requests by {"ref"} against inline.
+e2e-tensors: $(POSATTND)
+	@/usr/bin/python3 tests/e2e/tensors.py -q --bin $(POSATTND) --dir $(BUILD)/fixtures/tensors
 
 # lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib).
 check-layering:
@@ -176,7 +181,7 @@ bench: $(BENCH_BIN)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := $(BUILD)/fuzz/fuzz_request
-FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api% server/tensor.c server/reply.c \
+FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api% server/tensor.c server/tensor_%.c server/reply.c \
             server/errors.c server/fmt_float.c,$(SRV_SRC)) $(LIB_SRC)
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fno-omit-frame-pointer \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
@@ -190,10 +195,27 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard server/*.h include/*.h lib/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SRC) -o $@ $(SRV_LIBS) $(LIBS)
 
-fuzz: deps $(FUZZ_BIN)
+# The tensor file header parsers (safetensors, .npy) get their own driver,
+# seeded by the good and malformed files tests/fixtures/make_tensors.py writes.
+FUZZ_ST_BIN := $(BUILD)/fuzz/fuzz_safetensors
+FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c server/tensor_file.c
+FUZZ_ST_SEEDS := $(abspath $(BUILD)/fixtures/tensors)
+FUZZ_ST_RUN = /usr/bin/python3 tests/fixtures/make_tensors.py $(FUZZ_ST_SEEDS) && \
+	mkdir -p $(BUILD)/fuzz/st-corpus && cd $(BUILD)/fuzz && \
+	./fuzz_safetensors -max_total_time=$(1) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=./st- -dict=$(CURDIR)/tests/fuzz/safetensors.dict \
+	    st-corpus $(FUZZ_ST_SEEDS)/good $(FUZZ_ST_SEEDS)/bad
+
+$(FUZZ_ST_BIN): $(FUZZ_ST_SRC) server/tensor_file.h server/tensor.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_ST_SRC) -o $@ $(SRV_LIBS) -lm
+
+fuzz: deps $(FUZZ_BIN) $(FUZZ_ST_BIN)
 	$(call FUZZ_RUN,$(FUZZ_SECONDS))
-fuzz-smoke: deps $(FUZZ_BIN)
+	$(call FUZZ_ST_RUN,$(FUZZ_SECONDS))
+fuzz-smoke: deps $(FUZZ_BIN) $(FUZZ_ST_BIN)
 	$(call FUZZ_RUN,10)
+	$(call FUZZ_ST_RUN,10)
 
 # posattn-load is a client: libcurl and cJSON, nothing from lib/ or server/.
 $(BUILD)/tools/load/%.o: tools/load/%.c

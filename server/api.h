@@ -26,6 +26,9 @@ typedef struct srv_limits {
     size_t max_tensor_elements; /* floats in any one tensor */
     size_t max_request_memory;  /* bytes: inputs + outputs + workspaces of a request */
     int parallel_parts;         /* split a large q/k/v item into this many tasks (workers) */
+    /* Named tensors loaded at start-up, for {"ref":"NAME"} (tensor_store.h);
+     * NULL when none are loaded. Read-only, shared by every thread. */
+    const struct srv_tensor_store *tensors;
 } srv_limits;
 
 /* A growable per-worker scratch buffer, reused across tasks so that pages

@@ -164,7 +164,15 @@ static bool get_vector(const cJSON *root, const char *name, const api_ctx *ctx, 
         return api_get_float_array(v, name, ctx, out, n, e);
     if (!api_get_tensor(v, name, ctx, 1, &t, e))
         return false;
-    /* The vector outlives the tensor record: take its data. */
+    /* The vector outlives the tensor record: take its data (a copy of a
+     * loaded tensor's, which the job must not free). */
+    if (t.borrowed) {
+        float *copy = malloc(t.count * sizeof *copy);
+        if (copy == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory copying %s", name);
+        memcpy(copy, t.data, t.count * sizeof *copy);
+        t.data = copy;
+    }
     *out = t.data;
     *n = (int32_t)t.count;
     return true;

@@ -4,6 +4,7 @@
  * records every api*.c file fills.
  */
 #include "api_internal.h"
+#include "tensor_store.h"
 
 #include <float.h>
 #include <math.h>
@@ -419,7 +420,9 @@ bool api_get_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int wa
     memset(&rep, 0, sizeof rep);
     memset(&t, 0, sizeof t);
     api_path(path, sizeof path, ctx, name);
-    if (!srv_tensor_parse(v, path, want_ndim, ctx->lim->max_tensor_elements, &t, &rep))
+    if (srv_tensor_is_ref(v)
+            ? !srv_tensor_store_ref(ctx->lim->tensors, v, path, want_ndim, &t, &rep)
+            : !srv_tensor_parse(v, path, want_ndim, ctx->lim->max_tensor_elements, &t, &rep))
         return api_fail_reply(e, &rep);
     srv_reply_free(&rep); /* in case the parser left anything in it */
     for (int d = 0; d < t.ndim; d++) {

@@ -176,6 +176,12 @@ static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, cons
     return true;
 }
 
+/* Request memory of a tensor: a borrowed (loaded) tensor costs none. */
+static size_t tensor_bytes(const srv_tensor *t)
+{
+    return t->borrowed ? 0 : api_mul_sat(t->count, sizeof(float));
+}
+
 static bool parse_tensor_param(const api_param *p, const cJSON *v, const char *rel,
                                const api_ctx *ctx, api_scheme *out, api_err *e)
 {
@@ -184,7 +190,7 @@ static bool parse_tensor_param(const api_param *p, const cJSON *v, const char *r
                         : &out->table;
     if (!api_get_tensor(v, rel, ctx, 2, t, e))
         return false;
-    out->bytes = api_add_sat(out->bytes, api_mul_sat(t->count, sizeof(float)));
+    out->bytes = api_add_sat(out->bytes, tensor_bytes(t));
     switch (p->type) {
     case PA_SCHEME_LEARNED:
         out->s.learned.table = t->data;
@@ -385,11 +391,6 @@ void api_item_free(api_item *it)
 static const cJSON *member(const cJSON *obj, const char *name)
 {
     return cJSON_GetObjectItemCaseSensitive(obj, name);
-}
-
-static size_t tensor_bytes(const srv_tensor *t)
-{
-    return api_mul_sat(t->count, sizeof(float));
 }
 
 /* An optional int member; *present tells whether it was there. */

@@ -27,6 +27,7 @@ typedef enum opt_kind {
     OPT_SIZE_MB, /* size_t bytes, given as whole MB in [min, max] */
     OPT_SECONDS, /* double in (0, max] */
     OPT_LOG_FORMAT,
+    OPT_TENSORS, /* appends to tensors[]; the variable holds a list */
 } opt_kind;
 
 typedef struct opt {
@@ -69,6 +70,8 @@ static const opt options[] = {
      "access log on stderr: json, text or off (default json)"},
     {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",
      "OpenBLAS threads inside each worker (default 1)"},
+    {"tensor", "POSATTN_TENSORS", OPT_TENSORS, FIELD(tensors), 0, 0, false, "NAME=PATH[:TENSOR]",
+     "load a named tensor at start-up (repeatable; see below)"},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -147,6 +150,14 @@ void srv_config_usage(FILE *out, const char *prog)
     }
     fprintf(out, "  %-26s %-29s %s\n", "-h, --help", "", "print this help and exit");
     fprintf(out, "  %-26s %-29s %s\n", "--version", "", "print the version and exit");
+    fprintf(out,
+            "\n--tensor NAME=PATH[:TENSOR] loads a tensor from a .safetensors or .npy file\n"
+            "before listening (F32 used in place; F16, BF16, F64 converted to float32); a bad\n"
+            "file stops start-up. TENSOR picks one tensor of a safetensors file (needed when\n"
+            "it holds several); PATH:TENSOR splits at the last ':' right after .safetensors or\n"
+            ".npy, so paths may hold ':'. NAME is [A-Za-z0-9_.-]+. POSATTN_TENSORS holds\n"
+            "entries separated by ';' or newlines; any --tensor replaces its list. Requests\n"
+            "use a loaded tensor as {\"ref\":\"NAME\"}; GET /v1/tensors lists them.\n");
     fprintf(out, "\nUsable cores here (online, affinity, cgroup CPU quota): %d.\n", usable_cores());
 }
 
@@ -161,6 +172,80 @@ static bool parse_integer(const char *s, long long *out)
     if (errno || *end)
         return false;
     *out = v;
+    return true;
+}
+
+static bool tensor_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n >= SRV_TENSOR_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
+            return false;
+    return true;
+}
+
+/* Adds one NAME=PATH[:TENSOR] (len bytes at value) to c->tensors. */
+static bool add_tensor_spec(srv_config *c, const char *name, const char *value, size_t len,
+                            FILE *err, const char *prog)
+{
+    const char *eq = memchr(value, '=', len), *rest, *split = NULL;
+    size_t rest_len, path_len;
+    srv_tensor_spec *t;
+
+    if (eq == NULL || !tensor_name_ok(value, (size_t)(eq - value))) {
+        fprintf(err,
+                "%s: invalid value \"%.*s\" for %s: expected NAME=PATH[:TENSOR] with NAME of 1 "
+                "to %d characters from A-Z a-z 0-9 _ . -\n",
+                prog, (int)(len > 300 ? 300 : len), value, name, SRV_TENSOR_NAME_MAX - 1);
+        return false;
+    }
+    rest = eq + 1;
+    rest_len = len - (size_t)(rest - value);
+    /* PATH:TENSOR splits at the last ':' right after a file extension, so a
+     * path may itself hold ':' and a tensor name may hold anything. */
+    for (size_t i = rest_len; i-- > 0;) {
+        if (rest[i] != ':')
+            continue;
+        if ((i >= 12 && memcmp(rest + i - 12, ".safetensors", 12) == 0) ||
+            (i >= 4 && memcmp(rest + i - 4, ".npy", 4) == 0)) {
+            split = rest + i;
+            break;
+        }
+    }
+    path_len = split != NULL ? (size_t)(split - rest) : rest_len;
+    if (path_len == 0 || path_len >= SRV_TENSOR_PATH_MAX ||
+        (split != NULL && (rest_len - path_len - 1 == 0 || rest_len - path_len - 1 >= 256))) {
+        fprintf(err,
+                "%s: invalid value \"%.*s\" for %s: PATH must be 1 to %d characters and TENSOR, "
+                "when given, 1 to 255\n",
+                prog, (int)(len > 300 ? 300 : len), value, name, SRV_TENSOR_PATH_MAX - 1);
+        return false;
+    }
+    if (!(path_len >= 12 && memcmp(rest + path_len - 12, ".safetensors", 12) == 0) &&
+        !(path_len >= 4 && memcmp(rest + path_len - 4, ".npy", 4) == 0)) {
+        fprintf(err, "%s: invalid value \"%.*s\" for %s: PATH must end in .safetensors or .npy\n",
+                prog, (int)(len > 300 ? 300 : len), value, name);
+        return false;
+    }
+    for (size_t i = 0; i < c->n_tensors; i++) {
+        if (strlen(c->tensors[i].name) == (size_t)(eq - value) &&
+            memcmp(c->tensors[i].name, value, (size_t)(eq - value)) == 0) {
+            fprintf(err, "%s: invalid value \"%.*s\" for %s: tensor name '%s' is given twice\n",
+                    prog, (int)(len > 300 ? 300 : len), value, name, c->tensors[i].name);
+            return false;
+        }
+    }
+    if (c->n_tensors == SRV_MAX_TENSOR_SPECS) {
+        fprintf(err, "%s: too many tensors for %s: at most %d\n", prog, name, SRV_MAX_TENSOR_SPECS);
+        return false;
+    }
+    t = &c->tensors[c->n_tensors++];
+    memset(t, 0, sizeof *t);
+    memcpy(t->name, value, (size_t)(eq - value));
+    memcpy(t->path, rest, path_len);
+    if (split != NULL)
+        memcpy(t->tensor, split + 1, rest_len - path_len - 1);
     return true;
 }
 
@@ -234,6 +319,22 @@ static bool apply(srv_config *c, const opt *o, const char *name, const char *val
         *(srv_log_format *)(void *)base = f;
         return true;
     }
+    case OPT_TENSORS:
+        if (name[0] == '-')
+            return add_tensor_spec(c, name, value, strlen(value), err, prog);
+        /* The variable: entries separated by ';' or newlines, blanks ignored. */
+        while (*value) {
+            size_t n = strcspn(value, ";\n");
+            size_t a = 0, b = n;
+            while (a < b && isspace((unsigned char)value[a]))
+                a++;
+            while (b > a && isspace((unsigned char)value[b - 1]))
+                b--;
+            if (b > a && !add_tensor_spec(c, name, value + a, b - a, err, prog))
+                return false;
+            value += n + (value[n] != '\0');
+        }
+        return true;
     }
     return false;
 }
@@ -339,11 +440,16 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
         if (env && env[0] && !apply(&next, &options[j], options[j].env, env, err, prog))
             return -1;
     }
+    bool tensor_flag = false;
     for (int i = 1; i < argc; i++) {
         if (next_arg(argc, argv, &i, &o, &value, err, prog) != ARG_OPTION)
             return -1;
         char name[64];
         snprintf(name, sizeof name, "--%s", o->flag);
+        if (o->kind == OPT_TENSORS && !tensor_flag) {
+            next.n_tensors = 0; /* flags replace the variable's list */
+            tensor_flag = true;
+        }
         if (!apply(&next, o, name, value, err, prog))
             return -1;
     }

@@ -10,6 +10,18 @@
 
 typedef enum srv_log_format { SRV_LOG_JSON = 0, SRV_LOG_TEXT, SRV_LOG_OFF } srv_log_format;
 
+enum { SRV_TENSOR_NAME_MAX = 64, SRV_TENSOR_PATH_MAX = 1024, SRV_MAX_TENSOR_SPECS = 64 };
+
+/* One --tensor NAME=PATH[:TENSOR]: NAME is [A-Za-z0-9_.-]+ (up to 63
+ * characters), PATH ends in .safetensors or .npy, TENSOR (a safetensors
+ * key, "" when not given) follows the last ':' that comes right after
+ * ".safetensors" or ".npy", so paths may hold ':' themselves. */
+typedef struct srv_tensor_spec {
+    char name[SRV_TENSOR_NAME_MAX];
+    char path[SRV_TENSOR_PATH_MAX];
+    char tensor[256];
+} srv_tensor_spec;
+
 typedef struct srv_config {
     char host[256];              /* --host, POSATTN_HOST; default 127.0.0.1 */
     int port;                    /* --port, POSATTN_PORT; default 8080; 0 = any free port */
@@ -25,6 +37,14 @@ typedef struct srv_config {
     char api_key[256];           /* --api-key, POSATTN_API_KEY; empty = no auth */
     srv_log_format log_format;   /* --log-format json|text|off, POSATTN_LOG_FORMAT; default json */
     int blas_threads;            /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
+    /* --tensor NAME=PATH[:TENSOR] (repeatable), POSATTN_TENSORS (entries
+     * separated by ';' or newlines); any --tensor replaces the variable's
+     * list. Names are unique. Loaded by main.c before listening. */
+    srv_tensor_spec tensors[SRV_MAX_TENSOR_SPECS];
+    size_t n_tensors;
+    /* The loaded store (tensor_store.h), set by main.c after loading and
+     * read by the HTTP layer; NULL when no tensor is loaded. Not a flag. */
+    const struct srv_tensor_store *tensor_store;
 } srv_config;
 
 /* Defaults, as documented above. */

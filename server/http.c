@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "reply.h"
+#include "tensor_store.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -46,6 +47,7 @@ typedef enum route {
     ROUTE_ENCODE,
     ROUTE_ANALYZE,
     ROUTE_SCHEMES,
+    ROUTE_TENSORS,
     ROUTE_HEALTHZ,
     ROUTE_READYZ,
     ROUTE_METRICS,
@@ -63,6 +65,7 @@ static const struct {
     [ROUTE_ENCODE] = {"/v1/encode", "POST", "encode", true},
     [ROUTE_ANALYZE] = {"/v1/analyze", "POST", "analyze", true},
     [ROUTE_SCHEMES] = {"/v1/schemes", "GET", "schemes", true},
+    [ROUTE_TENSORS] = {"/v1/tensors", "GET", "tensors", true},
     [ROUTE_HEALTHZ] = {"/healthz", "GET", "healthz", false},
     [ROUTE_READYZ] = {"/readyz", "GET", "readyz", false},
     [ROUTE_METRICS] = {"/metrics", "GET", "metrics", false},
@@ -366,6 +369,9 @@ static enum MHD_Result serve_simple(request *q)
     case ROUTE_SCHEMES:
         srv_schemes_reply(&q->reply);
         break;
+    case ROUTE_TENSORS:
+        srv_tensor_store_reply(h->limits.tensors, &q->reply);
+        break;
     default:
         return send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such route");
     }
@@ -596,6 +602,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     h->limits.max_tensor_elements = cfg->max_tensor_elements;
     h->limits.max_request_memory = cfg->max_request_memory;
     h->limits.parallel_parts = cfg->workers;
+    h->limits.tensors = cfg->tensor_store;
     atomic_init(&h->draining, false);
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->open, 0);

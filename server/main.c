@@ -8,6 +8,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "pool.h"
+#include "tensor_store.h"
 
 #include "posattn.h"
 
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
     srv_metrics *metrics;
     srv_pool *pool;
     srv_http *http;
+    srv_tensor_store *tensors = NULL;
+    char msg[1024];
     int port = 0, sig = 0, rc;
     uint64_t t0;
 
@@ -42,6 +45,19 @@ int main(int argc, char **argv)
     rc = srv_config_parse(&cfg, argc, argv, stdout, stderr);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+
+    /* Named tensors before anything starts: a bad file stops start-up. */
+    if (!srv_tensor_store_load(cfg.tensors, cfg.n_tensors, &tensors, msg, sizeof msg)) {
+        fprintf(stderr, "posattnd: cannot load tensors: %s\n", msg);
+        return 1;
+    }
+    cfg.tensor_store = tensors;
+    for (size_t i = 0; i < srv_tensor_store_count(tensors); i++) {
+        const srv_named_tensor *t = srv_tensor_store_at(tensors, i);
+        fprintf(stderr, "posattnd: tensor %s: %s%s%s %s, %zu values%s\n", t->name, t->file,
+                t->tensor[0] ? ":" : "", t->tensor, srv_dtype_name(t->dtype), t->count,
+                t->mapped ? " (mapped)" : " (converted)");
+    }
 
     /* Before any thread exists, so that all of them inherit the mask. */
     signal(SIGPIPE, SIG_IGN);
@@ -61,6 +77,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "posattnd: start-up failed\n");
         srv_pool_stop(pool);
         srv_metrics_free(metrics);
+        srv_tensor_store_free(tensors);
         return 1;
     }
     printf("posattnd %s listening on http://%s:%d (workers %d, queue depth %d)\n",
@@ -94,6 +111,7 @@ int main(int argc, char **argv)
     srv_http_stop(http);
     srv_pool_stop(pool);
     srv_metrics_free(metrics);
+    srv_tensor_store_free(tensors);
     fprintf(stderr, "posattnd: stopped\n");
     return 0;
 }

@@ -26,6 +26,7 @@ static const char *const env_names[] = {
     "POSATTN_API_KEY",
     "POSATTN_LOG_FORMAT",
     "POSATTN_BLAS_THREADS",
+    "POSATTN_TENSORS",
 };
 
 /* Every test starts from a clean environment, whatever the runner has set. */
@@ -193,6 +194,89 @@ static void test_env_and_precedence(void **state)
     run_free(&r);
 }
 
+static void tensor_is(const srv_config *c, size_t i, const char *name, const char *path,
+                      const char *tensor)
+{
+    assert_true(i < c->n_tensors);
+    assert_string_equal(c->tensors[i].name, name);
+    assert_string_equal(c->tensors[i].path, path);
+    assert_string_equal(c->tensors[i].tensor, tensor);
+}
+
+static void test_tensors(void **state)
+{
+    (void)state;
+    run r = parse(NULL);
+    assert_int_equal(r.c.n_tensors, 0);
+    assert_null(r.c.tensor_store);
+    run_free(&r);
+
+    /* Both flag forms; ':' inside a path; the TENSOR part after the last
+     * ':' that follows the extension, itself holding ':' and '.'. */
+    const char *args[] = {"--tensor",
+                          "wpe=/m/gpt2.npy",
+                          "--tensor=t5.bias-0=/m/t5:v1/model.safetensors:encoder.block.0.bias",
+                          "--tensor",
+                          "odd=/a:b.safetensors:x.safetensors:y",
+                          "--tensor",
+                          "whole=/data/c:d.safetensors",
+                          NULL};
+    r = parse(args);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.n_tensors, 4);
+    tensor_is(&r.c, 0, "wpe", "/m/gpt2.npy", "");
+    tensor_is(&r.c, 1, "t5.bias-0", "/m/t5:v1/model.safetensors", "encoder.block.0.bias");
+    tensor_is(&r.c, 2, "odd", "/a:b.safetensors:x.safetensors", "y");
+    tensor_is(&r.c, 3, "whole", "/data/c:d.safetensors", "");
+    run_free(&r);
+
+    /* The variable: ';' or newlines, blanks around entries ignored. */
+    setenv("POSATTN_TENSORS", " a=/x.npy ;b=/y.safetensors:w\n\n c=/z.npy;", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.n_tensors, 3);
+    tensor_is(&r.c, 0, "a", "/x.npy", "");
+    tensor_is(&r.c, 1, "b", "/y.safetensors", "w");
+    tensor_is(&r.c, 2, "c", "/z.npy", "");
+    run_free(&r);
+    /* Any --tensor replaces the variable's list. */
+    const char *one[] = {"--tensor", "a=/other.npy", NULL};
+    r = parse(one);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.n_tensors, 1);
+    tensor_is(&r.c, 0, "a", "/other.npy", "");
+    run_free(&r);
+    setenv("POSATTN_TENSORS", "a=/x.npy;a=/y.npy", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, -1);
+    assert_non_null(strstr(r.err, "POSATTN_TENSORS"));
+    assert_non_null(strstr(r.err, "'a' is given twice"));
+    run_free(&r);
+    unsetenv("POSATTN_TENSORS");
+
+    /* Too many. */
+    char vals[SRV_MAX_TENSOR_SPECS + 1][32];
+    const char *many[2 * (SRV_MAX_TENSOR_SPECS + 1) + 1];
+    for (int i = 0; i <= SRV_MAX_TENSOR_SPECS; i++) {
+        snprintf(vals[i], sizeof vals[i], "t%d=/t.npy", i);
+        many[2 * i] = "--tensor";
+        many[2 * i + 1] = vals[i];
+    }
+    many[2 * (SRV_MAX_TENSOR_SPECS + 1)] = NULL;
+    char *argv[2 * (SRV_MAX_TENSOR_SPECS + 1) + 2];
+    argv[0] = (char *)"posattnd";
+    for (int i = 0; i < 2 * (SRV_MAX_TENSOR_SPECS + 1); i++)
+        argv[i + 1] = (char *)many[i];
+    srv_config c;
+    srv_config_defaults(&c);
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_int_equal(srv_config_parse(&c, 2 * (SRV_MAX_TENSOR_SPECS + 1) + 1, argv, devnull, devnull),
+                     -1);
+    assert_int_equal(srv_config_parse(&c, 2 * SRV_MAX_TENSOR_SPECS + 1, argv, devnull, devnull), 0);
+    assert_int_equal(c.n_tensors, SRV_MAX_TENSOR_SPECS);
+    fclose(devnull);
+}
+
 static void test_help_and_version(void **state)
 {
     (void)state;
@@ -319,6 +403,13 @@ static void test_bad_values(void **state)
     BAD("serve", NULL, "unexpected argument", "\"serve\"");
     BAD("-p", "80", "unexpected argument", "\"-p\"");
     BAD("--", NULL, "unexpected argument", NULL);
+    BAD("--tensor", "/m/wpe.npy", "--tensor", "NAME=PATH[:TENSOR]");
+    BAD("--tensor", "=/m/wpe.npy", "--tensor", "NAME=PATH");
+    BAD("--tensor", "a b=/m/wpe.npy", "--tensor", "A-Z a-z 0-9 _ . -");
+    BAD("--tensor", "a=/m/wpe.pt", "--tensor", "must end in .safetensors or .npy");
+    BAD("--tensor", "a=/m/model.safetensors:", "--tensor", "TENSOR");
+    BAD("--tensor", "a=", "--tensor", "PATH");
+    BAD("--tensor", NULL, "--tensor", "needs a value");
 
     /* A key that is too long is refused without echoing it. */
     char key[400];
@@ -356,6 +447,7 @@ int main(void)
         cmocka_unit_test_setup(test_defaults, clear_env),
         cmocka_unit_test_setup(test_flags_both_forms, clear_env),
         cmocka_unit_test_setup(test_env_and_precedence, clear_env),
+        cmocka_unit_test_setup(test_tensors, clear_env),
         cmocka_unit_test_setup(test_help_and_version, clear_env),
         cmocka_unit_test_setup(test_bad_values, clear_env),
     };
