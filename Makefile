@@ -58,7 +58,7 @@ LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo 
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: fuzz fuzz-smoke load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: fuzz fuzz-smoke load load-test slowloris all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -137,7 +137,8 @@ run: deps
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.
 test: deps
-	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients load-test unit
+	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients load-test unit \
+	    slowloris
 
 unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
@@ -149,6 +150,13 @@ E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
 	echo "e2e-clients: ok"
+
+# Slow clients against a spawned server (~6 s): headers and bodies trickled a
+# byte a second and silent connections are all cut at the 2 s timeout while a
+# normal client is served; prints the figures.
+slowloris: $(POSATTND)
+	@/usr/bin/python3 tests/slowloris.py --posattnd $(POSATTND) --timeout 2 --seconds 6 \
+	    --slow 100 --idle 10
 
 e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http
 	@$(BUILD)/tests/test_e2e_http
