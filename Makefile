@@ -225,8 +225,9 @@ LOAD_ARGS ?= --schemes none,rope,rope:yarn,alibi,t5,shaw --lengths 128,512 --hea
 load: deps
 	$(MAKE) --no-print-directory $(POSATTND) $(LOAD_BIN)
 	$(LOAD_BIN) --spawn $(POSATTND) $(LOAD_ARGS) \
-	    --json $(BUILD)/load-report.json --html $(BUILD)/load-report.html
-	@echo "reports: $(BUILD)/load-report.json $(BUILD)/load-report.html"
+	    --json $(BUILD)/load-report.json --html $(BUILD)/load-report.html \
+	    --svg $(BUILD)/load-report.svg
+	@echo "reports: $(BUILD)/load-report.json $(BUILD)/load-report.html $(BUILD)/load-report.svg"
 
 load-test: $(POSATTND) $(LOAD_BIN)
 	@tools/load/test_load.sh $(BUILD)

@@ -29,7 +29,9 @@ static const char USAGE[] =
     "  --server-arg ARG     pass ARG to the spawned server (repeatable)\n"
     "  --api-key KEY        send Authorization: Bearer KEY\n"
     "  --schemes LIST       none, rope, rope:yarn, rope:linear, rope:ntk, rope:dynamic,\n"
-    "                       rope:llama3, alibi, t5, shaw (default rope)\n"
+    "                       rope:llama3, alibi, t5, shaw, and in layer mode (x and\n"
+    "                       w_q/w_k/w_v, d_model = heads x head-dim) sinusoidal,\n"
+    "                       learned (default rope)\n"
     "  --lengths LIST       sequence lengths Lq = Lk (default 128)\n"
     "  --heads N            query heads (default 8)\n"
     "  --kv-heads N         key/value heads, divides --heads (default --heads)\n"
@@ -42,10 +44,13 @@ static const char USAGE[] =
     "  --warmup S           unmeasured seconds before each phase (default 0)\n"
     "  --encoding json|b64  tensor encoding, both ways (default json)\n"
     "  --causal             causal mask\n"
+    "  --layer              every scheme in layer mode (x [L, heads x head-dim] and\n"
+    "                       projections): the same work for all, projections included\n"
     "  --seed N             input generator seed (default 1)\n"
     "  --json FILE          JSON report (- for stdout)\n"
     "  --csv FILE           CSV report (- for stdout)\n"
     "  --html FILE          HTML report with inline SVG charts\n"
+    "  --svg FILE           the latency and throughput charts as one SVG image\n"
     "  --quiet              no terminal table\n"
     "  -h, --help           this help\n";
 
@@ -179,7 +184,7 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             return usage_error("unexpected argument '%s'", a);
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
         int is_bool = !strcmp(name, "--causal") || !strcmp(name, "--allow-remote") ||
-                      !strcmp(name, "--quiet");
+                      !strcmp(name, "--quiet") || !strcmp(name, "--layer");
         if (is_bool) {
             if (eq)
                 return usage_error("%s takes no value", name);
@@ -193,6 +198,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
 #define BAD(what) return usage_error("%s: " what, a)
         if (!strcmp(name, "--causal"))
             c->causal = 1;
+        else if (!strcmp(name, "--layer"))
+            c->layer = 1;
         else if (!strcmp(name, "--allow-remote"))
             c->allow_remote = 1;
         else if (!strcmp(name, "--quiet"))
@@ -259,6 +266,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             c->csv_path = val;
         else if (!strcmp(name, "--html"))
             c->html_path = val;
+        else if (!strcmp(name, "--svg"))
+            c->svg_path = val;
         else
             return usage_error("unknown flag '%s'", name);
 #undef BAD
@@ -374,7 +383,8 @@ report:
     {
         int to_stdout = (c.json_path && !strcmp(c.json_path, "-")) ||
                         (c.csv_path && !strcmp(c.csv_path, "-")) ||
-                        (c.html_path && !strcmp(c.html_path, "-"));
+                        (c.html_path && !strcmp(c.html_path, "-")) ||
+                        (c.svg_path && !strcmp(c.svg_path, "-"));
         if (!c.quiet)
             load_report_table(to_stdout ? stderr : stdout, &c, results, done);
         if (c.json_path && load_report_json(c.json_path, &c, results, done) != 0)
@@ -382,6 +392,8 @@ report:
         if (c.csv_path && load_report_csv(c.csv_path, &c, results, done) != 0)
             rc = 1;
         if (c.html_path && load_report_html(c.html_path, &c, results, done) != 0)
+            rc = 1;
+        if (c.svg_path && load_report_svg(c.svg_path, &c, results, done) != 0)
             rc = 1;
     }
     free(results);
