@@ -58,7 +58,7 @@ LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo 
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: fuzz fuzz-smoke load load-test slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -231,6 +231,13 @@ load: deps
 
 load-test: $(POSATTND) $(LOAD_BIN)
 	@tools/load/test_load.sh $(BUILD)
+
+# posattn-load against wrk on the same request and connections (~15 s).
+# wrk is needed by this target only.
+CROSSCHECK_PACKAGES := wrk
+load-crosscheck: $(POSATTND) $(LOAD_BIN)
+	@$(call apt_install,$(CROSSCHECK_PACKAGES))
+	@tests/load/wrk-crosscheck.sh $(BUILD)
 
 # bench_json measures the server's JSON and base64 paths: it sees server/ and
 # links the server objects it uses plus cJSON (explicit rules win over the

@@ -68,6 +68,7 @@ typedef struct {
     int allow_remote;
     int progress;                 /* stderr is a terminal */
     const char *json_path, *csv_path, *html_path, *svg_path;
+    const char *dump_body_path;   /* write one body and exit */
     int quiet;                    /* no terminal table */
 } load_config;
 

@@ -51,6 +51,9 @@ static const char USAGE[] =
     "  --csv FILE           CSV report (- for stdout)\n"
     "  --html FILE          HTML report with inline SVG charts\n"
     "  --svg FILE           the latency and throughput charts as one SVG image\n"
+    "  --dump-body FILE     write the first phase's request body (its first seeded\n"
+    "                       variant; a phase rotates four of the same shape) to FILE\n"
+    "                       and exit without sending anything (for wrk, curl)\n"
     "  --quiet              no terminal table\n"
     "  -h, --help           this help\n";
 
@@ -268,6 +271,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             c->html_path = val;
         else if (!strcmp(name, "--svg"))
             c->svg_path = val;
+        else if (!strcmp(name, "--dump-body"))
+            c->dump_body_path = val;
         else
             return usage_error("unknown flag '%s'", name);
 #undef BAD
@@ -285,7 +290,7 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
     }
     if (c->n_schemes == 0)
         return usage_error("%s", "--schemes is empty");
-    if (c->duration_s <= 0 && c->requests <= 0)
+    if (c->duration_s <= 0 && c->requests <= 0 && !c->dump_body_path)
         return usage_error("%s", "refusing to run unbounded: give --duration S or --requests N");
     if (c->kv_heads == 0)
         c->kv_heads = c->heads;
@@ -307,6 +312,36 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
                                      "--batch, --heads or --head-dim");
     }
     return 0;
+}
+
+/* --dump-body: the body posattn-load would send first, nothing sent. */
+static int dump_body(const load_config *c)
+{
+    char err[256];
+    size_t len = 0;
+    int rc = 0;
+    char *body = load_payload_build(c, c->schemes[0], c->lengths[0], 0, &len, err, sizeof err);
+    FILE *f;
+    if (body == NULL) {
+        fprintf(stderr, "posattn-load: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    f = fopen(c->dump_body_path, "wb");
+    if (f != NULL) {
+        int short_write = fwrite(body, 1, len, f) != len;
+        if (fclose(f) != 0 || short_write)
+            f = NULL;
+    }
+    if (f == NULL) {
+        fprintf(stderr, "posattn-load: cannot write %s\n", c->dump_body_path);
+        rc = 1;
+    }
+out:
+    free(body);
+    for (int i = 0; i < c->n_schemes; i++)
+        free(c->schemes[i]);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -332,6 +367,8 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc;
     c.progress = isatty(STDERR_FILENO);
+    if (c.dump_body_path)
+        return dump_body(&c);
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         fprintf(stderr, "posattn-load: curl_global_init failed\n");

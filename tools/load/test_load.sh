@@ -193,5 +193,18 @@ assert [x["ok"] for x in r] == [5, 5], r
     ok "t5 and shaw (tables), b64 both ways, causal: all 200 without item errors"
 else bad "t5 and shaw (tables), b64 both ways, causal: all 200 without item errors" "$TMP/check4.out"; fi
 
+# 5. --dump-body writes the first request and sends nothing (no server given).
+if "$LOAD" --url http://127.0.0.1:9 --schemes alibi,rope --lengths 8,16 --heads 2 --head-dim 4 \
+        --encoding b64 --dump-body "$TMP/body.json" >"$TMP/dump.out" 2>&1 &&
+    $PY -c '
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert b["output_encoding"] == "b64" and len(b["inputs"]) == 1, b
+it = b["inputs"][0]
+assert it["scheme"] == {"type": "alibi"} and it["q"]["shape"] == [8, 2, 4], it
+' "$TMP/body.json" >>"$TMP/dump.out" 2>&1; then
+    ok "--dump-body writes the first phase's request and exits"
+else bad "--dump-body writes the first phase's request and exits" "$TMP/dump.out"; fi
+
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]
