@@ -30,8 +30,8 @@ struct srv_pool {
     pthread_mutex_t lock;
     pool_item *head, *tail; /* submitted, not yet handed to libuv */
     bool stopping;
-    unsigned tick_ms;     /* under lock: the period wanted, 0 = none */
-    bool tick_changed;    /* under lock: the loop thread must (re)arm */
+    unsigned tick_ms;          /* under lock: the period wanted, 0 = none */
+    bool tick_changed;         /* under lock: the loop thread must (re)arm */
     pthread_mutex_t tick_lock; /* held around each tick call */
     void (*tick_fn)(void *);   /* under tick_lock */
     void *tick_arg;
