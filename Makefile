@@ -58,7 +58,7 @@ LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo 
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: e2e-tensors fuzz fuzz-smoke load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -142,7 +142,8 @@ run: deps
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.
 test: deps
-	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients e2e-tensors load-test unit
+	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients e2e-tensors \
+	    load-test unit slowloris overload
 
 unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
@@ -154,6 +155,26 @@ E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
 	echo "e2e-clients: ok"
+
+# Slow clients against a spawned server (~6 s): headers and bodies trickled a
+# byte a second and silent connections are all cut at the 2 s timeout while a
+# normal client is served; prints the figures.
+slowloris: $(POSATTND)
+	@/usr/bin/python3 tests/slowloris.py --posattnd $(POSATTND) --timeout 2 --seconds 6 \
+	    --slow 100 --idle 10
+
+# A burst at 8x capacity against a spawned server with a small queue and a
+# memory cap (~2 s): 503 + Retry-After for the excess, every accepted answer
+# checked against NumPy, peak RSS under the bound, nothing left in flight.
+overload: $(POSATTND)
+	@/usr/bin/python3 tests/overload.py --posattnd $(POSATTND)
+
+# A steady 40 requests/s for SOAK_SECONDS against a spawned server, RSS
+# sampled: fails on any error or on growth past max(8 MB, 10 %) after the
+# warm-up. Not in make test (it takes minutes); .ci/run runs 60 s.
+SOAK_SECONDS ?= 180
+soak: $(POSATTND)
+	@/usr/bin/python3 tests/soak.py --posattnd $(POSATTND) --seconds $(SOAK_SECONDS)
 
 e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http
 	@$(BUILD)/tests/test_e2e_http
@@ -231,11 +252,19 @@ LOAD_ARGS ?= --schemes none,rope,rope:yarn,alibi,t5,shaw --lengths 128,512 --hea
 load: deps
 	$(MAKE) --no-print-directory $(POSATTND) $(LOAD_BIN)
 	$(LOAD_BIN) --spawn $(POSATTND) $(LOAD_ARGS) \
-	    --json $(BUILD)/load-report.json --html $(BUILD)/load-report.html
-	@echo "reports: $(BUILD)/load-report.json $(BUILD)/load-report.html"
+	    --json $(BUILD)/load-report.json --html $(BUILD)/load-report.html \
+	    --svg $(BUILD)/load-report.svg
+	@echo "reports: $(BUILD)/load-report.json $(BUILD)/load-report.html $(BUILD)/load-report.svg"
 
 load-test: $(POSATTND) $(LOAD_BIN)
 	@tools/load/test_load.sh $(BUILD)
+
+# posattn-load against wrk on the same request and connections (~15 s).
+# wrk is needed by this target only.
+CROSSCHECK_PACKAGES := wrk
+load-crosscheck: $(POSATTND) $(LOAD_BIN)
+	@$(call apt_install,$(CROSSCHECK_PACKAGES))
+	@tests/load/wrk-crosscheck.sh $(BUILD)
 
 # bench_json measures the server's JSON and base64 paths: it sees server/ and
 # links the server objects it uses plus cJSON (explicit rules win over the

@@ -61,7 +61,7 @@ static const opt options[] = {
     {"max-request-mb", "POSATTN_MAX_REQUEST_MB", OPT_SIZE_MB, FIELD(max_request_memory), 1, 1048576,
      false, "MB", "memory one request may use, workspaces included (default 1024)"},
     {"request-timeout", "POSATTN_REQUEST_TIMEOUT", OPT_SECONDS, FIELD(request_timeout), 0, 86400,
-     false, "S", "seconds before a request answers 504 (default 30)"},
+     false, "S", "seconds for a request's headers, then its body, then its answer (504) (default 30)"},
     {"drain-timeout", "POSATTN_DRAIN_TIMEOUT", OPT_SECONDS, FIELD(drain_timeout), 0, 86400, false,
      "S", "seconds to finish accepted requests on SIGTERM (default 20)"},
     {"api-key", "POSATTN_API_KEY", OPT_STRING, FIELD(api_key), 0, 255, true, "KEY",

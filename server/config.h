@@ -32,7 +32,8 @@ typedef struct srv_config {
     size_t max_batch_items;      /* --max-batch-items, POSATTN_MAX_BATCH_ITEMS; default 64 */
     size_t max_tensor_elements;  /* --max-tensor-elements, POSATTN_MAX_TENSOR_ELEMENTS; default 16M */
     size_t max_request_memory;   /* --max-request-mb, POSATTN_MAX_REQUEST_MB; default 1024 MB */
-    double request_timeout;      /* --request-timeout (s), POSATTN_REQUEST_TIMEOUT; default 30 */
+    double request_timeout;      /* --request-timeout (s), POSATTN_REQUEST_TIMEOUT; default 30:
+                                  * bounds the headers, the body and the compute each */
     double drain_timeout;        /* --drain-timeout (s), POSATTN_DRAIN_TIMEOUT; default 20 */
     char api_key[256];           /* --api-key, POSATTN_API_KEY; empty = no auth */
     srv_log_format log_format;   /* --log-format json|text|off, POSATTN_LOG_FORMAT; default json */

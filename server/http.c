@@ -10,6 +10,7 @@
 #include "http.h"
 
 #include "api.h"
+#include "deadline.h"
 #include "reply.h"
 #include "tensor_store.h"
 
@@ -40,6 +41,7 @@ struct srv_http {
     atomic_int_fast64_t in_flight; /* jobs handed to the pool, not yet answered */
     atomic_int_fast64_t open;      /* requests from first handler call to completion */
     MHD_socket listen_fd;          /* after quiesce: ours to close */
+    srv_deadlines *deadlines;      /* every connection's header and body deadline */
 };
 
 typedef enum route {
@@ -83,6 +85,7 @@ typedef struct task_arg {
 struct request {
     srv_http *h;
     struct MHD_Connection *conn;
+    srv_conn *conn_deadline; /* the connection's record in h->deadlines */
     route route;
     char method[8];
     char path[128];
@@ -222,6 +225,7 @@ static enum MHD_Result send_reply(request *q)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (atomic_load(&q->h->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    srv_conn_set_phase(q->conn_deadline, SRV_CONN_BUSY, 0);
     q->status = r->http_status;
     q->bytes_out = r->body_len;
     ret = MHD_queue_response(q->conn, (unsigned)r->http_status, resp);
@@ -466,6 +470,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         atomic_init(&q->sum_compute_us, 0);
         *con_cls = q;
         atomic_fetch_add(&h->open, 1);
+        {
+            const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+            q->conn_deadline = ci != NULL ? ci->socket_context : NULL;
+        }
+        srv_conn_set_phase(q->conn_deadline, SRV_CONN_BODY, q->start_ns);
         return first_call(h, c, url, method, q);
     }
     if (q->reply_ready)
@@ -505,6 +515,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         q->body[q->body_len] = '\0';
         return MHD_YES;
     }
+    /* The whole request is in: no deadline while it is computed. */
+    srv_conn_set_phase(q->conn_deadline, SRV_CONN_BUSY, 0);
     if (q->refused)
         return send_error(q, q->refused_error, NULL, q->refused_msg);
     if (q->body_too_large) {
@@ -553,6 +565,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (q == NULL)
         return;
     seconds = (double)(srv_now_ns() - q->start_ns) / 1e9;
+    /* On keep-alive the next request's headers are due from now. */
+    srv_conn_set_phase(q->conn_deadline, SRV_CONN_HEADERS, srv_now_ns());
     record_answer(q);
     log_access(q, seconds);
     atomic_fetch_sub(&h->open, 1);
@@ -563,6 +577,31 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(q->body);
     free(q);
     *con_cls = NULL;
+}
+
+/* A connection opens in the headers phase and leaves the deadlines' set before
+ * libmicrohttpd closes its socket. */
+static void notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe)
+{
+    srv_http *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context =
+            ci != NULL ? srv_deadlines_open(h->deadlines, ci->connect_fd, srv_now_ns()) : NULL;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        srv_deadlines_close(h->deadlines, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* On the pool's loop thread, every SWEEP_MS. */
+enum { SWEEP_MS = 200 };
+static void sweep(void *arg)
+{
+    srv_http *h = arg;
+    srv_deadlines_sweep(h->deadlines, srv_now_ns());
 }
 
 /* ------------------------------------------------------------------------- */
@@ -591,6 +630,8 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     bool v6 = false;
     unsigned threads = 2; /* HTTP threads only parse and copy; 1 would be a warning */
     const union MHD_DaemonInfo *info;
+    /* Whole seconds, like libmicrohttpd's idle timeout below. */
+    unsigned timeout_s = (unsigned)(cfg->request_timeout + 0.999);
     srv_http *h = calloc(1, sizeof *h);
 
     if (h == NULL)
@@ -607,24 +648,34 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->open, 0);
     h->listen_fd = MHD_INVALID_SOCKET;
+    h->deadlines = srv_deadlines_new((uint64_t)timeout_s * 1000000000u);
+    if (h->deadlines == NULL) {
+        free(h);
+        return NULL;
+    }
     if (!resolve(cfg->host, cfg->port, &ss, &v6)) {
         fprintf(stderr, "posattnd: cannot resolve --host %s\n", cfg->host);
+        srv_deadlines_free(h->deadlines);
         free(h);
         return NULL;
     }
     h->daemon = MHD_start_daemon(
         MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
             MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0),
-        (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->request_timeout + 0.999),
+        (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h, MHD_OPTION_END);
     if (h->daemon == NULL) {
         fprintf(stderr, "posattnd: cannot listen on %s:%d\n", cfg->host, cfg->port);
+        srv_deadlines_free(h->deadlines);
         free(h);
         return NULL;
     }
+    /* libmicrohttpd's timeout is reset by every byte; the sweep bounds the
+     * headers and the body however slowly they come. */
+    if (timeout_s > 0)
+        srv_pool_set_ticker(pool, SWEEP_MS, sweep, h);
     info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
     *bound_port = info != NULL ? info->port : cfg->port;
     return h;
@@ -655,8 +706,10 @@ void srv_http_stop(srv_http *h)
 {
     if (h == NULL)
         return;
+    srv_pool_set_ticker(h->pool, 0, NULL, NULL);
     MHD_stop_daemon(h->daemon);
     if (h->listen_fd != MHD_INVALID_SOCKET)
         close(h->listen_fd);
+    srv_deadlines_free(h->deadlines);
     free(h);
 }

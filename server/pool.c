@@ -25,10 +25,16 @@ typedef struct pool_item {
 struct srv_pool {
     uv_loop_t loop;
     uv_async_t wake;
+    uv_timer_t timer; /* the ticker's */
     uv_thread_t thread;
     pthread_mutex_t lock;
     pool_item *head, *tail; /* submitted, not yet handed to libuv */
     bool stopping;
+    unsigned tick_ms;          /* under lock: the period wanted, 0 = none */
+    bool tick_changed;         /* under lock: the loop thread must (re)arm */
+    pthread_mutex_t tick_lock; /* held around each tick call */
+    void (*tick_fn)(void *);   /* under tick_lock */
+    void *tick_arg;
     int max_queued;
     atomic_int_fast64_t queued;  /* submitted, not started */
     atomic_int_fast64_t pending; /* submitted, not done */
@@ -61,17 +67,37 @@ static void after_work_cb(uv_work_t *w, int status)
     free(it);
 }
 
+static void timer_cb(uv_timer_t *t)
+{
+    srv_pool *p = t->data;
+    pthread_mutex_lock(&p->tick_lock);
+    if (p->tick_fn != NULL)
+        p->tick_fn(p->tick_arg);
+    pthread_mutex_unlock(&p->tick_lock);
+}
+
 static void wake_cb(uv_async_t *a)
 {
     srv_pool *p = a->data;
     pool_item *list;
-    bool stopping;
+    bool stopping, tick_changed;
+    unsigned tick_ms;
 
     pthread_mutex_lock(&p->lock);
     list = p->head;
     p->head = p->tail = NULL;
     stopping = p->stopping;
+    tick_changed = p->tick_changed;
+    tick_ms = p->tick_ms;
+    p->tick_changed = false;
     pthread_mutex_unlock(&p->lock);
+
+    /* uv_timer_* belong to the loop thread, hence the request by wake-up. */
+    if (tick_changed && !stopping) {
+        uv_timer_stop(&p->timer);
+        if (tick_ms > 0)
+            uv_timer_start(&p->timer, timer_cb, tick_ms, tick_ms);
+    }
 
     while (list != NULL) {
         pool_item *next = list->next;
@@ -82,8 +108,10 @@ static void wake_cb(uv_async_t *a)
         }
         list = next;
     }
-    if (stopping)
+    if (stopping) {
         uv_close((uv_handle_t *)&p->wake, NULL);
+        uv_close((uv_handle_t *)&p->timer, NULL);
+    }
 }
 
 static void loop_main(void *arg)
@@ -105,20 +133,27 @@ srv_pool *srv_pool_start(int workers, int max_queued)
     atomic_init(&p->pending, 0);
     if (pthread_mutex_init(&p->lock, NULL) != 0)
         goto fail_free;
-    if (uv_loop_init(&p->loop) != 0)
+    if (pthread_mutex_init(&p->tick_lock, NULL) != 0)
         goto fail_mutex;
+    if (uv_loop_init(&p->loop) != 0)
+        goto fail_tick_lock;
     if (uv_async_init(&p->loop, &p->wake, wake_cb) != 0)
         goto fail_loop;
     p->wake.data = p;
+    uv_timer_init(&p->loop, &p->timer); /* cannot fail */
+    p->timer.data = p;
     if (uv_thread_create(&p->thread, loop_main, p) != 0)
         goto fail_async;
     return p;
 
 fail_async:
     uv_close((uv_handle_t *)&p->wake, NULL);
+    uv_close((uv_handle_t *)&p->timer, NULL);
     uv_run(&p->loop, UV_RUN_DEFAULT);
 fail_loop:
     uv_loop_close(&p->loop);
+fail_tick_lock:
+    pthread_mutex_destroy(&p->tick_lock);
 fail_mutex:
     pthread_mutex_destroy(&p->lock);
 fail_free:
@@ -183,6 +218,23 @@ int srv_pool_max_queued(const srv_pool *p)
     return p->max_queued;
 }
 
+void srv_pool_set_ticker(srv_pool *p, unsigned period_ms, void (*fn)(void *), void *arg)
+{
+    /* Taking tick_lock waits out a call in progress; after it no call of
+     * the old function starts. */
+    if (fn == NULL)
+        period_ms = 0;
+    pthread_mutex_lock(&p->tick_lock);
+    p->tick_fn = period_ms > 0 ? fn : NULL;
+    p->tick_arg = arg;
+    pthread_mutex_unlock(&p->tick_lock);
+    pthread_mutex_lock(&p->lock);
+    p->tick_ms = period_ms;
+    p->tick_changed = true;
+    pthread_mutex_unlock(&p->lock);
+    uv_async_send(&p->wake);
+}
+
 void srv_pool_stop(srv_pool *p)
 {
     if (p == NULL)
@@ -195,6 +247,7 @@ void srv_pool_stop(srv_pool *p)
      * item's after_work callback has run. */
     uv_thread_join(&p->thread);
     uv_loop_close(&p->loop);
+    pthread_mutex_destroy(&p->tick_lock);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }

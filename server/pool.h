@@ -43,6 +43,12 @@ int64_t srv_pool_queued(const srv_pool *p);
 int64_t srv_pool_pending(const srv_pool *p);
 int srv_pool_max_queued(const srv_pool *p);
 
+/* Calls fn(arg) on the pool's loop thread every period_ms milliseconds, in
+ * place of any earlier ticker; period_ms 0 (or fn NULL) stops ticking. When
+ * this returns, no call of an earlier function is running or will start, so
+ * its arg may be freed. fn must not call srv_pool_set_ticker. Thread-safe. */
+void srv_pool_set_ticker(srv_pool *p, unsigned period_ms, void (*fn)(void *), void *arg);
+
 /* Stops the loop thread after every submitted task is done, then frees. */
 void srv_pool_stop(srv_pool *p);
 

@@ -7,11 +7,15 @@ a running one, then for --seconds (default 20):
     half in the headers, half in the body (headers complete, body slow);
   * --idle connections (default 20) send half a request line and go silent;
   * one client sends normal requests (GET /healthz, a small POST
-    /v1/attention) back to back and times them.
+    /v1/attention) back to back and times them;
+  * one keep-alive client sends a request, waits 0.8 T, sends another on the
+    same connection, then stays idle.
 Prints the figures and exits 1 unless: normal requests were all answered
 with p99 < 1 s, every idle connection was closed by the server within
-T + 2 s, and every slow connection was closed within its limit (the
-connection or request timeout; T + 2 s after it started, by default).
+T + 2 s, every slow connection was closed within its limit (headers and
+body each within T; T + 2 s after it started, by default), and the
+keep-alive connection got both answers (its clock restarts at each answer)
+and was closed T (+-0.7 s) after the second.
 Standard library only; 127.0.0.1 only; bounded in time and count.
 
   tests/slowloris.py [--posattnd build/posattnd] [--timeout 3] [--slow 200]
@@ -117,6 +121,34 @@ def normal_client(url, stop, lat, failures):
         time.sleep(0.01)
 
 
+def keepalive_probe(port, timeout, out):
+    """Two requests on one connection 0.8 T apart, then idle until closed."""
+    req = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    answers, last = 0, None
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout + 5)
+        for i in range(2):
+            if i:
+                time.sleep(0.8 * timeout)
+            s.sendall(req)
+            buf = b""
+            while b"\r\n\r\n" not in buf or not buf.rstrip().endswith(b"}"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                buf += chunk
+            if buf.startswith(b"HTTP/1.1 200"):
+                answers += 1
+                last = time.monotonic()
+        while s.recv(4096):
+            pass
+        out["closed_after"] = time.monotonic() - last if last else None
+        s.close()
+    except OSError as e:
+        out["error"] = repr(e)
+    out["answers"] = answers
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -130,6 +162,8 @@ def main():
     a = ap.parse_args()
     if not 1 <= a.slow + a.idle <= 1000 or not 1 <= a.seconds <= 120:
         sys.exit("slowloris: --slow + --idle in 1..1000 and --seconds in 1..120")
+    if a.seconds < 1.8 * a.timeout + 2:
+        sys.exit("slowloris: --seconds must be at least 1.8 * --timeout + 2 (the keep-alive probe)")
 
     proc = None
     if a.url:
@@ -172,6 +206,9 @@ def main():
     lat, failures = [], []
     th = threading.Thread(target=normal_client, args=(url, stop, lat, failures), daemon=True)
     th.start()
+    ka = {}
+    ka_th = threading.Thread(target=keepalive_probe, args=(port, a.timeout, ka), daemon=True)
+    ka_th.start()
     next_tick = time.monotonic()
     while time.monotonic() - t_start < a.seconds:
         now = time.monotonic()
@@ -191,6 +228,7 @@ def main():
                 c.poll_read()
     stop.set()
     th.join(10)
+    ka_th.join(max(0.0, a.timeout * 2.8 + 2 - (time.monotonic() - t_start)))
     rss1 = rss_kb(proc)
 
     limit = a.timeout + 2.0
@@ -213,6 +251,12 @@ def main():
           f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {max(lat, default=0) * 1000:.1f} ms")
     if failures:
         print(f"  first failure: {failures[0]}")
+    ka_after = ka.get("closed_after")
+    print(f"  keep-alive  : {ka.get('answers', 0)} of 2 answered on one connection 0.8 T apart, "
+          f"closed {'%.1f s' % ka_after if ka_after is not None else 'never'} after the second "
+          f"answer (want {a.timeout} +- 0.7 s){' ' + ka['error'] if 'error' in ka else ''}")
+    if ka.get("answers") != 2 or ka_after is None or abs(ka_after - a.timeout) > 0.7:
+        ok = False
     if rss0 is not None:
         print(f"  posattnd RSS: {rss0} kB before, {rss1} kB after")
     if not lat or failures or p99 >= 1.0:

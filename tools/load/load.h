@@ -63,10 +63,12 @@ typedef struct {
     double warmup_s;              /* per phase, not counted */
     load_encoding encoding;
     int causal;
+    int layer;                    /* every scheme in layer mode (x, w_q, w_k, w_v) */
     unsigned long long seed;
     int allow_remote;
     int progress;                 /* stderr is a terminal */
-    const char *json_path, *csv_path, *html_path;
+    const char *json_path, *csv_path, *html_path, *svg_path;
+    const char *dump_body_path;   /* write one body and exit */
     int quiet;                    /* no terminal table */
 } load_config;
 
@@ -124,6 +126,10 @@ void load_report_table(FILE *f, const load_config *c, const load_result *r, int 
 int load_report_json(const char *path, const load_config *c, const load_result *r, int n);
 int load_report_csv(const char *path, const load_config *c, const load_result *r, int n);
 int load_report_html(const char *path, const load_config *c, const load_result *r, int n);
+/* One standalone SVG image: latency percentiles per phase (grouped bars),
+ * then throughput against concurrency when the scenario has several
+ * concurrencies, else throughput per phase. */
+int load_report_svg(const char *path, const load_config *c, const load_result *r, int n);
 
 double load_now_s(void);
 

@@ -1,6 +1,7 @@
 /* payload.c - posattn-load's request bodies: a /v1/attention batch for one
- * (scheme, length), with q/k/v and any scheme tables drawn from a seeded
- * generator, so the same flags always send the same bytes.
+ * (scheme, length), with q/k/v (or, for the absolute schemes, layer mode's
+ * x and projections) and any scheme tables drawn from a seeded generator, so
+ * the same flags always send the same bytes.
  */
 #include "load.h"
 
@@ -66,10 +67,11 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* Values k/10000 in [-1, 1]: short in JSON and exact to print. */
-static int rng_tenthousandths(uint64_t *s)
+/* Values k/10000 with |k| <= amp (at most 10000, so in [-1, 1]): short in
+ * JSON and exact to print. */
+static int rng_tenthousandths(uint64_t *s, int amp)
 {
-    return (int)(rng_next(s) % 20001) - 10000;
+    return (int)(rng_next(s) % (uint64_t)(2 * amp + 1)) - amp;
 }
 
 static void put_json_value(sbuf *b, int k)
@@ -83,8 +85,10 @@ static void put_json_value(sbuf *b, int k)
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-/* A tensor {"shape":[...],"data"|"b64":...} of count seeded values. */
-static void put_tensor(sbuf *b, const load_config *c, const int *shape, int rank, uint64_t *rng)
+/* A tensor {"shape":[...],"data"|"b64":...} of count seeded values in
+ * [-amp, amp] / 10000. */
+static void put_tensor_amp(sbuf *b, const load_config *c, const int *shape, int rank,
+                           uint64_t *rng, int amp)
 {
     size_t count = 1;
     sb_str(b, "{\"shape\":[");
@@ -98,7 +102,7 @@ static void put_tensor(sbuf *b, const load_config *c, const int *shape, int rank
         for (size_t i = 0; i < count && !b->oom; i++) {
             if (i)
                 sb_put(b, ",", 1);
-            put_json_value(b, rng_tenthousandths(rng));
+            put_json_value(b, rng_tenthousandths(rng, amp));
         }
         sb_str(b, "]}");
         return;
@@ -109,7 +113,7 @@ static void put_tensor(sbuf *b, const load_config *c, const int *shape, int rank
     int nq = 0;
     char out[4];
     for (size_t i = 0; i < count && !b->oom; i++) {
-        float f = (float)rng_tenthousandths(rng) / 10000.0f;
+        float f = (float)rng_tenthousandths(rng, amp) / 10000.0f;
         uint32_t u;
         memcpy(&u, &f, 4);
         for (int j = 0; j < 4; j++) { /* little-endian bytes */
@@ -137,12 +141,23 @@ static void put_tensor(sbuf *b, const load_config *c, const int *shape, int rank
     sb_str(b, "\"}");
 }
 
+static void put_tensor(sbuf *b, const load_config *c, const int *shape, int rank, uint64_t *rng)
+{
+    put_tensor_amp(b, c, shape, rank, rng, 10000);
+}
+
+/* The absolute schemes are added to x before the projections: layer mode. */
+static int layer_only(const char *s)
+{
+    return !strcmp(s, "sinusoidal") || !strcmp(s, "learned");
+}
+
 static const char *const ROPE_SCALINGS[] = {"linear", "ntk", "dynamic", "yarn", "llama3"};
 
 int load_scheme_known(const char *s, char *err, size_t errlen)
 {
     if (!strcmp(s, "none") || !strcmp(s, "rope") || !strcmp(s, "alibi") || !strcmp(s, "t5") ||
-        !strcmp(s, "shaw"))
+        !strcmp(s, "shaw") || layer_only(s))
         return 1;
     if (!strncmp(s, "rope:", 5)) {
         for (size_t i = 0; i < sizeof ROPE_SCALINGS / sizeof *ROPE_SCALINGS; i++)
@@ -154,14 +169,10 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
                  s);
         return 0;
     }
-    if (!strcmp(s, "sinusoidal") || !strcmp(s, "learned")) {
-        snprintf(err, errlen,
-                 "scheme '%s' needs layer mode (x, w_q, w_k, w_v), which posattn-load does not "
-                 "generate yet; the q/k/v schemes are none, rope[:scaling], alibi, t5, shaw",
-                 s);
-        return 0;
-    }
-    snprintf(err, errlen, "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, ...)", s);
+    snprintf(err, errlen,
+             "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, sinusoidal, learned, "
+             "...)",
+             s);
     return 0;
 }
 
@@ -175,6 +186,12 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
     if (!strcmp(s, "t5")) {
         int shape[2] = {T5_BUCKETS, c->heads};
         sb_printf(b, "{\"type\":\"t5\",\"num_buckets\":%d,\"table\":", T5_BUCKETS);
+        put_tensor(b, c, shape, 2, rng);
+        sb_str(b, "}");
+    } else if (!strcmp(s, "learned")) {
+        /* One row per position, d_model = heads * head_dim columns. */
+        int shape[2] = {length, c->heads * c->head_dim};
+        sb_str(b, "{\"type\":\"learned\",\"table\":");
         put_tensor(b, c, shape, 2, rng);
         sb_str(b, "}");
     } else if (!strcmp(s, "shaw")) {
@@ -191,7 +208,7 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
         sb_printf(b, "{\"type\":\"rope\",\"scaling\":\"llama3\",\"factor\":8,\"original_max_position\":%d}",
                   orig);
     } else {
-        sb_printf(b, "{\"type\":\"%s\"}", s); /* none, rope, alibi */
+        sb_printf(b, "{\"type\":\"%s\"}", s); /* none, rope, alibi, sinusoidal */
     }
 }
 
@@ -219,12 +236,33 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
         put_scheme(&b, c, scheme, length, &rng);
         if (c->causal)
             sb_str(&b, ",\"causal\":true");
-        sb_str(&b, ",\"q\":");
-        put_tensor(&b, c, qs, 3, &rng);
-        sb_str(&b, ",\"k\":");
-        put_tensor(&b, c, ks, 3, &rng);
-        sb_str(&b, ",\"v\":");
-        put_tensor(&b, c, ks, 3, &rng);
+        if (c->layer || layer_only(scheme)) {
+            /* x [L, d_model] with d_model = H*D; w_q [d_model, H*D], w_k and
+             * w_v [d_model, Hkv*D], scaled by ~1/sqrt(d_model) so that q and
+             * k stay of order one, as in a trained layer. */
+            int d_model = c->heads * c->head_dim;
+            int amp = 1;
+            while ((amp + 1) * (amp + 1) * d_model <= 100000000)
+                amp++;
+            int xs[2] = {length, d_model}, wq[2] = {d_model, c->heads * c->head_dim},
+                wkv[2] = {d_model, c->kv_heads * c->head_dim};
+            sb_printf(&b, ",\"num_heads\":%d,\"num_kv_heads\":%d,\"x\":", c->heads,
+                      c->kv_heads);
+            put_tensor(&b, c, xs, 2, &rng);
+            sb_str(&b, ",\"w_q\":");
+            put_tensor_amp(&b, c, wq, 2, &rng, amp);
+            sb_str(&b, ",\"w_k\":");
+            put_tensor_amp(&b, c, wkv, 2, &rng, amp);
+            sb_str(&b, ",\"w_v\":");
+            put_tensor_amp(&b, c, wkv, 2, &rng, amp);
+        } else {
+            sb_str(&b, ",\"q\":");
+            put_tensor(&b, c, qs, 3, &rng);
+            sb_str(&b, ",\"k\":");
+            put_tensor(&b, c, ks, 3, &rng);
+            sb_str(&b, ",\"v\":");
+            put_tensor(&b, c, ks, 3, &rng);
+        }
         sb_str(&b, "}");
     }
     sb_str(&b, "]");

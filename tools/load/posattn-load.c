@@ -29,7 +29,9 @@ static const char USAGE[] =
     "  --server-arg ARG     pass ARG to the spawned server (repeatable)\n"
     "  --api-key KEY        send Authorization: Bearer KEY\n"
     "  --schemes LIST       none, rope, rope:yarn, rope:linear, rope:ntk, rope:dynamic,\n"
-    "                       rope:llama3, alibi, t5, shaw (default rope)\n"
+    "                       rope:llama3, alibi, t5, shaw, and in layer mode (x and\n"
+    "                       w_q/w_k/w_v, d_model = heads x head-dim) sinusoidal,\n"
+    "                       learned (default rope)\n"
     "  --lengths LIST       sequence lengths Lq = Lk (default 128)\n"
     "  --heads N            query heads (default 8)\n"
     "  --kv-heads N         key/value heads, divides --heads (default --heads)\n"
@@ -42,10 +44,16 @@ static const char USAGE[] =
     "  --warmup S           unmeasured seconds before each phase (default 0)\n"
     "  --encoding json|b64  tensor encoding, both ways (default json)\n"
     "  --causal             causal mask\n"
+    "  --layer              every scheme in layer mode (x [L, heads x head-dim] and\n"
+    "                       projections): the same work for all, projections included\n"
     "  --seed N             input generator seed (default 1)\n"
     "  --json FILE          JSON report (- for stdout)\n"
     "  --csv FILE           CSV report (- for stdout)\n"
     "  --html FILE          HTML report with inline SVG charts\n"
+    "  --svg FILE           the latency and throughput charts as one SVG image\n"
+    "  --dump-body FILE     write the first phase's request body (its first seeded\n"
+    "                       variant; a phase rotates four of the same shape) to FILE\n"
+    "                       and exit without sending anything (for wrk, curl)\n"
     "  --quiet              no terminal table\n"
     "  -h, --help           this help\n";
 
@@ -179,7 +187,7 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             return usage_error("unexpected argument '%s'", a);
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
         int is_bool = !strcmp(name, "--causal") || !strcmp(name, "--allow-remote") ||
-                      !strcmp(name, "--quiet");
+                      !strcmp(name, "--quiet") || !strcmp(name, "--layer");
         if (is_bool) {
             if (eq)
                 return usage_error("%s takes no value", name);
@@ -193,6 +201,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
 #define BAD(what) return usage_error("%s: " what, a)
         if (!strcmp(name, "--causal"))
             c->causal = 1;
+        else if (!strcmp(name, "--layer"))
+            c->layer = 1;
         else if (!strcmp(name, "--allow-remote"))
             c->allow_remote = 1;
         else if (!strcmp(name, "--quiet"))
@@ -259,6 +269,10 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             c->csv_path = val;
         else if (!strcmp(name, "--html"))
             c->html_path = val;
+        else if (!strcmp(name, "--svg"))
+            c->svg_path = val;
+        else if (!strcmp(name, "--dump-body"))
+            c->dump_body_path = val;
         else
             return usage_error("unknown flag '%s'", name);
 #undef BAD
@@ -276,7 +290,7 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
     }
     if (c->n_schemes == 0)
         return usage_error("%s", "--schemes is empty");
-    if (c->duration_s <= 0 && c->requests <= 0)
+    if (c->duration_s <= 0 && c->requests <= 0 && !c->dump_body_path)
         return usage_error("%s", "refusing to run unbounded: give --duration S or --requests N");
     if (c->kv_heads == 0)
         c->kv_heads = c->heads;
@@ -298,6 +312,36 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
                                      "--batch, --heads or --head-dim");
     }
     return 0;
+}
+
+/* --dump-body: the body posattn-load would send first, nothing sent. */
+static int dump_body(const load_config *c)
+{
+    char err[256];
+    size_t len = 0;
+    int rc = 0;
+    char *body = load_payload_build(c, c->schemes[0], c->lengths[0], 0, &len, err, sizeof err);
+    FILE *f;
+    if (body == NULL) {
+        fprintf(stderr, "posattn-load: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    f = fopen(c->dump_body_path, "wb");
+    if (f != NULL) {
+        int short_write = fwrite(body, 1, len, f) != len;
+        if (fclose(f) != 0 || short_write)
+            f = NULL;
+    }
+    if (f == NULL) {
+        fprintf(stderr, "posattn-load: cannot write %s\n", c->dump_body_path);
+        rc = 1;
+    }
+out:
+    free(body);
+    for (int i = 0; i < c->n_schemes; i++)
+        free(c->schemes[i]);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -323,6 +367,8 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc;
     c.progress = isatty(STDERR_FILENO);
+    if (c.dump_body_path)
+        return dump_body(&c);
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         fprintf(stderr, "posattn-load: curl_global_init failed\n");
@@ -374,7 +420,8 @@ report:
     {
         int to_stdout = (c.json_path && !strcmp(c.json_path, "-")) ||
                         (c.csv_path && !strcmp(c.csv_path, "-")) ||
-                        (c.html_path && !strcmp(c.html_path, "-"));
+                        (c.html_path && !strcmp(c.html_path, "-")) ||
+                        (c.svg_path && !strcmp(c.svg_path, "-"));
         if (!c.quiet)
             load_report_table(to_stdout ? stderr : stdout, &c, results, done);
         if (c.json_path && load_report_json(c.json_path, &c, results, done) != 0)
@@ -382,6 +429,8 @@ report:
         if (c.csv_path && load_report_csv(c.csv_path, &c, results, done) != 0)
             rc = 1;
         if (c.html_path && load_report_html(c.html_path, &c, results, done) != 0)
+            rc = 1;
+        if (c.svg_path && load_report_svg(c.svg_path, &c, results, done) != 0)
             rc = 1;
     }
     free(results);

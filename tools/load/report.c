@@ -1,5 +1,6 @@
-/* report.c - posattn-load's outputs: the terminal table, --json, --csv and
- * --html (a self-contained page with inline SVG charts, no scripts).
+/* report.c - posattn-load's outputs: the terminal table, --json, --csv,
+ * --html (a self-contained page with inline SVG charts, no scripts) and
+ * --svg (the main charts as one standalone SVG image).
  */
 #include "load.h"
 
@@ -37,6 +38,8 @@ static void describe(FILE *f, const load_config *c, const char *nl)
     fprintf(f, "target %s%s  heads %d  kv_heads %d  head_dim %d  batch %d  %s%s  seed %llu  ",
             c->url, c->spawn ? " (spawned)" : "", c->heads, c->kv_heads, c->head_dim, c->batch,
             enc_name(c), c->causal ? "  causal" : "", c->seed);
+    if (c->layer)
+        fprintf(f, "layer mode (d_model %d)  ", c->heads * c->head_dim);
     if (c->requests > 0)
         fprintf(f, "%ld requests", c->requests);
     if (c->duration_s > 0)
@@ -121,6 +124,7 @@ int load_report_json(const char *path, const load_config *c, const load_result *
     cJSON_AddNumberToObject(cfg, "warmup_s", c->warmup_s);
     cJSON_AddStringToObject(cfg, "encoding", enc_name(c));
     cJSON_AddBoolToObject(cfg, "causal", c->causal);
+    cJSON_AddBoolToObject(cfg, "layer", c->layer);
     cJSON_AddNumberToObject(cfg, "seed", (double)c->seed);
 
     cJSON *res = cJSON_AddArrayToObject(root, "results");
@@ -259,16 +263,31 @@ static void phase_label(char *out, size_t len, const load_config *c, const load_
         snprintf(out, len, "%s L=%d", x->scheme, x->length);
 }
 
-/* A grouped bar chart: one group per phase, n_series bars in each. */
-static void svg_bars(FILE *f, const char *title, const char *unit, const load_config *c,
+enum { BARS_HEIGHT = 390, CONC_WIDTH = 710, CONC_HEIGHT = 350 };
+
+/* Bars narrow when there are many, so that a chart stays readable. */
+static int bar_step(int n, int n_series)
+{
+    return n * n_series > 32 ? 14 : 24;
+}
+
+static int bars_width(int n, int n_series)
+{
+    int step = bar_step(n, n_series);
+    int width = 70 + 20 + (step * n_series + step) * (n > 0 ? n : 1);
+    return width < 480 ? 480 : width;
+}
+
+/* A grouped bar chart: one group per phase, n_series bars in each; an <svg>
+ * element at vertical offset y (ignored when it is the outermost). */
+static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const load_config *c,
                      const load_result *r, int n, const char *const *series, int n_series,
                      double (*value)(const load_config *, const load_result *, int))
 {
     const int left = 70, right = 20, top = 40, bottom = 90, plot_h = 260;
-    int group_w = 24 * n_series + 24;
-    int width = left + right + group_w * (n > 0 ? n : 1);
-    if (width < 480)
-        width = 480;
+    int step = bar_step(n, n_series);
+    int group_w = step * n_series + step;
+    int width = bars_width(n, n_series);
     int height = top + plot_h + bottom;
     double vmax = 0;
     for (int i = 0; i < n; i++)
@@ -277,8 +296,8 @@ static void svg_bars(FILE *f, const char *title, const char *unit, const load_co
                 vmax = value(c, &r[i], s);
     vmax = nice_ceil(vmax);
 
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\" font-size=\"11\">\n", width, height);
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"%d\" width=\"%d\" height=\"%d\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n", y0, width, height);
     fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">", left);
     html_escape(f, title);
     fprintf(f, "</text>\n");
@@ -294,17 +313,18 @@ static void svg_bars(FILE *f, const char *title, const char *unit, const load_co
     html_escape(f, unit);
     fprintf(f, "</text>\n");
     for (int i = 0; i < n; i++) {
-        int gx = left + i * group_w + 12;
+        int gx = left + i * group_w + step / 2;
         char label[96];
         for (int s = 0; s < n_series; s++) {
             double v = value(c, &r[i], s);
             int h = (int)(plot_h * v / vmax + 0.5);
-            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"22\" height=\"%d\" fill=\"%s\">"
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
                        "<title>%s: %.4g %s</title></rect>\n",
-                    gx + 24 * s, top + plot_h - h, h, COLORS[s % 8], series[s], v, unit);
+                    gx + step * s, top + plot_h - h, step - 2, h, COLORS[s % 8], series[s], v,
+                    unit);
         }
         phase_label(label, sizeof label, c, &r[i]);
-        int lx = gx + 12 * n_series, ly = top + plot_h + 14;
+        int lx = gx + step / 2 * n_series, ly = top + plot_h + 14;
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" transform=\"rotate(-35 %d %d)\">",
                 lx, ly, lx, ly);
         html_escape(f, label);
@@ -341,11 +361,13 @@ static double split_value(const load_config *c, const load_result *x, int s)
     return mean_ms(x->server.request_sum_s, x->server.request_count);
 }
 
-/* Throughput against concurrency: one line per (scheme, length). */
-static void svg_concurrency(FILE *f, const load_config *c, const load_result *r, int n)
+/* Throughput against concurrency: one line per (scheme, length); an <svg>
+ * element at vertical offset y0. */
+static void svg_concurrency(FILE *f, int y0, const load_config *c, const load_result *r, int n)
 {
-    const int left = 70, right = 160, top = 40, bottom = 50, plot_w = 480, plot_h = 260;
-    int width = left + plot_w + right, height = top + plot_h + bottom;
+    /* CONC_WIDTH = left + plot_w + 160 (legend); CONC_HEIGHT = top + plot_h + 50 (axis). */
+    const int left = 70, top = 40, plot_w = 480, plot_h = 260;
+    int width = CONC_WIDTH, height = CONC_HEIGHT;
     double vmax = 0;
     int cmax = 1;
     for (int i = 0; i < n; i++) {
@@ -354,10 +376,10 @@ static void svg_concurrency(FILE *f, const load_config *c, const load_result *r,
         cmax = r[i].concurrency > cmax ? r[i].concurrency : cmax;
     }
     vmax = nice_ceil(vmax);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"%d\" width=\"%d\" height=\"%d\" "
                "font-family=\"sans-serif\" font-size=\"11\">\n"
                "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">"
-               "Throughput vs concurrency (requests/s)</text>\n", width, height, left);
+               "Throughput vs concurrency (requests/s)</text>\n", y0, width, height, left);
     for (int t = 0; t <= 5; t++) {
         int y = top + plot_h - plot_h * t / 5;
         fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
@@ -381,7 +403,17 @@ static void svg_concurrency(FILE *f, const load_config *c, const load_result *r,
                     fprintf(f, "%d,%d ", left + (int)((double)plot_w * r[i].concurrency / cmax),
                             top + plot_h -
                                 (int)(plot_h * rate((double)r[i].ok, r[i].elapsed_s) / vmax));
-            fprintf(f, "\"/>\n<text x=\"%d\" y=\"%d\" fill=\"%s\">%s L=%d</text>\n",
+            fprintf(f, "\"/>\n");
+            for (int i = 0; i < n; i++)
+                if (!strcmp(r[i].scheme, c->schemes[s]) && r[i].length == c->lengths[l])
+                    fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"3\" fill=\"%s\"><title>%s L=%d "
+                               "c=%d: %.1f requests/s</title></circle>\n",
+                            left + (int)((double)plot_w * r[i].concurrency / cmax),
+                            top + plot_h -
+                                (int)(plot_h * rate((double)r[i].ok, r[i].elapsed_s) / vmax),
+                            col, r[i].scheme, r[i].length, r[i].concurrency,
+                            rate((double)r[i].ok, r[i].elapsed_s));
+            fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s L=%d</text>\n",
                     left + plot_w + 10, top + 12 + 14 * line, col, c->schemes[s], c->lengths[l]);
         }
     fprintf(f, "</svg>\n");
@@ -428,21 +460,60 @@ int load_report_html(const char *path, const load_config *c, const load_result *
             fprintf(f, "<td>-</td><td>-</td><td>-</td></tr>\n");
     }
     fprintf(f, "</table>\n<figure>\n");
-    svg_bars(f, "Client latency percentiles (successful requests)", "ms", c, r, n, lat_series, 4,
-             latency_value);
+    svg_bars(f, 0, "Client latency percentiles (successful requests)", "ms", c, r, n, lat_series,
+             4, latency_value);
     fprintf(f, "</figure>\n<figure>\n");
-    svg_bars(f, "Throughput", "per second", c, r, n, thr_series, c->batch > 1 ? 2 : 1,
+    svg_bars(f, 0, "Throughput", "per second", c, r, n, thr_series, c->batch > 1 ? 2 : 1,
              throughput_value);
     fprintf(f, "</figure>\n<figure>\n");
-    svg_bars(f, "Server time (mean queue and compute per task, request total)", "ms", c, r,
-             n, split_series, 3,
-             split_value);
+    svg_bars(f, 0, "Server time (mean queue and compute per task, request total)", "ms", c, r,
+             n, split_series, 3, split_value);
     fprintf(f, "</figure>\n");
     if (c->n_concurrency > 1) {
         fprintf(f, "<figure>\n");
-        svg_concurrency(f, c, r, n);
+        svg_concurrency(f, 0, c, r, n);
         fprintf(f, "</figure>\n");
     }
     fprintf(f, "</body></html>\n");
+    return close_out(f);
+}
+
+int load_report_svg(const char *path, const load_config *c, const load_result *r, int n)
+{
+    static const char *const lat_series[] = {"p50", "p90", "p99", "p99.9"};
+    static const char *const thr_series[] = {"requests/s"};
+    const int caption = 28;
+    int conc = c->n_concurrency > 1;
+    int w1 = bars_width(n, 4), w2 = conc ? CONC_WIDTH : bars_width(n, 1);
+    int width = w1 > w2 ? w1 : w2;
+    int height = caption + BARS_HEIGHT + (conc ? CONC_HEIGHT : BARS_HEIGHT);
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *m, *f = open_out(path);
+    if (!f)
+        return -1;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
+               "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+            width, height, width, height);
+    /* The scenario, as the table states it, in a caption. */
+    m = open_memstream(&text, &text_len);
+    if (m != NULL) {
+        describe(m, c, "");
+        fclose(m);
+        fprintf(f, "<text x=\"10\" y=\"18\" fill=\"#555\">posattn-load: ");
+        html_escape(f, text ? text : "");
+        fprintf(f, "</text>\n");
+        free(text);
+    }
+    svg_bars(f, caption, "Client latency percentiles (successful requests)", "ms", c, r, n,
+             lat_series, 4, latency_value);
+    if (conc)
+        svg_concurrency(f, caption + BARS_HEIGHT, c, r, n);
+    else
+        svg_bars(f, caption + BARS_HEIGHT, "Throughput", "requests/s", c, r, n, thr_series, 1,
+                 throughput_value);
+    fprintf(f, "</svg>\n");
     return close_out(f);
 }

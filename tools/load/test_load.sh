@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_load.sh - posattn-load against a spawned posattnd: the JSON report's
 # structure and that its counts add up, 503s counted by status with a tiny
-# queue, and the refusals (no bound, non-loopback URL).
+# queue, the refusals (no bound, non-loopback URL, unknown scheme), the
+# layer-mode schemes and the structure of the SVG and HTML charts.
 #
 # usage: tools/load/test_load.sh [BUILD]   (BUILD holds posattn-load and posattnd; default build)
 set -u
@@ -121,11 +122,65 @@ if [ $rc -eq 2 ] && grep -q 'not a loopback' "$TMP/remote2.out"; then
     ok "refuses a host name that is not localhost (exit 2)"
 else bad "refuses a host name that is not localhost (exit $rc)" "$TMP/remote2.out"; fi
 
-"$LOAD" --spawn "$SRV" --schemes sinusoidal --requests 1 >"$TMP/sin.out" 2>&1
+"$LOAD" --spawn "$SRV" --schemes bogus --requests 1 >"$TMP/bogus.out" 2>&1
 rc=$?
-if [ $rc -eq 2 ] && grep -q 'layer mode' "$TMP/sin.out"; then
-    ok "explains that sinusoidal needs layer mode (exit 2)"
-else bad "explains that sinusoidal needs layer mode (exit $rc)" "$TMP/sin.out"; fi
+if [ $rc -eq 2 ] && grep -q "unknown scheme 'bogus'" "$TMP/bogus.out"; then
+    ok "refuses an unknown scheme, naming it (exit 2)"
+else bad "refuses an unknown scheme, naming it (exit $rc)" "$TMP/bogus.out"; fi
+
+# 3b. The absolute schemes in layer mode (x, w_q, w_k, w_v), two
+#     concurrencies: every phase counted and answered without item errors;
+#     the SVG image and the HTML page carry the charts they should.
+if "$LOAD" --spawn "$SRV" --schemes sinusoidal,learned --lengths 24 --heads 4 --kv-heads 2 \
+        --head-dim 8 --concurrency 1,2 --requests 6 --causal --json "$TMP/layer.json" \
+        --svg "$TMP/layer.svg" --html "$TMP/layer.html" --quiet >"$TMP/layer.out" 2>&1; then
+    ok "layer-mode run (sinusoidal, learned) exits 0"
+else bad "layer-mode run (sinusoidal, learned) exits 0" "$TMP/layer.out"; fi
+if $PY - "$TMP/layer.json" "$TMP/layer.svg" "$TMP/layer.html" >"$TMP/check3b.out" 2>&1 <<'PYEOF'
+import json, sys
+import xml.etree.ElementTree as ET
+r = json.load(open(sys.argv[1]))["results"]
+got = [(x["scheme"], x["concurrency"]) for x in r]
+assert got == [("sinusoidal", 1), ("sinusoidal", 2), ("learned", 1), ("learned", 2)], got
+for x in r:
+    assert x["sent"] == 6 and x["ok"] == 6 and x["errors"] == 0, x
+    assert x["server"]["compute_count"] == 6, x["server"]
+NS = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[2]).getroot()
+assert root.tag == NS + "svg" and "viewBox" in root.attrib, root.attrib
+charts = root.findall(NS + "svg")
+assert len(charts) == 2, len(charts)
+# Latency: one bar per (phase, percentile), each titled with its value.
+bars = [b for b in charts[0].iter(NS + "rect") if b.find(NS + "title") is not None]
+assert len(bars) == 4 * 4, len(bars)
+titles = [b.find(NS + "title").text for b in bars]
+assert sum(t.startswith("p50:") for t in titles) == 4, titles
+for b in bars:
+    assert int(b.get("height")) >= 0
+labels = "".join(t.text or "" for t in charts[0].iter(NS + "text"))
+assert "sinusoidal L=24 c=2" in labels and "learned L=24 c=1" in labels, labels
+# Throughput vs concurrency: one line per scheme, one point per phase.
+assert len(list(charts[1].iter(NS + "polyline"))) == 2
+assert len(list(charts[1].iter(NS + "circle"))) == 4
+assert "concurrency" in "".join(t.text or "" for t in charts[1].iter(NS + "text"))
+html = open(sys.argv[3]).read()
+assert html.count("<svg") == 4 and "Throughput vs concurrency" in html, html.count("<svg")
+print("ok")
+PYEOF
+then ok "layer mode counted per phase; SVG: latency bars per phase and percentile, throughput vs concurrency"
+else bad "layer mode counted per phase; SVG: latency bars per phase and percentile, throughput vs concurrency" "$TMP/check3b.out"; fi
+
+"$LOAD" --spawn "$SRV" --schemes rope,t5,shaw --layer --lengths 16 --heads 2 --head-dim 8 \
+    --requests 4 --causal --json "$TMP/layer2.json" --quiet >"$TMP/layer2.out" 2>&1
+if $PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["config"]["layer"] is True, r["config"]
+assert [(x["scheme"], x["ok"], x["errors"]) for x in r["results"]] == \
+    [("rope", 4, 0), ("t5", 4, 0), ("shaw", 4, 0)], r["results"]
+' "$TMP/layer2.json" >"$TMP/check3c.out" 2>&1; then
+    ok "--layer sends the q/k/v schemes in layer mode too: all 200 without item errors"
+else bad "--layer sends the q/k/v schemes in layer mode too: all 200 without item errors" "$TMP/check3c.out"; fi
 
 # 4. Same seed, same bytes: two --requests runs send identical bodies.
 "$LOAD" --spawn "$SRV" --schemes t5,shaw --lengths 16 --heads 2 --head-dim 8 --requests 5 \
@@ -137,6 +192,19 @@ assert [x["ok"] for x in r] == [5, 5], r
 ' "$TMP/b64.json" >"$TMP/check4.out" 2>&1; then
     ok "t5 and shaw (tables), b64 both ways, causal: all 200 without item errors"
 else bad "t5 and shaw (tables), b64 both ways, causal: all 200 without item errors" "$TMP/check4.out"; fi
+
+# 5. --dump-body writes the first request and sends nothing (no server given).
+if "$LOAD" --url http://127.0.0.1:9 --schemes alibi,rope --lengths 8,16 --heads 2 --head-dim 4 \
+        --encoding b64 --dump-body "$TMP/body.json" >"$TMP/dump.out" 2>&1 &&
+    $PY -c '
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert b["output_encoding"] == "b64" and len(b["inputs"]) == 1, b
+it = b["inputs"][0]
+assert it["scheme"] == {"type": "alibi"} and it["q"]["shape"] == [8, 2, 4], it
+' "$TMP/body.json" >>"$TMP/dump.out" 2>&1; then
+    ok "--dump-body writes the first phase's request and exits"
+else bad "--dump-body writes the first phase's request and exits" "$TMP/dump.out"; fi
 
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]
