@@ -58,7 +58,7 @@ LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo 
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: bench-service e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -195,6 +195,7 @@ check-layering:
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $$b || exit 1; done
+	@$(MAKE) --no-print-directory bench-service
 
 # libFuzzer over the request parser and validator (srv_job_prepare, the
 # tasks, finish), seeded by tests/fuzz/corpus; new inputs and crash files go
@@ -202,7 +203,7 @@ bench: $(BENCH_BIN)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := $(BUILD)/fuzz/fuzz_request
-FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api% server/tensor.c server/tensor_%.c server/reply.c \
+FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api% server/tensor.c server/tensor_%.c server/json_lift.c server/reply.c \
             server/errors.c server/fmt_float.c,$(SRV_SRC)) $(LIB_SRC)
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fno-omit-frame-pointer \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
@@ -262,6 +263,17 @@ load-test: $(POSATTND) $(LOAD_BIN)
 # posattn-load against wrk on the same request and connections (~15 s).
 # wrk is needed by this target only.
 CROSSCHECK_PACKAGES := wrk
+
+# The service path against bare libmicrohttpd and against its own compute
+# (bench/service.sh); part of make bench.
+BARE_MHD := $(BUILD)/bench/bare_mhd
+$(BARE_MHD): bench/bare_mhd.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) $< -o $@ $(SRV_LIBS)
+
+bench-service: $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
+	@$(call apt_install,$(CROSSCHECK_PACKAGES) curl)
+	@bench/service.sh $(BUILD)
 load-crosscheck: $(POSATTND) $(LOAD_BIN)
 	@$(call apt_install,$(CROSSCHECK_PACKAGES))
 	@tests/load/wrk-crosscheck.sh $(BUILD)
@@ -269,7 +281,7 @@ load-crosscheck: $(POSATTND) $(LOAD_BIN)
 # bench_json measures the server's JSON and base64 paths: it sees server/ and
 # links the server objects it uses plus cJSON (explicit rules win over the
 # pattern rules).
-BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,tensor.o fmt_float.o reply.o errors.o)
+BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,tensor.o json_lift.o fmt_float.o reply.o errors.o)
 $(BUILD)/bench/bench_json.o: bench/bench_json.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Iserver -c $< -o $@

@@ -8,6 +8,7 @@
  * There is no global mutable state.
  */
 #include "api_internal.h"
+#include "json_lift.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,18 +95,38 @@ bool srv_job_prepare(srv_endpoint ep, const char *body, size_t len, const srv_li
 {
     api_err e;
     cJSON *root;
-    bool ok;
+    srv_lift lift;
+    bool ok, lifted;
 
     *job = NULL;
     if ((unsigned)ep >= (unsigned)SRV_EP_COUNT) {
         srv_reply_error(reply, SRV_ERR_NOT_FOUND, NULL, "no such endpoint");
         return false;
     }
-    root = api_parse_body(body, len, lim->max_request_memory, &e);
+    /* Tensor number arrays first, straight to floats (json_lift.h). */
+    lifted = srv_lift_scan(body, len, &lift);
+    if (lifted && lift.bytes > lim->max_request_memory) {
+        const size_t mb = (size_t)1 << 20;
+        api_fail(&e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                 "request needs %zu MB to parse (its tensor numbers as float32), limit %zu MB",
+                 lift.bytes / mb + (lift.bytes % mb != 0), lim->max_request_memory / mb);
+        srv_lift_free(&lift);
+        api_reply_err(reply, &e);
+        return false;
+    }
+    root = api_parse_body(lifted ? lift.text : body, lifted ? lift.len : len,
+                          lim->max_request_memory - (lifted ? lift.bytes : 0), &e);
+    if (root == NULL && lifted) {
+        /* Report a syntax error at its place in the body as sent. */
+        srv_lift_free(&lift);
+        lifted = false;
+        root = api_parse_body(body, len, lim->max_request_memory, &e);
+    }
     if (root == NULL) {
         api_reply_err(reply, &e);
         return false;
     }
+    srv_lift_set_current(lifted ? &lift : NULL);
     switch (ep) {
     case SRV_EP_ATTENTION:
         ok = api_attention_prepare(root, lim, job, reply);
@@ -119,7 +140,9 @@ bool srv_job_prepare(srv_endpoint ep, const char *body, size_t len, const srv_li
     }
     /* The tree (with any JSON tensor data) goes now: the job keeps only
      * parsed floats and duplicated ids. */
+    srv_lift_set_current(NULL);
     cJSON_Delete(root);
+    srv_lift_free(&lift);
     return ok;
 }
 

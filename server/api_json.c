@@ -104,11 +104,23 @@ static bool is_json_space(char c)
 /* An upper bound on the bytes cJSON allocates for body: one node per value
  * (a value is first in its container or follows a comma) plus copies of the
  * strings, which are shorter than the body. */
+static size_t count_byte(const char *s, size_t len, char c)
+{
+    size_t n = 0;
+    const char *p = s, *end = s + len;
+    /* memchr runs at memory speed; a byte loop was a tenth of the server
+     * time of a large base64 request. */
+    while (p < end && (p = memchr(p, c, (size_t)(end - p))) != NULL) {
+        n++;
+        p++;
+    }
+    return n;
+}
+
 static size_t tree_bytes(const char *body, size_t len, size_t *values)
 {
-    size_t n = 1;
-    for (size_t i = 0; i < len; i++)
-        n += body[i] == ',' || body[i] == '[' || body[i] == '{';
+    size_t n = 1 + count_byte(body, len, ',') + count_byte(body, len, '[') +
+               count_byte(body, len, '{');
     *values = n;
     return api_add_sat(api_mul_sat(n, sizeof(cJSON)), len);
 }

@@ -5,6 +5,8 @@
  */
 #include "tensor.h"
 
+#include "json_lift.h"
+
 #include "fmt_float.h"
 
 #include <float.h>
@@ -275,17 +277,19 @@ static void shape_string(char *dst, size_t cap, int ndim, const int64_t *shape)
 
 /* Converts one JSON number to float32: false when it is not a number or is
  * outside float range. */
-static inline bool to_float(const cJSON *n, float *out)
+bool srv_double_to_float(double v, float *out)
 {
-    if (!cJSON_IsNumber(n))
-        return false;
-    double v = n->valuedouble;
     if (!(fabs(v) < FLOAT_ROUND_LIMIT)) /* catches NaN and inf too */
         return false;
     /* Between FLT_MAX and the limit the conversion is out of range in C's
      * eyes, although IEEE rounds it to FLT_MAX; do that explicitly. */
     *out = fabs(v) > FLT_MAX ? (v > 0 ? FLT_MAX : -FLT_MAX) : (float)v;
     return true;
+}
+
+static inline bool to_float(const cJSON *n, float *out)
+{
+    return cJSON_IsNumber(n) && srv_double_to_float(n->valuedouble, out);
 }
 
 static bool element_error(srv_reply *err, const char *field, const size_t *idx, int depth,
@@ -386,6 +390,25 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
 {
     char path[PATH_MAX_LEN];
     join_path(path, field, ".data");
+    const srv_lifted *lf = srv_lift_find(data);
+    if (lf != NULL) {
+        /* Parsed before cJSON (json_lift.h). When its nesting fits the
+         * shape the floats are the answer; otherwise the array's own text
+         * goes through the checks below for the usual error. */
+        bool fits = lf->depth == 1 ? lf->n == count : lf->depth == ndim;
+        for (int k = 0; fits && lf->depth > 1 && k < ndim; k++)
+            fits = lf->dims[k] == shape[k];
+        if (fits && lf->n == count) {
+            memcpy(out, lf->data, count * sizeof(float));
+            return true;
+        }
+        cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
+        if (tree == NULL)
+            return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
+        bool ok = parse_data(tree, field, ndim, shape, count, out, err);
+        cJSON_Delete(tree);
+        return ok;
+    }
     if (!cJSON_IsArray(data))
         return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s must be an array, got %s", path,
                     json_type_name(data));

@@ -35,6 +35,11 @@ typedef struct srv_tensor {
  * false with *out untouched. */
 bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
                       srv_tensor *out, srv_reply *err);
+/* A JSON number as a tensor element: false when it is not finite or rounds
+ * outside the float32 range; values between FLT_MAX and the rounding limit
+ * become FLT_MAX, as IEEE rounding would make them. */
+bool srv_double_to_float(double v, float *out);
+
 /* Frees data unless borrowed; leaves t empty. */
 void srv_tensor_free(srv_tensor *t);
 

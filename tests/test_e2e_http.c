@@ -1001,7 +1001,7 @@ static void mixed_cases(acase cs[5])
 
 /* The slow request of the load tests: one item with a long sequence, in b64
  * so that the HTTP threads spend little time on it. */
-#define SLOW_L 2048
+#define SLOW_L 4096
 #define SLOW_H 4
 #define SLOW_D 32
 

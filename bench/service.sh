@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# service.sh - the service path against its ceilings (issue #4), one run:
+#
+#  1. Small requests: rope, L=16, H=2, D=16, JSON in and out, wrk -t1 -c64
+#     on keep-alive connections, posattnd (--workers 2) against bench/bare_mhd
+#     (libmicrohttpd set up as posattnd sets it up, answering a fixed body of
+#     the same size: no JSON, no pool, no compute). Best of ROUNDS alternating
+#     3 s runs each. Target: posattnd >= 50% of bare requests/s.
+#  2. A large request: rope, L=2048, H=8, D=64, base64 in and out, to a
+#     posattnd with --workers 1 (so the compute is one serial span), sent
+#     REPS times one after another; each answer's Server-Timing gives compute
+#     and total (first header byte to answer queued: upload, parse, queue,
+#     compute, render). Target: total - compute < 10% of total (median).
+#
+# Everything listens on 127.0.0.1 (port 0) and stops at the end.
+# usage: bench/service.sh [BUILD]     (make bench-service builds and runs it)
+set -u
+BUILD=${1:-${BUILD:-build}}
+SRV=$BUILD/posattnd
+LOAD=$BUILD/posattn-load
+BARE=$BUILD/bench/bare_mhd
+LUA=$(cd "$(dirname "$0")/.." && pwd)/tests/load/wrk-post.lua
+ROUNDS=${ROUNDS:-3}
+REPS=${REPS:-7}
+TMP=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+for f in "$SRV" "$LOAD" "$BARE"; do
+    [ -x "$f" ] || { echo "service: $f is missing (make bench-service builds it)"; exit 1; }
+done
+command -v wrk >/dev/null || { echo "service: wrk is not installed (make bench-service installs it)"; exit 1; }
+
+# start NAME CMD...: runs CMD in the background, sets $url from its first line.
+start() {
+    local name=$1 line=""
+    shift
+    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    pids+=($!)
+    for _ in $(seq 100); do
+        line=$(grep -m1 -o 'http://127.0.0.1:[0-9]*' "$TMP/$name.out" 2>/dev/null)
+        [ -n "$line" ] && break
+        sleep 0.1
+    done
+    [ -n "$line" ] || { echo "service: $name did not start"; cat "$TMP/$name.err"; exit 1; }
+    url=$line
+}
+
+rps() { # URL BODY: requests/s of one wrk run
+    WRK_BODY=$2 wrk -t1 -c64 -d3s -s "$LUA" "$1" 2>&1 | awk '/^Requests\/sec:/ {print $2}'
+}
+
+"$LOAD" --schemes rope --lengths 16 --heads 2 --head-dim 16 --encoding json \
+    --dump-body "$TMP/small.json" >/dev/null || exit 1
+"$LOAD" --schemes rope --lengths 2048 --heads 8 --head-dim 64 --encoding b64 \
+    --dump-body "$TMP/large.json" >/dev/null || exit 1
+
+start posattnd env -u POSATTN_API_KEY "$SRV" --host 127.0.0.1 --port 0 --workers 2 --log-format off
+srv_url=$url
+curl -sf -o "$TMP/answer.json" -H 'Content-Type: application/json' \
+    --data-binary @"$TMP/small.json" "$srv_url/v1/attention" || { echo "service: small request failed"; exit 1; }
+start bare "$BARE" "$TMP/answer.json"
+bare_url=$url
+
+best_srv=0 best_bare=0
+for r in $(seq "$ROUNDS"); do
+    s=$(rps "$srv_url" "$TMP/small.json")
+    b=$(rps "$bare_url" "$TMP/small.json")
+    echo "  round $r: posattnd ${s:-?} req/s, bare libmicrohttpd ${b:-?} req/s"
+    best_srv=$(awk -v a="$best_srv" -v b="${s:-0}" 'BEGIN {print (b > a ? b : a)}')
+    best_bare=$(awk -v a="$best_bare" -v b="${b:-0}" 'BEGIN {print (b > a ? b : a)}')
+done
+kill -TERM "${pids[0]}" "${pids[1]}" 2>/dev/null
+wait "${pids[0]}" "${pids[1]}" 2>/dev/null
+pids=()
+
+start posattnd1 env -u POSATTN_API_KEY "$SRV" --host 127.0.0.1 --port 0 --workers 1 --log-format off
+: >"$TMP/timing.txt"
+for i in $(seq "$REPS"); do
+    curl -sf -o /dev/null -D "$TMP/h.txt" -H 'Content-Type: application/json' \
+        --data-binary @"$TMP/large.json" "$url/v1/attention" || { echo "service: large request failed"; exit 1; }
+    tr -d '\r' <"$TMP/h.txt" | awk -F'[=,]' 'tolower($0) ~ /^server-timing:/ {
+        for (i = 1; i <= NF; i++) { if ($i ~ /compute;dur/) c = $(i + 1); if ($i ~ /total;dur/) t = $(i + 1) }
+        print c, t }' >>"$TMP/timing.txt"
+done
+body_mb=$(awk -v n="$(wc -c <"$TMP/large.json")" 'BEGIN {printf "%.1f", n / 1e6}')
+
+echo
+echo "service path (posattnd vs its ceilings, same run)"
+printf "%-44s %12s %12s %7s %8s %5s\n" case ours ceiling ratio target met
+awk -v s="$best_srv" -v b="$best_bare" 'BEGIN {
+    r = b > 0 ? s / b : 0
+    printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "small JSON L=16 H=2 D=16, req/s vs bare MHD", s, b, r, ">=0.50", (r >= 0.5 ? "met" : "NO")
+}'
+sort -n -k2 "$TMP/timing.txt" | awk -v reps="$REPS" -v mb="$body_mb" '
+    { c[NR] = $1; t[NR] = $2 }
+    END {
+        m = int((NR + 1) / 2)   # median by total
+        out = t[m] > 0 ? (t[m] - c[m]) / t[m] : 1
+        printf "%-44s %10.1f ms %10.1f ms %7.2f %8s %5s\n", "large b64 L=2048 H=8 D=64, outside compute", t[m] - c[m], t[m], out, "<0.10", (out < 0.10 ? "met" : "NO")
+        printf "  (median of %d; request body %s MB; compute %.1f ms of total %.1f ms)\n", reps, mb, c[m], t[m]
+    }'

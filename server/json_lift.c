@@ -1,0 +1,360 @@
+/* json_lift.c - see json_lift.h. */
+#include "json_lift.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MARKER = 0x01 };
+
+static _Thread_local const srv_lift *current;
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static size_t skip_space(const char *s, size_t len, size_t p)
+{
+    while (p < len && is_space(s[p]))
+        p++;
+    return p;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Numbers                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* 10^0 .. 10^22: exact in double. */
+static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* One number in JSON's grammar, -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?, at
+ * s[*pos], to the double strtod would give: when the significant digits fit
+ * 2^53 and the power of ten is at most 22, m * 10^e (or m / 10^-e) is one
+ * correctly rounded operation on exact operands (Clinger 1990); otherwise
+ * strtod itself. False for anything else. */
+static bool parse_number(const char *s, size_t len, size_t *pos, double *out)
+{
+    size_t p = *pos;
+    const size_t start = p;
+    bool neg = false, exact = true;
+    uint64_t m = 0;
+    int digits = 0;
+    long e10 = 0;
+
+    if (p < len && s[p] == '-') {
+        neg = true;
+        p++;
+    }
+    if (p >= len || !is_digit(s[p]))
+        return false;
+    if (s[p] == '0') {
+        p++;
+    } else {
+        for (; p < len && is_digit(s[p]); p++) {
+            if (digits < 19) {
+                m = m * 10 + (uint64_t)(s[p] - '0');
+                digits++;
+            } else {
+                e10++;
+                exact &= s[p] == '0';
+            }
+        }
+    }
+    if (p < len && s[p] == '.') {
+        p++;
+        if (p >= len || !is_digit(s[p]))
+            return false;
+        for (; p < len && is_digit(s[p]); p++) {
+            if (m == 0 && s[p] == '0') {
+                e10--; /* a leading zero: not a significant digit */
+            } else if (digits < 19) {
+                m = m * 10 + (uint64_t)(s[p] - '0');
+                digits++;
+                e10--;
+            } else {
+                exact &= s[p] == '0';
+            }
+        }
+    }
+    if (p < len && (s[p] == 'e' || s[p] == 'E')) {
+        bool eneg = false;
+        long x = 0;
+        p++;
+        if (p < len && (s[p] == '+' || s[p] == '-'))
+            eneg = s[p++] == '-';
+        if (p >= len || !is_digit(s[p]))
+            return false;
+        for (; p < len && is_digit(s[p]); p++)
+            x = x < 100000 ? x * 10 + (s[p] - '0') : x;
+        e10 += eneg ? -x : x;
+    }
+    *pos = p;
+    if (exact && m <= ((uint64_t)1 << 53) && e10 >= -22 && e10 <= 22) {
+        double d = (double)m;
+        d = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
+        *out = neg ? -d : d;
+        return true;
+    }
+    {
+        char buf[128];
+        const size_t n = p - start;
+        if (n >= sizeof buf)
+            return false; /* cJSON will take it */
+        memcpy(buf, s + start, n);
+        buf[n] = '\0';
+        *out = strtod(buf, NULL);
+        return true;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Arrays                                                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef struct array_ctx {
+    float *data;
+    size_t n, cap;
+    int leaf;                     /* depth of the numbers; -1 until the first */
+    int64_t dims[SRV_MAX_DIMS];   /* 0 until the first array of that depth ends */
+} array_ctx;
+
+static bool push(array_ctx *a, float v)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 256;
+        float *d = realloc(a->data, cap * sizeof *d);
+        if (d == NULL)
+            return false;
+        a->data = d;
+        a->cap = cap;
+    }
+    a->data[a->n++] = v;
+    return true;
+}
+
+/* The array at s[*pos] == '[' at nesting depth level. */
+static bool parse_array(const char *s, size_t len, size_t *pos, int level, array_ctx *a)
+{
+    size_t p = *pos + 1;
+    int64_t n = 0;
+    if (level >= SRV_MAX_DIMS)
+        return false;
+    for (;;) {
+        p = skip_space(s, len, p);
+        if (p >= len)
+            return false;
+        if (s[p] == '[') {
+            if (a->leaf >= 0 && a->leaf <= level)
+                return false; /* numbers and arrays side by side */
+            if (!parse_array(s, len, &p, level + 1, a))
+                return false;
+        } else {
+            double d;
+            float f;
+            if (a->leaf < 0)
+                a->leaf = level;
+            if (a->leaf != level || !parse_number(s, len, &p, &d) ||
+                !srv_double_to_float(d, &f) || !push(a, f))
+                return false;
+        }
+        n++;
+        p = skip_space(s, len, p);
+        if (p < len && s[p] == ',') {
+            p++;
+            continue;
+        }
+        if (p < len && s[p] == ']')
+            break;
+        return false;
+    }
+    if (a->dims[level] == 0)
+        a->dims[level] = n;
+    else if (a->dims[level] != n)
+        return false; /* ragged */
+    *pos = p + 1;
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The scan                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static bool add_item(srv_lift *l, const array_ctx *a, const char *text, size_t text_len)
+{
+    srv_lifted *it;
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        srv_lifted *items = realloc(l->items, cap * sizeof *items);
+        if (items == NULL)
+            return false;
+        l->items = items;
+        l->cap = cap;
+    }
+    it = &l->items[l->count++];
+    memset(it, 0, sizeof *it);
+    it->data = a->data;
+    it->n = a->n;
+    it->depth = a->leaf + 1;
+    memcpy(it->dims, a->dims, sizeof it->dims);
+    it->text = text;
+    it->text_len = text_len;
+    return true;
+}
+
+/* Lifts what it can; false when a string rules markers out or memory ran
+ * out (then nothing is lifted). */
+static bool scan(const char *s, size_t len, srv_lift *l, size_t **spans)
+{
+    size_t p = 0, nspans = 0;
+    bool after_data_key = false; /* the previous token was the string "data" */
+    bool want_value = false;     /* ... and a ':' followed it */
+
+    while (p < len) {
+        const char c = s[p];
+        if (c == '"') {
+            size_t q = p + 1;
+            for (; q < len && s[q] != '"'; q++) {
+                if ((unsigned char)s[q] < 0x20)
+                    return false;
+                if (s[q] == '\\') {
+                    if (q + 1 < len && s[q + 1] == 'u')
+                        return false;
+                    q++;
+                }
+            }
+            after_data_key = q - p - 1 == 4 && memcmp(s + p + 1, "data", 4) == 0;
+            want_value = false;
+            p = q + 1;
+            continue;
+        }
+        if (c == ':' && after_data_key) {
+            after_data_key = false;
+            want_value = true;
+            p++;
+            continue;
+        }
+        if (is_space(c)) {
+            p++;
+            continue;
+        }
+        if (c == '[' && want_value) {
+            array_ctx a;
+            size_t q = p;
+            memset(&a, 0, sizeof a);
+            a.leaf = -1;
+            if (parse_array(s, len, &q, 0, &a)) {
+                size_t *ns = realloc(*spans, (nspans + 1) * 2 * sizeof **spans);
+                if (ns == NULL || !add_item(l, &a, s + p, q - p)) {
+                    free(ns != NULL ? ns : *spans);
+                    *spans = NULL;
+                    free(a.data);
+                    return false;
+                }
+                *spans = ns;
+                ns[2 * nspans] = p;
+                ns[2 * nspans + 1] = q;
+                nspans++;
+                p = q;
+                want_value = after_data_key = false;
+                continue;
+            }
+            free(a.data);
+        }
+        want_value = after_data_key = false;
+        p++;
+    }
+    return true;
+}
+
+/* Whether the text "data" (with its quotes) occurs in s. */
+static bool mentions_data(const char *s, size_t len)
+{
+    const char *p = s, *end = s + len;
+    while (end - p >= 6 && (p = memchr(p, '"', (size_t)(end - p - 5))) != NULL) {
+        if (memcmp(p, "\"data\"", 6) == 0)
+            return true;
+        p++;
+    }
+    return false;
+}
+
+bool srv_lift_scan(const char *body, size_t len, srv_lift *lift)
+{
+    size_t *spans = NULL, out_len = 0, at = 0;
+    char *text;
+
+    memset(lift, 0, sizeof *lift);
+    /* Bodies without a "data" key (base64 tensors) are left alone at the
+     * cost of one substring search. */
+    if (body == NULL || !mentions_data(body, len))
+        return false;
+    if (!scan(body, len, lift, &spans) || lift->count == 0) {
+        free(spans);
+        srv_lift_free(lift);
+        return false;
+    }
+    /* Each span [a, b) becomes "\u0001<index>" (at most 6 + 20 + 2 bytes). */
+    text = malloc(len + lift->count * 28 + 1);
+    if (text == NULL) {
+        free(spans);
+        srv_lift_free(lift);
+        return false;
+    }
+    for (size_t i = 0; i < lift->count; i++) {
+        const size_t a = spans[2 * i], b = spans[2 * i + 1];
+        memcpy(text + out_len, body + at, a - at);
+        out_len += a - at;
+        out_len += (size_t)sprintf(text + out_len, "\"\\u0001%zu\"", i);
+        at = b;
+    }
+    memcpy(text + out_len, body + at, len - at);
+    out_len += len - at;
+    text[out_len] = '\0';
+    free(spans);
+    lift->text = text;
+    lift->len = out_len;
+    lift->bytes = out_len + 1;
+    for (size_t i = 0; i < lift->count; i++)
+        lift->bytes += lift->items[i].n * sizeof(float);
+    return true;
+}
+
+void srv_lift_free(srv_lift *lift)
+{
+    if (lift == NULL)
+        return;
+    for (size_t i = 0; i < lift->count; i++)
+        free(lift->items[i].data);
+    free(lift->items);
+    free(lift->text);
+    memset(lift, 0, sizeof *lift);
+}
+
+void srv_lift_set_current(const srv_lift *lift)
+{
+    current = lift;
+}
+
+const srv_lifted *srv_lift_find(const cJSON *node)
+{
+    const char *v;
+    char *end;
+    unsigned long long i;
+    if (current == NULL || !cJSON_IsString(node) || node->valuestring == NULL)
+        return NULL;
+    v = node->valuestring;
+    if ((unsigned char)v[0] != MARKER || !is_digit(v[1]))
+        return NULL;
+    i = strtoull(v + 1, &end, 10);
+    if (*end != '\0' || i >= current->count)
+        return NULL;
+    return &current->items[i];
+}

@@ -1,0 +1,201 @@
+/* test_json_lift.c - server/json_lift.c: tensor number arrays parsed before
+ * cJSON give exactly what cJSON and srv_tensor_parse give without it: the
+ * same float bits, or the same error (code, field, message); what is not
+ * plainly valid is left for cJSON; client strings cannot pose as markers.
+ */
+#include "json_lift.h"
+#include "tensor.h"
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct outcome {
+    bool ok;
+    srv_tensor t;
+    srv_reply err;
+} outcome;
+
+/* Parses body's member "t" as a tensor, with or without the lift. Returns
+ * how many arrays were lifted. */
+static size_t parse_t(const char *body, bool use_lift, outcome *o)
+{
+    srv_lift lift;
+    bool lifted = use_lift && srv_lift_scan(body, strlen(body), &lift);
+    cJSON *root = cJSON_Parse(lifted ? lift.text : body);
+    size_t n = lifted ? lift.count : 0;
+    memset(o, 0, sizeof *o);
+    assert_non_null(root);
+    srv_lift_set_current(lifted ? &lift : NULL);
+    o->ok = srv_tensor_parse(cJSON_GetObjectItemCaseSensitive(root, "t"), "t", 0, 1u << 20, &o->t,
+                             &o->err);
+    srv_lift_set_current(NULL);
+    cJSON_Delete(root);
+    if (lifted)
+        srv_lift_free(&lift);
+    return n;
+}
+
+static void outcome_free(outcome *o)
+{
+    srv_tensor_free(&o->t);
+    srv_reply_free(&o->err);
+}
+
+/* Both ways agree; returns the number of arrays lifted. */
+static size_t check_same(const char *body)
+{
+    outcome a, b;
+    size_t n = parse_t(body, true, &a);
+    parse_t(body, false, &b);
+    if (a.ok != b.ok)
+        fail_msg("lifted %s, plain %s: %.200s", a.ok ? "ok" : "error", b.ok ? "ok" : "error", body);
+    if (a.ok) {
+        assert_int_equal(a.t.ndim, b.t.ndim);
+        assert_int_equal(a.t.count, b.t.count);
+        assert_memory_equal(a.t.shape, b.t.shape, sizeof a.t.shape);
+        if (memcmp(a.t.data, b.t.data, a.t.count * sizeof(float)) != 0)
+            fail_msg("float bits differ: %.200s", body);
+    } else {
+        assert_int_equal(a.err.http_status, b.err.http_status);
+        assert_int_equal(a.err.body_len, b.err.body_len);
+        assert_memory_equal(a.err.body, b.err.body, a.err.body_len);
+    }
+    outcome_free(&a);
+    outcome_free(&b);
+    return n;
+}
+
+static void test_numbers_bit_identical(void **state)
+{
+    (void)state;
+    static const char *const fixed[] = {
+        "0", "-0", "1", "-1", "0.5", "1e0", "1E+2", "2e-3", "123456789", "0.1", "0.30000001",
+        "3.4028235e38", "3.40282356e38", "-3.4028235e38", "1e-45", "1.4e-45", "7e-46",
+        "1e-400", "9007199254740993", "12345678901234567890123", "0.000000000000000000001234",
+        "1.00000000000000000000000001", "4.9406564584124654e-324", "1e22", "1e23", "8e-23",
+        "123456789012345678e-30", "0e400", "-0.0e-5"};
+    char body[8192];
+    size_t at = (size_t)snprintf(body, sizeof body, "{\"t\":{\"shape\":[%zu],\"data\":[",
+                                 sizeof fixed / sizeof *fixed);
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        at += (size_t)snprintf(body + at, sizeof body - at, "%s%s", i ? ", " : "", fixed[i]);
+    snprintf(body + at, sizeof body - at, "]}}");
+    assert_int_equal(check_same(body), 1);
+
+    /* Random floats and doubles in every usual print form. */
+    static const char *const fmts[] = {"%.9g", "%.17g", "%g", "%.3e", "%.12f", "%.0f"};
+    tu_rng rng;
+    tu_rng_seed(&rng, 31);
+    for (size_t f = 0; f < sizeof fmts / sizeof *fmts; f++) {
+        char *big = malloc(300000);
+        size_t n = 4000;
+        at = (size_t)sprintf(big, "{\"t\":{\"shape\":[%zu],\"data\":[", n);
+        for (size_t i = 0; i < n; i++) {
+            double mag = pow(10.0, tu_uniform(&rng, -30, 30));
+            double v = tu_uniform(&rng, -1, 1) * (f == 5 ? 1e6 : mag);
+            at += (size_t)sprintf(big + at, i ? "," : "");
+            at += (size_t)sprintf(big + at, fmts[f], v);
+        }
+        sprintf(big + at, "]}}");
+        assert_int_equal(check_same(big), 1);
+        free(big);
+    }
+}
+
+static void test_nested_and_shapes(void **state)
+{
+    (void)state;
+    /* Fits: nested as the shape, or flat. */
+    assert_int_equal(check_same("{\"t\":{\"shape\":[2,3],\"data\":[[1,2,3],[4,5,6]]}}"), 1);
+    assert_int_equal(check_same("{\"t\":{\"shape\":[2,3],\"data\":[1,2,3,4,5,6]}}"), 1);
+    assert_int_equal(check_same("{\"t\":{\"data\" : [ [ [1] , [2] ] ] , \"shape\":[1,2,1]}}"), 1);
+    /* Lifted but not fitting: the usual errors, from the original text. */
+    assert_int_equal(check_same("{\"t\":{\"shape\":[3,2],\"data\":[[1,2,3],[4,5,6]]}}"), 1);
+    assert_int_equal(check_same("{\"t\":{\"shape\":[6],\"data\":[[1,2,3],[4,5,6]]}}"), 1);
+    assert_int_equal(check_same("{\"t\":{\"shape\":[7],\"data\":[1,2,3,4,5,6]}}"), 1);
+    assert_int_equal(check_same("{\"t\":{\"shape\":[2,2,2],\"data\":[[1,2],[3,4]]}}"), 1);
+}
+
+static void test_left_for_cjson(void **state)
+{
+    (void)state;
+    static const char *const arrays[] = {
+        "[[1,2],[3]]", "[1,[2]]",    "[[1],2]",     "[]",        "[[]]",      "[1,\"2\"]",
+        "[1,null]",    "[true]",     "[01]",        "[1.]",      "[.5]",      "[+1]",
+        "[1e]",        "[-]",        "[1,]",        "[1 2]",     "[1e39]",    "[-3.5e38]",
+        "[1e999]",     "[[[[[[[[[1]]]]]]]]]"};
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"t\":{\"shape\":[1],\"data\":%s}}", arrays[i]);
+        cJSON *j = cJSON_Parse(body);
+        if (j == NULL)
+            continue; /* not JSON at all: api_parse_body's business */
+        cJSON_Delete(j);
+        if (check_same(body) != 0)
+            fail_msg("lifted %s", arrays[i]);
+    }
+}
+
+static void test_only_data_values(void **state)
+{
+    (void)state;
+    srv_lift lift;
+    /* Other keys, "data" as a value, and "data" under another spelling. */
+    const char *body = "{\"shape\":[1,2],\"x\":\"data\",\"y\":[3,4],\"Data\":[5],\"datas\":[6]}";
+    assert_false(srv_lift_scan(body, strlen(body), &lift));
+    /* A "data" key inside a string is text, not a key. */
+    body = "{\"s\":\"a \\\"data\\\": [1,2]\",\"t\":{\"shape\":[1],\"data\":[7]}}";
+    assert_true(srv_lift_scan(body, strlen(body), &lift));
+    assert_int_equal(lift.count, 1);
+    assert_true(lift.items[0].n == 1 && lift.items[0].data[0] == 7.0f);
+    assert_non_null(strstr(lift.text, "\"a \\\"data\\\": [1,2]\""));
+    srv_lift_free(&lift);
+}
+
+/* A client string cannot be read as a marker: a body with a \u escape or a
+ * raw control byte in a string is not lifted at all. */
+static void test_markers_unforgeable(void **state)
+{
+    (void)state;
+    srv_lift lift;
+    outcome o;
+    const char *forged = "{\"t\":{\"shape\":[1],\"data\":\"\\u00010\"},\"u\":{\"data\":[9]}}";
+    assert_false(srv_lift_scan(forged, strlen(forged), &lift));
+    assert_int_equal(parse_t(forged, true, &o), 0);
+    assert_false(o.ok);
+    assert_non_null(strstr(o.err.body, "must be an array"));
+    outcome_free(&o);
+
+    const char raw[] = "{\"s\":\"\x01" "0\",\"t\":{\"shape\":[1],\"data\":[1]}}";
+    assert_false(srv_lift_scan(raw, strlen(raw), &lift));
+
+    /* Without the lift in force, a marker is just a string. */
+    const char *body = "{\"t\":{\"shape\":[2],\"data\":[1,2]}}";
+    assert_true(srv_lift_scan(body, strlen(body), &lift));
+    cJSON *root = cJSON_Parse(lift.text);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(root, "t"), "data");
+    assert_null(srv_lift_find(data));
+    srv_lift_set_current(&lift);
+    assert_true(srv_lift_find(data) == &lift.items[0]);
+    srv_lift_set_current(NULL);
+    cJSON_Delete(root);
+    srv_lift_free(&lift);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_numbers_bit_identical),
+        cmocka_unit_test(test_nested_and_shapes),
+        cmocka_unit_test(test_left_for_cjson),
+        cmocka_unit_test(test_only_data_values),
+        cmocka_unit_test(test_markers_unforgeable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
