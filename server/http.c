@@ -239,7 +239,7 @@ static enum MHD_Result send_reply(request *q)
     srv_reply *r = &q->reply;
     char timing[160];
 
-    if (is_v2(q->route) || strncmp(q->path, "/v2/", 4) == 0)
+    if (is_v2(q->route))
         srv_v2_reply_error(r); /* {"error":"..."}, whichever layer refused */
     if (r->body != NULL) {
         resp = MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_FREE);

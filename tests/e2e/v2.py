@@ -189,9 +189,10 @@ class Metadata(unittest.TestCase):
             self.assertEqual(list(json.loads(body)), ["error"])
 
     def test_versions_not_served(self):
+        # Not a route at all: the server's generic 404 (the /v1 error shape).
         st, _, body = call("GET", "/v2/models/attention-rope/versions/1")
         self.assertEqual(st, 404)
-        self.assertIn("no route", json.loads(body)["error"])
+        self.assertEqual(json.loads(body)["error"]["code"], "NOT_FOUND")
 
 
 class InferJson(unittest.TestCase):
