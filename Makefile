@@ -151,7 +151,7 @@ unit: $(TEST_BIN) $(POSATTND)
 # End-to-end clients against the real binary (curl, Python stdlib, Node fetch);
 # the C end-to-end test (tests/test_e2e_http.c) runs with the unit tests.
 E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
-               "node --test tests/e2e/client.mjs"
+               "node --test tests/e2e/client.mjs" "/usr/bin/python3 tests/e2e/v2.py -q"
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
 	echo "e2e-clients: ok"

@@ -250,6 +250,10 @@ void srv_job_finish(srv_job *job, srv_reply *reply)
         srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "no job to finish");
         return;
     }
+    if (job->view != NULL) {
+        job->view(job, job->view_ctx, reply);
+        return;
+    }
     if (job->ep != SRV_EP_ATTENTION) {
         /* A single task: its failure is the whole answer. */
         const api_task *t = &job->tasks[0];
@@ -284,6 +288,8 @@ void srv_job_free(srv_job *job)
 {
     if (job == NULL)
         return;
+    if (job->view_free != NULL)
+        job->view_free(job->view_ctx);
     if (job->ops != NULL && job->ops->destroy != NULL)
         job->ops->destroy(job->impl);
     free(job->tasks);
@@ -591,6 +597,39 @@ static bool att_render(srv_job *job, cJSON *root)
 }
 
 static const api_ops att_ops = {att_run, att_render, att_destroy};
+
+bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
+{
+    const att_job *aj;
+    const att_item *a;
+    if (job == NULL || job->ops != &att_ops || i >= ((const att_job *)job->impl)->n)
+        return false;
+    aj = job->impl;
+    a = &aj->items[i];
+    memset(out, 0, sizeof *out);
+    if (!a->valid) {
+        out->err = &a->err;
+        return true;
+    }
+    out->err = item_outcome(job, a, &out->timing);
+    out->timed_out = out->timing.timed_out;
+    out->it = &a->it;
+    out->output = a->output;
+    out->weights = a->weights;
+    out->logits = a->logits;
+    out->q_rot = a->q_rot;
+    out->k_rot = a->k_rot;
+    return true;
+}
+
+const api_err *api_attention_item_error(const srv_job *job, size_t i)
+{
+    const att_job *aj;
+    if (job == NULL || job->ops != &att_ops || i >= ((const att_job *)job->impl)->n)
+        return NULL;
+    aj = job->impl;
+    return aj->items[i].valid ? NULL : &aj->items[i].err;
+}
 
 bool api_attention_prepare(const cJSON *root, const srv_limits *lim, srv_job **job_out,
                            srv_reply *reply)

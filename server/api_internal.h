@@ -73,6 +73,12 @@ struct srv_job {
     api_task *tasks;
     const api_ops *ops;
     void *impl; /* the endpoint's own state, freed by ops->destroy */
+    /* Another protocol's answer to the same job (api_v2.c): when view is set,
+     * srv_job_finish calls it instead of rendering the /v1 answer, and
+     * srv_job_free frees view_ctx with view_free. */
+    void (*view)(srv_job *job, void *view_ctx, srv_reply *reply);
+    void (*view_free)(void *view_ctx);
+    void *view_ctx;
 };
 
 /* Allocates a job with n zeroed tasks; NULL on allocation failure. */
@@ -255,5 +261,34 @@ bool api_check_learned_rows(const pa_learned *l, const int32_t *pos, int32_t n, 
 
 /* Largest position in an array (or the default 0..n-1), for rope tables. */
 int32_t api_max_position(const int32_t *pos, int32_t n);
+
+/* ------------------------------------------------------------------------- */
+/* Attention results for other protocols (api.c) and the Open Inference      */
+/* Protocol's binary segments (api_v2.c)                                     */
+/* ------------------------------------------------------------------------- */
+
+/* Item i of an attention job once every task is done: err (NULL when it
+ * ran), timed_out, the merged timing, the parsed item and its results
+ * (NULL when not requested). Pointers stay valid until srv_job_free, unless
+ * the /v1 answer is rendered (it frees the results). False when i is out of
+ * range or the job is not an attention job. */
+typedef struct api_att_result {
+    const api_err *err;
+    bool timed_out;
+    api_task timing;
+    const api_item *it;
+    const float *output, *weights, *logits, *q_rot, *k_rot;
+} api_att_result;
+bool api_attention_result(const srv_job *job, size_t i, api_att_result *out);
+/* Why item i of a prepared attention job is invalid; NULL when it is valid. */
+const api_err *api_attention_item_error(const srv_job *job, size_t i);
+
+/* A tensor node whose data is a binary segment of an Open Inference Protocol
+ * request: api_get_tensor hands it to api_v2_segment_tensor, which borrows
+ * the bytes in place (or copies them when misaligned). Only api_v2.c builds
+ * such nodes; parsed JSON can never be one (see api_v2.c). */
+bool api_v2_is_segment(const cJSON *v);
+bool api_v2_segment_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int want_ndim,
+                           srv_tensor *out, api_err *e);
 
 #endif

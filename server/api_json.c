@@ -429,6 +429,8 @@ bool api_get_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int wa
     srv_reply rep;
     srv_tensor t;
 
+    if (api_v2_is_segment(v)) /* binary data of a /v2 request (api_v2.c) */
+        return api_v2_segment_tensor(v, name, ctx, want_ndim, out, e);
     memset(&rep, 0, sizeof rep);
     memset(&t, 0, sizeof t);
     api_path(path, sizeof path, ctx, name);

@@ -65,7 +65,7 @@ static const opt options[] = {
     {"drain-timeout", "POSATTN_DRAIN_TIMEOUT", OPT_SECONDS, FIELD(drain_timeout), 0, 86400, false,
      "S", "seconds to finish accepted requests on SIGTERM (default 20)"},
     {"api-key", "POSATTN_API_KEY", OPT_STRING, FIELD(api_key), 0, 255, true, "KEY",
-     "require \"Authorization: Bearer KEY\" on /v1/* (default: none)"},
+     "require \"Authorization: Bearer KEY\" on /v1/* and /v2 (default: none)"},
     {"log-format", "POSATTN_LOG_FORMAT", OPT_LOG_FORMAT, FIELD(log_format), 0, 0, false, "FMT",
      "access log on stderr: json, text or off (default json)"},
     {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",

@@ -10,6 +10,7 @@
 #include "http.h"
 
 #include "api.h"
+#include "api_v2.h"
 #include "deadline.h"
 #include "reply.h"
 #include "tensor_store.h"
@@ -54,6 +55,12 @@ typedef enum route {
     ROUTE_READYZ,
     ROUTE_METRICS,
     ROUTE_OPENAPI,
+    ROUTE_V2_SERVER, /* the Open Inference Protocol (api_v2.h), ROUTE_V2_* */
+    ROUTE_V2_LIVE,
+    ROUTE_V2_READY,
+    ROUTE_V2_MODEL, /* /v2/models/{name}...: the name is in request.model */
+    ROUTE_V2_MODEL_READY,
+    ROUTE_V2_INFER,
     ROUTE_NOT_FOUND
 } route;
 
@@ -72,6 +79,12 @@ static const struct {
     [ROUTE_READYZ] = {"/readyz", "GET", "readyz", false},
     [ROUTE_METRICS] = {"/metrics", "GET", "metrics", false},
     [ROUTE_OPENAPI] = {"/openapi.yaml", "GET", "openapi", false},
+    [ROUTE_V2_SERVER] = {"/v2", "GET", "v2_metadata", true},
+    [ROUTE_V2_LIVE] = {"/v2/health/live", "GET", "v2_health", false},
+    [ROUTE_V2_READY] = {"/v2/health/ready", "GET", "v2_health", false},
+    [ROUTE_V2_MODEL] = {"/v2/models/{name}", "GET", "v2_metadata", true},
+    [ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready", "GET", "v2_health", false},
+    [ROUTE_V2_INFER] = {"/v2/models/{name}/infer", "POST", "v2_infer", true},
     [ROUTE_NOT_FOUND] = {NULL, NULL, "other", false},
 };
 
@@ -89,11 +102,15 @@ struct request {
     route route;
     char method[8];
     char path[128];
+    char model[128];          /* ROUTE_V2_MODEL..INFER: the model name */
+    int64_t infer_header_len; /* Inference-Header-Content-Length, -1 when absent */
     uint64_t start_ns;
     uint64_t deadline_ns;
 
     char *body;
     size_t body_len, body_cap;
+    size_t body_off; /* the body starts here in the buffer, so that the binary
+                        part of a v2 request is 16-byte aligned (api_v2.h) */
     bool body_too_large;
     bool refused; /* answer refused_error once the body is read and dropped */
     srv_error refused_error;
@@ -120,10 +137,43 @@ static srv_endpoint endpoint_of(route r)
     return r == ROUTE_ENCODE ? SRV_EP_ENCODE : r == ROUTE_ANALYZE ? SRV_EP_ANALYZE : SRV_EP_ATTENTION;
 }
 
-static route find_route(const char *url, const char *method, bool *method_ok)
+static bool is_v2(route r)
 {
+    return r >= ROUTE_V2_SERVER && r <= ROUTE_V2_INFER;
+}
+
+static bool is_v2_model(route r)
+{
+    return r >= ROUTE_V2_MODEL && r <= ROUTE_V2_INFER;
+}
+
+/* /v2/models/{name}[/ready|/infer] (no versions): the route, name in model. */
+static route v2_model_route(const char *url, char *model, size_t cap)
+{
+    static const char prefix[] = "/v2/models/";
+    const char *name = url + sizeof prefix - 1, *slash;
+    size_t n;
+    if (strncmp(url, prefix, sizeof prefix - 1) != 0)
+        return ROUTE_NOT_FOUND;
+    slash = strchr(name, '/');
+    n = slash != NULL ? (size_t)(slash - name) : strlen(name);
+    if (n == 0)
+        return ROUTE_NOT_FOUND;
+    snprintf(model, cap, "%.*s", (int)(n < cap ? n : cap - 1), name);
+    if (slash == NULL)
+        return ROUTE_V2_MODEL;
+    if (strcmp(slash, "/ready") == 0)
+        return ROUTE_V2_MODEL_READY;
+    return strcmp(slash, "/infer") == 0 ? ROUTE_V2_INFER : ROUTE_NOT_FOUND;
+}
+
+static route find_route(const char *url, const char *method, bool *method_ok, char *model,
+                        size_t cap)
+{
+    route v2 = v2_model_route(url, model, cap);
     for (int i = 0; i < ROUTE_NOT_FOUND; i++) {
-        if (strcmp(url, routes[i].path) == 0) {
+        if (i == (int)v2 ||
+            (v2 == ROUTE_NOT_FOUND && !is_v2_model((route)i) && strcmp(url, routes[i].path) == 0)) {
             *method_ok = strcmp(method, routes[i].method) == 0 ||
                          (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0);
             return (route)i;
@@ -195,6 +245,8 @@ static enum MHD_Result send_reply(request *q)
     srv_reply *r = &q->reply;
     char timing[160];
 
+    if (is_v2(q->route))
+        srv_v2_reply_error(r); /* {"error":"..."}, whichever layer refused */
     if (r->body != NULL) {
         resp = MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_FREE);
         if (resp != NULL)
@@ -206,6 +258,11 @@ static enum MHD_Result send_reply(request *q)
         return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type ? r->content_type : "application/json");
+    if (r->infer_header_len > 0) {
+        char n[24];
+        snprintf(n, sizeof n, "%zu", r->infer_header_len);
+        MHD_add_response_header(resp, "Inference-Header-Content-Length", n);
+    }
     {
         double total_ms = (double)(srv_now_ns() - q->start_ns) / 1e6;
         double queue_ms = (double)atomic_load(&q->max_queue_us) / 1e3;
@@ -289,8 +346,11 @@ static enum MHD_Result start_job(request *q)
     if (atomic_load(&h->draining))
         return send_error(q, SRV_ERR_DRAINING, NULL,
                           "the server is shutting down; retry on another replica");
-    if (!srv_job_prepare(endpoint_of(q->route), q->body ? q->body : "", q->body_len, &h->limits,
-                         &q->job, &q->reply))
+    if (q->route == ROUTE_V2_INFER
+            ? !srv_v2_infer_prepare(q->model, q->body ? q->body + q->body_off : "", q->body_len,
+                                    q->infer_header_len, &h->limits, &q->job, &q->reply)
+            : !srv_job_prepare(endpoint_of(q->route), q->body ? q->body : "", q->body_len,
+                               &h->limits, &q->job, &q->reply))
         return send_reply(q);
     n = srv_job_task_count(q->job);
     q->tasks = calloc(n ? n : 1, sizeof *q->tasks);
@@ -333,6 +393,12 @@ static enum MHD_Result start_job(request *q)
 /* Plain endpoints                                                           */
 /* ------------------------------------------------------------------------- */
 
+/* Ready by /readyz's rule: not draining, and the queue not full. */
+static bool ready(srv_http *h)
+{
+    return !atomic_load(&h->draining) && srv_pool_queued(h->pool) < srv_pool_max_queued(h->pool);
+}
+
 static enum MHD_Result serve_simple(request *q)
 {
     srv_http *h = q->h;
@@ -347,6 +413,20 @@ static enum MHD_Result serve_simple(request *q)
             set_text(&q->reply, 503, "application/json", "{\"status\":\"saturated\"}");
         else
             set_text(&q->reply, 200, "application/json", "{\"status\":\"ready\"}");
+        break;
+    /* [V2] health: 200 is true, 4xx false, the body empty; ready as /readyz. */
+    case ROUTE_V2_LIVE:
+        set_text(&q->reply, 200, "text/plain", "");
+        break;
+    case ROUTE_V2_READY:
+    case ROUTE_V2_MODEL_READY:
+        set_text(&q->reply, ready(h) ? 200 : 400, "text/plain", "");
+        break;
+    case ROUTE_V2_SERVER:
+        srv_v2_server_metadata(&q->reply);
+        break;
+    case ROUTE_V2_MODEL:
+        srv_v2_model_metadata(q->model, &q->reply);
         break;
     case ROUTE_METRICS: {
         size_t len = 0;
@@ -418,7 +498,7 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     const char *cl;
     char msg[160];
 
-    q->route = find_route(url, method, &method_ok);
+    q->route = find_route(url, method, &method_ok, q->model, sizeof q->model);
     if (q->route == ROUTE_NOT_FOUND) {
         snprintf(msg, sizeof msg, "no route %.64s %.64s", method, url);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
@@ -431,6 +511,24 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     if (routes[q->route].api && !authorized(h, c))
         return refuse(q, c, SRV_ERR_UNAUTHORIZED,
                       "a valid API key is required: Authorization: Bearer <key>");
+    if (is_v2_model(q->route) && !srv_v2_model_known(q->model)) {
+        srv_v2_unknown_model(q->model, msg, sizeof msg);
+        return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
+    }
+    q->infer_header_len = -1;
+    if (q->route == ROUTE_V2_INFER &&
+        (cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                          "Inference-Header-Content-Length")) != NULL) {
+        char *end;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (cl[0] < '0' || cl[0] > '9' || *end != '\0' || n > (unsigned long long)INT64_MAX) {
+            snprintf(msg, sizeof msg, "Inference-Header-Content-Length='%.32s' is not a byte count",
+                     cl);
+            return refuse(q, c, SRV_ERR_INVALID_ARGUMENT, msg);
+        }
+        q->infer_header_len = (int64_t)n;
+        q->body_off = (16 - (size_t)(n % 16)) % 16;
+    }
     cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL) {
         char *end;
@@ -499,10 +597,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             q->body_too_large = true;
             return MHD_YES; /* discard the rest; answer 413 at the end */
         }
-        if (q->body_len + n + 1 > q->body_cap) {
+        if (q->body_off + q->body_len + n + 1 > q->body_cap) {
             size_t cap = q->body_cap ? q->body_cap : 4096;
             char *nb;
-            while (cap < q->body_len + n + 1)
+            while (cap < q->body_off + q->body_len + n + 1)
                 cap *= 2;
             nb = realloc(q->body, cap);
             if (nb == NULL)
@@ -510,9 +608,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             q->body = nb;
             q->body_cap = cap;
         }
-        memcpy(q->body + q->body_len, upload_data, n);
+        memcpy(q->body + q->body_off + q->body_len, upload_data, n);
         q->body_len += n;
-        q->body[q->body_len] = '\0';
+        q->body[q->body_off + q->body_len] = '\0';
         return MHD_YES;
     }
     /* The whole request is in: no deadline while it is computed. */

@@ -14,6 +14,9 @@ typedef struct srv_reply {
     char *body;               /* malloc'd, owned by the reply; may be NULL when empty */
     size_t body_len;
     srv_error error;          /* meaningful when http_status >= 400 */
+    /* > 0: the body is a JSON header of this many bytes followed by binary
+     * tensors (Open Inference Protocol: Inference-Header-Content-Length). */
+    size_t infer_header_len;
 } srv_reply;
 
 /* Sets a JSON body; takes ownership of body (malloc'd). */

@@ -3,7 +3,10 @@
  * compute and answer rendering behind them.
  *
  * Input: byte 0 picks the endpoint (mod 3: attention, encode, analyze), the
- * rest is the request body. Limits are small so that every accepted job is
+ * rest is the request body. With bit 7 of byte 0 set, the input is an Open
+ * Inference Protocol infer request instead (api_v2.h): byte 1 picks the model
+ * (mod the scheme count), bytes 2-3 are Inference-Header-Content-Length
+ * (little-endian; 0xffff: no header), the rest is the body. Limits are small so that every accepted job is
  * cheap to run: each task runs, then srv_job_finish renders the answer, which
  * must be a well-formed reply; srv_job_free releases everything (ASan checks).
  *
@@ -11,6 +14,8 @@
  *   ./fuzz_request -max_total_time=60 tests/fuzz/corpus
  */
 #include "api.h"
+#include "api_v2.h"
+#include "posattn.h"
 #include "reply.h"
 
 #include <stdint.h>
@@ -36,15 +41,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     srv_endpoint ep = (srv_endpoint)(data[0] % SRV_EP_COUNT);
+    bool v2 = (data[0] & 0x80) != 0 && size >= 4;
+    size_t skip = v2 ? 4 : 1;
+    char model[64];
+    int64_t header_len = -1;
+    bool ok;
+    if (v2) {
+        snprintf(model, sizeof model, "attention-%s",
+                 pa_scheme_type_name((pa_scheme_type)(data[1] % PA_SCHEME_COUNT)));
+        if (data[2] != 0xff || data[3] != 0xff)
+            header_len = (int64_t)(data[2] | (unsigned)data[3] << 8);
+    }
     /* The HTTP layer hands the parser a NUL-terminated copy of the body. */
-    body = malloc(size);
+    body = malloc(size - skip + 1);
     if (body == NULL)
         return 0;
-    memcpy(body, data + 1, size - 1);
-    body[size - 1] = '\0';
+    memcpy(body, data + skip, size - skip);
+    body[size - skip] = '\0';
 
     memset(&reply, 0, sizeof reply);
-    if (!srv_job_prepare(ep, body, size - 1, &lim, &job, &reply)) {
+    ok = v2 ? srv_v2_infer_prepare(model, body, size - skip, header_len, &lim, &job, &reply)
+            : srv_job_prepare(ep, body, size - skip, &lim, &job, &reply);
+    if (!ok) {
         /* A refusal is a 4xx JSON error, never a 5xx. */
         if (reply.http_status < 400 || reply.http_status >= 500 || reply.body == NULL ||
             reply.body_len == 0 || reply.body[0] != '{')

@@ -1,0 +1,540 @@
+#!/usr/bin/python3
+"""v2.py - the Open Inference Protocol (KServe V2) routes of posattnd, end to end.
+
+Speaks the protocol byte for byte with http.client (Python's standard library):
+health, server and model metadata, JSON infer requests shaped as the published
+example of kserve docs/predict-api/v2/required_api.md, and binary requests and
+answers built and parsed byte by byte as triton-inference-server
+docs/protocol/extension_binary_data.md specifies (JSON header, then raw
+little-endian float32 data; Inference-Header-Content-Length). Every error path
+is checked for its status and its {"error": "..."} body.
+
+Numbers are compared with POST /v1/attention on the same inputs: binary and
+base64 answers must be bit-identical (same compute path), and JSON answers
+equal as text-decoded floats (same shortest round-trip formatter).
+
+    tests/e2e/harness.sh /usr/bin/python3 tests/e2e/v2.py   # starts the servers
+    POSATTN_URL=http://127.0.0.1:8080 python3 tests/e2e/v2.py
+"""
+
+import base64
+import http.client
+import json
+import os
+import random
+import re
+import struct
+import sys
+import unittest
+import urllib.parse
+
+URL = os.environ.get("POSATTN_URL", "http://127.0.0.1:8080").rstrip("/")
+AUTH_URL = os.environ.get("POSATTN_AUTH_URL", "").rstrip("/")
+API_KEY = os.environ.get("POSATTN_AUTH_KEY", "")
+TIMEOUT = 30
+
+
+def call(method, path, body=None, headers=None, base=URL):
+    """One request with exactly these bytes and headers; returns (status, headers, body)."""
+    u = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=TIMEOUT)
+    try:
+        h = dict(headers or {})
+        if body is not None and "Content-Type" not in h:
+            h["Content-Type"] = "application/json"
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        return r.status, r.headers, r.read()
+    finally:
+        conn.close()
+
+
+def post_json(path, obj, **kw):
+    return call("POST", path, json.dumps(obj).encode(), **kw)
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def rand_f32(rng, n):
+    return [f32(rng.uniform(-1, 1)) for _ in range(n)]
+
+
+def le_bytes(values, fmt="f"):
+    return struct.pack("<%d%s" % (len(values), fmt), *values)
+
+
+def b64(values):
+    return base64.b64encode(le_bytes(values)).decode()
+
+
+def nest(flat, shape):
+    if len(shape) == 1:
+        return list(flat)
+    step = len(flat) // shape[0]
+    return [nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def split_binary(headers, body):
+    """The JSON header and binary part of an answer, per Inference-Header-Content-Length."""
+    n = int(headers["Inference-Header-Content-Length"])
+    return json.loads(body[:n]), body[n:]
+
+
+def v1_attention(item, ret=("output",)):
+    """The same item through /v1/attention with base64 answers: {name: bytes}."""
+    item = dict(item, **{"return": list(ret)})
+    st, _, data = post_json("/v1/attention", {"inputs": [item], "output_encoding": "b64"})
+    assert st == 200, data
+    out = json.loads(data)["outputs"][0]
+    assert "error" not in out, out
+    return {k: base64.b64decode(out[k]["b64"]) for k in ret}, {k: out[k]["shape"] for k in ret}
+
+
+class Case:
+    """A q/k/v attention problem with random float32 inputs."""
+
+    def __init__(self, seed, Lq=5, Lk=7, H=4, Hkv=2, D=8, Dv=6):
+        rng = random.Random(seed)
+        self.shapes = {"q": [Lq, H, D], "k": [Lk, Hkv, D], "v": [Lk, Hkv, Dv]}
+        self.data = {n: rand_f32(rng, s[0] * s[1] * s[2]) for n, s in self.shapes.items()}
+
+    def v1_item(self, scheme, **opts):
+        item = {"scheme": scheme}
+        for n, s in self.shapes.items():
+            item[n] = {"shape": s, "b64": b64(self.data[n])}
+        item.update(opts)
+        return item
+
+    def v2_inputs(self, binary=False, nested=False):
+        ins = []
+        for n, s in self.shapes.items():
+            t = {"name": n, "shape": s, "datatype": "FP32"}
+            if binary:
+                t["parameters"] = {"binary_data_size": 4 * len(self.data[n])}
+            else:
+                t["data"] = nest(self.data[n], s) if nested else self.data[n]
+            ins.append(t)
+        return ins
+
+    def binary_part(self):
+        return b"".join(le_bytes(self.data[n]) for n in self.shapes)
+
+
+def binary_request(header_obj, binary, header_text=None):
+    """A body and headers per the binary tensor data extension."""
+    head = header_text if header_text is not None else json.dumps(header_obj)
+    head = head.encode()
+    return head + binary, {
+        "Content-Type": "application/octet-stream",
+        "Inference-Header-Content-Length": str(len(head)),
+    }
+
+
+class Health(unittest.TestCase):
+    def test_live_ready(self):
+        for path in ("/v2/health/live", "/v2/health/ready", "/v2/models/attention-rope/ready"):
+            st, _, body = call("GET", path)
+            self.assertEqual((st, body), (200, b""), path)
+
+    def test_model_ready_unknown(self):
+        st, h, body = call("GET", "/v2/models/attention-nope/ready")
+        self.assertEqual(st, 404)
+        self.assertEqual(h["Content-Type"], "application/json")
+        err = json.loads(body)
+        self.assertEqual(list(err), ["error"])
+        self.assertIn("attention-nope", err["error"])
+        self.assertIn("rope", err["error"])
+
+
+class Metadata(unittest.TestCase):
+    def test_server(self):
+        st, h, body = call("GET", "/v2")
+        self.assertEqual(st, 200)
+        self.assertEqual(h["Content-Type"], "application/json")
+        meta = json.loads(body)
+        self.assertEqual(sorted(meta), ["extensions", "name", "version"])
+        self.assertEqual(meta["name"], "posattn")
+        self.assertEqual(meta["extensions"], ["binary_tensor_data"])
+        _, _, metrics = call("GET", "/metrics")
+        self.assertIn('posattn_build_info{version="%s"} 1' % meta["version"], metrics.decode())
+
+    def test_models(self):
+        def t(name, dt, ndim):
+            return {"name": name, "datatype": dt, "shape": [-1] * ndim}
+
+        common = [t("q", "FP32", 3), t("k", "FP32", 3), t("v", "FP32", 3), t("x", "FP32", 2),
+                  t("w_q", "FP32", 2), t("w_k", "FP32", 2), t("w_v", "FP32", 2),
+                  t("w_o", "FP32", 2), t("q_positions", "INT32", 1), t("k_positions", "INT32", 1)]
+        outputs = [t(n, "FP32", 3) for n in ("output", "weights", "logits", "q_rot", "k_rot")]
+        extra = {
+            "none": [], "sinusoidal": [], "rope": [t("short_factor", "FP32", 1),
+                                                   t("long_factor", "FP32", 1)],
+            "learned": [t("table", "FP32", 2)], "t5": [t("table", "FP32", 2)],
+            "shaw": [t("rel_k", "FP32", 2), t("rel_v", "FP32", 2)],
+            "alibi": [t("slopes", "FP32", 1)],
+        }
+        for scheme, more in extra.items():
+            name = "attention-" + scheme
+            st, _, body = call("GET", "/v2/models/" + name)
+            self.assertEqual(st, 200, body)
+            self.assertEqual(json.loads(body), {"name": name, "platform": "posattn",
+                                                "inputs": common + more, "outputs": outputs})
+
+    def test_unknown_model(self):
+        for path in ("/v2/models/rope", "/v2/models/attention-", "/v2/models/attention-ropes"):
+            st, _, body = call("GET", path)
+            self.assertEqual(st, 404, path)
+            self.assertEqual(list(json.loads(body)), ["error"])
+
+    def test_versions_not_served(self):
+        # Not a route at all: the server's generic 404 (the /v1 error shape).
+        st, _, body = call("GET", "/v2/models/attention-rope/versions/1")
+        self.assertEqual(st, 404)
+        self.assertEqual(json.loads(body)["error"]["code"], "NOT_FOUND")
+
+
+class InferJson(unittest.TestCase):
+    def test_published_example_shape(self):
+        """required_api.md "Inference Request Examples": id, inputs, outputs by name."""
+        c = Case(1)
+        text = ('{\n  "id" : "42",\n  "inputs" : %s,\n  "outputs" : [\n    {\n'
+                '      "name" : "output"\n    }\n  ]\n}' % json.dumps(c.v2_inputs(), indent=2))
+        st, h, body = call("POST", "/v2/models/attention-rope/infer", text.encode(),
+                           {"Content-Type": "application/json"})
+        self.assertEqual(st, 200, body)
+        self.assertEqual(h["Content-Type"], "application/json")
+        self.assertIsNone(h.get("Inference-Header-Content-Length"))
+        ans = json.loads(body)
+        self.assertEqual(sorted(ans), ["id", "model_name", "outputs", "parameters"])
+        self.assertEqual((ans["id"], ans["model_name"]), ("42", "attention-rope"))
+        self.assertEqual(sorted(ans["parameters"]), ["compute_us", "queue_us"])
+        self.assertEqual(len(ans["outputs"]), 1)
+        out = ans["outputs"][0]
+        self.assertEqual(sorted(out), ["data", "datatype", "name", "shape"])
+        self.assertEqual((out["name"], out["datatype"], out["shape"]), ("output", "FP32", [5, 4, 6]))
+        want, _ = v1_attention(c.v1_item({"type": "rope"}))
+        self.assertEqual(le_bytes(out["data"]), want["output"])
+
+    def test_nested_flat_and_options(self):
+        c = Case(2, Lq=6, Lk=6)
+        params = {"causal": True, "window": 3, "base": 500.0, "scaling": "linear", "factor": 2.0}
+        req = {"parameters": params, "inputs": c.v2_inputs()}
+        st, _, flat = post_json("/v2/models/attention-rope/infer", req)
+        self.assertEqual(st, 200, flat)
+        req["inputs"] = c.v2_inputs(nested=True)
+        st, _, nested = post_json("/v2/models/attention-rope/infer", req)
+        self.assertEqual(st, 200, nested)
+        a, b = json.loads(flat), json.loads(nested)
+        self.assertNotIn("id", a)
+        self.assertEqual(a["outputs"], b["outputs"])
+        scheme = {"type": "rope", "base": 500.0, "scaling": "linear", "factor": 2.0}
+        want, _ = v1_attention(c.v1_item(scheme, causal=True, window=3))
+        self.assertEqual(le_bytes(a["outputs"][0]["data"]), want["output"])
+
+    def test_outputs_selection_and_order(self):
+        c = Case(3)
+        names = ["logits", "output", "weights", "q_rot", "k_rot"]
+        req = {"inputs": c.v2_inputs(), "outputs": [{"name": n} for n in names],
+               "parameters": {"causal": True}}
+        st, _, body = post_json("/v2/models/attention-rope/infer", req)
+        self.assertEqual(st, 200, body)
+        outs = json.loads(body)["outputs"]
+        self.assertEqual([o["name"] for o in outs], names)
+        want, shapes = v1_attention(c.v1_item({"type": "rope"}, causal=True), names)
+        for o in outs:
+            self.assertEqual(o["shape"], shapes[o["name"]])
+            if o["name"] == "logits":  # masked logits are -inf: null in JSON
+                got = [float("-inf") if x is None else x for x in o["data"]]
+                self.assertIn(None, o["data"])
+            else:
+                got = o["data"]
+            self.assertEqual(le_bytes(got), want[o["name"]], o["name"])
+
+    def test_layer_mode_alibi_positions(self):
+        rng = random.Random(4)
+        L, dm, H = 5, 8, 2
+        x, wq, wk, wv = (rand_f32(rng, n) for n in (L * dm, dm * dm, dm * dm, dm * dm))
+        pos = [3, 5, 8, 9, 12]
+        slopes = [0.5, 0.25]
+        ins = [{"name": "x", "shape": [L, dm], "datatype": "FP32", "data": x},
+               {"name": "w_q", "shape": [dm, dm], "datatype": "FP32", "data": wq},
+               {"name": "w_k", "shape": [dm, dm], "datatype": "FP32", "data": wk},
+               {"name": "w_v", "shape": [dm, dm], "datatype": "FP32", "data": wv},
+               {"name": "q_positions", "shape": [L], "datatype": "INT32", "data": pos},
+               {"name": "k_positions", "shape": [L], "datatype": "INT32",
+                "parameters": {"binary_data_size": 4 * L}},
+               {"name": "slopes", "shape": [H], "datatype": "FP32",
+                "parameters": {"binary_data_size": 4 * H}}]
+        header = {"parameters": {"num_heads": H, "causal": True}, "inputs": ins,
+                  "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}
+        body, hdrs = binary_request(header, le_bytes(pos, "i") + le_bytes(slopes))
+        st, h, data = call("POST", "/v2/models/attention-alibi/infer", body, hdrs)
+        self.assertEqual(st, 200, data)
+        head, raw = split_binary(h, data)
+        self.assertEqual(head["outputs"][0]["shape"], [L, H, dm // H])
+        item = {"scheme": {"type": "alibi", "slopes": slopes}, "num_heads": H, "causal": True,
+                "q_positions": pos, "k_positions": pos}
+        for n, v, s in (("x", x, [L, dm]), ("w_q", wq, [dm, dm]), ("w_k", wk, [dm, dm]),
+                        ("w_v", wv, [dm, dm])):
+            item[n] = {"shape": s, "b64": b64(v)}
+        want, _ = v1_attention(item)
+        self.assertEqual(raw, want["output"])
+
+    def test_t5_table_input(self):
+        c = Case(5, H=2, Hkv=2)
+        rng = random.Random(6)
+        table = rand_f32(rng, 32 * 2)
+        ins = c.v2_inputs() + [{"name": "table", "shape": [32, 2], "datatype": "FP32",
+                                "data": table}]
+        req = {"parameters": {"num_buckets": 32, "max_distance": 64}, "inputs": ins}
+        st, _, body = post_json("/v2/models/attention-t5/infer", req)
+        self.assertEqual(st, 200, body)
+        scheme = {"type": "t5", "num_buckets": 32, "max_distance": 64,
+                  "table": {"shape": [32, 2], "b64": b64(table)}}
+        want, _ = v1_attention(c.v1_item(scheme))
+        self.assertEqual(le_bytes(json.loads(body)["outputs"][0]["data"]), want["output"])
+
+
+class InferBinary(unittest.TestCase):
+    def test_published_binary_example(self):
+        """extension_binary_data.md "Examples": binary inputs, binary output."""
+        c = Case(7)
+        inputs = ",\n".join(
+            '    {\n      "name" : "%s",\n      "shape" : %s,\n      "datatype" : "FP32",\n'
+            '      "parameters" : {\n        "binary_data_size" : %d\n      }\n    }'
+            % (n, json.dumps(s), 4 * len(c.data[n])) for n, s in c.shapes.items())
+        head = ('{\n  "model_name" : "attention-rope",\n  "inputs" : [\n%s\n  ],\n'
+                '  "outputs" : [\n    {\n      "name" : "output",\n      "parameters" : {\n'
+                '        "binary_data" : true\n      }\n    }\n  ]\n}' % inputs)
+        for pad in (0, 1, 2, 3):  # every alignment of the binary part in the body
+            body, hdrs = binary_request(None, c.binary_part(), head + " " * pad)
+            self.assertEqual(len(body), len(head) + pad + 4 * (5 * 4 * 8 + 7 * 2 * 8 + 7 * 2 * 6))
+            st, h, data = call("POST", "/v2/models/attention-rope/infer", body, hdrs)
+            self.assertEqual(st, 200, data)
+            self.assertEqual(h["Content-Type"], "application/octet-stream")
+            n = int(h["Inference-Header-Content-Length"])
+            self.assertEqual(int(h["Content-Length"]), n + 5 * 4 * 6 * 4)
+            ans = json.loads(data[:n])
+            self.assertEqual(ans["outputs"], [{"name": "output", "datatype": "FP32",
+                                               "shape": [5, 4, 6],
+                                               "parameters": {"binary_data_size": 480}}])
+            want, _ = v1_attention(c.v1_item({"type": "rope"}))
+            self.assertEqual(data[n:], want["output"])
+
+    def test_binary_data_output_and_override(self):
+        c = Case(8)
+        body, hdrs = binary_request(
+            {"id": "b", "parameters": {"binary_data_output": True}, "inputs": c.v2_inputs(True),
+             "outputs": [{"name": "weights"}, {"name": "output",
+                                               "parameters": {"binary_data": False}},
+                         {"name": "q_rot"}]}, c.binary_part())
+        st, h, data = call("POST", "/v2/models/attention-rope/infer", body, hdrs)
+        self.assertEqual(st, 200, data)
+        head, raw = split_binary(h, data)
+        self.assertEqual(head["id"], "b")
+        w, o, qr = head["outputs"]
+        want, _ = v1_attention(c.v1_item({"type": "rope"}), ("weights", "output", "q_rot"))
+        self.assertNotIn("data", w)
+        self.assertEqual(w["parameters"]["binary_data_size"], len(want["weights"]))
+        self.assertNotIn("parameters", o)
+        self.assertEqual(le_bytes(o["data"]), want["output"])
+        self.assertEqual(raw, want["weights"] + want["q_rot"])
+
+    def test_default_json_when_all_binary_in(self):
+        """Binary inputs, no outputs list: output only, as JSON."""
+        c = Case(9)
+        body, hdrs = binary_request({"inputs": c.v2_inputs(True)}, c.binary_part())
+        st, h, data = call("POST", "/v2/models/attention-rope/infer", body, hdrs)
+        self.assertEqual(st, 200, data)
+        self.assertEqual(h["Content-Type"], "application/json")
+        self.assertIsNone(h.get("Inference-Header-Content-Length"))
+        outs = json.loads(data)["outputs"]
+        self.assertEqual([o["name"] for o in outs], ["output"])
+
+    def test_mixed_json_and_binary_inputs(self):
+        c = Case(10)
+        ins = c.v2_inputs(True)
+        ins[1] = c.v2_inputs()[1]  # k as JSON, q and v binary
+        binary = le_bytes(c.data["q"]) + le_bytes(c.data["v"])
+        body, hdrs = binary_request({"inputs": ins, "parameters": {"binary_data_output": True}},
+                                    binary)
+        st, h, data = call("POST", "/v2/models/attention-rope/infer", body, hdrs)
+        self.assertEqual(st, 200, data)
+        _, raw = split_binary(h, data)
+        want, _ = v1_attention(c.v1_item({"type": "rope"}))
+        self.assertEqual(raw, want["output"])
+
+
+class Errors(unittest.TestCase):
+    def err(self, status, path, body, headers=None, *want):
+        st, h, data = call("POST", path, body, headers)
+        self.assertEqual(st, status, data)
+        self.assertTrue(h["Content-Type"].startswith("application/json"))
+        obj = json.loads(data)
+        self.assertEqual(list(obj), ["error"], obj)
+        self.assertIsInstance(obj["error"], str)
+        for w in want:
+            self.assertIn(w, obj["error"])
+        return obj["error"]
+
+    def json_err(self, status, obj, *want, model="attention-rope"):
+        return self.err(status, "/v2/models/%s/infer" % model, json.dumps(obj).encode(), None,
+                        *want)
+
+    def test_unknown_model(self):
+        self.json_err(404, {"inputs": []}, "unknown model 'attention-nope'", model="attention-nope")
+
+    def test_bad_requests(self):
+        c = Case(11)
+        ins = c.v2_inputs()
+        fp16 = [dict(ins[0], datatype="FP16")] + ins[1:]
+        self.json_err(400, {"inputs": fp16}, "q.datatype='FP16'", "FP32")
+        short = [dict(ins[0], data=ins[0]["data"][:-1])] + ins[1:]
+        self.json_err(400, {"inputs": short}, "q", "159", "160")
+        self.json_err(400, {"inputs": ins[:2]}, "v is required")
+        self.json_err(400, {"inputs": ins + [ins[0]]}, "input 'q' appears more than once")
+        self.json_err(400, {"inputs": ins + [dict(ins[0], name="z")]}, "'z'", "inputs:")
+        self.json_err(400, {"inputs": ins, "parameters": {"bogus": 1}},
+                      "parameters.bogus is not a parameter", "causal", "high_freq_factor")
+        self.json_err(400, {"inputs": ins, "parameters": {"base": "x"}},
+                      "parameters.base must be a number")
+        self.json_err(400, {"inputs": ins, "outputs": [{"name": "nope"}]}, "'nope'", "weights")
+        self.json_err(400, {"inputs": ins, "outputs": [{"name": "output"}, {"name": "output"}]},
+                      "more than once")
+        self.json_err(400, {"inputs": ins, "model_name": "attention-alibi"}, "model_name")
+        self.json_err(400, {"inputs": ins, "id": 42}, "id must be a string")
+        bad_shape = [dict(ins[0], shape=[5, 4])] + ins[1:]
+        self.json_err(400, {"inputs": bad_shape}, "q.shape has 2 dimensions, expected 3")
+        gqa = [ins[0], dict(ins[1], shape=[7, 3, 8], data=[0.0] * 168)] + ins[2:]
+        self.json_err(400, {"inputs": gqa}, "k.shape[1]=3 does not divide num_heads=4")
+        st, _, data = call("POST", "/v2/models/attention-rope/infer", b"{not json")
+        self.assertEqual(st, 400)
+        self.assertIn("not valid JSON", json.loads(data)["error"])
+
+    def test_binary_errors(self):
+        c = Case(12)
+        path = "/v2/models/attention-rope/infer"
+        ins = c.v2_inputs(True)
+        good, hdrs = binary_request({"inputs": ins}, c.binary_part())
+        n = int(hdrs["Inference-Header-Content-Length"])
+        # binary_data_size not matching the shape
+        wrong = [dict(ins[0], parameters={"binary_data_size": 4})] + ins[1:]
+        body, h = binary_request({"inputs": wrong}, c.binary_part())
+        self.err(400, path, body, h, "q.parameters.binary_data_size=4", "[5,4,8]", "640 bytes")
+        # header length past the body
+        self.err(400, path, good, dict(hdrs, **{"Inference-Header-Content-Length":
+                                                str(len(good) + 1)}), "past the end")
+        # binary data missing at the end, or left over
+        self.err(400, path, good[:-4], hdrs, "v.parameters.binary_data_size", "past the end")
+        self.err(400, path, good + b"\0\0\0\0", hdrs, "add up to")
+        # a raw binary request (header length 0) needs a single-input model
+        self.err(400, path, c.binary_part(), dict(hdrs, **{"Inference-Header-Content-Length": "0"}),
+                 "raw binary request")
+        self.err(400, path, good, dict(hdrs, **{"Inference-Header-Content-Length": "12x"}),
+                 "is not a byte count")
+        # binary_data_size without the header
+        self.err(400, path, good[:n], {"Content-Type": "application/json"},
+                 "no Inference-Header-Content-Length")
+        # data and binary_data_size both
+        both = [dict(ins[0], data=c.data["q"])] + ins[1:]
+        body, h = binary_request({"inputs": both}, c.binary_part())
+        self.err(400, path, body, h, "both data and parameters.binary_data_size")
+        # a non-finite float in a binary input
+        nan = bytearray(c.binary_part())
+        nan[8:12] = struct.pack("<f", float("nan"))
+        self.err(400, path, bytes(good[:n]) + bytes(nan), hdrs, "non-finite", "NaN", "element 2")
+
+    def test_method_and_route(self):
+        st, h, data = call("GET", "/v2/models/attention-rope/infer")
+        self.assertEqual(st, 405)
+        self.assertEqual(h["Allow"], "POST")
+        self.assertEqual(list(json.loads(data)), ["error"])
+
+
+@unittest.skipUnless(AUTH_URL, "needs POSATTN_AUTH_URL (harness.sh)")
+class Auth(unittest.TestCase):
+    def test_infer_and_metadata_need_the_key(self):
+        c = Case(13)
+        body = json.dumps({"inputs": c.v2_inputs()}).encode()
+        for method, path, b in (("POST", "/v2/models/attention-rope/infer", body),
+                                ("GET", "/v2/models/attention-rope", None), ("GET", "/v2", None)):
+            st, _, data = call(method, path, b, base=AUTH_URL)
+            self.assertEqual(st, 401, path)
+            self.assertEqual(list(json.loads(data)), ["error"])
+            st, _, data = call(method, path, b, {"Authorization": "Bearer " + API_KEY},
+                               base=AUTH_URL)
+            self.assertEqual(st, 200, data)
+        for path in ("/v2/health/live", "/v2/health/ready", "/v2/models/attention-rope/ready"):
+            st, _, data = call("GET", path, base=AUTH_URL)
+            self.assertEqual((st, data), (200, b""), path)
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.environ.get("E2E_EXAMPLES", os.path.join(HERE, "..", "..", "README.md"))
+
+
+def run_readme(name):
+    """Runs the sh block after <!-- e2e: curl NAME --> in README.md against URL."""
+    import subprocess
+
+    with open(EXAMPLES, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"<!-- e2e: curl %s -->\s*```\w*\n(.*?)\n```" % re.escape(name), text, re.S)
+    assert m, "no curl example named %s in %s" % (name, EXAMPLES)
+    code = m.group(1).replace("http://127.0.0.1:8080", URL)
+    p = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True,
+                       timeout=TIMEOUT, text=True)
+    assert p.returncode == 0, "example %s: exit %d: %s" % (name, p.returncode, p.stderr)
+    return p.stdout
+
+
+class Readme(unittest.TestCase):
+    def test_metadata(self):
+        lines = run_readme("v2-metadata").splitlines()
+        self.assertEqual(lines[0], "200")
+        self.assertEqual(json.loads(lines[1])["extensions"], ["binary_tensor_data"])
+        meta = json.loads(lines[2])
+        self.assertEqual(meta["inputs"][-1], {"name": "slopes", "datatype": "FP32", "shape": [-1]})
+
+    def test_infer(self):
+        ans = json.loads(run_readme("v2-infer"))
+        self.assertEqual((ans["id"], ans["model_name"]), ("42", "attention-rope"))
+        self.assertEqual(ans["outputs"], [{"name": "output", "datatype": "FP32",
+                                           "shape": [2, 1, 2], "data": [1, 2, 2, 3]}])
+
+    def test_binary(self):
+        head, values = run_readme("v2-binary").splitlines()
+        self.assertEqual(json.loads(head)["outputs"][0]["parameters"], {"binary_data_size": 16})
+        self.assertEqual(values, "(1.0, 2.0, 2.0, 3.0)")
+
+    def test_error(self):
+        body, status = run_readme("v2-error").rstrip().rsplit("\n", 1)
+        self.assertEqual(status, "HTTP 400")
+        self.assertEqual(json.loads(body), {"error": "q.datatype='FP16' is not supported: "
+                                            "input q of model attention-rope is FP32"})
+
+    def test_openapi_documents_v2(self):
+        _, _, text = call("GET", "/openapi.yaml")
+        for path in ("/v2:", "/v2/health/live:", "/v2/health/ready:", "/v2/models/{model}:",
+                     "/v2/models/{model}/ready:", "/v2/models/{model}/infer:"):
+            self.assertIn("\n  %s\n" % path, text.decode())
+
+
+class Metrics(unittest.TestCase):
+    def test_labels(self):
+        call("GET", "/v2/health/live")
+        call("GET", "/v2")
+        post_json("/v2/models/attention-rope/infer", {"inputs": Case(14).v2_inputs()})
+        _, _, text = call("GET", "/metrics")
+        text = text.decode()
+        for label in ("v2_health", "v2_metadata", "v2_infer"):
+            self.assertRegex(text, r'posattn_requests_total\{endpoint="%s",code="200"\} [1-9]'
+                             % label)
+        self.assertRegex(text, r'posattn_items_total\{scheme="rope"\} [1-9]')
+
+
+if __name__ == "__main__":
+    argv = [a for a in sys.argv if a != "-q"]
+    unittest.main(argv=argv, verbosity=1 if "-q" in sys.argv else 2)

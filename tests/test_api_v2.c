@@ -1,0 +1,328 @@
+/* test_api_v2.c - the Open Inference Protocol layer (server/api_v2*.c)
+ * without HTTP: infer requests go through srv_v2_infer_prepare, every task
+ * runs on this thread, srv_job_finish renders the protocol's answer. Checks
+ * that binary inputs are borrowed from the body in place (copied only when
+ * misaligned), that answers are bit-identical to /v1/attention on the same
+ * inputs, the binary answer's layout, and error replies ({"error":"..."}
+ * with the status). tests/e2e/v2.py covers the same over HTTP.
+ */
+#include "api_internal.h"
+#include "api_v2.h"
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { L = 6, H = 2, D = 4, N = L * H * D };
+
+static srv_limits limits(void)
+{
+    srv_limits l;
+    l.max_batch_items = 64;
+    l.max_tensor_elements = (size_t)16 << 20;
+    l.max_request_memory = (size_t)1024 << 20;
+    l.parallel_parts = 1;
+    return l;
+}
+
+typedef struct inputs {
+    float q[N], k[N], v[N];
+} inputs;
+
+static void make_inputs(inputs *in, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    tu_fill(&r, in->q, N, -1, 1);
+    tu_fill(&r, in->k, N, -1, 1);
+    tu_fill(&r, in->v, N, -1, 1);
+}
+
+static const char binary_header[] =
+    "{\"parameters\":{\"causal\":true,\"binary_data_output\":true},\"inputs\":["
+    "{\"name\":\"q\",\"shape\":[6,2,4],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":"
+    "192}},"
+    "{\"name\":\"k\",\"shape\":[6,2,4],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":"
+    "192}},"
+    "{\"name\":\"v\",\"shape\":[6,2,4],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":"
+    "192}}],"
+    "\"outputs\":[{\"name\":\"output\"},{\"name\":\"weights\"}]}";
+
+/* A body at buf + off: the header padded with spaces to hlen bytes, then
+ * q, k, v. Returns the body's length. */
+static size_t binary_body(char *buf, size_t off, size_t hlen, const inputs *in)
+{
+    size_t n = strlen(binary_header);
+    assert_true(hlen >= n);
+    memcpy(buf + off, binary_header, n);
+    memset(buf + off + n, ' ', hlen - n);
+    memcpy(buf + off + hlen, in->q, sizeof in->q);
+    memcpy(buf + off + hlen + sizeof in->q, in->k, sizeof in->k);
+    memcpy(buf + off + hlen + 2 * sizeof in->q, in->v, sizeof in->v);
+    return hlen + 3 * sizeof in->q;
+}
+
+static void run_tasks(srv_job *job)
+{
+    srv_workspace ws = {NULL, 0};
+    for (size_t i = 0; i < srv_job_task_count(job); i++)
+        srv_job_run_task(job, i, &ws);
+    srv_workspace_free(&ws);
+}
+
+/* The same inputs through /v1/attention (b64 answers): output, weights. */
+static void v1_answer(const inputs *in, float *output, float *weights)
+{
+    static const int shape[3] = {L, H, D};
+    const float *t[3] = {in->q, in->k, in->v};
+    const char *names[3] = {"q", "k", "v"};
+    srv_limits lim = limits();
+    cJSON *req = cJSON_CreateObject(), *item = cJSON_CreateObject(), *ans;
+    cJSON *list = cJSON_AddArrayToObject(req, "inputs");
+    srv_job *job = NULL;
+    srv_reply reply;
+    char *body, text[64];
+    size_t n = 0;
+
+    memset(&reply, 0, sizeof reply);
+    cJSON_AddItemToArray(list, item);
+    cJSON_AddStringToObject(req, "output_encoding", "b64");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(item, "scheme"), "type", "rope");
+    cJSON_AddBoolToObject(item, "causal", true);
+    cJSON_AddItemToObject(item, "return",
+                          cJSON_CreateStringArray((const char *const[]){"output", "weights"}, 2));
+    for (int i = 0; i < 3; i++) {
+        cJSON *tn = cJSON_AddObjectToObject(item, names[i]);
+        char *b64 = tu_alloc(srv_b64_encoded_len(sizeof in->q) + 1, 1);
+        cJSON_AddItemToObject(tn, "shape", cJSON_CreateIntArray(shape, 3));
+        srv_b64_encode((const unsigned char *)t[i], sizeof in->q, b64);
+        cJSON_AddStringToObject(tn, "b64", b64);
+        free(b64);
+    }
+    body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    assert_true(srv_job_prepare(SRV_EP_ATTENTION, body, strlen(body), &lim, &job, &reply));
+    free(body);
+    run_tasks(job);
+    srv_job_finish(job, &reply);
+    srv_job_free(job);
+    ans = cJSON_ParseWithLength(reply.body, reply.body_len);
+    srv_reply_free(&reply);
+    item = cJSON_GetArrayItem(cJSON_GetObjectItem(ans, "outputs"), 0);
+    snprintf(text, sizeof text, "%s", "output");
+    assert_true(srv_b64_decode(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(item, text), "b64")->valuestring,
+        strlen(cJSON_GetObjectItem(cJSON_GetObjectItem(item, text), "b64")->valuestring),
+        (unsigned char *)output, N * sizeof(float), &n));
+    assert_int_equal(n, N * sizeof(float));
+    const char *w = cJSON_GetObjectItem(cJSON_GetObjectItem(item, "weights"), "b64")->valuestring;
+    assert_true(
+        srv_b64_decode(w, strlen(w), (unsigned char *)weights, H * L * L * sizeof(float), &n));
+    assert_int_equal(n, H * L * L * sizeof(float));
+    cJSON_Delete(ans);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static void test_binary_borrowed_and_exact(void **state)
+{
+    (void)state;
+    static inputs in;
+    float want_out[N], want_w[H * L * L];
+    srv_limits lim = limits();
+    size_t hlen = (strlen(binary_header) + 15) / 16 * 16; /* binary part 16-byte aligned */
+    char *buf = malloc(hlen + 3 * sizeof in.q + 16);
+    srv_job *job = NULL;
+    srv_reply reply;
+    api_att_result r;
+    cJSON *head, *outs;
+    size_t len;
+
+    assert_non_null(buf);
+    make_inputs(&in, 1);
+    v1_answer(&in, want_out, want_w);
+    len = binary_body(buf, 0, hlen, &in);
+    memset(&reply, 0, sizeof reply);
+    assert_true(
+        srv_v2_infer_prepare("attention-rope", buf, len, (int64_t)hlen, &lim, &job, &reply));
+
+    /* q, k and v are the body's bytes, not copies. */
+    assert_true(api_attention_result(job, 0, &r));
+    assert_true(r.it->q.borrowed && r.it->k.borrowed && r.it->v.borrowed);
+    assert_ptr_equal(r.it->q.data, (const void *)(buf + hlen));
+    assert_ptr_equal(r.it->v.data, (const void *)(buf + hlen + 2 * sizeof in.q));
+
+    run_tasks(job);
+    srv_job_finish(job, &reply);
+    srv_job_free(job);
+    assert_int_equal(reply.http_status, 200);
+    assert_string_equal(reply.content_type, "application/octet-stream");
+    assert_true(reply.infer_header_len > 0);
+    assert_int_equal(reply.body_len, reply.infer_header_len + sizeof want_out + sizeof want_w);
+    head = cJSON_ParseWithLength(reply.body, reply.infer_header_len);
+    assert_non_null(head);
+    outs = cJSON_GetObjectItem(head, "outputs");
+    assert_int_equal(cJSON_GetArraySize(outs), 2);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(outs, 0), "name")->valuestring,
+                        "output");
+    assert_int_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(outs, 1), "parameters"),
+                            "binary_data_size")
+            ->valueint,
+        (int)sizeof want_w);
+    assert_memory_equal(reply.body + reply.infer_header_len, want_out, sizeof want_out);
+    assert_memory_equal(reply.body + reply.infer_header_len + sizeof want_out, want_w,
+                        sizeof want_w);
+    cJSON_Delete(head);
+    srv_reply_free(&reply);
+    free(buf);
+}
+
+static void test_binary_misaligned_is_copied(void **state)
+{
+    (void)state;
+    static inputs in;
+    float want_out[N], want_w[H * L * L];
+    srv_limits lim = limits();
+    size_t hlen = (strlen(binary_header) + 15) / 16 * 16;
+    char *buf = malloc(hlen + 3 * sizeof in.q + 16);
+    srv_job *job = NULL;
+    srv_reply reply;
+    api_att_result r;
+    size_t len;
+
+    assert_non_null(buf);
+    make_inputs(&in, 2);
+    v1_answer(&in, want_out, want_w);
+    len = binary_body(buf, 1, hlen, &in); /* floats at an odd address */
+    memset(&reply, 0, sizeof reply);
+    assert_true(
+        srv_v2_infer_prepare("attention-rope", buf + 1, len, (int64_t)hlen, &lim, &job, &reply));
+    assert_true(api_attention_result(job, 0, &r));
+    assert_false(r.it->q.borrowed);
+    assert_memory_equal(r.it->q.data, in.q, sizeof in.q);
+    run_tasks(job);
+    srv_job_finish(job, &reply);
+    srv_job_free(job);
+    assert_int_equal(reply.http_status, 200);
+    assert_memory_equal(reply.body + reply.infer_header_len, want_out, sizeof want_out);
+    srv_reply_free(&reply);
+    free(buf);
+}
+
+/* One request that must fail: its status and error message. */
+static void expect_error(const char *model, const char *body, size_t len, int64_t hlen, int status,
+                         const char *needle)
+{
+    srv_limits lim = limits();
+    srv_job *job = (srv_job *)&lim; /* must be reset to NULL */
+    srv_reply reply;
+    cJSON *ans;
+    const cJSON *err;
+
+    memset(&reply, 0, sizeof reply);
+    assert_false(srv_v2_infer_prepare(model, body, len, hlen, &lim, &job, &reply));
+    assert_null(job);
+    assert_int_equal(reply.http_status, status);
+    ans = cJSON_ParseWithLength(reply.body, reply.body_len);
+    assert_non_null(ans);
+    err = cJSON_GetObjectItem(ans, "error");
+    assert_true(cJSON_IsString(err));
+    assert_int_equal(cJSON_GetArraySize(ans), 1);
+    if (strstr(err->valuestring, needle) == NULL)
+        fail_msg("error '%s' does not contain '%s'", err->valuestring, needle);
+    cJSON_Delete(ans);
+    srv_reply_free(&reply);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    static inputs in;
+    size_t hlen = strlen(binary_header);
+    char *buf = malloc(hlen + 3 * sizeof in.q + 8);
+    size_t len;
+    const char *j;
+
+    assert_non_null(buf);
+    make_inputs(&in, 3);
+    len = binary_body(buf, 0, hlen, &in);
+    expect_error("attention-nope", buf, len, (int64_t)hlen, 404, "unknown model 'attention-nope'");
+    expect_error("attention-rope", buf, len, 0, 400, "raw binary request");
+    expect_error("attention-rope", buf, len, (int64_t)len + 1, 400, "past the end");
+    expect_error("attention-rope", buf, len - 4, (int64_t)hlen, 400, "reaches past the end");
+    memset(buf + len, 0, 4);
+    expect_error("attention-rope", buf, len + 4, (int64_t)hlen, 400, "add up to 576");
+    expect_error("attention-rope", buf, hlen, -1, 400, "no Inference-Header-Content-Length");
+    j = "{\"inputs\":["
+        "{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1]},"
+        "{\"name\":\"k\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+        "{\"name\":\"v\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
+    expect_error("attention-rope", j, strlen(j), -1, 400,
+                 "q.shape product 2 does not match data length 1");
+    j = "{\"inputs\":[{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"INT32\",\"data\":[1,2]}]}";
+    expect_error("attention-rope", j, strlen(j), -1, 400, "q.datatype='INT32'");
+    j = "{\"parameters\":{\"rotary_dim\":3},\"inputs\":["
+        "{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+        "{\"name\":\"k\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+        "{\"name\":\"v\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
+    expect_error("attention-rope", j, strlen(j), -1, 400, "parameters.rotary_dim=3");
+    j = "{\"parameters\":{\"max_bias\":1},\"inputs\":[]}";
+    expect_error("attention-rope", j, strlen(j), -1, 400, "parameters.max_bias is not a parameter");
+    j = "{\"inputs\":[{\"name\":\"slopes\",\"shape\":[2],\"datatype\":\"FP32\",\"data\":[1]}]}";
+    expect_error("attention-alibi", j, strlen(j), -1, 400, "slopes.data has 1 values");
+    free(buf);
+}
+
+static void test_reply_error_conversion(void **state)
+{
+    (void)state;
+    srv_reply r;
+    memset(&r, 0, sizeof r);
+    srv_reply_error(&r, SRV_ERR_SHAPE_MISMATCH, "inputs[0].k", "k.shape[1]=%d is wrong", 3);
+    srv_v2_reply_error(&r);
+    assert_int_equal(r.http_status, 400);
+    assert_int_equal(r.body_len, strlen("{\"error\":\"k.shape[1]=3 is wrong\"}"));
+    assert_memory_equal(r.body, "{\"error\":\"k.shape[1]=3 is wrong\"}", r.body_len);
+    srv_v2_reply_error(&r); /* already converted: unchanged */
+    assert_memory_equal(r.body, "{\"error\":\"k.shape[1]=3 is wrong\"}", r.body_len);
+    srv_reply_free(&r);
+    srv_reply_json(&r, 200, strdup("{\"error\":{\"message\":\"not an error\"}}"), 36);
+    srv_v2_reply_error(&r); /* a 200 is left alone */
+    assert_memory_equal(r.body, "{\"error\":{\"message\":\"not an error\"}}", 36);
+    srv_reply_free(&r);
+}
+
+static void test_metadata(void **state)
+{
+    (void)state;
+    srv_reply r;
+    char msg[256];
+    memset(&r, 0, sizeof r);
+    srv_v2_model_metadata("attention-shaw", &r);
+    assert_int_equal(r.http_status, 200);
+    assert_non_null(strstr(r.body, "{\"name\":\"rel_k\",\"datatype\":\"FP32\",\"shape\":[-1,-1]}"));
+    srv_reply_free(&r);
+    srv_v2_model_metadata("attention-shaww", &r);
+    assert_int_equal(r.http_status, 404);
+    srv_reply_free(&r);
+    assert_true(srv_v2_model_known("attention-none"));
+    assert_false(srv_v2_model_known("attention-"));
+    assert_false(srv_v2_model_known("rope"));
+    srv_v2_unknown_model("x", msg, 160);
+    assert_true(strlen(msg) < 159); /* fits the HTTP layer's refusal buffer */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_binary_borrowed_and_exact),
+        cmocka_unit_test(test_binary_misaligned_is_copied),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reply_error_conversion),
+        cmocka_unit_test(test_metadata),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
