@@ -600,6 +600,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (q->body_off + q->body_len + n + 1 > q->body_cap) {
             size_t cap = q->body_cap ? q->body_cap : 4096;
             char *nb;
+            if (q->body_cap == 0) {
+                /* Sized once from Content-Length (already checked against
+                 * the limit): a large body is not copied through a dozen
+                 * doublings. Pages a lying client never fills stay virtual. */
+                const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
+                unsigned long long want = cl != NULL ? strtoull(cl, NULL, 10) : 0;
+                if (want > 0 && want <= h->cfg->max_body_bytes &&
+                    q->body_off + want + 1 > cap)
+                    cap = q->body_off + (size_t)want + 1;
+            }
             while (cap < q->body_off + q->body_len + n + 1)
                 cap *= 2;
             nb = realloc(q->body, cap);

@@ -7,7 +7,7 @@
 
 enum { MARKER = 0x01 };
 
-static _Thread_local const srv_lift *current;
+static _Thread_local srv_lift *current;
 
 static bool is_space(char c)
 {
@@ -187,7 +187,8 @@ static bool parse_array(const char *s, size_t len, size_t *pos, int level, array
 /* The scan                                                                  */
 /* ------------------------------------------------------------------------- */
 
-static bool add_item(srv_lift *l, const array_ctx *a, const char *text, size_t text_len)
+static bool add_item(srv_lift *l, const array_ctx *a, bool b64, const char *text,
+                     size_t text_len)
 {
     srv_lifted *it;
     if (l->count == l->cap) {
@@ -202,10 +203,55 @@ static bool add_item(srv_lift *l, const array_ctx *a, const char *text, size_t t
     memset(it, 0, sizeof *it);
     it->data = a->data;
     it->n = a->n;
-    it->depth = a->leaf + 1;
+    it->b64 = b64;
+    it->depth = b64 ? 0 : a->leaf + 1;
     memcpy(it->dims, a->dims, sizeof it->dims);
     it->text = text;
     it->text_len = text_len;
+    return true;
+}
+
+/* Records span [p, q) of s as lifted item a. */
+static bool add_span(srv_lift *l, array_ctx *a, bool b64, const char *s, size_t p, size_t q,
+                     size_t **spans, size_t *nspans)
+{
+    size_t *ns = realloc(*spans, (*nspans + 1) * 2 * sizeof **spans);
+    if (ns == NULL)
+        return false;
+    *spans = ns;
+    if (!add_item(l, a, b64, s + p, q - p))
+        return false;
+    ns[2 * *nspans] = p;
+    ns[2 * *nspans + 1] = q;
+    (*nspans)++;
+    a->data = NULL; /* the lift owns it now */
+    return true;
+}
+
+/* The string at s[p] == '"' as base64 of float32 values, decoded into *a;
+ * *end is past its closing quote. False (nothing kept) when it holds
+ * anything but the base64 alphabet (escapes included) or not whole floats. */
+static bool decode_b64(const char *s, size_t len, size_t p, array_ctx *a, size_t *end)
+{
+    const char *q = memchr(s + p + 1, '"', len - p - 1);
+    size_t n, cap, got = 0;
+    if (q == NULL)
+        return false;
+    n = (size_t)(q - (s + p + 1));
+    if (n == 0 || n % 4 != 0)
+        return false;
+    cap = n / 4 * 3;
+    a->data = malloc(cap + sizeof(float));
+    if (a->data == NULL)
+        return false;
+    if (!srv_b64_decode(s + p + 1, n, (unsigned char *)a->data, cap, &got) ||
+        got % sizeof(float) != 0) {
+        free(a->data);
+        a->data = NULL;
+        return false;
+    }
+    a->n = got / sizeof(float);
+    *end = (size_t)(q - s) + 1;
     return true;
 }
 
@@ -215,10 +261,26 @@ static bool scan(const char *s, size_t len, srv_lift *l, size_t **spans)
 {
     size_t p = 0, nspans = 0;
     bool after_data_key = false; /* the previous token was the string "data" */
+    bool after_b64_key = false;  /* ... the string "b64" */
     bool want_value = false;     /* ... and a ':' followed it */
+    bool want_b64 = false;
 
     while (p < len) {
         const char c = s[p];
+        if (c == '"' && want_b64) {
+            array_ctx a;
+            size_t q;
+            memset(&a, 0, sizeof a);
+            want_b64 = false;
+            if (decode_b64(s, len, p, &a, &q)) {
+                if (!add_span(l, &a, true, s, p, q, spans, &nspans)) {
+                    free(a.data);
+                    return false;
+                }
+                p = q;
+                continue;
+            }
+        }
         if (c == '"') {
             size_t q = p + 1;
             for (; q < len && s[q] != '"'; q++) {
@@ -231,13 +293,15 @@ static bool scan(const char *s, size_t len, srv_lift *l, size_t **spans)
                 }
             }
             after_data_key = q - p - 1 == 4 && memcmp(s + p + 1, "data", 4) == 0;
-            want_value = false;
+            after_b64_key = q - p - 1 == 3 && memcmp(s + p + 1, "b64", 3) == 0;
+            want_value = want_b64 = false;
             p = q + 1;
             continue;
         }
-        if (c == ':' && after_data_key) {
-            after_data_key = false;
-            want_value = true;
+        if (c == ':' && (after_data_key || after_b64_key)) {
+            want_value = after_data_key;
+            want_b64 = after_b64_key;
+            after_data_key = after_b64_key = false;
             p++;
             continue;
         }
@@ -251,35 +315,28 @@ static bool scan(const char *s, size_t len, srv_lift *l, size_t **spans)
             memset(&a, 0, sizeof a);
             a.leaf = -1;
             if (parse_array(s, len, &q, 0, &a)) {
-                size_t *ns = realloc(*spans, (nspans + 1) * 2 * sizeof **spans);
-                if (ns == NULL || !add_item(l, &a, s + p, q - p)) {
-                    free(ns != NULL ? ns : *spans);
-                    *spans = NULL;
+                if (!add_span(l, &a, false, s, p, q, spans, &nspans)) {
                     free(a.data);
                     return false;
                 }
-                *spans = ns;
-                ns[2 * nspans] = p;
-                ns[2 * nspans + 1] = q;
-                nspans++;
                 p = q;
-                want_value = after_data_key = false;
+                want_value = want_b64 = after_data_key = after_b64_key = false;
                 continue;
             }
             free(a.data);
         }
-        want_value = after_data_key = false;
+        want_value = want_b64 = after_data_key = after_b64_key = false;
         p++;
     }
     return true;
 }
 
-/* Whether the text "data" (with its quotes) occurs in s. */
+/* Whether the text "data" or "b64" (with its quotes) occurs in s. */
 static bool mentions_data(const char *s, size_t len)
 {
     const char *p = s, *end = s + len;
-    while (end - p >= 6 && (p = memchr(p, '"', (size_t)(end - p - 5))) != NULL) {
-        if (memcmp(p, "\"data\"", 6) == 0)
+    while (end - p >= 5 && (p = memchr(p, '"', (size_t)(end - p - 4))) != NULL) {
+        if (memcmp(p, "\"b64\"", 5) == 0 || (end - p >= 6 && memcmp(p, "\"data\"", 6) == 0))
             return true;
         p++;
     }
@@ -338,7 +395,7 @@ void srv_lift_free(srv_lift *lift)
     memset(lift, 0, sizeof *lift);
 }
 
-void srv_lift_set_current(const srv_lift *lift)
+void srv_lift_set_current(srv_lift *lift)
 {
     current = lift;
 }
@@ -357,4 +414,22 @@ const srv_lifted *srv_lift_find(const cJSON *node)
     if (*end != '\0' || i >= current->count)
         return NULL;
     return &current->items[i];
+}
+
+float *srv_lift_take(const cJSON *node, bool b64, int ndim, const int64_t *shape, size_t count)
+{
+    srv_lifted *it = (srv_lifted *)srv_lift_find(node);
+    float *data;
+    if (it == NULL || it->data == NULL || it->b64 != b64 || it->n != count)
+        return NULL;
+    if (!b64 && it->depth > 1) {
+        if (it->depth != ndim)
+            return NULL;
+        for (int k = 0; k < ndim; k++)
+            if (it->dims[k] != shape[k])
+                return NULL;
+    }
+    data = it->data;
+    it->data = NULL;
+    return data;
 }

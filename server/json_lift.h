@@ -6,8 +6,10 @@
  * array of numbers (flat, or nested with equal lengths at each depth, up to
  * SRV_MAX_DIMS deep), parses it straight into floats, and writes a copy of
  * the body in which each such array is replaced by a short marker string.
- * cJSON then parses the small remainder, and srv_tensor_parse takes the
- * floats of a marker (srv_lift_find) instead of walking nodes.
+ * The value of a "b64" key is decoded from the body in place the same way
+ * (cJSON would copy the string, byte by byte, before the decode). cJSON
+ * then parses the small remainder, and srv_tensor_parse takes the floats of
+ * a marker (srv_lift_take) instead of walking nodes.
  *
  * Nothing changes but speed:
  *  - a number is the same float either way (Clinger's exact fast path where
@@ -32,9 +34,10 @@
 #include <stdint.h>
 
 typedef struct srv_lifted {
-    float *data;  /* n floats, row-major; malloc'd, owned by the lift */
+    float *data;  /* n floats, row-major; malloc'd, owned by the lift until taken */
     size_t n;
-    int depth;    /* 1 for a flat array */
+    bool b64;     /* decoded base64 (little-endian float32 bytes), not numbers */
+    int depth;    /* numbers: 1 for a flat array */
     int64_t dims[SRV_MAX_DIMS];
     const char *text; /* the array's original text (in the caller's body) */
     size_t text_len;
@@ -56,9 +59,15 @@ void srv_lift_free(srv_lift *lift);
 
 /* The lift that srv_lift_find consults on this thread (NULL: none), set
  * around the parse of one request. */
-void srv_lift_set_current(const srv_lift *lift);
-/* The lifted array a marker node stands for, or NULL when node is not a
+void srv_lift_set_current(srv_lift *lift);
+/* The lifted value a marker node stands for, or NULL when node is not a
  * marker of the current lift. */
 const srv_lifted *srv_lift_find(const cJSON *node);
+/* The floats of a marker node when they fit the tensor: numbers flat with
+ * count values or nested exactly as shape, or base64 of count floats (b64
+ * says which the tensor holds). The caller owns them (malloc'd) from then
+ * on. NULL when node is not a marker or does not fit (srv_lift_find then
+ * gives its text, for the usual checks and error). */
+float *srv_lift_take(const cJSON *node, bool b64, int ndim, const int64_t *shape, size_t count);
 
 #endif

@@ -392,16 +392,9 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
     join_path(path, field, ".data");
     const srv_lifted *lf = srv_lift_find(data);
     if (lf != NULL) {
-        /* Parsed before cJSON (json_lift.h). When its nesting fits the
-         * shape the floats are the answer; otherwise the array's own text
-         * goes through the checks below for the usual error. */
-        bool fits = lf->depth == 1 ? lf->n == count : lf->depth == ndim;
-        for (int k = 0; fits && lf->depth > 1 && k < ndim; k++)
-            fits = lf->dims[k] == shape[k];
-        if (fits && lf->n == count) {
-            memcpy(out, lf->data, count * sizeof(float));
-            return true;
-        }
+        /* Parsed before cJSON (json_lift.h) but not fitting the shape (or
+         * a "data" holding base64): the array's own text goes through the
+         * checks below for the usual error. */
         cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
         if (tree == NULL)
             return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
@@ -433,12 +426,25 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
     return true;
 }
 
+static bool b64_floats(float *out, size_t count, const char *path, srv_reply *err);
+
 static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64_t *shape,
                       size_t count, float *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     char shp[128];
     join_path(path, field, ".b64");
+    const srv_lifted *lf = srv_lift_find(b64);
+    if (lf != NULL) {
+        /* Decoded before cJSON (json_lift.h) but of another size (or a
+         * "b64" holding numbers): the usual checks on its own text. */
+        cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
+        if (tree == NULL)
+            return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
+        bool ok = parse_b64(tree, field, ndim, shape, count, out, err);
+        cJSON_Delete(tree);
+        return ok;
+    }
     if (!cJSON_IsString(b64) || !b64->valuestring)
         return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s must be a base64 string, got %s", path,
                     json_type_name(b64));
@@ -483,9 +489,23 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
         return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
                     "%s decodes to %zu bytes, but shape %s needs %zu float32 = %zu bytes", path,
                     got, shp, count, bytes);
+    return b64_floats(out, count, path, err);
+}
+
+/* Decoded base64 bytes to floats: byte order, then every value finite. */
+static bool b64_floats(float *out, size_t count, const char *path, srv_reply *err)
+{
+    uint32_t all = 0;
     if (!host_little_endian())
         swap_bytes32(out, count);
+    /* Exponent bits all ones is inf or NaN: one vectorizable pass finds
+     * whether any value has them, the slow loop below only says where. */
     for (size_t i = 0; i < count; i++) {
+        uint32_t bits;
+        memcpy(&bits, &out[i], sizeof bits);
+        all |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    for (size_t i = 0; all && i < count; i++) {
         if (!isfinite(out[i])) {
             char at[PATH_MAX_LEN];
             make_path(at, "%s[%zu]", path, i);
@@ -578,12 +598,20 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
         return fail(err, SRV_ERR_INVALID_ARGUMENT, field,
                     "%s needs data (numbers) or b64 (base64 of little-endian float32)", field);
 
-    float *buf = malloc(count * sizeof(float));
-    if (!buf)
-        return fail(err, SRV_ERR_INTERNAL, field, "out of memory for %s (%zu bytes)", field,
-                    count * sizeof(float));
-    bool ok = data ? parse_data(data, field, ndim, shape, count, buf, err)
-                   : parse_b64(b64, field, ndim, shape, count, buf, err);
+    /* Parsed before cJSON and fitting: the floats are taken, not copied. */
+    float *buf = srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
+    bool ok;
+    if (buf != NULL) {
+        join_path(path, field, ".b64");
+        ok = data != NULL || b64_floats(buf, count, path, err);
+    } else {
+        buf = malloc(count * sizeof(float));
+        if (!buf)
+            return fail(err, SRV_ERR_INTERNAL, field, "out of memory for %s (%zu bytes)", field,
+                        count * sizeof(float));
+        ok = data ? parse_data(data, field, ndim, shape, count, buf, err)
+                  : parse_b64(b64, field, ndim, shape, count, buf, err);
+    }
     if (!ok) {
         free(buf);
         return false;

@@ -141,6 +141,41 @@ static void test_left_for_cjson(void **state)
     }
 }
 
+static void test_b64(void **state)
+{
+    (void)state;
+    /* 1.0, -2.5, 3e38 as little-endian float32. */
+    const char *ok = "AACAPwAAIMA5tmF/";
+    static const char *const cases[] = {
+        "{\"t\":{\"shape\":[3],\"b64\":\"%s\"}}",       /* fits */
+        "{\"t\":{\"b64\" : \"%s\", \"shape\":[1,3]}}",   /* fits, other order */
+        "{\"t\":{\"shape\":[4],\"b64\":\"%s\"}}",       /* wrong size: usual error */
+        "{\"t\":{\"shape\":[3],\"data\":\"%s\"}}",      /* base64 under data */
+    };
+    char body[256];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(body, sizeof body, cases[i], ok);
+        assert_int_equal(check_same(body), i < 3 ? 1 : 0);
+    }
+    /* Not base64, padding, a NaN, an escape, numbers: left for cJSON. */
+    static const char *const left[] = {
+        "{\"t\":{\"shape\":[1],\"b64\":\"AAC*\"}}",
+        "{\"t\":{\"shape\":[1],\"b64\":\"AACAPw=\"}}",
+        "{\"t\":{\"shape\":[1],\"b64\":\"AACA\"}}",
+        "{\"t\":{\"shape\":[1],\"b64\":\"\"}}",
+        "{\"t\":{\"shape\":[1],\"b64\":\"AAC\\/\"}}",
+        "{\"t\":{\"shape\":[1],\"b64\":[1]}}",
+    };
+    for (size_t i = 0; i < sizeof left / sizeof *left; i++)
+        assert_int_equal(check_same(left[i]), 0);
+    /* Decoded, but a NaN inside: the same error either way. */
+    assert_int_equal(check_same("{\"t\":{\"shape\":[1],\"b64\":\"AADAfw==\"}}"), 1);
+    /* output_encoding's value "b64" is not a key. */
+    srv_lift lift;
+    const char *v = "{\"output_encoding\":\"b64\",\"x\":\"AAAA\"}";
+    assert_false(srv_lift_scan(v, strlen(v), &lift));
+}
+
 static void test_only_data_values(void **state)
 {
     (void)state;
@@ -194,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_numbers_bit_identical),
         cmocka_unit_test(test_nested_and_shapes),
         cmocka_unit_test(test_left_for_cjson),
+        cmocka_unit_test(test_b64),
         cmocka_unit_test(test_only_data_values),
         cmocka_unit_test(test_markers_unforgeable),
     };
