@@ -1467,7 +1467,8 @@ static void test_openapi(void **state)
     assert_true(strncmp(r.body.p, "openapi:", 8) == 0 || strstr(r.body.p, "\nopenapi:") != NULL);
     static const char *const paths[] = {
         "/v1/attention:", "/v1/encode:", "/v1/analyze:", "/v1/schemes:",
-        "/healthz:",      "/readyz:",    "/metrics:",    "/openapi.yaml:"};
+        "/healthz:",      "/readyz:",    "/metrics:",    "/openapi.yaml:",
+        "/v1/tensors:",   "/v2:",        "/v2/health/live:", "/v2/models/{model}/infer:"};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
         if (strstr(r.body.p, paths[i]) == NULL)
             fail_msg("openapi.yaml does not document %s", paths[i]);
