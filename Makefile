@@ -57,6 +57,7 @@ LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo 
 
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+BARE_MHD := $(BUILD)/bench/bare_mhd
 
 .PHONY: bench-service e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
@@ -266,7 +267,6 @@ CROSSCHECK_PACKAGES := wrk
 
 # The service path against bare libmicrohttpd and against its own compute
 # (bench/service.sh); part of make bench.
-BARE_MHD := $(BUILD)/bench/bare_mhd
 $(BARE_MHD): bench/bare_mhd.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) $< -o $@ $(SRV_LIBS)
@@ -302,8 +302,10 @@ bench-peers: deps-peers $(BUILD)/bench/bench_peer_posattn
 	/usr/bin/python3 bench/peers.py --bin $(BUILD)/bench/bench_peer_posattn --threads $${BENCH_THREADS:-2}
 
 # A tiny run of every benchmark so they never rot; not a measurement.
-bench-smoke: $(BENCH_BIN)
+bench-smoke: $(BENCH_BIN) $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
+	@$(call apt_install,$(CROSSCHECK_PACKAGES) curl)
 	@for b in $(BENCH_BIN); do $$b --smoke >/dev/null || { echo "bench-smoke: $$b failed"; exit 1; }; done; \
+	SMOKE=1 bench/service.sh $(BUILD) >/dev/null || { echo "bench-smoke: bench/service.sh failed"; exit 1; }; \
 	echo "bench-smoke: ok"
 
 asan: deps
