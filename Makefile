@@ -42,7 +42,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A := $(BUILD)/libposattn.a
 
 SRV_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
-SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o
+SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o $(BUILD)/server/embed_web.o
 POSATTND := $(BUILD)/posattnd
 
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -112,6 +112,21 @@ embed = { echo '\#include <stddef.h>'; echo 'const unsigned char $(1)[] = {'; \
 $(BUILD)/server/embed_openapi.c: openapi.yaml
 	@mkdir -p $(dir $@)
 	@$(call embed,srv_openapi_yaml,$<)
+
+# The web page (server/web/, served at GET / and GET /web/NAME): one array
+# per file and the tables server/web.c looks names up in. Names are limited
+# to [A-Za-z0-9._-] so they are safe in C strings and URLs.
+WEB_FILES := $(sort $(wildcard server/web/*))
+$(BUILD)/server/embed_web.c: $(WEB_FILES) server/web/.
+	@mkdir -p $(dir $@)
+	@set -e; { echo '#include <stddef.h>'; i=0; for f in $(WEB_FILES); do \
+	    n=$${f#server/web/}; case "$$n" in *[!A-Za-z0-9._-]*) echo "web: bad file name $$f" >&2; exit 1;; esac; \
+	    echo "static const unsigned char f$$i[] = {"; \
+	    od -An -v -tx1 $$f | sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo '0x00};'; i=$$((i+1)); done; \
+	  echo 'const char *const srv_web_names[] = {'; for f in $(WEB_FILES); do echo "\"$${f#server/web/}\","; done; echo '0};'; \
+	  echo 'const unsigned char *const srv_web_data[] = {'; i=0; for f in $(WEB_FILES); do echo "f$$i,"; i=$$((i+1)); done; echo '0};'; \
+	  echo 'const size_t srv_web_lens[] = {'; i=0; for f in $(WEB_FILES); do echo "sizeof f$$i - 1,"; i=$$((i+1)); done; echo '0};'; \
+	  echo "const size_t srv_web_count = $(words $(WEB_FILES));"; } > $@.tmp; mv $@.tmp $@
 
 $(BUILD)/server/embed_%.o: $(BUILD)/server/embed_%.c
 	$(CC) -std=c11 -O1 -c $< -o $@

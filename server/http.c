@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "reply.h"
+#include "web.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -50,6 +51,8 @@ typedef enum route {
     ROUTE_READYZ,
     ROUTE_METRICS,
     ROUTE_OPENAPI,
+    ROUTE_PAGE, /* GET /: the web page (server/web/index.html) */
+    ROUTE_WEB,  /* GET /web/NAME: a file of the page; matched by prefix */
     ROUTE_NOT_FOUND
 } route;
 
@@ -67,6 +70,8 @@ static const struct {
     [ROUTE_READYZ] = {"/readyz", "GET", "readyz", false},
     [ROUTE_METRICS] = {"/metrics", "GET", "metrics", false},
     [ROUTE_OPENAPI] = {"/openapi.yaml", "GET", "openapi", false},
+    [ROUTE_PAGE] = {"/", "GET", "page", false},
+    [ROUTE_WEB] = {"/web/", "GET", "page", false},
     [ROUTE_NOT_FOUND] = {NULL, NULL, "other", false},
 };
 
@@ -117,7 +122,9 @@ static srv_endpoint endpoint_of(route r)
 static route find_route(const char *url, const char *method, bool *method_ok)
 {
     for (int i = 0; i < ROUTE_NOT_FOUND; i++) {
-        if (strcmp(url, routes[i].path) == 0) {
+        bool match = i == ROUTE_WEB ? strncmp(url, routes[i].path, strlen(routes[i].path)) == 0
+                                    : strcmp(url, routes[i].path) == 0;
+        if (match) {
             *method_ok = strcmp(method, routes[i].method) == 0 ||
                          (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0);
             return (route)i;
@@ -219,6 +226,12 @@ static enum MHD_Result send_reply(request *q)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (atomic_load(&q->h->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (q->route == ROUTE_PAGE || q->route == ROUTE_WEB) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, SRV_WEB_CACHE_CONTROL);
+        MHD_add_response_header(resp, "Content-Security-Policy", SRV_WEB_CSP);
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    }
     q->status = r->http_status;
     q->bytes_out = r->body_len;
     ret = MHD_queue_response(q->conn, (unsigned)r->http_status, resp);
@@ -366,6 +379,20 @@ static enum MHD_Result serve_simple(request *q)
     case ROUTE_SCHEMES:
         srv_schemes_reply(&q->reply);
         break;
+    case ROUTE_PAGE:
+    case ROUTE_WEB: {
+        srv_web_file f;
+        if (!srv_web_find(q->path, &f))
+            return send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such file of the web page");
+        q->reply.http_status = 200;
+        q->reply.content_type = f.content_type;
+        q->reply.body = malloc(f.len ? f.len : 1);
+        if (q->reply.body == NULL)
+            return send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+        memcpy(q->reply.body, f.data, f.len);
+        q->reply.body_len = f.len;
+        break;
+    }
     default:
         return send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such route");
     }
@@ -407,6 +434,7 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     bool method_ok;
     const char *cl;
     char msg[160];
+    srv_web_file file;
 
     q->route = find_route(url, method, &method_ok);
     if (q->route == ROUTE_NOT_FOUND) {
@@ -417,6 +445,10 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
         snprintf(msg, sizeof msg, "%.64s takes %s, not %.16s", url, routes[q->route].method,
                  method);
         return refuse(q, c, SRV_ERR_METHOD_NOT_ALLOWED, msg);
+    }
+    if (q->route == ROUTE_WEB && (strlen(url) >= sizeof q->path || !srv_web_find(url, &file))) {
+        snprintf(msg, sizeof msg, "no file %.64s in the web page", url);
+        return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
     if (routes[q->route].api && !authorized(h, c))
         return refuse(q, c, SRV_ERR_UNAUTHORIZED,
