@@ -58,7 +58,7 @@ LOAD_LIBS = $(CURL_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null || echo 
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: fuzz fuzz-smoke load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: ui-deps ui-test fuzz fuzz-smoke load load-test all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -148,6 +148,16 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_A)
 run: deps
 	$(MAKE) --no-print-directory $(POSATTND)
 	exec $(POSATTND) --host 127.0.0.1 --port 8080 $(ARGS)
+
+# The web page in headless Chromium (tests/ui/ui-test.mjs, playwright-core):
+# screenshots in $(BUILD)/ui. Chromium is only needed here, not by make test.
+UI_PACKAGES := chromium nodejs
+ui-deps:
+	@$(call apt_install,$(UI_PACKAGES))
+	@[ -d tests/ui/node_modules/playwright-core ] || (cd tests/ui && npm ci --no-audit --no-fund)
+
+ui-test: ui-deps $(POSATTND)
+	@POSATTND=$(POSATTND) UI_OUT=$(BUILD)/ui node tests/ui/ui-test.mjs
 
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.

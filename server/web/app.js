@@ -269,7 +269,7 @@ const biasPanel = panel('bias', 'bias-status', async (current) => {
   ]);
   if (!current()) return;
   const slopes = al.slopes.data;
-  slopePlot.set([{ name: 'ALiBi slope', x: slopes.map((_, h) => h), y: slopes }]);
+  slopePlot.set([{ name: 'ALiBi slope', x: slopes.map((_, h) => h), y: slopes, line: false }]);
   const tb = $('alibi-slope-table').tBodies[0];
   tb.replaceChildren(...slopes.map((s, h) => {
     const tr = document.createElement('tr');

@@ -286,7 +286,7 @@ export class LinePlot {
     ctx.textAlign = 'right'; ctx.textBaseline = 'middle';
     for (const v of this.o.logY ? logTicks(y0, y1) : ticks(y0, y1, Math.max(2, Math.floor(ph / 45)))) {
       ctx.beginPath(); ctx.moveTo(m.l, Y(v) + 0.5); ctx.lineTo(m.l + pw, Y(v) + 0.5); ctx.stroke();
-      ctx.fillText(this.o.logY ? fmt(Math.pow(10, v), 2) : fmt(v, 3), m.l - 4, Y(v));
+      ctx.fillText(this.o.logY ? fmt(Math.pow(10, v), 1) : fmt(v, 3), m.l - 4, Y(v));
     }
     ctx.textAlign = 'center'; ctx.textBaseline = 'top';
     for (const v of ticks(x0, x1, Math.max(2, Math.floor(pw / 70))))
@@ -303,8 +303,10 @@ export class LinePlot {
       if (s.dash) ctx.setLineDash(s.dash);
       ctx.beginPath();
       let pen = false;
+      if (s.line === false) pen = null;   // markers only
       s.x.forEach((x, i) => {
         const y = s.y[i];
+        if (pen === null) return;
         if (y === null || !Number.isFinite(y) || (this.o.logY && y <= 0)) { pen = false; return; }
         if (pen) ctx.lineTo(X(x), Y(this.ty(y))); else ctx.moveTo(X(x), Y(this.ty(y)));
         pen = true;
@@ -314,7 +316,7 @@ export class LinePlot {
         s.x.forEach((x, i) => {
           const y = s.y[i];
           if (y === null || !Number.isFinite(y)) return;
-          ctx.beginPath(); ctx.arc(X(x), Y(this.ty(y)), 3, 0, 2 * Math.PI); ctx.fill();
+          ctx.beginPath(); ctx.arc(X(x), Y(this.ty(y)), s.line === false ? 5 : 3, 0, 2 * Math.PI); ctx.fill();
         });
       // Legend along the top, three to a row.
       const lx = m.l + (k % 3) * (pw / 3), ly = 4 + 18 * Math.floor(k / 3);
