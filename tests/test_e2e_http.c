@@ -1466,8 +1466,8 @@ static void test_openapi(void **state)
     assert_non_null(r.body.p);
     assert_true(strncmp(r.body.p, "openapi:", 8) == 0 || strstr(r.body.p, "\nopenapi:") != NULL);
     static const char *const paths[] = {
-        "/v1/attention:", "/v1/encode:", "/v1/analyze:", "/v1/schemes:",
-        "/healthz:",      "/readyz:",    "/metrics:",    "/openapi.yaml:"};
+        "/v1/attention:", "/v1/encode:", "/v1/analyze:",   "/v1/schemes:", "/healthz:",
+        "/readyz:",       "/metrics:",   "/openapi.yaml:", "\n  /:\n",     "/web/{name}:"};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
         if (strstr(r.body.p, paths[i]) == NULL)
             fail_msg("openapi.yaml does not document %s", paths[i]);
@@ -1508,8 +1508,9 @@ static void test_web_page(void **state)
     assert_string_equal(h, "text/css; charset=utf-8");
     resp_free(&r);
 
-    static const char *const missing[] = {"/web/", "/web/nope.js", "/web/%2e%2e/Makefile",
-                                          "/web/../openapi.yaml", "/index.html", "/web"};
+    static const char *const missing[] = {
+        "/web/",       "/web/nope.js", "/web/%2e%2e/Makefile", "/web/../openapi.yaml",
+        "/index.html", "/web"};
     for (size_t i = 0; i < sizeof missing / sizeof *missing; i++) {
         char url[256];
         xfer x;

@@ -29,7 +29,7 @@ const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
-let server = null, context = null, userDir = null, base = '';
+let server = null, serverErr = '', serverExit = null, context = null, userDir = null, base = '';
 let passed = 0, failed = 0;
 const consoleErrors = [];
 
@@ -39,8 +39,8 @@ async function cleanup() {
   if (context) { await context.close().catch(() => {}); context = null; }
   if (server && server.exitCode === null) {
     server.kill('SIGTERM');
-    const t = setTimeout(() => server.kill('SIGKILL'), 5000);
-    await new Promise((res) => server.once('exit', res));
+    const t = setTimeout(() => server.kill('SIGKILL'), 15000);
+    serverExit = await new Promise((res) => server.once('exit', (code, sig) => res(sig || code)));
     clearTimeout(t);
   }
   if (userDir) fs.rmSync(userDir, { recursive: true, force: true });
@@ -79,17 +79,16 @@ function startServer() {
   env.OPENBLAS_NUM_THREADS = '1';
   server = spawn(POSATTND, ['--host', '127.0.0.1', '--port', '0', '--api-key', KEY, '--workers', '2',
     '--log-format', 'off'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  server.stderr.on('data', (d) => { err += d; });
+  server.stderr.on('data', (d) => { serverErr = (serverErr + d).slice(-4000); });
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('posattnd printed no port within 10 s: ' + err)), 10000);
+    const t = setTimeout(() => reject(new Error('posattnd printed no port within 10 s: ' + serverErr)), 10000);
     let out = '';
     server.stdout.on('data', (d) => {
       out += d;
       const m = /http:\/\/([\d.]+):(\d+)/.exec(out);
       if (m) { clearTimeout(t); resolve(`http://127.0.0.1:${m[2]}`); }
     });
-    server.once('exit', (code) => { clearTimeout(t); reject(new Error(`posattnd exited (${code}): ${err}`)); });
+    server.once('exit', (code) => { clearTimeout(t); reject(new Error(`posattnd exited (${code}): ${serverErr}`)); });
   });
 }
 
@@ -432,7 +431,9 @@ async function run() {
 
   await check('phone: at 390 px nothing overflows and the plots still draw', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.waitForTimeout(600);
+    await page.waitForFunction(() => document.documentElement.scrollWidth <= 390, null, { timeout: 5000 })
+      .catch(() => {});
+    await page.waitForTimeout(300);
     const over = await page.evaluate(() => document.documentElement.scrollWidth);
     assert(over <= 390, `page is ${over} px wide at a 390 px viewport`);
     const wide = await page.$$eval('canvas', (cs) => cs.filter((c) => c.getBoundingClientRect().right > 390.5)
@@ -460,6 +461,15 @@ try {
 } finally {
   clearTimeout(watchdog);
   await cleanup();
+}
+// posattnd drains and exits 0 on SIGTERM; anything else (a sanitizer report
+// included, when POSATTND is an ASan build) is a failure.
+if (serverExit !== null && serverExit !== 0) {
+  failed++;
+  log(`FAIL posattnd exited with ${serverExit} on SIGTERM: ${serverErr.trim().split('\n').slice(-8).join(' | ')}`);
+} else if (serverExit === 0) {
+  passed++;
+  log('ok   posattnd exited 0 on SIGTERM');
 }
 log(`ui: screenshots in ${path.relative(process.cwd(), OUT) || '.'}`);
 log(`ui: ${passed} passed, ${failed} failed`);
