@@ -21,7 +21,13 @@ async function call(path, body) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const r = await fetch(path, init);
+  let r;
+  for (let attempt = 0; ; attempt++) {   // 503 (queue full): retry as Retry-After says
+    r = await fetch(path, init);
+    if (r.status !== 503 || attempt === 3) break;
+    const wait = Number(r.headers.get('Retry-After')) || 1;
+    await new Promise((res) => setTimeout(res, wait * 1000));
+  }
   const text = await r.text();
   if (r.status === 401) {
     banner(apiKey ? 'The API key was refused (401). Enter the key posattnd was started with.'
@@ -374,8 +380,9 @@ $('att-x-apply').addEventListener('click', () => {
 
 const ratePlot = new LinePlot($('live-rate'), { title: 'Requests per second, by endpoint', id: 'live-rate-plot',
   xLabel: 'seconds ago', yLabel: 'requests/s' });
-let prev = null;
-const history = [];
+const p99Plot = new LinePlot($('live-p99'), { title: 'p99 compute time per scheme, each refresh (\u00b5s)',
+  id: 'live-p99-plot', xLabel: 'seconds ago', yLabel: 'p99 (\u00b5s, log)', markers: true, logY: true });
+const snaps = [];   // {t, m}: the parsed /metrics of each refresh, newest last
 
 function parseMetrics(text) {
   const m = { req: {}, items: {}, compute: {}, duration: {}, gauges: {} };
@@ -397,10 +404,17 @@ function parseMetrics(text) {
   return m;
 }
 
+// Cumulative buckets now minus those of an earlier snapshot: the window.
+function minus(now, before) {
+  if (!before) return now;
+  const old = new Map(before);
+  return now.map(([le, c]) => [le, c - (old.get(le) || 0)]);
+}
+
 // As Prometheus' histogram_quantile: linear inside the bucket.
 function quantile(buckets, q) {
   const n = buckets.length ? buckets[buckets.length - 1][1] : 0;
-  if (!n) return null;
+  if (!(n > 0)) return null;
   const rank = q * n;
   let lo = 0, below = 0;
   for (const [le, c] of buckets) {
@@ -434,35 +448,61 @@ function rows(tbody, list) {
   }));
 }
 
-const livePanel = panel('live', 'live-status', async () => {
-  const text = await api('/metrics');
-  const t = performance.now() / 1000, m = parseMetrics(text);
-  const dt = prev ? t - prev.t : 0;
-  const rate = (now, before) => (prev && dt > 0 ? Math.max(0, (now - (before || 0)) / dt) : null);
+function drawLive() {
+  if (!snaps.length) return;
+  const { t, m } = snaps[snaps.length - 1];
+  const prev = snaps.length > 1 ? snaps[snaps.length - 2] : null;
+  const W = num('live-window');
+  // The window starts at the oldest snapshot not older than W seconds.
+  const from = W ? snaps.find((s) => s.t >= t - W - 0.5) : null;
+  const base = from && from !== snaps[snaps.length - 1] ? from : null;
+  const label = W ? (base ? `(last ${fmt(t - base.t, 2)} s)` : '(waiting for a second refresh)') : '(since start)';
+  $('live-window-label').textContent = label;
+  $('live-window-label2').textContent = label;
+  const rate = (now, before) => (prev && t > prev.t ? Math.max(0, (now - (before || 0)) / (t - prev.t)) : null);
+  const q = (h, before, p) => quantile(W ? (base ? minus(h || [], before) : []) : h || [], p);
   const schemes = Object.keys(m.items).filter((s) => m.items[s] > 0);
-  rows($('live-schemes').tBodies[0], schemes.map((s) => [s, String(m.items[s]),
-    rate(m.items[s], prev && prev.m.items[s]) === null ? '-' : fmt(rate(m.items[s], prev.m.items[s]), 3),
-    dur(quantile(m.compute[s] || [], 0.5)), dur(quantile(m.compute[s] || [], 0.9)),
-    dur(quantile(m.compute[s] || [], 0.99))]));
+  rows($('live-schemes').tBodies[0], schemes.map((s) => {
+    const b = base && base.m.compute[s];
+    const r = rate(m.items[s], prev && prev.m.items[s]);
+    return [s, String(m.items[s]), r === null ? '-' : fmt(r, 3), dur(q(m.compute[s], b, 0.5)),
+      dur(q(m.compute[s], b, 0.9)), dur(q(m.compute[s], b, 0.99))];
+  }));
   for (const tr of $('live-schemes').tBodies[0].rows) tr.dataset.scheme = tr.cells[0].textContent;
   const eps = Object.keys(m.req).filter((e) => m.req[e] > 0);
-  rows($('live-endpoints').tBodies[0], eps.map((e) => [e, String(m.req[e]),
-    rate(m.req[e], prev && prev.m.req[e]) === null ? '-' : fmt(rate(m.req[e], prev.m.req[e]), 3),
-    dur(quantile(m.duration[e] || [], 0.5)), dur(quantile(m.duration[e] || [], 0.99))]));
-  if (prev) {
-    const r = {};
-    for (const e of eps) r[e] = rate(m.req[e], prev.m.req[e]);
-    history.push({ t, r });
-    while (history.length > 60) history.shift();
-  }
-  prev = { t, m };
+  rows($('live-endpoints').tBodies[0], eps.map((e) => {
+    const b = base && base.m.duration[e];
+    const r = rate(m.req[e], prev && prev.m.req[e]);
+    return [e, String(m.req[e]), r === null ? '-' : fmt(r, 3), dur(q(m.duration[e], b, 0.5)),
+      dur(q(m.duration[e], b, 0.99))];
+  }));
+  for (const tr of $('live-endpoints').tBodies[0].rows) tr.dataset.endpoint = tr.cells[0].textContent;
+  // Over time: each refresh against the one before it.
+  const pairs = snaps.slice(1).map((s, i) => [snaps[i], s]);
+  const span = pairs.length ? { xMin: -(t - pairs[0][1].t), xMax: 0 } : {};
   const shown = ['attention', 'analyze', 'encode', 'metrics', 'page'].filter((e) => eps.includes(e));
-  ratePlot.set(shown.map((e, j) => ({ name: e, color: SERIES[j], x: history.map((h) => -(t - h.t)),
-    y: history.map((h) => (h.r[e] === undefined ? 0 : h.r[e])) })), { yMin: 0 });
+  ratePlot.set(shown.map((e, j) => ({ name: e, color: SERIES[j], x: pairs.map(([, b]) => -(t - b.t)),
+    y: pairs.map(([a, b]) => Math.max(0, ((b.m.req[e] || 0) - (a.m.req[e] || 0)) / (b.t - a.t))) })),
+  Object.assign({ yMin: 0 }, span));
+  const busy = schemes.filter((s) => s !== 'analysis');
+  p99Plot.set(busy.map((s, j) => ({ name: s, color: SERIES[j % SERIES.length], x: pairs.map(([, b]) => -(t - b.t)),
+    y: pairs.map(([a, b]) => {
+      const v = quantile(minus(b.m.compute[s] || [], a.m.compute[s]), 0.99);
+      return v === null ? null : v * 1e6;
+    }) })), Object.assign({ yMin: 0 }, span));
   $('live-gauges').textContent = `posattnd ${m.gauges.version || '?'}: ${m.gauges.posattn_queue_depth} tasks queued, ` +
     `${m.gauges.posattn_in_flight} requests in flight`;
+}
+
+const livePanel = panel('live', 'live-status', async (current) => {
+  const text = await api('/metrics');
+  if (!current()) return;
+  snaps.push({ t: performance.now() / 1000, m: parseMetrics(text) });
+  while (snaps.length > 61) snaps.shift();
+  drawLive();
   return `updated ${new Date().toLocaleTimeString()}`;
 });
+$('live-window').addEventListener('change', drawLive);
 $('live-refresh').addEventListener('click', () => livePanel.run());
 $('live-controls').addEventListener('submit', (e) => e.preventDefault());
 setInterval(() => {

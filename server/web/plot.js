@@ -275,6 +275,8 @@ export class LinePlot {
     }
     if (!Number.isFinite(x0)) { x0 = 0; x1 = 1; y0 = 0; y1 = 1; }
     if (this.extra.yMin !== undefined) y0 = Math.min(y0, this.extra.yMin);
+    if (this.extra.xMin !== undefined) x0 = Math.min(x0, this.extra.xMin);
+    if (this.extra.xMax !== undefined) x1 = Math.max(x1, this.extra.xMax);
     if (x1 === x0) x1 = x0 + 1;
     if (y1 - y0 < 1e-9) { y0 -= 1; y1 += 1; }
     const pad = (y1 - y0) * 0.06; y0 -= pad; y1 += pad;

@@ -402,11 +402,37 @@ async function run() {
     const p50 = await page.textContent('#live-schemes tr[data-scheme="shaw"] td:nth-child(4)');
     assert(/\d/.test(p50), `p50 "${p50}"`);
   });
-  await check('live: the rate plot refreshes by itself', async () => {
+  await check('live: the rate and p99 plots refresh by themselves', async () => {
     const before = await pixels('#live-rate-plot');
     await page.waitForTimeout(4500);
     const after = await drawn('#live-rate-plot', 0.01, 4);
     assert(after.hash !== before.hash, 'rate plot did not change in 4.5 s');
+    await drawn('#live-p99-plot', 0.01, 4);
+    const label = await page.textContent('#live-window-label');
+    assert(/last [\d.]+ s/.test(label), `window label "${label}"`);
+  });
+  await check('live: since-start percentiles equal histogram_quantile of /metrics', async () => {
+    await page.selectOption('#live-window', '0');
+    await page.uncheck('#live-auto');
+    await page.click('#live-refresh');
+    await settle('live');
+    const text = await api('/metrics');
+    // p50 of shaw's compute time, as Prometheus computes it; the page's refresh
+    // and this fetch see the same buckets (no shaw items since the load).
+    const b = [...text.matchAll(/^posattn_compute_duration_seconds_bucket\{scheme="shaw",le="([^"]+)"\} (\S+)$/mg)]
+      .map((m) => [Number(m[1]), Number(m[2])]);
+    const n = b[b.length - 1][1], rank = 0.5 * n;
+    let lo = 0, below = 0, want = null;
+    for (const [le, c] of b) {
+      if (c >= rank) { want = lo + (le - lo) * (rank - below) / (c - below); break; }
+      lo = le; below = c;
+    }
+    const shown = await page.textContent('#live-schemes tr[data-scheme="shaw"] td:nth-child(4)');
+    const m = /^([\d.e+-]+) (µs|ms|s)$/.exec(shown);
+    assert(m, `p50 cell "${shown}"`);
+    const secs = Number(m[1]) * { 'µs': 1e-6, ms: 1e-3, s: 1 }[m[2]];
+    close(secs, want, 6e-3, 0, 'shaw p50 compute time (s), shown to 3 digits');
+    await page.check('#live-auto');
   });
   await page.locator('#live').screenshot({ path: path.join(OUT, 'live.png') });
 
