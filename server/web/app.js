@@ -510,21 +510,22 @@ setInterval(() => {
 }, 2000);
 
 $('live-load').addEventListener('click', async () => {
-  const st = $('live-status'), g = rng(11), L = 32, D = 16;
+  const res = $('live-load-result'), g = rng(11), L = 32, D = 16;
   const t = (n) => ({ shape: [L, NH, D], data: round(g(L * NH * D)) });
   const q = t(), k = t(), v = t();
   const schemes = [{ type: 'none' }, { type: 'rope' }, { type: 'alibi' },
     { type: 't5', table: { shape: [32, NH], data: round(g(32 * NH)) } },
     { type: 'shaw', max_relative_position: 8, rel_k: { shape: [17, D], data: round(g(17 * D)) } }];
-  st.textContent = 'sending 100 requests\u2026';
+  res.textContent = 'sending 100 requests\u2026';
+  res.classList.remove('error');
   try {
     await Promise.all(schemes.flatMap((scheme) => Array.from({ length: 20 }, () =>
       api('/v1/attention', { inputs: [{ scheme, q, k, v, causal: true }], output_encoding: 'b64' }))));
     await livePanel.run();
-    st.textContent = 'sent 100 requests (20 per scheme); ' + st.textContent;
+    res.textContent = `sent 100 requests (20 per scheme) at ${new Date().toLocaleTimeString()}`;
   } catch (e) {
-    st.textContent = e.message;
-    st.classList.add('error');
+    res.textContent = e.message;
+    res.classList.add('error');
   }
 });
 

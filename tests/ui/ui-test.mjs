@@ -394,8 +394,12 @@ async function run() {
       .exec(text) || [0, 0])[1]);
     const before = itemsOf(await api('/metrics'), 'shaw');
     await page.click('#live-load');
-    await page.waitForFunction(() => /sent 100 requests/.test(document.getElementById('live-status').textContent),
-      null, { timeout: 60000 });
+    await page.waitForFunction(() => /^sent 100 requests|error/.test(
+      document.getElementById('live-load-result').textContent +
+      (document.getElementById('live-load-result').classList.contains('error') ? ' error' : '')),
+    null, { timeout: 60000 }).catch(() => {});
+    const res = await page.textContent('#live-load-result');
+    assert(/^sent 100 requests/.test(res), `load result "${res}"`);
     const after = itemsOf(await api('/metrics'), 'shaw');
     const shown = Number(await page.textContent('#live-schemes tr[data-scheme="shaw"] td'));
     assert(shown >= before + 20 && shown <= after, `shaw items shown ${shown}, /metrics ${before} -> ${after}`);
