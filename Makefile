@@ -42,7 +42,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A := $(BUILD)/libposattn.a
 
 SRV_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
-SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o
+SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o $(BUILD)/server/embed_web.o
 POSATTND := $(BUILD)/posattnd
 
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -59,7 +59,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: bench-service e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: ui-deps ui-test bench-service e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -114,6 +114,21 @@ $(BUILD)/server/embed_openapi.c: openapi.yaml
 	@mkdir -p $(dir $@)
 	@$(call embed,srv_openapi_yaml,$<)
 
+# The web page (server/web/, served at GET / and GET /web/NAME): one array
+# per file and the tables server/web.c looks names up in. Names are limited
+# to [A-Za-z0-9._-] so they are safe in C strings and URLs.
+WEB_FILES := $(sort $(wildcard server/web/*))
+$(BUILD)/server/embed_web.c: $(WEB_FILES) server/web/.
+	@mkdir -p $(dir $@)
+	@set -e; { echo '#include <stddef.h>'; i=0; for f in $(WEB_FILES); do \
+	    n=$${f#server/web/}; case "$$n" in *[!A-Za-z0-9._-]*) echo "web: bad file name $$f" >&2; exit 1;; esac; \
+	    echo "static const unsigned char f$$i[] = {"; \
+	    od -An -v -tx1 $$f | sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo '0x00};'; i=$$((i+1)); done; \
+	  echo 'const char *const srv_web_names[] = {'; for f in $(WEB_FILES); do echo "\"$${f#server/web/}\","; done; echo '0};'; \
+	  echo 'const unsigned char *const srv_web_data[] = {'; i=0; for f in $(WEB_FILES); do echo "f$$i,"; i=$$((i+1)); done; echo '0};'; \
+	  echo 'const size_t srv_web_lens[] = {'; i=0; for f in $(WEB_FILES); do echo "sizeof f$$i - 1,"; i=$$((i+1)); done; echo '0};'; \
+	  echo "const size_t srv_web_count = $(words $(WEB_FILES));"; } > $@.tmp; mv $@.tmp $@
+
 $(BUILD)/server/embed_%.o: $(BUILD)/server/embed_%.c
 	$(CC) -std=c11 -O1 -c $< -o $@
 
@@ -139,6 +154,16 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_A)
 run: deps
 	$(MAKE) --no-print-directory $(POSATTND)
 	exec $(POSATTND) --host 127.0.0.1 --port 8080 $(ARGS)
+
+# The web page in headless Chromium (tests/ui/ui-test.mjs, playwright-core):
+# screenshots in $(BUILD)/ui. Chromium is only needed here, not by make test.
+UI_PACKAGES := chromium nodejs
+ui-deps:
+	@$(call apt_install,$(UI_PACKAGES))
+	@[ -d tests/ui/node_modules/playwright-core ] || (cd tests/ui && npm ci --no-audit --no-fund)
+
+ui-test: ui-deps $(POSATTND)
+	@POSATTND=$(POSATTND) UI_OUT=$(BUILD)/ui node tests/ui/ui-test.mjs
 
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.

@@ -14,6 +14,7 @@
 #include "deadline.h"
 #include "reply.h"
 #include "tensor_store.h"
+#include "web.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -61,6 +62,8 @@ typedef enum route {
     ROUTE_V2_MODEL, /* /v2/models/{name}...: the name is in request.model */
     ROUTE_V2_MODEL_READY,
     ROUTE_V2_INFER,
+    ROUTE_PAGE, /* GET /: the web page (server/web/index.html) */
+    ROUTE_WEB,  /* GET /web/NAME: a file of the page; matched by prefix */
     ROUTE_NOT_FOUND
 } route;
 
@@ -85,6 +88,8 @@ static const struct {
     [ROUTE_V2_MODEL] = {"/v2/models/{name}", "GET", "v2_metadata", true},
     [ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready", "GET", "v2_health", false},
     [ROUTE_V2_INFER] = {"/v2/models/{name}/infer", "POST", "v2_infer", true},
+    [ROUTE_PAGE] = {"/", "GET", "page", false},
+    [ROUTE_WEB] = {"/web/", "GET", "page", false},
     [ROUTE_NOT_FOUND] = {NULL, NULL, "other", false},
 };
 
@@ -172,8 +177,11 @@ static route find_route(const char *url, const char *method, bool *method_ok, ch
 {
     route v2 = v2_model_route(url, model, cap);
     for (int i = 0; i < ROUTE_NOT_FOUND; i++) {
-        if (i == (int)v2 ||
-            (v2 == ROUTE_NOT_FOUND && !is_v2_model((route)i) && strcmp(url, routes[i].path) == 0)) {
+        bool match = i == (int)v2 ||
+                     (v2 == ROUTE_NOT_FOUND && !is_v2_model((route)i) &&
+                      (i == ROUTE_WEB ? strncmp(url, routes[i].path, strlen(routes[i].path)) == 0
+                                      : strcmp(url, routes[i].path) == 0));
+        if (match) {
             *method_ok = strcmp(method, routes[i].method) == 0 ||
                          (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0);
             return (route)i;
@@ -282,6 +290,12 @@ static enum MHD_Result send_reply(request *q)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (atomic_load(&q->h->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (q->route == ROUTE_PAGE || q->route == ROUTE_WEB) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, SRV_WEB_CACHE_CONTROL);
+        MHD_add_response_header(resp, "Content-Security-Policy", SRV_WEB_CSP);
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    }
     srv_conn_set_phase(q->conn_deadline, SRV_CONN_BUSY, 0);
     q->status = r->http_status;
     q->bytes_out = r->body_len;
@@ -456,6 +470,20 @@ static enum MHD_Result serve_simple(request *q)
     case ROUTE_TENSORS:
         srv_tensor_store_reply(h->limits.tensors, &q->reply);
         break;
+    case ROUTE_PAGE:
+    case ROUTE_WEB: {
+        srv_web_file f;
+        if (!srv_web_find(q->path, &f))
+            return send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such file of the web page");
+        q->reply.http_status = 200;
+        q->reply.content_type = f.content_type;
+        q->reply.body = malloc(f.len ? f.len : 1);
+        if (q->reply.body == NULL)
+            return send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+        memcpy(q->reply.body, f.data, f.len);
+        q->reply.body_len = f.len;
+        break;
+    }
     default:
         return send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such route");
     }
@@ -497,6 +525,7 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     bool method_ok;
     const char *cl;
     char msg[160];
+    srv_web_file file;
 
     q->route = find_route(url, method, &method_ok, q->model, sizeof q->model);
     if (q->route == ROUTE_NOT_FOUND) {
@@ -507,6 +536,10 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
         snprintf(msg, sizeof msg, "%.64s takes %s, not %.16s", url, routes[q->route].method,
                  method);
         return refuse(q, c, SRV_ERR_METHOD_NOT_ALLOWED, msg);
+    }
+    if (q->route == ROUTE_WEB && (strlen(url) >= sizeof q->path || !srv_web_find(url, &file))) {
+        snprintf(msg, sizeof msg, "no file %.64s in the web page", url);
+        return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
     if (routes[q->route].api && !authorized(h, c))
         return refuse(q, c, SRV_ERR_UNAUTHORIZED,

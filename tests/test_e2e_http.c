@@ -1466,12 +1466,68 @@ static void test_openapi(void **state)
     assert_non_null(r.body.p);
     assert_true(strncmp(r.body.p, "openapi:", 8) == 0 || strstr(r.body.p, "\nopenapi:") != NULL);
     static const char *const paths[] = {
-        "/v1/attention:", "/v1/encode:", "/v1/analyze:", "/v1/schemes:",
-        "/healthz:",      "/readyz:",    "/metrics:",    "/openapi.yaml:",
+        "/v1/attention:", "/v1/encode:", "/v1/analyze:",   "/v1/schemes:", "/healthz:",
+        "/readyz:",       "/metrics:",   "/openapi.yaml:", "\n  /:\n",     "/web/{name}:",
         "/v1/tensors:",   "/v2:",        "/v2/health/live:", "/v2/models/{model}/infer:"};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
         if (strstr(r.body.p, paths[i]) == NULL)
             fail_msg("openapi.yaml does not document %s", paths[i]);
+    resp_free(&r);
+}
+
+/* The web page: GET / and GET /web/NAME serve the embedded files of
+ * server/web/ with their headers; any other name is a 404, and so is a path
+ * that tries to leave the folder. */
+static void test_web_page(void **state)
+{
+    resp r;
+    char h[512];
+    (void)state;
+    get(&r, &main_srv, "/", NULL);
+    assert_int_equal(r.status, 200);
+    assert_true(resp_header(&r, "Content-Type", h, sizeof h));
+    assert_string_equal(h, "text/html; charset=utf-8");
+    assert_true(resp_header(&r, "Content-Security-Policy", h, sizeof h));
+    assert_non_null(strstr(h, "default-src 'self'"));
+    assert_true(resp_header(&r, "Cache-Control", h, sizeof h));
+    assert_non_null(r.body.p);
+    assert_non_null(strstr(r.body.p, "<!doctype html>"));
+    assert_non_null(strstr(r.body.p, "/web/app.js"));
+    resp_free(&r);
+
+    get(&r, &main_srv, "/web/index.html", NULL);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    get(&r, &main_srv, "/web/app.js", NULL);
+    assert_int_equal(r.status, 200);
+    assert_true(resp_header(&r, "Content-Type", h, sizeof h));
+    assert_string_equal(h, "text/javascript; charset=utf-8");
+    resp_free(&r);
+    get(&r, &main_srv, "/web/style.css", NULL);
+    assert_int_equal(r.status, 200);
+    assert_true(resp_header(&r, "Content-Type", h, sizeof h));
+    assert_string_equal(h, "text/css; charset=utf-8");
+    resp_free(&r);
+
+    static const char *const missing[] = {
+        "/web/",       "/web/nope.js", "/web/%2e%2e/Makefile", "/web/../openapi.yaml",
+        "/index.html", "/web"};
+    for (size_t i = 0; i < sizeof missing / sizeof *missing; i++) {
+        char url[256];
+        xfer x;
+        url_of(url, sizeof url, &main_srv, missing[i]);
+        xfer_init(&x, "GET", url, NULL, 0, NULL, 30000L);
+        curl_easy_setopt(x.e, CURLOPT_PATH_AS_IS, 1L); /* send the dots as they are */
+        xfer_finish(&x, curl_easy_perform(x.e));
+        r = x.r;
+        xfer_cleanup(&x);
+        if (r.status != 404)
+            fail_msg("GET %s: %ld, want 404", missing[i], (long)r.status);
+        check_error(&r, 404, "NOT_FOUND", NULL);
+        resp_free(&r);
+    }
+    post(&r, &main_srv, "/", "{}", 2, NULL);
+    check_error(&r, 405, "METHOD_NOT_ALLOWED", NULL);
     resp_free(&r);
 }
 
@@ -1638,8 +1694,11 @@ static void test_auth_and_limits(void **state)
     check_error(&r, 401, "UNAUTHORIZED", NULL);
     resp_free(&r);
 
-    /* Probes and metrics stay open. */
+    /* Probes, metrics and the web page stay open. */
     get(&r, s, "/healthz", NULL);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    get(&r, s, "/", NULL);
     assert_int_equal(r.status, 200);
     resp_free(&r);
     get(&r, s, "/metrics", NULL);
@@ -2081,6 +2140,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_encode_analyze),
         cmocka_unit_test(test_error_404_405),
         cmocka_unit_test(test_openapi),
+        cmocka_unit_test(test_web_page),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_access_log),
         cmocka_unit_test(test_main_server_stops_cleanly),

@@ -1,0 +1,506 @@
+// ui-test.mjs - the web page of posattnd in a real browser (make ui-test).
+//
+// Starts build/posattnd on 127.0.0.1, port 0 (the port is read from its
+// first stdout line) with --api-key, opens GET / in headless Chromium
+// (/usr/bin/chromium through playwright-core, a fresh empty user-data-dir),
+// enters the key, then exercises every panel: canvases must be drawn (pixels
+// read back from each canvas), values the page shows must equal the same
+// values fetched by this test straight from the API, moving a control must
+// change the plot, the keyboard must reach the controls, and a 390 px wide
+// viewport must not overflow. Screenshots go to build/ui/ (UI_OUT).
+//
+// Exits 0 only when every check passed; the last line is
+// "ui: N passed, M failed". Bounded by UI_TIMEOUT seconds (default 240); the
+// server and the browser are stopped on every exit path.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const POSATTND = path.resolve(ROOT, process.env.POSATTND || 'build/posattnd');
+const OUT = path.resolve(ROOT, process.env.UI_OUT || 'build/ui');
+const TIMEOUT_S = Number(process.env.UI_TIMEOUT || 240);
+const KEY = 'ui-test-key';
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+let server = null, serverErr = '', serverExit = null, context = null, userDir = null, base = '';
+let passed = 0, failed = 0;
+const consoleErrors = [];
+
+function log(msg) { process.stdout.write(msg + '\n'); }
+
+async function cleanup() {
+  if (context) { await context.close().catch(() => {}); context = null; }
+  if (server && server.exitCode === null) {
+    server.kill('SIGTERM');
+    const t = setTimeout(() => server.kill('SIGKILL'), 15000);
+    serverExit = await new Promise((res) => server.once('exit', (code, sig) => res(sig || code)));
+    clearTimeout(t);
+  }
+  if (userDir) fs.rmSync(userDir, { recursive: true, force: true });
+}
+
+const watchdog = setTimeout(async () => {
+  log(`ui: FAIL - timed out after ${TIMEOUT_S} s`);
+  failed++;
+  await cleanup();
+  log(`ui: ${passed} passed, ${failed} failed`);
+  process.exit(1);
+}, TIMEOUT_S * 1000);
+
+// One named check: a failure is reported and counted, and the run goes on.
+async function check(name, fn) {
+  try {
+    await fn();
+    passed++;
+    log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    log(`FAIL ${name}: ${e && e.message ? e.message.split('\n')[0] : e}`);
+  }
+}
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+function close(a, b, rel = 1e-5, abs = 1e-6, what = 'value') {
+  assert(Number.isFinite(a) && Number.isFinite(b) && Math.abs(a - b) <= abs + rel * Math.abs(b),
+    `${what}: page shows ${a}, API says ${b}`);
+}
+
+// ------------------------------------------------------------ the server
+
+function startServer() {
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('POSATTN_')) env[k] = v;
+  env.OPENBLAS_NUM_THREADS = '1';
+  server = spawn(POSATTND, ['--host', '127.0.0.1', '--port', '0', '--api-key', KEY, '--workers', '2',
+    '--log-format', 'off'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  server.stderr.on('data', (d) => { serverErr = (serverErr + d).slice(-4000); });
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('posattnd printed no port within 10 s: ' + serverErr)), 10000);
+    let out = '';
+    server.stdout.on('data', (d) => {
+      out += d;
+      const m = /http:\/\/([\d.]+):(\d+)/.exec(out);
+      if (m) { clearTimeout(t); resolve(`http://127.0.0.1:${m[2]}`); }
+    });
+    server.once('exit', (code) => { clearTimeout(t); reject(new Error(`posattnd exited (${code}): ${serverErr}`)); });
+  });
+}
+
+async function api(p, body) {
+  const r = await fetch(base + p, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: { Authorization: 'Bearer ' + KEY, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)),
+  });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`${p}: HTTP ${r.status} ${text}`);
+  return p === '/metrics' ? text : JSON.parse(text);
+}
+
+// ------------------------------------------------------------ page helpers
+
+let page;
+const posted = [];   // every POST the page makes: {url, body}
+
+async function settle(id, timeout = 30000) {
+  await page.waitForFunction((s) => document.getElementById(s).dataset.state === 'ready', id, { timeout })
+    .catch(async () => {
+      const st = await page.evaluate((s) => [document.getElementById(s).dataset.state,
+        document.querySelector(`#${s} .status`).textContent], id);
+      throw new Error(`panel #${id} not ready: state ${st[0]}, status "${st[1]}"`);
+    });
+}
+
+// Reads a canvas back: the share of painted (not white, not transparent)
+// pixels, how many colours, and a hash to see it change.
+async function pixels(sel) {
+  return page.$eval(sel, (c) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let painted = 0, hash = 0;
+    const colours = new Set();
+    for (let i = 0; i < d.length; i += 4) {
+      if (d[i + 3] > 0 && !(d[i] > 245 && d[i + 1] > 245 && d[i + 2] > 245)) painted++;
+      colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+      hash = (Math.imul(hash, 31) + d[i] * 65599 + d[i + 1] * 257 + d[i + 2] + d[i + 3]) >>> 0;
+    }
+    return { painted: painted / (d.length / 4), colours: colours.size, hash, w: c.width, h: c.height };
+  });
+}
+async function drawn(sel, minPainted = 0.05, minColours = 8) {
+  const p = await pixels(sel);
+  assert(p.w > 0 && p.h > 0, `${sel}: canvas has no size`);
+  assert(p.painted >= minPainted && p.colours >= minColours,
+    `${sel}: looks blank (${(p.painted * 100).toFixed(1)}% painted, ${p.colours} colours)`);
+  return p;
+}
+
+// Puts the keyboard cursor of a heatmap on (row, col) and returns the
+// readout: its text and the value parsed from the text.
+async function heatCell(id, row, col) {
+  await page.focus('#' + id);
+  await page.keyboard.press('Home');
+  for (let i = 0; i < row; i++) await page.keyboard.press('ArrowDown');
+  for (let i = 0; i < col; i++) await page.keyboard.press('ArrowRight');
+  const text = await page.textContent(`#${id}-readout`);
+  const m = /: (\S+)$/.exec(text.trim());
+  assert(m, `#${id}-readout: no value in "${text}"`);
+  return { text, value: m[1] === 'masked' ? null : Number(m[1]) };
+}
+
+async function slider(id, value) {   // by keyboard, as a person would
+  const min = Number(await page.getAttribute('#' + id, 'min'));
+  await page.focus('#' + id);
+  await page.keyboard.press('Home');
+  for (let v = min; v < value; v++) await page.keyboard.press('ArrowRight');
+  const now = Number(await page.inputValue('#' + id));
+  assert(now === value, `#${id}: slider at ${now}, wanted ${value}`);
+}
+
+// ------------------------------------------------------------ the checks
+
+async function run() {
+  fs.mkdirSync(OUT, { recursive: true });
+  base = await startServer();
+  log(`ui: posattnd at ${base}`);
+  userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posattn-ui-'));
+  context = await chromium.launchPersistentContext(userDir, {
+    executablePath: CHROMIUM, headless: true, args: FLAGS,
+    viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1,
+  });
+  page = context.pages()[0] || await context.newPage();
+  page.setDefaultTimeout(30000);
+  page.on('console', (m) => { if (m.type() === 'error' && !/401/.test(m.text())) consoleErrors.push(m.text()); });
+  page.on('pageerror', (e) => consoleErrors.push(String(e)));
+  page.on('request', (r) => { if (r.method() === 'POST') posted.push({ url: r.url(), body: r.postData() }); });
+
+  let resp;
+  await check('GET / serves the page with its headers', async () => {
+    resp = await page.goto(base + '/');
+    const h = resp.headers();
+    assert(resp.status() === 200, `status ${resp.status()}`);
+    assert(h['content-type'] === 'text/html; charset=utf-8', `content-type ${h['content-type']}`);
+    assert(/default-src 'self'/.test(h['content-security-policy'] || ''), 'no CSP');
+    assert(h['cache-control'], 'no Cache-Control');
+    assert((await page.title()).includes('posattn'), 'title');
+  });
+
+  await check('without the key the page says it needs one', async () => {
+    await page.waitForSelector('#banner:not([hidden])', { timeout: 15000 });
+    const text = await page.textContent('#banner');
+    assert(/API key/.test(text), `banner: ${text}`);
+  });
+
+  await check('the key typed in (Enter) is sent and kept in sessionStorage', async () => {
+    await page.focus('#api-key');
+    await page.keyboard.type(KEY);
+    await page.keyboard.press('Enter');
+    for (const s of ['sinusoidal', 'rope', 'bias', 'attention', 'live']) await settle(s);
+    assert(await page.isHidden('#banner'), 'banner still shown');
+    const stored = await page.evaluate(() => sessionStorage.getItem('posattn-api-key'));
+    assert(stored === KEY, `sessionStorage has ${stored}`);
+  });
+  await page.setViewportSize({ width: 1280, height: 1268 });
+  await page.evaluate(() => document.activeElement && document.activeElement.blur());
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: path.join(OUT, 'page.png') });   // docs/web.png is taken from this
+  await page.setViewportSize({ width: 1280, height: 900 });
+
+  // ---------------------------------------------------------- sinusoidal
+  await check('sinusoidal: heatmaps and circle are drawn', async () => {
+    await drawn('#sin-enc-map');
+    await drawn('#sin-sim-map');
+    await drawn('#circle', 0.02, 4);
+  });
+  await check('sinusoidal: length slider and dim select redraw the plots', async () => {
+    const before = await pixels('#sin-sim-map');
+    await slider('sin-length', 20);
+    await page.selectOption('#sin-dim', '16');
+    await settle('sinusoidal');
+    const after = await drawn('#sin-sim-map');
+    assert(after.hash !== before.hash, 'similarity plot did not change');
+    assert((await page.textContent('#sin-length-out')) === '20', 'length readout');
+  });
+  await check('sinusoidal: similarity cell (3, 7) equals /v1/analyze similarity', async () => {
+    const ref = await api('/v1/analyze', { analysis: 'similarity', scheme: { type: 'sinusoidal', base: 10000,
+      layout: 'interleaved' }, length: 20, dim: 16 });
+    assert(ref.similarity.shape[0] === 20, 'reference shape');
+    const cell = await heatCell('sin-sim-map', 3, 7);
+    close(cell.value, ref.similarity.data[3 * 20 + 7], 1e-5, 1e-6, 'P·P^T[3][7]');
+    const enc = await api('/v1/encode', { scheme: { type: 'sinusoidal', base: 10000, layout: 'interleaved' },
+      length: 20, dim: 16 });
+    const e = await heatCell('sin-enc-map', 5, 2);
+    close(e.value, enc.encoding.data[5 * 16 + 2], 1e-5, 1e-6, 'PE[5][2]');
+  });
+  await check('sinusoidal: base and layout change the encoding (concat layout)', async () => {
+    const before = await pixels('#sin-enc-map');
+    await page.fill('#sin-base', '100');
+    await page.selectOption('#sin-layout', 'concat');
+    await settle('sinusoidal');
+    const after = await drawn('#sin-enc-map');
+    assert(after.hash !== before.hash, 'encoding plot did not change');
+    const enc = await api('/v1/encode', { scheme: { type: 'sinusoidal', base: 100, layout: 'concat' },
+      length: 20, dim: 16 });
+    const e = await heatCell('sin-enc-map', 4, 9);
+    close(e.value, enc.encoding.data[4 * 16 + 9], 1e-5, 1e-6, 'concat PE[4][9]');
+  });
+  await check('sinusoidal: the position slider moves the point on the circle', async () => {
+    await page.selectOption('#circle-pair', '1');
+    const before = await pixels('#circle');
+    await slider('circle-pos', 6);
+    const after = await pixels('#circle');
+    assert(after.hash !== before.hash, 'circle did not change');
+    const enc = await api('/v1/encode', { scheme: { type: 'sinusoidal', base: 100, layout: 'concat' },
+      length: 20, dim: 16 });
+    const text = await page.textContent('#circle-readout');
+    const m = /sin = (\S+), cos = (\S+)/.exec(text);
+    assert(m, `circle readout: ${text}`);
+    close(Number(m[1]), enc.encoding.data[6 * 16 + 1], 1e-5, 1e-6, 'sin of pair 1 at 6');
+    close(Number(m[2]), enc.encoding.data[6 * 16 + 1 + 8], 1e-5, 1e-6, 'cos of pair 1 at 6');
+  });
+  await page.locator('#sinusoidal').screenshot({ path: path.join(OUT, 'sinusoidal.png') });
+
+  // ---------------------------------------------------------------- RoPE
+  await check('rope: score and inv_freq plots are drawn', async () => {
+    await drawn('#rope-score-plot', 0.01, 4);
+    await drawn('#rope-scale-plot', 0.01, 4);
+  });
+  await check('rope: the score depends only on the offset (lines coincide)', async () => {
+    const d = Number(await page.getAttribute('#rope-score-plot-readout', 'data-max-diff'));
+    assert(d < 1e-4, `lines differ by ${d}`);
+    assert(/depends on the offset only/.test(await page.textContent('#rope-status')), 'status');
+  });
+  await check('rope: one frequency; score at offset -32 equals /v1/analyze rope_offset', async () => {
+    const before = await pixels('#rope-score-plot');
+    await page.selectOption('#rope-pair', '2');
+    await settle('rope');
+    assert((await pixels('#rope-score-plot')).hash !== before.hash, 'score plot did not change');
+    const D = 64, q = new Array(D).fill(0), k = new Array(D).fill(0);
+    q[2] = 1; q[2 + D / 2] = 0.5; k[2] = 0.8; k[2 + D / 2] = -0.6;
+    const offsets = Array.from({ length: 65 }, (_, i) => i - 32);
+    const ref = await api('/v1/analyze', { analysis: 'rope_offset', scheme: { type: 'rope', base: 10000 }, q, k,
+      offsets, base_position: 100 });
+    await page.focus('#rope-score-plot');
+    await page.keyboard.press('Home');
+    const text = await page.textContent('#rope-score-plot-readout');
+    const m = /k at 100 ([^,\s]+)/.exec(text);
+    assert(m, `readout: ${text}`);
+    close(Number(m[1]), ref.score.data[0], 1e-5, 1e-6, 'score at offset -32, k at 100');
+  });
+  await check('rope: scaling factor changes inv_freq; yarn attention factor equals /v1/encode', async () => {
+    const before = await pixels('#rope-scale-plot');
+    await page.fill('#scale-factor', '4');
+    await settle('rope');
+    assert((await pixels('#rope-scale-plot')).hash !== before.hash, 'inv_freq plot did not change');
+    const ref = await api('/v1/encode', { scheme: { type: 'rope', scaling: 'yarn', factor: 4,
+      original_max_position: 2048 }, length: 1, dim: 64 });
+    const row = await page.$$eval('#scale-table tbody tr', (rs) => rs.map((r) => [...r.cells].map((c) => c.textContent)));
+    const yarn = row.find((r) => r[0] === 'yarn');
+    assert(yarn, 'no yarn row');
+    close(Number(yarn[1]), ref.attention_factor, 1e-4, 0, 'yarn attention factor');
+    close(Number(yarn[2]), Math.min(...ref.inv_freq.data), 1e-3, 0, 'yarn lowest inv_freq');
+  });
+  await page.locator('#rope').screenshot({ path: path.join(OUT, 'rope.png') });
+
+  // -------------------------------------------------------- ALiBi and T5
+  await check('alibi: slopes shown equal /v1/encode for 8 heads', async () => {
+    const ref = await api('/v1/encode', { scheme: { type: 'alibi' }, num_heads: 8 });
+    const shown = await page.$$eval('#alibi-slope-table tbody td.num', (t) => t.map((c) => Number(c.textContent)));
+    assert(shown.length === 8, `${shown.length} slopes shown`);
+    shown.forEach((s, h) => close(s, ref.slopes.data[h], 1e-5, 0, `slope of head ${h}`));
+    await drawn('#alibi-slope-plot', 0.01, 3);
+    await drawn('#alibi-head-0');
+    await drawn('#t5-head-0');
+    await drawn('#t5-bucket-map');
+  });
+  await check('alibi/t5: the heads slider redraws with 3 heads', async () => {
+    await slider('bias-heads', 3);
+    await settle('bias');
+    const ref = await api('/v1/encode', { scheme: { type: 'alibi' }, num_heads: 3 });
+    const shown = await page.$$eval('#alibi-slope-table tbody td.num', (t) => t.map((c) => Number(c.textContent)));
+    assert(shown.length === 3, `${shown.length} slopes shown`);
+    shown.forEach((s, h) => close(s, ref.slopes.data[h], 1e-5, 0, `slope of head ${h}`));
+    assert(await page.$('#alibi-head-2') && !(await page.$('#alibi-head-3')), 'head maps not 3');
+    const cell = await heatCell('alibi-head-1', 2, 9);
+    const bias = await api('/v1/encode', { scheme: { type: 'alibi' }, num_heads: 3, q_length: 24, k_length: 24 });
+    close(cell.value, bias.bias.data[1 * 24 * 24 + 2 * 24 + 9], 1e-5, 1e-6, 'alibi bias[1][2][9]');
+  });
+  await check('t5: bucket cell equals /v1/encode buckets', async () => {
+    const ref = await api('/v1/encode', { scheme: { type: 't5' }, q_length: 24, k_length: 24 });
+    const cell = await heatCell('t5-bucket-map', 1, 12);
+    close(cell.value, ref.buckets.data[1 * 24 + 12], 0, 0, 'bucket[1][12]');
+  });
+  await page.locator('#bias').screenshot({ path: path.join(OUT, 'bias.png') });
+
+  // ----------------------------------------------------------- attention
+  const SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi'];
+  const lastPerm = (t) => [...posted].reverse().find((p) => p.url.endsWith('/v1/analyze') &&
+    JSON.parse(p.body).analysis === 'permutation' && JSON.parse(p.body).scheme.type === t);
+  await check('attention: a weight heatmap per scheme, drawn', async () => {
+    for (const t of SCHEMES) await drawn('#att-' + t);
+  });
+  await check('attention: permutation results equal /v1/analyze; none is order-blind', async () => {
+    for (const t of SCHEMES) {
+      const req = lastPerm(t);
+      assert(req, `the page sent no permutation request for ${t}`);
+      const ref = await api('/v1/analyze', req.body);
+      const shown = await page.textContent(`#perm-${t} .val`);
+      close(Number(shown), ref.max_abs_diff, 1e-2, 1e-7, `${t} max_abs_diff`);
+      const verdict = await page.textContent(`#perm-${t}`);
+      if (t === 'none') assert(/order-blind/.test(verdict) && ref.max_abs_diff < 1e-5, `none: ${verdict}`);
+      else assert(/order-aware/.test(verdict) && ref.max_abs_diff > 1e-3, `${t}: ${verdict}`);
+    }
+  });
+  await check('attention: a rope weight equals /v1/attention on the same input', async () => {
+    const req = [...posted].reverse().find((p) => p.url.endsWith('/v1/attention') && /"return"/.test(p.body));
+    assert(req, 'the page sent no attention request');
+    const ref = await api('/v1/attention', req.body);
+    const i = SCHEMES.indexOf('rope'), L = ref.outputs[i].weights.shape[1];
+    const cell = await heatCell('att-rope', 3, 1);
+    close(cell.value, ref.outputs[i].weights.data[3 * L + 1], 1e-5, 1e-6, 'rope weight[0][3][1]');
+  });
+  await check('attention: causal on (keyboard) masks the future and makes none order-aware', async () => {
+    const before = await pixels('#att-none');
+    await page.focus('#att-causal');
+    await page.keyboard.press('Space');
+    await settle('attention');
+    assert((await pixels('#att-none')).hash !== before.hash, 'none heatmap did not change');
+    const cell = await heatCell('att-none', 1, 4);
+    assert(cell.value === 0, `future key weight ${cell.text}`);
+    assert(/order-aware/.test(await page.textContent('#perm-none')), 'none with causal should be order-aware');
+  });
+  await check('attention: a user-given x is used (3 tokens)', async () => {
+    await page.click('.userx summary');
+    const x = [[1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 1, 0, 0, 0], [0.5, 0, 1, 0, 0, 0, -1, 0]];
+    await page.fill('#att-x', JSON.stringify(x));
+    await page.click('#att-x-apply');
+    await settle('attention');
+    assert(/your x/.test(await page.textContent('#att-status')), 'status does not say "your x"');
+    const req = lastPerm('alibi');
+    assert(JSON.stringify(JSON.parse(req.body).x.data) === JSON.stringify(x.flat()), 'x not sent as given');
+    const ref = await api('/v1/analyze', req.body);
+    close(Number(await page.textContent('#perm-alibi .val')), ref.max_abs_diff, 1e-2, 1e-7, 'alibi max_abs_diff');
+  });
+  await page.locator('#attention').screenshot({ path: path.join(OUT, 'attention.png') });
+
+  // -------------------------------------------------------- live service
+  await check('live: load button sends 20 per scheme; counts follow /metrics', async () => {
+    const itemsOf = (text, s) => Number((new RegExp(`^posattn_items_total\\{scheme="${s}"\\} (\\S+)$`, 'm')
+      .exec(text) || [0, 0])[1]);
+    const before = itemsOf(await api('/metrics'), 'shaw');
+    await page.click('#live-load');
+    await page.waitForFunction(() => /^sent 100 requests|error/.test(
+      document.getElementById('live-load-result').textContent +
+      (document.getElementById('live-load-result').classList.contains('error') ? ' error' : '')),
+    null, { timeout: 60000 }).catch(() => {});
+    const res = await page.textContent('#live-load-result');
+    assert(/^sent 100 requests/.test(res), `load result "${res}"`);
+    const after = itemsOf(await api('/metrics'), 'shaw');
+    const shown = Number(await page.textContent('#live-schemes tr[data-scheme="shaw"] td'));
+    assert(shown >= before + 20 && shown <= after, `shaw items shown ${shown}, /metrics ${before} -> ${after}`);
+    const p50 = await page.textContent('#live-schemes tr[data-scheme="shaw"] td:nth-child(4)');
+    assert(/\d/.test(p50), `p50 "${p50}"`);
+  });
+  await check('live: the rate and p99 plots refresh by themselves', async () => {
+    const before = await pixels('#live-rate-plot');
+    await page.waitForTimeout(4500);
+    const after = await drawn('#live-rate-plot', 0.01, 4);
+    assert(after.hash !== before.hash, 'rate plot did not change in 4.5 s');
+    await drawn('#live-p99-plot', 0.01, 4);
+    const label = await page.textContent('#live-window-label');
+    assert(/last [\d.]+ s/.test(label), `window label "${label}"`);
+  });
+  await check('live: since-start percentiles equal histogram_quantile of /metrics', async () => {
+    await page.selectOption('#live-window', '0');
+    await page.uncheck('#live-auto');
+    await page.click('#live-refresh');
+    await settle('live');
+    const text = await api('/metrics');
+    // p50 of shaw's compute time, as Prometheus computes it; the page's refresh
+    // and this fetch see the same buckets (no shaw items since the load).
+    const b = [...text.matchAll(/^posattn_compute_duration_seconds_bucket\{scheme="shaw",le="([^"]+)"\} (\S+)$/mg)]
+      .map((m) => [Number(m[1]), Number(m[2])]);
+    const n = b[b.length - 1][1], rank = 0.5 * n;
+    let lo = 0, below = 0, want = null;
+    for (const [le, c] of b) {
+      if (c >= rank) { want = lo + (le - lo) * (rank - below) / (c - below); break; }
+      lo = le; below = c;
+    }
+    const shown = await page.textContent('#live-schemes tr[data-scheme="shaw"] td:nth-child(4)');
+    const m = /^([\d.e+-]+) (µs|ms|s)$/.exec(shown);
+    assert(m, `p50 cell "${shown}"`);
+    const secs = Number(m[1]) * { 'µs': 1e-6, ms: 1e-3, s: 1 }[m[2]];
+    close(secs, want, 6e-3, 0, 'shaw p50 compute time (s), shown to 3 digits');
+    await page.check('#live-auto');
+  });
+  await page.locator('#live').screenshot({ path: path.join(OUT, 'live.png') });
+
+  // ---------------------------------------------------- keyboard and phone
+  await check('keyboard: Tab reaches the key field, sliders, selects, plots and buttons', async () => {
+    await page.evaluate(() => { document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); });
+    const want = ['api-key', 'sin-length', 'sin-dim', 'sin-enc-map', 'circle-pos', 'rope-pair', 'rope-score-plot',
+      'bias-heads', 'alibi-head-0', 'att-causal', 'att-none', 'live-auto', 'live-load'];
+    const seen = new Set();
+    for (let i = 0; i < 120 && want.some((w) => !seen.has(w)); i++) {
+      await page.keyboard.press('Tab');
+      seen.add(await page.evaluate(() => document.activeElement && document.activeElement.id));
+    }
+    const missing = want.filter((w) => !seen.has(w));
+    assert(!missing.length, `never focused: ${missing.join(', ')}`);
+    const labelled = await page.$$eval('input, select, textarea', (els) =>
+      els.filter((e) => !e.labels || !e.labels.length).map((e) => e.id));
+    assert(!labelled.length, `controls without a label: ${labelled.join(', ')}`);
+  });
+
+  await page.screenshot({ path: path.join(OUT, 'desktop-full.png'), fullPage: true });
+
+  await check('phone: at 390 px nothing overflows and the plots still draw', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForFunction(() => document.documentElement.scrollWidth <= 390, null, { timeout: 5000 })
+      .catch(() => {});
+    await page.waitForTimeout(300);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert(over <= 390, `page is ${over} px wide at a 390 px viewport`);
+    const wide = await page.$$eval('canvas', (cs) => cs.filter((c) => c.getBoundingClientRect().right > 390.5)
+      .map((c) => c.id));
+    assert(!wide.length, `canvases past the edge: ${wide.join(', ')}`);
+    for (const id of ['sin-sim-map', 'rope-score-plot', 'alibi-head-0', 'att-rope'])
+      await drawn('#' + id, 0.01, 4);
+    await page.screenshot({ path: path.join(OUT, 'phone.png'), fullPage: true });
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: path.join(OUT, 'phone-top.png') });
+    await page.locator('#rope').screenshot({ path: path.join(OUT, 'phone-rope.png') });
+    await page.locator('#card-rope').screenshot({ path: path.join(OUT, 'phone-attention.png') });
+  });
+
+  await check('no script errors in the console', async () => {
+    assert(!consoleErrors.length, consoleErrors.slice(0, 3).join(' | '));
+  });
+}
+
+try {
+  await run();
+} catch (e) {
+  failed++;
+  log(`FAIL ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' ') : e}`);
+} finally {
+  clearTimeout(watchdog);
+  await cleanup();
+}
+// posattnd drains and exits 0 on SIGTERM; anything else (a sanitizer report
+// included, when POSATTND is an ASan build) is a failure.
+if (serverExit !== null && serverExit !== 0) {
+  failed++;
+  log(`FAIL posattnd exited with ${serverExit} on SIGTERM: ${serverErr.trim().split('\n').slice(-8).join(' | ')}`);
+} else if (serverExit === 0) {
+  passed++;
+  log('ok   posattnd exited 0 on SIGTERM');
+}
+log(`ui: screenshots in ${path.relative(process.cwd(), OUT) || '.'}`);
+log(`ui: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
