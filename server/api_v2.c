@@ -354,8 +354,8 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
         if (bytes[i] == 0)
             continue;
         memcpy(body + total, data[i], bytes[i]);
-        if (!api_v2_little_endian())
-            api_v2_swap32(body + total, bytes[i] / 4);
+        if (!srv_host_little_endian())
+            srv_swap_bytes32(body + total, bytes[i] / 4);
         total += bytes[i];
     }
     srv_reply_json(reply, 200, body, total);

@@ -65,25 +65,4 @@ void api_v2_unknown_model_reply(const char *name, srv_reply *reply);
 /* Appends s to buf (cap bytes) after a ", " when buf is not empty. */
 void api_v2_list_add(char *buf, size_t cap, const char *s);
 
-/* [BIN] data is little-endian; these are for big-endian hosts. */
-static inline bool api_v2_little_endian(void)
-{
-    const uint32_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-static inline void api_v2_swap32(void *p, size_t count)
-{
-    unsigned char *b = p;
-    for (size_t i = 0; i < count; i++, b += 4) {
-        unsigned char t0 = b[0], t1 = b[1];
-        b[0] = b[3];
-        b[1] = b[2];
-        b[2] = t1;
-        b[3] = t0;
-    }
-}
-
 #endif

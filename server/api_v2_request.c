@@ -125,7 +125,7 @@ bool api_v2_segment_tensor(const cJSON *v, const char *name, const api_ctx *ctx,
         return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "%s: binary segment size mismatch", name);
     /* [BIN]: little-endian, row major, no padding. Used in place when the
      * floats are aligned (the HTTP layer aligns the binary part). */
-    if (api_v2_little_endian() && (uintptr_t)seg->valuestring % _Alignof(float) == 0) {
+    if (srv_host_little_endian() && (uintptr_t)seg->valuestring % _Alignof(float) == 0) {
         t.data = (float *)(void *)seg->valuestring;
         t.borrowed = true;
     } else {
@@ -133,8 +133,8 @@ bool api_v2_segment_tensor(const cJSON *v, const char *name, const api_ctx *ctx,
         if (t.data == NULL)
             return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory for %s", name);
         memcpy(t.data, seg->valuestring, t.count * sizeof(float));
-        if (!api_v2_little_endian())
-            api_v2_swap32(t.data, t.count);
+        if (!srv_host_little_endian())
+            srv_swap_bytes32(t.data, t.count);
     }
     for (size_t i = 0; i < t.count; i++) {
         if (!isfinite(t.data[i])) {

@@ -179,7 +179,7 @@ bool srv_b64_decode(const char *src, size_t len, unsigned char *dst, size_t dst_
 /* Room for a caller's path plus eight "[2147483647]" indices. */
 enum { PATH_MAX_LEN = 512 };
 
-static bool host_little_endian(void)
+bool srv_host_little_endian(void)
 {
     const uint32_t one = 1;
     unsigned char b;
@@ -187,7 +187,7 @@ static bool host_little_endian(void)
     return b == 1;
 }
 
-static void swap_bytes32(void *p, size_t count)
+void srv_swap_bytes32(void *p, size_t count)
 {
     unsigned char *b = p;
     for (size_t i = 0; i < count; i++, b += 4) {
@@ -496,8 +496,8 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
 static bool b64_floats(float *out, size_t count, const char *path, srv_reply *err)
 {
     uint32_t all = 0;
-    if (!host_little_endian())
-        swap_bytes32(out, count);
+    if (!srv_host_little_endian())
+        srv_swap_bytes32(out, count);
     /* Exponent bits all ones is inf or NaN: one vectorizable pass finds
      * whether any value has them, the slow loop below only says where. */
     for (size_t i = 0; i < count; i++) {
@@ -698,14 +698,14 @@ static cJSON *render_b64_string(const float *data, size_t count)
         return NULL;
     const unsigned char *src = (const unsigned char *)data;
     float *swapped = NULL;
-    if (!host_little_endian() && count) {
+    if (!srv_host_little_endian() && count) {
         swapped = malloc(bytes);
         if (!swapped) {
             cJSON_free(buf);
             return NULL;
         }
         memcpy(swapped, data, bytes);
-        swap_bytes32(swapped, count);
+        srv_swap_bytes32(swapped, count);
         src = (const unsigned char *)swapped;
     }
     buf[0] = '"';

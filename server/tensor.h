@@ -52,6 +52,12 @@ typedef enum srv_encoding { SRV_ENCODING_JSON = 0, SRV_ENCODING_B64 } srv_encodi
 bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
                        const int64_t *shape, srv_encoding enc);
 
+/* Tensor bytes on the wire are little-endian float32; these serve
+ * big-endian hosts (and tell whether this is one). */
+bool srv_host_little_endian(void);
+/* Reverses the bytes of each of count 4-byte words at p in place. */
+void srv_swap_bytes32(void *p, size_t count);
+
 /* Standard base64 (RFC 4648, with padding). decode returns false on any
  * invalid character, bad padding or a length that is not a multiple of 4. */
 size_t srv_b64_encoded_len(size_t n);

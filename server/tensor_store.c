@@ -48,14 +48,6 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static bool host_little_endian(void)
-{
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
 /* Maps path read-only. An empty file is mapped as nothing (p NULL). */
 static bool map_file(const char *path, mapping *m, char *err, size_t cap)
 {
@@ -110,7 +102,7 @@ static bool take_data(const srv_tensor_spec *spec, const mapping *m, const srv_t
     t->count = e->count;
     t->file_bytes = e->nbytes;
     *in_place =
-        e->dtype == SRV_DTYPE_F32 && (uintptr_t)src % sizeof(float) == 0 && host_little_endian();
+        e->dtype == SRV_DTYPE_F32 && (uintptr_t)src % sizeof(float) == 0 && srv_host_little_endian();
     if (*in_place) {
         const float *f = (const float *)(const void *)src;
         for (size_t i = 0; i < e->count; i++) {
