@@ -13,6 +13,7 @@
 #include "api_v2.h"
 #include "deadline.h"
 #include "reply.h"
+#include "routes.h"
 #include "tensor_store.h"
 #include "web.h"
 
@@ -46,53 +47,6 @@ struct srv_http {
     srv_deadlines *deadlines;      /* every connection's header and body deadline */
 };
 
-typedef enum route {
-    ROUTE_ATTENTION,
-    ROUTE_ENCODE,
-    ROUTE_ANALYZE,
-    ROUTE_SCHEMES,
-    ROUTE_TENSORS,
-    ROUTE_HEALTHZ,
-    ROUTE_READYZ,
-    ROUTE_METRICS,
-    ROUTE_OPENAPI,
-    ROUTE_V2_SERVER, /* the Open Inference Protocol (api_v2.h), ROUTE_V2_* */
-    ROUTE_V2_LIVE,
-    ROUTE_V2_READY,
-    ROUTE_V2_MODEL, /* /v2/models/{name}...: the name is in request.model */
-    ROUTE_V2_MODEL_READY,
-    ROUTE_V2_INFER,
-    ROUTE_PAGE, /* GET /: the web page (server/web/index.html) */
-    ROUTE_WEB,  /* GET /web/NAME: a file of the page; matched by prefix */
-    ROUTE_NOT_FOUND
-} route;
-
-static const struct {
-    const char *path;
-    const char *method;
-    const char *label; /* metrics endpoint label */
-    bool api;          /* under /v1: authenticated */
-} routes[] = {
-    [ROUTE_ATTENTION] = {"/v1/attention", "POST", "attention", true},
-    [ROUTE_ENCODE] = {"/v1/encode", "POST", "encode", true},
-    [ROUTE_ANALYZE] = {"/v1/analyze", "POST", "analyze", true},
-    [ROUTE_SCHEMES] = {"/v1/schemes", "GET", "schemes", true},
-    [ROUTE_TENSORS] = {"/v1/tensors", "GET", "tensors", true},
-    [ROUTE_HEALTHZ] = {"/healthz", "GET", "healthz", false},
-    [ROUTE_READYZ] = {"/readyz", "GET", "readyz", false},
-    [ROUTE_METRICS] = {"/metrics", "GET", "metrics", false},
-    [ROUTE_OPENAPI] = {"/openapi.yaml", "GET", "openapi", false},
-    [ROUTE_V2_SERVER] = {"/v2", "GET", "v2_metadata", true},
-    [ROUTE_V2_LIVE] = {"/v2/health/live", "GET", "v2_health", false},
-    [ROUTE_V2_READY] = {"/v2/health/ready", "GET", "v2_health", false},
-    [ROUTE_V2_MODEL] = {"/v2/models/{name}", "GET", "v2_metadata", true},
-    [ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready", "GET", "v2_health", false},
-    [ROUTE_V2_INFER] = {"/v2/models/{name}/infer", "POST", "v2_infer", true},
-    [ROUTE_PAGE] = {"/", "GET", "page", false},
-    [ROUTE_WEB] = {"/web/", "GET", "page", false},
-    [ROUTE_NOT_FOUND] = {NULL, NULL, "other", false},
-};
-
 typedef struct request request;
 
 typedef struct task_arg {
@@ -104,10 +58,10 @@ struct request {
     srv_http *h;
     struct MHD_Connection *conn;
     srv_conn *conn_deadline; /* the connection's record in h->deadlines */
-    route route;
+    srv_route route;
     char method[8];
     char path[128];
-    char model[128];          /* ROUTE_V2_MODEL..INFER: the model name */
+    char model[128];          /* SRV_ROUTE_V2_MODEL..INFER: the model name */
     int64_t infer_header_len; /* Inference-Header-Content-Length, -1 when absent */
     uint64_t start_ns;
     uint64_t deadline_ns;
@@ -137,58 +91,9 @@ struct request {
     size_t bytes_out;
 };
 
-static srv_endpoint endpoint_of(route r)
+static srv_endpoint endpoint_of(srv_route r)
 {
-    return r == ROUTE_ENCODE ? SRV_EP_ENCODE : r == ROUTE_ANALYZE ? SRV_EP_ANALYZE : SRV_EP_ATTENTION;
-}
-
-static bool is_v2(route r)
-{
-    return r >= ROUTE_V2_SERVER && r <= ROUTE_V2_INFER;
-}
-
-static bool is_v2_model(route r)
-{
-    return r >= ROUTE_V2_MODEL && r <= ROUTE_V2_INFER;
-}
-
-/* /v2/models/{name}[/ready|/infer] (no versions): the route, name in model. */
-static route v2_model_route(const char *url, char *model, size_t cap)
-{
-    static const char prefix[] = "/v2/models/";
-    const char *name = url + sizeof prefix - 1, *slash;
-    size_t n;
-    if (strncmp(url, prefix, sizeof prefix - 1) != 0)
-        return ROUTE_NOT_FOUND;
-    slash = strchr(name, '/');
-    n = slash != NULL ? (size_t)(slash - name) : strlen(name);
-    if (n == 0)
-        return ROUTE_NOT_FOUND;
-    snprintf(model, cap, "%.*s", (int)(n < cap ? n : cap - 1), name);
-    if (slash == NULL)
-        return ROUTE_V2_MODEL;
-    if (strcmp(slash, "/ready") == 0)
-        return ROUTE_V2_MODEL_READY;
-    return strcmp(slash, "/infer") == 0 ? ROUTE_V2_INFER : ROUTE_NOT_FOUND;
-}
-
-static route find_route(const char *url, const char *method, bool *method_ok, char *model,
-                        size_t cap)
-{
-    route v2 = v2_model_route(url, model, cap);
-    for (int i = 0; i < ROUTE_NOT_FOUND; i++) {
-        bool match = i == (int)v2 ||
-                     (v2 == ROUTE_NOT_FOUND && !is_v2_model((route)i) &&
-                      (i == ROUTE_WEB ? strncmp(url, routes[i].path, strlen(routes[i].path)) == 0
-                                      : strcmp(url, routes[i].path) == 0));
-        if (match) {
-            *method_ok = strcmp(method, routes[i].method) == 0 ||
-                         (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0);
-            return (route)i;
-        }
-    }
-    *method_ok = true;
-    return ROUTE_NOT_FOUND;
+    return r == SRV_ROUTE_ENCODE ? SRV_EP_ENCODE : r == SRV_ROUTE_ANALYZE ? SRV_EP_ANALYZE : SRV_EP_ATTENTION;
 }
 
 /* Compares in time independent of where the strings differ. */
@@ -238,7 +143,7 @@ static void record_answer(request *q)
     q->recorded = true;
     if (q->status == 0)
         q->status = 499; /* the client went away before an answer was queued */
-    srv_metrics_request(h->metrics, routes[q->route].label, q->status,
+    srv_metrics_request(h->metrics, srv_routes[q->route].label, q->status,
                         (double)(srv_now_ns() - q->start_ns) / 1e9, q->body_len, q->bytes_out);
     if (q->submitted) {
         atomic_fetch_sub(&h->in_flight, 1);
@@ -253,7 +158,7 @@ static enum MHD_Result send_reply(request *q)
     srv_reply *r = &q->reply;
     char timing[160];
 
-    if (is_v2(q->route))
+    if (srv_route_is_v2(q->route))
         srv_v2_reply_error(r); /* {"error":"..."}, whichever layer refused */
     if (r->body != NULL) {
         resp = MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_FREE);
@@ -284,13 +189,13 @@ static enum MHD_Result send_reply(request *q)
     }
     if (r->http_status == MHD_HTTP_SERVICE_UNAVAILABLE)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (r->http_status == MHD_HTTP_METHOD_NOT_ALLOWED && q->route != ROUTE_NOT_FOUND)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, routes[q->route].method);
+    if (r->http_status == MHD_HTTP_METHOD_NOT_ALLOWED && q->route != SRV_ROUTE_NOT_FOUND)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, srv_routes[q->route].method);
     if (r->http_status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (atomic_load(&q->h->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-    if (q->route == ROUTE_PAGE || q->route == ROUTE_WEB) {
+    if (q->route == SRV_ROUTE_PAGE || q->route == SRV_ROUTE_WEB) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, SRV_WEB_CACHE_CONTROL);
         MHD_add_response_header(resp, "Content-Security-Policy", SRV_WEB_CSP);
         MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
@@ -360,7 +265,7 @@ static enum MHD_Result start_job(request *q)
     if (atomic_load(&h->draining))
         return send_error(q, SRV_ERR_DRAINING, NULL,
                           "the server is shutting down; retry on another replica");
-    if (q->route == ROUTE_V2_INFER
+    if (q->route == SRV_ROUTE_V2_INFER
             ? !srv_v2_infer_prepare(q->model, q->body ? q->body + q->body_off : "", q->body_len,
                                     q->infer_header_len, &h->limits, &q->job, &q->reply)
             : !srv_job_prepare(endpoint_of(q->route), q->body ? q->body : "", q->body_len,
@@ -417,10 +322,10 @@ static enum MHD_Result serve_simple(request *q)
 {
     srv_http *h = q->h;
     switch (q->route) {
-    case ROUTE_HEALTHZ:
+    case SRV_ROUTE_HEALTHZ:
         set_text(&q->reply, 200, "application/json", "{\"status\":\"ok\"}");
         break;
-    case ROUTE_READYZ:
+    case SRV_ROUTE_READYZ:
         if (atomic_load(&h->draining))
             set_text(&q->reply, 503, "application/json", "{\"status\":\"draining\"}");
         else if (srv_pool_queued(h->pool) >= srv_pool_max_queued(h->pool))
@@ -429,20 +334,20 @@ static enum MHD_Result serve_simple(request *q)
             set_text(&q->reply, 200, "application/json", "{\"status\":\"ready\"}");
         break;
     /* [V2] health: 200 is true, 4xx false, the body empty; ready as /readyz. */
-    case ROUTE_V2_LIVE:
+    case SRV_ROUTE_V2_LIVE:
         set_text(&q->reply, 200, "text/plain", "");
         break;
-    case ROUTE_V2_READY:
-    case ROUTE_V2_MODEL_READY:
+    case SRV_ROUTE_V2_READY:
+    case SRV_ROUTE_V2_MODEL_READY:
         set_text(&q->reply, ready(h) ? 200 : 400, "text/plain", "");
         break;
-    case ROUTE_V2_SERVER:
+    case SRV_ROUTE_V2_SERVER:
         srv_v2_server_metadata(&q->reply);
         break;
-    case ROUTE_V2_MODEL:
+    case SRV_ROUTE_V2_MODEL:
         srv_v2_model_metadata(q->model, &q->reply);
         break;
-    case ROUTE_METRICS: {
+    case SRV_ROUTE_METRICS: {
         size_t len = 0;
         char *text = srv_metrics_render(h->metrics, &len);
         if (text == NULL)
@@ -453,7 +358,7 @@ static enum MHD_Result serve_simple(request *q)
         q->reply.body_len = len;
         break;
     }
-    case ROUTE_OPENAPI: {
+    case SRV_ROUTE_OPENAPI: {
         size_t n = srv_openapi_yaml_len;
         q->reply.http_status = 200;
         q->reply.content_type = "application/yaml";
@@ -464,14 +369,14 @@ static enum MHD_Result serve_simple(request *q)
         q->reply.body_len = n;
         break;
     }
-    case ROUTE_SCHEMES:
+    case SRV_ROUTE_SCHEMES:
         srv_schemes_reply(&q->reply);
         break;
-    case ROUTE_TENSORS:
+    case SRV_ROUTE_TENSORS:
         srv_tensor_store_reply(h->limits.tensors, &q->reply);
         break;
-    case ROUTE_PAGE:
-    case ROUTE_WEB: {
+    case SRV_ROUTE_PAGE:
+    case SRV_ROUTE_WEB: {
         srv_web_file f;
         if (!srv_web_find(q->path, &f))
             return send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such file of the web page");
@@ -527,29 +432,29 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     char msg[160];
     srv_web_file file;
 
-    q->route = find_route(url, method, &method_ok, q->model, sizeof q->model);
-    if (q->route == ROUTE_NOT_FOUND) {
+    q->route = srv_route_find(url, method, &method_ok, q->model, sizeof q->model);
+    if (q->route == SRV_ROUTE_NOT_FOUND) {
         snprintf(msg, sizeof msg, "no route %.64s %.64s", method, url);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
     if (!method_ok) {
-        snprintf(msg, sizeof msg, "%.64s takes %s, not %.16s", url, routes[q->route].method,
+        snprintf(msg, sizeof msg, "%.64s takes %s, not %.16s", url, srv_routes[q->route].method,
                  method);
         return refuse(q, c, SRV_ERR_METHOD_NOT_ALLOWED, msg);
     }
-    if (q->route == ROUTE_WEB && (strlen(url) >= sizeof q->path || !srv_web_find(url, &file))) {
+    if (q->route == SRV_ROUTE_WEB && (strlen(url) >= sizeof q->path || !srv_web_find(url, &file))) {
         snprintf(msg, sizeof msg, "no file %.64s in the web page", url);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
-    if (routes[q->route].api && !authorized(h, c))
+    if (srv_routes[q->route].api && !authorized(h, c))
         return refuse(q, c, SRV_ERR_UNAUTHORIZED,
                       "a valid API key is required: Authorization: Bearer <key>");
-    if (is_v2_model(q->route) && !srv_v2_model_known(q->model)) {
+    if (srv_route_is_v2_model(q->route) && !srv_v2_model_known(q->model)) {
         srv_v2_unknown_model(q->model, msg, sizeof msg);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
     q->infer_header_len = -1;
-    if (q->route == ROUTE_V2_INFER &&
+    if (q->route == SRV_ROUTE_V2_INFER &&
         (cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                           "Inference-Header-Content-Length")) != NULL) {
         char *end;
@@ -666,7 +571,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         snprintf(msg, sizeof msg, "body exceeds the limit of %zu bytes", h->cfg->max_body_bytes);
         return send_error(q, SRV_ERR_PAYLOAD_TOO_LARGE, NULL, msg);
     }
-    if (routes[q->route].method[0] == 'P')
+    if (srv_routes[q->route].method[0] == 'P')
         return start_job(q);
     return serve_simple(q);
 }
@@ -686,13 +591,13 @@ static void log_access(const request *q, double seconds)
                 "{\"ts\":\"%s\",\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,"
                 "\"bytes_in\":%zu,\"bytes_out\":%zu,\"items\":%zu,\"queue_ms\":%.3f,"
                 "\"compute_ms\":%.3f,\"duration_ms\":%.3f}\n",
-                ts, q->method, routes[q->route].path ? routes[q->route].path : "-", q->status,
+                ts, q->method, srv_routes[q->route].path ? srv_routes[q->route].path : "-", q->status,
                 q->body_len, q->bytes_out, q->ntasks,
                 (double)atomic_load(&q->max_queue_us) / 1e3,
                 (double)atomic_load(&q->sum_compute_us) / 1e3, seconds * 1e3);
     else
         fprintf(stderr, "%s %s %s %d %zu %zu %.3fms\n", ts, q->method,
-                routes[q->route].path ? routes[q->route].path : "-", q->status, q->body_len,
+                srv_routes[q->route].path ? srv_routes[q->route].path : "-", q->status, q->body_len,
                 q->bytes_out, seconds * 1e3);
 }
 

@@ -1,0 +1,113 @@
+/* test_routes.c - server/routes.c: which route a method and path name, the
+ * model name of the v2 model routes, and the table's own consistency. */
+#include "routes.h"
+#include "testutil.h"
+
+#include <string.h>
+
+static srv_route find(const char *url, const char *method, bool *ok, char *model)
+{
+    strcpy(model, "untouched");
+    return srv_route_find(url, method, ok, model, 32);
+}
+
+static void test_exact_paths(void **state)
+{
+    (void)state;
+    bool ok;
+    char model[32];
+    for (int i = 0; i < SRV_ROUTE_NOT_FOUND; i++) {
+        const srv_route_def *d = &srv_routes[i];
+        if (srv_route_is_v2_model((srv_route)i))
+            continue; /* their paths hold a {name} */
+        assert_int_equal(find(d->path, d->method, &ok, model), i);
+        assert_true(ok);
+        assert_string_equal(model, "untouched");
+        /* HEAD answers where GET does; other methods are refused. */
+        assert_int_equal(find(d->path, "HEAD", &ok, model), i);
+        assert_true(ok == (strcmp(d->method, "GET") == 0));
+        assert_int_equal(find(d->path, "DELETE", &ok, model), i);
+        assert_false(ok);
+    }
+}
+
+static void test_not_found(void **state)
+{
+    (void)state;
+    static const char *const urls[] = {"/v1/attention/", "/v1", "/v1/Attention", "/healthz/x",
+                                       "",              "/v2/", "/v2/models/", "/v2/models//infer",
+                                       "/v2/models/m/versions/1/infer", "/v2/models/m/infer/x",
+                                       "/webx"};
+    bool ok;
+    char model[32];
+    for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
+        if (find(urls[i], "GET", &ok, model) != SRV_ROUTE_NOT_FOUND)
+            fail_msg("%s found a route", urls[i]);
+        assert_true(ok);
+    }
+}
+
+static void test_web_prefix(void **state)
+{
+    (void)state;
+    bool ok;
+    char model[32];
+    assert_int_equal(find("/web/app.js", "GET", &ok, model), SRV_ROUTE_WEB);
+    assert_int_equal(find("/web/", "GET", &ok, model), SRV_ROUTE_WEB);
+    assert_int_equal(find("/", "GET", &ok, model), SRV_ROUTE_PAGE);
+    assert_int_equal(find("/", "POST", &ok, model), SRV_ROUTE_PAGE);
+    assert_false(ok);
+}
+
+static void test_v2_models(void **state)
+{
+    (void)state;
+    bool ok;
+    char model[32];
+    assert_int_equal(find("/v2/models/attention-rope", "GET", &ok, model), SRV_ROUTE_V2_MODEL);
+    assert_true(ok);
+    assert_string_equal(model, "attention-rope");
+    assert_int_equal(find("/v2/models/attention-t5/ready", "GET", &ok, model),
+                     SRV_ROUTE_V2_MODEL_READY);
+    assert_string_equal(model, "attention-t5");
+    assert_int_equal(find("/v2/models/x/infer", "POST", &ok, model), SRV_ROUTE_V2_INFER);
+    assert_true(ok);
+    assert_string_equal(model, "x");
+    assert_int_equal(find("/v2/models/x/infer", "GET", &ok, model), SRV_ROUTE_V2_INFER);
+    assert_false(ok);
+    /* A name longer than the buffer is cut, never overflows it. */
+    assert_int_equal(find("/v2/models/0123456789012345678901234567890123456789/infer", "POST",
+                          &ok, model),
+                     SRV_ROUTE_V2_INFER);
+    assert_int_equal(strlen(model), 31);
+    assert_int_equal(find("/v2", "GET", &ok, model), SRV_ROUTE_V2_SERVER);
+    assert_true(srv_route_is_v2(SRV_ROUTE_V2_SERVER) && !srv_route_is_v2_model(SRV_ROUTE_V2_SERVER));
+    assert_false(srv_route_is_v2(SRV_ROUTE_ATTENTION));
+}
+
+/* Every route has a path, a method and a label; the API routes are the
+ * /v1 and /v2 routes other than the health probes. */
+static void test_table(void **state)
+{
+    (void)state;
+    for (int i = 0; i < SRV_ROUTE_NOT_FOUND; i++) {
+        const srv_route_def *d = &srv_routes[i];
+        assert_non_null(d->path);
+        assert_non_null(d->label);
+        assert_true(strcmp(d->method, "GET") == 0 || strcmp(d->method, "POST") == 0);
+        bool versioned = strncmp(d->path, "/v1/", 4) == 0 || strncmp(d->path, "/v2", 3) == 0;
+        bool probe = strstr(d->path, "health") != NULL || strstr(d->path, "/ready") != NULL;
+        assert_true(d->api == (versioned && !probe));
+    }
+    assert_null(srv_routes[SRV_ROUTE_NOT_FOUND].path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_paths), cmocka_unit_test(test_not_found),
+        cmocka_unit_test(test_web_prefix),  cmocka_unit_test(test_v2_models),
+        cmocka_unit_test(test_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
