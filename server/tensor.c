@@ -327,18 +327,21 @@ static bool parse_shape(const cJSON *node, const char *field, int want_ndim, int
                     want_ndim);
     int k = 0;
     for (const cJSON *c = node->child; c; c = c->next, k++) {
+        double v = cJSON_IsNumber(c) ? c->valuedouble : 0;
+        if (cJSON_IsNumber(c) && v == floor(v) && v >= 1 && v <= INT32_MAX) {
+            shape[k] = (int64_t)v;
+            continue;
+        }
+        /* The element's path is formatted only for the error. */
         char dim[PATH_MAX_LEN];
         make_path(dim, "%s[%d]", path, k);
         if (!cJSON_IsNumber(c))
             return fail(err, SRV_ERR_INVALID_ARGUMENT, dim, "%s must be a positive integer, got %s",
                         dim, json_type_name(c));
-        double v = c->valuedouble;
         if (v != floor(v)) /* NaN fails too */
             return fail(err, SRV_ERR_INVALID_ARGUMENT, dim, "%s=%.17g must be an integer", dim, v);
-        if (v < 1 || v > INT32_MAX)
-            return fail(err, SRV_ERR_OUT_OF_RANGE, dim, "%s=%.17g must be between 1 and %d", dim, v,
-                        INT32_MAX);
-        shape[k] = (int64_t)v;
+        return fail(err, SRV_ERR_OUT_OF_RANGE, dim, "%s=%.17g must be between 1 and %d", dim, v,
+                    INT32_MAX);
     }
     *ndim = n;
     return true;
@@ -574,10 +577,10 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
         return false;
 
     size_t count = 1;
-    char shp[128];
-    shape_string(shp, sizeof shp, ndim, shape);
+    char shp[128]; /* for the errors only */
     for (int k = 0; k < ndim; k++) {
         if ((uint64_t)shape[k] > SIZE_MAX / count) {
+            shape_string(shp, sizeof shp, ndim, shape);
             join_path(path, field, ".shape");
             return fail(err, SRV_ERR_PAYLOAD_TOO_LARGE, path,
                         "%s %s has more elements than can be addressed (limit %zu)", path, shp,
@@ -585,10 +588,12 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
         }
         count *= (size_t)shape[k];
     }
-    if (count > max_elements || count > SIZE_MAX / sizeof(float))
+    if (count > max_elements || count > SIZE_MAX / sizeof(float)) {
+        shape_string(shp, sizeof shp, ndim, shape);
         return fail(err, SRV_ERR_PAYLOAD_TOO_LARGE, field,
                     "%s has %zu elements (shape %s), more than the limit of %zu", field, count, shp,
                     max_elements);
+    }
 
     if (data && b64) {
         return fail(err, SRV_ERR_INVALID_ARGUMENT, field,
