@@ -18,6 +18,11 @@
 
 enum { BQ = 64, BK = 256 };
 
+/* T5 buckets come from a table over relative positions [-max_distance,
+ * max_distance] (farther ones share the outermost bucket) when it has at
+ * most this many entries; from pa_t5_bucket per logit otherwise. */
+enum { T5_TABLE_MAX = 1 << 17 };
+
 /* Everything the kernel reads besides the caller's tensors, carved from the
  * workspace by layout(). */
 typedef struct buffers {
@@ -31,6 +36,7 @@ typedef struct buffers {
     float *cos_k, *sin_k;   /* [Lk, r/2]; may alias the q tables */
     int32_t *qpos, *kpos;   /* [Lq], [Lk] effective positions */
     float *slopes;          /* [H] alibi */
+    int32_t *t5_bucket;     /* [2*max_distance+1] t5: bucket of each relative position */
     float *S;               /* [BQ, BK] logits, then probabilities */
     float *O;               /* [BQ, Dv] running output */
     float *m, *l;           /* [BQ] running max and denominator */
@@ -89,6 +95,8 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     b->kpos = pa__ws_take(w, Lk, sizeof(int32_t));
     if (p->scheme->type == PA_SCHEME_ALIBI)
         b->slopes = pa__ws_take(w, (size_t)p->H, sizeof(float));
+    if (p->scheme->type == PA_SCHEME_T5 && p->scheme->t5.max_distance <= T5_TABLE_MAX / 2)
+        b->t5_bucket = pa__ws_take(w, 2 * (size_t)p->scheme->t5.max_distance + 1, sizeof(int32_t));
     b->S = pa__ws_take(w, tq * tk, sizeof(float));
     b->O = pa__ws_take(w, tq * (size_t)p->Dv, sizeof(float));
     b->m = pa__ws_take(w, tq, sizeof(float));
@@ -205,6 +213,18 @@ static void bias_and_mask(const pa__plan *p, const buffers *b, int32_t h, int32_
         }
         case PA_SCHEME_T5: {
             const pa_t5 *t = &s->t5;
+            if (b->t5_bucket != NULL) {
+                /* Past max_distance every bucket is the outermost one of
+                 * its direction, so clamped positions index the table. */
+                const int64_t md = t->max_distance;
+                const float *col = t->table + h;
+                for (int32_t j = 0; j < nk; j++) {
+                    int64_t d = (int64_t)kpos[j] - qp;
+                    d = d < -md ? -md : d > md ? md : d;
+                    row[j] += col[(size_t)b->t5_bucket[d + md] * p->H];
+                }
+                break;
+            }
             for (int32_t j = 0; j < nk; j++) {
                 int32_t bucket = pa_t5_bucket(rel_pos(kpos[j], qp), t->bidirectional,
                                               t->num_buckets, t->max_distance);
@@ -603,6 +623,12 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
         st = pa_alibi_slopes(&p.scheme->alibi, p.H, b.slopes, err);
         if (st != PA_STATUS_OK)
             return st;
+    }
+    if (b.t5_bucket != NULL) {
+        const pa_t5 *t = &p.scheme->t5;
+        for (int32_t d = -t->max_distance; d <= t->max_distance; d++)
+            b.t5_bucket[d + t->max_distance] =
+                pa_t5_bucket(d, t->bidirectional, t->num_buckets, t->max_distance);
     }
     {
         const int64_t units = (int64_t)p.H * blocks_per_head(&p);

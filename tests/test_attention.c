@@ -281,6 +281,33 @@ static void test_multi_tile(void **state)
     }
 }
 
+/* T5 buckets past max_distance (the clamped table) both ways, one-way
+ * buckets, and a max_distance too large for the table (per-logit path). */
+static void test_t5_far_positions(void **state)
+{
+    (void)state;
+    const int32_t mds[] = {20, 70000};
+    for (size_t m = 0; m < sizeof mds / sizeof *mds; m++) {
+        for (int bidir = 0; bidir < 2; bidir++) {
+            fixture f;
+            int32_t qpos[40], kpos[90];
+            for (int32_t i = 0; i < 40; i++)
+                qpos[i] = 5 * i + (int32_t)(m * 60000);
+            for (int32_t j = 0; j < 90; j++)
+                kpos[j] = 3 * j - 40;
+            setup_qkv(&f, PA_SCHEME_T5, 40, 90, 2, 2, 8, 0, 320 + m * 2 + bidir);
+            f.scheme.t5.num_buckets = 8;
+            f.scheme.t5.max_distance = mds[m];
+            f.scheme.t5.bidirectional = bidir;
+            add_tables(&f, 2, 8, 8, 1);
+            f.a.q_positions = qpos;
+            f.a.k_positions = kpos;
+            check_against_reference(&f.a, WANT_LOGITS);
+            fixture_free(&f);
+        }
+    }
+}
+
 static void test_rope_variants(void **state)
 {
     (void)state;
@@ -701,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_each_scheme_qkv),
         cmocka_unit_test(test_each_scheme_layer),
         cmocka_unit_test(test_multi_tile),
+        cmocka_unit_test(test_t5_far_positions),
         cmocka_unit_test(test_rope_variants),
         cmocka_unit_test(test_masks_and_positions),
         cmocka_unit_test(test_causal_bottom_right),
