@@ -258,12 +258,28 @@ $(FUZZ_ST_BIN): $(FUZZ_ST_SRC) server/tensor_file.h server/tensor.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_ST_SRC) -o $@ $(SRV_LIBS) -lm
 
-fuzz: deps $(FUZZ_BIN) $(FUZZ_ST_BIN)
+# The tensor numbers parsed before cJSON (server/json_lift.c) against cJSON's
+# own reading of the same text: a differential driver, seeded by the requests.
+FUZZ_LIFT_BIN := $(BUILD)/fuzz/fuzz_lift
+FUZZ_LIFT_SRC := tests/fuzz/fuzz_lift.c server/json_lift.c server/tensor.c server/fmt_float.c \
+                 server/reply.c server/errors.c
+FUZZ_LIFT_RUN = mkdir -p $(BUILD)/fuzz/lift-corpus && cd $(BUILD)/fuzz && \
+	./fuzz_lift -max_total_time=$(1) -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=./lift- -dict=$(CURDIR)/tests/fuzz/request.dict \
+	    lift-corpus $(CURDIR)/tests/fuzz/corpus
+
+$(FUZZ_LIFT_BIN): $(FUZZ_LIFT_SRC) server/json_lift.h server/tensor.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LIFT_SRC) -o $@ $(SRV_LIBS) -lm
+
+fuzz: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN)
 	$(call FUZZ_RUN,$(FUZZ_SECONDS))
 	$(call FUZZ_ST_RUN,$(FUZZ_SECONDS))
-fuzz-smoke: deps $(FUZZ_BIN) $(FUZZ_ST_BIN)
+	$(call FUZZ_LIFT_RUN,$(FUZZ_SECONDS))
+fuzz-smoke: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN)
 	$(call FUZZ_RUN,10)
 	$(call FUZZ_ST_RUN,10)
+	$(call FUZZ_LIFT_RUN,10)
 
 # posattn-load is a client: libcurl and cJSON, nothing from lib/ or server/.
 $(BUILD)/tools/load/%.o: tools/load/%.c

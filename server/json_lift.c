@@ -96,6 +96,10 @@ static bool parse_number(const char *s, size_t len, size_t *pos, double *out)
             x = x < 100000 ? x * 10 + (s[p] - '0') : x;
         e10 += eneg ? -x : x;
     }
+    /* cJSON reads at most 63 characters of a number and rejects the body
+     * when one is longer: so does this (by leaving it to cJSON). */
+    if (p - start > 63)
+        return false;
     *pos = p;
     if (exact && m <= ((uint64_t)1 << 53) && e10 >= -22 && e10 <= 22) {
         double d = (double)m;
@@ -104,10 +108,8 @@ static bool parse_number(const char *s, size_t len, size_t *pos, double *out)
         return true;
     }
     {
-        char buf[128];
+        char buf[64];
         const size_t n = p - start;
-        if (n >= sizeof buf)
-            return false; /* cJSON will take it */
         memcpy(buf, s + start, n);
         buf[n] = '\0';
         *out = strtod(buf, NULL);
