@@ -220,8 +220,9 @@ void srv_job_set_timed_out(srv_job *job, size_t i)
 bool api_render_timing(cJSON *obj, const api_task *t)
 {
     cJSON *timing = cJSON_AddObjectToObject(obj, "timing");
-    return timing != NULL && cJSON_AddNumberToObject(timing, "queue_us", (double)t->queue_us) &&
-           cJSON_AddNumberToObject(timing, "compute_us", (double)t->compute_us);
+    return timing != NULL &&
+           cJSON_AddItemToObject(timing, "queue_us", srv_json_int((int64_t)t->queue_us)) &&
+           cJSON_AddItemToObject(timing, "compute_us", srv_json_int((int64_t)t->compute_us));
 }
 
 bool api_render_error(cJSON *obj, const api_err *e)

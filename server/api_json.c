@@ -185,12 +185,15 @@ bool api_check_fields(const cJSON *obj, const char *const *known, size_t n, cons
     {
         const char *name = m->string != NULL ? m->string : "";
         size_t k = 0;
-        if (parent != NULL && parent[0] != '\0')
-            snprintf(rel, sizeof rel, "%s.%s", parent, name);
-        else
-            snprintf(rel, sizeof rel, "%s", name);
         while (k < n && strcmp(known[k], name) != 0)
             k++;
+        if (k == n || (k < 64 && (seen & ((uint64_t)1 << k)))) {
+            /* The member's path, for the error only. */
+            if (parent != NULL && parent[0] != '\0')
+                snprintf(rel, sizeof rel, "%s.%s", parent, name);
+            else
+                snprintf(rel, sizeof rel, "%s", name);
+        }
         if (k == n) {
             char list[API_MESSAGE_MAX / 2];
             size_t used = 0;
@@ -475,17 +478,17 @@ bool api_check_result_size(const char *name, int ndim, const int64_t *shape, con
     size_t n = 1;
     char dims[96];
     size_t used = 0;
-    for (int d = 0; d < ndim; d++) {
-        int w;
+    for (int d = 0; d < ndim; d++)
         n = api_mul_sat(n, (size_t)shape[d]);
-        w = snprintf(dims + used, sizeof dims - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (n <= ctx->lim->max_tensor_elements)
+        return true;
+    dims[0] = '\0';
+    for (int d = 0; d < ndim; d++) {
+        int w = snprintf(dims + used, sizeof dims - used, "%s%lld", d ? ", " : "",
+                         (long long)shape[d]);
         if (w > 0 && (size_t)w < sizeof dims - used)
             used += (size_t)w;
     }
-    if (ndim == 0)
-        dims[0] = '\0';
-    if (n <= ctx->lim->max_tensor_elements)
-        return true;
     return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
                     "%s [%s] would have %zu values; the limit per tensor is %zu", name, dims, n,
                     ctx->lim->max_tensor_elements);

@@ -268,8 +268,8 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
     ok = root != NULL && cJSON_AddStringToObject(root, "model_name", ans->model) &&
          (ans->id == NULL || cJSON_AddStringToObject(root, "id", ans->id)) &&
          (params = cJSON_AddObjectToObject(root, "parameters")) != NULL &&
-         cJSON_AddNumberToObject(params, "queue_us", (double)r.timing.queue_us) &&
-         cJSON_AddNumberToObject(params, "compute_us", (double)r.timing.compute_us) &&
+         cJSON_AddItemToObject(params, "queue_us", srv_json_int((int64_t)r.timing.queue_us)) &&
+         cJSON_AddItemToObject(params, "compute_us", srv_json_int((int64_t)r.timing.compute_us)) &&
          (outs = cJSON_AddArrayToObject(root, "outputs")) != NULL;
     for (size_t i = 0; ok && i < ans->n_out; i++) {
         const api_item *it = r.it;
@@ -316,7 +316,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
              cJSON_AddStringToObject(o, "datatype", "FP32") &&
              (shp = cJSON_AddArrayToObject(o, "shape")) != NULL;
         for (int d = 0; ok && d < ndim; d++)
-            ok = cJSON_AddItemToArray(shp, cJSON_CreateNumber((double)shape[d]));
+            ok = cJSON_AddItemToArray(shp, srv_json_int(shape[d]));
         if (ok && ans->binary[i]) {
             /* [BIN]: "binary_data_size" on $response_output. */
             cJSON *p = cJSON_AddObjectToObject(o, "parameters");

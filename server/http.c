@@ -151,6 +151,28 @@ static void record_answer(request *q)
     }
 }
 
+/* Writes us microseconds as milliseconds with three decimals ("12.345",
+ * as "%.3f" would, without printf); returns the end, where a NUL is. */
+static char *put_ms(char *p, uint64_t us)
+{
+    char digits[24];
+    int n = 0;
+    uint64_t ms = us / 1000;
+    unsigned frac = (unsigned)(us % 1000);
+    do {
+        digits[n++] = (char)('0' + ms % 10);
+        ms /= 10;
+    } while (ms != 0);
+    while (n > 0)
+        *p++ = digits[--n];
+    *p++ = '.';
+    *p++ = (char)('0' + frac / 100);
+    *p++ = (char)('0' + frac / 10 % 10);
+    *p++ = (char)('0' + frac % 10);
+    *p = '\0';
+    return p;
+}
+
 static enum MHD_Result send_reply(request *q)
 {
     struct MHD_Response *resp;
@@ -177,14 +199,14 @@ static enum MHD_Result send_reply(request *q)
         MHD_add_response_header(resp, "Inference-Header-Content-Length", n);
     }
     {
-        double total_ms = (double)(srv_now_ns() - q->start_ns) / 1e6;
-        double queue_ms = (double)atomic_load(&q->max_queue_us) / 1e3;
-        double compute_ms = (double)atomic_load(&q->sum_compute_us) / 1e3;
-        if (q->submitted)
-            snprintf(timing, sizeof timing, "queue;dur=%.3f, compute;dur=%.3f, total;dur=%.3f",
-                     queue_ms, compute_ms, total_ms);
-        else
-            snprintf(timing, sizeof timing, "total;dur=%.3f", total_ms);
+        uint64_t total_us = (srv_now_ns() - q->start_ns + 500) / 1000;
+        char *p = timing;
+        if (q->submitted) {
+            p = put_ms(stpcpy(p, "queue;dur="), atomic_load(&q->max_queue_us));
+            p = put_ms(stpcpy(p, ", compute;dur="), atomic_load(&q->sum_compute_us));
+            p = stpcpy(p, ", ");
+        }
+        put_ms(stpcpy(p, "total;dur="), total_us);
         MHD_add_response_header(resp, "Server-Timing", timing);
     }
     if (r->http_status == MHD_HTTP_SERVICE_UNAVAILABLE)

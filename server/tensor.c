@@ -429,7 +429,7 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
     return true;
 }
 
-static bool b64_floats(float *out, size_t count, const char *path, srv_reply *err);
+static bool b64_floats(float *out, size_t count, const char *field, srv_reply *err);
 
 static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64_t *shape,
                       size_t count, float *out, srv_reply *err)
@@ -492,11 +492,12 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
         return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
                     "%s decodes to %zu bytes, but shape %s needs %zu float32 = %zu bytes", path,
                     got, shp, count, bytes);
-    return b64_floats(out, count, path, err);
+    return b64_floats(out, count, field, err);
 }
 
-/* Decoded base64 bytes to floats: byte order, then every value finite. */
-static bool b64_floats(float *out, size_t count, const char *path, srv_reply *err)
+/* Decoded base64 bytes to floats: byte order, then every value finite.
+ * field is the tensor's path (errors name field.b64[i]). */
+static bool b64_floats(float *out, size_t count, const char *field, srv_reply *err)
 {
     uint32_t all = 0;
     if (!srv_host_little_endian())
@@ -510,7 +511,8 @@ static bool b64_floats(float *out, size_t count, const char *path, srv_reply *er
     }
     for (size_t i = 0; all && i < count; i++) {
         if (!isfinite(out[i])) {
-            char at[PATH_MAX_LEN];
+            char path[PATH_MAX_LEN], at[PATH_MAX_LEN];
+            join_path(path, field, ".b64");
             make_path(at, "%s[%zu]", path, i);
             return fail(err, SRV_ERR_OUT_OF_RANGE, at,
                         "%s holds a non-finite float32 (%s) at element %zu", path,
@@ -607,8 +609,7 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
     float *buf = srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
     bool ok;
     if (buf != NULL) {
-        join_path(path, field, ".b64");
-        ok = data != NULL || b64_floats(buf, count, path, err);
+        ok = data != NULL || b64_floats(buf, count, field, err);
     } else {
         buf = malloc(count * sizeof(float));
         if (!buf)
@@ -668,6 +669,20 @@ static cJSON *raw_node_take(char *text)
     cJSON_free(node->valuestring);
     node->valuestring = text;
     return node;
+}
+
+cJSON *srv_json_int(int64_t v)
+{
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        *--p = '-';
+    return cJSON_CreateRaw(p);
 }
 
 static cJSON *render_json_array(const float *data, size_t count)
@@ -740,7 +755,7 @@ bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int n
     if (!shp)
         goto fail;
     for (int k = 0; k < ndim; k++) {
-        cJSON *d = cJSON_CreateNumber((double)shape[k]);
+        cJSON *d = srv_json_int(shape[k]);
         if (!d || !cJSON_AddItemToArray(shp, d)) {
             cJSON_Delete(d);
             goto fail;

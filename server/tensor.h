@@ -58,6 +58,11 @@ bool srv_host_little_endian(void);
 /* Reverses the bytes of each of count 4-byte words at p in place. */
 void srv_swap_bytes32(void *p, size_t count);
 
+/* A JSON integer as a raw cJSON node (NULL on allocation failure): printed
+ * as its digits, without cJSON's sprintf("%1.15g") and sscanf round trip,
+ * which cost more than a small tensor's whole answer. */
+cJSON *srv_json_int(int64_t v);
+
 /* Standard base64 (RFC 4648, with padding). decode returns false on any
  * invalid character, bad padding or a length that is not a multiple of 4. */
 size_t srv_b64_encoded_len(size_t n);
