@@ -158,6 +158,13 @@ const char *srv_job_task_scheme(const srv_job *job, size_t i)
     return job->tasks[i].scheme_name;
 }
 
+double srv_job_task_macs(const srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks)
+        return 0;
+    return job->tasks[i].macs;
+}
+
 size_t srv_job_task_workspace(const srv_job *job, size_t i)
 {
     if (job == NULL || i >= job->n_tasks)
@@ -310,6 +317,7 @@ typedef struct att_item {
     api_err err; /* why it is not valid */
     const char *scheme_name;
     size_t workspace;
+    double macs; /* of the whole item (all parts) */
     size_t first;
     int32_t nparts;
     api_item it;
@@ -431,6 +439,7 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const srv_l
     size_t ws;
     double macs;
 
+    memset(&ctx, 0, sizeof ctx);
     a->nparts = 1;
     snprintf(prefix, sizeof prefix, "inputs[%zu]", i);
     ctx.lim = lim;
@@ -448,6 +457,10 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const srv_l
         goto fail;
     }
     macs = 2.0 * a->it.Lq * (double)a->it.Lk * a->it.D * a->it.H;
+    if (a->it.att.x != NULL) /* the projections: x w_q, x w_k, x w_v (and w_o) */
+        macs += (double)(a->it.Lq + 2 * a->it.Lk) * a->it.att.d_model * a->it.H * a->it.D +
+                (double)a->it.Lq * a->it.H * a->it.Dv * a->it.att.d_out;
+    a->macs = macs;
     if (a->it.att.x == NULL && lim->parallel_parts > 1 && macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
     a->valid = true;
@@ -722,6 +735,7 @@ bool api_attention_prepare(const cJSON *root, const srv_limits *lim, srv_job **j
             aj->task_item[t] = k;
             job->tasks[t].scheme_name = a->scheme_name;
             job->tasks[t].workspace = a->valid ? a->workspace : 0;
+            job->tasks[t].macs = a->valid ? a->macs / a->nparts : 0;
             if (!a->valid)
                 api_task_fail(job, t, &a->err);
         }

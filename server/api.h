@@ -56,6 +56,9 @@ bool srv_job_prepare(srv_endpoint ep, const char *body, size_t len, const srv_li
 size_t srv_job_task_count(const srv_job *job);
 /* Scheme name of task i ("rope", ...; "none"), for metrics labels. */
 const char *srv_job_task_scheme(const srv_job *job, size_t i);
+/* Multiply-adds task i computes (an estimate for scheduling; 0 when the
+ * endpoint does not estimate it). */
+double srv_job_task_macs(const srv_job *job, size_t i);
 /* Bytes of workspace task i needs (known before it runs). */
 size_t srv_job_task_workspace(const srv_job *job, size_t i);
 /* Runs task i on the calling thread. Distinct i may run concurrently. A

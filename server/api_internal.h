@@ -52,6 +52,7 @@ typedef struct api_task {
     api_err err;
     uint64_t queue_us, compute_us;
     size_t workspace;        /* bytes srv_job_run_task reserves before running */
+    double macs;             /* multiply-adds it computes; 0 when not estimated */
     const char *scheme_name; /* static: metrics label */
 } api_task;
 
