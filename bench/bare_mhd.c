@@ -79,9 +79,8 @@ int main(int argc, char **argv)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     d = MHD_start_daemon(MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
                          NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                         MHD_OPTION_THREAD_POOL_SIZE, 2u,
-                         MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT, 4096u,
-                         MHD_OPTION_END);
+                         MHD_OPTION_THREAD_POOL_SIZE, 2u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                         MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_END);
     if (d == NULL)
         return 1;
     info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);

@@ -46,15 +46,15 @@ void pa__tile_pack_kt(int32_t n, int32_t d, const float *k, int ldk, float *kt, 
 static void qk_blas(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A, int lda,
                     const float *Bt, size_t ldb, float *S, int lds)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kdim, alpha, A, lda, Bt,
-                (int)ldb, 0.0f, S, lds);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kdim, alpha, A, lda, Bt, (int)ldb,
+                0.0f, S, lds);
 }
 
 static void pv_blas(int32_t m, int32_t n, int32_t kdim, const float *P, int ldp, const float *V,
                     int ldv, float *O, int ldo)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kdim, 1.0f, P, ldp, V, ldv,
-                1.0f, O, ldo);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kdim, 1.0f, P, ldp, V, ldv, 1.0f,
+                O, ldo);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -77,38 +77,46 @@ PA_AVX512 PA_INLINE __mmask16 lanes(int32_t c, int32_t n)
 
 /* S[R, NV*16 columns from j] = alpha * A[R, kdim] Bt[kdim, ...]. */
 PA_AVX512 PA_INLINE void qk_block(const int R, const int NV, int32_t j, int32_t n, int32_t kdim,
-                                   float alpha, const float *A, int lda, const float *Bt,
-                                   size_t ldb, float *S, int lds)
+                                  float alpha, const float *A, int lda, const float *Bt, size_t ldb,
+                                  float *S, int lds)
 {
     __m512 acc[8][2];
     __mmask16 mk[2];
-    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++)
         mk[v] = lanes(j + 16 * v, n);
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
             acc[r][v] = _mm512_setzero_ps();
     for (int32_t d = 0; d < kdim; d++) {
         const float *b = Bt + (size_t)d * ldb + (size_t)j;
         __m512 bv[2];
-        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
             bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
             const __m512 a = _mm512_set1_ps(A[(size_t)r * (size_t)lda + (size_t)d]);
-            _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++)
                 acc[r][v] = _mm512_fmadd_ps(a, bv[v], acc[r][v]);
         }
     }
     {
         const __m512 va = _mm512_set1_ps(alpha);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++)
                 _mm512_mask_storeu_ps(S + (size_t)r * (size_t)lds + (size_t)j + 16 * v, mk[v],
                                       _mm512_mul_ps(acc[r][v], va));
     }
 }
 
 PA_AVX512 PA_INLINE void qk_rows(const int R, int32_t n, int32_t kdim, float alpha, const float *A,
-                                  int lda, const float *Bt, size_t ldb, float *S, int lds)
+                                 int lda, const float *Bt, size_t ldb, float *S, int lds)
 {
     int32_t j = 0;
     for (; j + 16 < n; j += 32)
@@ -123,9 +131,9 @@ PA_AVX512 static void qk_avx512(int32_t m, int32_t n, int32_t kdim, float alpha,
     int32_t i = 0;
     for (; i + 8 <= m; i += 8)
         qk_rows(8, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds);
-#define QK_TAIL(r)                                                                              \
-    case r:                                                                                     \
-        qk_rows(r, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds); \
+#define QK_TAIL(r)                                                                                 \
+    case r:                                                                                        \
+        qk_rows(r, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds);   \
         break
     switch (m - i) {
         QK_TAIL(1);
@@ -143,36 +151,44 @@ PA_AVX512 static void qk_avx512(int32_t m, int32_t n, int32_t kdim, float alpha,
 
 /* O[R, NV*16 columns from c] += P[R, kdim] V[kdim, ...]. */
 PA_AVX512 PA_INLINE void pv_block(const int R, const int NV, int32_t c, int32_t n, int32_t kdim,
-                                   const float *P, int ldp, const float *V, int ldv, float *O,
-                                   int ldo)
+                                  const float *P, int ldp, const float *V, int ldv, float *O,
+                                  int ldo)
 {
     __m512 acc[6][4];
     __mmask16 mk[4];
-    _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++)
         mk[v] = lanes(c + 16 * v, n);
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
-            acc[r][v] = _mm512_maskz_loadu_ps(mk[v], O + (size_t)r * (size_t)ldo + (size_t)c +
-                                                          16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
+            acc[r][v] =
+                _mm512_maskz_loadu_ps(mk[v], O + (size_t)r * (size_t)ldo + (size_t)c + 16 * v);
     for (int32_t k = 0; k < kdim; k++) {
         const float *b = V + (size_t)k * (size_t)ldv + (size_t)c;
         __m512 bv[4];
-        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
             bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
             const __m512 p = _mm512_set1_ps(P[(size_t)r * (size_t)ldp + (size_t)k]);
-            _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++)
                 acc[r][v] = _mm512_fmadd_ps(p, bv[v], acc[r][v]);
         }
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int v = 0; v < NV; v++)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
             _mm512_mask_storeu_ps(O + (size_t)r * (size_t)ldo + (size_t)c + 16 * v, mk[v],
                                   acc[r][v]);
 }
 
 PA_AVX512 PA_INLINE void pv_rows(const int R, int32_t n, int32_t kdim, const float *P, int ldp,
-                                  const float *V, int ldv, float *O, int ldo)
+                                 const float *V, int ldv, float *O, int ldo)
 {
     int32_t c = 0;
     for (; c + 48 < n; c += 64)
@@ -198,9 +214,9 @@ PA_AVX512 static void pv_avx512(int32_t m, int32_t n, int32_t kdim, const float 
     int32_t i = 0;
     for (; i + 6 <= m; i += 6)
         pv_rows(6, n, kdim, P + (size_t)i * ldp, ldp, V, ldv, O + (size_t)i * ldo, ldo);
-#define PV_TAIL(r)                                                                         \
-    case r:                                                                                \
-        pv_rows(r, n, kdim, P + (size_t)i * ldp, ldp, V, ldv, O + (size_t)i * ldo, ldo); \
+#define PV_TAIL(r)                                                                                 \
+    case r:                                                                                        \
+        pv_rows(r, n, kdim, P + (size_t)i * ldp, ldp, V, ldv, O + (size_t)i * ldo, ldo);           \
         break
     switch (m - i) {
         PV_TAIL(1);

@@ -124,8 +124,8 @@ static bool parse_number(const char *s, size_t len, size_t *pos, double *out)
 typedef struct array_ctx {
     float *data;
     size_t n, cap;
-    int leaf;                     /* depth of the numbers; -1 until the first */
-    int64_t dims[SRV_MAX_DIMS];   /* 0 until the first array of that depth ends */
+    int leaf;                   /* depth of the numbers; -1 until the first */
+    int64_t dims[SRV_MAX_DIMS]; /* 0 until the first array of that depth ends */
 } array_ctx;
 
 static bool push(array_ctx *a, float v)
@@ -163,8 +163,8 @@ static bool parse_array(const char *s, size_t len, size_t *pos, int level, array
             float f;
             if (a->leaf < 0)
                 a->leaf = level;
-            if (a->leaf != level || !parse_number(s, len, &p, &d) ||
-                !srv_double_to_float(d, &f) || !push(a, f))
+            if (a->leaf != level || !parse_number(s, len, &p, &d) || !srv_double_to_float(d, &f) ||
+                !push(a, f))
                 return false;
         }
         n++;
@@ -189,8 +189,7 @@ static bool parse_array(const char *s, size_t len, size_t *pos, int level, array
 /* The scan                                                                  */
 /* ------------------------------------------------------------------------- */
 
-static bool add_item(srv_lift *l, const array_ctx *a, bool b64, const char *text,
-                     size_t text_len)
+static bool add_item(srv_lift *l, const array_ctx *a, bool b64, const char *text, size_t text_len)
 {
     srv_lifted *it;
     if (l->count == l->cap) {

@@ -34,10 +34,10 @@
 #include <stdint.h>
 
 typedef struct srv_lifted {
-    float *data;  /* n floats, row-major; malloc'd, owned by the lift until taken */
+    float *data; /* n floats, row-major; malloc'd, owned by the lift until taken */
     size_t n;
-    bool b64;     /* decoded base64 (little-endian float32 bytes), not numbers */
-    int depth;    /* numbers: 1 for a flat array */
+    bool b64;  /* decoded base64 (little-endian float32 bytes), not numbers */
+    int depth; /* numbers: 1 for a flat array */
     int64_t dims[SRV_MAX_DIMS];
     const char *text; /* the array's original text (in the caller's body) */
     size_t text_len;
@@ -47,7 +47,7 @@ typedef struct srv_lift {
     srv_lifted *items;
     size_t count, cap;
     size_t bytes; /* of the floats and the text, for the request memory bound */
-    char *text; /* the body with markers; NUL-terminated; NULL when nothing was lifted */
+    char *text;   /* the body with markers; NUL-terminated; NULL when nothing was lifted */
     size_t len;
 } srv_lift;
 

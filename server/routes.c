@@ -62,10 +62,10 @@ srv_route srv_route_find(const char *url, const char *method, bool *method_ok, c
     srv_route v2 = v2_model_route(url, name, sizeof name);
     for (int i = 0; i < SRV_ROUTE_NOT_FOUND; i++) {
         const srv_route_def *d = &srv_routes[i];
-        bool match = i == (int)v2 ||
-                     (v2 == SRV_ROUTE_NOT_FOUND && !srv_route_is_v2_model((srv_route)i) &&
-                      (i == SRV_ROUTE_WEB ? strncmp(url, d->path, strlen(d->path)) == 0
-                                          : strcmp(url, d->path) == 0));
+        bool match =
+            i == (int)v2 || (v2 == SRV_ROUTE_NOT_FOUND && !srv_route_is_v2_model((srv_route)i) &&
+                             (i == SRV_ROUTE_WEB ? strncmp(url, d->path, strlen(d->path)) == 0
+                                                 : strcmp(url, d->path) == 0));
         if (match) {
             *method_ok = strcmp(method, d->method) == 0 ||
                          (strcmp(method, "HEAD") == 0 && strcmp(d->method, "GET") == 0);

@@ -73,12 +73,35 @@ static size_t check_same(const char *body)
 static void test_numbers_bit_identical(void **state)
 {
     (void)state;
-    static const char *const fixed[] = {
-        "0", "-0", "1", "-1", "0.5", "1e0", "1E+2", "2e-3", "123456789", "0.1", "0.30000001",
-        "3.4028235e38", "3.40282356e38", "-3.4028235e38", "1e-45", "1.4e-45", "7e-46",
-        "1e-400", "9007199254740993", "12345678901234567890123", "0.000000000000000000001234",
-        "1.00000000000000000000000001", "4.9406564584124654e-324", "1e22", "1e23", "8e-23",
-        "123456789012345678e-30", "0e400", "-0.0e-5"};
+    static const char *const fixed[] = {"0",
+                                        "-0",
+                                        "1",
+                                        "-1",
+                                        "0.5",
+                                        "1e0",
+                                        "1E+2",
+                                        "2e-3",
+                                        "123456789",
+                                        "0.1",
+                                        "0.30000001",
+                                        "3.4028235e38",
+                                        "3.40282356e38",
+                                        "-3.4028235e38",
+                                        "1e-45",
+                                        "1.4e-45",
+                                        "7e-46",
+                                        "1e-400",
+                                        "9007199254740993",
+                                        "12345678901234567890123",
+                                        "0.000000000000000000001234",
+                                        "1.00000000000000000000000001",
+                                        "4.9406564584124654e-324",
+                                        "1e22",
+                                        "1e23",
+                                        "8e-23",
+                                        "123456789012345678e-30",
+                                        "0e400",
+                                        "-0.0e-5"};
     char body[8192];
     size_t at = (size_t)snprintf(body, sizeof body, "{\"t\":{\"shape\":[%zu],\"data\":[",
                                  sizeof fixed / sizeof *fixed);
@@ -125,10 +148,26 @@ static void test_left_for_cjson(void **state)
 {
     (void)state;
     static const char *const arrays[] = {
-        "[[1,2],[3]]", "[1,[2]]",    "[[1],2]",     "[]",        "[[]]",      "[1,\"2\"]",
-        "[1,null]",    "[true]",     "[01]",        "[1.]",      "[.5]",      "[+1]",
-        "[1e]",        "[-]",        "[1,]",        "[1 2]",     "[1e39]",    "[-3.5e38]",
-        "[1e999]",     "[[[[[[[[[1]]]]]]]]]",
+        "[[1,2],[3]]",
+        "[1,[2]]",
+        "[[1],2]",
+        "[]",
+        "[[]]",
+        "[1,\"2\"]",
+        "[1,null]",
+        "[true]",
+        "[01]",
+        "[1.]",
+        "[.5]",
+        "[+1]",
+        "[1e]",
+        "[-]",
+        "[1,]",
+        "[1 2]",
+        "[1e39]",
+        "[-3.5e38]",
+        "[1e999]",
+        "[[[[[[[[[1]]]]]]]]]",
         "[1234567890123456789012345678901234567890123456789012345678901234]"};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
         char body[256];
@@ -148,10 +187,10 @@ static void test_b64(void **state)
     /* 1.0, -2.5, 3e38 as little-endian float32. */
     const char *ok = "AACAPwAAIMA5tmF/";
     static const char *const cases[] = {
-        "{\"t\":{\"shape\":[3],\"b64\":\"%s\"}}",       /* fits */
-        "{\"t\":{\"b64\" : \"%s\", \"shape\":[1,3]}}",   /* fits, other order */
-        "{\"t\":{\"shape\":[4],\"b64\":\"%s\"}}",       /* wrong size: usual error */
-        "{\"t\":{\"shape\":[3],\"data\":\"%s\"}}",      /* base64 under data */
+        "{\"t\":{\"shape\":[3],\"b64\":\"%s\"}}",      /* fits */
+        "{\"t\":{\"b64\" : \"%s\", \"shape\":[1,3]}}", /* fits, other order */
+        "{\"t\":{\"shape\":[4],\"b64\":\"%s\"}}",      /* wrong size: usual error */
+        "{\"t\":{\"shape\":[3],\"data\":\"%s\"}}",     /* base64 under data */
     };
     char body[256];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -160,12 +199,9 @@ static void test_b64(void **state)
     }
     /* Not base64, padding, a NaN, an escape, numbers: left for cJSON. */
     static const char *const left[] = {
-        "{\"t\":{\"shape\":[1],\"b64\":\"AAC*\"}}",
-        "{\"t\":{\"shape\":[1],\"b64\":\"AACAPw=\"}}",
-        "{\"t\":{\"shape\":[1],\"b64\":\"AACA\"}}",
-        "{\"t\":{\"shape\":[1],\"b64\":\"\"}}",
-        "{\"t\":{\"shape\":[1],\"b64\":\"AAC\\/\"}}",
-        "{\"t\":{\"shape\":[1],\"b64\":[1]}}",
+        "{\"t\":{\"shape\":[1],\"b64\":\"AAC*\"}}",   "{\"t\":{\"shape\":[1],\"b64\":\"AACAPw=\"}}",
+        "{\"t\":{\"shape\":[1],\"b64\":\"AACA\"}}",   "{\"t\":{\"shape\":[1],\"b64\":\"\"}}",
+        "{\"t\":{\"shape\":[1],\"b64\":\"AAC\\/\"}}", "{\"t\":{\"shape\":[1],\"b64\":[1]}}",
     };
     for (size_t i = 0; i < sizeof left / sizeof *left; i++)
         assert_int_equal(check_same(left[i]), 0);
@@ -207,15 +243,16 @@ static void test_markers_unforgeable(void **state)
     assert_non_null(strstr(o.err.body, "must be an array"));
     outcome_free(&o);
 
-    const char raw[] = "{\"s\":\"\x01" "0\",\"t\":{\"shape\":[1],\"data\":[1]}}";
+    const char raw[] = "{\"s\":\"\x01"
+                       "0\",\"t\":{\"shape\":[1],\"data\":[1]}}";
     assert_false(srv_lift_scan(raw, strlen(raw), &lift));
 
     /* Without the lift in force, a marker is just a string. */
     const char *body = "{\"t\":{\"shape\":[2],\"data\":[1,2]}}";
     assert_true(srv_lift_scan(body, strlen(body), &lift));
     cJSON *root = cJSON_Parse(lift.text);
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(root, "t"), "data");
+    const cJSON *data =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "t"), "data");
     assert_null(srv_lift_find(data));
     srv_lift_set_current(&lift);
     assert_true(srv_lift_find(data) == &lift.items[0]);
@@ -227,12 +264,9 @@ static void test_markers_unforgeable(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_numbers_bit_identical),
-        cmocka_unit_test(test_nested_and_shapes),
-        cmocka_unit_test(test_left_for_cjson),
-        cmocka_unit_test(test_b64),
-        cmocka_unit_test(test_only_data_values),
-        cmocka_unit_test(test_markers_unforgeable),
+        cmocka_unit_test(test_numbers_bit_identical), cmocka_unit_test(test_nested_and_shapes),
+        cmocka_unit_test(test_left_for_cjson),        cmocka_unit_test(test_b64),
+        cmocka_unit_test(test_only_data_values),      cmocka_unit_test(test_markers_unforgeable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

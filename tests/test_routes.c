@@ -34,9 +34,16 @@ static void test_exact_paths(void **state)
 static void test_not_found(void **state)
 {
     (void)state;
-    static const char *const urls[] = {"/v1/attention/", "/v1", "/v1/Attention", "/healthz/x",
-                                       "",              "/v2/", "/v2/models/", "/v2/models//infer",
-                                       "/v2/models/m/versions/1/infer", "/v2/models/m/infer/x",
+    static const char *const urls[] = {"/v1/attention/",
+                                       "/v1",
+                                       "/v1/Attention",
+                                       "/healthz/x",
+                                       "",
+                                       "/v2/",
+                                       "/v2/models/",
+                                       "/v2/models//infer",
+                                       "/v2/models/m/versions/1/infer",
+                                       "/v2/models/m/infer/x",
                                        "/webx"};
     bool ok;
     char model[32];
@@ -76,12 +83,13 @@ static void test_v2_models(void **state)
     assert_int_equal(find("/v2/models/x/infer", "GET", &ok, model), SRV_ROUTE_V2_INFER);
     assert_false(ok);
     /* A name longer than the buffer is cut, never overflows it. */
-    assert_int_equal(find("/v2/models/0123456789012345678901234567890123456789/infer", "POST",
-                          &ok, model),
-                     SRV_ROUTE_V2_INFER);
+    assert_int_equal(
+        find("/v2/models/0123456789012345678901234567890123456789/infer", "POST", &ok, model),
+        SRV_ROUTE_V2_INFER);
     assert_int_equal(strlen(model), 31);
     assert_int_equal(find("/v2", "GET", &ok, model), SRV_ROUTE_V2_SERVER);
-    assert_true(srv_route_is_v2(SRV_ROUTE_V2_SERVER) && !srv_route_is_v2_model(SRV_ROUTE_V2_SERVER));
+    assert_true(srv_route_is_v2(SRV_ROUTE_V2_SERVER) &&
+                !srv_route_is_v2_model(SRV_ROUTE_V2_SERVER));
     assert_false(srv_route_is_v2(SRV_ROUTE_ATTENTION));
 }
 

@@ -80,8 +80,8 @@ static void test_exp_sum_special(void **state)
     float row[20];
     for (int j = 0; j < 20; j++)
         row[j] = (float)j;
-    row[3] = -INFINITY;  /* masked: exactly 0 */
-    row[18] = -200.0f;   /* underflows: exactly 0 */
+    row[3] = -INFINITY; /* masked: exactly 0 */
+    row[18] = -200.0f;  /* underflows: exactly 0 */
     float s = pa__row_exp_sum(row, 20, 19.0f);
     assert_true(row[3] == 0.0f && row[18] == 0.0f);
     assert_true(row[19] == 1.0f); /* exp(0) */

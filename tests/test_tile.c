@@ -48,8 +48,7 @@ static void test_pack_kt(void **state)
     pa__tile_pack_kt(10, d, k + 20 * ldk, ldk, kt + 20, ld);
     for (int32_t c = 0; c < d; c++)
         for (size_t j = 0; j < ld; j++)
-            assert_true(kt[c * ld + j] ==
-                        (j >= 20 && j < 30 ? k[j * ldk + (size_t)c] : SENTINEL));
+            assert_true(kt[c * ld + j] == (j >= 20 && j < 30 ? k[j * ldk + (size_t)c] : SENTINEL));
     free(k);
     free(kt);
 }

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c)                                                                                  \
-    do {                                                                                          \
-        if (!(c))                                                                                 \
-            __builtin_trap();                                                                     \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            __builtin_trap();                                                                      \
     } while (0)
 
 /* Walks the nested arrays of node row-major, checking each number against
