@@ -47,7 +47,7 @@ POSATTND := $(BUILD)/posattnd
 
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c))
+TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c tests/e2e_server.c))
 
 LOAD_SRC := $(wildcard tools/load/*.c)
 LOAD_OBJ := $(LOAD_SRC:%.c=$(BUILD)/%.o)

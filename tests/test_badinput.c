@@ -9,6 +9,7 @@
  * (<BUILD>/tests/test_badinput -> <BUILD>/posattnd), else build/posattnd.
  * Every request has a timeout; servers die with the test (PR_SET_PDEATHSIG).
  */
+#include "e2e_server.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -16,7 +17,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,14 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 #define API_KEY "s3cret-key"
 /* RSS may grow by this much between the first and the third pass. Under
@@ -101,115 +99,9 @@ static void sb_free(sbuf *b)
 /* The server process                                                        */
 /* ------------------------------------------------------------------------- */
 
-typedef struct server {
-    pid_t pid;
-    int port;
-    int out_fd;
-    char url[64];
-} server;
+typedef e2e_server server; /* tests/e2e_server.c */
 
 static server servers[2]; /* [0] open, [1] with --api-key */
-
-static void exec_server(int out_fd, const char *const *flags)
-{
-    const char *argv[32];
-    int n = 0;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    dup2(out_fd, STDOUT_FILENO);
-    int fd = open("/dev/null", O_WRONLY);
-    if (fd >= 0)
-        dup2(fd, STDERR_FILENO); /* the access log: not needed here */
-    argv[n++] = posattnd_path;
-    argv[n++] = "--host";
-    argv[n++] = "127.0.0.1";
-    argv[n++] = "--port";
-    argv[n++] = "0";
-    argv[n++] = "--workers";
-    argv[n++] = "2";
-    for (size_t i = 0; flags != NULL && flags[i] != NULL && n < 30; i++)
-        argv[n++] = flags[i];
-    argv[n] = NULL;
-    /* The flags above say everything: drop POSATTN_* from the environment. */
-    size_t ne = 0, k = 0;
-    while (environ[ne] != NULL)
-        ne++;
-    char **envp = calloc(ne + 1, sizeof *envp);
-    if (envp == NULL)
-        _exit(127);
-    for (size_t i = 0; i < ne; i++)
-        if (strncmp(environ[i], "POSATTN_", 8) != 0)
-            envp[k++] = environ[i];
-    execve(posattnd_path, (char *const *)argv, envp);
-    _exit(127);
-}
-
-/* Starts posattnd on port 0 and reads the port from its first stdout line. */
-static void server_start(server *s, const char *const *flags)
-{
-    int pfd[2];
-    char line[512];
-    size_t len = 0;
-    double deadline = now_s() + 10.0;
-    const char *p;
-
-    memset(s, 0, sizeof *s);
-    assert_int_equal(pipe(pfd), 0);
-    s->pid = fork();
-    assert_true(s->pid >= 0);
-    if (s->pid == 0) {
-        close(pfd[0]);
-        exec_server(pfd[1], flags);
-    }
-    close(pfd[1]);
-    s->out_fd = pfd[0];
-    while (memchr(line, '\n', len) == NULL) {
-        struct pollfd pf = {s->out_fd, POLLIN, 0};
-        int left_ms = (int)((deadline - now_s()) * 1000);
-        ssize_t got;
-        if (left_ms <= 0 || len + 1 >= sizeof line)
-            fail_msg("posattnd printed no listening line within 10 s");
-        if (poll(&pf, 1, left_ms) <= 0)
-            continue;
-        got = read(s->out_fd, line + len, sizeof line - 1 - len);
-        if (got <= 0)
-            fail_msg("posattnd exited before listening (%s)", posattnd_path);
-        len += (size_t)got;
-    }
-    line[len] = '\0';
-    p = strstr(line, "listening on http://127.0.0.1:");
-    if (p == NULL)
-        fail_msg("unexpected first line from posattnd: %s", line);
-    s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
-    assert_true(s->port > 0 && s->port < 65536);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
-}
-
-/* SIGTERM, then requires exit 0 within 15 s. */
-static void server_stop_ok(server *s)
-{
-    double deadline = now_s() + 15.0;
-    int st;
-    if (s->pid <= 0)
-        return;
-    kill(s->pid, SIGTERM);
-    for (;;) {
-        pid_t w = waitpid(s->pid, &st, WNOHANG);
-        if (w == s->pid)
-            break;
-        if (now_s() > deadline) {
-            kill(s->pid, SIGKILL);
-            waitpid(s->pid, &st, 0);
-            s->pid = -1;
-            fail_msg("posattnd did not exit within 15 s of SIGTERM");
-        }
-        nanosleep(&(struct timespec){0, 10000000L}, NULL);
-    }
-    s->pid = -1;
-    close(s->out_fd);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("posattnd exited with %s %d, want exit 0", WIFEXITED(st) ? "status" : "signal",
-                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-}
 
 static long rss_kb(pid_t pid)
 {
@@ -900,14 +792,14 @@ static long healthz_status(const server *s)
 static void test_badinput_table(void **state)
 {
     (void)state;
-    const char *const open_flags[] = {NULL};
-    const char *const key_flags[] = {"--api-key", API_KEY, NULL};
+    const char *const open_flags[] = {"--workers", "2", NULL};
+    const char *const key_flags[] = {"--workers", "2", "--api-key", API_KEY, NULL};
     long rss[4];
     size_t failed = 0;
     bool verbose = getenv("BADINPUT_VERBOSE") != NULL;
 
-    server_start(&servers[0], open_flags);
-    server_start(&servers[1], key_flags);
+    e2e_server_start(&servers[0], posattnd_path, open_flags);
+    e2e_server_start(&servers[1], posattnd_path, key_flags);
     assert_int_equal(healthz_status(&servers[0]), 200);
     rss[0] = rss_kb(servers[0].pid);
     for (int pass = 0; pass < 3; pass++) {
@@ -930,8 +822,8 @@ static void test_badinput_table(void **state)
                   RSS_CHECKED ? "" : ", not checked under a sanitizer");
     if (RSS_CHECKED && rss[3] - rss[1] > RSS_MARGIN_KB)
         fail_msg("RSS grew by %ld kB from pass 1 to pass 3", rss[3] - rss[1]);
-    server_stop_ok(&servers[0]);
-    server_stop_ok(&servers[1]);
+    e2e_server_stop_ok(&servers[0], false);
+    e2e_server_stop_ok(&servers[1], false);
     print_message("badinput: %zu cases\n", NCASES);
 }
 
@@ -939,11 +831,7 @@ static int teardown(void **state)
 {
     (void)state;
     for (int i = 0; i < 2; i++)
-        if (servers[i].pid > 0) {
-            kill(servers[i].pid, SIGKILL);
-            waitpid(servers[i].pid, NULL, 0);
-            servers[i].pid = -1;
-        }
+        e2e_server_kill(&servers[i]);
     return 0;
 }
 

@@ -11,15 +11,14 @@
  * Tolerance: JSON floats round-trip (requests %.9g, answers shortest text), the server and the library run
  * the same kernels: |got - want| <= 1e-5 + 1e-4 |want|.
  */
+#include "e2e_server.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -27,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,7 +34,6 @@
 #define ATOL 1e-5
 #define RTOL 1e-4
 
-extern char **environ;
 
 static char posattnd_path[4096];
 
@@ -191,31 +188,11 @@ static float *b64_floats(const char *s, size_t *count)
 /* The server process                                                        */
 /* ------------------------------------------------------------------------- */
 
-typedef struct server {
-    pid_t pid;
-    int port;
-    int out_fd;      /* read end of the child's stdout */
-    char url[64];    /* http://127.0.0.1:PORT */
-    char log[64];    /* the child's stderr (access log) */
-    int exit_status; /* after server_stop: exit code, or 128+signal */
-} server;
+typedef e2e_server server; /* tests/e2e_server.c */
 
-/* Prints the last lines of the server's stderr, to explain a failure. */
 static void server_dump_log(const server *s)
 {
-    FILE *f = s->log[0] ? fopen(s->log, "r") : NULL;
-    char line[1024];
-    long size;
-    if (f == NULL)
-        return;
-    fseek(f, 0, SEEK_END);
-    size = ftell(f);
-    fseek(f, size > 4000 ? size - 4000 : 0, SEEK_SET);
-    print_message("---- posattnd stderr (tail of %s) ----\n", s->log);
-    while (fgets(line, sizeof line, f) != NULL)
-        print_message("%s", line);
-    print_message("---- end ----\n");
-    fclose(f);
+    e2e_server_dump_log(s);
 }
 
 typedef struct resp {
@@ -380,100 +357,13 @@ static void multi_run(xfer *xs, int n, double timeout_s, void (*tick)(void *ctx,
     assert_int_equal(running, 0); /* else the overall timeout passed */
 }
 
-/* Child side of server_start: never returns. */
-static void exec_server(int out_fd, const char *log, const char *const *flags)
-{
-    const char *argv[64];
-    int n = 0, fd;
-    /* Dies with the test process, whatever way that goes. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    dup2(out_fd, STDOUT_FILENO);
-    fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0)
-        dup2(fd, STDERR_FILENO);
-    argv[n++] = posattnd_path;
-    argv[n++] = "--host";
-    argv[n++] = "127.0.0.1";
-    argv[n++] = "--port";
-    argv[n++] = "0";
-    for (size_t i = 0; flags != NULL && flags[i] != NULL && n < 62; i++)
-        argv[n++] = flags[i];
-    argv[n] = NULL;
-    /* posattnd's own POSATTN_* settings from the caller's environment would
-     * change what is tested: the flags above say everything. */
-    {
-        size_t ne = 0, k = 0;
-        while (environ[ne] != NULL)
-            ne++;
-        char **envp = calloc(ne + 1, sizeof *envp);
-        if (envp == NULL)
-            _exit(127);
-        for (size_t i = 0; i < ne; i++)
-            if (strncmp(environ[i], "POSATTN_", 8) != 0)
-                envp[k++] = environ[i];
-        envp[k] = NULL;
-        execve(posattnd_path, (char *const *)argv, envp);
-    }
-    fprintf(stderr, "exec %s: %s\n", posattnd_path, strerror(errno));
-    _exit(127);
-}
-
 /* Starts posattnd on 127.0.0.1, port 0, with extra flags (NULL-terminated),
- * reads the port from its first stdout line and waits for /healthz. */
+ * and waits for /healthz. */
 static void server_start(server *s, const char *const *flags)
 {
-    int pfd[2];
-    char line[512];
-    size_t len = 0;
-    double deadline;
-    const char *p;
-    static int counter;
-
-    memset(s, 0, sizeof *s);
-    s->pid = -1;
-    s->out_fd = -1;
-    snprintf(s->log, sizeof s->log, "/tmp/posattnd-e2e-%d-%d.log", (int)getpid(), ++counter);
-    assert_int_equal(pipe(pfd), 0);
-    s->pid = fork();
-    assert_true(s->pid >= 0);
-    if (s->pid == 0) {
-        close(pfd[0]);
-        exec_server(pfd[1], s->log, flags);
-    }
-    close(pfd[1]);
-    s->out_fd = pfd[0];
-
-    /* The first line of stdout names the port. */
-    deadline = now_s() + 10.0;
-    while (memchr(line, '\n', len) == NULL) {
-        struct pollfd pf = {s->out_fd, POLLIN, 0};
-        int left_ms = (int)((deadline - now_s()) * 1000);
-        ssize_t got;
-        if (left_ms <= 0 || len + 1 >= sizeof line) {
-            server_dump_log(s);
-            fail_msg("posattnd printed no listening line within 10 s");
-        }
-        if (poll(&pf, 1, left_ms) <= 0)
-            continue;
-        got = read(s->out_fd, line + len, sizeof line - 1 - len);
-        if (got <= 0) {
-            server_dump_log(s);
-            fail_msg("posattnd exited before listening (%s)", posattnd_path);
-        }
-        len += (size_t)got;
-    }
-    line[len] = '\0';
-    p = strstr(line, "listening on http://127.0.0.1:");
-    if (p == NULL || strncmp(line, "posattnd ", 9) != 0)
-        fail_msg("unexpected first line from posattnd: %s", line);
-    s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
-    assert_true(s->port > 0 && s->port < 65536);
-    assert_non_null(strstr(line, "(workers "));
-    assert_non_null(strstr(line, "queue depth "));
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
-
-    /* Ready when /healthz answers. */
     char health[96];
+    double deadline;
+    e2e_server_start(s, posattnd_path, flags);
     snprintf(health, sizeof health, "%s/healthz", s->url);
     deadline = now_s() + 10.0;
     for (;;) {
@@ -491,60 +381,14 @@ static void server_start(server *s, const char *const *flags)
     }
 }
 
-/* Waits up to timeout_s for the child; true when it exited (status stored). */
-static bool server_wait(server *s, double timeout_s)
-{
-    double deadline = now_s() + timeout_s;
-    for (;;) {
-        int st;
-        pid_t w = waitpid(s->pid, &st, WNOHANG);
-        if (w == s->pid) {
-            s->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            s->pid = -1;
-            if (s->out_fd >= 0)
-                close(s->out_fd);
-            s->out_fd = -1;
-            return true;
-        }
-        if (now_s() > deadline)
-            return false;
-        sleep_s(0.01);
-    }
-}
-
-/* Sends SIGTERM (unless already sent) and asserts a clean exit within 15 s. */
 static void server_stop_ok(server *s, bool already_signalled)
 {
-    assert_true(s->pid > 0);
-    if (!already_signalled)
-        kill(s->pid, SIGTERM);
-    if (!server_wait(s, 15.0)) {
-        kill(s->pid, SIGKILL);
-        server_wait(s, 5.0);
-        server_dump_log(s);
-        fail_msg("posattnd did not exit within 15 s of SIGTERM");
-    }
-    if (s->exit_status != 0) {
-        server_dump_log(s);
-        fail_msg("posattnd exited with status %d after SIGTERM, expected 0", s->exit_status);
-    }
-    unlink(s->log);
-    s->log[0] = '\0';
+    e2e_server_stop_ok(s, already_signalled);
 }
 
-/* Teardown: kills a server a failed test left running. */
 static void server_kill(server *s)
 {
-    if (s->pid > 0) {
-        kill(s->pid, SIGKILL);
-        server_wait(s, 5.0);
-    }
-    if (s->out_fd >= 0)
-        close(s->out_fd);
-    s->out_fd = -1;
-    if (s->log[0])
-        unlink(s->log);
-    s->log[0] = '\0';
+    e2e_server_kill(s);
 }
 
 /* ------------------------------------------------------------------------- */
