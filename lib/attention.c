@@ -18,6 +18,11 @@
 
 enum { BQ = 64, BK = 256 };
 
+/* Rows per group on a causal diagonal tile: each group multiplies only up
+ * to its own last visible key (12: two of PV's 6-row blocks; 24 would fit
+ * QK's 8-row blocks too but skip less of the triangle). */
+enum { ROWS_G = 12 };
+
 /* T5 buckets come from a table over relative positions [-max_distance,
  * max_distance] (farther ones share the outermost bucket) when it has at
  * most this many entries; from pa_t5_bucket per logit otherwise. */
@@ -305,6 +310,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
     int32_t qmin = INT32_MAX, qmax = INT32_MIN;
     const pa_shaw *shaw = p->scheme->type == PA_SCHEME_SHAW ? &p->scheme->shaw : NULL;
     const int32_t nrel = shaw ? 2 * shaw->max_relative_position + 1 : 0;
+    int32_t gend[(BQ + ROWS_G - 1) / ROWS_G]; /* per row group: keys multiplied */
+    bool grouped;
 
     for (int32_t i = 0; i < nq; i++) {
         qmin = pa__min_i32(qmin, b->qpos[i0 + i]);
@@ -330,7 +337,30 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         nk = j1 - j0;
         if (nk == 0)
             continue;
-        pa__tile_qk(nq, nk, p->D, p->scale, Qb, op->ldq, op->Kt + j0, op->ldkt, b->S, nk);
+        /* Causal with ordered positions: the block's rows see more keys row
+         * by row, so on the diagonal tile each group of 8 rows multiplies
+         * only up to its last visible key (the masked triangle is skipped;
+         * the columns past it are -inf, as the mask would make them). */
+        if (p->a->causal && b->kpos_sorted && b->kpos[j1 - 1] > qmin) {
+            for (int32_t g = 0; g < nq; g += ROWS_G) {
+                const int32_t gn = pa__min_i32(ROWS_G, nq - g);
+                int32_t gq = INT32_MIN, e = j1;
+                for (int32_t i = g; i < g + gn; i++)
+                    gq = pa__max_i32(gq, b->qpos[i0 + i]);
+                while (e > j0 && b->kpos[e - 1] > gq)
+                    e--;
+                gend[g / ROWS_G] = e - j0;
+                pa__tile_qk(gn, e - j0, p->D, p->scale, Qb + (size_t)g * op->ldq, op->ldq,
+                            op->Kt + j0, op->ldkt, b->S + (size_t)g * nk, nk);
+                for (int32_t i = g; i < g + gn; i++)
+                    for (int32_t j = e - j0; j < nk; j++)
+                        b->S[(size_t)i * nk + j] = -INFINITY;
+            }
+            grouped = true;
+        } else {
+            pa__tile_qk(nq, nk, p->D, p->scale, Qb, op->ldq, op->Kt + j0, op->ldkt, b->S, nk);
+            grouped = false;
+        }
         bias_and_mask(p, b, h, i0, nq, j0, nk);
         if (store_rows) {
             for (int32_t i = 0; i < nq; i++)
@@ -356,7 +386,14 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                     o[d] *= alpha;
             }
         }
-        pa__tile_pv(nq, Dv, nk, b->S, nk, Vh + (size_t)j0 * op->ldv, op->ldv, b->O, Dv);
+        if (grouped) {
+            for (int32_t g = 0; g < nq; g += ROWS_G)
+                pa__tile_pv(pa__min_i32(ROWS_G, nq - g), Dv, gend[g / ROWS_G],
+                            b->S + (size_t)g * nk, nk, Vh + (size_t)j0 * op->ldv, op->ldv,
+                            b->O + (size_t)g * Dv, Dv);
+        } else {
+            pa__tile_pv(nq, Dv, nk, b->S, nk, Vh + (size_t)j0 * op->ldv, op->ldv, b->O, Dv);
+        }
         if (shaw && shaw->rel_v != NULL) {
             const int32_t K = shaw->max_relative_position;
             for (int32_t i = 0; i < nq; i++) {
