@@ -67,6 +67,14 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     }
     s->tail[s->tail_len] = 0;
     for (size_t i = 0; i < len && s->item_err_len < ITEM_ERR_MAX; i++) {
+        if (s->pat_state == 0) {
+            /* The pattern starts with a quote: skip to the next one at
+             * memchr's speed (a base64 answer is mostly a long string). */
+            const char *q = memchr(data + i, ITEM_ERR_PAT[0], len - i);
+            if (q == NULL)
+                break;
+            i = (size_t)(q - data);
+        }
         if (s->pat_state == sizeof ITEM_ERR_PAT - 1) {
             s->item_err[s->item_err_len++] = data[i];
             s->item_err[s->item_err_len] = 0;
