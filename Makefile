@@ -334,7 +334,7 @@ check-fmt-float: $(BUILD)/bench/check_fmt_float_exhaustive
 	$< --threads $$(nproc)
 $(BUILD)/bench/check_fmt_float_exhaustive.o: bench/check_fmt_float_exhaustive.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Iserver -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Iserver -Itests -c $< -o $@
 $(BUILD)/bench/check_fmt_float_exhaustive: $(BUILD)/bench/check_fmt_float_exhaustive.o $(BUILD)/server/fmt_float.o
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ -lpthread -lm
 

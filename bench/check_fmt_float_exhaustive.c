@@ -26,6 +26,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "fmt_float.h"
+#include "json_number.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -80,37 +81,6 @@ static void report(job *j, uint32_t bits, const char *text, const char *why)
     print_case(j, "FAIL", bits, text, why);
 }
 
-/* JSON's number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static bool is_json_number(const char *s)
-{
-    if (*s == '-')
-        s++;
-    if (*s == '0')
-        s++;
-    else if (*s >= '1' && *s <= '9')
-        while (*s >= '0' && *s <= '9')
-            s++;
-    else
-        return false;
-    if (*s == '.') {
-        s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        s++;
-        if (*s == '+' || *s == '-')
-            s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    return *s == '\0';
-}
-
 /* Formats into a buffer with a guard zone; checks length, NUL and guard. */
 static bool format_checked(job *j, uint32_t bits, char *text)
 {
@@ -133,38 +103,6 @@ static bool format_checked(job *j, uint32_t bits, char *text)
     }
     memcpy(text, buf, (size_t)n + 1);
     return true;
-}
-
-/* Splits a JSON number text (no sign) into its significant digits, trailing
- * zeros removed, as an integer D and the exponent K with value D 10^K.
- * Returns the digit count n (0 for zero). */
-static int decompose(const char *s, uint64_t *d_out, int *k_out)
-{
-    uint64_t d = 0;
-    int k = 0, n = 0;
-    bool after_point = false;
-    for (; *s && *s != 'e' && *s != 'E'; s++) {
-        if (*s == '.') {
-            after_point = true;
-            continue;
-        }
-        if (after_point)
-            k--;
-        if (n == 0 && *s == '0')
-            continue; /* leading zero */
-        d = d * 10 + (uint64_t)(*s - '0');
-        n++;
-    }
-    if (*s)
-        k += atoi(s + 1);
-    while (n > 0 && d % 10 == 0) {
-        d /= 10;
-        k++;
-        n--;
-    }
-    *d_out = d;
-    *k_out = k;
-    return n;
 }
 
 /* Whether "<d>e<k>" reads back as v through strtof and through strtod plus

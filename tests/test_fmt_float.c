@@ -8,6 +8,7 @@
 #include "testutil.h"
 
 #include "fmt_float.h"
+#include "json_number.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>
@@ -51,37 +52,6 @@ static uint32_t to_bits(float f)
     return b;
 }
 
-/* JSON's number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static bool is_json_number(const char *s)
-{
-    if (*s == '-')
-        s++;
-    if (*s == '0')
-        s++;
-    else if (*s >= '1' && *s <= '9')
-        while (*s >= '0' && *s <= '9')
-            s++;
-    else
-        return false;
-    if (*s == '.') {
-        s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        s++;
-        if (*s == '+' || *s == '-')
-            s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    return *s == '\0';
-}
-
 /* Formats v into text (SRV_FMT_FLOAT_BUF + GUARD bytes) and checks what
  * holds for any input: length, NUL, nothing written past
  * SRV_FMT_FLOAT_BUF. */
@@ -97,37 +67,6 @@ static int format(float v, char *text)
         fail_msg("0x%08x: returned %d for a text of %zu characters", (unsigned)to_bits(v), n,
                  strnlen(buf, SRV_FMT_FLOAT_BUF));
     memcpy(text, buf, (size_t)n + 1);
-    return n;
-}
-
-/* Splits an unsigned JSON number into significant digits D (no leading or
- * trailing zeros) and K with value D 10^K; returns the digit count. */
-static int decompose(const char *s, uint64_t *d_out, int *k_out)
-{
-    uint64_t d = 0;
-    int k = 0, n = 0;
-    bool after_point = false;
-    for (; *s && *s != 'e'; s++) {
-        if (*s == '.') {
-            after_point = true;
-            continue;
-        }
-        if (after_point)
-            k--;
-        if (n == 0 && *s == '0')
-            continue;
-        d = d * 10 + (uint64_t)(*s - '0');
-        n++;
-    }
-    if (*s == 'e')
-        k += atoi(s + 1);
-    while (n > 0 && d % 10 == 0) {
-        d /= 10;
-        k++;
-        n--;
-    }
-    *d_out = d;
-    *k_out = k;
     return n;
 }
 
