@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Text put after an array so that its numbers have the parser's fast-path
+ * slack after them. */
+#define PAD "................................................"
+
 typedef struct outcome {
     bool ok;
     srv_tensor t;
@@ -101,7 +105,11 @@ static void test_numbers_bit_identical(void **state)
                                         "8e-23",
                                         "123456789012345678e-30",
                                         "0e400",
-                                        "-0.0e-5"};
+                                        "-0.0e-5",
+                                        /* 2^64 + 1 and 2^64 as 20 digits: a
+                                         * 64-bit digit sum would wrap */
+                                        "1844674.4073709551617",
+                                        "-18446744.073709551616"};
     char body[8192];
     size_t at = (size_t)snprintf(body, sizeof body, "{\"t\":{\"shape\":[%zu],\"data\":[",
                                  sizeof fixed / sizeof *fixed);
@@ -109,6 +117,45 @@ static void test_numbers_bit_identical(void **state)
         at += (size_t)snprintf(body + at, sizeof body - at, "%s%s", i ? ", " : "", fixed[i]);
     snprintf(body + at, sizeof body - at, "]}}");
     assert_int_equal(check_same(body), 1);
+    /* The same followed by enough text that the last numbers, too, take the
+     * eight-digits-at-a-time path (it needs FAST_SLACK bytes after them). */
+    snprintf(body + at, sizeof body - at, "]}, \"pad\": \"%s\"}", PAD);
+    assert_int_equal(check_same(body), 1);
+
+    /* Every digit-run shape around the fast path's limits: 1-10 integer
+     * digits, 0-20 fraction digits (leading zeros among them), signs. */
+    tu_rng digits;
+    tu_rng_seed(&digits, 7);
+    for (int lz = 0; lz < 2; lz++) {
+        char *big = malloc(64 * 1024);
+        size_t n = 0;
+        at = 0;
+        for (int i = 1; i <= 10; i++) {
+            for (int f = 0; f <= 20; f++, n++) {
+                char num[40];
+                size_t k = 0;
+                if (n % 2)
+                    num[k++] = '-';
+                for (int d = 0; d < i; d++)
+                    num[k++] = (char)('0' + (d == 0 ? 1 + (int)tu_uniform(&digits, 0, 8.99)
+                                                    : (int)tu_uniform(&digits, 0, 9.99)));
+                if (lz && i == 1)
+                    num[k - 1] = '0';
+                if (f > 0)
+                    num[k++] = '.';
+                for (int d = 0; d < f; d++)
+                    num[k++] = (char)('0' + (lz && d < f / 2 ? 0 : (int)tu_uniform(&digits, 0, 9.99)));
+                num[k] = '\0';
+                at += (size_t)sprintf(big + 200 + at, "%s%s", n ? "," : "", num);
+            }
+        }
+        char head[200];
+        int h = snprintf(head, sizeof head, "{\"t\":{\"shape\":[%zu],\"data\":[", n);
+        memmove(big + 200 - h, head, (size_t)h);
+        sprintf(big + 200 + at, "]}, \"pad\": \"%s\"}", PAD);
+        assert_int_equal(check_same(big + 200 - h), 1);
+        free(big);
+    }
 
     /* Random floats and doubles in every usual print form. */
     static const char *const fmts[] = {"%.9g", "%.17g", "%g", "%.3e", "%.12f", "%.0f"};
@@ -170,14 +217,17 @@ static void test_left_for_cjson(void **state)
         "[[[[[[[[[1]]]]]]]]]",
         "[1234567890123456789012345678901234567890123456789012345678901234]"};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
-        char body[256];
-        snprintf(body, sizeof body, "{\"t\":{\"shape\":[1],\"data\":%s}}", arrays[i]);
-        cJSON *j = cJSON_Parse(body);
-        if (j == NULL)
-            continue; /* not JSON at all: api_parse_body's business */
-        cJSON_Delete(j);
-        if (check_same(body) != 0)
-            fail_msg("lifted %s", arrays[i]);
+        for (int pad = 0; pad < 2; pad++) { /* without and with FAST_SLACK bytes after */
+            char body[256];
+            snprintf(body, sizeof body, "{\"t\":{\"shape\":[1],\"data\":%s}%s%s%s}", arrays[i],
+                     pad ? ", \"pad\": \"" : "", pad ? PAD : "", pad ? "\"" : "");
+            cJSON *j = cJSON_Parse(body);
+            if (j == NULL)
+                continue; /* not JSON at all: api_parse_body's business */
+            cJSON_Delete(j);
+            if (check_same(body) != 0)
+                fail_msg("lifted %s", body);
+        }
     }
 }
 
