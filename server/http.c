@@ -65,6 +65,9 @@ struct request {
     int64_t infer_header_len; /* Inference-Header-Content-Length, -1 when absent */
     uint64_t start_ns;
     uint64_t deadline_ns;
+    /* Server-Timing phases (us): first header byte to the whole body in,
+     * the body to a prepared job (parse), and the answer's rendering. */
+    uint64_t upload_us, parse_us, render_us;
 
     char *body;
     size_t body_len, body_cap;
@@ -178,7 +181,7 @@ static enum MHD_Result send_reply(request *q)
     struct MHD_Response *resp;
     enum MHD_Result ret;
     srv_reply *r = &q->reply;
-    char timing[160];
+    char timing[256];
 
     if (srv_route_is_v2(q->route))
         srv_v2_reply_error(r); /* {"error":"..."}, whichever layer refused */
@@ -202,8 +205,11 @@ static enum MHD_Result send_reply(request *q)
         uint64_t total_us = (srv_now_ns() - q->start_ns + 500) / 1000;
         char *p = timing;
         if (q->submitted) {
-            p = put_ms(stpcpy(p, "queue;dur="), atomic_load(&q->max_queue_us));
+            p = put_ms(stpcpy(p, "upload;dur="), q->upload_us);
+            p = put_ms(stpcpy(p, ", parse;dur="), q->parse_us);
+            p = put_ms(stpcpy(p, ", queue;dur="), atomic_load(&q->max_queue_us));
             p = put_ms(stpcpy(p, ", compute;dur="), atomic_load(&q->sum_compute_us));
+            p = put_ms(stpcpy(p, ", render;dur="), q->render_us);
             p = stpcpy(p, ", ");
         }
         put_ms(stpcpy(p, "total;dur="), total_us);
@@ -244,6 +250,14 @@ static enum MHD_Result send_error(request *q, srv_error e, const char *field, co
 /* Work on the pool                                                          */
 /* ------------------------------------------------------------------------- */
 
+/* srv_job_finish, timed for Server-Timing. */
+static void finish_job(request *q)
+{
+    uint64_t t0 = srv_now_ns();
+    srv_job_finish(q->job, &q->reply);
+    q->render_us = (srv_now_ns() - t0) / 1000u;
+}
+
 static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
 {
     task_arg *a = arg;
@@ -274,7 +288,7 @@ static void task_done(void *arg)
     request *q = a->req;
     if (atomic_fetch_sub(&q->remaining, 1) != 1)
         return;
-    srv_job_finish(q->job, &q->reply);
+    finish_job(q);
     q->reply_ready = true;
     MHD_resume_connection(q->conn);
 }
@@ -288,8 +302,10 @@ static void task_done(void *arg)
 static enum MHD_Result start_job(request *q)
 {
     srv_http *h = q->h;
+    uint64_t t0 = srv_now_ns();
     size_t n;
 
+    q->upload_us = (t0 - q->start_ns) / 1000u;
     if (atomic_load(&h->draining))
         return send_error(q, SRV_ERR_DRAINING, NULL,
                           "the server is shutting down; retry on another replica");
@@ -299,6 +315,7 @@ static enum MHD_Result start_job(request *q)
             : !srv_job_prepare(endpoint_of(q->route), q->body ? q->body : "", q->body_len,
                                &h->limits, &q->job, &q->reply))
         return send_reply(q);
+    q->parse_us = (srv_now_ns() - t0) / 1000u;
     n = srv_job_task_count(q->job);
     q->tasks = calloc(n ? n : 1, sizeof *q->tasks);
     q->args = calloc(n ? n : 1, sizeof *q->args);
@@ -312,7 +329,7 @@ static enum MHD_Result start_job(request *q)
     atomic_store(&q->remaining, n);
     q->deadline_ns = q->start_ns + (uint64_t)(h->cfg->request_timeout * 1e9);
     if (n == 0) { /* nothing to compute */
-        srv_job_finish(q->job, &q->reply);
+        finish_job(q);
         return send_reply(q);
     }
     if (n == 1 && srv_job_task_macs(q->job, 0) > 0 &&
@@ -327,7 +344,7 @@ static enum MHD_Result start_job(request *q)
         srv_metrics_queue_depth_add(h->metrics, 1);
         task_run(&q->args[0], 0, &ws);
         srv_workspace_free(&ws);
-        srv_job_finish(q->job, &q->reply);
+        finish_job(q);
         return send_reply(q);
     }
     /* Suspend before submitting: a fast task may finish (and resume) at once. */

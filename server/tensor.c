@@ -502,14 +502,25 @@ static bool b64_floats(float *out, size_t count, const char *field, srv_reply *e
     uint32_t all = 0;
     if (!srv_host_little_endian())
         srv_swap_bytes32(out, count);
-    /* Exponent bits all ones is inf or NaN: one vectorizable pass finds
-     * whether any value has them, the slow loop below only says where. */
-    for (size_t i = 0; i < count; i++) {
+    /* Exponent bits all ones is inf or NaN: one pass finds whether any value
+     * has them, the slow loop below only says where. The blocks of a fixed
+     * 16 are what GCC vectorizes at -O2. */
+    size_t i = 0;
+    for (; i + 16 <= count; i += 16) {
+        uint32_t block = 0;
+        for (size_t j = 0; j < 16; j++) {
+            uint32_t bits;
+            memcpy(&bits, &out[i + j], sizeof bits);
+            block |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+        }
+        all |= block;
+    }
+    for (; i < count; i++) {
         uint32_t bits;
         memcpy(&bits, &out[i], sizeof bits);
         all |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
     }
-    for (size_t i = 0; all && i < count; i++) {
+    for (i = 0; all && i < count; i++) {
         if (!isfinite(out[i])) {
             char path[PATH_MAX_LEN], at[PATH_MAX_LEN];
             join_path(path, field, ".b64");

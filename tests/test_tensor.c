@@ -210,6 +210,20 @@ static void test_parse_errors_b64(void **state)
     /* +inf (0x7f800000) as the first. */
     expect_error("{\"shape\":[1],\"b64\":\"AACAfw==\"}", 0, 100, SRV_ERR_OUT_OF_RANGE,
                  FIELD ".b64[0]", "infinity");
+    /* One NaN or -inf among 40 floats, in the blocks of 16 the check reads
+     * at once and in the tail after them: each is found and placed. */
+    static const size_t at[] = {0, 7, 15, 16, 31, 32, 39};
+    for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+        float v[40];
+        char b64[256], json[320], field[64];
+        for (size_t i = 0; i < 40; i++)
+            v[i] = (float)i - 20.5f;
+        v[at[k]] = k % 2 ? -INFINITY : NAN;
+        srv_b64_encode((const unsigned char *)v, sizeof v, b64);
+        snprintf(json, sizeof json, "{\"shape\":[40],\"b64\":\"%s\"}", b64);
+        snprintf(field, sizeof field, FIELD ".b64[%zu]", at[k]);
+        expect_error(json, 0, 100, SRV_ERR_OUT_OF_RANGE, field, k % 2 ? "infinity" : "NaN");
+    }
 }
 
 static void test_parse_flat_and_nested(void **state)
