@@ -17,19 +17,32 @@
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------- */
 
+/* Appends s to buf[*at..cap), truncating; buf stays NUL-terminated. */
+static void path_put(char *buf, size_t cap, size_t *at, const char *s)
+{
+    size_t n = strlen(s);
+    if (*at + 1 >= cap)
+        return;
+    if (n > cap - 1 - *at)
+        n = cap - 1 - *at;
+    memcpy(buf + *at, s, n);
+    *at += n;
+    buf[*at] = '\0';
+}
+
 const char *api_path(char *buf, size_t cap, const api_ctx *ctx, const char *name)
 {
     const char *prefix = ctx != NULL && ctx->prefix != NULL ? ctx->prefix : "";
+    size_t at = 0;
+    if (cap == 0)
+        return buf;
     if (name == NULL)
         name = "";
-    if (prefix[0] == '\0')
-        snprintf(buf, cap, "%s", name);
-    else if (name[0] == '\0')
-        snprintf(buf, cap, "%s", prefix);
-    else if (name[0] == '[')
-        snprintf(buf, cap, "%s%s", prefix, name);
-    else
-        snprintf(buf, cap, "%s.%s", prefix, name);
+    buf[0] = '\0';
+    path_put(buf, cap, &at, prefix);
+    if (prefix[0] != '\0' && name[0] != '\0' && name[0] != '[')
+        path_put(buf, cap, &at, ".");
+    path_put(buf, cap, &at, name);
     return buf;
 }
 

@@ -45,6 +45,10 @@ struct srv_http {
     atomic_int_fast64_t open;      /* requests from first handler call to completion */
     MHD_socket listen_fd;          /* after quiesce: ours to close */
     srv_deadlines *deadlines;      /* every connection's header and body deadline */
+    /* Workspaces of the tiny jobs run on the HTTP threads (start_job), kept
+     * for the next one; a slot is taken and refilled with one atomic
+     * exchange, so no thread ever waits for one. */
+    _Atomic(srv_workspace *) inline_ws[4];
 };
 
 typedef struct request request;
@@ -293,6 +297,33 @@ static void task_done(void *arg)
     MHD_resume_connection(q->conn);
 }
 
+/* A workspace for a tiny job: a kept one, or a new empty one (NULL: out of
+ * memory). */
+static srv_workspace *inline_ws_take(srv_http *h)
+{
+    for (size_t i = 0; i < sizeof h->inline_ws / sizeof *h->inline_ws; i++) {
+        srv_workspace *w = atomic_exchange(&h->inline_ws[i], NULL);
+        if (w != NULL)
+            return w;
+    }
+    return calloc(1, sizeof(srv_workspace));
+}
+
+/* Keeps w for the next tiny job if a slot is free and w is small. */
+static void inline_ws_give(srv_http *h, srv_workspace *w)
+{
+    enum { KEEP_MAX = 4 << 20 };
+    if (w->cap <= KEEP_MAX) {
+        for (size_t i = 0; i < sizeof h->inline_ws / sizeof *h->inline_ws; i++) {
+            srv_workspace *none = NULL;
+            if (atomic_compare_exchange_strong(&h->inline_ws[i], &none, w))
+                return;
+        }
+    }
+    srv_workspace_free(w);
+    free(w);
+}
+
 /* Jobs of one task up to this many multiply-adds (tens of microseconds)
  * run on the HTTP thread that parsed them. */
 #ifndef INLINE_MAX_MACS
@@ -337,13 +368,14 @@ static enum MHD_Result start_job(request *q)
         /* A tiny job runs here on the HTTP thread: handing it to a worker
          * and back (four thread wake-ups) costs more than computing it. It
          * is counted as in flight and timed as a task with no queue. */
-        srv_workspace ws = {NULL, 0};
+        srv_workspace *ws = inline_ws_take(h);
         q->submitted = true;
         atomic_fetch_add(&h->in_flight, 1);
         srv_metrics_in_flight_add(h->metrics, 1);
         srv_metrics_queue_depth_add(h->metrics, 1);
-        task_run(&q->args[0], 0, &ws);
-        srv_workspace_free(&ws);
+        task_run(&q->args[0], 0, ws); /* with ws NULL, a workspace of its own */
+        if (ws != NULL)
+            inline_ws_give(h, ws);
         finish_job(q);
         return send_reply(q);
     }
@@ -818,5 +850,12 @@ void srv_http_stop(srv_http *h)
     if (h->listen_fd != MHD_INVALID_SOCKET)
         close(h->listen_fd);
     srv_deadlines_free(h->deadlines);
+    for (size_t i = 0; i < sizeof h->inline_ws / sizeof *h->inline_ws; i++) {
+        srv_workspace *w = atomic_exchange(&h->inline_ws[i], NULL);
+        if (w != NULL) {
+            srv_workspace_free(w);
+            free(w);
+        }
+    }
     free(h);
 }

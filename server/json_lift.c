@@ -212,10 +212,12 @@ typedef struct array_ctx {
     int64_t dims[SRV_MAX_DIMS]; /* 0 until the first array of that depth ends */
 } array_ctx;
 
-static bool push(array_ctx *a, float v)
+static bool push(array_ctx *a, float v, size_t text_left)
 {
     if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 256;
+        /* First: as many as the text can hold (a number and a comma take
+         * two bytes at least), up to 4096; then double. */
+        size_t cap = a->cap ? a->cap * 2 : text_left / 2 + 1 < 4096 ? text_left / 2 + 1 : 4096;
         float *d = realloc(a->data, cap * sizeof *d);
         if (d == NULL)
             return false;
@@ -260,7 +262,7 @@ static bool parse_array(const char *s, size_t len, size_t *pos, int level, array
                 f = (float)d; /* below 2^53 * 10^0: within float range */
             else if (!parse_number(s, len, &p, &d) || !srv_double_to_float(d, &f))
                 return false;
-            if (!push(a, f))
+            if (!push(a, f, len - p))
                 return false;
         }
         n++;

@@ -248,9 +248,18 @@ static void make_path(char *dst, const char *fmt, ...)
     va_end(ap);
 }
 
+/* base then sub into dst[PATH_MAX_LEN], truncated as make_path would; on
+ * every request's path, so without printf. */
 static void join_path(char *dst, const char *base, const char *sub)
 {
-    make_path(dst, "%s%s", base, sub);
+    size_t a = strlen(base), b = strlen(sub);
+    if (a > PATH_MAX_LEN - 1)
+        a = PATH_MAX_LEN - 1;
+    if (b > PATH_MAX_LEN - 1 - a)
+        b = PATH_MAX_LEN - 1 - a;
+    memcpy(dst, base, a);
+    memcpy(dst + a, sub, b);
+    dst[a + b] = '\0';
 }
 
 /* "base.data[i0][i1]..." for the first `depth` indices. */
