@@ -272,14 +272,28 @@ $(FUZZ_LIFT_BIN): $(FUZZ_LIFT_SRC) server/json_lift.h server/tensor.h server/bas
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LIFT_SRC) -o $@ $(SRV_LIBS) -lm
 
-fuzz: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN)
+# The base64 codec's vector kernels against its scalar code (and encode
+# against decode), on any text, alignment and dst size.
+FUZZ_B64_BIN := $(BUILD)/fuzz/fuzz_base64
+FUZZ_B64_SRC := tests/fuzz/fuzz_base64.c server/base64.c
+FUZZ_B64_RUN = mkdir -p $(BUILD)/fuzz/b64-corpus && cd $(BUILD)/fuzz && \
+	./fuzz_base64 -max_total_time=$(1) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=./b64- b64-corpus $(CURDIR)/tests/fuzz/corpus-b64
+
+$(FUZZ_B64_BIN): $(FUZZ_B64_SRC) server/base64.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_B64_SRC) -o $@
+
+fuzz: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN) $(FUZZ_B64_BIN)
 	$(call FUZZ_RUN,$(FUZZ_SECONDS))
 	$(call FUZZ_ST_RUN,$(FUZZ_SECONDS))
 	$(call FUZZ_LIFT_RUN,$(FUZZ_SECONDS))
-fuzz-smoke: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN)
+	$(call FUZZ_B64_RUN,$(FUZZ_SECONDS))
+fuzz-smoke: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN) $(FUZZ_B64_BIN)
 	$(call FUZZ_RUN,10)
 	$(call FUZZ_ST_RUN,10)
 	$(call FUZZ_LIFT_RUN,10)
+	$(call FUZZ_B64_RUN,10)
 
 # posattn-load is a client: libcurl and cJSON, nothing from lib/ or server/.
 $(BUILD)/tools/load/%.o: tools/load/%.c
