@@ -99,7 +99,7 @@ static size_t first_bad(const char *src, size_t len)
 }
 
 /* ------------------------------------------------------------------------- */
-/* AVX-512 VBMI (Mula and Lemire, sections 4 and 5)                          */
+/* AVX-512 VBMI (Mula and Lemire 2020)                                       */
 /* ------------------------------------------------------------------------- */
 
 #if SRV_B64_X86

@@ -72,7 +72,7 @@ static decoded decode_one(bool scalar, const char *src, size_t len, unsigned cha
     if (r.fault == SRV_B64_FAULT_NONE)
         limit = r.out_len;
     else if (r.fault == SRV_B64_FAULT_CHAR || r.fault == SRV_B64_FAULT_PADDING)
-        limit = len / 4 * 3 - (src[len - 1] == '=') - (src[len - 2] == '=');
+        limit = len / 4 * 3 - (src[len - 1] != '=' ? 0 : src[len - 2] == '=' ? 2 : 1);
     if (r.fault != SRV_B64_FAULT_NONE)
         assert_int_equal(r.out_len, 12345);
     for (size_t i = limit; i < dst_cap + GUARD_LEN; i++)
