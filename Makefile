@@ -229,7 +229,7 @@ bench: $(BENCH_BIN)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := $(BUILD)/fuzz/fuzz_request
-FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api% server/tensor.c server/tensor_%.c server/json_lift.c server/reply.c \
+FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api% server/base64.c server/tensor.c server/tensor_%.c server/json_lift.c server/reply.c \
             server/errors.c server/fmt_float.c,$(SRV_SRC)) $(LIB_SRC)
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fno-omit-frame-pointer \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
@@ -261,25 +261,39 @@ $(FUZZ_ST_BIN): $(FUZZ_ST_SRC) server/tensor_file.h server/tensor.h
 # The tensor numbers parsed before cJSON (server/json_lift.c) against cJSON's
 # own reading of the same text: a differential driver, seeded by the requests.
 FUZZ_LIFT_BIN := $(BUILD)/fuzz/fuzz_lift
-FUZZ_LIFT_SRC := tests/fuzz/fuzz_lift.c server/json_lift.c server/tensor.c server/fmt_float.c \
-                 server/reply.c server/errors.c
+FUZZ_LIFT_SRC := tests/fuzz/fuzz_lift.c server/json_lift.c server/base64.c server/tensor.c \
+                 server/fmt_float.c server/reply.c server/errors.c
 FUZZ_LIFT_RUN = mkdir -p $(BUILD)/fuzz/lift-corpus && cd $(BUILD)/fuzz && \
 	./fuzz_lift -max_total_time=$(1) -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
 	    -print_final_stats=1 -artifact_prefix=./lift- -dict=$(CURDIR)/tests/fuzz/request.dict \
 	    lift-corpus $(CURDIR)/tests/fuzz/corpus
 
-$(FUZZ_LIFT_BIN): $(FUZZ_LIFT_SRC) server/json_lift.h server/tensor.h
+$(FUZZ_LIFT_BIN): $(FUZZ_LIFT_SRC) server/json_lift.h server/tensor.h server/base64.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LIFT_SRC) -o $@ $(SRV_LIBS) -lm
 
-fuzz: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN)
+# The base64 codec's vector kernels against its scalar code (and encode
+# against decode), on any text, alignment and dst size.
+FUZZ_B64_BIN := $(BUILD)/fuzz/fuzz_base64
+FUZZ_B64_SRC := tests/fuzz/fuzz_base64.c server/base64.c
+FUZZ_B64_RUN = mkdir -p $(BUILD)/fuzz/b64-corpus && cd $(BUILD)/fuzz && \
+	./fuzz_base64 -max_total_time=$(1) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=./b64- b64-corpus $(CURDIR)/tests/fuzz/corpus-b64
+
+$(FUZZ_B64_BIN): $(FUZZ_B64_SRC) server/base64.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_B64_SRC) -o $@
+
+fuzz: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN) $(FUZZ_B64_BIN)
 	$(call FUZZ_RUN,$(FUZZ_SECONDS))
 	$(call FUZZ_ST_RUN,$(FUZZ_SECONDS))
 	$(call FUZZ_LIFT_RUN,$(FUZZ_SECONDS))
-fuzz-smoke: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN)
+	$(call FUZZ_B64_RUN,$(FUZZ_SECONDS))
+fuzz-smoke: deps $(FUZZ_BIN) $(FUZZ_ST_BIN) $(FUZZ_LIFT_BIN) $(FUZZ_B64_BIN)
 	$(call FUZZ_RUN,10)
 	$(call FUZZ_ST_RUN,10)
 	$(call FUZZ_LIFT_RUN,10)
+	$(call FUZZ_B64_RUN,10)
 
 # posattn-load is a client: libcurl and cJSON, nothing from lib/ or server/.
 $(BUILD)/tools/load/%.o: tools/load/%.c
@@ -322,7 +336,7 @@ load-crosscheck: $(POSATTND) $(LOAD_BIN)
 # bench_json measures the server's JSON and base64 paths: it sees server/ and
 # links the server objects it uses plus cJSON (explicit rules win over the
 # pattern rules).
-BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,tensor.o json_lift.o fmt_float.o reply.o errors.o)
+BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,base64.o tensor.o json_lift.o fmt_float.o reply.o errors.o)
 $(BUILD)/bench/bench_json.o: bench/bench_json.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Iserver -c $< -o $@

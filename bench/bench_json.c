@@ -1,7 +1,9 @@
 /* bench_json.c - the cost of carrying float32 tensors as JSON numbers versus
  * base64, on the same data in the same run (issue 4, "JSON numbers"): our
  * shortest round-trip formatter against snprintf("%.9g"), cJSON parsing
- * against a plain strtof loop, and base64 decode/encode as the fast path.
+ * against a plain strtof loop, and base64 decode/encode as the fast path;
+ * then base64 alone at the size of issue 4's large request, vector and
+ * scalar code against a memcpy of the same text.
  *
  *   build/bench/bench_json           full table (1M floats, best of 5)
  *   build/bench/bench_json --smoke   tiny sizes, one repetition (make test)
@@ -11,6 +13,7 @@
  * also checked (the floats come back bit-exact), so the smoke run catches a
  * broken formatter or parser, not just a broken build.
  */
+#include "base64.h"
 #include "fmt_float.h"
 #include "tensor.h"
 
@@ -79,6 +82,7 @@ typedef struct ctx {
     size_t text9_len;
     char *b64;
     size_t b64_len;
+    char *copy; /* b64_len bytes: the memcpy ceiling's destination */
 } ctx;
 
 typedef void (*bench_fn)(ctx *c);
@@ -192,6 +196,27 @@ static void b64_decode(ctx *c)
         "srv_b64_decode failed");
 }
 
+/* The same with the scalar code forced (base64.h). */
+static void b64_encode_scalar(ctx *c)
+{
+    srv_b64_force_scalar(true);
+    b64_encode(c);
+    srv_b64_force_scalar(false);
+}
+
+static void b64_decode_scalar(ctx *c)
+{
+    srv_b64_force_scalar(true);
+    b64_decode(c);
+    srv_b64_force_scalar(false);
+}
+
+/* The ceiling for both: reading and writing the base64 text once. */
+static void copy_b64(ctx *c)
+{
+    memcpy(c->copy, c->b64, c->b64_len);
+}
+
 static void expect_same(const ctx *c, const char *what)
 {
     if (memcmp(c->back, c->x, c->n * sizeof(float)) != 0) {
@@ -209,6 +234,55 @@ static void row(const char *name, double ours, const char *ref_name, double ref,
         printf("   %-12s %s\n", target, ours >= target_mps ? "met" : "NOT MET");
     else
         printf("   %-12s %s\n", "-", "-");
+}
+
+/* Base64 alone at the size of issue 4's large request: q, k, v of
+ * [2048, 8, 64] float32 are 16.8 MB of text in (the output, a third of
+ * that, goes out). GB/s of base64 text, against memcpy of the same text. */
+static void bench_b64_large(bool smoke)
+{
+    const size_t L = smoke ? 16 : 2048, n = 3 * L * 8 * 64;
+    const int reps = smoke ? 1 : 7;
+    ctx c = {0};
+    float *x = xmalloc(n * sizeof *x);
+    fill_layer_like(x, n);
+    c.n = n;
+    c.x = x;
+    c.back = xmalloc(n * sizeof(float));
+    c.b64_len = srv_b64_encoded_len(n * sizeof(float));
+    c.b64 = xmalloc(c.b64_len + 1);
+    c.copy = xmalloc(c.b64_len);
+
+    const bool vector = srv_b64_vector();
+    double t_enc = best_time(b64_encode, &c, reps);
+    double t_dec = best_time(b64_decode, &c, reps);
+    expect_same(&c, "base64 encode + decode");
+    double t_enc_s = best_time(b64_encode_scalar, &c, reps);
+    double t_dec_s = best_time(b64_decode_scalar, &c, reps);
+    expect_same(&c, "scalar base64 encode + decode");
+    double t_copy = best_time(copy_b64, &c, reps);
+    check(memcmp(c.copy, c.b64, c.b64_len) == 0, "memcpy did not copy");
+
+    const double gb = (double)c.b64_len / 1e9, ceil = gb / t_copy;
+    printf("\nbase64 at issue 4's large request (q, k, v [%zu, 8, 64] float32): %.1f MB of\n"
+           "text, 1 thread, best of %d; GB/s of base64 text, ratio = codec / memcpy of the text\n",
+           L, (double)c.b64_len / 1e6, reps);
+    if (!vector)
+        printf("(no AVX-512 VBMI on this CPU: the vector rows run the scalar code)\n");
+    printf("%-22s %8s %8s\n", "case", "GB/s", "ratio");
+    printf("%-22s %8.2f %8.2f\n", "memcpy (ceiling)", ceil, 1.0);
+    printf("%-22s %8.2f %8.2f\n", "decode, vector", gb / t_dec, t_copy / t_dec);
+    printf("%-22s %8.2f %8.2f\n", "decode, scalar", gb / t_dec_s, t_copy / t_dec_s);
+    printf("%-22s %8.2f %8.2f\n", "encode, vector", gb / t_enc, t_copy / t_enc);
+    printf("%-22s %8.2f %8.2f\n", "encode, scalar", gb / t_enc_s, t_copy / t_enc_s);
+    printf("the request's base64 (all of it in, a third of it out): %.2f ms vector, %.2f ms "
+           "scalar\n",
+           1e3 * (t_dec + t_enc / 3), 1e3 * (t_dec_s + t_enc_s / 3));
+
+    free(x);
+    free(c.back);
+    free(c.b64);
+    free(c.copy);
 }
 
 int main(int argc, char **argv)
@@ -266,5 +340,7 @@ int main(int argc, char **argv)
     free(c.text);
     free(c.text9);
     free(c.b64);
+
+    bench_b64_large(smoke);
     return 0;
 }

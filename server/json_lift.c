@@ -1,6 +1,8 @@
 /* json_lift.c - see json_lift.h. */
 #include "json_lift.h"
 
+#include "base64.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,6 @@
 /* tensor.c - see tensor.h. Turns the tensors of a request (cJSON trees) into
  * float32 buffers, validating every field once at the boundary, and renders
- * result tensors back as JSON or base64. Base64 lives here because it exists
- * only to carry float32 tensors.
+ * result tensors back as JSON or base64 (the codec is base64.c).
  */
 #include "tensor.h"
 
@@ -15,158 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------------- */
-/* Base64 (RFC 4648 section 4, standard alphabet, padded, no line breaks)    */
-/* ------------------------------------------------------------------------- */
-
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-#define BAD 0xFF
-/* Character -> 6-bit value; BAD (high bit set) for anything else, '=' too. */
-/* clang-format off */
-static const unsigned char b64_value[256] = {
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, 62,  BAD, BAD, BAD, 63,
-    52,  53,  54,  55,  56,  57,  58,  59,  60,  61,  BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, 0,   1,   2,   3,   4,   5,   6,   7,   8,   9,   10,  11,  12,  13,  14,
-    15,  16,  17,  18,  19,  20,  21,  22,  23,  24,  25,  BAD, BAD, BAD, BAD, BAD,
-    BAD, 26,  27,  28,  29,  30,  31,  32,  33,  34,  35,  36,  37,  38,  39,  40,
-    41,  42,  43,  44,  45,  46,  47,  48,  49,  50,  51,  BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-    BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD, BAD,
-};
-/* clang-format on */
-
-typedef enum b64_fault {
-    B64_OK = 0,
-    B64_BAD_LENGTH,  /* not a multiple of 4 */
-    B64_BAD_CHAR,    /* outside the alphabet, or '=' before the end */
-    B64_BAD_PADDING, /* non-zero bits under the padding */
-    B64_TOO_BIG,     /* more bytes than dst_cap */
-} b64_fault;
-
-size_t srv_b64_encoded_len(size_t n)
-{
-    return (n + 2) / 3 * 4;
-}
-
-void srv_b64_encode(const unsigned char *src, size_t n, char *dst)
-{
-    const unsigned char *s = src;
-    char *d = dst;
-    size_t full = n / 3;
-    for (size_t i = 0; i < full; i++) {
-        uint32_t x = (uint32_t)s[0] << 16 | (uint32_t)s[1] << 8 | s[2];
-        d[0] = b64_alphabet[x >> 18];
-        d[1] = b64_alphabet[(x >> 12) & 63];
-        d[2] = b64_alphabet[(x >> 6) & 63];
-        d[3] = b64_alphabet[x & 63];
-        s += 3;
-        d += 4;
-    }
-    size_t rest = n - full * 3;
-    if (rest) {
-        uint32_t x = (uint32_t)s[0] << 16 | (rest == 2 ? (uint32_t)s[1] << 8 : 0);
-        d[0] = b64_alphabet[x >> 18];
-        d[1] = b64_alphabet[(x >> 12) & 63];
-        d[2] = rest == 2 ? b64_alphabet[(x >> 6) & 63] : '=';
-        d[3] = '=';
-        d += 4;
-    }
-    *d = '\0';
-}
-
-/* Offset of the first character that is not in the alphabet, or len. */
-static size_t b64_first_bad(const char *src, size_t len)
-{
-    size_t i = 0;
-    while (i < len && b64_value[(unsigned char)src[i]] != BAD)
-        i++;
-    return i;
-}
-
-/* The decoder. *bad_at gets the offset of the offending character for
- * B64_BAD_CHAR and B64_BAD_PADDING. */
-static b64_fault b64_decode(const char *src, size_t len, unsigned char *dst, size_t dst_cap,
-                            size_t *out_len, size_t *bad_at)
-{
-    *bad_at = 0;
-    if (len % 4 != 0)
-        return B64_BAD_LENGTH;
-    if (len == 0) {
-        *out_len = 0;
-        return B64_OK;
-    }
-    size_t pad = src[len - 1] == '=' ? (src[len - 2] == '=' ? 2 : 1) : 0;
-    size_t n = len / 4 * 3 - pad;
-    if (n > dst_cap)
-        return B64_TOO_BIG;
-
-    /* Every quad but the last, branch-free: invalid characters have the high
-     * bit set, which is collected in `bad` and checked once at the end (the
-     * input is then rescanned to say where). */
-    const unsigned char *s = (const unsigned char *)src;
-    unsigned char *d = dst;
-    size_t quads = len / 4 - 1;
-    uint32_t bad = 0;
-    for (size_t i = 0; i < quads; i++) {
-        uint32_t a = b64_value[s[0]], b = b64_value[s[1]], c = b64_value[s[2]], e = b64_value[s[3]];
-        bad |= a | b | c | e;
-        uint32_t x = a << 18 | b << 12 | c << 6 | e;
-        d[0] = (unsigned char)(x >> 16);
-        d[1] = (unsigned char)(x >> 8);
-        d[2] = (unsigned char)x;
-        s += 4;
-        d += 3;
-    }
-    if (bad & 0x80) {
-        *bad_at = b64_first_bad(src, len);
-        return B64_BAD_CHAR;
-    }
-
-    /* The last quad: 4 - pad significant characters. */
-    uint32_t v[4] = {0, 0, 0, 0};
-    for (size_t k = 0; k < 4 - pad; k++) {
-        v[k] = b64_value[s[k]];
-        if (v[k] == BAD) {
-            *bad_at = (size_t)((const char *)s - src) + k;
-            return B64_BAD_CHAR;
-        }
-    }
-    uint32_t x = v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3];
-    /* RFC 4648 3.5: the bits under the padding must be zero, so that every
-     * byte string has exactly one encoding. */
-    if ((pad == 1 && (x & 0xFF)) || (pad == 2 && (x & 0xFFFF))) {
-        *bad_at = len - pad - 1;
-        return B64_BAD_PADDING;
-    }
-    d[0] = (unsigned char)(x >> 16);
-    if (pad < 2)
-        d[1] = (unsigned char)(x >> 8);
-    if (pad < 1)
-        d[2] = (unsigned char)x;
-    *out_len = n;
-    return B64_OK;
-}
-
-bool srv_b64_decode(const char *src, size_t len, unsigned char *dst, size_t dst_cap,
-                    size_t *out_len)
-{
-    size_t bad_at, n = 0;
-    if (b64_decode(src, len, dst, dst_cap, &n, &bad_at) != B64_OK)
-        return false;
-    *out_len = n;
-    return true;
-}
 
 /* ------------------------------------------------------------------------- */
 /* Parsing                                                                   */
@@ -480,20 +327,20 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
                     "(%zu base64 characters)",
                     path, len, shp, count, bytes, want);
     }
-    switch (b64_decode(s, len, (unsigned char *)out, bytes, &got, &bad_at)) {
-    case B64_OK:
+    switch (srv_b64_decode_detail(s, len, (unsigned char *)out, bytes, &got, &bad_at)) {
+    case SRV_B64_FAULT_NONE:
         break;
-    case B64_BAD_CHAR:
+    case SRV_B64_FAULT_CHAR:
         return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
                     "%s is not valid base64: character %zu (0x%02x) is not in the standard "
                     "alphabet or is misplaced padding",
                     path, bad_at, (unsigned)(unsigned char)s[bad_at]);
-    case B64_BAD_PADDING:
+    case SRV_B64_FAULT_PADDING:
         return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
                     "%s is not valid base64: non-zero bits before the padding at character %zu",
                     path, bad_at);
-    case B64_BAD_LENGTH:
-    case B64_TOO_BIG:
+    case SRV_B64_FAULT_LENGTH:
+    case SRV_B64_FAULT_TOO_BIG:
         return fail(err, SRV_ERR_SHAPE_MISMATCH, path, "%s does not decode to %zu bytes (shape %s)",
                     path, bytes, shp);
     }

@@ -8,6 +8,7 @@
 #ifndef SRV_TENSOR_H
 #define SRV_TENSOR_H
 
+#include "base64.h" /* srv_b64_*: the codec of the "b64" field */
 #include "reply.h"
 
 #include <cjson/cJSON.h>
@@ -62,12 +63,5 @@ void srv_swap_bytes32(void *p, size_t count);
  * as its digits, without cJSON's sprintf("%1.15g") and sscanf round trip,
  * which cost more than a small tensor's whole answer. */
 cJSON *srv_json_int(int64_t v);
-
-/* Standard base64 (RFC 4648, with padding). decode returns false on any
- * invalid character, bad padding or a length that is not a multiple of 4. */
-size_t srv_b64_encoded_len(size_t n);
-void srv_b64_encode(const unsigned char *src, size_t n, char *dst); /* writes NUL too */
-bool srv_b64_decode(const char *src, size_t len, unsigned char *dst, size_t dst_cap,
-                    size_t *out_len);
 
 #endif
