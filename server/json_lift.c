@@ -329,29 +329,48 @@ static bool add_span(srv_lift *l, array_ctx *a, bool b64, const char *s, size_t 
     return true;
 }
 
+/* Base64 characters decoded at a time (a multiple of 4): their floats are
+ * checked while they are still in cache. */
+enum { B64_STEP = 64 * 1024 };
+
 /* The string at s[p] == '"' as base64 of float32 values, decoded into *a;
  * *end is past its closing quote. False (nothing kept) when it holds
- * anything but the base64 alphabet (escapes included) or not whole floats. */
+ * anything but the base64 alphabet (escapes included) or not whole floats,
+ * or, on a little-endian host, an inf or NaN. */
 static bool decode_b64(const char *s, size_t len, size_t p, array_ctx *a, size_t *end)
 {
-    const char *q = memchr(s + p + 1, '"', len - p - 1);
-    size_t n, cap, got = 0;
+    const char *text = s + p + 1;
+    const char *q = memchr(text, '"', len - p - 1);
+    const bool check = srv_host_little_endian();
+    unsigned char *dst;
+    size_t n, cap, total = 0;
     if (q == NULL)
         return false;
-    n = (size_t)(q - (s + p + 1));
+    n = (size_t)(q - text);
     if (n == 0 || n % 4 != 0)
         return false;
     cap = n / 4 * 3;
     a->data = malloc(cap + sizeof(float));
     if (a->data == NULL)
         return false;
-    if (!srv_b64_decode(s + p + 1, n, (unsigned char *)a->data, cap, &got) ||
-        got % sizeof(float) != 0) {
-        free(a->data);
-        a->data = NULL;
-        return false;
+    dst = (unsigned char *)a->data;
+    for (size_t done = 0; done < n; done += B64_STEP) {
+        const size_t step = n - done < B64_STEP ? n - done : B64_STEP;
+        const bool last = done + step == n;
+        size_t got = 0;
+        /* Padding may only end the whole string: a step before the last
+         * decodes to exactly three bytes per four characters. */
+        if (!srv_b64_decode(text + done, step, dst + total, cap - total, &got) ||
+            (!last && got != step / 4 * 3) || (last && (total + got) % sizeof(float) != 0) ||
+            (check && !srv_floats_finite((const float *)(const void *)(dst + total),
+                                         got / sizeof(float)))) {
+            free(a->data);
+            a->data = NULL;
+            return false;
+        }
+        total += got;
     }
-    a->n = got / sizeof(float);
+    a->n = total / sizeof(float);
     *end = (size_t)(q - s) + 1;
     return true;
 }
