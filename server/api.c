@@ -251,8 +251,11 @@ static void timeout_err(api_err *e, const char *field)
 
 void srv_job_finish(srv_job *job, srv_reply *reply)
 {
+    srv_defer defer = {0};
     cJSON *root;
     char *body;
+    size_t len = 0;
+    bool ok;
 
     if (job == NULL) {
         srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "no job to finish");
@@ -276,20 +279,29 @@ void srv_job_finish(srv_job *job, srv_reply *reply)
             return;
         }
     }
+    /* Large base64 outputs are encoded straight into the final text
+     * (srv_defer in tensor.h): the job's outputs live until it is freed. */
+    srv_defer_set_current(&defer);
     root = cJSON_CreateObject();
-    if (root == NULL || !job->ops->render(job, root) ||
-        (job->ep != SRV_EP_ATTENTION && !api_render_timing(root, &job->tasks[0]))) {
-        cJSON_Delete(root);
-        srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "out of memory rendering the answer");
-        return;
-    }
-    body = cJSON_PrintUnformatted(root);
+    ok = root != NULL && job->ops->render(job, root) &&
+         (job->ep == SRV_EP_ATTENTION || api_render_timing(root, &job->tasks[0]));
+    srv_defer_set_current(NULL);
+    body = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
+    if (body != NULL) {
+        len = strlen(body);
+        if (defer.n > 0) {
+            char *full = srv_defer_apply(&defer, body, len, &len);
+            cJSON_free(body);
+            body = full;
+        }
+    }
+    srv_defer_free(&defer);
     if (body == NULL) {
         srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "out of memory rendering the answer");
         return;
     }
-    srv_reply_json(reply, 200, body, strlen(body));
+    srv_reply_json(reply, 200, body, len);
 }
 
 void srv_job_free(srv_job *job)
@@ -604,8 +616,12 @@ static bool att_render(srv_job *job, cJSON *root)
             return false;
         item_outcome(job, &aj->items[i], &merged);
         errors = errors || merged.failed || merged.timed_out;
-        /* The rendered copy is all that is needed from here on. */
-        free_outputs(&aj->items[i]);
+        /* The rendered copy is all that is needed from here on, unless the
+         * text of one of them is yet to be written (srv_defer). */
+        if (!srv_defer_uses(aj->items[i].output) && !srv_defer_uses(aj->items[i].weights) &&
+            !srv_defer_uses(aj->items[i].logits) && !srv_defer_uses(aj->items[i].q_rot) &&
+            !srv_defer_uses(aj->items[i].k_rot))
+            free_outputs(&aj->items[i]);
     }
     return cJSON_AddBoolToObject(root, "errors", errors) != NULL;
 }

@@ -611,6 +611,109 @@ static cJSON *render_b64_string(const float *data, size_t count)
     return raw_node_take(buf);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Deferred base64 (see srv_defer in tensor.h)                               */
+/* ------------------------------------------------------------------------- */
+
+enum { DEFER_OPEN = 0x02, DEFER_CLOSE = 0x03 };
+
+static _Thread_local srv_defer *defer_current;
+
+void srv_defer_set_current(srv_defer *d)
+{
+    defer_current = d;
+}
+
+bool srv_defer_uses(const float *p)
+{
+    const srv_defer *d = defer_current;
+    for (size_t i = 0; p != NULL && d != NULL && i < d->n; i++)
+        if (d->data[i] == p)
+            return true;
+    return false;
+}
+
+static bool defer_wanted(size_t count)
+{
+    return defer_current != NULL && count >= SRV_DEFER_MIN_FLOATS && srv_host_little_endian();
+}
+
+/* A placeholder raw node for data's base64, recorded in the current defer. */
+static cJSON *defer_node(const float *data, size_t count)
+{
+    srv_defer *d = defer_current;
+    char text[32];
+    int n;
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 4;
+        const float **pd = realloc(d->data, cap * sizeof *pd);
+        if (pd == NULL)
+            return NULL;
+        d->data = pd;
+        size_t *pc = realloc(d->count, cap * sizeof *pc);
+        if (pc == NULL)
+            return NULL;
+        d->count = pc;
+        d->cap = cap;
+    }
+    n = snprintf(text, sizeof text, "%c%zu%c", DEFER_OPEN, d->n, DEFER_CLOSE);
+    if (n <= 0 || (size_t)n >= sizeof text)
+        return NULL;
+    cJSON *node = cJSON_CreateRaw(text);
+    if (node == NULL)
+        return NULL;
+    d->data[d->n] = data;
+    d->count[d->n] = count;
+    d->n++;
+    return node;
+}
+
+char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len,
+                      size_t *out_len)
+{
+    size_t size = printed_len + 1, at = 0, pos = 0;
+    char *out;
+    for (size_t i = 0; i < d->n; i++) /* an upper bound: placeholders drop out */
+        size += srv_b64_encoded_len(d->count[i] * sizeof(float)) + 2;
+    out = malloc(size);
+    if (out == NULL)
+        return NULL;
+    for (;;) {
+        const char *p = memchr(printed + pos, DEFER_OPEN, printed_len - pos);
+        const size_t upto = p ? (size_t)(p - printed) : printed_len;
+        char *end;
+        unsigned long long i;
+        memcpy(out + at, printed + pos, upto - pos);
+        at += upto - pos;
+        if (p == NULL)
+            break;
+        i = strtoull(p + 1, &end, 10);
+        if (*end != DEFER_CLOSE || i >= d->n) { /* cannot happen: see tensor.h */
+            free(out);
+            return NULL;
+        }
+        out[at++] = '"';
+        srv_b64_encode((const unsigned char *)d->data[i], d->count[i] * sizeof(float), out + at);
+        at += srv_b64_encoded_len(d->count[i] * sizeof(float));
+        out[at++] = '"';
+        pos = (size_t)(end - printed) + 1;
+    }
+    out[at] = '\0';
+    *out_len = at;
+    return out;
+}
+
+void srv_defer_free(srv_defer *d)
+{
+    if (d == NULL)
+        return;
+    free(d->data);
+    free(d->count);
+    memset(d, 0, sizeof *d);
+}
+
+/* ------------------------------------------------------------------------- */
+
 bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
                        const int64_t *shape, srv_encoding enc)
 {
@@ -638,8 +741,9 @@ bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int n
     }
     if (!cJSON_AddStringToObject(obj, "datatype", "FP32"))
         goto fail;
-    cJSON *values =
-        enc == SRV_ENCODING_B64 ? render_b64_string(data, count) : render_json_array(data, count);
+    cJSON *values = enc == SRV_ENCODING_JSON ? render_json_array(data, count)
+                    : defer_wanted(count)    ? defer_node(data, count)
+                                             : render_b64_string(data, count);
     if (!values)
         goto fail;
     if (!cJSON_AddItemToObject(obj, enc == SRV_ENCODING_B64 ? "b64" : "data", values)) {

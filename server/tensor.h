@@ -53,6 +53,31 @@ typedef enum srv_encoding { SRV_ENCODING_JSON = 0, SRV_ENCODING_B64 } srv_encodi
 bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
                        const int64_t *shape, srv_encoding enc);
 
+/* Large base64 tensors written straight into the answer's final text.
+ * While a srv_defer is current on this thread, srv_tensor_render leaves a
+ * placeholder where the base64 of a tensor of SRV_DEFER_MIN_FLOATS or more
+ * would go and keeps a pointer to its data, which must then outlive
+ * srv_defer_apply. srv_defer_apply expands the printed tree into one new
+ * buffer, encoding each tensor in its place: the text is not copied by
+ * cJSON's printer nor measured by strlen (for a 4 MB output, 5.6 MB each).
+ * Placeholders are a byte 0x02, the index, a byte 0x03: cJSON prints those
+ * bytes inside strings as \u0002 and \u0003, so no string can pose as one.
+ * Little-endian hosts only (elsewhere nothing is deferred). */
+enum { SRV_DEFER_MIN_FLOATS = 16384 };
+typedef struct srv_defer {
+    const float **data;
+    size_t *count;
+    size_t n, cap;
+} srv_defer;
+void srv_defer_set_current(srv_defer *d); /* NULL: none */
+/* Whether the current defer holds p (its data may not be freed yet). */
+bool srv_defer_uses(const float *p);
+/* The text with each placeholder expanded (malloc'd, NUL-terminated; its
+ * length in *out_len), or NULL when memory ran out. */
+char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len,
+                      size_t *out_len);
+void srv_defer_free(srv_defer *d);
+
 /* Tensor bytes on the wire are little-endian float32; these serve
  * big-endian hosts (and tell whether this is one). */
 bool srv_host_little_endian(void);

@@ -672,6 +672,47 @@ static void test_attention_b64(void **state)
     cJSON_Delete(ans);
 }
 
+/* b64 answers large enough to be encoded straight into the final text
+ * (srv_defer, tensor.h), two items, several tensors each: every value
+ * where it belongs. */
+static void test_attention_b64_large(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    enum { L = 64, H = 8, D = 64 }; /* output, weights, q_rot: 32768 floats each */
+    const char *ret[] = {"output", "weights", "q_rot"};
+    cJSON *items[2], *req, *ans;
+    qkv f[2];
+    int status;
+
+    assert_true((size_t)L * H * D >= SRV_DEFER_MIN_FLOATS);
+    for (int i = 0; i < 2; i++) {
+        qkv_make(&f[i], L, L, H, H, D, D, 40 + (uint64_t)i);
+        items[i] = qkv_item(&f[i], scheme_of("{\"type\":\"rope\"}"));
+        cJSON_AddItemToObject(items[i], "return", cJSON_CreateStringArray(ret, 3));
+        cJSON_AddBoolToObject(items[i], "causal", i == 1);
+    }
+    req = batch(items, 2);
+    cJSON_AddStringToObject(req, "output_encoding", "b64");
+    ans = call_json(SRV_EP_ATTENTION, req, &lim, &status);
+    expect_ok(ans, status);
+    for (int i = 0; i < 2; i++) {
+        pa_scheme s;
+        pa_attention a;
+        lib_out want;
+        pa_scheme_init(&s, PA_SCHEME_ROPE);
+        qkv_desc(&f[i], &s, &a);
+        a.causal = i == 1;
+        lib_run(&a, (size_t)L * H * D, &want);
+        result_is(output_at(ans, i), "output", want.out, want.n_out);
+        result_is(output_at(ans, i), "weights", want.weights, want.n_scores);
+        result_is(output_at(ans, i), "q_rot", want.q_rot, want.n_q);
+        lib_free(&want);
+        qkv_free(&f[i]);
+    }
+    cJSON_Delete(ans);
+}
+
 /* Requests wrong at the top level fail as a whole. */
 static void test_attention_request_errors(void **state)
 {
@@ -1558,6 +1599,7 @@ int main(void)
         cmocka_unit_test(test_attention_mixed_batch),
         cmocka_unit_test(test_attention_layer_mode),
         cmocka_unit_test(test_attention_b64),
+        cmocka_unit_test(test_attention_b64_large),
         cmocka_unit_test(test_attention_request_errors),
         cmocka_unit_test(test_attention_item_errors),
         cmocka_unit_test(test_attention_limits),

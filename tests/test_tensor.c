@@ -339,6 +339,60 @@ static void test_render_and_parse_back(void **state)
     }
 }
 
+/* Deferred base64 (srv_defer): the same text, byte for byte, as rendering
+ * in the tree; small tensors and JSON stay in the tree; a client string
+ * holding the placeholder bytes is printed escaped and left alone. */
+static void test_render_deferred(void **state)
+{
+    (void)state;
+    const size_t big = SRV_DEFER_MIN_FLOATS + 5, small = 7;
+    float *a = malloc(big * sizeof *a), *b = malloc(big * sizeof *b), c[7];
+    assert_non_null(a);
+    assert_non_null(b);
+    for (size_t i = 0; i < big; i++) {
+        a[i] = (float)i * 0.37f - 100.0f;
+        b[i] = -(float)i / 3.0f;
+    }
+    for (size_t i = 0; i < small; i++)
+        c[i] = (float)i;
+    char *text[2];
+    size_t len[2];
+    for (int deferred = 0; deferred < 2; deferred++) {
+        srv_defer d = {0};
+        const int64_t sa[1] = {(int64_t)big}, sb[2] = {1, (int64_t)big}, sc[1] = {(int64_t)small};
+        if (deferred)
+            srv_defer_set_current(&d);
+        cJSON *root = cJSON_CreateObject();
+        assert_non_null(cJSON_AddStringToObject(root, "id", "x\x02" "0\x03y"));
+        assert_true(srv_tensor_render(root, "a", a, 1, sa, SRV_ENCODING_B64));
+        assert_true(srv_tensor_render(root, "c", c, 1, sc, SRV_ENCODING_B64));
+        assert_true(srv_tensor_render(root, "j", c, 1, sc, SRV_ENCODING_JSON));
+        assert_true(srv_tensor_render(root, "b", b, 2, sb, SRV_ENCODING_B64));
+        srv_defer_set_current(NULL);
+        assert_int_equal(d.n, deferred ? 2 : 0); /* a and b only */
+        char *printed = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        assert_non_null(printed);
+        len[deferred] = strlen(printed);
+        if (deferred) {
+            assert_true(len[1] < 1000); /* the tree held placeholders only */
+            text[1] = srv_defer_apply(&d, printed, len[1], &len[1]);
+            cJSON_free(printed);
+            assert_non_null(text[1]);
+        } else {
+            text[0] = printed;
+        }
+        srv_defer_free(&d);
+    }
+    assert_int_equal(len[0], len[1]);
+    assert_int_equal(strlen(text[1]), len[1]);
+    assert_memory_equal(text[0], text[1], len[0]);
+    cJSON_free(text[0]);
+    free(text[1]);
+    free(a);
+    free(b);
+}
+
 static void test_render_non_finite_and_edges(void **state)
 {
     (void)state;
@@ -419,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_parse_flat_and_nested),
         cmocka_unit_test(test_render_and_parse_back),
         cmocka_unit_test(test_render_non_finite_and_edges),
+        cmocka_unit_test(test_render_deferred),
         cmocka_unit_test(test_b64_large),
     };
     return cmocka_run_group_tests_name("tensor", tests, NULL, NULL);
