@@ -93,9 +93,9 @@ pids=()
 start posattnd1 env -u POSATTN_API_KEY "$SRV" --host 127.0.0.1 --port 0 --workers 1 --log-format off
 : >"$TMP/timing.txt"
 # Untimed requests first: a fresh process's first large requests fault in
-# fresh pages for every buffer (about 1 us a page here, 10 ms a request)
-# until glibc's malloc has raised its mmap threshold to their size and each
-# thread's heap has grown to hold them; from about the sixth on, none.
+# fresh pages for their buffers (about 1 us a page here, 10 ms a request)
+# until each thread's heap has grown to hold them (server/main.c keeps them
+# there); from about the fifth on, none.
 for i in $(seq "$WARM"); do
     curl -sf -o /dev/null -H 'Content-Type: application/json' \
         --data-binary @"$TMP/large.json" "$url/v1/attention" || { echo "service: large request failed"; exit 1; }
