@@ -453,7 +453,7 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const srv_l
 
     memset(&ctx, 0, sizeof ctx);
     a->nparts = 1;
-    snprintf(prefix, sizeof prefix, "inputs[%zu]", i);
+    api_item_prefix(prefix, i);
     ctx.lim = lim;
     ctx.prefix = prefix;
     if (!api_item_parse(node, &ctx, extra, 2, &a->it, &a->err))
@@ -562,7 +562,7 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj)
     const api_item *it = &a->it;
     api_task t;
     const api_err *fail = item_outcome(job, a, &t);
-    cJSON *id = a->id != NULL ? cJSON_Duplicate(a->id, true) : cJSON_CreateNull();
+    cJSON *id = a->id != NULL ? api_id_node(a->id) : cJSON_CreateNull();
 
     if (id == NULL || !cJSON_AddItemToObject(obj, "id", id)) {
         cJSON_Delete(id);
@@ -743,7 +743,7 @@ bool api_attention_prepare(const cJSON *root, const srv_limits *lim, srv_job **j
         att_item *a = &aj->items[k];
         char prefix[32];
         api_ctx ictx = {lim, prefix};
-        snprintf(prefix, sizeof prefix, "inputs[%zu]", k);
+        api_item_prefix(prefix, k);
         if (a->valid && !alloc_outputs(a, &ictx))
             a->valid = false;
         a->first = t;

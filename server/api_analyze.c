@@ -383,7 +383,7 @@ static bool an_render(srv_job *job, cJSON *root)
     if (!cJSON_AddStringToObject(root, "analysis", an_names[aj->kind]))
         return false;
     if (aj->id != NULL) {
-        cJSON *id = cJSON_Duplicate(aj->id, true);
+        cJSON *id = api_id_node(aj->id);
         if (id == NULL || !cJSON_AddItemToObject(root, "id", id)) {
             cJSON_Delete(id);
             return false;

@@ -118,6 +118,13 @@ void api_reply_err(srv_reply *reply, const api_err *e);
 
 /* Joins ctx prefix and name into buf: "inputs[2].k" or "k". */
 const char *api_path(char *buf, size_t cap, const api_ctx *ctx, const char *name);
+/* "inputs[i]" into buf (at least 32 bytes), without printf: it is on every
+ * item's path. */
+const char *api_item_prefix(char *buf, size_t i);
+/* A copy of a request's "id" to echo in the answer (NULL on allocation
+ * failure): integers from 0 up to 10^15 as raw digits, the text cJSON's
+ * printer would give them after its sprintf("%1.15g") and sscanf. */
+cJSON *api_id_node(const cJSON *id);
 
 /* "string", "number", "array", ... for messages. */
 const char *api_json_type(const cJSON *node);

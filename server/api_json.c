@@ -30,6 +30,30 @@ static void path_put(char *buf, size_t cap, size_t *at, const char *s)
     buf[*at] = '\0';
 }
 
+const char *api_item_prefix(char *buf, size_t i)
+{
+    char digits[24];
+    size_t n = 0, at = sizeof "inputs[" - 1;
+    do {
+        digits[n++] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i != 0);
+    memcpy(buf, "inputs[", at);
+    while (n > 0)
+        buf[at++] = digits[--n];
+    buf[at++] = ']';
+    buf[at] = '\0';
+    return buf;
+}
+
+cJSON *api_id_node(const cJSON *id)
+{
+    if (cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble) &&
+        fabs(id->valuedouble) < 1e15 && !signbit(id->valuedouble)) /* -0 prints "-0" */
+        return srv_json_int((int64_t)id->valuedouble);
+    return cJSON_Duplicate(id, true);
+}
+
 const char *api_path(char *buf, size_t cap, const api_ctx *ctx, const char *name)
 {
     const char *prefix = ctx != NULL && ctx->prefix != NULL ? ctx->prefix : "";
@@ -527,7 +551,7 @@ bool api_add_int_array(cJSON *parent, const char *name, const int32_t *v, int32_
     if (arr == NULL)
         return false;
     for (int32_t i = 0; i < n; i++) {
-        cJSON *num = cJSON_CreateNumber(v[i]);
+        cJSON *num = srv_json_int(v[i]); /* what cJSON prints, without printf */
         if (num == NULL || !cJSON_AddItemToArray(arr, num)) {
             cJSON_Delete(num);
             return false;

@@ -7,6 +7,7 @@
  * for code, HTTP status and field.
  */
 #include "api.h"
+#include "api_internal.h"
 #include "tensor.h"
 #include "testutil.h"
 
@@ -711,6 +712,36 @@ static void test_attention_b64_large(void **state)
         qkv_free(&f[i]);
     }
     cJSON_Delete(ans);
+}
+
+/* An echoed id prints exactly as cJSON prints the id sent; the item
+ * prefix is "inputs[i]". */
+static void test_id_node_and_prefix(void **state)
+{
+    (void)state;
+    static const char *const ids[] = {
+        "0",    "-0",     "7",         "-7",   "999999999999999", "-999999999999999",
+        "1e15", "1e16",   "2.5",       "1e-7", "123456789.5",     "\"x\"",
+        "null", "true",   "{\"k\":[1]}", "[]",   "4294967296",      "-2147483649"};
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+        cJSON *id = cJSON_Parse(ids[i]), *echo;
+        char *want, *got;
+        assert_non_null(id);
+        echo = api_id_node(id);
+        assert_non_null(echo);
+        want = cJSON_PrintUnformatted(id);
+        got = cJSON_PrintUnformatted(echo);
+        if (strcmp(want, got) != 0)
+            fail_msg("id %s: echoed %s, cJSON prints %s", ids[i], got, want);
+        cJSON_free(want);
+        cJSON_free(got);
+        cJSON_Delete(id);
+        cJSON_Delete(echo);
+    }
+    char buf[32];
+    assert_string_equal(api_item_prefix(buf, 0), "inputs[0]");
+    assert_string_equal(api_item_prefix(buf, 907), "inputs[907]");
+    assert_string_equal(api_item_prefix(buf, SIZE_MAX), "inputs[18446744073709551615]");
 }
 
 /* Requests wrong at the top level fail as a whole. */
@@ -1600,6 +1631,7 @@ int main(void)
         cmocka_unit_test(test_attention_layer_mode),
         cmocka_unit_test(test_attention_b64),
         cmocka_unit_test(test_attention_b64_large),
+        cmocka_unit_test(test_id_node_and_prefix),
         cmocka_unit_test(test_attention_request_errors),
         cmocka_unit_test(test_attention_item_errors),
         cmocka_unit_test(test_attention_limits),

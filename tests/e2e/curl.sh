@@ -119,7 +119,7 @@ check "openapi.yaml names the routes" 's.lstrip().startswith("openapi:") and "/v
 out=$(curl -sS --max-time 30 -D - -o /dev/null -H 'Content-Type: application/json' \
     -d '{"inputs":[{"scheme":{"type":"none"},"q":{"shape":[1,1,1],"data":[1]},"k":{"shape":[1,1,1],"data":[1]},"v":{"shape":[1,1,1],"data":[5]}}]}' \
     "$URL/v1/attention")
-check "Server-Timing header" '"server-timing: queue;dur=" in s.lower() and "compute;dur=" in s'
+check "Server-Timing header" '"server-timing: upload;dur=" in s.lower() and all(p + ";dur=" in s for p in ("parse", "queue", "compute", "render", "total"))'
 
 out=$(curl -sS --max-time 30 -D - -o /dev/null "$URL/v1/attention")
 check "405 names the allowed method" '"\nallow: post" in s.lower()'
