@@ -362,8 +362,8 @@ static bool decode_b64(const char *s, size_t len, size_t p, array_ctx *a, size_t
          * decodes to exactly three bytes per four characters. */
         if (!srv_b64_decode(text + done, step, dst + total, cap - total, &got) ||
             (!last && got != step / 4 * 3) || (last && (total + got) % sizeof(float) != 0) ||
-            (check && !srv_floats_finite((const float *)(const void *)(dst + total),
-                                         got / sizeof(float)))) {
+            (check &&
+             !srv_floats_finite((const float *)(const void *)(dst + total), got / sizeof(float)))) {
             free(a->data);
             a->data = NULL;
             return false;

@@ -668,8 +668,7 @@ static cJSON *defer_node(const float *data, size_t count)
     return node;
 }
 
-char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len,
-                      size_t *out_len)
+char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len, size_t *out_len)
 {
     size_t size = printed_len + 1, at = 0, pos = 0;
     char *out;

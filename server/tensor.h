@@ -74,8 +74,7 @@ void srv_defer_set_current(srv_defer *d); /* NULL: none */
 bool srv_defer_uses(const float *p);
 /* The text with each placeholder expanded (malloc'd, NUL-terminated; its
  * length in *out_len), or NULL when memory ran out. */
-char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len,
-                      size_t *out_len);
+char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len, size_t *out_len);
 void srv_defer_free(srv_defer *d);
 
 /* Tensor bytes on the wire are little-endian float32; these serve

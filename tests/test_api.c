@@ -720,9 +720,9 @@ static void test_id_node_and_prefix(void **state)
 {
     (void)state;
     static const char *const ids[] = {
-        "0",    "-0",     "7",         "-7",   "999999999999999", "-999999999999999",
-        "1e15", "1e16",   "2.5",       "1e-7", "123456789.5",     "\"x\"",
-        "null", "true",   "{\"k\":[1]}", "[]",   "4294967296",      "-2147483649"};
+        "0",    "-0",   "7",           "-7",   "999999999999999", "-999999999999999",
+        "1e15", "1e16", "2.5",         "1e-7", "123456789.5",     "\"x\"",
+        "null", "true", "{\"k\":[1]}", "[]",   "4294967296",      "-2147483649"};
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
         cJSON *id = cJSON_Parse(ids[i]), *echo;
         char *want, *got;

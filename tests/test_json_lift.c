@@ -144,7 +144,8 @@ static void test_numbers_bit_identical(void **state)
                 if (f > 0)
                     num[k++] = '.';
                 for (int d = 0; d < f; d++)
-                    num[k++] = (char)('0' + (lz && d < f / 2 ? 0 : (int)tu_uniform(&digits, 0, 9.99)));
+                    num[k++] =
+                        (char)('0' + (lz && d < f / 2 ? 0 : (int)tu_uniform(&digits, 0, 9.99)));
                 num[k] = '\0';
                 at += (size_t)sprintf(big + 200 + at, "%s%s", n ? "," : "", num);
             }

@@ -363,7 +363,7 @@ static void test_render_deferred(void **state)
         if (deferred)
             srv_defer_set_current(&d);
         cJSON *root = cJSON_CreateObject();
-        assert_non_null(cJSON_AddStringToObject(root, "id", "x\x02" "0\x03y"));
+        assert_non_null(cJSON_AddStringToObject(root, "id", "x\0020\003y")); /* 02 0 03 */
         assert_true(srv_tensor_render(root, "a", a, 1, sa, SRV_ENCODING_B64));
         assert_true(srv_tensor_render(root, "c", c, 1, sc, SRV_ENCODING_B64));
         assert_true(srv_tensor_render(root, "j", c, 1, sc, SRV_ENCODING_JSON));
