@@ -173,6 +173,46 @@ static inline bool maybe_visible(const pa__plan *p, int32_t qmin, int32_t qmax, 
     return true;
 }
 
+/* Hidden from query position qp by the window, below it (left) or by the
+ * causal mask or the window above it (right): never both, and with sorted
+ * key positions each holds for a prefix (left) or a suffix (right). */
+static inline bool hidden_left(const pa__plan *p, int32_t qp, int32_t kp)
+{
+    return p->a->window > 0 && (int64_t)qp - (int64_t)kp >= p->a->window;
+}
+
+static inline bool hidden_right(const pa__plan *p, int32_t qp, int32_t kp)
+{
+    if (p->a->causal)
+        return kp > qp;
+    return p->a->window > 0 && (int64_t)kp - (int64_t)qp >= p->a->window;
+}
+
+/* Narrows [*lo, *hi) of sorted key positions kpos to the keys visible from
+ * qp (visible() is !hidden_left && !hidden_right), by binary search. */
+static void visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, int32_t *lo,
+                         int32_t *hi)
+{
+    int32_t a = *lo, b = *hi;
+    while (a < b) { /* the first key not hidden on the left */
+        const int32_t m = a + (b - a) / 2;
+        if (hidden_left(p, qp, kpos[m]))
+            a = m + 1;
+        else
+            b = m;
+    }
+    *lo = a;
+    b = *hi;
+    while (a < b) { /* from there, the first hidden on the right */
+        const int32_t m = a + (b - a) / 2;
+        if (hidden_right(p, qp, kpos[m]))
+            b = m;
+        else
+            a = m + 1;
+    }
+    *hi = a;
+}
+
 /* Narrows the tile [j0, j0 + nk) to [*lo, *hi), outside which every key is
  * hidden from every query of the block (by padding, causal or window): those
  * keys are neither multiplied nor exponentiated. With ordered positions this
@@ -249,16 +289,11 @@ static void bias_and_mask(const pa__plan *p, const buffers *b, int32_t h, int32_
         }
         if (needs_mask(p) && b->kpos_sorted) {
             /* Visibility is an interval of key positions, so of key indices
-             * here: trim the hidden ends, O(hidden keys) per row. */
+             * here: its ends by binary search, the hidden ends filled. */
             int32_t lo = 0, hi = pa__max_i32(0, pa__min_i32(nk, p->key_len - j0));
-            while (lo < hi && !visible(p, qp, kpos[lo]))
-                lo++;
-            while (hi > lo && !visible(p, qp, kpos[hi - 1]))
-                hi--;
-            for (int32_t j = 0; j < lo; j++)
-                row[j] = -INFINITY;
-            for (int32_t j = hi; j < nk; j++)
-                row[j] = -INFINITY;
+            visible_span(p, qp, kpos, &lo, &hi);
+            pa__row_fill(row, lo, -INFINITY);
+            pa__row_fill(row + hi, nk - hi, -INFINITY);
         } else if (needs_mask(p)) {
             for (int32_t j = 0; j < nk; j++) {
                 if (j0 + j >= p->key_len || !visible(p, qp, kpos[j]))
@@ -353,8 +388,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                 pa__tile_qk(gn, e - j0, p->D, p->scale, Qb + (size_t)g * op->ldq, op->ldq,
                             op->Kt + j0, op->ldkt, b->S + (size_t)g * nk, nk);
                 for (int32_t i = g; i < g + gn; i++)
-                    for (int32_t j = e - j0; j < nk; j++)
-                        b->S[(size_t)i * nk + j] = -INFINITY;
+                    pa__row_fill(b->S + (size_t)i * nk + (e - j0), nk - (e - j0), -INFINITY);
             }
             grouped = true;
         } else {
@@ -380,11 +414,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
             alpha = b->m[i] == -INFINITY ? 0.0f : expf(b->m[i] - mnew);
             b->l[i] = b->l[i] * alpha + pa__row_exp_sum(row, nk, mnew);
             b->m[i] = mnew;
-            if (alpha != 1.0f) {
-                float *o = b->O + (size_t)i * Dv;
-                for (int32_t d = 0; d < Dv; d++)
-                    o[d] *= alpha;
-            }
+            if (alpha != 1.0f)
+                pa__row_scale(b->O + (size_t)i * Dv, b->O + (size_t)i * Dv, Dv, alpha);
         }
         if (grouped) {
             for (int32_t g = 0; g < nq; g += ROWS_G)
@@ -420,8 +451,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
             *b->overflow = true;
         const float *o = b->O + (size_t)i * Dv;
         float inv = b->l[i] > 0.0f ? 1.0f / b->l[i] : 0.0f;
-        for (int32_t d = 0; d < Dv; d++)
-            dst[d] = o[d] * inv;
+        pa__row_scale(dst, o, Dv, inv);
         if (io->weights != NULL) {
             const float *src = store_rows + (size_t)i * p->Lk;
             float *w = io->weights + ((size_t)h * p->Lq + i0 + i) * p->Lk;

@@ -101,6 +101,21 @@ PA__CLONES static void row_exp_scale(float *row, int32_t n, float m, float scale
         row[j] = exp_lane(row[j] - m) * scale;
 }
 
+/* Plain loops: GCC vectorizes them here (-O3), for AVX2 and the default
+ * target alike; the attention kernel itself is built at -O2, which does not
+ * vectorize a loop of unknown length. */
+PA__CLONES void pa__row_scale(float *dst, const float *src, int32_t n, float s)
+{
+    for (int32_t j = 0; j < n; j++)
+        dst[j] = src[j] * s;
+}
+
+PA__CLONES void pa__row_fill(float *row, int32_t n, float v)
+{
+    for (int32_t j = 0; j < n; j++)
+        row[j] = v;
+}
+
 /* ------------------------------------------------------------------------- */
 /* AVX-512                                                                   */
 /* ------------------------------------------------------------------------- */

@@ -1,5 +1,6 @@
-/* softmax.h - the row kernels of the online softmax: a vectorizable exp and
- * the max / exp-and-sum passes over a row of logits (lib/softmax.c).
+/* softmax.h - the row kernels of the online softmax: a vectorizable exp, the
+ * max / exp-and-sum passes over a row of logits, and the row scale and fill
+ * around them (lib/softmax.c).
  */
 #ifndef PA_SOFTMAX_H
 #define PA_SOFTMAX_H
@@ -16,5 +17,12 @@ float pa__row_exp_sum(float *row, int32_t n, float m);
 
 /* row[j] = exp(row[j] - m) * scale, in place (for returned weights). */
 void pa__row_exp_scale(float *row, int32_t n, float m, float scale);
+
+/* dst[j] = src[j] * s (dst may be src): the rescale of a row's running
+ * output when its max moves, and the final division by its sum. */
+void pa__row_scale(float *dst, const float *src, int32_t n, float s);
+
+/* row[j] = v: masked ends of a row of logits. */
+void pa__row_fill(float *row, int32_t n, float v);
 
 #endif

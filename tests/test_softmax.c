@@ -109,6 +109,29 @@ static void test_exp_scale(void **state)
     assert_true(row[40] == 0.0f);
 }
 
+/* Scale (in place and into another row) and fill: every element of every
+ * length through the vector bodies and tails, nothing past the end. */
+static void test_scale_and_fill(void **state)
+{
+    (void)state;
+    for (int32_t n = 0; n <= 70; n++) {
+        float src[72], dst[72];
+        for (int32_t j = 0; j < 72; j++) {
+            src[j] = (float)j * 0.75f - 20.0f;
+            dst[j] = 99.0f;
+        }
+        pa__row_scale(dst, src, n, -1.5f);
+        for (int32_t j = 0; j < 72; j++)
+            assert_true(dst[j] == (j < n ? src[j] * -1.5f : 99.0f));
+        pa__row_scale(src, src, n, 0.5f);
+        for (int32_t j = 0; j < 72; j++)
+            assert_true(src[j] == ((float)j * 0.75f - 20.0f) * (j < n ? 0.5f : 1.0f));
+        pa__row_fill(dst, n, -INFINITY);
+        for (int32_t j = 0; j < 72; j++)
+            assert_true(j < n ? dst[j] == -INFINITY : dst[j] == 99.0f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +140,7 @@ int main(void)
         cmocka_unit_test(test_exp_sum_against_double),
         cmocka_unit_test(test_exp_sum_special),
         cmocka_unit_test(test_exp_scale),
+        cmocka_unit_test(test_scale_and_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
