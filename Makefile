@@ -321,11 +321,12 @@ load-crosscheck: $(POSATTND) $(LOAD_BIN)
 
 # bench_json measures the server's JSON and base64 paths: it sees server/ and
 # links the server objects it uses plus cJSON (explicit rules win over the
-# pattern rules).
-BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,tensor.o json_lift.o fmt_float.o reply.o errors.o)
+# pattern rules), and the previous float formatter (tests/ref_fmt_float.c).
+BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,tensor.o json_lift.o fmt_float.o reply.o errors.o) \
+                  $(BUILD)/tests/ref_fmt_float.o
 $(BUILD)/bench/bench_json.o: bench/bench_json.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Iserver -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Iserver -Itests -c $< -o $@
 $(BUILD)/bench/bench_json: $(BUILD)/bench/bench_json.o $(BENCH_JSON_OBJ)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(SRV_LIBS) -lm
 

@@ -4,6 +4,7 @@
  * against a plain strtof loop, and base64 decode/encode as the fast path.
  *
  *   build/bench/bench_json           full table (1M floats, best of 5)
+ *   build/bench/bench_json --fmt     the formatter rows only (a few seconds)
  *   build/bench/bench_json --smoke   tiny sizes, one repetition (make test)
  *
  * Single-threaded; every buffer is touched before timing, because a first
@@ -12,6 +13,7 @@
  * broken formatter or parser, not just a broken build.
  */
 #include "fmt_float.h"
+#include "ref_fmt_float.h"
 #include "tensor.h"
 
 #include <cjson/cJSON.h>
@@ -75,6 +77,8 @@ typedef struct ctx {
     float *back;
     char *text; /* our JSON array text */
     size_t text_len;
+    char *text_ref; /* the same with the previous formatter */
+    size_t text_ref_len;
     char *text9; /* the same with %.9g */
     size_t text9_len;
     char *b64;
@@ -111,6 +115,22 @@ static void print_ours(ctx *c)
     *p++ = ']';
     *p = '\0';
     c->text_len = (size_t)(p - c->text);
+}
+
+/* The same with the formatter as it was before the fast printer
+ * (tests/ref_fmt_float.c), which must write the same bytes. */
+static void print_ref(ctx *c)
+{
+    char *p = c->text_ref;
+    *p++ = '[';
+    for (size_t i = 0; i < c->n; i++) {
+        if (i)
+            *p++ = ',';
+        p += ref_fmt_float(c->x[i], p);
+    }
+    *p++ = ']';
+    *p = '\0';
+    c->text_ref_len = (size_t)(p - c->text_ref);
 }
 
 static void print_snprintf(ctx *c)
@@ -214,6 +234,7 @@ static void row(const char *name, double ours, const char *ref_name, double ref,
 int main(int argc, char **argv)
 {
     bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
+    bool fmt_only = argc > 1 && strcmp(argv[1], "--fmt") == 0;
     const size_t n = smoke ? 1000 : 1000000;
     const int reps = smoke ? 1 : 5;
 
@@ -224,11 +245,26 @@ int main(int argc, char **argv)
     c.x = x;
     c.back = xmalloc(n * sizeof(float));
     c.text = xmalloc(n * (SRV_FMT_FLOAT_MAX + 1) + 2 + SRV_FMT_FLOAT_BUF);
+    c.text_ref = xmalloc(n * (SRV_FMT_FLOAT_MAX + 1) + 2 + SRV_FMT_FLOAT_BUF);
     c.text9 = xmalloc(n * (SRV_FMT_FLOAT_MAX + 1) + 3);
     c.b64_len = srv_b64_encoded_len(n * sizeof(float));
     c.b64 = xmalloc(c.b64_len + 1);
 
     double t_ours = best_time(print_ours, &c, reps);
+    double t_ref = best_time(print_ref, &c, reps);
+    check(c.text_len == c.text_ref_len && memcmp(c.text, c.text_ref, c.text_len) == 0,
+          "srv_fmt_float and the previous formatter wrote different text");
+    if (fmt_only) {
+        printf("srv_fmt_float: %zu layer-like floats, 1 thread, best of %d; M floats/s\n", n, reps);
+        row("print: srv_fmt_float", n / t_ours, "before (ref_fmt_float)", n / t_ref, "", 0);
+        free(x);
+        free(c.back);
+        free(c.text);
+        free(c.text_ref);
+        free(c.text9);
+        free(c.b64);
+        return 0;
+    }
     double t_snprintf = best_time(print_snprintf, &c, reps);
     double t_render = best_time(render_and_print, &c, reps);
     double t_cjson_print = best_time(cjson_print_numbers, &c, smoke ? 1 : 2); /* ~1 s each */
@@ -250,6 +286,7 @@ int main(int argc, char **argv)
     printf("%-34s %8s   %-26s %8s %8s   %-12s %s\n", "case", "M/s", "reference", "M/s", "ratio",
            "target", "met");
     row("print: srv_fmt_float", r_ours, "snprintf(\"%.9g\")", r_snprintf, ">= 20 M/s", 20e6);
+    row("print: srv_fmt_float", r_ours, "before (ref_fmt_float)", n / t_ref, ">= 2x", 2 * n / t_ref);
     row("print: tensor render + cJSON print", r_render, "cJSON number array print", r_cjson_print,
         "", 0);
     row("parse: cJSON + copy out", r_cjson, "strtof loop", r_strtof, "", 0);
@@ -264,6 +301,7 @@ int main(int argc, char **argv)
     free(x);
     free(c.back);
     free(c.text);
+    free(c.text_ref);
     free(c.text9);
     free(c.b64);
     return 0;
