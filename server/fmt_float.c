@@ -1,10 +1,13 @@
 /* fmt_float.c - see fmt_float.h. The decimal is found with Schubfach
  * (R. Giulietti, "The Schubfach way to render doubles", 2020-2022), in its
- * binary32 form as in the JDK's FloatToDecimal: no loops, one table of 77
- * 64-bit powers of ten, three 64x64->128 multiplications. A small printer
- * then lays the digits out. bench/check_fmt_float_exhaustive.c checks all
- * 2^32 inputs (round trip through strtof and through strtod + cast, shortest
- * length).
+ * binary32 form as in the JDK's FloatToDecimal: no loops, a table of 64-bit
+ * powers of ten per binary exponent, one 64x64->128 multiplication. Its
+ * digits are made in a register (SWAR) and laid out with stores at computed
+ * offsets, without branches for the common layouts. The loop over a tensor
+ * (srv_fmt_float_array) has all of it inlined. bench/check_fmt_float_exhaustive.c
+ * checks all 2^32 inputs (round trip through strtof and through strtod +
+ * cast, shortest length; and with --diff, the same bytes as the previous
+ * version, tests/ref_fmt_float.c).
  */
 #include "fmt_float.h"
 
@@ -16,7 +19,6 @@
 _Static_assert((-5 >> 1) == -3, "right shift of negative int must be arithmetic");
 
 enum {
-    FMT_P = 24,          /* significand bits, the hidden one included */
     FMT_C_MIN = 1 << 23, /* smallest significand of a normal float */
     FMT_Q_MIN = -149,    /* exponent of the subnormals: v = c 2^q */
     FMT_K_MIN = -45,     /* range of k = floor(log10(v's ulp)) over all floats */
@@ -69,88 +71,324 @@ static const uint64_t G[FMT_K_MAX - FMT_K_MIN + 1] = {
     0x40e7599625a1fe7bu,
 };
 
-#if defined(__SIZEOF_INT128__)
-__extension__ typedef unsigned __int128 fmt_u128;
+/* SCALE[bq] for the biased exponent bq of v = c 2^q: k = flog10_pow2(q),
+ * h = q + flog2_pow10(-k) + 33, g = G[k - FMT_K_MIN] and d = g 2^(h+1) as
+ * two halves, so the common case needs loads from one cache line instead of
+ * two multiplications, a dependent load and shifts by variable amounts. (At
+ * a power of two k differs; to_decimal computes that case.) bq = 0, the
+ * subnormals, has q = -149 like bq = 1; bq = 255 is never used. Generated
+ * from G and the two helpers above with exact integers; the exhaustive check
+ * covers every entry. */
+typedef struct fmt_scale {
+    uint64_t g, d_hi, d_lo;
+    int32_t k, h;
+} fmt_scale;
+
+static const fmt_scale SCALE[256] = {
+    {0x59aedfc10d7279c6u, 0x166bb7f04u, 0x35c9e71800000000u, -45, 33},
+    {0x59aedfc10d7279c6u, 0x166bb7f04u, 0x35c9e71800000000u, -45, 33},
+    {0x59aedfc10d7279c6u, 0x2cd76fe08u, 0x6b93ce3000000000u, -45, 34},
+    {0x59aedfc10d7279c6u, 0x59aedfc10u, 0xd7279c6000000000u, -45, 35},
+    {0x47bf19673df52e38u, 0x11efc659cu, 0xf7d4b8e000000000u, -44, 33},
+    {0x47bf19673df52e38u, 0x23df8cb39u, 0xefa971c000000000u, -44, 34},
+    {0x47bf19673df52e38u, 0x47bf19673u, 0xdf52e38000000000u, -44, 35},
+    {0x47bf19673df52e38u, 0x8f7e32ce7u, 0xbea5c70000000000u, -44, 36},
+    {0x72cb5bd86321e38du, 0x1cb2d6f61u, 0x8c878e3400000000u, -43, 33},
+    {0x72cb5bd86321e38du, 0x3965adec3u, 0x190f1c6800000000u, -43, 34},
+    {0x72cb5bd86321e38du, 0x72cb5bd86u, 0x321e38d000000000u, -43, 35},
+    {0x5bd5e313828182d7u, 0x16f578c4eu, 0x0a060b5c00000000u, -42, 33},
+    {0x5bd5e313828182d7u, 0x2deaf189cu, 0x140c16b800000000u, -42, 34},
+    {0x5bd5e313828182d7u, 0x5bd5e3138u, 0x28182d7000000000u, -42, 35},
+    {0x4977e8dc68679be0u, 0x125dfa371u, 0xa19e6f8000000000u, -41, 33},
+    {0x4977e8dc68679be0u, 0x24bbf46e3u, 0x433cdf0000000000u, -41, 34},
+    {0x4977e8dc68679be0u, 0x4977e8dc6u, 0x8679be0000000000u, -41, 35},
+    {0x4977e8dc68679be0u, 0x92efd1b8du, 0x0cf37c0000000000u, -41, 36},
+    {0x758ca7c70d7292ffu, 0x1d6329f1cu, 0x35ca4bfc00000000u, -40, 33},
+    {0x758ca7c70d7292ffu, 0x3ac653e38u, 0x6b9497f800000000u, -40, 34},
+    {0x758ca7c70d7292ffu, 0x758ca7c70u, 0xd7292ff000000000u, -40, 35},
+    {0x5e0a1fd271287599u, 0x178287f49u, 0xc4a1d66400000000u, -39, 33},
+    {0x5e0a1fd271287599u, 0x2f050fe93u, 0x8943acc800000000u, -39, 34},
+    {0x5e0a1fd271287599u, 0x5e0a1fd27u, 0x1287599000000000u, -39, 35},
+    {0x4b3b4ca85a86c47bu, 0x12ced32a1u, 0x6a1b11ec00000000u, -38, 33},
+    {0x4b3b4ca85a86c47bu, 0x259da6542u, 0xd43623d800000000u, -38, 34},
+    {0x4b3b4ca85a86c47bu, 0x4b3b4ca85u, 0xa86c47b000000000u, -38, 35},
+    {0x4b3b4ca85a86c47bu, 0x96769950bu, 0x50d88f6000000000u, -38, 36},
+    {0x785ee10d5da46d91u, 0x1e17b8435u, 0x7691b64400000000u, -37, 33},
+    {0x785ee10d5da46d91u, 0x3c2f7086au, 0xed236c8800000000u, -37, 34},
+    {0x785ee10d5da46d91u, 0x785ee10d5u, 0xda46d91000000000u, -37, 35},
+    {0x604be73de4838adau, 0x1812f9cf7u, 0x920e2b6800000000u, -36, 33},
+    {0x604be73de4838adau, 0x3025f39efu, 0x241c56d000000000u, -36, 34},
+    {0x604be73de4838adau, 0x604be73deu, 0x4838ada000000000u, -36, 35},
+    {0x4d0985cb1d3608afu, 0x13426172cu, 0x74d822bc00000000u, -35, 33},
+    {0x4d0985cb1d3608afu, 0x2684c2e58u, 0xe9b0457800000000u, -35, 34},
+    {0x4d0985cb1d3608afu, 0x4d0985cb1u, 0xd3608af000000000u, -35, 35},
+    {0x4d0985cb1d3608afu, 0x9a130b963u, 0xa6c115e000000000u, -35, 36},
+    {0x7b426fab61f00de4u, 0x1ed09beadu, 0x87c0379000000000u, -34, 33},
+    {0x7b426fab61f00de4u, 0x3da137d5bu, 0x0f806f2000000000u, -34, 34},
+    {0x7b426fab61f00de4u, 0x7b426fab6u, 0x1f00de4000000000u, -34, 35},
+    {0x629b8c891b267183u, 0x18a6e3224u, 0x6c99c60c00000000u, -33, 33},
+    {0x629b8c891b267183u, 0x314dc6448u, 0xd9338c1800000000u, -33, 34},
+    {0x629b8c891b267183u, 0x629b8c891u, 0xb267183000000000u, -33, 35},
+    {0x4ee2d6d415b85acfu, 0x13b8b5b50u, 0x56e16b3c00000000u, -32, 33},
+    {0x4ee2d6d415b85acfu, 0x27716b6a0u, 0xadc2d67800000000u, -32, 34},
+    {0x4ee2d6d415b85acfu, 0x4ee2d6d41u, 0x5b85acf000000000u, -32, 35},
+    {0x4ee2d6d415b85acfu, 0x9dc5ada82u, 0xb70b59e000000000u, -32, 36},
+    {0x7e37be2022c0914cu, 0x1f8def880u, 0x8b02453000000000u, -31, 33},
+    {0x7e37be2022c0914cu, 0x3f1bdf101u, 0x16048a6000000000u, -31, 34},
+    {0x7e37be2022c0914cu, 0x7e37be202u, 0x2c0914c000000000u, -31, 35},
+    {0x64f964e68233a770u, 0x193e5939au, 0x08ce9dc000000000u, -30, 33},
+    {0x64f964e68233a770u, 0x327cb2734u, 0x119d3b8000000000u, -30, 34},
+    {0x64f964e68233a770u, 0x64f964e68u, 0x233a770000000000u, -30, 35},
+    {0x50c783eb9b5c85f3u, 0x1431e0faeu, 0x6d7217cc00000000u, -29, 33},
+    {0x50c783eb9b5c85f3u, 0x2863c1f5cu, 0xdae42f9800000000u, -29, 34},
+    {0x50c783eb9b5c85f3u, 0x50c783eb9u, 0xb5c85f3000000000u, -29, 35},
+    {0x409f9cbc7c4a04c3u, 0x1027e72f1u, 0xf128130c00000000u, -28, 33},
+    {0x409f9cbc7c4a04c3u, 0x204fce5e3u, 0xe250261800000000u, -28, 34},
+    {0x409f9cbc7c4a04c3u, 0x409f9cbc7u, 0xc4a04c3000000000u, -28, 35},
+    {0x409f9cbc7c4a04c3u, 0x813f3978fu, 0x8940986000000000u, -28, 36},
+    {0x6765c793fa10079eu, 0x19d971e4fu, 0xe8401e7800000000u, -27, 33},
+    {0x6765c793fa10079eu, 0x33b2e3c9fu, 0xd0803cf000000000u, -27, 34},
+    {0x6765c793fa10079eu, 0x6765c793fu, 0xa10079e000000000u, -27, 35},
+    {0x52b7d2dcc80cd2e5u, 0x14adf4b73u, 0x20334b9400000000u, -26, 33},
+    {0x52b7d2dcc80cd2e5u, 0x295be96e6u, 0x4066972800000000u, -26, 34},
+    {0x52b7d2dcc80cd2e5u, 0x52b7d2dccu, 0x80cd2e5000000000u, -26, 35},
+    {0x422ca8b0a00a4251u, 0x108b2a2c2u, 0x8029094400000000u, -25, 33},
+    {0x422ca8b0a00a4251u, 0x211654585u, 0x0052128800000000u, -25, 34},
+    {0x422ca8b0a00a4251u, 0x422ca8b0au, 0x00a4251000000000u, -25, 35},
+    {0x422ca8b0a00a4251u, 0x845951614u, 0x01484a2000000000u, -25, 36},
+    {0x69e10de76676d081u, 0x1a784379du, 0x99db420400000000u, -24, 33},
+    {0x69e10de76676d081u, 0x34f086f3bu, 0x33b6840800000000u, -24, 34},
+    {0x69e10de76676d081u, 0x69e10de76u, 0x676d081000000000u, -24, 35},
+    {0x54b40b1f852bda01u, 0x152d02c7eu, 0x14af680400000000u, -23, 33},
+    {0x54b40b1f852bda01u, 0x2a5a058fcu, 0x295ed00800000000u, -23, 34},
+    {0x54b40b1f852bda01u, 0x54b40b1f8u, 0x52bda01000000000u, -23, 35},
+    {0x43c33c1937564801u, 0x10f0cf064u, 0xdd59200400000000u, -22, 33},
+    {0x43c33c1937564801u, 0x21e19e0c9u, 0xbab2400800000000u, -22, 34},
+    {0x43c33c1937564801u, 0x43c33c193u, 0x7564801000000000u, -22, 35},
+    {0x43c33c1937564801u, 0x878678326u, 0xeac9002000000000u, -22, 36},
+    {0x6c6b935b8bbd4001u, 0x1b1ae4d6eu, 0x2ef5000400000000u, -21, 33},
+    {0x6c6b935b8bbd4001u, 0x3635c9adcu, 0x5dea000800000000u, -21, 34},
+    {0x6c6b935b8bbd4001u, 0x6c6b935b8u, 0xbbd4001000000000u, -21, 35},
+    {0x56bc75e2d6310001u, 0x15af1d78bu, 0x58c4000400000000u, -20, 33},
+    {0x56bc75e2d6310001u, 0x2b5e3af16u, 0xb188000800000000u, -20, 34},
+    {0x56bc75e2d6310001u, 0x56bc75e2du, 0x6310001000000000u, -20, 35},
+    {0x4563918244f40001u, 0x1158e4609u, 0x13d0000400000000u, -19, 33},
+    {0x4563918244f40001u, 0x22b1c8c12u, 0x27a0000800000000u, -19, 34},
+    {0x4563918244f40001u, 0x456391824u, 0x4f40001000000000u, -19, 35},
+    {0x4563918244f40001u, 0x8ac723048u, 0x9e80002000000000u, -19, 36},
+    {0x6f05b59d3b200001u, 0x1bc16d674u, 0xec80000400000000u, -18, 33},
+    {0x6f05b59d3b200001u, 0x3782dace9u, 0xd900000800000000u, -18, 34},
+    {0x6f05b59d3b200001u, 0x6f05b59d3u, 0xb200001000000000u, -18, 35},
+    {0x58d15e1762800001u, 0x16345785du, 0x8a00000400000000u, -17, 33},
+    {0x58d15e1762800001u, 0x2c68af0bbu, 0x1400000800000000u, -17, 34},
+    {0x58d15e1762800001u, 0x58d15e176u, 0x2800001000000000u, -17, 35},
+    {0x470de4df82000001u, 0x11c37937eu, 0x0800000400000000u, -16, 33},
+    {0x470de4df82000001u, 0x2386f26fcu, 0x1000000800000000u, -16, 34},
+    {0x470de4df82000001u, 0x470de4df8u, 0x2000001000000000u, -16, 35},
+    {0x470de4df82000001u, 0x8e1bc9bf0u, 0x4000002000000000u, -16, 36},
+    {0x71afd498d0000001u, 0x1c6bf5263u, 0x4000000400000000u, -15, 33},
+    {0x71afd498d0000001u, 0x38d7ea4c6u, 0x8000000800000000u, -15, 34},
+    {0x71afd498d0000001u, 0x71afd498du, 0x0000001000000000u, -15, 35},
+    {0x5af3107a40000001u, 0x16bcc41e9u, 0x0000000400000000u, -14, 33},
+    {0x5af3107a40000001u, 0x2d79883d2u, 0x0000000800000000u, -14, 34},
+    {0x5af3107a40000001u, 0x5af3107a4u, 0x0000001000000000u, -14, 35},
+    {0x48c2739500000001u, 0x12309ce54u, 0x0000000400000000u, -13, 33},
+    {0x48c2739500000001u, 0x246139ca8u, 0x0000000800000000u, -13, 34},
+    {0x48c2739500000001u, 0x48c273950u, 0x0000001000000000u, -13, 35},
+    {0x48c2739500000001u, 0x9184e72a0u, 0x0000002000000000u, -13, 36},
+    {0x746a528800000001u, 0x1d1a94a20u, 0x0000000400000000u, -12, 33},
+    {0x746a528800000001u, 0x3a3529440u, 0x0000000800000000u, -12, 34},
+    {0x746a528800000001u, 0x746a52880u, 0x0000001000000000u, -12, 35},
+    {0x5d21dba000000001u, 0x174876e80u, 0x0000000400000000u, -11, 33},
+    {0x5d21dba000000001u, 0x2e90edd00u, 0x0000000800000000u, -11, 34},
+    {0x5d21dba000000001u, 0x5d21dba00u, 0x0000001000000000u, -11, 35},
+    {0x4a817c8000000001u, 0x12a05f200u, 0x0000000400000000u, -10, 33},
+    {0x4a817c8000000001u, 0x2540be400u, 0x0000000800000000u, -10, 34},
+    {0x4a817c8000000001u, 0x4a817c800u, 0x0000001000000000u, -10, 35},
+    {0x4a817c8000000001u, 0x9502f9000u, 0x0000002000000000u, -10, 36},
+    {0x7735940000000001u, 0x1dcd65000u, 0x0000000400000000u, -9, 33},
+    {0x7735940000000001u, 0x3b9aca000u, 0x0000000800000000u, -9, 34},
+    {0x7735940000000001u, 0x773594000u, 0x0000001000000000u, -9, 35},
+    {0x5f5e100000000001u, 0x17d784000u, 0x0000000400000000u, -8, 33},
+    {0x5f5e100000000001u, 0x2faf08000u, 0x0000000800000000u, -8, 34},
+    {0x5f5e100000000001u, 0x5f5e10000u, 0x0000001000000000u, -8, 35},
+    {0x4c4b400000000001u, 0x1312d0000u, 0x0000000400000000u, -7, 33},
+    {0x4c4b400000000001u, 0x2625a0000u, 0x0000000800000000u, -7, 34},
+    {0x4c4b400000000001u, 0x4c4b40000u, 0x0000001000000000u, -7, 35},
+    {0x4c4b400000000001u, 0x989680000u, 0x0000002000000000u, -7, 36},
+    {0x7a12000000000001u, 0x1e8480000u, 0x0000000400000000u, -6, 33},
+    {0x7a12000000000001u, 0x3d0900000u, 0x0000000800000000u, -6, 34},
+    {0x7a12000000000001u, 0x7a1200000u, 0x0000001000000000u, -6, 35},
+    {0x61a8000000000001u, 0x186a00000u, 0x0000000400000000u, -5, 33},
+    {0x61a8000000000001u, 0x30d400000u, 0x0000000800000000u, -5, 34},
+    {0x61a8000000000001u, 0x61a800000u, 0x0000001000000000u, -5, 35},
+    {0x4e20000000000001u, 0x138800000u, 0x0000000400000000u, -4, 33},
+    {0x4e20000000000001u, 0x271000000u, 0x0000000800000000u, -4, 34},
+    {0x4e20000000000001u, 0x4e2000000u, 0x0000001000000000u, -4, 35},
+    {0x4e20000000000001u, 0x9c4000000u, 0x0000002000000000u, -4, 36},
+    {0x7d00000000000001u, 0x1f4000000u, 0x0000000400000000u, -3, 33},
+    {0x7d00000000000001u, 0x3e8000000u, 0x0000000800000000u, -3, 34},
+    {0x7d00000000000001u, 0x7d0000000u, 0x0000001000000000u, -3, 35},
+    {0x6400000000000001u, 0x190000000u, 0x0000000400000000u, -2, 33},
+    {0x6400000000000001u, 0x320000000u, 0x0000000800000000u, -2, 34},
+    {0x6400000000000001u, 0x640000000u, 0x0000001000000000u, -2, 35},
+    {0x5000000000000001u, 0x140000000u, 0x0000000400000000u, -1, 33},
+    {0x5000000000000001u, 0x280000000u, 0x0000000800000000u, -1, 34},
+    {0x5000000000000001u, 0x500000000u, 0x0000001000000000u, -1, 35},
+    {0x4000000000000001u, 0x100000000u, 0x0000000400000000u, 0, 33},
+    {0x4000000000000001u, 0x200000000u, 0x0000000800000000u, 0, 34},
+    {0x4000000000000001u, 0x400000000u, 0x0000001000000000u, 0, 35},
+    {0x4000000000000001u, 0x800000000u, 0x0000002000000000u, 0, 36},
+    {0x6666666666666667u, 0x199999999u, 0x9999999c00000000u, 1, 33},
+    {0x6666666666666667u, 0x333333333u, 0x3333333800000000u, 1, 34},
+    {0x6666666666666667u, 0x666666666u, 0x6666667000000000u, 1, 35},
+    {0x51eb851eb851eb86u, 0x147ae147au, 0xe147ae1800000000u, 2, 33},
+    {0x51eb851eb851eb86u, 0x28f5c28f5u, 0xc28f5c3000000000u, 2, 34},
+    {0x51eb851eb851eb86u, 0x51eb851ebu, 0x851eb86000000000u, 2, 35},
+    {0x4189374bc6a7ef9eu, 0x10624dd2fu, 0x1a9fbe7800000000u, 3, 33},
+    {0x4189374bc6a7ef9eu, 0x20c49ba5eu, 0x353f7cf000000000u, 3, 34},
+    {0x4189374bc6a7ef9eu, 0x4189374bcu, 0x6a7ef9e000000000u, 3, 35},
+    {0x4189374bc6a7ef9eu, 0x83126e978u, 0xd4fdf3c000000000u, 3, 36},
+    {0x68db8bac710cb296u, 0x1a36e2eb1u, 0xc432ca5800000000u, 4, 33},
+    {0x68db8bac710cb296u, 0x346dc5d63u, 0x886594b000000000u, 4, 34},
+    {0x68db8bac710cb296u, 0x68db8bac7u, 0x10cb296000000000u, 4, 35},
+    {0x53e2d6238da3c212u, 0x14f8b588eu, 0x368f084800000000u, 5, 33},
+    {0x53e2d6238da3c212u, 0x29f16b11cu, 0x6d1e109000000000u, 5, 34},
+    {0x53e2d6238da3c212u, 0x53e2d6238u, 0xda3c212000000000u, 5, 35},
+    {0x431bde82d7b634dbu, 0x10c6f7a0bu, 0x5ed8d36c00000000u, 6, 33},
+    {0x431bde82d7b634dbu, 0x218def416u, 0xbdb1a6d800000000u, 6, 34},
+    {0x431bde82d7b634dbu, 0x431bde82du, 0x7b634db000000000u, 6, 35},
+    {0x431bde82d7b634dbu, 0x8637bd05au, 0xf6c69b6000000000u, 6, 36},
+    {0x6b5fca6af2bd215fu, 0x1ad7f29abu, 0xcaf4857c00000000u, 7, 33},
+    {0x6b5fca6af2bd215fu, 0x35afe5357u, 0x95e90af800000000u, 7, 34},
+    {0x6b5fca6af2bd215fu, 0x6b5fca6afu, 0x2bd215f000000000u, 7, 35},
+    {0x55e63b88c230e77fu, 0x15798ee23u, 0x08c39dfc00000000u, 8, 33},
+    {0x55e63b88c230e77fu, 0x2af31dc46u, 0x11873bf800000000u, 8, 34},
+    {0x55e63b88c230e77fu, 0x55e63b88cu, 0x230e77f000000000u, 8, 35},
+    {0x44b82fa09b5a52ccu, 0x112e0be82u, 0x6d694b3000000000u, 9, 33},
+    {0x44b82fa09b5a52ccu, 0x225c17d04u, 0xdad2966000000000u, 9, 34},
+    {0x44b82fa09b5a52ccu, 0x44b82fa09u, 0xb5a52cc000000000u, 9, 35},
+    {0x44b82fa09b5a52ccu, 0x89705f413u, 0x6b4a598000000000u, 9, 36},
+    {0x6df37f675ef6eae0u, 0x1b7cdfd9du, 0x7bdbab8000000000u, 10, 33},
+    {0x6df37f675ef6eae0u, 0x36f9bfb3au, 0xf7b7570000000000u, 10, 34},
+    {0x6df37f675ef6eae0u, 0x6df37f675u, 0xef6eae0000000000u, 10, 35},
+    {0x57f5ff85e5925580u, 0x15fd7fe17u, 0x9649560000000000u, 11, 33},
+    {0x57f5ff85e5925580u, 0x2bfaffc2fu, 0x2c92ac0000000000u, 11, 34},
+    {0x57f5ff85e5925580u, 0x57f5ff85eu, 0x5925580000000000u, 11, 35},
+    {0x465e6604b7a84466u, 0x119799812u, 0xdea1119800000000u, 12, 33},
+    {0x465e6604b7a84466u, 0x232f33025u, 0xbd42233000000000u, 12, 34},
+    {0x465e6604b7a84466u, 0x465e6604bu, 0x7a84466000000000u, 12, 35},
+    {0x465e6604b7a84466u, 0x8cbccc096u, 0xf5088cc000000000u, 12, 36},
+    {0x709709a125da070au, 0x1c25c2684u, 0x97681c2800000000u, 13, 33},
+    {0x709709a125da070au, 0x384b84d09u, 0x2ed0385000000000u, 13, 34},
+    {0x709709a125da070au, 0x709709a12u, 0x5da070a000000000u, 13, 35},
+    {0x5a126e1a84ae6c08u, 0x16849b86au, 0x12b9b02000000000u, 14, 33},
+    {0x5a126e1a84ae6c08u, 0x2d09370d4u, 0x2573604000000000u, 14, 34},
+    {0x5a126e1a84ae6c08u, 0x5a126e1a8u, 0x4ae6c08000000000u, 14, 35},
+    {0x480ebe7b9d58566du, 0x1203af9eeu, 0x756159b400000000u, 15, 33},
+    {0x480ebe7b9d58566du, 0x24075f3dcu, 0xeac2b36800000000u, 15, 34},
+    {0x480ebe7b9d58566du, 0x480ebe7b9u, 0xd58566d000000000u, 15, 35},
+    {0x480ebe7b9d58566du, 0x901d7cf73u, 0xab0acda000000000u, 15, 36},
+    {0x734aca5f6226f0aeu, 0x1cd2b297du, 0x889bc2b800000000u, 16, 33},
+    {0x734aca5f6226f0aeu, 0x39a5652fbu, 0x1137857000000000u, 16, 34},
+    {0x734aca5f6226f0aeu, 0x734aca5f6u, 0x226f0ae000000000u, 16, 35},
+    {0x5c3bd5191b525a25u, 0x170ef5464u, 0x6d49689400000000u, 17, 33},
+    {0x5c3bd5191b525a25u, 0x2e1dea8c8u, 0xda92d12800000000u, 17, 34},
+    {0x5c3bd5191b525a25u, 0x5c3bd5191u, 0xb525a25000000000u, 17, 35},
+    {0x49c97747490eae84u, 0x12725dd1du, 0x243aba1000000000u, 18, 33},
+    {0x49c97747490eae84u, 0x24e4bba3au, 0x4875742000000000u, 18, 34},
+    {0x49c97747490eae84u, 0x49c977474u, 0x90eae84000000000u, 18, 35},
+    {0x49c97747490eae84u, 0x9392ee8e9u, 0x21d5d08000000000u, 18, 36},
+    {0x760f253edb4ab0d3u, 0x1d83c94fbu, 0x6d2ac34c00000000u, 19, 33},
+    {0x760f253edb4ab0d3u, 0x3b07929f6u, 0xda55869800000000u, 19, 34},
+    {0x760f253edb4ab0d3u, 0x760f253edu, 0xb4ab0d3000000000u, 19, 35},
+    {0x5e72843249088d76u, 0x179ca10c9u, 0x242235d800000000u, 20, 33},
+    {0x5e72843249088d76u, 0x2f3942192u, 0x48446bb000000000u, 20, 34},
+    {0x5e72843249088d76u, 0x5e7284324u, 0x9088d76000000000u, 20, 35},
+    {0x4b8ed0283a6d3df8u, 0x12e3b40a0u, 0xe9b4f7e000000000u, 21, 33},
+    {0x4b8ed0283a6d3df8u, 0x25c768141u, 0xd369efc000000000u, 21, 34},
+    {0x4b8ed0283a6d3df8u, 0x4b8ed0283u, 0xa6d3df8000000000u, 21, 35},
+    {0x4b8ed0283a6d3df8u, 0x971da0507u, 0x4da7bf0000000000u, 21, 36},
+    {0x78e480405d7b9659u, 0x1e3920101u, 0x75ee596400000000u, 22, 33},
+    {0x78e480405d7b9659u, 0x3c7240202u, 0xebdcb2c800000000u, 22, 34},
+    {0x78e480405d7b9659u, 0x78e480405u, 0xd7b9659000000000u, 22, 35},
+    {0x60b6cd004ac94514u, 0x182db3401u, 0x2b25145000000000u, 23, 33},
+    {0x60b6cd004ac94514u, 0x305b66802u, 0x564a28a000000000u, 23, 34},
+    {0x60b6cd004ac94514u, 0x60b6cd004u, 0xac94514000000000u, 23, 35},
+    {0x4d5f0a66a23a9daau, 0x1357c299au, 0x88ea76a800000000u, 24, 33},
+    {0x4d5f0a66a23a9daau, 0x26af85335u, 0x11d4ed5000000000u, 24, 34},
+    {0x4d5f0a66a23a9daau, 0x4d5f0a66au, 0x23a9daa000000000u, 24, 35},
+    {0x4d5f0a66a23a9daau, 0x9abe14cd4u, 0x4753b54000000000u, 24, 36},
+    {0x7bcb43d769f762a9u, 0x1ef2d0f5du, 0xa7dd8aa400000000u, 25, 33},
+    {0x7bcb43d769f762a9u, 0x3de5a1ebbu, 0x4fbb154800000000u, 25, 34},
+    {0x7bcb43d769f762a9u, 0x7bcb43d76u, 0x9f762a9000000000u, 25, 35},
+    {0x63090312bb2c4eeeu, 0x18c240c4au, 0xecb13bb800000000u, 26, 33},
+    {0x63090312bb2c4eeeu, 0x318481895u, 0xd962777000000000u, 26, 34},
+    {0x63090312bb2c4eeeu, 0x63090312bu, 0xb2c4eee000000000u, 26, 35},
+    {0x4f3a68dbc8f03f25u, 0x13ce9a36fu, 0x23c0fc9400000000u, 27, 33},
+    {0x4f3a68dbc8f03f25u, 0x279d346deu, 0x4781f92800000000u, 27, 34},
+    {0x4f3a68dbc8f03f25u, 0x4f3a68dbcu, 0x8f03f25000000000u, 27, 35},
+    {0x4f3a68dbc8f03f25u, 0x9e74d1b79u, 0x1e07e4a000000000u, 27, 36},
+    {0x7ec3daf941806507u, 0x1fb0f6be5u, 0x0601941c00000000u, 28, 33},
+    {0x7ec3daf941806507u, 0x3f61ed7cau, 0x0c03283800000000u, 28, 34},
+    {0x7ec3daf941806507u, 0x7ec3daf94u, 0x1806507000000000u, 28, 35},
+    {0x65697bfa9acd1da0u, 0x195a5efeau, 0x6b34768000000000u, 29, 33},
+    {0x65697bfa9acd1da0u, 0x32b4bdfd4u, 0xd668ed0000000000u, 29, 34},
+    {0x65697bfa9acd1da0u, 0x65697bfa9u, 0xacd1da0000000000u, 29, 35},
+    {0x51212ffbaf0a7e19u, 0x14484bfeeu, 0xbc29f86400000000u, 30, 33},
+    {0x51212ffbaf0a7e19u, 0x289097fddu, 0x7853f0c800000000u, 30, 34},
+    {0x51212ffbaf0a7e19u, 0x51212ffbau, 0xf0a7e19000000000u, 30, 35},
+    {0x40e7599625a1fe7bu, 0x1039d6658u, 0x9687f9ec00000000u, 31, 33},
+    {0x40e7599625a1fe7bu, 0x2073accb1u, 0x2d0ff3d800000000u, 31, 34},
+    {0x40e7599625a1fe7bu, 0x40e759962u, 0x5a1fe7b000000000u, 31, 35},
+};
+
+/* Always inlined into srv_fmt_float and into srv_fmt_float_array's loop, so
+ * the loop pays no call and keeps its registers. */
+#if defined(__GNUC__)
+#define FMT_INLINE inline __attribute__((always_inline))
+#define FMT_NOINLINE __attribute__((noinline))
+#define FMT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define FMT_INLINE inline
+#define FMT_NOINLINE
+#define FMT_UNLIKELY(x) (x)
 #endif
 
-/* The high 64 bits of a * b. */
-static inline uint64_t mul_hi64(uint64_t a, uint64_t b)
+/* The 128-bit product a b as two halves. */
+#if defined(__SIZEOF_INT128__) && !defined(FMT_FLOAT_NO_INT128)
+__extension__ typedef unsigned __int128 fmt_u128;
+
+static FMT_INLINE void mul_128(uint64_t a, uint64_t b, uint64_t *lo, uint64_t *hi)
 {
-#if defined(__SIZEOF_INT128__)
-    return (uint64_t)(((fmt_u128)a * b) >> 64);
+    fmt_u128 prod = (fmt_u128)a * b;
+    *lo = (uint64_t)prod;
+    *hi = (uint64_t)(prod >> 64);
+}
 #else
+static FMT_INLINE void mul_128(uint64_t a, uint64_t b, uint64_t *lo, uint64_t *hi)
+{
     uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
     uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
     uint64_t mid = (p00 >> 32) + (uint32_t)p10 + (uint32_t)p01;
-    return p11 + (p10 >> 32) + (p01 >> 32) + (mid >> 32);
+    *lo = (mid << 32) | (uint32_t)p00;
+    *hi = p11 + (p10 >> 32) + (p01 >> 32) + (mid >> 32);
+}
 #endif
-}
 
-/* floor(g cp / 2^95) from the high half of the product, with bit 0 also set
- * when the 31 bits below it are not all zero ("round to odd"): an inexact
- * result then never equals a multiple of 4, which is what the interval tests
- * in to_decimal compare against. The low half of the product is not needed
- * for binary32 (Schubfach's proof; the exhaustive check agrees). */
-static inline uint64_t round_to_odd(uint64_t g, uint64_t cp)
+/* The high halves x, xl, xr of g cp, g cp - dl and g cp + d, for 128-bit
+ * d = d_hi 2^64 + d_lo and dl likewise. The sums are done on 64-bit halves
+ * (a 128-bit value assembled from two halves makes GCC go through the
+ * stack, where the wide reload of two narrow stores stalls). */
+static FMT_INLINE void mul_ends(uint64_t g, uint64_t cp, uint64_t d_hi, uint64_t d_lo,
+                                uint64_t dl_hi, uint64_t dl_lo, uint64_t *x, uint64_t *xl,
+                                uint64_t *xr)
 {
-    uint64_t x1 = mul_hi64(g, cp);
-    return (x1 >> 31) | (((x1 & 0xFFFFFFFFu) + 0xFFFFFFFFu) >> 32);
-}
-
-/* For v = c 2^q (0 < c < 2^24), returns the decimal significand f and sets
- * *e10 so that f 10^*e10 is the shortest decimal in v's rounding interval,
- * the nearest one to v if several. f may end in zeros. */
-static inline uint32_t to_decimal(int q, uint32_t c, int *e10)
-{
-    /* The rounding interval [vl, vr] is closed when c is even (round half to
-     * even reads the midpoints back as v), open when c is odd. Everything is
-     * in quarter units: cb = 4c. */
-    uint64_t out = c & 1;
-    uint64_t cb = (uint64_t)c << 2;
-    uint64_t cbr = cb + 2;
-    uint64_t cbl;
-    int k;
-    if (c != FMT_C_MIN || q == FMT_Q_MIN) {
-        cbl = cb - 2;
-        k = flog10_pow2(q);
-    } else {
-        /* At a power of two the gap below is half the gap above. */
-        cbl = cb - 1;
-        k = flog10_three_quarters_pow2(q);
-    }
-    int h = q + flog2_pow10(-k) + 33; /* 33..36, so cb << h < 2^63 */
-    uint64_t g = G[k - FMT_K_MIN];
-
-    /* vb = 4 v 10^-k, vbl and vbr the interval's ends likewise. */
-    uint64_t vb = round_to_odd(g, cb << h);
-    uint64_t vbl = round_to_odd(g, cbl << h);
-    uint64_t vbr = round_to_odd(g, cbr << h);
-
-    /* The interval is between 1 and 10 units of 10^k wide, so it holds at
-     * most one multiple of 10^(k+1) and at least one of 10^k. A multiple of
-     * 10^(k+1) inside is the shorter answer. (The JDK tries this only when
-     * s >= 100 and scales tiny subnormals by 10, because Java wants at least
-     * two digits; we want the shortest, so "1e-45", not "1.4e-45".) */
-    uint64_t s = vb >> 2;
-    uint64_t sp10 = s / 10 * 10;
-    uint64_t tp10 = sp10 + 10;
-    unsigned upin = vbl + out <= sp10 << 2;
-    unsigned wpin = (tp10 << 2) + out <= vbr;
-    /* Otherwise s or s + 1, whichever is inside; if both, the nearer to v,
-     * ties to even. Which case applies is data-dependent and unpredictable,
-     * so all are computed and selected with arithmetic, not branches (the
-     * compiler turns && and ?: on these into jumps). */
-    uint64_t t = s + 1;
-    unsigned uin = vbl + out <= s << 2;
-    unsigned win = (t << 2) + out <= vbr;
-    int64_t cmp = (int64_t)vb - (int64_t)((s + t) << 1);
-    unsigned below = (cmp < 0) | ((cmp == 0) & (((unsigned)s & 1) ^ 1)); /* v nearer to s */
-    unsigned pick_s = (uin & (win ^ 1)) | ((uin ^ win ^ 1) & below);
-    uint64_t r1 = t - pick_s;
-    uint64_t r10 = tp10 - 10 * (uint64_t)upin;
-    uint64_t use10 = 0 - (uint64_t)(upin ^ wpin);
-    *e10 = k;
-    return (uint32_t)((r10 & use10) | (r1 & ~use10));
+    uint64_t lo, hi;
+    mul_128(g, cp, &lo, &hi);
+    *x = hi;
+    *xr = hi + d_hi + (lo + d_lo < lo);
+    *xl = hi - dl_hi - (lo < dl_lo);
 }
 
 /* "e<x>" for the exponents x of float32 decimals, -45 to 38, as 4 bytes
@@ -169,27 +407,68 @@ static const char EXPONENTS[EXP_MAX - EXP_MIN + 1][5] = {
 static const uint32_t POW10[10] = {1,      10,      100,      1000,      10000,
                                    100000, 1000000, 10000000, 100000000, 1000000000};
 
-static inline int count_digits(uint32_t f)
+/* Index of the highest set bit of w != 0 (bsr). */
+static FMT_INLINE int log2_floor32(uint32_t w)
 {
-    return 1 + (f >= 10) + (f >= 100) + (f >= 1000) + (f >= 10000) + (f >= 100000) +
-           (f >= 1000000) + (f >= 10000000) + (f >= 100000000);
+#if defined(__GNUC__)
+    return 31 - __builtin_clz(w);
+#else
+    int n = 0;
+    while (w >>= 1)
+        n++;
+    return n;
+#endif
 }
 
-/* The 8 decimal digits of r < 10^8 as one word: byte i (counting from the
- * least significant) is the value of digit i (from the left), 0..9. Computed
- * lane-parallel in a register ("SWAR"), so the text is stored with one 8-byte
- * write and never read back. */
-static inline uint64_t digits8(uint32_t r)
+static FMT_INLINE int log2_floor64(uint64_t w)
 {
-    uint64_t v = (uint64_t)(r / 10000) | (uint64_t)(r % 10000) << 32; /* 2 x 4 digits */
-    uint64_t hund = ((v * 10486) >> 20) & 0x0000007F0000007Fu;        /* lane / 100 */
-    v = hund | (v - hund * 100) << 16;                                /* 4 x 2 digits */
-    uint64_t tens = ((v * 103) >> 10) & 0x000F000F000F000Fu;          /* lane / 10 */
-    return tens | (v - tens * 10) << 8;                               /* 8 x 1 digit */
+#if defined(__GNUC__)
+    return 63 - __builtin_clzll(w);
+#else
+    int n = 0;
+    while (w >>= 1)
+        n++;
+    return n;
+#endif
+}
+
+/* The number of decimal digits of f > 0 (K. Willets' table): entry i, for f
+ * in [2^i, 2^(i+1)), holds d << 32 with d the digit count of 2^i, plus
+ * 2^32 - 10^d when 10^d < 2^32, so that adding f carries into bit 32 exactly
+ * when f >= 10^d. One load and an add instead of nine compares. */
+static const uint64_t DIGIT_COUNT[32] = {
+    0x00000001fffffff6u, 0x00000001fffffff6u, 0x00000001fffffff6u, 0x00000001fffffff6u,
+    0x00000002ffffff9cu, 0x00000002ffffff9cu, 0x00000002ffffff9cu, 0x00000003fffffc18u,
+    0x00000003fffffc18u, 0x00000003fffffc18u, 0x00000004ffffd8f0u, 0x00000004ffffd8f0u,
+    0x00000004ffffd8f0u, 0x00000004ffffd8f0u, 0x00000005fffe7960u, 0x00000005fffe7960u,
+    0x00000005fffe7960u, 0x00000006fff0bdc0u, 0x00000006fff0bdc0u, 0x00000006fff0bdc0u,
+    0x00000007ff676980u, 0x00000007ff676980u, 0x00000007ff676980u, 0x00000007ff676980u,
+    0x00000008fa0a1f00u, 0x00000008fa0a1f00u, 0x00000008fa0a1f00u, 0x00000009c4653600u,
+    0x00000009c4653600u, 0x00000009c4653600u, 0x0000000a00000000u, 0x0000000a00000000u,
+};
+
+static FMT_INLINE int count_digits(uint32_t f)
+{
+    return (int)((f + DIGIT_COUNT[log2_floor32(f)]) >> 32);
+}
+
+/* The 8 decimal digits of hi 10^4 + lo (hi, lo < 10^4), given as the word
+ * v = hi | lo << 32, as one word: byte i (counting from the least
+ * significant) is the value of digit i (from the left), 0..9. Computed
+ * lane-parallel in a register ("SWAR"): each 4-digit lane is split into two
+ * 2-digit lanes, each of those into two digits, every split one multiply by
+ * a reciprocal plus one multiply-subtract, written as
+ * q | (v - q m) << s = (v << s) - q (m 2^s - 1). */
+static FMT_INLINE uint64_t digits8(uint64_t v)
+{
+    uint64_t hund = ((v * 10486) >> 20) & 0x0000007F0000007Fu; /* lane / 100 */
+    v = (v << 16) - hund * ((100u << 16) - 1);                 /* 4 x 2 digits */
+    uint64_t tens = ((v * 103) >> 10) & 0x000F000F000F000Fu;   /* lane / 10 */
+    return (v << 8) - tens * ((10u << 8) - 1);                 /* 8 x 1 digit */
 }
 
 /* Stores the 8 bytes of w at p, least significant byte first. */
-static inline void store8(char *p, uint64_t w)
+static FMT_INLINE void store8(char *p, uint64_t w)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     memcpy(p, &w, 8);
@@ -199,43 +478,146 @@ static inline void store8(char *p, uint64_t w)
 #endif
 }
 
-/* Number of leading zero bits of w != 0. */
-static inline int clz64(uint64_t w)
+/* The shortest decimal of a finite, nonzero |v|, ready to print: n
+ * significant digits (1 to 9), the first as the ASCII character lead, the
+ * other eight as the ASCII bytes of w (first digit in the least significant
+ * byte, '0' past the n-th), and x, the exponent of d.ddd form: |v| reads
+ * back from lead.w 10^x. */
+typedef struct fmt_dec {
+    uint64_t w;
+    int n, x;
+    char lead;
+} fmt_dec;
+
+/* Schubfach's choice (the JDK's FloatToDecimal.toDecimal), given the high
+ * halves x, xl, xr of g cb 2^h and of the same for the interval's ends (see
+ * to_decimal) and out = c & 1 (1 when the interval is open): returns the
+ * decimal significand f for 10^k, which may end in zeros, and sets *s_out to
+ * s = floor(4 v 10^-k / 4), of which f has the digit count, or is the next
+ * power of ten.
+ *
+ * The JDK compares vbl, vb and vbr (x, xl, xr / 2^31 rounded to odd) with
+ * multiples of 4, m << 2 (vbl + out <= m << 2, (m << 2) + out <= vbr). That
+ * is the same as comparing before the rounding, xl + out <= m << 33 and
+ * likewise for vbr, so the rounding is never done. The interval is between
+ * 1 and 10 units of 10^k wide, so it holds at most one multiple of 10^(k+1)
+ * and at least one of 10^k. A multiple of 10^(k+1) inside is the shorter
+ * answer. (The JDK tries this only when s >= 100 and scales tiny subnormals
+ * by 10, because Java wants at least two digits; we want the shortest, so
+ * "1e-45", not "1.4e-45".) */
+static FMT_INLINE uint32_t pick(uint64_t x, uint64_t xl, uint64_t xr, uint64_t out, uint64_t *s_out)
 {
-#if defined(__GNUC__)
-    return __builtin_clzll(w);
-#else
-    int n = 0;
-    while (!(w >> 63)) {
-        w <<= 1;
-        n++;
-    }
-    return n;
-#endif
+    uint64_t s = x >> 33; /* 1 <= s < 10^9 */
+    uint64_t sp10 = s / 10 * 10;
+    uint64_t tp10 = sp10 + 10;
+    uint64_t xlo = xl + out, xro = xr - out;
+    unsigned upin = xlo <= sp10 << 33;
+    unsigned wpin = tp10 << 33 <= xro;
+    /* Otherwise s or s + 1, whichever is inside (at least one is); if both,
+     * the nearer to v, ties to even: v is nearer to s when the fraction
+     * (x mod 2^33) / 2^33 is below one half, or one half with s even. Which
+     * case applies is data-dependent and unpredictable, so all are computed
+     * and selected with masks (compilers may turn ?: and && into jumps). */
+    uint64_t t = s + 1;
+    unsigned uin = xlo <= s << 33;
+    unsigned win = t << 33 <= xro;
+    unsigned below = (x & 0x1FFFFFFFFu) + (s & 1) <= 0x100000000u;
+    unsigned pick_s = uin & ((win ^ 1) | below);
+    uint64_t r1 = t - pick_s;
+    uint64_t r10 = tp10 - 10 * (uint64_t)upin;
+    uint64_t use10 = 0 - (uint64_t)(upin ^ wpin);
+    *s_out = s;
+    return (uint32_t)((r10 & use10) | (r1 & ~use10));
 }
 
-/* Writes f 10^e (0 < f < 10^9) at p, which has room for
- * SRV_FMT_FLOAT_BUF - 1 bytes, and returns the length (at most 14); p[length]
- * is NUL and the bytes after it are scratch. Every store has a fixed size and
- * nothing is read back, so no store-forwarding stalls. (A branch-free layout,
- * all stores at computed offsets, measured slower: real data mostly takes one
- * layout, which the branch predictor learns.) */
-static inline int print_decimal(char *p, uint32_t f, int e)
+/* pick's inputs at a power of two above the subnormals, v = 2^23 2^q: the
+ * gap below v is half the gap above, so the interval is [4c - 1, 4c + 2] in
+ * quarter units and k = floor(log10(3/4 2^q)). Rare, so computed here
+ * rather than tabled. */
+static FMT_NOINLINE uint32_t pick_pow2(int q, int *k_out, uint64_t *s_out)
 {
-    /* The digits as exactly nine, d.dddddddd with trailing zeros: the lead
-     * digit and the word w of the other eight. x is the exponent in that
-     * form, n the number of significant digits. */
-    int n0 = count_digits(f);
-    int x = e + n0 - 1;
-    f *= POW10[9 - n0];
-    char lead = (char)('0' + f / 100000000);
-    uint64_t w = digits8(f % 100000000);
-    /* Zero bytes at the top of w are trailing zeros. Bytes are at most 9, so
-     * the top bit of w is clear and clz((w << 1) | 1) + 1 is clz(w), or 64
-     * when w = 0. */
-    int n = 9 - (clz64((w << 1) | 1) + 1) / 8;
-    w |= 0x3030303030303030u; /* to ASCII */
+    int k = flog10_three_quarters_pow2(q);
+    int h = q + flog2_pow10(-k) + 33; /* 33..36 */
+    uint64_t g = G[k - FMT_K_MIN];
+    uint64_t x, xl, xr;
+    mul_ends(g, (uint64_t)FMT_C_MIN << (h + 2), g >> (63 - h), g << (h + 1), g >> (64 - h), g << h,
+             &x, &xl, &xr);
+    *k_out = k;
+    return pick(x, xl, xr, 0, s_out);
+}
 
+/* The decimal of the finite, nonzero float with bit pattern bits (the sign
+ * bit is ignored): the one with fewest significant digits in the float's
+ * rounding interval, the nearest to it if several (ties to even). This is
+ * Schubfach, in its binary32 form as in the JDK: no loops, one 64x64->128
+ * multiplication. */
+static FMT_INLINE fmt_dec to_decimal(uint32_t bits)
+{
+    /* v = c 2^q; subnormals have q = FMT_Q_MIN and no hidden bit. */
+    uint32_t bq = (bits >> 23) & 0xFF;
+    uint32_t c = bits & 0x7FFFFF;
+    uint32_t f;
+    uint64_t s;
+    int k;
+    if (c != 0 || bq <= 1) {
+        c |= bq ? FMT_C_MIN : 0;
+        /* The rounding interval [vl, vr] is closed when c is even (round
+         * half to even reads the midpoints back as v), open when c is odd.
+         * In quarter units v is cb = 4c and the ends are cb - 2 and cb + 2.
+         * x, xl and xr are the high halves of g cb 2^h and of the same for
+         * the ends, which differ from it by d = g 2^(h+1): one
+         * multiplication. */
+        const fmt_scale *sc = &SCALE[bq];
+        uint64_t x, xl, xr;
+        mul_ends(sc->g, (uint64_t)c << (sc->h + 2), sc->d_hi, sc->d_lo, sc->d_hi, sc->d_lo, &x, &xl,
+                 &xr);
+        f = pick(x, xl, xr, c & 1, &s);
+        k = sc->k;
+    } else {
+        f = pick_pow2((int)bq - 150, &k, &s);
+    }
+
+    /* The digits as exactly nine, f9 = f 10^(9 - n0) in [10^8, 10^9). f has
+     * the n0 digits of s (the multiplier is found from s, while f is still
+     * being selected), or is 10^n0 (s + 1 or tp10 rounding up). */
+    int n0 = count_digits((uint32_t)s);
+    uint32_t f9 = f * POW10[9 - n0];
+    fmt_dec d;
+    d.x = k + n0 - 1;
+    if (FMT_UNLIKELY(f9 == 1000000000)) {
+        f9 = 100000000;
+        d.x++;
+    }
+    /* Exactly one float32 has a shortest decimal, 7.038531e-26, within
+     * 2^-54 of the midpoint to its neighbour: read as a double and then
+     * narrowed (cJSON, JavaScript, NumPy readers) it rounds twice and lands
+     * on the neighbour. It gets the nearest 8-digit decimal, which survives
+     * both readings. The exhaustive check covers both. */
+    if (FMT_UNLIKELY(bits << 1 == 0x15AE43FDu << 1)) {
+        f9 = 703853070;
+        d.x = -26;
+    }
+
+    /* The lead digit and a word of the other eight: f9 / 10^4 (five
+     * digits) and f9 / 10^8 (the lead) side by side, so the two 4-digit
+     * lanes are ready after one dependent multiplication. */
+    uint32_t hi5 = f9 / 10000, lead = f9 / 100000000;
+    uint64_t w = digits8((uint64_t)(f9 - hi5 * 10000) << 32 | (hi5 - lead * 10000));
+    /* Zero bytes at the top of w are trailing zeros. Digits are at most 9,
+     * so with the top set bit of (w << 1) | 1 in byte j of w (j = -1 for
+     * w = 0), n = j + 2. */
+    d.n = 1 + (log2_floor64((w << 1) | 1) + 7) / 8;
+    d.w = w | 0x3030303030303030u; /* to ASCII */
+    d.lead = (char)('0' + lead);
+    return d;
+}
+
+/* The layouts print_decimal leaves to this: exponent notation, integers
+ * and one-digit values below 0.01 ("1e-3", not "0.001"); any layout, in
+ * fact, the common ones included. lead and w are the digits as print_decimal has them (ASCII),
+ * n the significant ones, x the exponent of d.ddd form. */
+static FMT_NOINLINE int print_rare(char *p, char lead, uint64_t w, int n, int x)
+{
     /* Plain notation unless exponent notation is strictly shorter. */
     int ax = x < 0 ? -x : x;
     int sci_len = n + (n > 1) + 2 + (x < 0) + (ax >= 10);
@@ -268,48 +650,132 @@ static inline int print_decimal(char *p, uint32_t f, int e)
     return len;
 }
 
-int srv_fmt_float(float v, char *buf)
+/* Writes the decimal d at p, which has room for SRV_FMT_FLOAT_BUF - 1 bytes,
+ * and returns the length (at most 14); p[length] is NUL and the bytes after
+ * it are scratch. Nothing is read back. */
+static FMT_INLINE int print_decimal(char *p, fmt_dec d)
 {
-    uint32_t bits;
-    memcpy(&bits, &v, sizeof bits);
+    int n = d.n, x = d.x;
+    uint64_t w = d.w;
+    /* Plain notation with a fraction is what most values get: from
+     * "0.00ddd" (or "0.0d" for one digit: "1e-3" is shorter than "0.001")
+     * to "dddddddd.d". Those layouts share one branch-free sequence of stores
+     * at computed offsets, so the digit count and the exponent, which vary
+     * from value to value, cost no mispredicted branch. */
+    int lo = -3 + (n == 1);
+    if ((unsigned)(x - lo) > (unsigned)(n - 2 - lo))
+        return print_rare(p, d.lead, w, n, x);
+    int neg = x >> 31;    /* -1 when x < 0: "0." and -x - 1 zeros first */
+    int xp = x & ~neg;    /* max(x, 0): digits before the point, minus one */
+    int zeros = -x & neg; /* max(-x, 0): leading zeros, the one before the point included */
+    memcpy(p, "0.00", 4);
+    p[zeros - neg] = d.lead;
+    store8(p + zeros - neg + 1, w);
+    /* The digits after the point, moved one place right to make room for
+     * it; for x < 0 this rewrites the same bytes. */
+    store8(p + 2 + xp + zeros, w >> (8 * xp));
+    p[xp + 1] = '.';
+    int len = n + 1 + zeros;
+    p[len] = '\0';
+    return len;
+}
+
+/* Finite and not zero: (bits << 1) is neither 0 nor at least 0xFF000000. */
+static FMT_INLINE int is_ordinary(uint32_t bits)
+{
+    return (uint32_t)(bits << 1) - 1 < 0xFEFFFFFFu;
+}
+
+/* srv_fmt_float for the bit pattern of a finite float. */
+static FMT_INLINE int fmt_finite(uint32_t bits, char *buf)
+{
     char *p = buf;
     /* The sign without a branch: signs of real data are a coin toss. */
     *p = '-';
     p += bits >> 31;
-    uint32_t bq = (bits >> 23) & 0xFF; /* biased exponent */
-    uint32_t t = bits & 0x7FFFFF;      /* trailing significand bits */
-
-    if (bq == 0xFF) {
-        memcpy(t ? buf : p, t ? "nan" : "inf", 4);
-        return t ? 3 : (int)(p - buf) + 3;
-    }
     if ((bits << 1) == 0) {
         p[0] = '0';
         p[1] = '\0';
         return (int)(p - buf) + 1;
     }
-    /* v = c 2^q; subnormals have q = FMT_Q_MIN and no hidden bit. */
-    int q = bq ? (int)bq - 150 : FMT_Q_MIN;
-    uint32_t c = bq ? FMT_C_MIN | t : t;
-    uint32_t f;
-    int e = 0;
-    /* An integer below 2^24 is its own shortest form: a decimal with fewer
-     * significant digits near it is a multiple of a larger power of ten, so
-     * another integer, at least 1 away, and the rounding interval is at most
-     * 1 wide. */
-    if (q < 0 && q > -FMT_P && (c >> -q) << -q == c) {
-        f = c >> -q;
+    return (int)(p - buf) + print_decimal(p, to_decimal(bits));
+}
+
+int srv_fmt_float(float v, char *buf)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    if (((bits >> 23) & 0xFF) == 0xFF) {
+        uint32_t t = bits & 0x7FFFFF;
+        char *p = buf + (t ? 0 : bits >> 31);
+        buf[0] = '-';
+        memcpy(p, t ? "nan" : "inf", 4);
+        return (int)(p - buf) + 3;
+    }
+    return fmt_finite(bits, buf);
+}
+
+size_t srv_fmt_float_array_size(size_t count)
+{
+    enum { PER_VALUE = SRV_FMT_FLOAT_MAX + 1 };
+    if (count > (SIZE_MAX - 2 - SRV_FMT_FLOAT_BUF) / PER_VALUE)
+        return 0;
+    return count * PER_VALUE + 2 + SRV_FMT_FLOAT_BUF;
+}
+
+/* One value and its comma at p; returns the end. */
+static FMT_INLINE char *put_value(char *p, uint32_t bits)
+{
+    if (((bits >> 23) & 0xFF) == 0xFF) {
+        memcpy(p, "null", 4);
+        p += 4;
     } else {
-        f = to_decimal(q, c, &e);
-        /* Exactly one float32 has a shortest decimal, 7.038531e-26, within
-         * 2^-54 of the midpoint to its neighbour: read as a double and then
-         * narrowed (cJSON, JavaScript, NumPy readers) it rounds twice and
-         * lands on the neighbour. It gets the nearest 8-digit decimal, which
-         * survives both readings. The exhaustive check covers both. */
-        if ((bits & 0x7FFFFFFF) == 0x15AE43FD) {
-            f = 70385307;
-            e = -33;
+        p += fmt_finite(bits, p);
+    }
+    *p = ',';
+    return p + 1;
+}
+
+/* One ordinary value (is_ordinary), already converted, and its comma. */
+static FMT_INLINE char *put_decimal(char *p, uint32_t bits, fmt_dec d)
+{
+    *p = '-';
+    p += bits >> 31;
+    p += print_decimal(p, d);
+    *p = ',';
+    return p + 1;
+}
+
+size_t srv_fmt_float_array(const float *v, size_t count, char *buf)
+{
+    char *p = buf;
+    *p++ = '[';
+    size_t i = 0;
+    /* Two values at a time: both conversions come before both stores, so
+     * the processor works on two independent chains of multiplications
+     * at once (one value's chain is longer than its reorder window covers). */
+    for (; i + 2 <= count; i += 2) {
+        uint32_t a, b;
+        memcpy(&a, &v[i], sizeof a);
+        memcpy(&b, &v[i + 1], sizeof b);
+        if (is_ordinary(a) & is_ordinary(b)) {
+            fmt_dec da = to_decimal(a), db = to_decimal(b);
+            p = put_decimal(p, a, da);
+            p = put_decimal(p, b, db);
+        } else {
+            p = put_value(p, a);
+            p = put_value(p, b);
         }
     }
-    return (int)(p - buf) + print_decimal(p, f, e);
+    for (; i < count; i++) {
+        uint32_t a;
+        memcpy(&a, &v[i], sizeof a);
+        p = put_value(p, a);
+    }
+    /* The last comma becomes the bracket; with no values, the bracket
+     * follows '['. */
+    p -= count != 0;
+    *p++ = ']';
+    *p = '\0';
+    return (size_t)(p - buf);
 }
