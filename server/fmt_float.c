@@ -407,23 +407,13 @@ static const char EXPONENTS[EXP_MAX - EXP_MIN + 1][5] = {
     "e27",  "e28",  "e29",  "e30",  "e31",  "e32",  "e33",  "e34",  "e35",  "e36",  "e37",  "e38",
 };
 
-static const uint32_t POW10[10] = {1,      10,      100,      1000,      10000,
-                                   100000, 1000000, 10000000, 100000000, 1000000000};
+/* SCALE9[n] = 10^(9 - n): the multiplier that makes an n-digit number
+ * nine digits long. */
+static const uint32_t SCALE9[10] = {1000000000, 100000000, 10000000, 1000000, 100000,
+                                    10000,      1000,      100,      10,      1};
 
 /* Index of the highest set bit of w != 0 (bsr). */
-static FMT_INLINE int log2_floor32(uint32_t w)
-{
-#if defined(__GNUC__)
-    return 31 - __builtin_clz(w);
-#else
-    int n = 0;
-    while (w >>= 1)
-        n++;
-    return n;
-#endif
-}
-
-static FMT_INLINE int log2_floor64(uint64_t w)
+static FMT_INLINE int64_t log2_floor64(uint64_t w)
 {
 #if defined(__GNUC__)
     return 63 - __builtin_clzll(w);
@@ -450,9 +440,9 @@ static const uint64_t DIGIT_COUNT[32] = {
     0x00000009c4653600u, 0x00000009c4653600u, 0x0000000a00000000u, 0x0000000a00000000u,
 };
 
-static FMT_INLINE int count_digits(uint32_t f)
+static FMT_INLINE int64_t count_digits(uint64_t f)
 {
-    return (int)((f + DIGIT_COUNT[log2_floor32(f)]) >> 32);
+    return (int64_t)((f + DIGIT_COUNT[log2_floor64(f)]) >> 32);
 }
 
 /* The 8 decimal digits of hi 10^4 + lo (hi, lo < 10^4), given as the word
@@ -580,8 +570,8 @@ static FMT_INLINE fmt_dec to_decimal(uint32_t bits)
     /* The digits as exactly nine, f9 = f 10^(9 - n0) in [10^8, 10^9). f has
      * the n0 digits of s (the multiplier is found from s, while f is still
      * being selected), or is 10^n0 (s + 1 or tp10 rounding up). */
-    int n0 = count_digits((uint32_t)s);
-    uint32_t f9 = f * POW10[9 - n0];
+    int64_t n0 = count_digits(s);
+    uint32_t f9 = f * SCALE9[n0];
     fmt_dec d;
     d.x = k + n0 - 1;
     if (FMT_UNLIKELY(f9 == 1000000000)) {
@@ -615,9 +605,9 @@ static FMT_INLINE fmt_dec to_decimal(uint32_t bits)
 
 /* The layouts print_decimal leaves to this: exponent notation, integers
  * and one-digit values below 0.01 ("1e-3", not "0.001"); any layout, in
- * fact, the common ones included. lead and w are the digits as print_decimal has them (ASCII),
- * n the significant ones, x the exponent of d.ddd form. */
-static FMT_NOINLINE int print_rare(char *p, char lead, uint64_t w, int n, int x)
+ * fact, the common ones included. lead, w, n and x as in fmt_dec; end as
+ * in print_decimal. */
+static FMT_NOINLINE int print_rare(char *p, char lead, uint64_t w, int n, int x, char end)
 {
     /* Plain notation unless exponent notation is strictly shorter. */
     int ax = x < 0 ? -x : x;
@@ -647,14 +637,14 @@ static FMT_NOINLINE int print_rare(char *p, char lead, uint64_t w, int n, int x)
         store8(p + 2 - x, w);
         len = n + 1 - x;
     }
-    p[len] = '\0';
+    p[len] = end;
     return len;
 }
 
 /* Writes the decimal d at p, which has room for SRV_FMT_FLOAT_BUF - 1 bytes,
- * and returns the length (at most 14); p[length] is NUL and the bytes after
- * it are scratch. Nothing is read back. */
-static FMT_INLINE int print_decimal(char *p, fmt_dec d)
+ * and returns the length (at most 14); p[length] is end (NUL, or the comma
+ * of an array) and the bytes after it are scratch. Nothing is read back. */
+static FMT_INLINE int print_decimal(char *p, fmt_dec d, char end)
 {
     ptrdiff_t n = (ptrdiff_t)d.n, x = (ptrdiff_t)d.x;
     uint64_t w = d.w;
@@ -667,7 +657,7 @@ static FMT_INLINE int print_decimal(char *p, fmt_dec d)
      * mispredicted branch. */
     ptrdiff_t one = (n - 2) >> 63;
     if ((size_t)(x + 3 + one) > (size_t)(n + 1 + one))
-        return print_rare(p, d.lead, w, (int)n, (int)x);
+        return print_rare(p, d.lead, w, (int)n, (int)x, end);
     ptrdiff_t neg = x >> 63;    /* -1 when x < 0: "0." and -x - 1 zeros first */
     ptrdiff_t xp = x & ~neg;    /* max(x, 0): digits before the point, minus one */
     ptrdiff_t zeros = -x & neg; /* max(-x, 0): leading zeros, the one before the point included */
@@ -679,7 +669,7 @@ static FMT_INLINE int print_decimal(char *p, fmt_dec d)
     store8(p + 2 + xp + zeros, w >> (8 * xp));
     p[xp + 1] = '.';
     ptrdiff_t len = n + 1 + zeros;
-    p[len] = '\0';
+    p[len] = end;
     return (int)len;
 }
 
@@ -689,33 +679,36 @@ static FMT_INLINE int is_ordinary(uint32_t bits)
     return (uint32_t)(bits << 1) - 1 < 0xFEFFFFFFu;
 }
 
-/* srv_fmt_float for the bit pattern of a finite float. */
-static FMT_INLINE int fmt_finite(uint32_t bits, char *buf)
+/* srv_fmt_float for the values that are not is_ordinary: zeros,
+ * infinities and NaN. */
+static FMT_NOINLINE int fmt_special(uint32_t bits, char *buf)
 {
-    char *p = buf;
-    /* The sign without a branch: signs of real data are a coin toss. */
-    *p = '-';
-    p += bits >> 31;
+    uint32_t t = bits & 0x7FFFFF;
+    int sign = (int)(bits >> 31);
+    buf[0] = '-';
     if ((bits << 1) == 0) {
-        p[0] = '0';
-        p[1] = '\0';
-        return (int)(p - buf) + 1;
+        memcpy(buf + sign, "0", 2);
+        return sign + 1;
     }
-    return (int)(p - buf) + print_decimal(p, to_decimal(bits));
+    if (t) { /* NaN, whatever its sign bit */
+        memcpy(buf, "nan", 4);
+        return 3;
+    }
+    memcpy(buf + sign, "inf", 4);
+    return sign + 3;
 }
 
 int srv_fmt_float(float v, char *buf)
 {
     uint32_t bits;
     memcpy(&bits, &v, sizeof bits);
-    if (((bits >> 23) & 0xFF) == 0xFF) {
-        uint32_t t = bits & 0x7FFFFF;
-        char *p = buf + (t ? 0 : bits >> 31);
-        buf[0] = '-';
-        memcpy(p, t ? "nan" : "inf", 4);
-        return (int)(p - buf) + 3;
-    }
-    return fmt_finite(bits, buf);
+    if (FMT_UNLIKELY(!is_ordinary(bits)))
+        return fmt_special(bits, buf);
+    /* The sign without a branch: signs of real data are a coin toss. */
+    char *p = buf;
+    *p = '-';
+    p += bits >> 31;
+    return (int)(p - buf) + print_decimal(p, to_decimal(bits), '\0');
 }
 
 size_t srv_fmt_float_array_size(size_t count)
@@ -733,7 +726,9 @@ static FMT_INLINE char *put_value(char *p, uint32_t bits)
         memcpy(p, "null", 4);
         p += 4;
     } else {
-        p += fmt_finite(bits, p);
+        float v;
+        memcpy(&v, &bits, sizeof v);
+        p += srv_fmt_float(v, p);
     }
     *p = ',';
     return p + 1;
@@ -744,9 +739,7 @@ static FMT_INLINE char *put_decimal(char *p, uint32_t bits, fmt_dec d)
 {
     *p = '-';
     p += bits >> 31;
-    p += print_decimal(p, d);
-    *p = ',';
-    return p + 1;
+    return p + print_decimal(p, d, ',') + 1;
 }
 
 size_t srv_fmt_float_array(const float *v, size_t count, char *buf)

@@ -550,6 +550,35 @@ static void test_array(void **state)
     free(x);
 }
 
+/* The tables in fmt_float.c (visible here through the portable build)
+ * against the formulas they were generated from. */
+static void test_tables(void **state)
+{
+    (void)state;
+    for (int bq = 0; bq < 255; bq++) {
+        int q = bq ? bq - 150 : FMT_Q_MIN;
+        int k = flog10_pow2(q);
+        int h = q + flog2_pow10(-k) + 33;
+        const fmt_scale *sc = &SCALE[bq];
+        uint64_t g = G[k - FMT_K_MIN];
+        if (sc->k != k || sc->h2 != h + 2 || sc->g != g || sc->d_hi != g >> (63 - h) ||
+            sc->d_lo != g << (h + 1) || sc->hidden != (bq ? (uint32_t)FMT_C_MIN : 0))
+            fail_msg("SCALE[%d] does not match k=%d h=%d", bq, k, h);
+    }
+    for (uint64_t p10 = 1, n = 1; p10 < 1000000000; p10 *= 10, n++) {
+        assert_int_equal(count_digits(p10), n);
+        assert_int_equal(count_digits(p10 * 10 - 1), n);
+        assert_int_equal(SCALE9[n] * p10, 100000000);
+    }
+    for (int i = 0; i < 30; i++) {
+        uint64_t b = (uint64_t)1 << i;
+        char txt[16];
+        assert_int_equal(count_digits(b), snprintf(txt, sizeof txt, "%llu", (unsigned long long)b));
+        assert_int_equal(count_digits(2 * b - 1),
+                         snprintf(txt, sizeof txt, "%llu", (unsigned long long)(2 * b - 1)));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_same_as_reference),
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_array),
+        cmocka_unit_test(test_tables),
     };
     return cmocka_run_group_tests_name("fmt_float", tests, NULL, NULL);
 }
