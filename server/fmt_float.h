@@ -47,8 +47,9 @@ size_t srv_fmt_float_array_size(size_t count);
 /* Writes the JSON array "[v0,v1,...]" of v[0..count) at buf, followed by a
  * NUL, and returns its length without the NUL. Each finite value is exactly
  * srv_fmt_float's text; infinities and NaN (masked logits) are null. The
- * same as calling srv_fmt_float per value, but the formatter is inlined
- * into the loop, which makes it about a quarter faster.
+ * same as calling srv_fmt_float per value, but with the formatter inlined
+ * into the loop and two values converted at a time (a few percent faster;
+ * bench_json --fmt measures both).
  *
  * v [count]: any floats. buf: srv_fmt_float_array_size(count) bytes (the
  * caller checks that it is not 0); bytes after the NUL may be overwritten.
