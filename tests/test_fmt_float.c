@@ -562,8 +562,25 @@ static void test_tables(void **state)
         const fmt_scale *sc = &SCALE[bq];
         uint64_t g = G[k - FMT_K_MIN];
         if (sc->k != k || sc->h2 != h + 2 || sc->g != g || sc->d_hi != g >> (63 - h) ||
-            sc->d_lo != g << (h + 1) || sc->hidden != (bq ? (uint32_t)FMT_C_MIN : 0))
+            sc->d_lo != g << (h + 1))
             fail_msg("SCALE[%d] does not match k=%d h=%d", bq, k, h);
+        if (bq == 0)
+            continue;
+        /* s = x >> 33 at both ends of the binade (it grows with c). */
+        uint64_t lo, hi_min, hi_max;
+        mul_128(g, (uint64_t)FMT_C_MIN << (h + 2), &lo, &hi_min);
+        mul_128(g, (uint64_t)(2 * FMT_C_MIN - 1) << (h + 2), &lo, &hi_max);
+        uint64_t s_min = hi_min >> 33, s_max = hi_max >> 33;
+        int64_t n = count_digits(s_min);
+        uint64_t p10 = 1;
+        for (int64_t i = 0; i < n; i++)
+            p10 *= 10;
+        uint32_t thr = s_max >= p10 ? (uint32_t)p10 : UINT32_MAX;
+        assert_true(count_digits(s_max) <= n + 1);
+        if (sc->thr != thr || sc->m_lo != SCALE9[n] || (n < 9 && sc->m_hi != SCALE9[n + 1]) ||
+            sc->x0 != k + n - 1)
+            fail_msg("SCALE[%d]: digit counts of s in [%llu, %llu] do not match", bq,
+                     (unsigned long long)s_min, (unsigned long long)s_max);
     }
     for (uint64_t p10 = 1, n = 1; p10 < 1000000000; p10 *= 10, n++) {
         assert_int_equal(count_digits(p10), n);
