@@ -332,7 +332,7 @@ $(BUILD)/bench/bench_json: $(BUILD)/bench/bench_json.o $(BENCH_JSON_OBJ)
 
 # All 2^32 floats through srv_fmt_float (~20 min on 2 cores; never in make test).
 # check-fmt-float-diff: all 2^32 byte for byte against the formatter before
-# the fast printer, tests/ref_fmt_float.c (~5 min on one core).
+# the fast printer, tests/ref_fmt_float.c (~8 min on one core).
 check-fmt-float: $(BUILD)/bench/check_fmt_float_exhaustive
 	$< --threads $$(nproc)
 check-fmt-float-diff: $(BUILD)/bench/check_fmt_float_exhaustive

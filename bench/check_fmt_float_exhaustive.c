@@ -29,7 +29,7 @@
  * (tests/ref_fmt_float.c, which passed the checks above for all 2^32 inputs)
  * for every bit pattern, and that srv_fmt_float_array writes the same as
  * concatenating those texts (null for non-finite values), in blocks of 1024
- * patterns with mixed signs. About 5 minutes on one thread:
+ * patterns with mixed signs. About 8 minutes on one thread:
  *
  *   make check-fmt-float-diff   (or: ... --diff --threads 1)
  */
