@@ -28,8 +28,15 @@ enum {
 
 /* floor(q log10(2)), floor(q log10(2) + log10(3/4)), floor(e log2(10)):
  * exact for |q|, |e| far beyond the ranges used here (checked with exact
- * rational arithmetic for q in [-151, 106], e in [-60, 60]). */
-static inline int flog10_pow2(int q)
+ * rational arithmetic for q in [-151, 106], e in [-60, 60]). flog10_pow2
+ * made the SCALE table (fmt_float_scale.h) and is kept for test_fmt_float,
+ * which checks the table with it. */
+#if defined(__GNUC__)
+#define FMT_KEEP __attribute__((unused))
+#else
+#define FMT_KEEP
+#endif
+static FMT_KEEP inline int flog10_pow2(int q)
 {
     return (int)(((int64_t)q * 661971961083) >> 41);
 }
