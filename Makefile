@@ -59,7 +59,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: ui-deps ui-test bench-service e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: ui-deps ui-test bench-service e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -335,21 +335,27 @@ load-crosscheck: $(POSATTND) $(LOAD_BIN)
 
 # bench_json measures the server's JSON and base64 paths: it sees server/ and
 # links the server objects it uses plus cJSON (explicit rules win over the
-# pattern rules).
-BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,base64.o tensor.o json_lift.o fmt_float.o reply.o errors.o)
+# pattern rules), and the previous float formatter (tests/ref_fmt_float.c).
+BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,base64.o tensor.o json_lift.o fmt_float.o reply.o errors.o) \
+                  $(BUILD)/tests/ref_fmt_float.o
 $(BUILD)/bench/bench_json.o: bench/bench_json.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Iserver -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Iserver -Itests -c $< -o $@
 $(BUILD)/bench/bench_json: $(BUILD)/bench/bench_json.o $(BENCH_JSON_OBJ)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(SRV_LIBS) -lm
 
 # All 2^32 floats through srv_fmt_float (~20 min on 2 cores; never in make test).
+# check-fmt-float-diff: all 2^32 byte for byte against the formatter before
+# the fast printer, tests/ref_fmt_float.c (~8 min on one core).
 check-fmt-float: $(BUILD)/bench/check_fmt_float_exhaustive
 	$< --threads $$(nproc)
+check-fmt-float-diff: $(BUILD)/bench/check_fmt_float_exhaustive
+	$< --diff --threads 1
 $(BUILD)/bench/check_fmt_float_exhaustive.o: bench/check_fmt_float_exhaustive.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Iserver -Itests -c $< -o $@
-$(BUILD)/bench/check_fmt_float_exhaustive: $(BUILD)/bench/check_fmt_float_exhaustive.o $(BUILD)/server/fmt_float.o
+$(BUILD)/bench/check_fmt_float_exhaustive: $(BUILD)/bench/check_fmt_float_exhaustive.o $(BUILD)/server/fmt_float.o \
+                                           $(BUILD)/tests/ref_fmt_float.o
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ -lpthread -lm
 
 # posattn against NumPy and PyTorch, same shapes and threads, same run (~3 min).

@@ -6,6 +6,7 @@
  * scalar code against a memcpy of the same text.
  *
  *   build/bench/bench_json           full table (1M floats, best of 5)
+ *   build/bench/bench_json --fmt     the formatter rows only (a few seconds)
  *   build/bench/bench_json --smoke   tiny sizes, one repetition (make test)
  *
  * Single-threaded; every buffer is touched before timing, because a first
@@ -15,6 +16,7 @@
  */
 #include "base64.h"
 #include "fmt_float.h"
+#include "ref_fmt_float.h"
 #include "tensor.h"
 
 #include <cjson/cJSON.h>
@@ -78,6 +80,8 @@ typedef struct ctx {
     float *back;
     char *text; /* our JSON array text */
     size_t text_len;
+    char *text_ref; /* the same with the previous formatter */
+    size_t text_ref_len;
     char *text9; /* the same with %.9g */
     size_t text9_len;
     char *b64;
@@ -102,7 +106,27 @@ static double best_time(bench_fn fn, ctx *c, int reps)
     return best;
 }
 
-/* "[v,v,...]" the way tensor.c's render_json_array writes it. */
+/* Best-of-reps seconds for each of fns[0..k) into best[], after one warm-up
+ * call each, the functions taking turns in every round: on a shared machine
+ * whose speed drifts over seconds, their ratios are then taken under the
+ * same conditions. */
+static void best_times_interleaved(const bench_fn *fns, int k, ctx *c, int reps, double *best)
+{
+    for (int i = 0; i < k; i++) {
+        fns[i](c);
+        best[i] = 1e30;
+    }
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < k; i++) {
+            double t0 = now();
+            fns[i](c);
+            double t = now() - t0;
+            if (t < best[i])
+                best[i] = t;
+        }
+}
+
+/* "[v,v,...]" with one srv_fmt_float call per value. */
 static void print_ours(ctx *c)
 {
     char *p = c->text;
@@ -115,6 +139,29 @@ static void print_ours(ctx *c)
     *p++ = ']';
     *p = '\0';
     c->text_len = (size_t)(p - c->text);
+}
+
+/* The same with srv_fmt_float_array, the loop tensor.c renders with: the
+ * formatter inlined into it, two values at a time. */
+static void print_array(ctx *c)
+{
+    c->text_len = srv_fmt_float_array(c->x, c->n, c->text);
+}
+
+/* The same with the formatter as it was before the fast printer
+ * (tests/ref_fmt_float.c), which must write the same bytes. */
+static void print_ref(ctx *c)
+{
+    char *p = c->text_ref;
+    *p++ = '[';
+    for (size_t i = 0; i < c->n; i++) {
+        if (i)
+            *p++ = ',';
+        p += ref_fmt_float(c->x[i], p);
+    }
+    *p++ = ']';
+    *p = '\0';
+    c->text_ref_len = (size_t)(p - c->text_ref);
 }
 
 static void print_snprintf(ctx *c)
@@ -288,6 +335,7 @@ static void bench_b64_large(bool smoke)
 int main(int argc, char **argv)
 {
     bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
+    bool fmt_only = argc > 1 && strcmp(argv[1], "--fmt") == 0;
     const size_t n = smoke ? 1000 : 1000000;
     const int reps = smoke ? 1 : 5;
 
@@ -298,11 +346,37 @@ int main(int argc, char **argv)
     c.x = x;
     c.back = xmalloc(n * sizeof(float));
     c.text = xmalloc(n * (SRV_FMT_FLOAT_MAX + 1) + 2 + SRV_FMT_FLOAT_BUF);
+    c.text_ref = xmalloc(n * (SRV_FMT_FLOAT_MAX + 1) + 2 + SRV_FMT_FLOAT_BUF);
     c.text9 = xmalloc(n * (SRV_FMT_FLOAT_MAX + 1) + 3);
     c.b64_len = srv_b64_encoded_len(n * sizeof(float));
     c.b64 = xmalloc(c.b64_len + 1);
 
-    double t_ours = best_time(print_ours, &c, reps);
+    /* The formatter now and before, in turns (--fmt: more rounds). */
+    const int fmt_reps = fmt_only ? 21 : reps;
+    const bench_fn fmt_fns[3] = {print_ref, print_ours, print_array};
+    double fmt_best[3];
+    best_times_interleaved(fmt_fns, 3, &c, fmt_reps, fmt_best);
+    double t_ref = fmt_best[0], t_ours = fmt_best[1], t_array = fmt_best[2];
+    print_ours(&c);
+    check(c.text_len == c.text_ref_len && memcmp(c.text, c.text_ref, c.text_len) == 0,
+          "srv_fmt_float and the previous formatter wrote different text");
+    print_array(&c);
+    check(c.text_len == c.text_ref_len && memcmp(c.text, c.text_ref, c.text_len) == 0,
+          "srv_fmt_float_array and the previous formatter wrote different text");
+    if (fmt_only) {
+        printf("srv_fmt_float: %zu layer-like floats, 1 thread, best of %d rounds taken in turns; "
+               "M floats/s\n",
+               n, fmt_reps);
+        row("print: srv_fmt_float", n / t_ours, "before (ref_fmt_float)", n / t_ref, "", 0);
+        row("print: srv_fmt_float_array", n / t_array, "before (ref_fmt_float)", n / t_ref, "", 0);
+        free(x);
+        free(c.back);
+        free(c.text);
+        free(c.text_ref);
+        free(c.text9);
+        free(c.b64);
+        return 0;
+    }
     double t_snprintf = best_time(print_snprintf, &c, reps);
     double t_render = best_time(render_and_print, &c, reps);
     double t_cjson_print = best_time(cjson_print_numbers, &c, smoke ? 1 : 2); /* ~1 s each */
@@ -324,6 +398,8 @@ int main(int argc, char **argv)
     printf("%-34s %8s   %-26s %8s %8s   %-12s %s\n", "case", "M/s", "reference", "M/s", "ratio",
            "target", "met");
     row("print: srv_fmt_float", r_ours, "snprintf(\"%.9g\")", r_snprintf, ">= 20 M/s", 20e6);
+    row("print: srv_fmt_float", r_ours, "before (ref_fmt_float)", n / t_ref, "", 0);
+    row("print: srv_fmt_float_array", n / t_array, "before (ref_fmt_float)", n / t_ref, "", 0);
     row("print: tensor render + cJSON print", r_render, "cJSON number array print", r_cjson_print,
         "", 0);
     row("parse: cJSON + copy out", r_cjson, "strtof loop", r_strtof, "", 0);
@@ -338,6 +414,7 @@ int main(int argc, char **argv)
     free(x);
     free(c.back);
     free(c.text);
+    free(c.text_ref);
     free(c.text9);
     free(c.b64);
 

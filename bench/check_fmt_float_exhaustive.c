@@ -23,10 +23,20 @@
  *     any decimal of fewer than n digits inside it forces one of those two
  *     neighbours of D 10^K on the grid of n-1 digit numbers to be inside too.
  * Infinities and NaN must print as "inf", "-inf", "nan".
+ *
+ * With --diff it checks instead that srv_fmt_float writes, byte for byte,
+ * the same text as the formatter before the fast printer
+ * (tests/ref_fmt_float.c, which passed the checks above for all 2^32 inputs)
+ * for every bit pattern, and that srv_fmt_float_array writes the same as
+ * concatenating those texts (null for non-finite values), in blocks of 1024
+ * patterns with mixed signs. About 8 minutes on one thread:
+ *
+ *   make check-fmt-float-diff   (or: ... --diff --threads 1)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "fmt_float.h"
 #include "json_number.h"
+#include "ref_fmt_float.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -38,13 +48,14 @@
 #include <string.h>
 #include <time.h>
 
-enum { SLACK = 16, MAX_REPORTS = 20 };
+enum { SLACK = 16, MAX_REPORTS = 20, DIFF_BLOCK = 1024 };
 
 typedef struct job {
     uint64_t from, to; /* positive bit patterns [from, to) */
     uint64_t checked, failures, shorter_checks;
     int reports;
     bool first; /* prints progress */
+    bool diff;  /* compare with ref_fmt_float instead */
 } job;
 
 static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -181,11 +192,73 @@ static void check_one(job *j, uint32_t bits)
     }
 }
 
+/* --diff: the patterns [from, from + count) (count <= DIFF_BLOCK), each
+ * positive and negative, against the reference; then all of them, signs
+ * mixed, through srv_fmt_float_array. */
+static void diff_block(job *j, uint32_t from, uint32_t count)
+{
+    static _Thread_local float vals[DIFF_BLOCK];
+    static _Thread_local char want[DIFF_BLOCK * (SRV_FMT_FLOAT_MAX + 1) + 2 + SRV_FMT_FLOAT_BUF];
+    static _Thread_local char got[DIFF_BLOCK * (SRV_FMT_FLOAT_MAX + 1) + 2 + SRV_FMT_FLOAT_BUF];
+    char *w = want;
+    *w++ = '[';
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t b = from + i;
+        for (int sign = 0; sign < 2; sign++) {
+            uint32_t bits = b | (uint32_t)sign << 31;
+            char text[SRV_FMT_FLOAT_BUF + SLACK], ref[SRV_FMT_FLOAT_BUF + SLACK];
+            if (!format_checked(j, bits, text))
+                continue;
+            int nr = ref_fmt_float(from_bits(bits), ref);
+            j->checked++;
+            if ((int)strlen(text) != nr || memcmp(text, ref, (size_t)nr + 1) != 0)
+                print_case(j, "DIFF", bits, text, ref), j->failures++;
+        }
+        /* The sign pattern repeats every 7 values, so pairs meet all four
+         * sign combinations. */
+        uint32_t bits = b | (uint32_t)((0x5Au >> (i % 7)) & 1) << 31;
+        vals[i] = from_bits(bits);
+        if (i)
+            *w++ = ',';
+        if (isfinite(vals[i])) {
+            w += ref_fmt_float(vals[i], w);
+        } else {
+            memcpy(w, "null", 4);
+            w += 4;
+        }
+    }
+    *w++ = ']';
+    *w = '\0';
+    size_t len = srv_fmt_float_array(vals, count, got);
+    if (len != (size_t)(w - want) || memcmp(got, want, len + 1) != 0) {
+        j->failures++;
+        print_case(j, "ARRAY", from, "", "srv_fmt_float_array differs from the reference texts");
+    }
+}
+
 static double now_seconds(void);
 
 static void *run(void *arg)
 {
     job *j = arg;
+    if (j->diff) {
+        double t0 = now_seconds();
+        uint64_t total = j->to - j->from, done = 0, next = total / 16;
+        for (uint64_t b = j->from; b < j->to; b += DIFF_BLOCK) {
+            uint64_t n = j->to - b < DIFF_BLOCK ? j->to - b : DIFF_BLOCK;
+            diff_block(j, (uint32_t)b, (uint32_t)n);
+            done += n;
+            if (j->first && done >= next) {
+                pthread_mutex_lock(&report_lock);
+                printf("  thread 0: %2.0f%% after %.0f s\n", 100.0 * (double)done / (double)total,
+                       now_seconds() - t0);
+                fflush(stdout);
+                pthread_mutex_unlock(&report_lock);
+                next += total / 16;
+            }
+        }
+        return NULL;
+    }
     double t0 = now_seconds();
     uint64_t step = (j->to - j->from) / 16 + 1;
     for (uint64_t b = j->from; b < j->to; b++) {
@@ -212,16 +285,20 @@ static double now_seconds(void)
 int main(int argc, char **argv)
 {
     int threads = 2;
+    bool diff = false;
     uint64_t from = 0, to = 0x80000000u; /* positive patterns; each brings its negative */
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--diff") == 0)
+            diff = true;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
             from = strtoull(argv[++i], NULL, 0) & 0x7FFFFFFFu;
         else if (strcmp(argv[i], "--to") == 0 && i + 1 < argc)
             to = strtoull(argv[++i], NULL, 0);
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--from 0xHEX] [--to 0xHEX]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--diff] [--threads N] [--from 0xHEX] [--to 0xHEX]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -244,6 +321,7 @@ int main(int argc, char **argv)
         jobs[t].from = from + span * (uint64_t)t / (uint64_t)threads;
         jobs[t].to = from + span * (uint64_t)(t + 1) / (uint64_t)threads;
         jobs[t].first = t == 0;
+        jobs[t].diff = diff;
         if (pthread_create(&tids[t], NULL, run, &jobs[t]) != 0) {
             fprintf(stderr, "pthread_create failed\n");
             return 2;
@@ -257,10 +335,16 @@ int main(int argc, char **argv)
         shorter += jobs[t].shorter_checks;
     }
     double secs = now_seconds() - t0;
-    printf("check_fmt_float_exhaustive: bit patterns 0x%08" PRIx64 "..0x%08" PRIx64
-           " and their negatives: %" PRIu64 " formatted, %" PRIu64
-           " shortest-length proofs, %" PRIu64 " failures, %.1f s on %d threads\n",
-           from, to - 1, checked, shorter, failures, secs, threads);
+    if (diff)
+        printf("check_fmt_float_exhaustive --diff: bit patterns 0x%08" PRIx64 "..0x%08" PRIx64
+               " and their negatives: %" PRIu64 " compared with ref_fmt_float, and all through"
+               " srv_fmt_float_array, %" PRIu64 " failures, %.1f s on %d threads\n",
+               from, to - 1, checked, failures, secs, threads);
+    else
+        printf("check_fmt_float_exhaustive: bit patterns 0x%08" PRIx64 "..0x%08" PRIx64
+               " and their negatives: %" PRIu64 " formatted, %" PRIu64
+               " shortest-length proofs, %" PRIu64 " failures, %.1f s on %d threads\n",
+               from, to - 1, checked, shorter, failures, secs, threads);
     free(jobs);
     free(tids);
     return failures ? 1 : 0;

@@ -519,19 +519,6 @@ void srv_tensor_free(srv_tensor *t)
 /* Rendering                                                                 */
 /* ------------------------------------------------------------------------- */
 
-/* Writes v as JSON text at dst and returns the length; dst has room for
- * SRV_FMT_FLOAT_BUF bytes, which srv_fmt_float may use as scratch past the
- * text. Finite values get the shortest text that reads back as exactly v;
- * non-finite ones (masked logits are -inf) become null. */
-static size_t format_float(char *dst, float v)
-{
-    if (!isfinite(v)) {
-        memcpy(dst, "null", 4);
-        return 4;
-    }
-    return (size_t)srv_fmt_float(v, dst);
-}
-
 /* A cJSON raw node that owns `text` (from cJSON_malloc), without the copy
  * cJSON_CreateRaw would make of a possibly huge buffer. */
 static cJSON *raw_node_take(char *text)
@@ -560,25 +547,18 @@ cJSON *srv_json_int(int64_t v)
     return cJSON_CreateRaw(p);
 }
 
+/* Finite values get the shortest text that reads back as exactly v;
+ * non-finite ones (masked logits are -inf) become null. One buffer sized
+ * up front, written by one loop with the formatter inlined. */
 static cJSON *render_json_array(const float *data, size_t count)
 {
-    /* '[', then per value at most SRV_FMT_FLOAT_MAX characters and a comma,
-     * then ']' and NUL; the last value may scribble SRV_FMT_FLOAT_BUF bytes. */
-    enum { PER_VALUE = SRV_FMT_FLOAT_MAX + 1 };
-    if (count > (SIZE_MAX - 2 - SRV_FMT_FLOAT_BUF) / PER_VALUE)
+    size_t size = srv_fmt_float_array_size(count);
+    if (size == 0)
         return NULL;
-    char *buf = cJSON_malloc(count * PER_VALUE + 2 + SRV_FMT_FLOAT_BUF);
+    char *buf = cJSON_malloc(size);
     if (!buf)
         return NULL;
-    char *p = buf;
-    *p++ = '[';
-    for (size_t i = 0; i < count; i++) {
-        if (i)
-            *p++ = ',';
-        p += format_float(p, data[i]);
-    }
-    *p++ = ']';
-    *p = '\0';
+    srv_fmt_float_array(data, count, buf);
     return raw_node_take(buf);
 }
 

@@ -2,13 +2,18 @@
  * (server/fmt_float.c): exact texts for edge values, then a million random
  * floats checked for round trip (strtof, and strtod + cast), shortest length
  * (a direct proof for each, and a brute-force "%.{1..9}g" search for every
- * 10th), nearest choice, JSON grammar and buffer bounds. All 2^32 inputs are
- * checked by bench/check_fmt_float_exhaustive.c, which takes minutes.
+ * 10th), nearest choice, JSON grammar and buffer bounds. Then the same text,
+ * byte for byte, as the formatter before the fast printer
+ * (tests/ref_fmt_float.c) for millions of bit patterns, from srv_fmt_float,
+ * from srv_fmt_float_array and from the portable build of the same source
+ * (no __int128). All 2^32 inputs are checked by
+ * bench/check_fmt_float_exhaustive.c, which takes minutes.
  */
 #include "testutil.h"
 
 #include "fmt_float.h"
 #include "json_number.h"
+#include "ref_fmt_float.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>
@@ -18,7 +23,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { GUARD = 16, RANDOM_COUNT = 1000000 };
+enum { GUARD = 16, RANDOM_COUNT = 1000000, DIFF_RANDOM_COUNT = 4000000, DIFF_WINDOW = 20000 };
+
+/* The same source built without __int128 (the path compilers without it
+ * take), under other names, so both builds are compared here. */
+int portable_fmt_float(float v, char *buf);
+size_t portable_fmt_float_array_size(size_t count);
+size_t portable_fmt_float_array(const float *v, size_t count, char *buf);
+#define FMT_FLOAT_NO_INT128
+#define srv_fmt_float portable_fmt_float
+#define srv_fmt_float_array_size portable_fmt_float_array_size
+#define srv_fmt_float_array portable_fmt_float_array
+#include "fmt_float.c"
+#undef srv_fmt_float
+#undef srv_fmt_float_array_size
+#undef srv_fmt_float_array
 
 /* Under valgrind (make valgrind) the libc conversions run ~60x slower, so the
  * sweeps take every stride()-th value instead: memory errors do not need a
@@ -357,12 +376,239 @@ static void test_json_array(void **state)
     free(x);
 }
 
+/* Fails unless srv_fmt_float, its portable build and the reference
+ * (the formatter before the fast printer) write the same text and length for
+ * the bit pattern b. */
+static void expect_same_as_ref(uint32_t b)
+{
+    char got[SRV_FMT_FLOAT_BUF + GUARD], port[SRV_FMT_FLOAT_BUF + GUARD],
+        want[SRV_FMT_FLOAT_BUF + GUARD];
+    float v = from_bits(b);
+    int n = format(v, got);
+    int np = portable_fmt_float(v, port);
+    int nr = ref_fmt_float(v, want);
+    if (n != nr || strcmp(got, want) != 0)
+        fail_msg("0x%08x: \"%s\" (%d), the reference wrote \"%s\" (%d)", (unsigned)b, got, n, want,
+                 nr);
+    if (np != nr || strncmp(port, want, (size_t)nr + 1) != 0)
+        fail_msg("0x%08x: the portable build wrote \"%.*s\", the reference \"%s\"", (unsigned)b, np,
+                 port, want);
+}
+
+static uint32_t next_bits(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (uint32_t)((*s * 0x2545F4914F6CDD1Du) >> 32);
+}
+
+/* Byte for byte the reference's text: random bit patterns (both signs,
+ * non-finite ones included), every pattern within DIFF_WINDOW of each power
+ * of ten (where the digit count and the layout change) and of each power of
+ * two (where the rounding interval is lopsided), and every subnormal with a
+ * short significand. */
+static void test_same_as_reference(void **state)
+{
+    (void)state;
+    const uint32_t step = (uint32_t)stride();
+    uint64_t s = 0x243F6A8885A308D3u;
+    const int count = DIFF_RANDOM_COUNT / stride();
+    for (int i = 0; i < count; i++)
+        expect_same_as_ref(next_bits(&s));
+    for (int e = -45; e <= 38; e++) {
+        char txt[16];
+        snprintf(txt, sizeof txt, "1e%d", e);
+        uint32_t b = to_bits(strtof(txt, NULL));
+        for (uint32_t d = 0; d < DIFF_WINDOW; d += step) {
+            expect_same_as_ref(b + d);
+            expect_same_as_ref(b - d);
+        }
+    }
+    for (uint32_t bq = 1; bq < 255; bq++)
+        for (uint32_t d = 0; d < 64; d++) {
+            expect_same_as_ref((bq << 23) + d);
+            expect_same_as_ref((bq << 23) - d);
+        }
+    for (uint32_t b = 0; b < DIFF_WINDOW; b += step)
+        expect_same_as_ref(b | 0x80000000u);
+}
+
+/* Values with 1 to 9 significant digits at every decimal exponent, so each
+ * layout (0.00ddd, 0.0d, d.ddd, dddd.d, ddd00, d.ddde-x, de+x) and each
+ * switch between them is met with every digit count, and the digits ending
+ * in zeros ("1.2", "120", "1.2e5"). */
+static void test_layouts(void **state)
+{
+    (void)state;
+    stats st = {.brute_every = 0};
+    static const char *const digits[] = {"123456789", "987654321", "100000001",
+                                         "999999999", "500000000", "120000000"};
+    for (size_t t = 0; t < sizeof digits / sizeof *digits; t++)
+        for (int n = 1; n <= 9; n++)
+            for (int e = -46; e <= 39; e++) {
+                char txt[32];
+                snprintf(txt, sizeof txt, "%.1s.%.*se%d", digits[t], n - 1, digits[t] + 1, e);
+                float v = strtof(txt, NULL);
+                if (!isfinite(v))
+                    continue;
+                expect_same_as_ref(to_bits(v));
+                expect_same_as_ref(to_bits(v) + 1);
+                expect_same_as_ref(to_bits(v) - 1);
+                if (v != 0)
+                    check_value(v, &st);
+            }
+    /* Where plain notation gives way to exponent notation, and back. */
+    expect_text(0.0012f, "0.0012"); /* as long as "1.2e-3" */
+    expect_text(0.002f, "2e-3");
+    expect_text(0.02f, "0.02");
+    expect_text(0.05f, "0.05");
+    expect_text(0.5f, "0.5");
+    expect_text(0.00123456f, "0.00123456");
+    expect_text(0.0001234f, "1.234e-4");
+    expect_text(0.123456789f, "0.12345679");
+    expect_text(1.5f, "1.5");
+    expect_text(12.5f, "12.5");
+    expect_text(1234567.5f, "1234567.5");
+    expect_text(8388607.5f, "8388607.5"); /* eight digits before the point */
+    expect_text(10.0f, "10");
+    expect_text(12000.0f, "12000");
+    expect_text(120000.0f, "1.2e5");
+    expect_text(9999999.0f, "9999999");
+    expect_text(1e7f, "1e7");
+    expect_text(99999.99f, "99999.99");
+    expect_text(9.99e-4f, "9.99e-4");
+    expect_text(0.00099999f, "9.9999e-4");
+    expect_text(100.0f, "100");
+    expect_text(0.099999994f, "0.099999994");
+    expect_text(0.99999994f, "0.99999994");
+    expect_text(-0.00999999977f, "-0.01");
+}
+
+/* srv_fmt_float_array: "[...]" with exactly srv_fmt_float's texts, null
+ * for non-finite values, odd and even counts (it works in pairs), within
+ * srv_fmt_float_array_size bytes. */
+static void check_array(const float *x, size_t n)
+{
+    size_t size = srv_fmt_float_array_size(n);
+    assert_true(size > 0);
+    char *buf = tu_alloc(size + GUARD, 1);
+    char *want = tu_alloc(size + GUARD, 1);
+    memset(buf, 0x5A, size + GUARD);
+    size_t len = srv_fmt_float_array(x, n, buf);
+    for (size_t i = size; i < size + GUARD; i++)
+        if ((unsigned char)buf[i] != 0x5A)
+            fail_msg("%zu values: wrote byte %zu of %zu", n, i, size);
+    char *p = want;
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        if (isfinite(x[i])) {
+            p += ref_fmt_float(x[i], p);
+        } else {
+            memcpy(p, "null", 4);
+            p += 4;
+        }
+    }
+    *p++ = ']';
+    *p = '\0';
+    assert_int_equal(len, (size_t)(p - want));
+    assert_int_equal(strlen(buf), len);
+    if (strcmp(buf, want) != 0)
+        fail_msg("%zu values: \"%.80s\", want \"%.80s\"", n, buf, want);
+    size_t plen = portable_fmt_float_array(x, n, buf);
+    assert_int_equal(plen, len);
+    assert_string_equal(buf, want);
+    free(buf);
+    free(want);
+}
+
+static void test_array(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    float *x = tu_alloc(N, sizeof *x);
+    uint64_t s = 0x13198A2E03707344u;
+    for (size_t i = 0; i < N; i++)
+        x[i] = from_bits(next_bits(&s)); /* NaN and infinities included */
+    for (size_t n = 0; n <= 9; n++)
+        check_array(x, n);
+    check_array(x, N);
+    check_array(x + 1, N - 1);
+    const float special[] = {
+        0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -FLT_MAX, from_bits(1), from_bits(0x15AE43FD)};
+    const size_t ns = sizeof special / sizeof *special;
+    for (size_t i = 0; i < N; i++)
+        x[i] = special[(i * 7 + i / ns) % ns]; /* every pair of specials, both orders */
+    check_array(x, N);
+    check_array(x + 1, N - 1);
+    assert_int_equal(srv_fmt_float_array_size(SIZE_MAX / 8), 0);
+    char empty[2 + SRV_FMT_FLOAT_BUF];
+    assert_int_equal(srv_fmt_float_array(NULL, 0, empty), 2);
+    assert_string_equal(empty, "[]");
+    free(x);
+}
+
+/* The tables in fmt_float.c (visible here through the portable build)
+ * against the formulas they were generated from. */
+static void test_tables(void **state)
+{
+    (void)state;
+    for (int bq = 0; bq < 255; bq++) {
+        int q = bq ? bq - 150 : FMT_Q_MIN;
+        int k = flog10_pow2(q);
+        int h = q + flog2_pow10(-k) + 33;
+        const fmt_scale *sc = &SCALE[bq];
+        uint64_t g = G[k - FMT_K_MIN];
+        if (sc->k != k || sc->h2 != h + 2 || sc->g != g || sc->d_hi != g >> (63 - h) ||
+            sc->d_lo != g << (h + 1))
+            fail_msg("SCALE[%d] does not match k=%d h=%d", bq, k, h);
+        if (bq == 0)
+            continue;
+        /* s = x >> 33 at both ends of the binade (it grows with c). */
+        uint64_t lo, hi_min, hi_max;
+        mul_128(g, (uint64_t)FMT_C_MIN << (h + 2), &lo, &hi_min);
+        mul_128(g, (uint64_t)(2 * FMT_C_MIN - 1) << (h + 2), &lo, &hi_max);
+        uint64_t s_min = hi_min >> 33, s_max = hi_max >> 33;
+        int64_t n = count_digits(s_min);
+        uint64_t p10 = 1;
+        for (int64_t i = 0; i < n; i++)
+            p10 *= 10;
+        uint32_t thr = s_max >= p10 ? (uint32_t)p10 : UINT32_MAX;
+        assert_true(count_digits(s_max) <= n + 1);
+        if (sc->thr != thr || sc->m_lo != SCALE9[n] || (n < 9 && sc->m_hi != SCALE9[n + 1]) ||
+            sc->x0 != k + n - 1)
+            fail_msg("SCALE[%d]: digit counts of s in [%llu, %llu] do not match", bq,
+                     (unsigned long long)s_min, (unsigned long long)s_max);
+    }
+    for (uint64_t p10 = 1, n = 1; p10 < 1000000000; p10 *= 10, n++) {
+        assert_int_equal(count_digits(p10), n);
+        assert_int_equal(count_digits(p10 * 10 - 1), n);
+        assert_int_equal(SCALE9[n] * p10, 100000000);
+    }
+    for (int i = 0; i < 30; i++) {
+        uint64_t b = (uint64_t)1 << i;
+        char txt[16];
+        assert_int_equal(count_digits(b), snprintf(txt, sizeof txt, "%llu", (unsigned long long)b));
+        assert_int_equal(count_digits(2 * b - 1),
+                         snprintf(txt, sizeof txt, "%llu", (unsigned long long)(2 * b - 1)));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exact_texts), cmocka_unit_test(test_non_finite),
-        cmocka_unit_test(test_powers),      cmocka_unit_test(test_ranges),
-        cmocka_unit_test(test_random),      cmocka_unit_test(test_json_array),
+        cmocka_unit_test(test_exact_texts),
+        cmocka_unit_test(test_non_finite),
+        cmocka_unit_test(test_powers),
+        cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_random),
+        cmocka_unit_test(test_json_array),
+        cmocka_unit_test(test_same_as_reference),
+        cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_array),
+        cmocka_unit_test(test_tables),
     };
     return cmocka_run_group_tests_name("fmt_float", tests, NULL, NULL);
 }
