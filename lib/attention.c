@@ -216,13 +216,23 @@ static void visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, int
 /* Narrows the tile [j0, j0 + nk) to [*lo, *hi), outside which every key is
  * hidden from every query of the block (by padding, causal or window): those
  * keys are neither multiplied nor exponentiated. With ordered positions this
- * trims the diagonal tiles of a causal mask to their visible half. lo == hi
- * when the whole tile is hidden. */
+ * trims the diagonal tiles of a causal mask to their visible half, by binary
+ * search (a key hidden from the block's last query on the right, or from
+ * its first on the left, is hidden from all of it); otherwise by walking in
+ * from both ends. lo == hi when the whole tile is hidden. */
 static void visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int32_t *kpos,
-                          int32_t j0, int32_t nk, int32_t *lo, int32_t *hi)
+                          bool sorted, int32_t j0, int32_t nk, int32_t *lo, int32_t *hi)
 {
     int32_t a = j0, b = pa__min_i32(j0 + nk, p->key_len);
-    if (p->a->causal || p->a->window > 0) {
+    if (sorted && a < b) {
+        int32_t l = a, h = b;
+        visible_span(p, qmin, kpos, &l, &h); /* left end: against the first query */
+        a = l;
+        l = a;
+        h = b;
+        visible_span(p, qmax, kpos, &l, &h); /* right end: against the last */
+        b = pa__max_i32(a, h);
+    } else if (p->a->causal || p->a->window > 0) {
         while (a < b && !maybe_visible(p, qmin, qmax, kpos[a]))
             a++;
         while (b > a && !maybe_visible(p, qmin, qmax, kpos[b - 1]))
@@ -364,7 +374,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
     for (int32_t t0 = 0; t0 < p->Lk; t0 += BK) {
         const int32_t tn = pa__min_i32(BK, p->Lk - t0);
         int32_t j0, j1, nk;
-        visible_range(p, qmin, qmax, b->kpos, t0, tn, &j0, &j1);
+        visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, t0, tn, &j0, &j1);
         if (store_rows) {
             fill_hidden(store_rows + t0, (size_t)p->Lk, nq, j0 - t0);
             fill_hidden(store_rows + j1, (size_t)p->Lk, nq, t0 + tn - j1);
