@@ -18,10 +18,10 @@
 
 enum { BQ = 64, BK = 256 };
 
-/* Rows per group on a causal diagonal tile: each group multiplies only up
- * to its own last visible key (12: two of PV's 6-row blocks; 24 would fit
- * QK's 8-row blocks too but skip less of the triangle). */
-enum { ROWS_G = 12 };
+/* Rows per group on a causal diagonal tile, where each group multiplies
+ * only up to its own last visible key: the row blocks of the QK^T and PV
+ * micro-kernels (lib/tile.c), so that neither runs a part-empty block. */
+enum { QK_ROWS = 8, PV_ROWS = 6 };
 
 /* T5 buckets come from a table over relative positions [-max_distance,
  * max_distance] (farther ones share the outermost bucket) when it has at
@@ -337,6 +337,24 @@ typedef struct head_ops {
     size_t ldkt;
 } head_ops;
 
+/* Causal, sorted key positions: the end of the keys in [j0, j1) that any
+ * of the gn queries from row r sees (the first key past the latest of
+ * them), by binary search. */
+static int32_t group_end(const buffers *b, int32_t r, int32_t gn, int32_t j0, int32_t j1)
+{
+    int32_t q = INT32_MIN, lo = j0, hi = j1;
+    for (int32_t i = r; i < r + gn; i++)
+        q = pa__max_i32(q, b->qpos[i]);
+    while (lo < hi) {
+        const int32_t m = lo + (hi - lo) / 2;
+        if (b->kpos[m] > q)
+            hi = m;
+        else
+            lo = m + 1;
+    }
+    return lo;
+}
+
 /* Writes -inf logits for a hidden tile, so the rows stay complete. */
 static void fill_hidden(float *rows, size_t ld, int32_t nq, int32_t nk)
 {
@@ -355,7 +373,6 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
     int32_t qmin = INT32_MAX, qmax = INT32_MIN;
     const pa_shaw *shaw = p->scheme->type == PA_SCHEME_SHAW ? &p->scheme->shaw : NULL;
     const int32_t nrel = shaw ? 2 * shaw->max_relative_position + 1 : 0;
-    int32_t gend[(BQ + ROWS_G - 1) / ROWS_G]; /* per row group: keys multiplied */
     bool grouped;
 
     for (int32_t i = 0; i < nq; i++) {
@@ -383,18 +400,13 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         if (nk == 0)
             continue;
         /* Causal with ordered positions: the block's rows see more keys row
-         * by row, so on the diagonal tile each group of 8 rows multiplies
-         * only up to its last visible key (the masked triangle is skipped;
-         * the columns past it are -inf, as the mask would make them). */
+         * by row, so on the diagonal tile each group of rows multiplies only
+         * up to its last visible key (the masked triangle is skipped; the
+         * columns past it are -inf, as the mask would make them). */
         if (p->a->causal && b->kpos_sorted && b->kpos[j1 - 1] > qmin) {
-            for (int32_t g = 0; g < nq; g += ROWS_G) {
-                const int32_t gn = pa__min_i32(ROWS_G, nq - g);
-                int32_t gq = INT32_MIN, e = j1;
-                for (int32_t i = g; i < g + gn; i++)
-                    gq = pa__max_i32(gq, b->qpos[i0 + i]);
-                while (e > j0 && b->kpos[e - 1] > gq)
-                    e--;
-                gend[g / ROWS_G] = e - j0;
+            for (int32_t g = 0; g < nq; g += QK_ROWS) {
+                const int32_t gn = pa__min_i32(QK_ROWS, nq - g);
+                const int32_t e = group_end(b, i0 + g, gn, j0, j1);
                 pa__tile_qk(gn, e - j0, p->D, p->scale, Qb + (size_t)g * op->ldq, op->ldq,
                             op->Kt + j0, op->ldkt, b->S + (size_t)g * nk, nk);
                 for (int32_t i = g; i < g + gn; i++)
@@ -428,10 +440,14 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                 pa__row_scale(b->O + (size_t)i * Dv, b->O + (size_t)i * Dv, Dv, alpha);
         }
         if (grouped) {
-            for (int32_t g = 0; g < nq; g += ROWS_G)
-                pa__tile_pv(pa__min_i32(ROWS_G, nq - g), Dv, gend[g / ROWS_G],
-                            b->S + (size_t)g * nk, nk, Vh + (size_t)j0 * op->ldv, op->ldv,
-                            b->O + (size_t)g * Dv, Dv);
+            /* Past a row's last visible key its weights are 0 (masked), and
+             * every column up to its QK group's end was computed or -inf. */
+            for (int32_t g = 0; g < nq; g += PV_ROWS) {
+                const int32_t gn = pa__min_i32(PV_ROWS, nq - g);
+                const int32_t e = group_end(b, i0 + g, gn, j0, j1);
+                pa__tile_pv(gn, Dv, e - j0, b->S + (size_t)g * nk, nk, Vh + (size_t)j0 * op->ldv,
+                            op->ldv, b->O + (size_t)g * Dv, Dv);
+            }
         } else {
             pa__tile_pv(nq, Dv, nk, b->S, nk, Vh + (size_t)j0 * op->ldv, op->ldv, b->O, Dv);
         }
