@@ -338,21 +338,15 @@ typedef struct head_ops {
 } head_ops;
 
 /* Causal, sorted key positions: the end of the keys in [j0, j1) that any
- * of the gn queries from row r sees (the first key past the latest of
- * them), by binary search. */
-static int32_t group_end(const buffers *b, int32_t r, int32_t gn, int32_t j0, int32_t j1)
+ * of the gn queries from row r sees (the first key past the latest). */
+static int32_t group_end(const pa__plan *p, const buffers *b, int32_t r, int32_t gn, int32_t j0,
+                         int32_t j1)
 {
     int32_t q = INT32_MIN, lo = j0, hi = j1;
     for (int32_t i = r; i < r + gn; i++)
         q = pa__max_i32(q, b->qpos[i]);
-    while (lo < hi) {
-        const int32_t m = lo + (hi - lo) / 2;
-        if (b->kpos[m] > q)
-            hi = m;
-        else
-            lo = m + 1;
-    }
-    return lo;
+    visible_span(p, q, b->kpos, &lo, &hi);
+    return hi;
 }
 
 /* Writes -inf logits for a hidden tile, so the rows stay complete. */
@@ -406,7 +400,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         if (p->a->causal && b->kpos_sorted && b->kpos[j1 - 1] > qmin) {
             for (int32_t g = 0; g < nq; g += QK_ROWS) {
                 const int32_t gn = pa__min_i32(QK_ROWS, nq - g);
-                const int32_t e = group_end(b, i0 + g, gn, j0, j1);
+                const int32_t e = group_end(p, b, i0 + g, gn, j0, j1);
                 pa__tile_qk(gn, e - j0, p->D, p->scale, Qb + (size_t)g * op->ldq, op->ldq,
                             op->Kt + j0, op->ldkt, b->S + (size_t)g * nk, nk);
                 for (int32_t i = g; i < g + gn; i++)
@@ -444,7 +438,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
              * every column up to its QK group's end was computed or -inf. */
             for (int32_t g = 0; g < nq; g += PV_ROWS) {
                 const int32_t gn = pa__min_i32(PV_ROWS, nq - g);
-                const int32_t e = group_end(b, i0 + g, gn, j0, j1);
+                const int32_t e = group_end(p, b, i0 + g, gn, j0, j1);
                 pa__tile_pv(gn, Dv, e - j0, b->S + (size_t)g * nk, nk, Vh + (size_t)j0 * op->ldv,
                             op->ldv, b->O + (size_t)g * Dv, Dv);
             }
