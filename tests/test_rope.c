@@ -376,6 +376,40 @@ static void test_cos_sin_vs_reference(void **state)
     }
 }
 
+/* Runs of consecutive positions (where the table advances the angle by a
+ * complex multiplication between libm anchors every 32 rows), across zero,
+ * after a jump, and far out: as close to the reference as single rows. */
+static void test_cos_sin_runs_vs_reference(void **state)
+{
+    (void)state;
+    enum { N = 300 + 70 + 100 };
+    static int32_t pos[N];
+    for (int32_t t = 0; t < 300; t++)
+        pos[t] = t - 40; /* -40 .. 259 */
+    for (int32_t t = 0; t < 70; t++)
+        pos[300 + t] = 5 + t; /* a jump back, then a run */
+    for (int32_t t = 0; t < 100; t++)
+        pos[370 + t] = 99000 + t;
+    for (int sc = 0; sc < PA_ROPE_SCALING_COUNT; sc++) {
+        const int32_t D = 128;
+        pa_rope r = rope_config((pa_rope_scaling)sc, 0, D);
+        int32_t maxpos = 99999;
+        float *c = tu_alloc((size_t)N * 64, sizeof(float)), *s = tu_alloc((size_t)N * 64, sizeof(float));
+        double *wc = tu_alloc((size_t)N * 64, sizeof(double)), *ws = tu_alloc((size_t)N * 64, sizeof(double));
+        double inv[64], af;
+        pa_error err;
+        TU_ASSERT_STATUS(pa_rope_cos_sin(&r, D, pos, N, maxpos, c, s, &err), PA_STATUS_OK, &err);
+        ref_rope_cos_sin(&r, D, pos, N, maxpos, wc, ws);
+        ref_rope_inv_freq(&r, D, maxpos, inv, &af);
+        TU_ASSERT_CLOSE(c, wc, (size_t)N * 64, 2e-7 * af, 0.0);
+        TU_ASSERT_CLOSE(s, ws, (size_t)N * 64, 2e-7 * af, 0.0);
+        free(c);
+        free(s);
+        free(wc);
+        free(ws);
+    }
+}
+
 static void test_cos_sin_attention_factor(void **state)
 {
     (void)state;
@@ -816,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_llama3_known_values),
         cmocka_unit_test(test_longrope_switch_and_attention),
         cmocka_unit_test(test_cos_sin_vs_reference),
+        cmocka_unit_test(test_cos_sin_runs_vs_reference),
         cmocka_unit_test(test_cos_sin_attention_factor),
         cmocka_unit_test(test_cos_sin_uses_max_position),
         cmocka_unit_test(test_pairs_explicit),
