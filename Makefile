@@ -143,7 +143,7 @@ $(LIB_A): $(LIB_OBJ)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) $(CURL_LIBS) $(LIBS)
-$(BUILD)/tests/test_e2e_http: $(TEST_E2E_OBJ)
+$(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits: $(TEST_E2E_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
@@ -178,7 +178,7 @@ unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
 
 # End-to-end clients against the real binary (curl, Python stdlib, Node fetch);
-# the C end-to-end test (tests/test_e2e_http.c) runs with the unit tests.
+# the C end-to-end tests (tests/test_e2e_*.c) run with the unit tests.
 E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "node --test tests/e2e/client.mjs" "/usr/bin/python3 tests/e2e/v2.py -q"
 e2e-clients: $(POSATTND)
@@ -205,8 +205,9 @@ SOAK_SECONDS ?= 180
 soak: $(POSATTND)
 	@/usr/bin/python3 tests/soak.py --posattnd $(POSATTND) --seconds $(SOAK_SECONDS)
 
-e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http
+e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits
 	@$(BUILD)/tests/test_e2e_http
+	@$(BUILD)/tests/test_e2e_limits
 	@$(MAKE) --no-print-directory e2e-clients
 
 # Named tensors (--tensor): fixtures written by tests/fixtures/make_tensors.py
