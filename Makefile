@@ -50,6 +50,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c tests/e2e_server.c))
 # Helpers linked only into the test binaries that use them (see below).
 TEST_E2E_OBJ := $(BUILD)/tests/e2e_http.o $(BUILD)/tests/e2e_cases.o
+TEST_API_OBJ := $(BUILD)/tests/api_harness.o
 
 LOAD_SRC := $(wildcard tools/load/*.c)
 LOAD_OBJ := $(LOAD_SRC:%.c=$(BUILD)/%.o)
@@ -144,6 +145,7 @@ $(LIB_A): $(LIB_OBJ)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) $(CURL_LIBS) $(LIBS)
 $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits: $(TEST_E2E_OBJ)
+$(BUILD)/tests/test_api: $(TEST_API_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
@@ -398,5 +400,5 @@ clean:
 # Container, compose, Kubernetes and load-balancer targets.
 -include deploy/deploy.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:
