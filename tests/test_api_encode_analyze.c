@@ -1,0 +1,468 @@
+/* test_api_encode_analyze.c - the JSON API (server/api*.c) without HTTP,
+ * POST /v1/encode (absolute, rope and relative schemes) and POST /v1/analyze
+ * (permutation, decomposition, rope offset and similarity), answers and
+ * errors. Requests go through tests/api_harness.c; numbers are checked
+ * against the core library called directly on the same inputs (tolerance
+ * 1e-6 + 1e-6 |want|, see tests/api_harness.h).
+ */
+#include "api_harness.h"
+#include "api.h"
+#include "api_internal.h"
+#include "tensor.h"
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* POST /v1/encode                                                           */
+/* ------------------------------------------------------------------------- */
+
+static void test_encode_absolute(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    cJSON *ans, *req, *sch;
+    int32_t pos[4] = {0, 5, 2, 9};
+    float want[4 * 7];
+    float *table;
+    tu_rng r;
+    pa_sinusoidal sin_p = {10000.0, PA_SINUSOIDAL_LAYOUT_CONCAT};
+    pa_learned lp;
+    pa_error err;
+
+    ans = call(SRV_EP_ENCODE,
+               "{\"scheme\":{\"type\":\"sinusoidal\",\"layout\":\"concat\"},"
+               "\"positions\":[0,5,2,9],\"dim\":7}",
+               &lim, &status);
+    expect_ok(ans, status);
+    TU_ASSERT_STATUS(pa_sinusoidal_encode(&sin_p, pos, 4, 7, want, &err), PA_STATUS_OK, &err);
+    shape_is(ans, "encoding", 2, 4, 7);
+    result_is(ans, "encoding", want, 4 * 7);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "scheme")),
+                        "sinusoidal");
+    cJSON_Delete(ans);
+
+    tu_rng_seed(&r, 5);
+    table = rnd(&r, 12 * 3, -1, 1);
+    req = cJSON_CreateObject();
+    sch = cJSON_AddObjectToObject(req, "scheme");
+    cJSON_AddStringToObject(sch, "type", "learned");
+    cJSON_AddNumberToObject(sch, "offset", 2);
+    cJSON_AddItemToObject(sch, "table", jtensor(table, 2, 12, 3));
+    cJSON_AddNumberToObject(req, "length", 4);
+    ans = call_json(SRV_EP_ENCODE, req, &lim, &status);
+    expect_ok(ans, status);
+    lp.table = table;
+    lp.rows = 12;
+    lp.cols = 3;
+    lp.offset = 2;
+    {
+        int32_t p4[4] = {0, 1, 2, 3};
+        TU_ASSERT_STATUS(pa_learned_encode(&lp, p4, 4, want, &err), PA_STATUS_OK, &err);
+    }
+    result_is(ans, "encoding", want, 4 * 3);
+    cJSON_Delete(ans);
+
+    /* A position past the table is a 400 naming it. */
+    req = cJSON_CreateObject();
+    sch = cJSON_AddObjectToObject(req, "scheme");
+    cJSON_AddStringToObject(sch, "type", "learned");
+    cJSON_AddItemToObject(sch, "table", jtensor(table, 2, 12, 3));
+    cJSON_AddItemToObject(req, "positions", jints(pos, 4));
+    pos[3] = 12;
+    cJSON_ReplaceItemInObject(req, "positions", jints(pos, 4));
+    ans = call_json(SRV_EP_ENCODE, req, &lim, &status);
+    expect_error(ans, status, 400, "OUT_OF_RANGE", "positions[3]");
+    cJSON_Delete(ans);
+    free(table);
+}
+
+static void test_encode_rope(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    cJSON *ans;
+    pa_rope rope;
+    pa_scheme s;
+    pa_error err;
+    int32_t pos[6] = {0, 1, 2, 100, 5000, 3};
+    double inv_d[4], af;
+    float inv[4], cosw[6 * 4], sinw[6 * 4];
+
+    ans = call(SRV_EP_ENCODE,
+               "{\"scheme\":{\"type\":\"rope\",\"scaling\":\"dynamic\",\"factor\":2,"
+               "\"original_max_position\":64},\"positions\":[0,1,2,100,5000,3],\"dim\":8}",
+               &lim, &status);
+    if (status != 200)
+        fail_msg("%s", str_at(ans, "error", "message"));
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    rope = s.rope;
+    rope.scaling = PA_ROPE_SCALING_DYNAMIC;
+    rope.factor = 2;
+    rope.original_max_position = 64;
+    TU_ASSERT_STATUS(pa_rope_inv_freq(&rope, 8, 5000, inv_d, &af, &err), PA_STATUS_OK, &err);
+    for (int i = 0; i < 4; i++)
+        inv[i] = (float)inv_d[i];
+    TU_ASSERT_STATUS(pa_rope_cos_sin(&rope, 8, pos, 6, 5000, cosw, sinw, &err), PA_STATUS_OK, &err);
+    result_is(ans, "inv_freq", inv, 4);
+    result_is(ans, "cos", cosw, 24);
+    result_is(ans, "sin", sinw, 24);
+    assert_true(fabs(num(ans, "attention_factor") - af) < 1e-12);
+    assert_int_equal((int)num(ans, "rotary_dim"), 8);
+    cJSON_Delete(ans);
+
+    /* rope needs dim; odd rotary_dim is the library's error. */
+    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"rope\"},\"length\":3}", &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "dim");
+    cJSON_Delete(ans);
+    ans = call(SRV_EP_ENCODE,
+               "{\"scheme\":{\"type\":\"rope\",\"rotary_dim\":3},\"length\":3,"
+               "\"dim\":8}",
+               &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "scheme.rotary_dim");
+    cJSON_Delete(ans);
+}
+
+static void test_encode_relative(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    cJSON *ans, *req, *sch;
+    float slopes[3], *bias, *table;
+    pa_alibi al = {8.0, false, NULL, 0};
+    pa_error err;
+    tu_rng r;
+    const int Lq = 2, Lk = 5, H = 3;
+    const cJSON *grid;
+
+    /* alibi: slopes and bias [H, Lq, Lk], q positions Lk-Lq .. Lk-1. */
+    ans = call(SRV_EP_ENCODE,
+               "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":3,\"q_length\":2,\"k_length\":5}",
+               &lim, &status);
+    expect_ok(ans, status);
+    TU_ASSERT_STATUS(pa_alibi_slopes(&al, H, slopes, &err), PA_STATUS_OK, &err);
+    result_is(ans, "slopes", slopes, 3);
+    bias = tu_alloc((size_t)H * Lq * Lk, sizeof(float));
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Lq; i++)
+            for (int j = 0; j < Lk; j++)
+                bias[(h * Lq + i) * Lk + j] = -slopes[h] * (float)((Lk - Lq + i) - j);
+    shape_is(ans, "bias", 3, H, Lq, Lk);
+    result_is(ans, "bias", bias, (size_t)H * Lq * Lk);
+    cJSON_Delete(ans);
+
+    /* Slopes alone without lengths. */
+    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":3}", &lim, &status);
+    expect_ok(ans, status);
+    assert_null(cJSON_GetObjectItemCaseSensitive(ans, "bias"));
+    cJSON_Delete(ans);
+
+    /* t5: buckets as an INT32 grid, bias from the table. */
+    tu_rng_seed(&r, 8);
+    table = rnd(&r, 8 * H, -1, 1);
+    req = cJSON_CreateObject();
+    sch = cJSON_AddObjectToObject(req, "scheme");
+    cJSON_AddStringToObject(sch, "type", "t5");
+    cJSON_AddNumberToObject(sch, "num_buckets", 8);
+    cJSON_AddNumberToObject(sch, "max_distance", 6);
+    cJSON_AddFalseToObject(sch, "bidirectional");
+    cJSON_AddItemToObject(sch, "table", jtensor(table, 2, 8, H));
+    cJSON_AddNumberToObject(req, "q_length", Lq);
+    cJSON_AddNumberToObject(req, "k_length", Lk);
+    ans = call_json(SRV_EP_ENCODE, req, &lim, &status);
+    expect_ok(ans, status);
+    grid = cJSON_GetObjectItemCaseSensitive(ans, "buckets");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(grid, "datatype")),
+                        "INT32");
+    for (int i = 0; i < Lq; i++) {
+        for (int j = 0; j < Lk; j++) {
+            int b = pa_t5_bucket(j - (Lk - Lq + i), false, 8, 6);
+            int got =
+                (int)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(grid, "data"), i * Lk + j)
+                    ->valuedouble;
+            assert_int_equal(got, b);
+            for (int h = 0; h < H; h++)
+                bias[(h * Lq + i) * Lk + j] = table[b * H + h];
+        }
+    }
+    result_is(ans, "bias", bias, (size_t)H * Lq * Lk);
+    cJSON_Delete(ans);
+
+    /* shaw: index with explicit positions. */
+    ans = call(SRV_EP_ENCODE,
+               "{\"scheme\":{\"type\":\"shaw\",\"max_relative_position\":2},"
+               "\"q_positions\":[0,10],\"k_positions\":[0,1,9]}",
+               &lim, &status);
+    expect_ok(ans, status);
+    {
+        const int qp[2] = {0, 10}, kp[3] = {0, 1, 9};
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(ans, "index"), "data");
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                assert_int_equal((int)cJSON_GetArrayItem(data, i * 3 + j)->valuedouble,
+                                 pa_shaw_index(kp[j] - qp[i], 2));
+    }
+    cJSON_Delete(ans);
+
+    /* none: a note. */
+    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"none\"}}", &lim, &status);
+    expect_ok(ans, status);
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(ans, "note"));
+    cJSON_Delete(ans);
+
+    /* Errors: missing num_heads, a field that does not apply, unknown field. */
+    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"alibi\"},\"q_length\":2}", &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "num_heads");
+    cJSON_Delete(ans);
+    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":2,\"dim\":4}", &lim,
+               &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "dim");
+    cJSON_Delete(ans);
+    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"none\"},\"lenght\":4}", &lim, &status);
+    expect_error(ans, status, 400, "UNKNOWN_FIELD", "lenght");
+    cJSON_Delete(ans);
+    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"t5\"}}", &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "q_length");
+    cJSON_Delete(ans);
+    free(bias);
+    free(table);
+}
+
+/* ------------------------------------------------------------------------- */
+/* POST /v1/analyze                                                          */
+/* ------------------------------------------------------------------------- */
+
+static void test_analyze_permutation(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    cJSON *req, *ans;
+    int status;
+    int32_t perm[6] = {2, 0, 1, 5, 4, 3};
+    pa_scheme s;
+    pa_attention a;
+    pa_error err;
+    size_t ws_size;
+    void *ws;
+    double want;
+
+    qkv_make(&f, 6, 6, 2, 2, 4, 4, 21);
+    req = qkv_item(&f, scheme_of("{\"type\":\"rope\"}"));
+    cJSON_AddStringToObject(req, "analysis", "permutation");
+    cJSON_AddItemToObject(req, "permutation", jints(perm, 6));
+    cJSON_AddStringToObject(req, "id", "p");
+    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    expect_ok(ans, status);
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    qkv_desc(&f, &s, &a);
+    ws_size = pa_permutation_workspace_size(&a);
+    ws = tu_alloc(ws_size, 1);
+    TU_ASSERT_STATUS(pa_analyze_permutation(&a, perm, ws, ws_size, &want, &err), PA_STATUS_OK,
+                     &err);
+    assert_true(fabs(num(ans, "max_abs_diff") - want) <= 1e-12);
+    assert_true(want > 1e-3);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "id")), "p");
+    cJSON_Delete(ans);
+
+    /* Default permutation (reversed); NoPE is equivariant. */
+    req = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+    cJSON_AddStringToObject(req, "analysis", "permutation");
+    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    expect_ok(ans, status);
+    assert_true(num(ans, "max_abs_diff") < 1e-5);
+    cJSON_Delete(ans);
+
+    /* A repeated entry, and return (not an analysis field). */
+    req = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+    cJSON_AddStringToObject(req, "analysis", "permutation");
+    perm[1] = 2;
+    cJSON_AddItemToObject(req, "permutation", jints(perm, 6));
+    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "permutation[1]");
+    cJSON_Delete(ans);
+    req = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+    cJSON_AddStringToObject(req, "analysis", "permutation");
+    cJSON_AddItemToObject(req, "return", cJSON_CreateArray());
+    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    expect_error(ans, status, 400, "UNKNOWN_FIELD", "return");
+    cJSON_Delete(ans);
+    free(ws);
+    qkv_free(&f);
+}
+
+static void test_analyze_decomposition(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    tu_rng r;
+    const int L = 4, dm = 6, H = 2, D = 3;
+    float *x, *wq, *wk, *wv;
+    cJSON *req, *ans;
+    int status;
+    pa_scheme s;
+    pa_attention a;
+    pa_error err;
+    float *t[6];
+    pa_decomposition d;
+    size_t n = (size_t)H * L * L, ws_size;
+    void *ws;
+    const char *names[6] = {"content",          "position",         "content_content",
+                            "content_position", "position_content", "position_position"};
+
+    tu_rng_seed(&r, 31);
+    x = rnd(&r, (size_t)L * dm, -1, 1);
+    wq = rnd(&r, (size_t)dm * H * D, -1, 1);
+    wk = rnd(&r, (size_t)dm * H * D, -1, 1);
+    wv = rnd(&r, (size_t)dm * H * D, -1, 1);
+    req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "analysis", "decomposition");
+    cJSON_AddItemToObject(req, "scheme", scheme_of("{\"type\":\"sinusoidal\"}"));
+    cJSON_AddItemToObject(req, "x", jtensor(x, 2, L, dm));
+    cJSON_AddItemToObject(req, "w_q", jtensor(wq, 2, dm, H * D));
+    cJSON_AddItemToObject(req, "w_k", jtensor(wk, 2, dm, H * D));
+    cJSON_AddItemToObject(req, "w_v", jtensor(wv, 2, dm, H * D));
+    cJSON_AddNumberToObject(req, "num_heads", H);
+    cJSON_AddStringToObject(req, "output_encoding", "b64");
+    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    if (status != 200)
+        fail_msg("%s", str_at(ans, "error", "message"));
+
+    pa_scheme_init(&s, PA_SCHEME_SINUSOIDAL);
+    pa_attention_init(&a, &s);
+    a.num_heads = H;
+    a.head_dim = D;
+    a.x = x;
+    a.seq_len = L;
+    a.d_model = dm;
+    a.w_q = wq;
+    a.w_k = wk;
+    a.w_v = wv;
+    for (int i = 0; i < 6; i++)
+        t[i] = tu_alloc(n, sizeof(float));
+    d.content = t[0];
+    d.position = t[1];
+    d.content_content = t[2];
+    d.content_position = t[3];
+    d.position_content = t[4];
+    d.position_position = t[5];
+    ws_size = pa_decompose_workspace_size(&a);
+    ws = tu_alloc(ws_size, 1);
+    TU_ASSERT_STATUS(pa_analyze_decompose(&a, &d, ws, ws_size, &err), PA_STATUS_OK, &err);
+    for (int i = 0; i < 6; i++) {
+        shape_is(ans, names[i], 3, H, L, L);
+        result_is(ans, names[i], t[i], n);
+        free(t[i]);
+    }
+    cJSON_Delete(ans);
+    free(ws);
+    free(x);
+    free(wq);
+    free(wk);
+    free(wv);
+}
+
+static void test_analyze_rope_offset_and_similarity(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    cJSON *ans;
+    pa_scheme s;
+    pa_error err;
+    const float q[4] = {0.5f, -1.0f, 0.25f, 2.0f}, k[4] = {1.0f, 0.5f, -0.5f, 0.75f};
+    int32_t offsets[33], positions[64];
+    float score[33], spread[33];
+
+    /* Defaults: offsets -16..16, base_position and positions start at 16. */
+    ans = call(SRV_EP_ANALYZE,
+               "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"rope\"},"
+               "\"q\":[0.5,-1,0.25,2],\"k\":{\"shape\":[4],\"data\":[1,0.5,-0.5,0.75]}}",
+               &lim, &status);
+    if (status != 200)
+        fail_msg("%s", str_at(ans, "error", "message"));
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    for (int i = 0; i < 33; i++)
+        offsets[i] = i - 16;
+    for (int i = 0; i < 64; i++)
+        positions[i] = 16 + i;
+    TU_ASSERT_STATUS(pa_analyze_rope_offset(&s.rope, 4, q, k, offsets, 33, 16, positions, 64, score,
+                                            spread, &err),
+                     PA_STATUS_OK, &err);
+    result_is(ans, "score", score, 33);
+    result_is(ans, "spread", spread, 33);
+    assert_int_equal((int)num(ans, "base_position"), 16);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ans, "offsets")), 33);
+    assert_true(num(ans, "max_spread") < 1e-4);
+    cJSON_Delete(ans);
+
+    ans = call(SRV_EP_ANALYZE,
+               "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"alibi\"},\"q\":[1,2],"
+               "\"k\":[1,2]}",
+               &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "scheme.type");
+    cJSON_Delete(ans);
+    ans = call(SRV_EP_ANALYZE,
+               "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"rope\"},\"q\":[1,2],"
+               "\"k\":[1,2,3,4]}",
+               &lim, &status);
+    expect_error(ans, status, 400, "SHAPE_MISMATCH", "k");
+    cJSON_Delete(ans);
+
+    /* Similarity of sinusoidal encodings, with the shift residual. */
+    {
+        int32_t pos[5] = {0, 1, 2, 3, 4};
+        float sim[25];
+        double resid;
+        size_t ws_size = pa_similarity_workspace_size(5, 6);
+        void *ws = tu_alloc(ws_size, 1);
+        ans = call(SRV_EP_ANALYZE,
+                   "{\"analysis\":\"similarity\",\"scheme\":{\"type\":\"sinusoidal\"},"
+                   "\"length\":5,\"dim\":6,\"shift\":3}",
+                   &lim, &status);
+        expect_ok(ans, status);
+        pa_scheme_init(&s, PA_SCHEME_SINUSOIDAL);
+        TU_ASSERT_STATUS(pa_analyze_similarity(&s, pos, 5, 6, 3, ws, ws_size, sim, &resid, &err),
+                         PA_STATUS_OK, &err);
+        result_is(ans, "similarity", sim, 25);
+        assert_true(fabs(num(ans, "shift_residual") - resid) < 1e-12);
+        cJSON_Delete(ans);
+        free(ws);
+    }
+    ans = call(SRV_EP_ANALYZE,
+               "{\"analysis\":\"similarity\",\"scheme\":{\"type\":\"rope\"},\"length\":5}", &lim,
+               &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "scheme.type");
+    cJSON_Delete(ans);
+    ans = call(SRV_EP_ANALYZE, "{\"analysis\":\"entropy\"}", &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "analysis");
+    cJSON_Delete(ans);
+    ans = call(SRV_EP_ANALYZE,
+               "{\"analysis\":\"similarity\",\"scheme\":{\"type\":\"sinusoidal\"},\"length\":5,"
+               "\"dim\":4,\"q\":[1]}",
+               &lim, &status);
+    expect_error(ans, status, 400, "UNKNOWN_FIELD", "q");
+    cJSON_Delete(ans);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encode_absolute),
+        cmocka_unit_test(test_encode_rope),
+        cmocka_unit_test(test_encode_relative),
+        cmocka_unit_test(test_analyze_permutation),
+        cmocka_unit_test(test_analyze_decomposition),
+        cmocka_unit_test(test_analyze_rope_offset_and_similarity),
+    };
+    return cmocka_run_group_tests_name("api_encode_analyze", tests, NULL, NULL);
+}
