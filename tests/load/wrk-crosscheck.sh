@@ -2,7 +2,7 @@
 # wrk-crosscheck.sh - posattn-load's figures against wrk's (issue 7).
 #
 # One spawned posattnd on 127.0.0.1 (port 0). The same request (posattn-load
-# --dump-body: rope, L=512, H=4, D=32, base64 in and out, ~1 MB) at the same
+# --dump-body: rope, L=1024, H=4, D=32, base64 in and out, ~2 MB) at the same
 # number of connections (4) from both tools, in PAIRS (5) alternating pairs of
 # 2 s runs (posattn-load, then wrk) after a 1 s warm-up of the server. Passes
 # when the median pair's ratio of throughput, and of median latency, is
@@ -34,7 +34,7 @@ for f in "$LOAD" "$SRV"; do
     [ -x "$f" ] || { echo "wrk-crosscheck: $f is missing (build it first)"; exit 1; }
 done
 
-SCENARIO=(--schemes rope --lengths 512 --heads 4 --head-dim 32 --encoding b64)
+SCENARIO=(--schemes rope --lengths 1024 --heads 4 --head-dim 32 --encoding b64)
 "$LOAD" "${SCENARIO[@]}" --dump-body "$TMP/body.json" || exit 1
 
 env -u POSATTN_API_KEY "$SRV" --host 127.0.0.1 --port 0 --workers 2 --log-format off \
@@ -79,7 +79,7 @@ print(load["requests_per_s"], load["latency_ms"]["p50"], float(rps.group(1)),
 PYEOF
 }
 
-echo "wrk-crosscheck: POST /v1/attention (rope L=512 H=4 D=32 b64, $(wc -c <"$TMP/body.json") bytes), $CONNS connections, $PAIRS alternating pairs of ${PAIR_SECONDS} s, against $url"
+echo "wrk-crosscheck: POST /v1/attention (rope L=1024 H=4 D=32 b64, $(wc -c <"$TMP/body.json") bytes), $CONNS connections, $PAIRS alternating pairs of ${PAIR_SECONDS} s, against $url"
 # Warms the server (workspaces, allocator) before anything is measured.
 WRK_BODY="$TMP/body.json" wrk -t1 -c$CONNS -d1s -s "$HERE/wrk-post.lua" "$url" >/dev/null 2>&1
 : >"$TMP/pairs.txt"
