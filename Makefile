@@ -145,7 +145,8 @@ $(LIB_A): $(LIB_OBJ)
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) $(CURL_LIBS) $(LIBS)
 $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits: $(TEST_E2E_OBJ)
-$(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_api_encode_analyze: $(TEST_API_OBJ)
+$(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_api_encode_analyze \
+    $(BUILD)/tests/test_api_v2: $(TEST_API_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c

@@ -6,6 +6,7 @@
  * inputs, the binary answer's layout, and error replies ({"error":"..."}
  * with the status). tests/e2e/v2.py covers the same over HTTP.
  */
+#include "api_harness.h" /* limits() */
 #include "api_internal.h"
 #include "api_v2.h"
 #include "testutil.h"
@@ -16,16 +17,6 @@
 #include <string.h>
 
 enum { L = 6, H = 2, D = 4, N = L * H * D };
-
-static srv_limits limits(void)
-{
-    srv_limits l;
-    l.max_batch_items = 64;
-    l.max_tensor_elements = (size_t)16 << 20;
-    l.max_request_memory = (size_t)1024 << 20;
-    l.parallel_parts = 1;
-    return l;
-}
 
 typedef struct inputs {
     float q[N], k[N], v[N];
@@ -213,8 +204,8 @@ static void test_binary_misaligned_is_copied(void **state)
 }
 
 /* One request that must fail: its status and error message. */
-static void expect_error(const char *model, const char *body, size_t len, int64_t hlen, int status,
-                         const char *needle)
+static void expect_v2_error(const char *model, const char *body, size_t len, int64_t hlen,
+                            int status, const char *needle)
 {
     srv_limits lim = limits();
     srv_job *job = (srv_job *)&lim; /* must be reset to NULL */
@@ -249,30 +240,32 @@ static void test_errors(void **state)
     assert_non_null(buf);
     make_inputs(&in, 3);
     len = binary_body(buf, 0, hlen, &in);
-    expect_error("attention-nope", buf, len, (int64_t)hlen, 404, "unknown model 'attention-nope'");
-    expect_error("attention-rope", buf, len, 0, 400, "raw binary request");
-    expect_error("attention-rope", buf, len, (int64_t)len + 1, 400, "past the end");
-    expect_error("attention-rope", buf, len - 4, (int64_t)hlen, 400, "reaches past the end");
+    expect_v2_error("attention-nope", buf, len, (int64_t)hlen, 404,
+                    "unknown model 'attention-nope'");
+    expect_v2_error("attention-rope", buf, len, 0, 400, "raw binary request");
+    expect_v2_error("attention-rope", buf, len, (int64_t)len + 1, 400, "past the end");
+    expect_v2_error("attention-rope", buf, len - 4, (int64_t)hlen, 400, "reaches past the end");
     memset(buf + len, 0, 4);
-    expect_error("attention-rope", buf, len + 4, (int64_t)hlen, 400, "add up to 576");
-    expect_error("attention-rope", buf, hlen, -1, 400, "no Inference-Header-Content-Length");
+    expect_v2_error("attention-rope", buf, len + 4, (int64_t)hlen, 400, "add up to 576");
+    expect_v2_error("attention-rope", buf, hlen, -1, 400, "no Inference-Header-Content-Length");
     j = "{\"inputs\":["
         "{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1]},"
         "{\"name\":\"k\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
         "{\"name\":\"v\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
-    expect_error("attention-rope", j, strlen(j), -1, 400,
-                 "q.shape product 2 does not match data length 1");
+    expect_v2_error("attention-rope", j, strlen(j), -1, 400,
+                    "q.shape product 2 does not match data length 1");
     j = "{\"inputs\":[{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"INT32\",\"data\":[1,2]}]}";
-    expect_error("attention-rope", j, strlen(j), -1, 400, "q.datatype='INT32'");
+    expect_v2_error("attention-rope", j, strlen(j), -1, 400, "q.datatype='INT32'");
     j = "{\"parameters\":{\"rotary_dim\":3},\"inputs\":["
         "{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
         "{\"name\":\"k\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
         "{\"name\":\"v\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
-    expect_error("attention-rope", j, strlen(j), -1, 400, "parameters.rotary_dim=3");
+    expect_v2_error("attention-rope", j, strlen(j), -1, 400, "parameters.rotary_dim=3");
     j = "{\"parameters\":{\"max_bias\":1},\"inputs\":[]}";
-    expect_error("attention-rope", j, strlen(j), -1, 400, "parameters.max_bias is not a parameter");
+    expect_v2_error("attention-rope", j, strlen(j), -1, 400,
+                    "parameters.max_bias is not a parameter");
     j = "{\"inputs\":[{\"name\":\"slopes\",\"shape\":[2],\"datatype\":\"FP32\",\"data\":[1]}]}";
-    expect_error("attention-alibi", j, strlen(j), -1, 400, "slopes.data has 1 values");
+    expect_v2_error("attention-alibi", j, strlen(j), -1, 400, "slopes.data has 1 values");
     free(buf);
 }
 
