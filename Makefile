@@ -41,7 +41,9 @@ LIB_SRC := $(wildcard lib/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A := $(BUILD)/libposattn.a
 
-SRV_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+# server/ in layers, one folder each (README, Architecture; make check-layering).
+SRV_DIRS := common codec store api v2 runtime http
+SRV_SRC := $(foreach d,$(SRV_DIRS),$(wildcard server/$(d)/*.c))
 SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o $(BUILD)/server/embed_web.o
 POSATTND := $(BUILD)/posattnd
 
@@ -102,10 +104,11 @@ $(BUILD)/tests/%.o: tests/%.c
 # The softmax row kernels are written to vectorize; -O3 lets GCC do it.
 $(BUILD)/lib/softmax.o: OPT += -O3 -fno-trapping-math
 
-# The server sees the core through include/ only, plus its own libraries.
+# The server sees the core through include/ only, plus its own libraries;
+# its files name each other by folder ("codec/tensor.h").
 $(BUILD)/server/%.o: server/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Iserver -c $< -o $@
 
 # Files served by posattnd are compiled in, so the binary needs no data folder.
 # embed NAME FILE: a C array NAME with FILE's bytes and NAME_len.
@@ -117,17 +120,17 @@ $(BUILD)/server/embed_openapi.c: openapi.yaml
 	@mkdir -p $(dir $@)
 	@$(call embed,srv_openapi_yaml,$<)
 
-# The web page (server/web/, served at GET / and GET /web/NAME): one array
-# per file and the tables server/web.c looks names up in. Names are limited
+# The web page (server/http/web/, served at GET / and GET /web/NAME): one array
+# per file and the tables server/http/web.c looks names up in. Names are limited
 # to [A-Za-z0-9._-] so they are safe in C strings and URLs.
-WEB_FILES := $(sort $(wildcard server/web/*))
-$(BUILD)/server/embed_web.c: $(WEB_FILES) server/web/.
+WEB_FILES := $(sort $(wildcard server/http/web/*))
+$(BUILD)/server/embed_web.c: $(WEB_FILES) server/http/web/.
 	@mkdir -p $(dir $@)
 	@set -e; { echo '#include <stddef.h>'; i=0; for f in $(WEB_FILES); do \
-	    n=$${f#server/web/}; case "$$n" in *[!A-Za-z0-9._-]*) echo "web: bad file name $$f" >&2; exit 1;; esac; \
+	    n=$${f#server/http/web/}; case "$$n" in *[!A-Za-z0-9._-]*) echo "web: bad file name $$f" >&2; exit 1;; esac; \
 	    echo "static const unsigned char f$$i[] = {"; \
 	    od -An -v -tx1 $$f | sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo '0x00};'; i=$$((i+1)); done; \
-	  echo 'const char *const srv_web_names[] = {'; for f in $(WEB_FILES); do echo "\"$${f#server/web/}\","; done; echo '0};'; \
+	  echo 'const char *const srv_web_names[] = {'; for f in $(WEB_FILES); do echo "\"$${f#server/http/web/}\","; done; echo '0};'; \
 	  echo 'const unsigned char *const srv_web_data[] = {'; i=0; for f in $(WEB_FILES); do echo "f$$i,"; i=$$((i+1)); done; echo '0};'; \
 	  echo 'const size_t srv_web_lens[] = {'; i=0; for f in $(WEB_FILES); do echo "sizeof f$$i - 1,"; i=$$((i+1)); done; echo '0};'; \
 	  echo "const size_t srv_web_count = $(words $(WEB_FILES));"; } > $@.tmp; mv $@.tmp $@
@@ -218,13 +221,14 @@ e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits
 e2e-tensors: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/tensors.py -q --bin $(POSATTND) --dir $(BUILD)/fixtures/tensors
 
-# lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib).
-check-layering:
-	@bad=$$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](microhttpd|cjson/|cJSON|uv|curl/|pthread)' lib/*.[ch] include/*.h); \
-	if [ -n "$$bad" ]; then echo "layering: lib/ or include/ includes a server-side header:"; echo "$$bad"; exit 1; fi; \
-	bad=$$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(\.\./(lib|server)/|internal\.h|attention_plan\.h)' include/*.h server/*.[ch] 2>/dev/null); \
-	if [ -n "$$bad" ]; then echo "layering: only include/ is public:"; echo "$$bad"; exit 1; fi; \
-	echo "check-layering: ok"
+# The arrows of the tree (tools/check_layering.py; README, Architecture):
+# lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib),
+# server/'s folders include only the folders below them, and no server files
+# use each other's symbols in a circle (nm over the objects). The self-test
+# plants upward includes in a copy of the tree and wants each one caught.
+check-layering: $(SRV_OBJ) $(BUILD)/server/main.o
+	@/usr/bin/python3 tools/check_layering.py --objects $(BUILD)/server
+	@/usr/bin/python3 tools/check_layering.py --self-test
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $$b || exit 1; done
@@ -236,8 +240,8 @@ bench: $(BENCH_BIN)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := $(BUILD)/fuzz/fuzz_request
-FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api% server/base64.c server/tensor.c server/tensor_%.c server/json_lift.c server/reply.c \
-            server/errors.c server/fmt_float.c,$(SRV_SRC)) $(LIB_SRC)
+FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api/% server/v2/% server/codec/% server/store/% \
+            server/common/%,$(SRV_SRC)) $(LIB_SRC)
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fno-omit-frame-pointer \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                -Iinclude -Iserver $(PKG_CFLAGS) $(SRV_CFLAGS)
@@ -246,14 +250,14 @@ FUZZ_RUN = mkdir -p $(BUILD)/fuzz/corpus && cd $(BUILD)/fuzz && \
 	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=./ \
 	    -dict=$(CURDIR)/tests/fuzz/request.dict corpus $(CURDIR)/tests/fuzz/corpus
 
-$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard server/*.h include/*.h lib/*.h)
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard server/*/*.h include/*.h lib/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SRC) -o $@ $(SRV_LIBS) $(LIBS)
 
 # The tensor file header parsers (safetensors, .npy) get their own driver,
 # seeded by the good and malformed files tests/fixtures/make_tensors.py writes.
 FUZZ_ST_BIN := $(BUILD)/fuzz/fuzz_safetensors
-FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c server/tensor_file.c
+FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c server/store/tensor_file.c
 FUZZ_ST_SEEDS := $(abspath $(BUILD)/fixtures/tensors)
 FUZZ_ST_RUN = /usr/bin/python3 tests/fixtures/make_tensors.py $(FUZZ_ST_SEEDS) && \
 	mkdir -p $(BUILD)/fuzz/st-corpus && cd $(BUILD)/fuzz && \
@@ -261,33 +265,33 @@ FUZZ_ST_RUN = /usr/bin/python3 tests/fixtures/make_tensors.py $(FUZZ_ST_SEEDS) &
 	    -print_final_stats=1 -artifact_prefix=./st- -dict=$(CURDIR)/tests/fuzz/safetensors.dict \
 	    st-corpus $(FUZZ_ST_SEEDS)/good $(FUZZ_ST_SEEDS)/bad
 
-$(FUZZ_ST_BIN): $(FUZZ_ST_SRC) server/tensor_file.h server/tensor.h
+$(FUZZ_ST_BIN): $(FUZZ_ST_SRC) server/store/tensor_file.h server/codec/tensor.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_ST_SRC) -o $@ $(SRV_LIBS) -lm
 
-# The tensor numbers parsed before cJSON (server/json_lift.c) against cJSON's
+# The tensor numbers parsed before cJSON (server/codec/json_lift.c) against cJSON's
 # own reading of the same text: a differential driver, seeded by the requests.
 FUZZ_LIFT_BIN := $(BUILD)/fuzz/fuzz_lift
-FUZZ_LIFT_SRC := tests/fuzz/fuzz_lift.c server/json_lift.c server/base64.c server/tensor.c \
-                 server/fmt_float.c server/reply.c server/errors.c
+FUZZ_LIFT_SRC := tests/fuzz/fuzz_lift.c $(wildcard server/codec/*.c) server/common/reply.c \
+                 server/common/errors.c
 FUZZ_LIFT_RUN = mkdir -p $(BUILD)/fuzz/lift-corpus && cd $(BUILD)/fuzz && \
 	./fuzz_lift -max_total_time=$(1) -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
 	    -print_final_stats=1 -artifact_prefix=./lift- -dict=$(CURDIR)/tests/fuzz/request.dict \
 	    lift-corpus $(CURDIR)/tests/fuzz/corpus
 
-$(FUZZ_LIFT_BIN): $(FUZZ_LIFT_SRC) server/json_lift.h server/tensor.h server/base64.h
+$(FUZZ_LIFT_BIN): $(FUZZ_LIFT_SRC) $(wildcard server/codec/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LIFT_SRC) -o $@ $(SRV_LIBS) -lm
 
 # The base64 codec's vector kernels against its scalar code (and encode
 # against decode), on any text, alignment and dst size.
 FUZZ_B64_BIN := $(BUILD)/fuzz/fuzz_base64
-FUZZ_B64_SRC := tests/fuzz/fuzz_base64.c server/base64.c
+FUZZ_B64_SRC := tests/fuzz/fuzz_base64.c server/codec/base64.c
 FUZZ_B64_RUN = mkdir -p $(BUILD)/fuzz/b64-corpus && cd $(BUILD)/fuzz && \
 	./fuzz_base64 -max_total_time=$(1) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
 	    -print_final_stats=1 -artifact_prefix=./b64- b64-corpus $(CURDIR)/tests/fuzz/corpus-b64
 
-$(FUZZ_B64_BIN): $(FUZZ_B64_SRC) server/base64.h
+$(FUZZ_B64_BIN): $(FUZZ_B64_SRC) server/codec/base64.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_B64_SRC) -o $@
 
@@ -343,7 +347,8 @@ load-crosscheck: $(POSATTND) $(LOAD_BIN)
 # bench_json measures the server's JSON and base64 paths: it sees server/ and
 # links the server objects it uses plus cJSON (explicit rules win over the
 # pattern rules), and the previous float formatter (tests/ref_fmt_float.c).
-BENCH_JSON_OBJ := $(addprefix $(BUILD)/server/,base64.o tensor.o json_lift.o fmt_float.o reply.o errors.o) \
+BENCH_JSON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard server/codec/*.c)) \
+                  $(addprefix $(BUILD)/server/common/,reply.o errors.o) \
                   $(BUILD)/tests/ref_fmt_float.o
 $(BUILD)/bench/bench_json.o: bench/bench_json.c
 	@mkdir -p $(dir $@)
@@ -361,7 +366,7 @@ check-fmt-float-diff: $(BUILD)/bench/check_fmt_float_exhaustive
 $(BUILD)/bench/check_fmt_float_exhaustive.o: bench/check_fmt_float_exhaustive.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Iserver -Itests -c $< -o $@
-$(BUILD)/bench/check_fmt_float_exhaustive: $(BUILD)/bench/check_fmt_float_exhaustive.o $(BUILD)/server/fmt_float.o \
+$(BUILD)/bench/check_fmt_float_exhaustive: $(BUILD)/bench/check_fmt_float_exhaustive.o $(BUILD)/server/codec/fmt_float.o \
                                            $(BUILD)/tests/ref_fmt_float.o
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ -lpthread -lm
 
@@ -393,7 +398,7 @@ valgrind: deps $(TEST_BIN)
 	@OPENBLAS_NUM_THREADS=1 tests/run-unit.sh --valgrind $(TEST_BIN)
 
 format:
-	clang-format -i include/*.h lib/*.[ch] server/*.[ch] tests/*.[ch] bench/*.c tools/load/*.[ch]
+	clang-format -i include/*.h lib/*.[ch] server/*.c server/*/*.[ch] tests/*.[ch] bench/*.c tools/load/*.[ch]
 
 clean:
 	rm -rf build build-*

@@ -14,10 +14,10 @@
  * also checked (the floats come back bit-exact), so the smoke run catches a
  * broken formatter or parser, not just a broken build.
  */
-#include "base64.h"
-#include "fmt_float.h"
+#include "codec/base64.h"
+#include "codec/fmt_float.h"
 #include "ref_fmt_float.h"
-#include "tensor.h"
+#include "codec/tensor.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -34,7 +34,7 @@
  *   make check-fmt-float-diff   (or: ... --diff --threads 1)
  */
 #define _POSIX_C_SOURCE 200809L
-#include "fmt_float.h"
+#include "codec/fmt_float.h"
 #include "json_number.h"
 #include "ref_fmt_float.h"
 

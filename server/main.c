@@ -4,11 +4,11 @@
  * runs as ordinary code: stop taking new work (readyz 503, API 503), wait for
  * every accepted request to be answered, then stop.
  */
-#include "config.h"
-#include "http.h"
-#include "metrics.h"
-#include "pool.h"
-#include "tensor_store.h"
+#include "runtime/config.h"
+#include "http/http.h"
+#include "runtime/metrics.h"
+#include "runtime/pool.h"
+#include "store/tensor_store.h"
 
 #include "posattn.h"
 

@@ -70,7 +70,7 @@ cJSON *jints(const int32_t *v, int n)
 
 /* One request through prepare, every task, finish. Returns the parsed body
  * and the HTTP status. */
-cJSON *call(srv_endpoint ep, const char *body, const srv_limits *lim, int *status)
+cJSON *call(const srv_endpoint *ep, const char *body, const srv_limits *lim, int *status)
 {
     srv_job *job = NULL;
     srv_reply reply;
@@ -97,7 +97,7 @@ cJSON *call(srv_endpoint ep, const char *body, const srv_limits *lim, int *statu
     return out;
 }
 
-cJSON *call_json(srv_endpoint ep, cJSON *req, const srv_limits *lim, int *status)
+cJSON *call_json(const srv_endpoint *ep, cJSON *req, const srv_limits *lim, int *status)
 {
     char *body = cJSON_PrintUnformatted(req);
     cJSON *out = call(ep, body, lim, status);

@@ -11,9 +11,9 @@
 #ifndef API_HARNESS_H
 #define API_HARNESS_H
 
-#include "api.h"
-#include "api_internal.h"
-#include "tensor.h"
+#include "api/api.h"
+#include "api/attention.h"
+#include "codec/tensor.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -36,9 +36,9 @@ cJSON *batch(cJSON *items[], int n);
 cJSON *scheme_of(const char *json);
 
 /* One request through prepare, every task, finish: the answer and *status. */
-cJSON *call(srv_endpoint ep, const char *body, const srv_limits *lim, int *status);
+cJSON *call(const srv_endpoint *ep, const char *body, const srv_limits *lim, int *status);
 /* call with req printed, then deleted. */
-cJSON *call_json(srv_endpoint ep, cJSON *req, const srv_limits *lim, int *status);
+cJSON *call_json(const srv_endpoint *ep, cJSON *req, const srv_limits *lim, int *status);
 
 /* Checks the shape of result tensor obj.name. */
 void shape_is(const cJSON *obj, const char *name, int ndim, ...);

@@ -5,7 +5,7 @@
  */
 #include "ref_fmt_float.h"
 
-#include "fmt_float.h"
+#include "codec/fmt_float.h"
 
 #include <stdint.h>
 #include <string.h>

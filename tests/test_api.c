@@ -10,9 +10,9 @@
  * test_api_encode_analyze.c.
  */
 #include "api_harness.h"
-#include "api.h"
-#include "api_internal.h"
-#include "tensor.h"
+#include "api/api.h"
+#include "api/attention.h"
+#include "codec/tensor.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -47,7 +47,7 @@ static void test_attention_rope_all_outputs(void **state)
     cJSON_AddTrueToObject(item, "causal");
     cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(names, 5));
     req = batch(&item, 1);
-    ans = call_json(SRV_EP_ATTENTION, req, &lim, &status);
+    ans = call_json(&srv_ep_attention, req, &lim, &status);
     expect_ok(ans, status);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ans, "errors")));
     o = output_at(ans, 0);
@@ -116,7 +116,7 @@ static void test_attention_mixed_batch(void **state)
     cJSON_AddStringToObject(items[3], "id", "bad");
     items[4] = qkv_item(&f4, scheme_of("{\"type\":\"none\"}"));
     cJSON_AddNumberToObject(items[4], "scale", 0.5);
-    ans = call_json(SRV_EP_ATTENTION, batch(items, 5), &lim, &status);
+    ans = call_json(&srv_ep_attention, batch(items, 5), &lim, &status);
     expect_ok(ans, status);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ans, "outputs")), 5);
 
@@ -231,7 +231,7 @@ static void test_attention_layer_mode(void **state)
     cJSON_AddItemToObject(sch, "table", jtensor(table, 2, 12, dm));
     cJSON_AddItemToObject(items[1], "scheme", sch);
     cJSON_AddItemToObject(items[1], "k_positions", jints(pos, L));
-    ans = call_json(SRV_EP_ATTENTION, batch(items, 2), &lim, &status);
+    ans = call_json(&srv_ep_attention, batch(items, 2), &lim, &status);
     expect_ok(ans, status);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ans, "errors")));
 
@@ -318,7 +318,7 @@ static void test_attention_b64(void **state)
     cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(ret, 2));
     req = batch(&item, 1);
     cJSON_AddStringToObject(req, "output_encoding", "b64");
-    ans = call_json(SRV_EP_ATTENTION, req, &lim, &status);
+    ans = call_json(&srv_ep_attention, req, &lim, &status);
     expect_ok(ans, status);
     assert_non_null(cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "output"), "b64"));
@@ -357,7 +357,7 @@ static void test_attention_b64_large(void **state)
     }
     req = batch(items, 2);
     cJSON_AddStringToObject(req, "output_encoding", "b64");
-    ans = call_json(SRV_EP_ATTENTION, req, &lim, &status);
+    ans = call_json(&srv_ep_attention, req, &lim, &status);
     expect_ok(ans, status);
     for (int i = 0; i < 2; i++) {
         pa_scheme s;
@@ -435,7 +435,7 @@ static void test_attention_split_item(void **state)
     cJSON_Delete(body_json);
 
     memset(&reply, 0, sizeof reply);
-    assert_true(srv_job_prepare(SRV_EP_ATTENTION, body, strlen(body), &lim, &job, &reply));
+    assert_true(srv_job_prepare(&srv_ep_attention, body, strlen(body), &lim, &job, &reply));
     assert_int_equal(srv_job_task_count(job), 3);
     assert_string_equal(srv_job_task_scheme(job, 1), "rope");
     assert_string_equal(srv_job_task_scheme(job, 2), "none");
@@ -484,7 +484,7 @@ static void test_schemes(void **state)
     int count = 0;
 
     memset(&reply, 0, sizeof reply);
-    srv_schemes_reply(&reply);
+    srv_endpoint_answer(&srv_ep_schemes, NULL, &reply);
     assert_int_equal(reply.http_status, 200);
     ans = cJSON_ParseWithLength(reply.body, reply.body_len);
     srv_reply_free(&reply);

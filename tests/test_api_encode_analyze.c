@@ -6,9 +6,9 @@
  * 1e-6 + 1e-6 |want|, see tests/api_harness.h).
  */
 #include "api_harness.h"
-#include "api.h"
-#include "api_internal.h"
-#include "tensor.h"
+#include "api/api.h"
+#include "api/attention.h"
+#include "codec/tensor.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -36,7 +36,7 @@ static void test_encode_absolute(void **state)
     pa_learned lp;
     pa_error err;
 
-    ans = call(SRV_EP_ENCODE,
+    ans = call(&srv_ep_encode,
                "{\"scheme\":{\"type\":\"sinusoidal\",\"layout\":\"concat\"},"
                "\"positions\":[0,5,2,9],\"dim\":7}",
                &lim, &status);
@@ -56,7 +56,7 @@ static void test_encode_absolute(void **state)
     cJSON_AddNumberToObject(sch, "offset", 2);
     cJSON_AddItemToObject(sch, "table", jtensor(table, 2, 12, 3));
     cJSON_AddNumberToObject(req, "length", 4);
-    ans = call_json(SRV_EP_ENCODE, req, &lim, &status);
+    ans = call_json(&srv_ep_encode, req, &lim, &status);
     expect_ok(ans, status);
     lp.table = table;
     lp.rows = 12;
@@ -77,7 +77,7 @@ static void test_encode_absolute(void **state)
     cJSON_AddItemToObject(req, "positions", jints(pos, 4));
     pos[3] = 12;
     cJSON_ReplaceItemInObject(req, "positions", jints(pos, 4));
-    ans = call_json(SRV_EP_ENCODE, req, &lim, &status);
+    ans = call_json(&srv_ep_encode, req, &lim, &status);
     expect_error(ans, status, 400, "OUT_OF_RANGE", "positions[3]");
     cJSON_Delete(ans);
     free(table);
@@ -96,7 +96,7 @@ static void test_encode_rope(void **state)
     double inv_d[4], af;
     float inv[4], cosw[6 * 4], sinw[6 * 4];
 
-    ans = call(SRV_EP_ENCODE,
+    ans = call(&srv_ep_encode,
                "{\"scheme\":{\"type\":\"rope\",\"scaling\":\"dynamic\",\"factor\":2,"
                "\"original_max_position\":64},\"positions\":[0,1,2,100,5000,3],\"dim\":8}",
                &lim, &status);
@@ -119,10 +119,10 @@ static void test_encode_rope(void **state)
     cJSON_Delete(ans);
 
     /* rope needs dim; odd rotary_dim is the library's error. */
-    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"rope\"},\"length\":3}", &lim, &status);
+    ans = call(&srv_ep_encode, "{\"scheme\":{\"type\":\"rope\"},\"length\":3}", &lim, &status);
     expect_error(ans, status, 400, "INVALID_ARGUMENT", "dim");
     cJSON_Delete(ans);
-    ans = call(SRV_EP_ENCODE,
+    ans = call(&srv_ep_encode,
                "{\"scheme\":{\"type\":\"rope\",\"rotary_dim\":3},\"length\":3,"
                "\"dim\":8}",
                &lim, &status);
@@ -144,7 +144,7 @@ static void test_encode_relative(void **state)
     const cJSON *grid;
 
     /* alibi: slopes and bias [H, Lq, Lk], q positions Lk-Lq .. Lk-1. */
-    ans = call(SRV_EP_ENCODE,
+    ans = call(&srv_ep_encode,
                "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":3,\"q_length\":2,\"k_length\":5}",
                &lim, &status);
     expect_ok(ans, status);
@@ -160,7 +160,7 @@ static void test_encode_relative(void **state)
     cJSON_Delete(ans);
 
     /* Slopes alone without lengths. */
-    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":3}", &lim, &status);
+    ans = call(&srv_ep_encode, "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":3}", &lim, &status);
     expect_ok(ans, status);
     assert_null(cJSON_GetObjectItemCaseSensitive(ans, "bias"));
     cJSON_Delete(ans);
@@ -177,7 +177,7 @@ static void test_encode_relative(void **state)
     cJSON_AddItemToObject(sch, "table", jtensor(table, 2, 8, H));
     cJSON_AddNumberToObject(req, "q_length", Lq);
     cJSON_AddNumberToObject(req, "k_length", Lk);
-    ans = call_json(SRV_EP_ENCODE, req, &lim, &status);
+    ans = call_json(&srv_ep_encode, req, &lim, &status);
     expect_ok(ans, status);
     grid = cJSON_GetObjectItemCaseSensitive(ans, "buckets");
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(grid, "datatype")),
@@ -197,7 +197,7 @@ static void test_encode_relative(void **state)
     cJSON_Delete(ans);
 
     /* shaw: index with explicit positions. */
-    ans = call(SRV_EP_ENCODE,
+    ans = call(&srv_ep_encode,
                "{\"scheme\":{\"type\":\"shaw\",\"max_relative_position\":2},"
                "\"q_positions\":[0,10],\"k_positions\":[0,1,9]}",
                &lim, &status);
@@ -214,23 +214,23 @@ static void test_encode_relative(void **state)
     cJSON_Delete(ans);
 
     /* none: a note. */
-    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"none\"}}", &lim, &status);
+    ans = call(&srv_ep_encode, "{\"scheme\":{\"type\":\"none\"}}", &lim, &status);
     expect_ok(ans, status);
     assert_non_null(cJSON_GetObjectItemCaseSensitive(ans, "note"));
     cJSON_Delete(ans);
 
     /* Errors: missing num_heads, a field that does not apply, unknown field. */
-    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"alibi\"},\"q_length\":2}", &lim, &status);
+    ans = call(&srv_ep_encode, "{\"scheme\":{\"type\":\"alibi\"},\"q_length\":2}", &lim, &status);
     expect_error(ans, status, 400, "INVALID_ARGUMENT", "num_heads");
     cJSON_Delete(ans);
-    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":2,\"dim\":4}", &lim,
+    ans = call(&srv_ep_encode, "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":2,\"dim\":4}", &lim,
                &status);
     expect_error(ans, status, 400, "INVALID_ARGUMENT", "dim");
     cJSON_Delete(ans);
-    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"none\"},\"lenght\":4}", &lim, &status);
+    ans = call(&srv_ep_encode, "{\"scheme\":{\"type\":\"none\"},\"lenght\":4}", &lim, &status);
     expect_error(ans, status, 400, "UNKNOWN_FIELD", "lenght");
     cJSON_Delete(ans);
-    ans = call(SRV_EP_ENCODE, "{\"scheme\":{\"type\":\"t5\"}}", &lim, &status);
+    ans = call(&srv_ep_encode, "{\"scheme\":{\"type\":\"t5\"}}", &lim, &status);
     expect_error(ans, status, 400, "INVALID_ARGUMENT", "q_length");
     cJSON_Delete(ans);
     free(bias);
@@ -261,7 +261,7 @@ static void test_analyze_permutation(void **state)
     cJSON_AddStringToObject(req, "analysis", "permutation");
     cJSON_AddItemToObject(req, "permutation", jints(perm, 6));
     cJSON_AddStringToObject(req, "id", "p");
-    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    ans = call_json(&srv_ep_analyze, req, &lim, &status);
     expect_ok(ans, status);
     pa_scheme_init(&s, PA_SCHEME_ROPE);
     qkv_desc(&f, &s, &a);
@@ -277,7 +277,7 @@ static void test_analyze_permutation(void **state)
     /* Default permutation (reversed); NoPE is equivariant. */
     req = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
     cJSON_AddStringToObject(req, "analysis", "permutation");
-    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    ans = call_json(&srv_ep_analyze, req, &lim, &status);
     expect_ok(ans, status);
     assert_true(num(ans, "max_abs_diff") < 1e-5);
     cJSON_Delete(ans);
@@ -287,13 +287,13 @@ static void test_analyze_permutation(void **state)
     cJSON_AddStringToObject(req, "analysis", "permutation");
     perm[1] = 2;
     cJSON_AddItemToObject(req, "permutation", jints(perm, 6));
-    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    ans = call_json(&srv_ep_analyze, req, &lim, &status);
     expect_error(ans, status, 400, "INVALID_ARGUMENT", "permutation[1]");
     cJSON_Delete(ans);
     req = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
     cJSON_AddStringToObject(req, "analysis", "permutation");
     cJSON_AddItemToObject(req, "return", cJSON_CreateArray());
-    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    ans = call_json(&srv_ep_analyze, req, &lim, &status);
     expect_error(ans, status, 400, "UNKNOWN_FIELD", "return");
     cJSON_Delete(ans);
     free(ws);
@@ -333,7 +333,7 @@ static void test_analyze_decomposition(void **state)
     cJSON_AddItemToObject(req, "w_v", jtensor(wv, 2, dm, H * D));
     cJSON_AddNumberToObject(req, "num_heads", H);
     cJSON_AddStringToObject(req, "output_encoding", "b64");
-    ans = call_json(SRV_EP_ANALYZE, req, &lim, &status);
+    ans = call_json(&srv_ep_analyze, req, &lim, &status);
     if (status != 200)
         fail_msg("%s", str_at(ans, "error", "message"));
 
@@ -384,7 +384,7 @@ static void test_analyze_rope_offset_and_similarity(void **state)
     float score[33], spread[33];
 
     /* Defaults: offsets -16..16, base_position and positions start at 16. */
-    ans = call(SRV_EP_ANALYZE,
+    ans = call(&srv_ep_analyze,
                "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"rope\"},"
                "\"q\":[0.5,-1,0.25,2],\"k\":{\"shape\":[4],\"data\":[1,0.5,-0.5,0.75]}}",
                &lim, &status);
@@ -405,13 +405,13 @@ static void test_analyze_rope_offset_and_similarity(void **state)
     assert_true(num(ans, "max_spread") < 1e-4);
     cJSON_Delete(ans);
 
-    ans = call(SRV_EP_ANALYZE,
+    ans = call(&srv_ep_analyze,
                "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"alibi\"},\"q\":[1,2],"
                "\"k\":[1,2]}",
                &lim, &status);
     expect_error(ans, status, 400, "INVALID_ARGUMENT", "scheme.type");
     cJSON_Delete(ans);
-    ans = call(SRV_EP_ANALYZE,
+    ans = call(&srv_ep_analyze,
                "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"rope\"},\"q\":[1,2],"
                "\"k\":[1,2,3,4]}",
                &lim, &status);
@@ -425,7 +425,7 @@ static void test_analyze_rope_offset_and_similarity(void **state)
         double resid;
         size_t ws_size = pa_similarity_workspace_size(5, 6);
         void *ws = tu_alloc(ws_size, 1);
-        ans = call(SRV_EP_ANALYZE,
+        ans = call(&srv_ep_analyze,
                    "{\"analysis\":\"similarity\",\"scheme\":{\"type\":\"sinusoidal\"},"
                    "\"length\":5,\"dim\":6,\"shift\":3}",
                    &lim, &status);
@@ -438,15 +438,15 @@ static void test_analyze_rope_offset_and_similarity(void **state)
         cJSON_Delete(ans);
         free(ws);
     }
-    ans = call(SRV_EP_ANALYZE,
+    ans = call(&srv_ep_analyze,
                "{\"analysis\":\"similarity\",\"scheme\":{\"type\":\"rope\"},\"length\":5}", &lim,
                &status);
     expect_error(ans, status, 400, "INVALID_ARGUMENT", "scheme.type");
     cJSON_Delete(ans);
-    ans = call(SRV_EP_ANALYZE, "{\"analysis\":\"entropy\"}", &lim, &status);
+    ans = call(&srv_ep_analyze, "{\"analysis\":\"entropy\"}", &lim, &status);
     expect_error(ans, status, 400, "INVALID_ARGUMENT", "analysis");
     cJSON_Delete(ans);
-    ans = call(SRV_EP_ANALYZE,
+    ans = call(&srv_ep_analyze,
                "{\"analysis\":\"similarity\",\"scheme\":{\"type\":\"sinusoidal\"},\"length\":5,"
                "\"dim\":4,\"q\":[1]}",
                &lim, &status);

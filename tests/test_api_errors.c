@@ -5,9 +5,9 @@
  * tests/api_harness.c; the answers that succeed are test_api.c.
  */
 #include "api_harness.h"
-#include "api.h"
-#include "api_internal.h"
-#include "tensor.h"
+#include "api/api.h"
+#include "api/attention.h"
+#include "codec/tensor.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -51,7 +51,7 @@ static void test_attention_request_errors(void **state)
     lim.max_batch_items = 2;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int status;
-        cJSON *ans = call(SRV_EP_ATTENTION, cases[i].body, &lim, &status);
+        cJSON *ans = call(&srv_ep_attention, cases[i].body, &lim, &status);
         expect_error(ans, status, cases[i].status, cases[i].code, cases[i].field);
         cJSON_Delete(ans);
     }
@@ -63,7 +63,7 @@ static void test_attention_request_errors(void **state)
         cJSON *ans;
         memset(body, '[', depth);
         memset(body + depth, ']', depth);
-        ans = call(SRV_EP_ATTENTION, body, &lim, &status);
+        ans = call(&srv_ep_attention, body, &lim, &status);
         expect_error(ans, status, 400, "MALFORMED_JSON", NULL);
         cJSON_Delete(ans);
         free(body);
@@ -185,7 +185,7 @@ static void test_attention_item_errors(void **state)
         int status;
         cJSON *ans;
         snprintf(body, len, "{\"inputs\":[%s,%s]}", cases[i].item, good);
-        ans = call(SRV_EP_ATTENTION, body, &lim, &status);
+        ans = call(&srv_ep_attention, body, &lim, &status);
         if (status != 200)
             fail_msg("case %zu: status %d (%s)", i, status, str_at(ans, "error", "message"));
         expect_item_error(ans, 0, cases[i].code, cases[i].field);
@@ -217,14 +217,14 @@ static void test_attention_limits(void **state)
     lim.max_tensor_elements = 256; /* q, k, v have 128; weights would have 512 */
     item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
     cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(ret, 1));
-    ans = call_json(SRV_EP_ATTENTION, batch(&item, 1), &lim, &status);
+    ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
     expect_ok(ans, status);
     expect_item_error(ans, 0, "PAYLOAD_TOO_LARGE", "inputs[0].weights");
     cJSON_Delete(ans);
 
     lim.max_tensor_elements = 100; /* q itself is too big */
     item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
-    ans = call_json(SRV_EP_ATTENTION, batch(&item, 1), &lim, &status);
+    ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
     expect_item_error(ans, 0, "PAYLOAD_TOO_LARGE", "inputs[0].q");
     cJSON_Delete(ans);
     qkv_free(&f);
@@ -243,7 +243,7 @@ static void test_attention_limits(void **state)
         cJSON_AddItemToObject(item, "v", jtensor_b64(f.v, 3, shape));
         cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(ret, 1));
     }
-    ans = call_json(SRV_EP_ATTENTION, batch(&item, 1), &lim, &status);
+    ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
     expect_error(ans, status, 413, "PAYLOAD_TOO_LARGE", NULL);
     assert_string_equal(str_at(ans, "error", "message"), "request needs 4 MB, limit 2 MB");
     cJSON_Delete(ans);
@@ -252,7 +252,7 @@ static void test_attention_limits(void **state)
      * (768 KB, parsed before the tree) are over it. */
     lim.max_request_memory = (size_t)512 << 10;
     item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
-    ans = call_json(SRV_EP_ATTENTION, batch(&item, 1), &lim, &status);
+    ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
     expect_error(ans, status, 413, "PAYLOAD_TOO_LARGE", NULL);
     assert_non_null(strstr(str_at(ans, "error", "message"), "to parse"));
     cJSON_Delete(ans);
@@ -278,7 +278,7 @@ static void test_job_timing_and_timeout(void **state)
     const cJSON *timing;
 
     memset(&reply, 0, sizeof reply);
-    assert_true(srv_job_prepare(SRV_EP_ATTENTION, body, strlen(body), &lim, &job, &reply));
+    assert_true(srv_job_prepare(&srv_ep_attention, body, strlen(body), &lim, &job, &reply));
     assert_int_equal(srv_job_task_count(job), 3);
     assert_string_equal(srv_job_task_scheme(job, 0), "rope");
     assert_string_equal(srv_job_task_scheme(job, 1), "alibi");
@@ -305,7 +305,7 @@ static void test_job_timing_and_timeout(void **state)
     /* A single-task endpoint answers 504. */
     body = "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":4}";
     memset(&reply, 0, sizeof reply);
-    assert_true(srv_job_prepare(SRV_EP_ENCODE, body, strlen(body), &lim, &job, &reply));
+    assert_true(srv_job_prepare(&srv_ep_encode, body, strlen(body), &lim, &job, &reply));
     assert_int_equal(srv_job_task_count(job), 1);
     srv_job_set_timed_out(job, 0);
     srv_job_finish(job, &reply);

@@ -7,8 +7,8 @@
  * with the status). tests/e2e/v2.py covers the same over HTTP.
  */
 #include "api_harness.h" /* limits() */
-#include "api_internal.h"
-#include "api_v2.h"
+#include "api/attention.h"
+#include "v2/v2.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -94,7 +94,7 @@ static void v1_answer(const inputs *in, float *output, float *weights)
     }
     body = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
-    assert_true(srv_job_prepare(SRV_EP_ATTENTION, body, strlen(body), &lim, &job, &reply));
+    assert_true(srv_job_prepare(&srv_ep_attention, body, strlen(body), &lim, &job, &reply));
     free(body);
     run_tasks(job);
     srv_job_finish(job, &reply);

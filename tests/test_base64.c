@@ -9,7 +9,7 @@
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "testutil.h"
 
-#include "base64.h"
+#include "codec/base64.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * --version, and every kind of bad value. */
 #include "testutil.h"
 
-#include "config.h"
+#include "runtime/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * end-of-stream on the peer. */
 #include "testutil.h"
 
-#include "deadline.h"
-#include "pool.h"
+#include "http/deadline.h"
+#include "runtime/pool.h"
 
 #include <errno.h>
 #include <fcntl.h>

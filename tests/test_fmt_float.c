@@ -11,7 +11,7 @@
  */
 #include "testutil.h"
 
-#include "fmt_float.h"
+#include "codec/fmt_float.h"
 #include "json_number.h"
 #include "ref_fmt_float.h"
 
@@ -34,7 +34,7 @@ size_t portable_fmt_float_array(const float *v, size_t count, char *buf);
 #define srv_fmt_float portable_fmt_float
 #define srv_fmt_float_array_size portable_fmt_float_array_size
 #define srv_fmt_float_array portable_fmt_float_array
-#include "fmt_float.c"
+#include "codec/fmt_float.c"
 #undef srv_fmt_float
 #undef srv_fmt_float_array_size
 #undef srv_fmt_float_array

@@ -3,8 +3,8 @@
  * same float bits, or the same error (code, field, message); what is not
  * plainly valid is left for cJSON; client strings cannot pose as markers.
  */
-#include "json_lift.h"
-#include "tensor.h"
+#include "codec/json_lift.h"
+#include "codec/tensor.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>

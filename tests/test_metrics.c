@@ -2,7 +2,7 @@
  * text, label mapping, histogram buckets and concurrent updates. */
 #include "testutil.h"
 
-#include "metrics.h"
+#include "runtime/metrics.h"
 
 #include <math.h>
 #include <pthread.h>

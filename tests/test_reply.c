@@ -1,7 +1,7 @@
 /* test_reply.c - JSON replies and the error body (server/reply.c). */
 #include "testutil.h"
 
-#include "reply.h"
+#include "common/reply.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

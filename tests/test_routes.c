@@ -1,6 +1,6 @@
 /* test_routes.c - server/routes.c: which route a method and path name, the
  * model name of the v2 model routes, and the table's own consistency. */
-#include "routes.h"
+#include "http/routes.h"
 #include "testutil.h"
 
 #include <string.h>

@@ -3,7 +3,7 @@
  * (the codec itself is tests/test_base64.c). */
 #include "testutil.h"
 
-#include "tensor.h"
+#include "codec/tensor.h"
 
 #include <float.h>
 #include <math.h>

@@ -6,9 +6,9 @@
  * through srv_job_prepare as well. */
 #include "testutil.h"
 
-#include "api.h"
-#include "tensor_file.h"
-#include "tensor_store.h"
+#include "api/api.h"
+#include "store/tensor_file.h"
+#include "store/tensor_store.h"
 
 #include <float.h>
 #include <math.h>
@@ -479,7 +479,7 @@ static void test_store_load(void **state)
     /* GET /v1/tensors. */
     srv_reply r;
     memset(&r, 0, sizeof r);
-    srv_tensor_store_reply(s, &r);
+    srv_endpoint_answer(&srv_ep_tensors, &(srv_limits){.tensors = s}, &r);
     assert_int_equal(r.http_status, 200);
     cJSON *root = cJSON_ParseWithLength(r.body, r.body_len);
     const cJSON *list = cJSON_GetObjectItem(root, "tensors"), *half = cJSON_GetArrayItem(list, 1);
@@ -499,7 +499,7 @@ static void test_store_load(void **state)
     assert_true(srv_tensor_store_load(NULL, 0, &s, NULL, 0));
     assert_null(s);
     memset(&r, 0, sizeof r);
-    srv_tensor_store_reply(NULL, &r);
+    srv_endpoint_answer(&srv_ep_tensors, &(srv_limits){.tensors = NULL}, &r);
     assert_int_equal(r.http_status, 200);
     assert_memory_equal(r.body, "{\"tensors\":[]}", r.body_len);
     srv_reply_free(&r);
@@ -679,7 +679,7 @@ static void test_refs_through_api(void **state)
     memset(&r, 0, sizeof r);
     /* The table is 128 KB and the limit 100 KB: inline it does not fit
      * (checked below), by reference it costs nothing. */
-    if (!srv_job_prepare(SRV_EP_ENCODE, body, strlen(body), &lim, &job, &r))
+    if (!srv_job_prepare(&srv_ep_encode, body, strlen(body), &lim, &job, &r))
         fail_msg("%.*s", (int)r.body_len, r.body);
     for (size_t i = 0; i < srv_job_task_count(job); i++)
         srv_job_run_task(job, i, &ws);
@@ -712,12 +712,12 @@ static void test_refs_through_api(void **state)
                 "\"positions\":[3,0,511],\"output_encoding\":\"b64\"}",
                 b64t);
         memset(&r, 0, sizeof r);
-        assert_false(srv_job_prepare(SRV_EP_ENCODE, inl, strlen(inl), &lim, &job, &r));
+        assert_false(srv_job_prepare(&srv_ep_encode, inl, strlen(inl), &lim, &job, &r));
         assert_int_equal(r.http_status, 413);
         srv_reply_free(&r);
         lim.max_request_memory = (size_t)1 << 30; /* and with room, it answers as the ref did */
         memset(&r, 0, sizeof r);
-        assert_true(srv_job_prepare(SRV_EP_ENCODE, inl, strlen(inl), &lim, &job, &r));
+        assert_true(srv_job_prepare(&srv_ep_encode, inl, strlen(inl), &lim, &job, &r));
         for (size_t i = 0; i < srv_job_task_count(job); i++)
             srv_job_run_task(job, i, &ws);
         srv_job_finish(job, &r);
@@ -736,7 +736,7 @@ static void test_refs_through_api(void **state)
         const char *ana = "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"rope\"},"
                           "\"q\":{\"ref\":\"qv\"},\"k\":{\"ref\":\"qv\"},\"offsets\":[1,2]}";
         memset(&r, 0, sizeof r);
-        if (!srv_job_prepare(SRV_EP_ANALYZE, ana, strlen(ana), &lim, &job, &r))
+        if (!srv_job_prepare(&srv_ep_analyze, ana, strlen(ana), &lim, &job, &r))
             fail_msg("%.*s", (int)r.body_len, r.body);
         for (size_t i = 0; i < srv_job_task_count(job); i++)
             srv_job_run_task(job, i, &ws);
@@ -752,7 +752,7 @@ static void test_refs_through_api(void **state)
     const char *bad = "{\"scheme\":{\"type\":\"learned\",\"table\":{\"ref\":\"wpe\"}},"
                       "\"positions\":[512]}";
     memset(&r, 0, sizeof r);
-    assert_false(srv_job_prepare(SRV_EP_ENCODE, bad, strlen(bad), &lim, &job, &r));
+    assert_false(srv_job_prepare(&srv_ep_encode, bad, strlen(bad), &lim, &job, &r));
     assert_int_equal(r.http_status, 400);
     srv_reply_free(&r);
 

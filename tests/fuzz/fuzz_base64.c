@@ -9,7 +9,7 @@
  * must decode back to them. A difference aborts. On a CPU without AVX-512
  * VBMI both sides are scalar. Seeds: tests/fuzz/corpus-b64.
  */
-#include "base64.h"
+#include "codec/base64.h"
 
 #include <stdint.h>
 #include <stdlib.h>

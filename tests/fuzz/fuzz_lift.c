@@ -6,8 +6,9 @@
  * way), and a body cJSON accepts must stay valid JSON with its markers.
  * A difference aborts. Seeds: tests/fuzz/corpus (real requests).
  */
-#include "json_lift.h"
-#include "tensor.h"
+#include "codec/float32.h"
+#include "codec/json_lift.h"
+#include "codec/tensor.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>

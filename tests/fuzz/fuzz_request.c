@@ -6,17 +6,17 @@
  * rest is the request body. With bit 7 of byte 0 set, the input is an Open
  * Inference Protocol infer request instead (api_v2.h): byte 1 picks the model
  * (mod the scheme count), bytes 2-3 are Inference-Header-Content-Length
- * (little-endian; 0xffff: no header), the rest is the body. Limits are small so that every accepted job is
- * cheap to run: each task runs, then srv_job_finish renders the answer, which
- * must be a well-formed reply; srv_job_free releases everything (ASan checks).
+ * (little-endian; 0xffff: no header), the rest is the body. Limits are small so that every accepted
+ * job is cheap to run: each task runs, then srv_job_finish renders the answer, which must be a
+ * well-formed reply; srv_job_free releases everything (ASan checks).
  *
  *   clang -fsanitize=fuzzer,address,undefined ... (see the Makefile's fuzz target)
  *   ./fuzz_request -max_total_time=60 tests/fuzz/corpus
  */
-#include "api.h"
-#include "api_v2.h"
+#include "api/api.h"
+#include "v2/v2.h"
 #include "posattn.h"
-#include "reply.h"
+#include "common/reply.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -40,7 +40,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size == 0)
         return 0;
-    srv_endpoint ep = (srv_endpoint)(data[0] % SRV_EP_COUNT);
+    /* The first byte picks the endpoint, in the order the seeds were written for. */
+    static const srv_endpoint *const eps[] = {&srv_ep_attention, &srv_ep_encode, &srv_ep_analyze};
+    const srv_endpoint *ep = eps[data[0] % 3];
     bool v2 = (data[0] & 0x80) != 0 && size >= 4;
     size_t skip = v2 ? 4 : 1;
     char model[64];

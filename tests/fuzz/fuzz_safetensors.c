@@ -6,7 +6,7 @@
  *   make fuzz / make fuzz-smoke (seeds: the files tests/fixtures/make_tensors.py
  *   writes, good and malformed, into the build folder)
  */
-#include "tensor_file.h"
+#include "store/tensor_file.h"
 
 #include <stdint.h>
 #include <stdio.h>

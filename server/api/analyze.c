@@ -1,0 +1,548 @@
+/* api_analyze.c - POST /v1/analyze: the core library's analyses of
+ * positional schemes, one task per request.
+ *
+ *   permutation    an attention item + `permutation` (default reversed)
+ *                  -> max_abs_diff = max |f(Px) - P f(x)|
+ *   rope_offset    rope `scheme`, `q`, `k` [head_dim], `offsets`,
+ *                  `base_position`, `positions` -> score, spread per offset
+ *   similarity     sinusoidal/learned `scheme`, `length`|`positions`, `dim`,
+ *                  `shift` -> similarity [n, n], shift_residual
+ *   decomposition  an attention item -> content, position (and the four
+ *                  QK terms for absolute schemes) [H, Lq, Lk]
+ */
+#include "api/job.h"
+#include "api/json.h"
+#include "api/request.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum an_kind { AN_PERMUTATION, AN_ROPE_OFFSET, AN_SIMILARITY, AN_DECOMPOSITION } an_kind;
+
+static const char *const an_names[] = {"permutation", "rope_offset", "similarity", "decomposition"};
+
+typedef struct an_job {
+    an_kind kind;
+    cJSON *id; /* permutation, decomposition: echoed */
+    /* permutation, decomposition */
+    api_item it;
+    int32_t *perm;
+    double max_abs_diff;
+    float *terms[6]; /* content, position, cc, cp, pc, pp */
+    bool absolute;
+    /* rope_offset, similarity */
+    api_scheme sch;
+    float *q, *k;
+    int32_t head_dim;
+    int32_t *offsets, n_offsets, base_position;
+    int32_t *positions, n_positions;
+    float *score, *spread;
+    int32_t dim, shift;
+    float *sim;
+    double shift_residual;
+} an_job;
+
+static const char *const term_names[6] = {"content",          "position",
+                                          "content_content",  "content_position",
+                                          "position_content", "position_position"};
+
+static void an_destroy(void *impl)
+{
+    an_job *aj = impl;
+    if (aj == NULL)
+        return;
+    cJSON_Delete(aj->id);
+    api_item_free(&aj->it);
+    free(aj->perm);
+    for (int t = 0; t < 6; t++)
+        free(aj->terms[t]);
+    api_scheme_free(&aj->sch);
+    free(aj->q);
+    free(aj->k);
+    free(aj->offsets);
+    free(aj->positions);
+    free(aj->score);
+    free(aj->spread);
+    free(aj->sim);
+    free(aj);
+}
+
+static const cJSON *member(const cJSON *obj, const char *name)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, name);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Preparation                                                               */
+/* ------------------------------------------------------------------------- */
+
+static bool prepare_permutation(const cJSON *root, const api_ctx *ctx, an_job *aj, size_t *ws,
+                                size_t *need, api_err *e)
+{
+    static const char *const extra[] = {"analysis", "id", "permutation"};
+    const cJSON *pv;
+    int32_t L, n = 0;
+    unsigned char *seen;
+
+    if (!api_item_parse(root, ctx, extra, 3, &aj->it, e))
+        return false;
+    if (aj->it.Lq != aj->it.Lk)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "q.shape[0]",
+                        "the permutation test needs self-attention, but q has %d rows and k "
+                        "has %d",
+                        (int)aj->it.Lq, (int)aj->it.Lk);
+    L = aj->it.Lq;
+    if ((pv = member(root, "permutation")) != NULL) {
+        if (!api_get_int_array(pv, "permutation", ctx, &aj->perm, &n, e))
+            return false;
+        if (n != L)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "permutation",
+                            "permutation has %d values but there are %d tokens", (int)n, (int)L);
+        if ((seen = calloc((size_t)L, 1)) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+        for (int32_t i = 0; i < L; i++) {
+            char f[48];
+            int32_t p = aj->perm[i];
+            snprintf(f, sizeof f, "permutation[%d]", (int)i);
+            if (p < 0 || p >= L || seen[p]) {
+                free(seen);
+                if (p < 0 || p >= L)
+                    return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, f,
+                                    "permutation[%d]=%d is not a row index below %d", (int)i,
+                                    (int)p, (int)L);
+                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, f,
+                                "permutation[%d]=%d repeats an earlier entry", (int)i, (int)p);
+            }
+            seen[p] = 1;
+        }
+        free(seen);
+    } else {
+        if ((aj->perm = malloc((size_t)L * sizeof *aj->perm)) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+        for (int32_t i = 0; i < L; i++)
+            aj->perm[i] = L - 1 - i;
+    }
+    *ws = pa_permutation_workspace_size(&aj->it.att);
+    *need = api_add_sat(aj->it.input_bytes, (size_t)L * sizeof(int32_t));
+    return true;
+}
+
+static bool prepare_decomposition(const cJSON *root, const api_ctx *ctx, an_job *aj, size_t *ws,
+                                  size_t *need, api_err *e)
+{
+    static const char *const extra[] = {"analysis", "id", "output_encoding"};
+    int64_t shape[3];
+    size_t cells;
+    pa_scheme_type t;
+
+    if (!api_item_parse(root, ctx, extra, 3, &aj->it, e))
+        return false;
+    t = aj->it.scheme.s.type;
+    aj->absolute = t == PA_SCHEME_SINUSOIDAL || t == PA_SCHEME_LEARNED;
+    shape[0] = aj->it.H;
+    shape[1] = aj->it.Lq;
+    shape[2] = aj->it.Lk;
+    if (!api_check_result_size("content", 3, shape, ctx, e))
+        return false;
+    cells = (size_t)shape[0] * (size_t)shape[1] * (size_t)shape[2];
+    *ws = pa_decompose_workspace_size(&aj->it.att);
+    *need = api_add_sat(aj->it.input_bytes,
+                        api_mul_sat(api_mul_sat(cells, aj->absolute ? 6 : 2), sizeof(float)));
+    return true;
+}
+
+/* q or k of rope_offset: a 1-D tensor or a plain array of numbers. */
+static bool get_vector(const cJSON *root, const char *name, const api_ctx *ctx, float **out,
+                       int32_t *n, api_err *e)
+{
+    const cJSON *v = member(root, name);
+    srv_tensor t;
+    if (v == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s is required: head_dim numbers (an array or a 1-D tensor)", name);
+    if (cJSON_IsArray(v))
+        return api_get_float_array(v, name, ctx, out, n, e);
+    if (!api_get_tensor(v, name, ctx, 1, &t, e))
+        return false;
+    /* The vector outlives the tensor record: take its data (a copy of a
+     * loaded tensor's, which the job must not free). */
+    if (t.borrowed) {
+        float *copy = malloc(t.count * sizeof *copy);
+        if (copy == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory copying %s", name);
+        memcpy(copy, t.data, t.count * sizeof *copy);
+        t.data = copy;
+    }
+    *out = t.data;
+    *n = (int32_t)t.count;
+    return true;
+}
+
+static bool prepare_rope_offset(const cJSON *root, const api_ctx *ctx, an_job *aj, size_t *need,
+                                api_err *e)
+{
+    const cJSON *v;
+    int32_t nk = 0, lo = 0, shift;
+    pa_error pe;
+
+    if (!api_scheme_parse(member(root, "scheme"), ctx, &aj->sch, e))
+        return false;
+    if (aj->sch.s.type != PA_SCHEME_ROPE)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
+                        "the rope_offset analysis needs scheme.type 'rope', not '%s'",
+                        pa_scheme_type_name(aj->sch.s.type));
+    if (!get_vector(root, "q", ctx, &aj->q, &aj->head_dim, e) ||
+        !get_vector(root, "k", ctx, &aj->k, &nk, e))
+        return false;
+    if (nk != aj->head_dim)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "k",
+                        "k has %d values but q has %d (head_dim)", (int)nk, (int)aj->head_dim);
+    if (pa_rope_check(&aj->sch.s.rope, aj->head_dim, &pe) != PA_STATUS_OK)
+        return api_fail_pa(e, ctx, &pe);
+
+    if ((v = member(root, "offsets")) != NULL) {
+        if (!api_get_int_array(v, "offsets", ctx, &aj->offsets, &aj->n_offsets, e))
+            return false;
+    } else if ((aj->offsets = api_range_positions(-16, 33)) == NULL) {
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+    } else {
+        aj->n_offsets = 33;
+    }
+    for (int32_t i = 0; i < aj->n_offsets; i++)
+        if (aj->offsets[i] < lo)
+            lo = aj->offsets[i];
+    /* Defaults start where every offset keeps positions >= 0. */
+    shift = lo == INT32_MIN ? INT32_MAX : -lo;
+    aj->base_position = shift;
+    if ((v = member(root, "base_position")) != NULL &&
+        !api_get_int(v, "base_position", ctx, &aj->base_position, e))
+        return false;
+    if ((v = member(root, "positions")) != NULL) {
+        if (!api_get_int_array(v, "positions", ctx, &aj->positions, &aj->n_positions, e))
+            return false;
+    } else {
+        aj->n_positions = 64;
+        if ((int64_t)shift + 63 > INT32_MAX)
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, "offsets",
+                            "offsets reach too far below 0 for the default positions; send "
+                            "positions");
+        if ((aj->positions = api_range_positions(shift, 64)) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+    }
+    *need = api_mul_sat((size_t)aj->n_offsets, 2 * sizeof(float) + sizeof(int32_t));
+    *need = api_add_sat(*need, api_mul_sat((size_t)aj->n_positions, sizeof(int32_t)));
+    *need = api_add_sat(*need, (size_t)aj->head_dim * 2 * sizeof(float));
+    return true;
+}
+
+static bool prepare_similarity(const cJSON *root, const api_ctx *ctx, an_job *aj, size_t *ws,
+                               size_t *need, api_err *e)
+{
+    const pa_scheme *s;
+    const cJSON *v;
+    int64_t shape[2];
+    bool sinusoidal;
+    pa_error pe;
+
+    if (!api_scheme_parse(member(root, "scheme"), ctx, &aj->sch, e))
+        return false;
+    s = &aj->sch.s;
+    sinusoidal = s->type == PA_SCHEME_SINUSOIDAL;
+    if (!sinusoidal && s->type != PA_SCHEME_LEARNED)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
+                        "the similarity analysis needs an absolute scheme (sinusoidal or "
+                        "learned), not '%s'",
+                        pa_scheme_type_name(s->type));
+    if (!api_get_length(root, "length", "positions", ctx, &aj->n_positions, &aj->positions, e))
+        return false;
+    if (aj->n_positions == 0)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "length",
+                        "length (or positions) is required");
+    if (aj->positions == NULL && (aj->positions = api_range_positions(0, aj->n_positions)) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+
+    if ((v = member(root, "dim")) != NULL) {
+        if (!api_get_int(v, "dim", ctx, &aj->dim, e))
+            return false;
+        if (aj->dim < 1)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "dim", "dim=%d must be at least 1",
+                            (int)aj->dim);
+    }
+    aj->shift = 1;
+    if (sinusoidal) {
+        if (v == NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "dim",
+                            "dim is required for scheme 'sinusoidal'");
+        if (pa_sinusoidal_encode(&s->sinusoidal, NULL, 0, aj->dim, NULL, &pe) != PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
+        if ((v = member(root, "shift")) != NULL && !api_get_int(v, "shift", ctx, &aj->shift, e))
+            return false;
+        for (int32_t i = 0; i < aj->n_positions; i++) {
+            int64_t p = (int64_t)aj->positions[i] + aj->shift;
+            if (p < INT32_MIN || p > INT32_MAX)
+                return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, "shift",
+                                "positions[%d]=%d + shift=%d overflows int32", (int)i,
+                                (int)aj->positions[i], (int)aj->shift);
+        }
+    } else {
+        if (member(root, "shift") != NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "shift",
+                            "shift applies to scheme 'sinusoidal' only (the shift residual of "
+                            "learned encodings has no meaning)");
+        if (s->learned.table == NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.table",
+                            "scheme.table is required: the learned scheme needs a table");
+        if (v != NULL && aj->dim != s->learned.cols)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "dim",
+                            "dim=%d does not equal scheme.table.shape[1]=%d", (int)aj->dim,
+                            (int)s->learned.cols);
+        aj->dim = s->learned.cols;
+        if (!api_check_learned_rows(&s->learned, aj->positions, aj->n_positions, "positions", ctx,
+                                    e))
+            return false;
+    }
+    shape[0] = shape[1] = aj->n_positions;
+    if (!api_check_result_size("similarity", 2, shape, ctx, e))
+        return false;
+    *ws = pa_similarity_workspace_size(aj->n_positions, aj->dim);
+    *need =
+        api_mul_sat(api_mul_sat((size_t)aj->n_positions, (size_t)aj->n_positions), sizeof(float));
+    *need = api_add_sat(*need, (size_t)aj->n_positions * sizeof(int32_t));
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Running and rendering                                                     */
+/* ------------------------------------------------------------------------- */
+
+static void an_run(srv_job *job, size_t i, void *ws, size_t ws_size)
+{
+    an_job *aj = job->impl;
+    api_ctx ctx = {NULL, "", NULL};
+    pa_error pe;
+    pa_status st = PA_STATUS_OK;
+    api_err e;
+
+    switch (aj->kind) {
+    case AN_PERMUTATION:
+        st = pa_analyze_permutation(&aj->it.att, aj->perm, ws, ws_size, &aj->max_abs_diff, &pe);
+        break;
+    case AN_DECOMPOSITION: {
+        size_t cells = (size_t)aj->it.H * (size_t)aj->it.Lq * (size_t)aj->it.Lk;
+        int nterms = aj->absolute ? 6 : 2;
+        pa_decomposition d;
+        for (int t = 0; t < nterms; t++)
+            if ((aj->terms[t] = malloc(cells * sizeof(float))) == NULL)
+                goto oom;
+        d.content = aj->terms[0];
+        d.position = aj->terms[1];
+        d.content_content = aj->terms[2];
+        d.content_position = aj->terms[3];
+        d.position_content = aj->terms[4];
+        d.position_position = aj->terms[5];
+        st = pa_analyze_decompose(&aj->it.att, &d, ws, ws_size, &pe);
+        break;
+    }
+    case AN_ROPE_OFFSET: {
+        size_t n = aj->n_offsets > 0 ? (size_t)aj->n_offsets : 1;
+        aj->score = malloc(n * sizeof(float));
+        aj->spread = malloc(n * sizeof(float));
+        if (aj->score == NULL || aj->spread == NULL)
+            goto oom;
+        st = pa_analyze_rope_offset(&aj->sch.s.rope, aj->head_dim, aj->q, aj->k, aj->offsets,
+                                    aj->n_offsets, aj->base_position, aj->positions,
+                                    aj->n_positions, aj->score, aj->spread, &pe);
+        break;
+    }
+    case AN_SIMILARITY: {
+        bool sinusoidal = aj->sch.s.type == PA_SCHEME_SINUSOIDAL;
+        size_t n = (size_t)aj->n_positions;
+        if ((aj->sim = malloc(n * n * sizeof(float))) == NULL)
+            goto oom;
+        st = pa_analyze_similarity(&aj->sch.s, aj->positions, aj->n_positions, aj->dim, aj->shift,
+                                   ws, ws_size, aj->sim, sinusoidal ? &aj->shift_residual : NULL,
+                                   &pe);
+        break;
+    }
+    }
+    if (st != PA_STATUS_OK) {
+        api_fail_pa(&e, &ctx, &pe);
+        api_task_fail(job, i, &e);
+    }
+    return;
+oom:
+    api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory running the analysis");
+    api_task_fail(job, i, &e);
+}
+
+static bool an_render(srv_job *job, cJSON *root)
+{
+    an_job *aj = job->impl;
+    srv_encoding enc = job->enc;
+
+    if (!cJSON_AddStringToObject(root, "analysis", an_names[aj->kind]))
+        return false;
+    if (aj->id != NULL) {
+        cJSON *id = api_id_node(aj->id);
+        if (id == NULL || !cJSON_AddItemToObject(root, "id", id)) {
+            cJSON_Delete(id);
+            return false;
+        }
+    }
+    switch (aj->kind) {
+    case AN_PERMUTATION:
+        return cJSON_AddStringToObject(root, "scheme", pa_scheme_type_name(aj->it.scheme.s.type)) &&
+               cJSON_AddNumberToObject(root, "max_abs_diff", aj->max_abs_diff);
+    case AN_DECOMPOSITION: {
+        int64_t shape[3] = {aj->it.H, aj->it.Lq, aj->it.Lk};
+        int nterms = aj->absolute ? 6 : 2;
+        if (!cJSON_AddStringToObject(root, "scheme", pa_scheme_type_name(aj->it.scheme.s.type)))
+            return false;
+        for (int t = 0; t < nterms; t++)
+            if (!srv_tensor_render(root, term_names[t], aj->terms[t], 3, shape, enc))
+                return false;
+        return true;
+    }
+    case AN_ROPE_OFFSET: {
+        int64_t n[1] = {aj->n_offsets};
+        double worst = 0.0;
+        for (int32_t i = 0; i < aj->n_offsets; i++)
+            worst = fmax(worst, (double)aj->spread[i]);
+        return cJSON_AddNumberToObject(root, "head_dim", aj->head_dim) &&
+               cJSON_AddNumberToObject(root, "base_position", aj->base_position) &&
+               api_add_int_array(root, "offsets", aj->offsets, aj->n_offsets) &&
+               srv_tensor_render(root, "score", aj->score, 1, n, enc) &&
+               srv_tensor_render(root, "spread", aj->spread, 1, n, enc) &&
+               cJSON_AddNumberToObject(root, "max_spread", worst);
+    }
+    case AN_SIMILARITY: {
+        int64_t shape[2] = {aj->n_positions, aj->n_positions};
+        if (!cJSON_AddStringToObject(root, "scheme", pa_scheme_type_name(aj->sch.s.type)) ||
+            !srv_tensor_render(root, "similarity", aj->sim, 2, shape, enc))
+            return false;
+        if (aj->sch.s.type == PA_SCHEME_SINUSOIDAL)
+            return cJSON_AddNumberToObject(root, "shift", aj->shift) &&
+                   cJSON_AddNumberToObject(root, "shift_residual", aj->shift_residual);
+        return true;
+    }
+    }
+    return false;
+}
+
+/* The fields each analysis reads, besides the attention item's for
+ * permutation and decomposition (checked by api_item_parse). */
+static const char *const rope_offset_fields[] = {
+    "analysis", "scheme", "q", "k", "offsets", "base_position", "positions", "output_encoding"};
+static const char *const similarity_fields[] = {"analysis", "scheme", "length",         "positions",
+                                                "dim",      "shift",  "output_encoding"};
+
+static bool analyze_prepare(const cJSON *root, const api_ctx *top, srv_job **job_out,
+                            srv_reply *reply)
+{
+    const srv_limits *lim = top->lim;
+    api_ctx ctx = {lim, "", top->source};
+    api_err e;
+    srv_job *job = NULL;
+    an_job *aj = NULL;
+    const cJSON *v;
+    const char *name;
+    size_t ws = 0, need = 0;
+    int kind = -1;
+    bool ok;
+
+    v = member(root, "analysis");
+    if (v == NULL) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "analysis",
+                 "analysis is required: permutation, rope_offset, similarity or decomposition");
+        goto fail;
+    }
+    if (!api_get_string(v, "analysis", &ctx, &name, &e))
+        goto fail;
+    for (int k = 0; k < 4; k++)
+        if (strcmp(name, an_names[k]) == 0)
+            kind = k;
+    if (kind < 0) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "analysis",
+                 "analysis='%.32s' is not permutation, rope_offset, similarity or "
+                 "decomposition",
+                 name);
+        goto fail;
+    }
+    job = api_job_new(&srv_ep_analyze, 1);
+    aj = calloc(1, sizeof *aj);
+    if (job == NULL || aj == NULL) {
+        free(aj);
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+        goto fail;
+    }
+    job->impl = aj;
+    job->tasks[0].scheme_name = "analysis";
+    aj->kind = (an_kind)kind;
+    if ((v = member(root, "output_encoding")) != NULL && !api_get_encoding(v, &ctx, &job->enc, &e))
+        goto fail;
+
+    switch (aj->kind) {
+    case AN_PERMUTATION:
+        if (member(root, "output_encoding") != NULL) {
+            api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "output_encoding",
+                     "the permutation analysis returns no tensors; drop output_encoding");
+            goto fail;
+        }
+        ok = prepare_permutation(root, &ctx, aj, &ws, &need, &e);
+        break;
+    case AN_DECOMPOSITION:
+        ok = prepare_decomposition(root, &ctx, aj, &ws, &need, &e);
+        break;
+    case AN_ROPE_OFFSET:
+        ok = api_check_fields(root, rope_offset_fields,
+                              sizeof rope_offset_fields / sizeof rope_offset_fields[0], "",
+                              "a rope_offset analysis", &ctx, &e) &&
+             prepare_rope_offset(root, &ctx, aj, &need, &e);
+        break;
+    default:
+        ok = api_check_fields(root, similarity_fields,
+                              sizeof similarity_fields / sizeof similarity_fields[0], "",
+                              "a similarity analysis", &ctx, &e) &&
+             prepare_similarity(root, &ctx, aj, &ws, &need, &e);
+        break;
+    }
+    if (!ok)
+        goto fail;
+    if (aj->kind == AN_PERMUTATION || aj->kind == AN_DECOMPOSITION) {
+        const cJSON *id = member(root, "id");
+        if (ws == 0) {
+            api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                     "the analysis workspace for these sizes overflows the address space");
+            goto fail;
+        }
+        if (id != NULL && (aj->id = cJSON_Duplicate(id, true)) == NULL) {
+            api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+            goto fail;
+        }
+    } else if (aj->kind == AN_SIMILARITY && ws == 0) {
+        api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                 "the similarity workspace for these sizes overflows the address space");
+        goto fail;
+    }
+    job->tasks[0].workspace = ws;
+    need = api_add_sat(api_add_sat(need, ws), aj->sch.bytes);
+    if (!api_check_memory(need, lim, &e))
+        goto fail;
+    *job_out = job;
+    return true;
+
+fail:
+    srv_job_free(job);
+    api_reply_err(reply, &e);
+    return false;
+}
+
+const srv_endpoint srv_ep_analyze = {
+    .name = "analyze",
+    .prepare = analyze_prepare,
+    .run = an_run,
+    .render = an_render,
+    .destroy = an_destroy,
+};

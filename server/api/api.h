@@ -1,0 +1,92 @@
+/* api.h - the JSON API of posattnd, independent of HTTP: what the layers
+ * above api/ (http/, v2/, runtime/) see of it.
+ *
+ * The HTTP layer hands a request body to srv_job_prepare with the endpoint
+ * its route names (on an HTTP thread: parse and validate only, no compute),
+ * runs each of the job's tasks on the worker pool (srv_job_run_task, one per
+ * batch item, concurrently), then renders the answer with srv_job_finish.
+ * Endpoints without a body answer at once (srv_endpoint_answer). Every
+ * error becomes a srv_reply.
+ */
+#ifndef SRV_API_H
+#define SRV_API_H
+
+#include "common/reply.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* An endpoint of the API: one file of api/ each, which defines its record
+ * (api/job.h). Routes name them (http/routes.c). */
+typedef struct srv_endpoint srv_endpoint;
+extern const srv_endpoint srv_ep_attention; /* POST /v1/attention (api/attention.c) */
+extern const srv_endpoint srv_ep_encode;    /* POST /v1/encode (api/encode.c) */
+extern const srv_endpoint srv_ep_analyze;   /* POST /v1/analyze (api/analyze.c) */
+extern const srv_endpoint srv_ep_schemes;   /* GET /v1/schemes (api/schemes.c) */
+extern const srv_endpoint srv_ep_tensors;   /* GET /v1/tensors (api/tensors.c) */
+
+typedef struct srv_limits {
+    size_t max_batch_items;     /* items in one /v1/attention batch */
+    size_t max_tensor_elements; /* floats in any one tensor */
+    size_t max_request_memory;  /* bytes: inputs + outputs + workspaces of a request */
+    int parallel_parts;         /* split a large q/k/v item into this many tasks (workers) */
+    /* Named tensors loaded at start-up, for {"ref":"NAME"} (store/tensor_store.h);
+     * NULL when none are loaded. Read-only, shared by every thread. */
+    const struct srv_tensor_store *tensors;
+} srv_limits;
+
+/* A growable per-worker scratch buffer, reused across tasks so that pages
+ * are touched once per worker, not once per request. */
+typedef struct srv_workspace {
+    void *p;
+    size_t cap;
+} srv_workspace;
+/* Returns a buffer of at least n bytes (64-byte aligned), or NULL. */
+void *srv_workspace_reserve(srv_workspace *ws, size_t n);
+void srv_workspace_free(srv_workspace *ws);
+
+typedef struct srv_job srv_job;
+
+/* Parses and validates body for endpoint ep (one that takes a body: a 404
+ * NOT_FOUND otherwise). On success sets *job (free with
+ * srv_job_free) and returns true. On failure fills *reply (4xx, or 413 with
+ * the figure when the request would need more than lim->max_request_memory)
+ * and returns false. */
+bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const srv_limits *lim,
+                     srv_job **job, srv_reply *reply);
+
+/* Tasks of a job: for /v1/attention one per batch item, or up to
+ * lim->parallel_parts for an item large enough to spread over the workers;
+ * one otherwise. */
+size_t srv_job_task_count(const srv_job *job);
+/* Scheme name of task i ("rope", ...; "none"), for metrics labels. */
+const char *srv_job_task_scheme(const srv_job *job, size_t i);
+/* Multiply-adds task i computes (an estimate for scheduling; 0 when the
+ * endpoint does not estimate it). */
+double srv_job_task_macs(const srv_job *job, size_t i);
+/* Bytes of workspace task i needs (known before it runs). */
+size_t srv_job_task_workspace(const srv_job *job, size_t i);
+/* Runs task i on the calling thread. Distinct i may run concurrently. A
+ * task that fails records its own error, which srv_job_finish reports. */
+void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws);
+/* Timing of task i, reported in the answer and to metrics. */
+void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t compute_us);
+/* Marks task i as not run because its deadline passed: a 504 answer for
+ * /v1/encode and /v1/analyze, an item error TIMEOUT in a /v1/attention batch
+ * (whose answer stays 200 with "errors":true). */
+void srv_job_set_timed_out(srv_job *job, size_t i);
+/* Renders the answer after every task has run (or timed out). */
+void srv_job_finish(srv_job *job, srv_reply *reply);
+void srv_job_free(srv_job *job);
+
+/* Whether ep takes a request body (POST: srv_job_prepare) or answers at
+ * once (GET: srv_endpoint_answer). */
+bool srv_endpoint_takes_body(const srv_endpoint *ep);
+/* The answer of an endpoint without a body (GET /v1/schemes: every scheme
+ * with its parameters, defaults and where position enters; GET /v1/tensors:
+ * the loaded named tensors). A 404 NOT_FOUND for an endpoint that takes a
+ * body. */
+void srv_endpoint_answer(const srv_endpoint *ep, const srv_limits *lim, srv_reply *reply);
+
+#endif

@@ -1,0 +1,470 @@
+/* attention.c - POST /v1/attention: a batch of attention items, each
+ * parsed by api/item.c, whose tasks are the items (or parts of a large
+ * one, spread over the workers). v2/ prepares its infer requests here too
+ * (api/attention.h).
+ */
+#include "api/attention.h"
+
+#include "api/job.h"
+#include "api/json.h"
+#include "api/request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An item runs as nparts tasks [first, first + nparts) when it is big enough
+ * to be worth spreading over the workers (pa_attention_run_part); each task
+ * records its own failure and timing, merged when the item is rendered. */
+typedef struct att_item {
+    cJSON *id; /* duplicate of the request's id; NULL when absent */
+    bool valid;
+    api_err err; /* why it is not valid */
+    const char *scheme_name;
+    size_t workspace;
+    double macs; /* of the whole item (all parts) */
+    size_t first;
+    int32_t nparts;
+    api_item it;
+    float *output, *weights, *logits, *q_rot, *k_rot; /* allocated when prepared */
+} att_item;
+
+typedef struct att_job {
+    size_t n;
+    att_item *items;
+    size_t *task_item; /* [n_tasks]: the item of each task */
+} att_job;
+
+/* Below this many multiply-adds an item is not split: the cost of another
+ * task (rope tables, a second pass over k) would outweigh the gain. */
+#define ATT_SPLIT_MIN_MACS (16.0 * 1024 * 1024)
+
+static void free_outputs(att_item *a)
+{
+    free(a->output);
+    free(a->weights);
+    free(a->logits);
+    free(a->q_rot);
+    free(a->k_rot);
+    a->output = a->weights = a->logits = a->q_rot = a->k_rot = NULL;
+}
+
+static void att_destroy(void *impl)
+{
+    att_job *aj = impl;
+    if (aj == NULL)
+        return;
+    for (size_t i = 0; i < aj->n; i++) {
+        cJSON_Delete(aj->items[i].id);
+        api_item_free(&aj->items[i].it);
+        free_outputs(&aj->items[i]);
+    }
+    free(aj->items);
+    free(aj->task_item);
+    free(aj);
+}
+
+/* Element counts of the results of a valid item. */
+static size_t count_output(const api_item *it)
+{
+    size_t n = 1;
+    for (int d = 0; d < it->out_ndim; d++)
+        n = api_mul_sat(n, (size_t)it->out_shape[d]);
+    return n;
+}
+
+static size_t count_scores(const api_item *it)
+{
+    return api_mul_sat(api_mul_sat((size_t)it->H, (size_t)it->Lq), (size_t)it->Lk);
+}
+
+static size_t count_q_rot(const api_item *it)
+{
+    return api_mul_sat(api_mul_sat((size_t)it->Lq, (size_t)it->H), (size_t)it->D);
+}
+
+static size_t count_k_rot(const api_item *it)
+{
+    return api_mul_sat(api_mul_sat((size_t)it->Lk, (size_t)it->Hkv), (size_t)it->D);
+}
+
+/* Bytes of the requested results (output is always computed). */
+static size_t result_bytes(const api_item *it)
+{
+    size_t n = count_output(it);
+    if (it->ret & API_RET_WEIGHTS)
+        n = api_add_sat(n, count_scores(it));
+    if (it->ret & API_RET_LOGITS)
+        n = api_add_sat(n, count_scores(it));
+    if (it->ret & API_RET_Q_ROT)
+        n = api_add_sat(n, count_q_rot(it));
+    if (it->ret & API_RET_K_ROT)
+        n = api_add_sat(n, count_k_rot(it));
+    return api_mul_sat(n, sizeof(float));
+}
+
+static bool check_results(const api_item *it, const api_ctx *ctx, api_err *e)
+{
+    int64_t scores[3] = {it->H, it->Lq, it->Lk};
+    int64_t qs[3] = {it->Lq, it->H, it->D};
+    int64_t ks[3] = {it->Lk, it->Hkv, it->D};
+    if (!api_check_result_size("output", it->out_ndim, it->out_shape, ctx, e))
+        return false;
+    if ((it->ret & API_RET_WEIGHTS) && !api_check_result_size("weights", 3, scores, ctx, e))
+        return false;
+    if ((it->ret & API_RET_LOGITS) && !api_check_result_size("logits", 3, scores, ctx, e))
+        return false;
+    /* In layer mode the projections can be larger than x and the weights. */
+    if ((it->ret & API_RET_Q_ROT) && !api_check_result_size("q_rot", 3, qs, ctx, e))
+        return false;
+    if ((it->ret & API_RET_K_ROT) && !api_check_result_size("k_rot", 3, ks, ctx, e))
+        return false;
+    return true;
+}
+
+/* The metrics label of an item that failed validation: its scheme type if
+ * that much was readable. */
+static const char *peek_scheme(const cJSON *item)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(item, "scheme");
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "type"));
+    pa_scheme_type t;
+    if (cJSON_IsObject(item) && name != NULL && pa_scheme_type_from_name(name, &t))
+        return pa_scheme_type_name(t);
+    return "none";
+}
+
+/* Parses item i; on failure records the error in the item. Returns the bytes
+ * the item needs (0 when invalid), each of its parts' workspace included. */
+static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_ctx *top)
+{
+    const srv_limits *lim = top->lim;
+    static const char *const extra[] = {"id", "return"};
+    char prefix[32];
+    api_ctx ctx;
+    size_t ws;
+    double macs;
+
+    memset(&ctx, 0, sizeof ctx);
+    a->nparts = 1;
+    api_item_prefix(prefix, i);
+    ctx.lim = lim;
+    ctx.prefix = prefix;
+    ctx.source = top->source;
+    if (!api_item_parse(node, &ctx, extra, 2, &a->it, &a->err))
+        goto fail;
+    if (!api_item_parse_return(cJSON_GetObjectItemCaseSensitive(node, "return"), &ctx, &a->it,
+                               &a->err) ||
+        !check_results(&a->it, &ctx, &a->err))
+        goto fail;
+    ws = pa_attention_workspace_size(&a->it.att);
+    if (ws == 0) {
+        api_fail(&a->err, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                 "the attention workspace for these sizes overflows the address space");
+        goto fail;
+    }
+    macs = 2.0 * a->it.Lq * (double)a->it.Lk * a->it.D * a->it.H;
+    if (a->it.att.x != NULL) /* the projections: x w_q, x w_k, x w_v (and w_o) */
+        macs += (double)(a->it.Lq + 2 * a->it.Lk) * a->it.att.d_model * a->it.H * a->it.D +
+                (double)a->it.Lq * a->it.H * a->it.Dv * a->it.att.d_out;
+    a->macs = macs;
+    if (a->it.att.x == NULL && lim->parallel_parts > 1 && macs >= ATT_SPLIT_MIN_MACS)
+        a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
+    a->valid = true;
+    a->workspace = ws;
+    a->scheme_name = pa_scheme_type_name(a->it.scheme.s.type);
+    return api_add_sat(api_add_sat(a->it.input_bytes, result_bytes(&a->it)),
+                       api_mul_sat(ws, (size_t)a->nparts));
+
+fail:
+    api_item_free(&a->it);
+    a->scheme_name = peek_scheme(node);
+    return 0;
+}
+
+/* Allocates a valid item's results before its tasks run, so that its parts
+ * can write into them concurrently. Pages are touched by the workers. */
+static bool alloc_outputs(att_item *a, const api_ctx *ctx)
+{
+    api_item *it = &a->it;
+    a->output = malloc(count_output(it) * sizeof(float));
+    if (it->ret & API_RET_WEIGHTS)
+        a->weights = malloc(count_scores(it) * sizeof(float));
+    if (it->ret & API_RET_LOGITS)
+        a->logits = malloc(count_scores(it) * sizeof(float));
+    if (it->ret & API_RET_Q_ROT)
+        a->q_rot = malloc(count_q_rot(it) * sizeof(float));
+    if (it->ret & API_RET_K_ROT)
+        a->k_rot = malloc(count_k_rot(it) * sizeof(float));
+    if (a->output == NULL || ((it->ret & API_RET_WEIGHTS) && a->weights == NULL) ||
+        ((it->ret & API_RET_LOGITS) && a->logits == NULL) ||
+        ((it->ret & API_RET_Q_ROT) && a->q_rot == NULL) ||
+        ((it->ret & API_RET_K_ROT) && a->k_rot == NULL)) {
+        free_outputs(a);
+        api_fail(&a->err, ctx, SRV_ERR_INTERNAL, "", "out of memory allocating the results");
+        return false;
+    }
+    return true;
+}
+
+static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
+{
+    att_job *aj = job->impl;
+    att_item *a = &aj->items[aj->task_item[t]];
+    pa_attention_out out;
+    pa_error pe;
+    api_err e;
+    char prefix[32];
+    api_ctx ctx = {NULL, prefix, NULL};
+
+    if (!a->valid)
+        return;
+    out.output = a->output;
+    out.weights = a->weights;
+    out.logits = a->logits;
+    out.q_rot = a->q_rot;
+    out.k_rot = a->k_rot;
+    if (pa_attention_run_part(&a->it.att, &out, (int32_t)(t - a->first), a->nparts, ws, ws_size,
+                              &pe) != PA_STATUS_OK) {
+        snprintf(prefix, sizeof prefix, "inputs[%zu]", aj->task_item[t]);
+        api_fail_pa(&e, &ctx, &pe);
+        api_task_fail(job, t, &e);
+    }
+}
+
+/* The item's outcome from its tasks: the first failure, else a timeout;
+ * timing is the longest wait and the summed compute. */
+static const api_err *item_outcome(const srv_job *job, const att_item *a, api_task *merged)
+{
+    const api_err *fail = NULL;
+    memset(merged, 0, sizeof *merged);
+    for (size_t t = a->first; t < a->first + (size_t)a->nparts; t++) {
+        const api_task *k = &job->tasks[t];
+        if (k->failed && fail == NULL)
+            fail = &k->err;
+        merged->timed_out = merged->timed_out || k->timed_out;
+        merged->queue_us = k->queue_us > merged->queue_us ? k->queue_us : merged->queue_us;
+        merged->compute_us += k->compute_us;
+    }
+    merged->failed = fail != NULL;
+    return fail;
+}
+
+static bool render_item(srv_job *job, size_t i, cJSON *obj)
+{
+    att_job *aj = job->impl;
+    att_item *a = &aj->items[i];
+    const api_item *it = &a->it;
+    api_task t;
+    const api_err *fail = item_outcome(job, a, &t);
+    cJSON *id = a->id != NULL ? api_id_node(a->id) : cJSON_CreateNull();
+
+    if (id == NULL || !cJSON_AddItemToObject(obj, "id", id)) {
+        cJSON_Delete(id);
+        return false;
+    }
+    if (fail != NULL)
+        return api_render_error(obj, fail);
+    if (t.timed_out) {
+        api_err e;
+        char field[32];
+        snprintf(field, sizeof field, "inputs[%zu]", i);
+        api_timeout_err(&e, field);
+        return api_render_error(obj, &e);
+    }
+    {
+        int64_t scores[3] = {it->H, it->Lq, it->Lk};
+        int64_t qs[3] = {it->Lq, it->H, it->D};
+        int64_t ks[3] = {it->Lk, it->Hkv, it->D};
+        srv_encoding enc = job->enc;
+        if ((it->ret & API_RET_OUTPUT) &&
+            !srv_tensor_render(obj, "output", a->output, it->out_ndim, it->out_shape, enc))
+            return false;
+        if (a->weights != NULL && !srv_tensor_render(obj, "weights", a->weights, 3, scores, enc))
+            return false;
+        if (a->logits != NULL && !srv_tensor_render(obj, "logits", a->logits, 3, scores, enc))
+            return false;
+        if (a->q_rot != NULL && !srv_tensor_render(obj, "q_rot", a->q_rot, 3, qs, enc))
+            return false;
+        if (a->k_rot != NULL && !srv_tensor_render(obj, "k_rot", a->k_rot, 3, ks, enc))
+            return false;
+    }
+    return api_render_timing(obj, &t);
+}
+
+static bool att_render(srv_job *job, cJSON *root)
+{
+    att_job *aj = job->impl;
+    bool errors = false;
+    cJSON *outputs = cJSON_AddArrayToObject(root, "outputs");
+
+    if (outputs == NULL)
+        return false;
+    for (size_t i = 0; i < aj->n; i++) {
+        api_task merged;
+        cJSON *obj = cJSON_CreateObject();
+        if (obj == NULL || !cJSON_AddItemToArray(outputs, obj)) {
+            cJSON_Delete(obj);
+            return false;
+        }
+        if (!render_item(job, i, obj))
+            return false;
+        item_outcome(job, &aj->items[i], &merged);
+        errors = errors || merged.failed || merged.timed_out;
+        /* The rendered copy is all that is needed from here on, unless the
+         * text of one of them is yet to be written (srv_defer). */
+        if (!srv_defer_uses(aj->items[i].output) && !srv_defer_uses(aj->items[i].weights) &&
+            !srv_defer_uses(aj->items[i].logits) && !srv_defer_uses(aj->items[i].q_rot) &&
+            !srv_defer_uses(aj->items[i].k_rot))
+            free_outputs(&aj->items[i]);
+    }
+    return cJSON_AddBoolToObject(root, "errors", errors) != NULL;
+}
+
+const srv_endpoint srv_ep_attention = {
+    .name = "attention",
+    .batch = true,
+    .prepare = api_attention_prepare,
+    .run = att_run,
+    .render = att_render,
+    .destroy = att_destroy,
+};
+
+bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
+{
+    const att_job *aj;
+    const att_item *a;
+    if (job == NULL || job->ep != &srv_ep_attention || i >= ((const att_job *)job->impl)->n)
+        return false;
+    aj = job->impl;
+    a = &aj->items[i];
+    memset(out, 0, sizeof *out);
+    if (!a->valid) {
+        out->err = &a->err;
+        return true;
+    }
+    out->err = item_outcome(job, a, &out->timing);
+    out->timed_out = out->timing.timed_out;
+    out->it = &a->it;
+    out->output = a->output;
+    out->weights = a->weights;
+    out->logits = a->logits;
+    out->q_rot = a->q_rot;
+    out->k_rot = a->k_rot;
+    return true;
+}
+
+const api_err *api_attention_item_error(const srv_job *job, size_t i)
+{
+    const att_job *aj;
+    if (job == NULL || job->ep != &srv_ep_attention || i >= ((const att_job *)job->impl)->n)
+        return NULL;
+    aj = job->impl;
+    return aj->items[i].valid ? NULL : &aj->items[i].err;
+}
+
+bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **job_out,
+                           srv_reply *reply)
+{
+    static const char *const top[] = {"inputs", "output_encoding"};
+    const srv_limits *lim = top_ctx->lim;
+    api_ctx ctx = {lim, "", top_ctx->source};
+    api_err e;
+    const cJSON *inputs, *node, *v;
+    srv_encoding enc = SRV_ENCODING_JSON;
+    srv_job *job = NULL;
+    att_job *aj = NULL;
+    size_t n = 0, i = 0, need = 0, n_tasks = 0;
+
+    if (!api_check_fields(root, top, 2, "", "the request", &ctx, &e))
+        goto fail;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "output_encoding")) != NULL &&
+        !api_get_encoding(v, &ctx, &enc, &e))
+        goto fail;
+    inputs = cJSON_GetObjectItemCaseSensitive(root, "inputs");
+    if (inputs == NULL) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "inputs",
+                 "inputs is required: an array of attention items");
+        goto fail;
+    }
+    if (!cJSON_IsArray(inputs)) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "inputs",
+                 "inputs must be an array of attention items, found %s", api_json_type(inputs));
+        goto fail;
+    }
+    cJSON_ArrayForEach(node, inputs)
+    {
+        n++;
+    }
+    if (n == 0) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "inputs",
+                 "inputs is empty: send at least one attention item");
+        goto fail;
+    }
+    if (n > lim->max_batch_items) {
+        api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "inputs",
+                 "inputs has %zu items; the limit is %zu per request", n, lim->max_batch_items);
+        goto fail;
+    }
+
+    aj = calloc(1, sizeof *aj);
+    if (aj != NULL && (aj->items = calloc(n, sizeof *aj->items)) == NULL) {
+        free(aj);
+        aj = NULL;
+    }
+    if (aj == NULL) {
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+        goto fail;
+    }
+    aj->n = n;
+
+    cJSON_ArrayForEach(node, inputs)
+    {
+        const cJSON *id =
+            cJSON_IsObject(node) ? cJSON_GetObjectItemCaseSensitive(node, "id") : NULL;
+        if (id != NULL && (aj->items[i].id = cJSON_Duplicate(id, true)) == NULL) {
+            api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+            goto fail;
+        }
+        need = api_add_sat(need, prepare_item(&aj->items[i], i, node, &ctx));
+        /* Stop parsing as soon as the request is known to be too big. */
+        if (!api_check_memory(need, lim, &e))
+            goto fail;
+        n_tasks += (size_t)aj->items[i].nparts;
+        i++;
+    }
+
+    job = api_job_new(&srv_ep_attention, n_tasks);
+    if (job == NULL || (aj->task_item = calloc(n_tasks, sizeof *aj->task_item)) == NULL) {
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+        goto fail;
+    }
+    job->enc = enc;
+    job->impl = aj;
+    for (size_t k = 0, t = 0; k < n; k++) {
+        att_item *a = &aj->items[k];
+        char prefix[32];
+        api_ctx ictx = {lim, prefix, NULL};
+        api_item_prefix(prefix, k);
+        if (a->valid && !alloc_outputs(a, &ictx))
+            a->valid = false;
+        a->first = t;
+        for (int32_t p = 0; p < a->nparts; p++, t++) {
+            aj->task_item[t] = k;
+            job->tasks[t].scheme_name = a->scheme_name;
+            job->tasks[t].workspace = a->valid ? a->workspace : 0;
+            job->tasks[t].macs = a->valid ? a->macs / a->nparts : 0;
+            if (!a->valid)
+                api_task_fail(job, t, &a->err);
+        }
+    }
+    *job_out = job;
+    return true;
+
+fail:
+    if (job == NULL || job->impl == NULL)
+        att_destroy(aj); /* not yet owned by the job */
+    srv_job_free(job);
+    api_reply_err(reply, &e);
+    return false;
+}

@@ -1,0 +1,520 @@
+/* api_encode.c - POST /v1/encode: the positional signal of a scheme by
+ * itself, without attention. Absolute schemes and rope take n positions
+ * (`length` or `positions`); relative schemes take query and key positions
+ * (`q_length`/`k_length` or `q_positions`/`k_positions`).
+ *
+ *   sinusoidal, learned  encoding [n, dim]
+ *   rope                 inv_freq [r/2], cos and sin [n, r/2] (times the
+ *                        attention factor), attention_factor, rotary_dim
+ *   alibi                slopes [H]; bias [H, Lq, Lk] when lengths are given
+ *   t5                   buckets [Lq, Lk] (INT32); bias [H, Lq, Lk] with a table
+ *   shaw                 index [Lq, Lk] (INT32)
+ *   none                 a note only
+ *
+ * The biases are the logits of an attention call with zero q and k, so they
+ * are exactly what /v1/attention adds.
+ */
+#include "api/job.h"
+#include "api/json.h"
+#include "api/request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct enc_job {
+    api_scheme sch;
+    /* absolute schemes and rope */
+    int32_t n, dim;
+    int32_t *positions;
+    /* relative schemes */
+    int32_t H, Lq, Lk;
+    int32_t *q_positions, *k_positions;
+    bool want_bias;
+    float *slopes;    /* alibi, computed at prepare (O(H)) */
+    pa_attention att; /* bias: zero q/k/v; pointers set by the task */
+    /* results */
+    float *encoding;
+    double *inv_freq_d;
+    float *inv_freq, *cos, *sin;
+    double attention_factor;
+    int32_t r;
+    int32_t *ints; /* buckets or index [Lq, Lk] */
+    float *bias;
+    float *zeros;
+} enc_job;
+
+static void enc_destroy(void *impl)
+{
+    enc_job *ej = impl;
+    if (ej == NULL)
+        return;
+    api_scheme_free(&ej->sch);
+    free(ej->positions);
+    free(ej->q_positions);
+    free(ej->k_positions);
+    free(ej->slopes);
+    free(ej->encoding);
+    free(ej->inv_freq_d);
+    free(ej->inv_freq);
+    free(ej->cos);
+    free(ej->sin);
+    free(ej->ints);
+    free(ej->bias);
+    free(ej->zeros);
+    free(ej);
+}
+
+/* Which request fields each scheme reads; anything else is an error. */
+enum {
+    F_LENGTH = 1u << 0,
+    F_POSITIONS = 1u << 1,
+    F_DIM = 1u << 2,
+    F_NUM_HEADS = 1u << 3,
+    F_Q_LENGTH = 1u << 4,
+    F_K_LENGTH = 1u << 5,
+    F_Q_POSITIONS = 1u << 6,
+    F_K_POSITIONS = 1u << 7,
+};
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} enc_fields[] = {
+    {"length", F_LENGTH},           {"positions", F_POSITIONS},     {"dim", F_DIM},
+    {"num_heads", F_NUM_HEADS},     {"q_length", F_Q_LENGTH},       {"k_length", F_K_LENGTH},
+    {"q_positions", F_Q_POSITIONS}, {"k_positions", F_K_POSITIONS},
+};
+
+#define F_ABS (F_LENGTH | F_POSITIONS | F_DIM)
+#define F_REL (F_Q_LENGTH | F_K_LENGTH | F_Q_POSITIONS | F_K_POSITIONS)
+
+static unsigned fields_of(pa_scheme_type t)
+{
+    switch (t) {
+    case PA_SCHEME_SINUSOIDAL:
+    case PA_SCHEME_LEARNED:
+    case PA_SCHEME_ROPE:
+        return F_ABS;
+    case PA_SCHEME_ALIBI:
+    case PA_SCHEME_T5:
+        return F_REL | F_NUM_HEADS;
+    case PA_SCHEME_SHAW:
+        return F_REL;
+    default:
+        return 0;
+    }
+}
+
+static bool opt_positive(const cJSON *root, const char *name, const api_ctx *ctx, int32_t *out,
+                         bool *present, api_err *e)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    *present = v != NULL;
+    if (v == NULL)
+        return true;
+    if (!api_get_int(v, name, ctx, out, e))
+        return false;
+    if (*out < 1)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s=%d must be at least 1", name,
+                        (int)*out);
+    return true;
+}
+
+/* sinusoidal, learned, rope: n positions and a dimension. */
+static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej, size_t *need,
+                             api_err *e)
+{
+    const pa_scheme *s = &ej->sch.s;
+    bool has_dim;
+    pa_error pe;
+
+    if (!api_get_length(root, "length", "positions", ctx, &ej->n, &ej->positions, e))
+        return false;
+    if (ej->n == 0)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "length",
+                        "length (or positions) is required for scheme '%s'",
+                        pa_scheme_type_name(s->type));
+    if (ej->positions == NULL && (ej->positions = api_range_positions(0, ej->n)) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+    if (!opt_positive(root, "dim", ctx, &ej->dim, &has_dim, e))
+        return false;
+
+    if (s->type == PA_SCHEME_LEARNED) {
+        if (s->learned.table == NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.table",
+                            "scheme.table is required: the learned scheme needs a table");
+        if (has_dim && ej->dim != s->learned.cols)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "dim",
+                            "dim=%d does not equal scheme.table.shape[1]=%d", (int)ej->dim,
+                            (int)s->learned.cols);
+        ej->dim = s->learned.cols;
+        if (!api_check_learned_rows(&s->learned, ej->positions, ej->n, "positions", ctx, e))
+            return false;
+    } else if (!has_dim) {
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "dim",
+                        "dim is required for scheme '%s' (%s)", pa_scheme_type_name(s->type),
+                        s->type == PA_SCHEME_ROPE ? "the head dimension" : "d_model");
+    }
+
+    if (s->type == PA_SCHEME_SINUSOIDAL) {
+        int64_t shape[2] = {ej->n, ej->dim};
+        if (pa_sinusoidal_encode(&s->sinusoidal, NULL, 0, ej->dim, NULL, &pe) != PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
+        if (!api_check_result_size("encoding", 2, shape, ctx, e))
+            return false;
+        *need = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
+    } else if (s->type == PA_SCHEME_LEARNED) {
+        int64_t shape[2] = {ej->n, ej->dim};
+        if (!api_check_result_size("encoding", 2, shape, ctx, e))
+            return false;
+        *need = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
+    } else {
+        int64_t shape[2];
+        if (pa_rope_check(&s->rope, ej->dim, &pe) != PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
+        ej->r = pa_rope_rotary_dim(&s->rope, ej->dim);
+        shape[0] = ej->n;
+        shape[1] = ej->r / 2;
+        if (!api_check_result_size("cos", 2, shape, ctx, e))
+            return false;
+        *need = api_add_sat(api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->r), sizeof(float)),
+                            (size_t)ej->r * (sizeof(double) + sizeof(float)));
+    }
+    *need = api_add_sat(*need, (size_t)ej->n * sizeof(int32_t));
+    return true;
+}
+
+/* alibi, t5, shaw: query and key positions, default as in attention. */
+static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej, size_t *need,
+                             api_err *e)
+{
+    const pa_scheme *s = &ej->sch.s;
+    bool has_h = false;
+    size_t cells;
+    pa_error pe;
+
+    if (!api_get_length(root, "q_length", "q_positions", ctx, &ej->Lq, &ej->q_positions, e) ||
+        !api_get_length(root, "k_length", "k_positions", ctx, &ej->Lk, &ej->k_positions, e))
+        return false;
+    if (ej->Lq == 0)
+        ej->Lq = ej->Lk;
+    if (ej->Lk == 0)
+        ej->Lk = ej->Lq;
+    if (s->type != PA_SCHEME_SHAW && !opt_positive(root, "num_heads", ctx, &ej->H, &has_h, e))
+        return false;
+
+    switch (s->type) {
+    case PA_SCHEME_ALIBI:
+        if (!has_h)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "num_heads",
+                            "num_heads is required for scheme 'alibi'");
+        if ((size_t)ej->H > ctx->lim->max_tensor_elements)
+            return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "num_heads",
+                            "num_heads=%d is more than the %zu values allowed per tensor",
+                            (int)ej->H, ctx->lim->max_tensor_elements);
+        if ((ej->slopes = malloc((size_t)ej->H * sizeof(float))) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+        if (pa_alibi_slopes(&s->alibi, ej->H, ej->slopes, &pe) != PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
+        ej->want_bias = ej->Lq > 0;
+        break;
+    case PA_SCHEME_T5:
+        if (pa_t5_check(&s->t5, &pe) != PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
+        if (s->t5.table != NULL) {
+            if (s->t5.table_rows != s->t5.num_buckets)
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "scheme.table.shape",
+                                "scheme.table.shape[0]=%d does not equal scheme.num_buckets=%d",
+                                (int)s->t5.table_rows, (int)s->t5.num_buckets);
+            if (has_h && ej->H != s->t5.table_cols)
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "num_heads",
+                                "num_heads=%d does not equal scheme.table.shape[1]=%d", (int)ej->H,
+                                (int)s->t5.table_cols);
+            ej->H = s->t5.table_cols;
+            ej->want_bias = true;
+        } else if (has_h) {
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "num_heads",
+                            "num_heads sizes the t5 bias, which needs scheme.table "
+                            "[num_buckets, H]");
+        }
+        break;
+    default: /* shaw */
+        if (s->shaw.max_relative_position < 0)
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, "scheme.max_relative_position",
+                            "scheme.max_relative_position=%d must be >= 0",
+                            (int)s->shaw.max_relative_position);
+        break;
+    }
+    if (ej->Lq == 0) {
+        if (s->type == PA_SCHEME_ALIBI)
+            return true; /* slopes only */
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "q_length",
+                        "q_length or k_length (or q_positions / k_positions) is required for "
+                        "scheme '%s'",
+                        pa_scheme_type_name(s->type));
+    }
+    if (ej->k_positions == NULL && (ej->k_positions = api_range_positions(0, ej->Lk)) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+    if (ej->q_positions == NULL && (ej->q_positions = api_range_positions(
+                                        (int32_t)((int64_t)ej->Lk - ej->Lq), ej->Lq)) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+
+    cells = api_mul_sat((size_t)ej->Lq, (size_t)ej->Lk);
+    {
+        int64_t grid[2] = {ej->Lq, ej->Lk};
+        *need = api_mul_sat(api_add_sat((size_t)ej->Lq, (size_t)ej->Lk), sizeof(int32_t));
+        if (s->type != PA_SCHEME_ALIBI) {
+            if (!api_check_result_size(s->type == PA_SCHEME_T5 ? "buckets" : "index", 2, grid, ctx,
+                                       e))
+                return false;
+            *need = api_add_sat(*need, api_mul_sat(cells, sizeof(int32_t)));
+        }
+    }
+    if (ej->want_bias) {
+        int64_t shape[3] = {ej->H, ej->Lq, ej->Lk};
+        /* Zero q, k, v of head_dim 1 ([Lq + 2 Lk, H]), the output [Lq, H]
+         * and the bias [H, Lq, Lk]. */
+        size_t rows = api_add_sat(api_mul_sat(2, (size_t)ej->Lq), api_mul_sat(2, (size_t)ej->Lk));
+        size_t floats =
+            api_add_sat(api_mul_sat(rows, (size_t)ej->H), api_mul_sat((size_t)ej->H, cells));
+        if (!api_check_result_size("bias", 3, shape, ctx, e))
+            return false;
+        pa_attention_init(&ej->att, &ej->sch.s);
+        ej->att.num_heads = ej->H;
+        ej->att.head_dim = 1;
+        ej->att.q_len = ej->Lq;
+        ej->att.k_len = ej->Lk;
+        ej->att.q_positions = ej->q_positions;
+        ej->att.k_positions = ej->k_positions;
+        ej->att.scale_set = true;
+        ej->att.scale = 1.0f;
+        *need = api_add_sat(*need, api_mul_sat(floats, sizeof(float)));
+    }
+    return true;
+}
+
+static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
+{
+    enc_job *ej = job->impl;
+    const pa_scheme *s = &ej->sch.s;
+    api_ctx ctx = {NULL, "", NULL};
+    pa_error pe;
+    pa_status st = PA_STATUS_OK;
+    api_err e;
+    size_t cells = (size_t)ej->Lq * (size_t)ej->Lk;
+
+    switch (s->type) {
+    case PA_SCHEME_SINUSOIDAL:
+    case PA_SCHEME_LEARNED:
+        ej->encoding = malloc((size_t)ej->n * (size_t)ej->dim * sizeof(float));
+        if (ej->encoding == NULL)
+            goto oom;
+        if (s->type == PA_SCHEME_SINUSOIDAL)
+            st = pa_sinusoidal_encode(&s->sinusoidal, ej->positions, ej->n, ej->dim, ej->encoding,
+                                      &pe);
+        else
+            st = pa_learned_encode(&s->learned, ej->positions, ej->n, ej->encoding, &pe);
+        break;
+    case PA_SCHEME_ROPE: {
+        size_t half = (size_t)ej->r / 2;
+        int32_t maxpos = api_max_position(ej->positions, ej->n);
+        ej->inv_freq_d = malloc((half ? half : 1) * sizeof(double));
+        ej->inv_freq = malloc((half ? half : 1) * sizeof(float));
+        ej->cos = malloc((half ? half : 1) * (size_t)ej->n * sizeof(float));
+        ej->sin = malloc((half ? half : 1) * (size_t)ej->n * sizeof(float));
+        if (ej->inv_freq_d == NULL || ej->inv_freq == NULL || ej->cos == NULL || ej->sin == NULL)
+            goto oom;
+        st =
+            pa_rope_inv_freq(&s->rope, ej->dim, maxpos, ej->inv_freq_d, &ej->attention_factor, &pe);
+        if (st == PA_STATUS_OK)
+            st = pa_rope_cos_sin(&s->rope, ej->dim, ej->positions, ej->n, maxpos, ej->cos, ej->sin,
+                                 &pe);
+        for (size_t k = 0; st == PA_STATUS_OK && k < half; k++)
+            ej->inv_freq[k] = (float)ej->inv_freq_d[k];
+        break;
+    }
+    case PA_SCHEME_T5:
+    case PA_SCHEME_SHAW:
+        if (ej->Lq == 0)
+            break;
+        if ((ej->ints = malloc(cells * sizeof(int32_t))) == NULL)
+            goto oom;
+        for (int32_t a = 0; a < ej->Lq; a++) {
+            for (int32_t b = 0; b < ej->Lk; b++) {
+                /* kpos - qpos, clamped into int32 as the attention kernel does. */
+                int64_t d = (int64_t)ej->k_positions[b] - ej->q_positions[a];
+                int32_t rel = d > INT32_MAX ? INT32_MAX : d < INT32_MIN ? INT32_MIN : (int32_t)d;
+                ej->ints[(size_t)a * ej->Lk + b] =
+                    s->type == PA_SCHEME_T5 ? pa_t5_bucket(rel, s->t5.bidirectional,
+                                                           s->t5.num_buckets, s->t5.max_distance)
+                                            : pa_shaw_index(rel, s->shaw.max_relative_position);
+            }
+        }
+        break;
+    default:
+        break;
+    }
+    if (st == PA_STATUS_OK && ej->want_bias) {
+        pa_attention_out out;
+        size_t nq = (size_t)ej->Lq * ej->H, nk = (size_t)ej->Lk * ej->H;
+        float *output;
+        ej->zeros = calloc(nq + 2 * nk, sizeof(float));
+        ej->bias = malloc((size_t)ej->H * cells * sizeof(float));
+        output = malloc((nq ? nq : 1) * sizeof(float));
+        if (ej->zeros == NULL || ej->bias == NULL || output == NULL) {
+            free(output);
+            goto oom;
+        }
+        ej->att.q = ej->zeros;
+        ej->att.k = ej->zeros + nq;
+        ej->att.v = ej->zeros + nq + nk;
+        memset(&out, 0, sizeof out);
+        out.output = output;
+        out.logits = ej->bias;
+        st = pa_attention_run(&ej->att, &out, ws, ws_size, &pe);
+        free(output);
+    }
+    if (st != PA_STATUS_OK) {
+        api_fail_pa(&e, &ctx, &pe);
+        api_task_fail(job, i, &e);
+    }
+    return;
+oom:
+    api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory computing the encoding");
+    api_task_fail(job, i, &e);
+}
+
+static bool add_int_grid(cJSON *root, const char *name, const int32_t *v, int32_t rows,
+                         int32_t cols)
+{
+    cJSON *obj = cJSON_AddObjectToObject(root, name);
+    cJSON *shape = obj != NULL ? cJSON_AddArrayToObject(obj, "shape") : NULL;
+    return shape != NULL && cJSON_AddItemToArray(shape, cJSON_CreateNumber(rows)) &&
+           cJSON_AddItemToArray(shape, cJSON_CreateNumber(cols)) &&
+           cJSON_AddStringToObject(obj, "datatype", "INT32") &&
+           api_add_int_array(obj, "data", v, rows * cols);
+}
+
+static bool enc_render(srv_job *job, cJSON *root)
+{
+    enc_job *ej = job->impl;
+    const pa_scheme *s = &ej->sch.s;
+    srv_encoding enc = job->enc;
+
+    if (!cJSON_AddStringToObject(root, "scheme", pa_scheme_type_name(s->type)))
+        return false;
+    switch (s->type) {
+    case PA_SCHEME_SINUSOIDAL:
+    case PA_SCHEME_LEARNED: {
+        int64_t shape[2] = {ej->n, ej->dim};
+        return srv_tensor_render(root, "encoding", ej->encoding, 2, shape, enc);
+    }
+    case PA_SCHEME_ROPE: {
+        int64_t half[1] = {ej->r / 2};
+        int64_t grid[2] = {ej->n, ej->r / 2};
+        return cJSON_AddNumberToObject(root, "rotary_dim", ej->r) &&
+               cJSON_AddNumberToObject(root, "attention_factor", ej->attention_factor) &&
+               srv_tensor_render(root, "inv_freq", ej->inv_freq, 1, half, enc) &&
+               srv_tensor_render(root, "cos", ej->cos, 2, grid, enc) &&
+               srv_tensor_render(root, "sin", ej->sin, 2, grid, enc);
+    }
+    case PA_SCHEME_ALIBI: {
+        int64_t h[1] = {ej->H};
+        if (!srv_tensor_render(root, "slopes", ej->slopes, 1, h, enc))
+            return false;
+        break;
+    }
+    case PA_SCHEME_T5:
+    case PA_SCHEME_SHAW:
+        if (!add_int_grid(root, s->type == PA_SCHEME_T5 ? "buckets" : "index", ej->ints, ej->Lq,
+                          ej->Lk))
+            return false;
+        break;
+    default:
+        return cJSON_AddStringToObject(root, "note",
+                                       "scheme 'none' (NoPE) has no positional signal") != NULL;
+    }
+    if (ej->want_bias) {
+        int64_t shape[3] = {ej->H, ej->Lq, ej->Lk};
+        return srv_tensor_render(root, "bias", ej->bias, 3, shape, enc);
+    }
+    return true;
+}
+
+static bool encode_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **job_out,
+                           srv_reply *reply)
+{
+    static const char *const top[] = {"scheme",      "length",         "positions", "dim",
+                                      "num_heads",   "q_length",       "k_length",  "q_positions",
+                                      "k_positions", "output_encoding"};
+    const srv_limits *lim = top_ctx->lim;
+    api_ctx ctx = {lim, "", top_ctx->source};
+    api_err e;
+    srv_job *job = NULL;
+    enc_job *ej = NULL;
+    const cJSON *v;
+    size_t need = 0;
+    unsigned allowed;
+
+    if (!api_check_fields(root, top, sizeof top / sizeof top[0], "", "an encode request", &ctx, &e))
+        goto fail;
+    job = api_job_new(&srv_ep_encode, 1);
+    ej = calloc(1, sizeof *ej);
+    if (job == NULL || ej == NULL) {
+        free(ej);
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+        goto fail;
+    }
+    job->impl = ej;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "output_encoding")) != NULL &&
+        !api_get_encoding(v, &ctx, &job->enc, &e))
+        goto fail;
+    if (!api_scheme_parse(cJSON_GetObjectItemCaseSensitive(root, "scheme"), &ctx, &ej->sch, &e))
+        goto fail;
+    job->tasks[0].scheme_name = pa_scheme_type_name(ej->sch.s.type);
+
+    allowed = fields_of(ej->sch.s.type);
+    for (size_t k = 0; k < sizeof enc_fields / sizeof enc_fields[0]; k++) {
+        if (!(allowed & enc_fields[k].bit) &&
+            cJSON_GetObjectItemCaseSensitive(root, enc_fields[k].name) != NULL) {
+            api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, enc_fields[k].name,
+                     "%s does not apply to scheme '%s'", enc_fields[k].name,
+                     pa_scheme_type_name(ej->sch.s.type));
+            goto fail;
+        }
+    }
+    if (allowed & F_DIM) {
+        if (!prepare_absolute(root, &ctx, ej, &need, &e))
+            goto fail;
+    } else if (allowed != 0) {
+        if (!prepare_relative(root, &ctx, ej, &need, &e))
+            goto fail;
+        if (ej->want_bias) {
+            job->tasks[0].workspace = pa_attention_workspace_size(&ej->att);
+            if (job->tasks[0].workspace == 0) {
+                api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                         "the workspace for these sizes overflows the address space");
+                goto fail;
+            }
+        }
+    }
+    need = api_add_sat(api_add_sat(need, ej->sch.bytes), job->tasks[0].workspace);
+    if (!api_check_memory(need, lim, &e))
+        goto fail;
+    *job_out = job;
+    return true;
+
+fail:
+    srv_job_free(job);
+    api_reply_err(reply, &e);
+    return false;
+}
+
+const srv_endpoint srv_ep_encode = {
+    .name = "encode",
+    .prepare = encode_prepare,
+    .run = enc_run,
+    .render = enc_render,
+    .destroy = enc_destroy,
+};

@@ -1,0 +1,429 @@
+/* item.c - an attention item into a pa_attention. Sizes come from the
+ * tensors' shapes; every disagreement is reported with the field and the
+ * values before the core library is called, and then pa_attention_check
+ * validates the rest.
+ */
+#include "api/request.h"
+
+#include "api/json.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Attention items                                                           */
+/* ------------------------------------------------------------------------- */
+
+static const char *const attention_fields[] = {
+    "scheme",       "q",           "k",      "v",      "x",
+    "w_q",          "w_k",         "w_v",    "w_o",    "num_heads",
+    "num_kv_heads", "head_dim",    "causal", "window", "key_length",
+    "q_positions",  "k_positions", "scale",
+};
+
+void api_item_free(api_item *it)
+{
+    if (it == NULL)
+        return;
+    api_scheme_free(&it->scheme);
+    api_tensor_release(&it->q);
+    api_tensor_release(&it->k);
+    api_tensor_release(&it->v);
+    api_tensor_release(&it->x);
+    api_tensor_release(&it->w_q);
+    api_tensor_release(&it->w_k);
+    api_tensor_release(&it->w_v);
+    api_tensor_release(&it->w_o);
+    free(it->q_positions);
+    free(it->k_positions);
+    memset(it, 0, sizeof *it);
+}
+
+static const cJSON *member(const cJSON *obj, const char *name)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, name);
+}
+
+/* An optional int member; *present tells whether it was there. */
+static bool opt_int(const cJSON *obj, const char *name, const api_ctx *ctx, int32_t *out,
+                    bool *present, api_err *e)
+{
+    const cJSON *v = member(obj, name);
+    *present = v != NULL;
+    return v == NULL || api_get_int(v, name, ctx, out, e);
+}
+
+/* A count that must be positive (num_heads, num_kv_heads, head_dim). */
+static bool opt_count(const cJSON *obj, const char *name, const api_ctx *ctx, int32_t *out,
+                      bool *present, api_err *e)
+{
+    if (!opt_int(obj, name, ctx, out, present, e))
+        return false;
+    if (*present && *out < 1)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s=%d must be at least 1", name,
+                        (int)*out);
+    return true;
+}
+
+/* An explicit count that must agree with a shape in q/k/v mode. */
+static bool agree(const cJSON *obj, const char *name, int32_t from_shape, const char *shape_name,
+                  const api_ctx *ctx, api_err *e)
+{
+    int32_t given;
+    bool present;
+    if (!opt_count(obj, name, ctx, &given, &present, e))
+        return false;
+    if (present && given != from_shape)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name, "%s=%d does not match %s=%d", name,
+                        (int)given, shape_name, (int)from_shape);
+    return true;
+}
+
+static bool parse_qkv(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e)
+{
+    static const char *const layer_only[] = {"w_q", "w_k", "w_v", "w_o"};
+    for (size_t i = 0; i < sizeof layer_only / sizeof layer_only[0]; i++)
+        if (member(obj, layer_only[i]) != NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, layer_only[i],
+                            "%s is a layer-mode input: send x with w_q, w_k, w_v, or q, k and v "
+                            "without weights",
+                            layer_only[i]);
+    if (member(obj, "q") == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "q",
+                        "q is required (or x with w_q, w_k, w_v for layer mode)");
+    if (member(obj, "k") == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "k", "k is required with q");
+    if (member(obj, "v") == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "v", "v is required with q");
+    if (!api_get_tensor(member(obj, "q"), "q", ctx, 3, &it->q, e) ||
+        !api_get_tensor(member(obj, "k"), "k", ctx, 3, &it->k, e) ||
+        !api_get_tensor(member(obj, "v"), "v", ctx, 3, &it->v, e))
+        return false;
+
+    it->Lq = (int32_t)it->q.shape[0];
+    it->H = (int32_t)it->q.shape[1];
+    it->D = (int32_t)it->q.shape[2];
+    it->Lk = (int32_t)it->k.shape[0];
+    it->Hkv = (int32_t)it->k.shape[1];
+    if (it->k.shape[2] != it->D)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "k.shape",
+                        "k.shape[2]=%lld does not equal q.shape[2]=%d (head_dim)",
+                        (long long)it->k.shape[2], (int)it->D);
+    if (it->H % it->Hkv != 0)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "k.shape",
+                        "k.shape[1]=%d does not divide num_heads=%d", (int)it->Hkv, (int)it->H);
+    if (it->v.shape[0] != it->Lk)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "v.shape",
+                        "v.shape[0]=%lld does not equal k.shape[0]=%d (keys)",
+                        (long long)it->v.shape[0], (int)it->Lk);
+    if (it->v.shape[1] != it->Hkv)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "v.shape",
+                        "v.shape[1]=%lld does not equal k.shape[1]=%d (num_kv_heads)",
+                        (long long)it->v.shape[1], (int)it->Hkv);
+    it->Dv = (int32_t)it->v.shape[2];
+    if (!agree(obj, "num_heads", it->H, "q.shape[1]", ctx, e) ||
+        !agree(obj, "num_kv_heads", it->Hkv, "k.shape[1]", ctx, e) ||
+        !agree(obj, "head_dim", it->D, "q.shape[2]", ctx, e))
+        return false;
+
+    it->att.num_heads = it->H;
+    it->att.num_kv_heads = it->Hkv;
+    it->att.head_dim = it->D;
+    it->att.v_head_dim = it->Dv;
+    it->att.q_len = it->Lq;
+    it->att.k_len = it->Lk;
+    it->att.q = it->q.data;
+    it->att.k = it->k.data;
+    it->att.v = it->v.data;
+    it->out_ndim = 3;
+    it->out_shape[0] = it->Lq;
+    it->out_shape[1] = it->H;
+    it->out_shape[2] = it->Dv;
+    return true;
+}
+
+/* w.shape[0] must be d_model and w.shape[1] cols. */
+static bool weight_shape(const srv_tensor *w, const char *name, int32_t d_model, int64_t cols,
+                         const char *cols_text, const api_ctx *ctx, api_err *e)
+{
+    char rel[32];
+    snprintf(rel, sizeof rel, "%s.shape", name);
+    if (w->shape[0] != d_model)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,
+                        "%s.shape[0]=%lld does not equal x.shape[1]=%d (d_model)", name,
+                        (long long)w->shape[0], (int)d_model);
+    if (cols >= 0 && w->shape[1] != cols)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,
+                        "%s.shape[1]=%lld does not equal %s=%lld", name, (long long)w->shape[1],
+                        cols_text, (long long)cols);
+    return true;
+}
+
+static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e)
+{
+    static const char *const qkv_only[] = {"q", "k", "v"};
+    int32_t H, Hkv, D, d_model;
+    bool has_hkv, has_d, has_h;
+    char text[64];
+
+    for (size_t i = 0; i < sizeof qkv_only / sizeof qkv_only[0]; i++)
+        if (member(obj, qkv_only[i]) != NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, qkv_only[i],
+                            "send either q, k and v, or x with w_q, w_k and w_v, not both");
+    static const char *const needed[] = {"w_q", "w_k", "w_v"};
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        if (member(obj, needed[i]) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, needed[i], "layer mode (x) needs %s",
+                            needed[i]);
+    if (!opt_count(obj, "num_heads", ctx, &H, &has_h, e))
+        return false;
+    if (!has_h)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "num_heads",
+                        "layer mode (x) needs num_heads");
+    if (!opt_count(obj, "num_kv_heads", ctx, &Hkv, &has_hkv, e) ||
+        !opt_count(obj, "head_dim", ctx, &D, &has_d, e))
+        return false;
+    if (!has_hkv)
+        Hkv = H;
+    if (H % Hkv != 0)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "num_kv_heads",
+                        "num_kv_heads=%d does not divide num_heads=%d", (int)Hkv, (int)H);
+
+    if (!api_get_tensor(member(obj, "x"), "x", ctx, 2, &it->x, e) ||
+        !api_get_tensor(member(obj, "w_q"), "w_q", ctx, 2, &it->w_q, e) ||
+        !api_get_tensor(member(obj, "w_k"), "w_k", ctx, 2, &it->w_k, e) ||
+        !api_get_tensor(member(obj, "w_v"), "w_v", ctx, 2, &it->w_v, e))
+        return false;
+    if (member(obj, "w_o") != NULL &&
+        !api_get_tensor(member(obj, "w_o"), "w_o", ctx, 2, &it->w_o, e))
+        return false;
+    d_model = (int32_t)it->x.shape[1];
+
+    if (!has_d) {
+        if (it->w_q.shape[1] % H != 0)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "w_q.shape",
+                            "w_q.shape[1]=%lld is not a multiple of num_heads=%d; set head_dim "
+                            "or fix w_q",
+                            (long long)it->w_q.shape[1], (int)H);
+        D = (int32_t)(it->w_q.shape[1] / H);
+    }
+    snprintf(text, sizeof text, "num_heads*head_dim=%d*%d", (int)H, (int)D);
+    if (!weight_shape(&it->w_q, "w_q", d_model, (int64_t)H * D, text, ctx, e))
+        return false;
+    snprintf(text, sizeof text, "num_kv_heads*head_dim=%d*%d", (int)Hkv, (int)D);
+    if (!weight_shape(&it->w_k, "w_k", d_model, (int64_t)Hkv * D, text, ctx, e) ||
+        !weight_shape(&it->w_v, "w_v", d_model, -1, NULL, ctx, e))
+        return false;
+    if (it->w_v.shape[1] % Hkv != 0)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "w_v.shape",
+                        "w_v.shape[1]=%lld is not a multiple of num_kv_heads=%d",
+                        (long long)it->w_v.shape[1], (int)Hkv);
+    it->H = H;
+    it->Hkv = Hkv;
+    it->D = D;
+    it->Dv = (int32_t)(it->w_v.shape[1] / Hkv);
+    it->Lq = it->Lk = (int32_t)it->x.shape[0];
+    if (it->w_o.data != NULL && it->w_o.shape[0] != (int64_t)H * it->Dv)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "w_o.shape",
+                        "w_o.shape[0]=%lld does not equal num_heads*v_head_dim=%d*%d",
+                        (long long)it->w_o.shape[0], (int)H, (int)it->Dv);
+
+    it->att.num_heads = H;
+    it->att.num_kv_heads = Hkv;
+    it->att.head_dim = D;
+    it->att.v_head_dim = it->Dv;
+    it->att.x = it->x.data;
+    it->att.seq_len = it->Lq;
+    it->att.d_model = d_model;
+    it->att.w_q = it->w_q.data;
+    it->att.w_k = it->w_k.data;
+    it->att.w_v = it->w_v.data;
+    if (it->w_o.data != NULL) {
+        it->att.w_o = it->w_o.data;
+        it->att.d_out = (int32_t)it->w_o.shape[1];
+        it->out_ndim = 2;
+        it->out_shape[0] = it->Lq;
+        it->out_shape[1] = it->att.d_out;
+    } else {
+        it->out_ndim = 3;
+        it->out_shape[0] = it->Lq;
+        it->out_shape[1] = H;
+        it->out_shape[2] = it->Dv;
+    }
+    return true;
+}
+
+static bool parse_positions(const cJSON *obj, const char *name, int32_t want, const char *what,
+                            const api_ctx *ctx, int32_t **out, api_err *e)
+{
+    const cJSON *v = member(obj, name);
+    int32_t n = 0;
+    if (v == NULL)
+        return true;
+    if (!api_get_int_array(v, name, ctx, out, &n, e))
+        return false;
+    if (n != want)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name, "%s has %d values but %s=%d", name,
+                        (int)n, what, (int)want);
+    return true;
+}
+
+static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e)
+{
+    const cJSON *v;
+    bool present;
+    int32_t iv;
+
+    if ((v = member(obj, "causal")) != NULL && !api_get_bool(v, "causal", ctx, &it->att.causal, e))
+        return false;
+    if (!opt_int(obj, "window", ctx, &iv, &present, e))
+        return false;
+    if (present)
+        it->att.window = iv;
+    if (!opt_int(obj, "key_length", ctx, &iv, &present, e))
+        return false;
+    if (present)
+        it->att.key_length = iv;
+    if ((v = member(obj, "scale")) != NULL) {
+        double d;
+        if (!api_get_number(v, "scale", ctx, &d, e))
+            return false;
+        it->att.scale_set = true;
+        it->att.scale = (float)d;
+    }
+    bool layer = it->att.x != NULL;
+    if (!parse_positions(obj, "q_positions", it->Lq, layer ? "x.shape[0]" : "q.shape[0]", ctx,
+                         &it->q_positions, e) ||
+        !parse_positions(obj, "k_positions", it->Lk, layer ? "x.shape[0]" : "k.shape[0]", ctx,
+                         &it->k_positions, e))
+        return false;
+    it->att.q_positions = it->q_positions;
+    it->att.k_positions = it->k_positions;
+    return true;
+}
+
+bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra, size_t n_extra,
+                    api_item *out, api_err *e)
+{
+    const char *known[64];
+    size_t n_known = 0;
+    pa_error pe;
+
+    memset(out, 0, sizeof *out);
+    if (!cJSON_IsObject(obj))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "",
+                        "an attention item must be an object, found %s", api_json_type(obj));
+    for (size_t i = 0; i < sizeof attention_fields / sizeof attention_fields[0]; i++)
+        known[n_known++] = attention_fields[i];
+    for (size_t i = 0; i < n_extra && n_known < sizeof known / sizeof known[0]; i++)
+        known[n_known++] = extra[i];
+    if (!api_check_fields(obj, known, n_known, "", "an attention item", ctx, e))
+        return false;
+
+    if (!api_scheme_parse(member(obj, "scheme"), ctx, &out->scheme, e))
+        goto fail;
+    pa_attention_init(&out->att, &out->scheme.s);
+    if (member(obj, "x") != NULL) {
+        if (!parse_layer(obj, ctx, out, e))
+            goto fail;
+    } else if (!parse_qkv(obj, ctx, out, e)) {
+        goto fail;
+    }
+    if (!parse_masks(obj, ctx, out, e))
+        goto fail;
+
+    if (pa_attention_check(&out->att, &pe) != PA_STATUS_OK) {
+        api_fail_pa(e, ctx, &pe);
+        goto fail;
+    }
+
+    out->ret = API_RET_OUTPUT;
+    out->input_bytes = out->scheme.bytes;
+    {
+        const srv_tensor *ts[] = {&out->q,   &out->k,   &out->v,   &out->x,
+                                  &out->w_q, &out->w_k, &out->w_v, &out->w_o};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            out->input_bytes = api_add_sat(out->input_bytes, api_tensor_bytes(ts[i]));
+    }
+    if (out->q_positions != NULL)
+        out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->Lq * sizeof(int32_t));
+    if (out->k_positions != NULL)
+        out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->Lk * sizeof(int32_t));
+    return true;
+
+fail:
+    api_item_free(out);
+    return false;
+}
+
+bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, api_err *e)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"output", API_RET_OUTPUT},
+                 {"weights", API_RET_WEIGHTS},
+                 {"logits", API_RET_LOGITS},
+                 {"q_rot", API_RET_Q_ROT},
+                 {"k_rot", API_RET_K_ROT}};
+    const cJSON *it;
+    int i = 0;
+
+    if (v == NULL) {
+        out->ret = API_RET_OUTPUT;
+        return true;
+    }
+    if (!cJSON_IsArray(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "return",
+                        "return must be an array of names (output, weights, logits, q_rot, "
+                        "k_rot), found %s",
+                        api_json_type(v));
+    out->ret = 0;
+    cJSON_ArrayForEach(it, v)
+    {
+        char rel[32];
+        size_t k = 0;
+        snprintf(rel, sizeof rel, "return[%d]", i++);
+        if (!cJSON_IsString(it))
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel, "%s must be a string, found %s",
+                            rel, api_json_type(it));
+        while (k < sizeof names / sizeof names[0] && strcmp(names[k].name, it->valuestring) != 0)
+            k++;
+        if (k == sizeof names / sizeof names[0])
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not one of output, weights, logits, q_rot, k_rot", rel,
+                            it->valuestring);
+        out->ret |= names[k].bit;
+    }
+    return true;
+}
+
+bool api_check_learned_rows(const pa_learned *l, const int32_t *pos, int32_t n, const char *field,
+                            const api_ctx *ctx, api_err *e)
+{
+    for (int32_t i = 0; i < n; i++) {
+        int64_t row = (int64_t)pos[i] + l->offset;
+        if (row < 0 || row >= l->rows) {
+            char f[64];
+            snprintf(f, sizeof f, "%s[%d]", field, (int)i);
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, f,
+                            "position %d + offset %d = row %lld is outside the learned table of "
+                            "%d rows",
+                            (int)pos[i], (int)l->offset, (long long)row, (int)l->rows);
+        }
+    }
+    return true;
+}
+
+int32_t api_max_position(const int32_t *pos, int32_t n)
+{
+    int32_t m = 0;
+    if (pos == NULL)
+        return n > 0 ? n - 1 : 0;
+    for (int32_t i = 0; i < n; i++)
+        if (i == 0 || pos[i] > m)
+            m = pos[i];
+    return m;
+}

@@ -1,0 +1,325 @@
+/* job.c - the job lifecycle of the JSON API: the body parsed once (tensor
+ * numbers lifted first, codec/json_lift.h), handed to the endpoint's
+ * preparer, each task run with a worker's workspace, the answer rendered.
+ * Endpoints plug in through their struct srv_endpoint (api/job.h); this file
+ * names none of them.
+ *
+ * Threads: prepare runs on an HTTP thread, run_task on workers (each task
+ * touches only its own api_task and item), finish after every task is done.
+ * There is no global mutable state.
+ */
+#include "api/job.h"
+
+#include "api/json.h"
+#include "codec/json_lift.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------------- */
+/* Worker workspaces                                                         */
+/* ------------------------------------------------------------------------- */
+
+enum { WS_ALIGN = 64, WS_MIN = 64 * 1024 };
+
+void *srv_workspace_reserve(srv_workspace *ws, size_t n)
+{
+    size_t cap;
+    void *p = NULL;
+
+    if (ws == NULL)
+        return NULL;
+    if (n == 0)
+        n = 1;
+    if (ws->p != NULL && ws->cap >= n)
+        return ws->p;
+    /* Grow geometrically so a worker that sees slowly growing requests does
+     * not reallocate (and touch fresh pages) each time; a request far above
+     * the current size gets what it asks for. */
+    cap = ws->cap <= SIZE_MAX / 2 ? ws->cap * 2 : n;
+    if (cap < WS_MIN)
+        cap = WS_MIN;
+    if (cap < n)
+        cap = n <= SIZE_MAX - 4095 ? (n + 4095) & ~(size_t)4095 : n;
+    if (posix_memalign(&p, WS_ALIGN, cap) != 0) {
+        p = NULL;
+        if (cap > n && posix_memalign(&p, WS_ALIGN, n) != 0)
+            p = NULL;
+        if (p == NULL)
+            return NULL; /* the old buffer is kept */
+        cap = n;
+    }
+    free(ws->p);
+    ws->p = p;
+    ws->cap = cap;
+    return p;
+}
+
+void srv_workspace_free(srv_workspace *ws)
+{
+    if (ws == NULL)
+        return;
+    free(ws->p);
+    ws->p = NULL;
+    ws->cap = 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Jobs                                                                      */
+/* ------------------------------------------------------------------------- */
+
+srv_job *api_job_new(const srv_endpoint *ep, size_t n_tasks)
+{
+    srv_job *job = calloc(1, sizeof *job);
+    if (job == NULL)
+        return NULL;
+    job->tasks = calloc(n_tasks ? n_tasks : 1, sizeof *job->tasks);
+    if (job->tasks == NULL) {
+        free(job);
+        return NULL;
+    }
+    job->ep = ep;
+    job->n_tasks = n_tasks;
+    for (size_t i = 0; i < n_tasks; i++)
+        job->tasks[i].scheme_name = "none";
+    return job;
+}
+
+void api_task_fail(srv_job *job, size_t i, const api_err *err)
+{
+    job->tasks[i].failed = true;
+    job->tasks[i].err = *err;
+}
+
+bool srv_endpoint_takes_body(const srv_endpoint *ep)
+{
+    return ep != NULL && ep->prepare != NULL;
+}
+
+void srv_endpoint_answer(const srv_endpoint *ep, const srv_limits *lim, srv_reply *reply)
+{
+    if (ep == NULL || ep->answer == NULL) {
+        srv_reply_error(reply, SRV_ERR_NOT_FOUND, NULL, "no such endpoint");
+        return;
+    }
+    ep->answer(lim, reply);
+}
+
+bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const srv_limits *lim,
+                     srv_job **job, srv_reply *reply)
+{
+    api_ctx ctx = {lim, "", NULL};
+    api_err e;
+    cJSON *root;
+    srv_lift lift;
+    bool ok, lifted;
+
+    *job = NULL;
+    if (!srv_endpoint_takes_body(ep)) {
+        srv_reply_error(reply, SRV_ERR_NOT_FOUND, NULL, "no such endpoint");
+        return false;
+    }
+    /* Tensor number arrays first, straight to floats (json_lift.h). */
+    lifted = srv_lift_scan(body, len, &lift);
+    if (lifted && lift.bytes > lim->max_request_memory) {
+        const size_t mb = (size_t)1 << 20;
+        api_fail(&e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                 "request needs %zu MB to parse (its tensor numbers as float32), limit %zu MB",
+                 lift.bytes / mb + (lift.bytes % mb != 0), lim->max_request_memory / mb);
+        srv_lift_free(&lift);
+        api_reply_err(reply, &e);
+        return false;
+    }
+    root = api_parse_body(lifted ? lift.text : body, lifted ? lift.len : len,
+                          lim->max_request_memory - (lifted ? lift.bytes : 0), &e);
+    if (root == NULL && lifted) {
+        /* Report a syntax error at its place in the body as sent. */
+        srv_lift_free(&lift);
+        lifted = false;
+        root = api_parse_body(body, len, lim->max_request_memory, &e);
+    }
+    if (root == NULL) {
+        api_reply_err(reply, &e);
+        return false;
+    }
+    srv_lift_set_current(lifted ? &lift : NULL);
+    ok = ep->prepare(root, &ctx, job, reply);
+    /* The tree (with any JSON tensor data) goes now: the job keeps only
+     * parsed floats and duplicated ids. */
+    srv_lift_set_current(NULL);
+    cJSON_Delete(root);
+    srv_lift_free(&lift);
+    return ok;
+}
+
+size_t srv_job_task_count(const srv_job *job)
+{
+    return job != NULL ? job->n_tasks : 0;
+}
+
+const char *srv_job_task_scheme(const srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks || job->tasks[i].scheme_name == NULL)
+        return "none";
+    return job->tasks[i].scheme_name;
+}
+
+double srv_job_task_macs(const srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks)
+        return 0;
+    return job->tasks[i].macs;
+}
+
+size_t srv_job_task_workspace(const srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks)
+        return 0;
+    return job->tasks[i].workspace;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws)
+{
+    api_task *t;
+    srv_workspace local = {NULL, 0};
+    srv_workspace *use = ws != NULL ? ws : &local;
+    void *buf = NULL;
+    uint64_t t0;
+
+    if (job == NULL || i >= job->n_tasks)
+        return;
+    t = &job->tasks[i];
+    if (t->failed || t->timed_out)
+        return;
+    t0 = now_us();
+    if (t->workspace > 0) {
+        buf = srv_workspace_reserve(use, t->workspace);
+        if (buf == NULL) {
+            api_err e;
+            api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "could not allocate %zu bytes of workspace",
+                     t->workspace);
+            api_task_fail(job, i, &e);
+            srv_workspace_free(&local);
+            return;
+        }
+    }
+    job->ep->run(job, i, buf, t->workspace);
+    t->compute_us = now_us() - t0;
+    srv_workspace_free(&local);
+}
+
+void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t compute_us)
+{
+    if (job == NULL || i >= job->n_tasks)
+        return;
+    job->tasks[i].queue_us = queue_us;
+    job->tasks[i].compute_us = compute_us;
+}
+
+void srv_job_set_timed_out(srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks)
+        return;
+    job->tasks[i].timed_out = true;
+}
+
+bool api_render_timing(cJSON *obj, const api_task *t)
+{
+    cJSON *timing = cJSON_AddObjectToObject(obj, "timing");
+    return timing != NULL &&
+           cJSON_AddItemToObject(timing, "queue_us", srv_json_int((int64_t)t->queue_us)) &&
+           cJSON_AddItemToObject(timing, "compute_us", srv_json_int((int64_t)t->compute_us));
+}
+
+bool api_render_error(cJSON *obj, const api_err *e)
+{
+    cJSON *err = cJSON_AddObjectToObject(obj, "error");
+    if (err == NULL || !cJSON_AddStringToObject(err, "code", srv_error_code(e->code)) ||
+        !cJSON_AddStringToObject(err, "message", e->message))
+        return false;
+    return e->field[0] == '\0' || cJSON_AddStringToObject(err, "field", e->field) != NULL;
+}
+
+void api_timeout_err(api_err *e, const char *field)
+{
+    e->code = SRV_ERR_TIMEOUT;
+    snprintf(e->field, sizeof e->field, "%s", field);
+    snprintf(e->message, sizeof e->message, "the request deadline passed before this %s could run",
+             field[0] ? "item" : "request");
+}
+
+void srv_job_finish(srv_job *job, srv_reply *reply)
+{
+    srv_defer defer = {0};
+    cJSON *root;
+    char *body;
+    size_t len = 0;
+    bool ok;
+
+    if (job == NULL) {
+        srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "no job to finish");
+        return;
+    }
+    if (job->view != NULL) {
+        job->view(job, job->view_ctx, reply);
+        return;
+    }
+    if (!job->ep->batch) {
+        /* A single task: its failure is the whole answer. */
+        const api_task *t = &job->tasks[0];
+        api_err e;
+        if (t->timed_out && !t->failed) {
+            api_timeout_err(&e, "");
+            api_reply_err(reply, &e);
+            return;
+        }
+        if (t->failed) {
+            api_reply_err(reply, &t->err);
+            return;
+        }
+    }
+    /* Large base64 outputs are encoded straight into the final text
+     * (srv_defer in tensor.h): the job's outputs live until it is freed. */
+    srv_defer_set_current(&defer);
+    root = cJSON_CreateObject();
+    ok = root != NULL && job->ep->render(job, root) &&
+         (job->ep->batch || api_render_timing(root, &job->tasks[0]));
+    srv_defer_set_current(NULL);
+    body = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (body != NULL) {
+        len = strlen(body);
+        if (defer.n > 0) {
+            char *full = srv_defer_apply(&defer, body, len, &len);
+            cJSON_free(body);
+            body = full;
+        }
+    }
+    srv_defer_free(&defer);
+    if (body == NULL) {
+        srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "out of memory rendering the answer");
+        return;
+    }
+    srv_reply_json(reply, 200, body, len);
+}
+
+void srv_job_free(srv_job *job)
+{
+    if (job == NULL)
+        return;
+    if (job->view_free != NULL)
+        job->view_free(job->view_ctx);
+    if (job->impl != NULL && job->ep->destroy != NULL)
+        job->ep->destroy(job->impl);
+    free(job->tasks);
+    free(job);
+}

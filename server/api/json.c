@@ -1,0 +1,562 @@
+/* json.c - reading request JSON for the API layer: the body itself,
+ * member-name checks (unknown and repeated names are errors, never ignored),
+ * typed readers that name the field and the type found, and the error
+ * records every file of api/ fills.
+ */
+#include "api/json.h"
+
+#include "store/tensor_store.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Appends s to buf[*at..cap), truncating; buf stays NUL-terminated. */
+static void path_put(char *buf, size_t cap, size_t *at, const char *s)
+{
+    size_t n = strlen(s);
+    if (*at + 1 >= cap)
+        return;
+    if (n > cap - 1 - *at)
+        n = cap - 1 - *at;
+    memcpy(buf + *at, s, n);
+    *at += n;
+    buf[*at] = '\0';
+}
+
+const char *api_item_prefix(char *buf, size_t i)
+{
+    char digits[24];
+    size_t n = 0, at = sizeof "inputs[" - 1;
+    do {
+        digits[n++] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i != 0);
+    memcpy(buf, "inputs[", at);
+    while (n > 0)
+        buf[at++] = digits[--n];
+    buf[at++] = ']';
+    buf[at] = '\0';
+    return buf;
+}
+
+cJSON *api_id_node(const cJSON *id)
+{
+    if (cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble) &&
+        fabs(id->valuedouble) < 1e15 && !signbit(id->valuedouble)) /* -0 prints "-0" */
+        return srv_json_int((int64_t)id->valuedouble);
+    return cJSON_Duplicate(id, true);
+}
+
+const char *api_path(char *buf, size_t cap, const api_ctx *ctx, const char *name)
+{
+    const char *prefix = ctx != NULL && ctx->prefix != NULL ? ctx->prefix : "";
+    size_t at = 0;
+    if (cap == 0)
+        return buf;
+    if (name == NULL)
+        name = "";
+    buf[0] = '\0';
+    path_put(buf, cap, &at, prefix);
+    if (prefix[0] != '\0' && name[0] != '\0' && name[0] != '[')
+        path_put(buf, cap, &at, ".");
+    path_put(buf, cap, &at, name);
+    return buf;
+}
+
+bool api_fail(api_err *e, const api_ctx *ctx, srv_error code, const char *name, const char *fmt,
+              ...)
+{
+    va_list ap;
+    e->code = code;
+    api_path(e->field, sizeof e->field, ctx, name);
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+bool api_fail_pa(api_err *e, const api_ctx *ctx, const pa_error *pe)
+{
+    e->code = srv_error_from_pa(pe->status);
+    api_path(e->field, sizeof e->field, ctx, pe->field);
+    snprintf(e->message, sizeof e->message, "%s", pe->message);
+    return false;
+}
+
+bool api_fail_reply(api_err *e, srv_reply *reply)
+{
+    cJSON *root = reply->body != NULL ? cJSON_ParseWithLength(reply->body, reply->body_len) : NULL;
+    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(obj, "message"));
+    const char *field = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(obj, "field"));
+
+    e->code = reply->error;
+    snprintf(e->message, sizeof e->message, "%s", msg != NULL ? msg : "invalid tensor");
+    snprintf(e->field, sizeof e->field, "%s", field != NULL ? field : "");
+    cJSON_Delete(root);
+    srv_reply_free(reply);
+    return false;
+}
+
+void api_reply_err(srv_reply *reply, const api_err *e)
+{
+    srv_reply_error(reply, e->code, e->field[0] ? e->field : NULL, "%s", e->message);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The body and member names                                                 */
+/* ------------------------------------------------------------------------- */
+
+const char *api_json_type(const cJSON *node)
+{
+    if (node == NULL)
+        return "nothing";
+    if (cJSON_IsBool(node))
+        return "boolean";
+    if (cJSON_IsNull(node))
+        return "null";
+    if (cJSON_IsNumber(node))
+        return "number";
+    if (cJSON_IsString(node))
+        return "string";
+    if (cJSON_IsArray(node))
+        return "array";
+    if (cJSON_IsObject(node))
+        return "object";
+    return "an invalid value";
+}
+
+static bool is_json_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* An upper bound on the bytes cJSON allocates for body: one node per value
+ * (a value is first in its container or follows a comma) plus copies of the
+ * strings, which are shorter than the body. */
+static size_t count_byte(const char *s, size_t len, char c)
+{
+    size_t n = 0;
+    const char *p = s, *end = s + len;
+    /* memchr runs at memory speed; a byte loop was a tenth of the server
+     * time of a large base64 request. */
+    while (p < end && (p = memchr(p, c, (size_t)(end - p))) != NULL) {
+        n++;
+        p++;
+    }
+    return n;
+}
+
+static size_t tree_bytes(const char *body, size_t len, size_t *values)
+{
+    size_t n =
+        1 + count_byte(body, len, ',') + count_byte(body, len, '[') + count_byte(body, len, '{');
+    *values = n;
+    return api_add_sat(api_mul_sat(n, sizeof(cJSON)), len);
+}
+
+cJSON *api_parse_body(const char *body, size_t len, size_t max_memory, api_err *e)
+{
+    const char *end = NULL;
+    size_t i = 0, values, tree;
+    cJSON *root;
+
+    while (body != NULL && i < len && is_json_space(body[i]))
+        i++;
+    if (body == NULL || i == len) {
+        api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "", "the request body is empty");
+        return NULL;
+    }
+    /* The parse tree is the one allocation the request memory bound cannot
+     * see later, and a body of "0,0,0,..." makes it 30 times the body. */
+    tree = tree_bytes(body, len, &values);
+    if (tree > max_memory) {
+        const size_t mb = (size_t)1 << 20;
+        api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                 "request needs %zu MB to parse (up to %zu JSON values), limit %zu MB; send "
+                 "large tensors as b64",
+                 tree / mb + (tree % mb != 0), values, max_memory / mb);
+        return NULL;
+    }
+    root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (root == NULL) {
+        size_t at = end != NULL && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "",
+                 "the request body is not valid JSON (error at byte %zu of %zu; nesting is "
+                 "limited to %d levels)",
+                 at, len, CJSON_NESTING_LIMIT);
+        return NULL;
+    }
+    for (i = (size_t)(end - body); i < len; i++) {
+        if (!is_json_space(body[i])) {
+            api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "",
+                     "the request body has text after the JSON value (at byte %zu of %zu)", i, len);
+            cJSON_Delete(root);
+            return NULL;
+        }
+    }
+    if (!cJSON_IsObject(root)) {
+        api_fail(e, NULL, SRV_ERR_INVALID_ARGUMENT, "",
+                 "the request body must be a JSON object, found %s", api_json_type(root));
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+bool api_check_fields(const cJSON *obj, const char *const *known, size_t n, const char *parent,
+                      const char *what, const api_ctx *ctx, api_err *e)
+{
+    uint64_t seen = 0;
+    const cJSON *m;
+    char rel[API_FIELD_MAX];
+
+    cJSON_ArrayForEach(m, obj)
+    {
+        const char *name = m->string != NULL ? m->string : "";
+        size_t k = 0;
+        while (k < n && strcmp(known[k], name) != 0)
+            k++;
+        if (k == n || (k < 64 && (seen & ((uint64_t)1 << k)))) {
+            /* The member's path, for the error only. */
+            if (parent != NULL && parent[0] != '\0')
+                snprintf(rel, sizeof rel, "%s.%s", parent, name);
+            else
+                snprintf(rel, sizeof rel, "%s", name);
+        }
+        if (k == n) {
+            char list[API_MESSAGE_MAX / 2];
+            size_t used = 0;
+            list[0] = '\0';
+            for (size_t j = 0; j < n && used < sizeof list; j++) {
+                int w = snprintf(list + used, sizeof list - used, "%s%s", j ? ", " : "", known[j]);
+                if (w < 0)
+                    break;
+                used += (size_t)w;
+            }
+            if (n == 0)
+                snprintf(list, sizeof list, "none");
+            /* The name is request text: it goes into the field as is (the
+             * reply layer escapes it) and into the message shortened. */
+            api_fail(e, ctx, SRV_ERR_UNKNOWN_FIELD, rel, "%s has no field '%.64s%s' (known: %s)",
+                     what, name, strlen(name) > 64 ? "..." : "", list);
+            return false;
+        }
+        if (k < 64) {
+            if (seen & ((uint64_t)1 << k))
+                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                                "field '%s' appears more than once in %s", known[k], what);
+            seen |= (uint64_t)1 << k;
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Typed readers                                                             */
+/* ------------------------------------------------------------------------- */
+
+/* A number that must be an int32: integral, finite and in range. */
+static bool int_value(const cJSON *v, const char *name, const api_ctx *ctx, int32_t *out,
+                      api_err *e)
+{
+    double d;
+    if (!cJSON_IsNumber(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s must be an integer, found %s",
+                        name, api_json_type(v));
+    d = v->valuedouble;
+    if (!isfinite(d))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s must be a finite integer, found %g", name, d);
+    if (d != floor(d))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s must be an integer, found %.17g", name, d);
+    if (d < (double)INT32_MIN || d > (double)INT32_MAX)
+        return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, name,
+                        "%s=%.17g is outside the int32 range [%d, %d]", name, d, (int)INT32_MIN,
+                        (int)INT32_MAX);
+    *out = (int32_t)d;
+    return true;
+}
+
+bool api_get_int(const cJSON *v, const char *name, const api_ctx *ctx, int32_t *out, api_err *e)
+{
+    return int_value(v, name, ctx, out, e);
+}
+
+bool api_get_number(const cJSON *v, const char *name, const api_ctx *ctx, double *out, api_err *e)
+{
+    if (!cJSON_IsNumber(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s must be a number, found %s",
+                        name, api_json_type(v));
+    if (!isfinite(v->valuedouble))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s must be a finite number, found %g", name, v->valuedouble);
+    *out = v->valuedouble;
+    return true;
+}
+
+bool api_get_bool(const cJSON *v, const char *name, const api_ctx *ctx, bool *out, api_err *e)
+{
+    if (!cJSON_IsBool(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s must be true or false, found %s", name, api_json_type(v));
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+bool api_get_string(const cJSON *v, const char *name, const api_ctx *ctx, const char **out,
+                    api_err *e)
+{
+    if (!cJSON_IsString(v) || v->valuestring == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s must be a string, found %s",
+                        name, api_json_type(v));
+    *out = v->valuestring;
+    return true;
+}
+
+/* Checks that v is an array of 1 .. max_tensor_elements values. */
+static bool array_len(const cJSON *v, const char *name, const api_ctx *ctx, int32_t *n, api_err *e)
+{
+    size_t count = 0;
+    const cJSON *it;
+    if (!cJSON_IsArray(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s must be an array, found %s",
+                        name, api_json_type(v));
+    cJSON_ArrayForEach(it, v)
+    {
+        count++;
+    }
+    if (count == 0)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s must not be empty", name);
+    if (count > ctx->lim->max_tensor_elements || count > (size_t)INT32_MAX)
+        return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
+                        "%s has %zu values; the limit per array is %zu", name, count,
+                        ctx->lim->max_tensor_elements);
+    *n = (int32_t)count;
+    return true;
+}
+
+bool api_get_int_array(const cJSON *v, const char *name, const api_ctx *ctx, int32_t **out,
+                       int32_t *n, api_err *e)
+{
+    int32_t count = 0, i = 0;
+    int32_t *a;
+    const cJSON *it;
+    char elem[API_FIELD_MAX];
+
+    if (!array_len(v, name, ctx, &count, e))
+        return false;
+    a = malloc((size_t)count * sizeof *a);
+    if (a == NULL)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
+    cJSON_ArrayForEach(it, v)
+    {
+        snprintf(elem, sizeof elem, "%s[%d]", name, (int)i);
+        if (!int_value(it, elem, ctx, &a[i], e)) {
+            free(a);
+            return false;
+        }
+        i++;
+    }
+    *out = a;
+    *n = count;
+    return true;
+}
+
+bool api_get_float_array(const cJSON *v, const char *name, const api_ctx *ctx, float **out,
+                         int32_t *n, api_err *e)
+{
+    int32_t count = 0, i = 0;
+    float *a;
+    const cJSON *it;
+    char elem[API_FIELD_MAX];
+
+    if (!array_len(v, name, ctx, &count, e))
+        return false;
+    a = malloc((size_t)count * sizeof *a);
+    if (a == NULL)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
+    cJSON_ArrayForEach(it, v)
+    {
+        double d;
+        snprintf(elem, sizeof elem, "%s[%d]", name, (int)i);
+        if (!api_get_number(it, elem, ctx, &d, e)) {
+            free(a);
+            return false;
+        }
+        if (fabs(d) > (double)FLT_MAX) {
+            free(a);
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, elem,
+                            "%s=%g is outside the float32 range", elem, d);
+        }
+        a[i++] = (float)d;
+    }
+    *out = a;
+    *n = count;
+    return true;
+}
+
+/* A length given as a count or as an explicit positions array (or both,
+ * when they agree). *n = 0 when neither is there. Default positions are
+ * written by the caller. */
+bool api_get_length(const cJSON *root, const char *len_name, const char *pos_name,
+                    const api_ctx *ctx, int32_t *n, int32_t **pos, api_err *e)
+{
+    const cJSON *lv = cJSON_GetObjectItemCaseSensitive(root, len_name);
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive(root, pos_name);
+    int32_t len = 0, count = 0;
+
+    *n = 0;
+    if (lv != NULL) {
+        if (!api_get_int(lv, len_name, ctx, &len, e))
+            return false;
+        if (len < 1)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, len_name, "%s=%d must be at least 1",
+                            len_name, (int)len);
+        if ((size_t)len > ctx->lim->max_tensor_elements)
+            return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, len_name,
+                            "%s=%d is more than the %zu values allowed per tensor", len_name,
+                            (int)len, ctx->lim->max_tensor_elements);
+        *n = len;
+    }
+    if (pv != NULL) {
+        if (!api_get_int_array(pv, pos_name, ctx, pos, &count, e))
+            return false;
+        if (lv != NULL && count != len)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, pos_name, "%s has %d values but %s=%d",
+                            pos_name, (int)count, len_name, (int)len);
+        *n = count;
+    }
+    return true;
+}
+
+int32_t *api_range_positions(int32_t first, int32_t n)
+{
+    int32_t *p = malloc((size_t)n * sizeof *p);
+    if (p != NULL)
+        for (int32_t i = 0; i < n; i++)
+            p[i] = (int32_t)((int64_t)first + i);
+    return p;
+}
+
+bool api_get_encoding(const cJSON *v, const api_ctx *ctx, srv_encoding *out, api_err *e)
+{
+    const char *s = NULL;
+    if (!api_get_string(v, "output_encoding", ctx, &s, e))
+        return false;
+    if (strcmp(s, "json") == 0)
+        *out = SRV_ENCODING_JSON;
+    else if (strcmp(s, "b64") == 0)
+        *out = SRV_ENCODING_B64;
+    else
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "output_encoding",
+                        "output_encoding='%.32s' is not 'json' or 'b64'", s);
+    return true;
+}
+
+bool api_get_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int want_ndim,
+                    srv_tensor *out, api_err *e)
+{
+    char path[API_FIELD_MAX];
+    srv_reply rep;
+    srv_tensor t;
+
+    if (ctx->source != NULL && ctx->source->owns(ctx->source, v)) /* binary data of a /v2 request */
+        return ctx->source->get(ctx->source, v, name, ctx, want_ndim, out, e);
+    memset(&rep, 0, sizeof rep);
+    memset(&t, 0, sizeof t);
+    api_path(path, sizeof path, ctx, name);
+    if (srv_tensor_is_ref(v)
+            ? !srv_tensor_store_ref(ctx->lim->tensors, v, path, want_ndim, &t, &rep)
+            : !srv_tensor_parse(v, path, want_ndim, ctx->lim->max_tensor_elements, &t, &rep))
+        return api_fail_reply(e, &rep);
+    srv_reply_free(&rep); /* in case the parser left anything in it */
+    for (int d = 0; d < t.ndim; d++) {
+        if (t.shape[d] > INT32_MAX) {
+            char dim[API_FIELD_MAX];
+            snprintf(dim, sizeof dim, "%s.shape[%d]", name, d);
+            api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, dim, "%s=%lld is larger than %d", dim,
+                     (long long)t.shape[d], (int)INT32_MAX);
+            srv_tensor_free(&t);
+            return false;
+        }
+    }
+    *out = t;
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Sizes                                                                     */
+/* ------------------------------------------------------------------------- */
+
+size_t api_mul_sat(size_t a, size_t b)
+{
+    if (a != 0 && b > SIZE_MAX / a)
+        return SIZE_MAX;
+    return a * b;
+}
+
+size_t api_add_sat(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+bool api_check_result_size(const char *name, int ndim, const int64_t *shape, const api_ctx *ctx,
+                           api_err *e)
+{
+    size_t n = 1;
+    char dims[96];
+    size_t used = 0;
+    for (int d = 0; d < ndim; d++)
+        n = api_mul_sat(n, (size_t)shape[d]);
+    if (n <= ctx->lim->max_tensor_elements)
+        return true;
+    dims[0] = '\0';
+    for (int d = 0; d < ndim; d++) {
+        int w =
+            snprintf(dims + used, sizeof dims - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+        if (w > 0 && (size_t)w < sizeof dims - used)
+            used += (size_t)w;
+    }
+    return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
+                    "%s [%s] would have %zu values; the limit per tensor is %zu", name, dims, n,
+                    ctx->lim->max_tensor_elements);
+}
+
+bool api_check_memory(size_t need, const srv_limits *lim, api_err *e)
+{
+    const size_t mb = (size_t)1 << 20;
+    if (need <= lim->max_request_memory)
+        return true;
+    if (need == SIZE_MAX)
+        return api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                        "request needs more memory than can be counted, limit %zu MB",
+                        lim->max_request_memory / mb);
+    /* Rounded up, so the figure never equals the limit it exceeds. */
+    return api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "", "request needs %zu MB, limit %zu MB",
+                    need / mb + (need % mb != 0), lim->max_request_memory / mb);
+}
+
+bool api_add_int_array(cJSON *parent, const char *name, const int32_t *v, int32_t n)
+{
+    cJSON *arr = cJSON_AddArrayToObject(parent, name);
+    if (arr == NULL)
+        return false;
+    for (int32_t i = 0; i < n; i++) {
+        cJSON *num = srv_json_int(v[i]); /* what cJSON prints, without printf */
+        if (num == NULL || !cJSON_AddItemToArray(arr, num)) {
+            cJSON_Delete(num);
+            return false;
+        }
+    }
+    return true;
+}

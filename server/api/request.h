@@ -1,0 +1,107 @@
+/* request.h - private to api/: the parts of a request that several
+ * endpoints share. A scheme and the scheme parameter table (api/scheme.c),
+ * read by /v1/attention, /v1/encode, /v1/analyze and GET /v1/schemes, and an
+ * attention item (api/item.c), read by /v1/attention and /v1/analyze.
+ */
+#ifndef SRV_API_REQUEST_H
+#define SRV_API_REQUEST_H
+
+#include "api/json.h"
+#include "codec/tensor.h"
+#include "posattn.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A scheme parsed from a request, owning the tables pa_scheme borrows. */
+typedef struct api_scheme {
+    pa_scheme s;
+    srv_tensor table; /* learned or t5 table */
+    srv_tensor rel_k, rel_v;
+    float *short_factor, *long_factor, *slopes;
+    size_t bytes; /* bytes of the tables and arrays */
+} api_scheme;
+
+/* Parses the scheme object at member "scheme" of the ctx object. Unknown
+ * parameters and parameters of another scheme are UNKNOWN_FIELD; rope
+ * parameters of another scaling are INVALID_ARGUMENT. The scheme is only
+ * parsed here; the core library checks it against the shapes. */
+bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, api_err *e);
+void api_scheme_free(api_scheme *s);
+
+/* Request memory of a tensor: a borrowed (loaded or in-place) tensor costs
+ * none. */
+size_t api_tensor_bytes(const srv_tensor *t);
+/* Frees a parsed tensor (unless borrowed) and leaves it empty. */
+void api_tensor_release(srv_tensor *t);
+
+/* A scheme parameter as requests name it, for the parser and GET /v1/schemes. */
+typedef enum api_param_kind {
+    API_PARAM_NUMBER, /* double */
+    API_PARAM_INT,    /* int32 */
+    API_PARAM_BOOL,
+    API_PARAM_ENUM,         /* a name: layout, scaling */
+    API_PARAM_TENSOR,       /* 2-D tensor */
+    API_PARAM_NUMBER_ARRAY, /* plain JSON array of numbers */
+} api_param_kind;
+
+typedef struct api_param {
+    pa_scheme_type type;
+    const char *name;
+    api_param_kind kind;
+    size_t offset;     /* of the value in pa_scheme (number, int, bool, enum) */
+    unsigned scalings; /* rope: bit mask of scalings it applies to; 0 = all */
+    const char *shape; /* tensors and arrays: "[num_buckets, H]" */
+    const char *need;  /* "required", "optional", "required for attention" */
+    const char *doc;   /* one line */
+} api_param;
+
+/* The parameter table, in documentation order. */
+const api_param *api_params(size_t *n);
+/* "json" type names for a kind: "number", "integer", ... */
+const char *api_param_kind_name(api_param_kind k);
+
+/* Return-field bits of an attention item. */
+enum {
+    API_RET_OUTPUT = 1u << 0,
+    API_RET_WEIGHTS = 1u << 1,
+    API_RET_LOGITS = 1u << 2,
+    API_RET_Q_ROT = 1u << 3,
+    API_RET_K_ROT = 1u << 4,
+};
+
+/* An attention item: the descriptor plus every buffer it borrows. */
+typedef struct api_item {
+    api_scheme scheme;
+    pa_attention att; /* borrows the tensors below */
+    srv_tensor q, k, v, x, w_q, w_k, w_v, w_o;
+    int32_t *q_positions, *k_positions;
+    unsigned ret; /* API_RET_* */
+    /* Sizes after defaults. */
+    int32_t H, Hkv, D, Dv, Lq, Lk;
+    int out_ndim;
+    int64_t out_shape[3];
+    size_t input_bytes; /* every tensor and array above */
+} api_item;
+
+/* Parses and validates (pa_attention_check included) the attention fields
+ * of obj into *out. extra[0..n_extra) are further member names the caller
+ * reads itself (id, return, analysis, permutation, ...). On failure *out is
+ * freed. */
+bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra, size_t n_extra,
+                    api_item *out, api_err *e);
+/* Parses "return" into out->ret (default output only). */
+bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, api_err *e);
+void api_item_free(api_item *it);
+
+/* Every position's row (position + offset) inside the learned table, with
+ * the core library's wording; field names the array ("positions"). */
+bool api_check_learned_rows(const pa_learned *l, const int32_t *pos, int32_t n, const char *field,
+                            const api_ctx *ctx, api_err *e);
+
+/* Largest position in an array (or the default 0..n-1), for rope tables. */
+int32_t api_max_position(const int32_t *pos, int32_t n);
+
+#endif

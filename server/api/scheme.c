@@ -1,0 +1,361 @@
+/* scheme.c - a request's scheme object into a pa_scheme (with the tables
+ * it borrows), and the one table of scheme parameters that the parser reads
+ * and GET /v1/schemes documents. Every disagreement is reported with the
+ * field and the values; the core library checks the scheme against the
+ * shapes later.
+ */
+#include "api/request.h"
+
+#include "api/json.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Scheme parameters                                                         */
+/* ------------------------------------------------------------------------- */
+
+#define OFF(m) offsetof(pa_scheme, m)
+#define SC(x) (1u << PA_ROPE_SCALING_##x)
+#define SC_FACTOR (SC(LINEAR) | SC(NTK) | SC(DYNAMIC) | SC(YARN) | SC(LLAMA3) | SC(LONGROPE))
+#define SC_ORIG (SC(DYNAMIC) | SC(YARN) | SC(LLAMA3) | SC(LONGROPE))
+
+/* The one list of scheme parameters: the parser reads it and GET
+ * /v1/schemes renders it, so the two cannot disagree. Defaults are read from
+ * pa_scheme_init at the offset. */
+static const api_param params[] = {
+    {PA_SCHEME_SINUSOIDAL, "base", API_PARAM_NUMBER, OFF(sinusoidal.base), 0, NULL, "optional",
+     "frequency base: PE[p, 2i] = sin(p / base^(2i/d))"},
+    {PA_SCHEME_SINUSOIDAL, "layout", API_PARAM_ENUM, OFF(sinusoidal.layout), 0, NULL, "optional",
+     "'interleaved' (Vaswani et al.: sin on even dims, cos on odd) or 'concat' "
+     "(tensor2tensor / fairseq: [sin | cos])"},
+    {PA_SCHEME_LEARNED, "table", API_PARAM_TENSOR, 0, 0, "[rows, d_model]", "required",
+     "learned position embeddings; row (position + offset) is added to x"},
+    {PA_SCHEME_LEARNED, "offset", API_PARAM_INT, OFF(learned.offset), 0, NULL, "optional",
+     "added to each position to find its row (OPT uses 2); a row outside the table is an "
+     "error"},
+    {PA_SCHEME_SHAW, "max_relative_position", API_PARAM_INT, OFF(shaw.max_relative_position), 0,
+     NULL, "optional", "K >= 0: kpos - qpos is clipped to [-K, K]; the tables have 2K+1 rows"},
+    {PA_SCHEME_SHAW, "rel_k", API_PARAM_TENSOR, 0, 0, "[2K+1, D]", "required for attention",
+     "relative key embeddings: logits += scale * q_i . rel_k[clip(kpos - qpos, -K, K) + K]"},
+    {PA_SCHEME_SHAW, "rel_v", API_PARAM_TENSOR, 0, 0, "[2K+1, Dv]", "optional",
+     "relative value embeddings: output += sum_j a_ij rel_v[index]"},
+    {PA_SCHEME_T5, "num_buckets", API_PARAM_INT, OFF(t5.num_buckets), 0, NULL, "optional",
+     "buckets of relative position (even and >= 4 when bidirectional)"},
+    {PA_SCHEME_T5, "max_distance", API_PARAM_INT, OFF(t5.max_distance), 0, NULL, "optional",
+     "distance beyond which relative positions share the last bucket"},
+    {PA_SCHEME_T5, "bidirectional", API_PARAM_BOOL, OFF(t5.bidirectional), 0, NULL, "optional",
+     "true for encoder buckets (both directions), false for causal decoder buckets"},
+    {PA_SCHEME_T5, "table", API_PARAM_TENSOR, 0, 0, "[num_buckets, H]", "required for attention",
+     "logit bias per bucket and head (T5 does not scale logits)"},
+    {PA_SCHEME_ROPE, "base", API_PARAM_NUMBER, OFF(rope.base), 0, NULL, "optional",
+     "frequency base: inv_freq[i] = base^(-2i/r)"},
+    {PA_SCHEME_ROPE, "rotary_dim", API_PARAM_INT, OFF(rope.rotary_dim), 0, NULL, "optional",
+     "r, the dims rotated (even, <= head_dim; 0 = head_dim); the others pass through"},
+    {PA_SCHEME_ROPE, "layout", API_PARAM_ENUM, OFF(rope.layout), 0, NULL, "optional",
+     "'neox' (pairs i, i + r/2; HF rotate_half) or 'gptj' (pairs 2i, 2i+1)"},
+    {PA_SCHEME_ROPE, "scaling", API_PARAM_ENUM, OFF(rope.scaling), 0, NULL, "optional",
+     "context extension: none, linear, ntk, dynamic, yarn, llama3, longrope (HF semantics)"},
+    {PA_SCHEME_ROPE, "factor", API_PARAM_NUMBER, OFF(rope.factor), SC_FACTOR, NULL,
+     "required for linear, ntk, dynamic, yarn",
+     "scaling factor (0 = the scaling's default: llama3 8, longrope 1)"},
+    {PA_SCHEME_ROPE, "original_max_position", API_PARAM_INT, OFF(rope.original_max_position),
+     SC_ORIG, NULL, "required for dynamic, yarn, longrope",
+     "context length the model was trained on (0 = the default: llama3 8192)"},
+    {PA_SCHEME_ROPE, "attention_factor", API_PARAM_NUMBER, OFF(rope.attention_factor), 0, NULL,
+     "optional", "multiplies cos and sin (0 = the scaling's default; 1 for most)"},
+    {PA_SCHEME_ROPE, "beta_fast", API_PARAM_NUMBER, OFF(rope.beta_fast), SC(YARN), NULL, "optional",
+     "yarn: rotations at which the ramp starts keeping original frequencies"},
+    {PA_SCHEME_ROPE, "beta_slow", API_PARAM_NUMBER, OFF(rope.beta_slow), SC(YARN), NULL, "optional",
+     "yarn: rotations below which frequencies are fully interpolated"},
+    {PA_SCHEME_ROPE, "truncate", API_PARAM_BOOL, OFF(rope.truncate), SC(YARN), NULL, "optional",
+     "yarn: floor/ceil the ramp bounds, as HF does by default"},
+    {PA_SCHEME_ROPE, "mscale", API_PARAM_NUMBER, OFF(rope.mscale), SC(YARN), NULL, "optional",
+     "yarn: with mscale_all_dim, attention factor mscale(f, mscale)/mscale(f, mscale_all_dim) "
+     "(0 = unset)"},
+    {PA_SCHEME_ROPE, "mscale_all_dim", API_PARAM_NUMBER, OFF(rope.mscale_all_dim), SC(YARN), NULL,
+     "optional", "yarn: see mscale (0 = unset)"},
+    {PA_SCHEME_ROPE, "low_freq_factor", API_PARAM_NUMBER, OFF(rope.low_freq_factor), SC(LLAMA3),
+     NULL, "optional",
+     "llama3: wavelengths above original_max_position/low_freq_factor are divided by factor"},
+    {PA_SCHEME_ROPE, "high_freq_factor", API_PARAM_NUMBER, OFF(rope.high_freq_factor), SC(LLAMA3),
+     NULL, "optional", "llama3: wavelengths below original_max_position/high_freq_factor are kept"},
+    {PA_SCHEME_ROPE, "short_factor", API_PARAM_NUMBER_ARRAY, 0, SC(LONGROPE), "[rotary_dim/2]",
+     "required for longrope",
+     "longrope: per-frequency factors used while max position + 1 <= original_max_position"},
+    {PA_SCHEME_ROPE, "long_factor", API_PARAM_NUMBER_ARRAY, 0, SC(LONGROPE), "[rotary_dim/2]",
+     "required for longrope", "longrope: per-frequency factors used beyond it"},
+    {PA_SCHEME_ALIBI, "max_bias", API_PARAM_NUMBER, OFF(alibi.max_bias), 0, NULL, "optional",
+     "slopes m_h = 2^(-max_bias (h+1) / n), n = 2^floor(log2 H) (Press et al. for any H)"},
+    {PA_SCHEME_ALIBI, "symmetric", API_PARAM_BOOL, OFF(alibi.symmetric), 0, NULL, "optional",
+     "bias -m_h |qpos - kpos| instead of -m_h (qpos - kpos)"},
+    {PA_SCHEME_ALIBI, "slopes", API_PARAM_NUMBER_ARRAY, 0, 0, "[H]", "optional",
+     "explicit slopes, replacing the computed ones"},
+};
+
+#undef OFF
+#undef SC
+#undef SC_FACTOR
+#undef SC_ORIG
+
+const api_param *api_params(size_t *n)
+{
+    *n = sizeof params / sizeof params[0];
+    return params;
+}
+
+const char *api_param_kind_name(api_param_kind k)
+{
+    switch (k) {
+    case API_PARAM_NUMBER:
+        return "number";
+    case API_PARAM_INT:
+        return "integer";
+    case API_PARAM_BOOL:
+        return "boolean";
+    case API_PARAM_ENUM:
+        return "string";
+    case API_PARAM_TENSOR:
+        return "tensor";
+    case API_PARAM_NUMBER_ARRAY:
+        return "number[]";
+    }
+    return "unknown";
+}
+
+static const api_param *find_param(pa_scheme_type type, const char *name)
+{
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
+        if (params[i].type == type && strcmp(params[i].name, name) == 0)
+            return &params[i];
+    return NULL;
+}
+
+/* Names of the scalings in mask, for messages. */
+static void scaling_list(unsigned mask, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int s = 0; s < PA_ROPE_SCALING_COUNT; s++) {
+        if (mask & (1u << s)) {
+            int w = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
+                             pa_rope_scaling_name((pa_rope_scaling)s));
+            if (w < 0 || (size_t)w >= cap - used)
+                break;
+            used += (size_t)w;
+        }
+    }
+}
+
+static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, const api_ctx *ctx,
+                       pa_scheme *s, api_err *e)
+{
+    const char *name;
+    bool ok;
+    if (!api_get_string(v, rel, ctx, &name, e))
+        return false;
+    if (p->type == PA_SCHEME_SINUSOIDAL) {
+        ok = pa_sinusoidal_layout_from_name(name, &s->sinusoidal.layout);
+        if (!ok)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not 'interleaved' or 'concat'", rel, name);
+    } else if (strcmp(p->name, "layout") == 0) {
+        ok = pa_rope_layout_from_name(name, &s->rope.layout);
+        if (!ok)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not 'neox' or 'gptj'", rel, name);
+    } else {
+        ok = pa_rope_scaling_from_name(name, &s->rope.scaling);
+        if (!ok) {
+            char list[128];
+            scaling_list((1u << PA_ROPE_SCALING_COUNT) - 1, list, sizeof list);
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not a rope scaling (%s)", rel, name, list);
+        }
+    }
+    return true;
+}
+
+size_t api_tensor_bytes(const srv_tensor *t)
+{
+    return t->borrowed ? 0 : api_mul_sat(t->count, sizeof(float));
+}
+
+static bool parse_tensor_param(const api_param *p, const cJSON *v, const char *rel,
+                               const api_ctx *ctx, api_scheme *out, api_err *e)
+{
+    srv_tensor *t = p->type == PA_SCHEME_SHAW
+                        ? (strcmp(p->name, "rel_k") == 0 ? &out->rel_k : &out->rel_v)
+                        : &out->table;
+    if (!api_get_tensor(v, rel, ctx, 2, t, e))
+        return false;
+    out->bytes = api_add_sat(out->bytes, api_tensor_bytes(t));
+    switch (p->type) {
+    case PA_SCHEME_LEARNED:
+        out->s.learned.table = t->data;
+        out->s.learned.rows = (int32_t)t->shape[0];
+        out->s.learned.cols = (int32_t)t->shape[1];
+        break;
+    case PA_SCHEME_T5:
+        out->s.t5.table = t->data;
+        out->s.t5.table_rows = (int32_t)t->shape[0];
+        out->s.t5.table_cols = (int32_t)t->shape[1];
+        break;
+    default:
+        if (t == &out->rel_k) {
+            out->s.shaw.rel_k = t->data;
+            out->s.shaw.rel_k_rows = (int32_t)t->shape[0];
+            out->s.shaw.rel_k_cols = (int32_t)t->shape[1];
+        } else {
+            out->s.shaw.rel_v = t->data;
+            out->s.shaw.rel_v_rows = (int32_t)t->shape[0];
+            out->s.shaw.rel_v_cols = (int32_t)t->shape[1];
+        }
+        break;
+    }
+    return true;
+}
+
+static bool parse_array_param(const api_param *p, const cJSON *v, const char *rel,
+                              const api_ctx *ctx, api_scheme *out, api_err *e)
+{
+    float *a = NULL;
+    int32_t n = 0;
+    if (!api_get_float_array(v, rel, ctx, &a, &n, e))
+        return false;
+    out->bytes = api_add_sat(out->bytes, (size_t)n * sizeof(float));
+    if (p->type == PA_SCHEME_ALIBI) {
+        out->slopes = a;
+        out->s.alibi.slopes = a;
+        out->s.alibi.num_slopes = n;
+    } else if (strcmp(p->name, "short_factor") == 0) {
+        out->short_factor = a;
+        out->s.rope.short_factor = a;
+        out->s.rope.short_factor_len = n;
+    } else {
+        out->long_factor = a;
+        out->s.rope.long_factor = a;
+        out->s.rope.long_factor_len = n;
+    }
+    return true;
+}
+
+static bool parse_param(const api_param *p, const cJSON *v, const api_ctx *ctx, api_scheme *out,
+                        api_err *e)
+{
+    char rel[API_FIELD_MAX];
+    char *at = (char *)&out->s + p->offset;
+    snprintf(rel, sizeof rel, "scheme.%s", p->name);
+    switch (p->kind) {
+    case API_PARAM_NUMBER:
+        return api_get_number(v, rel, ctx, (double *)(void *)at, e);
+    case API_PARAM_INT:
+        return api_get_int(v, rel, ctx, (int32_t *)(void *)at, e);
+    case API_PARAM_BOOL:
+        return api_get_bool(v, rel, ctx, (bool *)(void *)at, e);
+    case API_PARAM_ENUM:
+        return parse_enum(p, v, rel, ctx, &out->s, e);
+    case API_PARAM_TENSOR:
+        return parse_tensor_param(p, v, rel, ctx, out, e);
+    case API_PARAM_NUMBER_ARRAY:
+        return parse_array_param(p, v, rel, ctx, out, e);
+    }
+    return api_fail(e, ctx, SRV_ERR_INTERNAL, rel, "unhandled parameter kind");
+}
+
+void api_tensor_release(srv_tensor *t)
+{
+    if (t->data != NULL)
+        srv_tensor_free(t);
+    memset(t, 0, sizeof *t);
+}
+
+void api_scheme_free(api_scheme *s)
+{
+    if (s == NULL)
+        return;
+    api_tensor_release(&s->table);
+    api_tensor_release(&s->rel_k);
+    api_tensor_release(&s->rel_v);
+    free(s->short_factor);
+    free(s->long_factor);
+    free(s->slopes);
+    memset(s, 0, sizeof *s);
+}
+
+bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, api_err *e)
+{
+    const char *known[32];
+    size_t n_known = 0;
+    const char *type_name;
+    pa_scheme_type type;
+    const cJSON *m;
+    char what[64];
+
+    memset(out, 0, sizeof *out);
+    if (node == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
+                        "scheme is required: an object with a 'type' (none, sinusoidal, "
+                        "learned, shaw, t5, rope, alibi) and its parameters");
+    if (!cJSON_IsObject(node))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
+                        "scheme must be an object with a 'type', found %s", api_json_type(node));
+    m = cJSON_GetObjectItemCaseSensitive(node, "type");
+    if (m == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
+                        "scheme.type is required (none, sinusoidal, learned, shaw, t5, rope, "
+                        "alibi)");
+    if (!api_get_string(m, "scheme.type", ctx, &type_name, e))
+        return false;
+    if (!pa_scheme_type_from_name(type_name, &type))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
+                        "scheme.type='%.32s' is not a scheme (none, sinusoidal, learned, shaw, "
+                        "t5, rope, alibi)",
+                        type_name);
+    pa_scheme_init(&out->s, type);
+
+    known[n_known++] = "type";
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
+        if (params[i].type == type && n_known < sizeof known / sizeof known[0])
+            known[n_known++] = params[i].name;
+    snprintf(what, sizeof what, "scheme '%s'", pa_scheme_type_name(type));
+    if (!api_check_fields(node, known, n_known, "scheme", what, ctx, e))
+        return false;
+
+    cJSON_ArrayForEach(m, node)
+    {
+        const api_param *p;
+        if (strcmp(m->string, "type") == 0)
+            continue;
+        p = find_param(type, m->string);
+        if (p == NULL || !parse_param(p, m, ctx, out, e)) {
+            if (p == NULL)
+                api_fail(e, ctx, SRV_ERR_INTERNAL, "scheme", "parameter table mismatch");
+            api_scheme_free(out);
+            return false;
+        }
+    }
+
+    /* A rope parameter that the chosen scaling does not read would be
+     * silently ignored: reject it, which also catches a forgotten scaling. */
+    if (type == PA_SCHEME_ROPE) {
+        cJSON_ArrayForEach(m, node)
+        {
+            const api_param *p = find_param(type, m->string);
+            if (p != NULL && p->scalings != 0 &&
+                !(p->scalings & (1u << (unsigned)out->s.rope.scaling))) {
+                char rel[API_FIELD_MAX], list[128];
+                snprintf(rel, sizeof rel, "scheme.%s", p->name);
+                scaling_list(p->scalings, list, sizeof list);
+                api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                         "%s applies to rope scaling %s only, but scheme.scaling is '%s'", rel,
+                         list, pa_rope_scaling_name(out->s.rope.scaling));
+                api_scheme_free(out);
+                return false;
+            }
+        }
+    }
+    return true;
+}

@@ -1,0 +1,215 @@
+/* schemes.c - GET /v1/schemes: every positional scheme with where
+ * position enters, its parameters (type, default, one line each) and the
+ * rope scalings. Rendered from the same parameter table the request parser
+ * reads (api/scheme.c) and from pa_scheme_init's defaults, so it cannot
+ * drift from what requests accept.
+ */
+#include "api/job.h"
+#include "api/request.h"
+
+#include <string.h>
+
+static const char *scheme_doc(pa_scheme_type t)
+{
+    switch (t) {
+    case PA_SCHEME_NONE:
+        return "NoPE: no positional information; attention is permutation-equivariant";
+    case PA_SCHEME_SINUSOIDAL:
+        return "fixed sinusoids added to the token embeddings x (Vaswani et al. 2017); "
+               "attention needs layer mode (x and weights)";
+    case PA_SCHEME_LEARNED:
+        return "a learned table added to x (GPT-2, BERT, OPT); attention needs layer mode";
+    case PA_SCHEME_SHAW:
+        return "relative key and value embeddings by clipped distance (Shaw et al. 2018)";
+    case PA_SCHEME_T5:
+        return "bucketed relative logit bias per head, as Hugging Face T5 (Raffel et al. 2020); "
+               "default scale 1.0";
+    case PA_SCHEME_ROPE:
+        return "rotary embedding of q and k after projection (Su et al. 2021), with HF's "
+               "context-extension scalings";
+    case PA_SCHEME_ALIBI:
+        return "linear distance bias on the logits (Press et al. 2022)";
+    default:
+        return "";
+    }
+}
+
+static const char *scaling_doc(pa_rope_scaling s)
+{
+    switch (s) {
+    case PA_ROPE_SCALING_NONE:
+        return "plain rope";
+    case PA_ROPE_SCALING_LINEAR:
+        return "position interpolation: inv_freq / factor";
+    case PA_ROPE_SCALING_NTK:
+        return "static NTK-aware: base * factor^(r/(r-2))";
+    case PA_ROPE_SCALING_DYNAMIC:
+        return "HF dynamic NTK, from this request's largest position (stateless)";
+    case PA_ROPE_SCALING_YARN:
+        return "YaRN (Peng et al. 2023): ramp between interpolated and original frequencies; "
+               "attention factor 0.1 ln(factor) + 1";
+    case PA_ROPE_SCALING_LLAMA3:
+        return "Llama 3.1 wavelength-banded interpolation";
+    case PA_ROPE_SCALING_LONGROPE:
+        return "LongRoPE / Phi-3 per-frequency factors, long ones beyond "
+               "original_max_position";
+    default:
+        return "";
+    }
+}
+
+/* The default of p as pa_scheme_init sets it; NULL for tables. */
+static cJSON *default_of(const api_param *p)
+{
+    pa_scheme s;
+    const char *at;
+    pa_scheme_init(&s, p->type);
+    at = (const char *)&s + p->offset;
+    switch (p->kind) {
+    case API_PARAM_NUMBER: {
+        double d;
+        memcpy(&d, at, sizeof d);
+        return cJSON_CreateNumber(d);
+    }
+    case API_PARAM_INT: {
+        int32_t i;
+        memcpy(&i, at, sizeof i);
+        return cJSON_CreateNumber(i);
+    }
+    case API_PARAM_BOOL: {
+        bool b;
+        memcpy(&b, at, sizeof b);
+        return cJSON_CreateBool(b);
+    }
+    case API_PARAM_ENUM:
+        if (p->type == PA_SCHEME_SINUSOIDAL)
+            return cJSON_CreateString(pa_sinusoidal_layout_name(s.sinusoidal.layout));
+        if (strcmp(p->name, "layout") == 0)
+            return cJSON_CreateString(pa_rope_layout_name(s.rope.layout));
+        return cJSON_CreateString(pa_rope_scaling_name(s.rope.scaling));
+    default:
+        return cJSON_CreateNull();
+    }
+}
+
+static bool add_values(cJSON *obj, const api_param *p)
+{
+    cJSON *arr = cJSON_AddArrayToObject(obj, "values");
+    if (arr == NULL)
+        return false;
+    for (int v = 0;; v++) {
+        const char *name;
+        if (p->type == PA_SCHEME_SINUSOIDAL)
+            name = pa_sinusoidal_layout_name((pa_sinusoidal_layout)v);
+        else if (strcmp(p->name, "layout") == 0)
+            name = pa_rope_layout_name((pa_rope_layout)v);
+        else
+            name = pa_rope_scaling_name((pa_rope_scaling)v);
+        if (name == NULL)
+            return true;
+        if (!cJSON_AddItemToArray(arr, cJSON_CreateString(name)))
+            return false;
+    }
+}
+
+static bool add_param(cJSON *arr, const api_param *p)
+{
+    cJSON *obj = cJSON_CreateObject();
+    cJSON *def;
+    if (obj == NULL || !cJSON_AddItemToArray(arr, obj))
+        return cJSON_Delete(obj), false;
+    if (!cJSON_AddStringToObject(obj, "name", p->name) ||
+        !cJSON_AddStringToObject(obj, "type", api_param_kind_name(p->kind)))
+        return false;
+    if (p->shape != NULL && !cJSON_AddStringToObject(obj, "shape", p->shape))
+        return false;
+    def = default_of(p);
+    if (def == NULL || !cJSON_AddItemToObject(obj, "default", def))
+        return cJSON_Delete(def), false;
+    if (p->kind == API_PARAM_ENUM && !add_values(obj, p))
+        return false;
+    if (p->scalings != 0) {
+        cJSON *sc = cJSON_AddArrayToObject(obj, "scalings");
+        if (sc == NULL)
+            return false;
+        for (int s = 0; s < PA_ROPE_SCALING_COUNT; s++)
+            if ((p->scalings & (1u << s)) &&
+                !cJSON_AddItemToArray(sc,
+                                      cJSON_CreateString(pa_rope_scaling_name((pa_rope_scaling)s))))
+                return false;
+    }
+    return cJSON_AddStringToObject(obj, "required", p->need) &&
+           cJSON_AddStringToObject(obj, "description", p->doc);
+}
+
+static bool add_scalings(cJSON *scheme, const api_param *params, size_t n)
+{
+    cJSON *arr = cJSON_AddArrayToObject(scheme, "scalings");
+    if (arr == NULL)
+        return false;
+    for (int s = 0; s < PA_ROPE_SCALING_COUNT; s++) {
+        cJSON *obj = cJSON_CreateObject(), *names;
+        if (obj == NULL || !cJSON_AddItemToArray(arr, obj))
+            return cJSON_Delete(obj), false;
+        if (!cJSON_AddStringToObject(obj, "name", pa_rope_scaling_name((pa_rope_scaling)s)) ||
+            !cJSON_AddStringToObject(obj, "description", scaling_doc((pa_rope_scaling)s)) ||
+            (names = cJSON_AddArrayToObject(obj, "parameters")) == NULL)
+            return false;
+        for (size_t i = 0; i < n; i++) {
+            const api_param *p = &params[i];
+            if (p->type == PA_SCHEME_ROPE && (p->scalings & (1u << s)) &&
+                !cJSON_AddItemToArray(names, cJSON_CreateString(p->name)))
+                return false;
+        }
+    }
+    return true;
+}
+
+static bool render(cJSON *root)
+{
+    size_t n;
+    const api_param *params = api_params(&n);
+    cJSON *arr = cJSON_AddArrayToObject(root, "schemes");
+    if (arr == NULL)
+        return false;
+    for (int t = 0; t < PA_SCHEME_COUNT; t++) {
+        pa_scheme_type type = (pa_scheme_type)t;
+        cJSON *obj = cJSON_CreateObject(), *ps;
+        if (obj == NULL || !cJSON_AddItemToArray(arr, obj))
+            return cJSON_Delete(obj), false;
+        if (!cJSON_AddStringToObject(obj, "name", pa_scheme_type_name(type)) ||
+            !cJSON_AddStringToObject(obj, "position_site",
+                                     pa_position_site_name(pa_scheme_position_site(type))) ||
+            !cJSON_AddStringToObject(obj, "default_scale",
+                                     type == PA_SCHEME_T5 ? "1.0" : "1/sqrt(head_dim)") ||
+            !cJSON_AddStringToObject(obj, "description", scheme_doc(type)) ||
+            (ps = cJSON_AddArrayToObject(obj, "parameters")) == NULL)
+            return false;
+        for (size_t i = 0; i < n; i++)
+            if (params[i].type == type && !add_param(ps, &params[i]))
+                return false;
+        if (type == PA_SCHEME_ROPE && !add_scalings(obj, params, n))
+            return false;
+    }
+    return true;
+}
+
+static void schemes_answer(const srv_limits *lim, srv_reply *reply)
+{
+    (void)lim;
+    cJSON *root = cJSON_CreateObject();
+    char *body = NULL;
+    if (root != NULL && render(root))
+        body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (body == NULL) {
+        srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "out of memory rendering the schemes");
+        return;
+    }
+    srv_reply_json(reply, 200, body, strlen(body));
+}
+
+const srv_endpoint srv_ep_schemes = {
+    .name = "schemes",
+    .answer = schemes_answer,
+};

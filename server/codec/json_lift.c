@@ -1,0 +1,556 @@
+/* json_lift.c - see json_lift.h. */
+#include "codec/json_lift.h"
+
+#include "codec/base64.h"
+#include "codec/float32.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MARKER = 0x01 };
+
+static _Thread_local srv_lift *current;
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static size_t skip_space(const char *s, size_t len, size_t p)
+{
+    while (p < len && is_space(s[p]))
+        p++;
+    return p;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Numbers                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* 10^0 .. 10^22: exact in double. */
+static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* One number in JSON's grammar, -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?, at
+ * s[*pos], to the double strtod would give: when the significant digits fit
+ * 2^53 and the power of ten is at most 22, m * 10^e (or m / 10^-e) is one
+ * correctly rounded operation on exact operands (Clinger 1990); otherwise
+ * strtod itself. False for anything else. */
+static bool parse_number(const char *s, size_t len, size_t *pos, double *out)
+{
+    size_t p = *pos;
+    const size_t start = p;
+    bool neg = false, exact = true;
+    uint64_t m = 0;
+    int digits = 0;
+    long e10 = 0;
+
+    if (p < len && s[p] == '-') {
+        neg = true;
+        p++;
+    }
+    if (p >= len || !is_digit(s[p]))
+        return false;
+    if (s[p] == '0') {
+        p++;
+    } else {
+        for (; p < len && is_digit(s[p]); p++) {
+            if (digits < 19) {
+                m = m * 10 + (uint64_t)(s[p] - '0');
+                digits++;
+            } else {
+                e10++;
+                exact &= s[p] == '0';
+            }
+        }
+    }
+    if (p < len && s[p] == '.') {
+        p++;
+        if (p >= len || !is_digit(s[p]))
+            return false;
+        for (; p < len && is_digit(s[p]); p++) {
+            if (m == 0 && s[p] == '0') {
+                e10--; /* a leading zero: not a significant digit */
+            } else if (digits < 19) {
+                m = m * 10 + (uint64_t)(s[p] - '0');
+                digits++;
+                e10--;
+            } else {
+                exact &= s[p] == '0';
+            }
+        }
+    }
+    if (p < len && (s[p] == 'e' || s[p] == 'E')) {
+        bool eneg = false;
+        long x = 0;
+        p++;
+        if (p < len && (s[p] == '+' || s[p] == '-'))
+            eneg = s[p++] == '-';
+        if (p >= len || !is_digit(s[p]))
+            return false;
+        for (; p < len && is_digit(s[p]); p++)
+            x = x < 100000 ? x * 10 + (s[p] - '0') : x;
+        e10 += eneg ? -x : x;
+    }
+    /* cJSON reads at most 63 characters of a number and rejects the body
+     * when one is longer: so does this (by leaving it to cJSON). */
+    if (p - start > 63)
+        return false;
+    *pos = p;
+    if (exact && m <= ((uint64_t)1 << 53) && e10 >= -22 && e10 <= 22) {
+        double d = (double)m;
+        d = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
+        *out = neg ? -d : d;
+        return true;
+    }
+    {
+        char buf[64];
+        const size_t n = p - start;
+        memcpy(buf, s + start, n);
+        buf[n] = '\0';
+        *out = strtod(buf, NULL);
+        return true;
+    }
+}
+
+/* Eight bytes of s, the first in the low byte (the load below is only used
+ * on little-endian hosts, where that is what memcpy gives). */
+static inline uint64_t load8(const char *s)
+{
+    uint64_t v;
+    memcpy(&v, s, sizeof v);
+    return v;
+}
+
+/* How many of v's bytes, from the low one, are ASCII digits (0..8): a byte
+ * is a digit when its high nibble is 3 and adding 6 keeps it 3. A carry out
+ * of a byte >= 0xFA only reaches later bytes, past the first non-digit. */
+static inline int leading_digits(uint64_t v)
+{
+    const uint64_t hi = 0xF0F0F0F0F0F0F0F0u, three = 0x3030303030303030u;
+    uint64_t nd = ((v & hi) ^ three) | (((v + 0x0606060606060606u) & hi) ^ three);
+    return nd == 0 ? 8 : __builtin_ctzll(nd) / 8;
+}
+
+/* The value of the first k (1..8) digit bytes of v (Lemire's SWAR: the
+ * digits moved to the high bytes, zeros below them as leading zeros, then
+ * pairs, quads and the octet combined with three multiplications). */
+static inline uint64_t digits_value(uint64_t v, int k)
+{
+    v = (v << (8 * (8 - k))) & 0x0F0F0F0F0F0F0F0Fu;
+    v = (v * 2561) >> 8;
+    v = ((v & 0x00FF00FF00FF00FFu) * 6553601) >> 16;
+    return ((v & 0x0000FFFF0000FFFFu) * 42949672960001u) >> 32;
+}
+
+static const uint64_t pow10_u64[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* parse_number for the common shape -?D{1,7}(.D{1,16})? with at most 19
+ * digits in all, when at least FAST_SLACK bytes follow s[*pos]: eight
+ * digits at a time, no per-byte loop. 1: parsed, the same double as
+ * parse_number gives; 0: not a JSON number; -1: another shape (an
+ * exponent, long digit runs, more than 2^53): use parse_number. */
+enum { FAST_SLACK = 32 };
+static inline int parse_number_fast(const char *s, size_t *pos, double *out)
+{
+    const char *p = s + *pos;
+    const bool neg = *p == '-';
+    uint64_t v, m;
+    int k, e10 = 0;
+
+    p += neg;
+    v = load8(p);
+    k = leading_digits(v);
+    if (k == 0 || (k > 1 && *p == '0'))
+        return 0; /* no digit, or a leading zero */
+    if (k == 8)
+        return -1;
+    m = digits_value(v, k);
+    p += k;
+    const int int_digits = k;
+    if (*p == '.') {
+        p++;
+        v = load8(p);
+        k = leading_digits(v);
+        if (k == 0)
+            return 0;
+        m = m * pow10_u64[k] + digits_value(v, k);
+        p += k;
+        e10 = -k;
+        if (k == 8) {
+            v = load8(p);
+            k = leading_digits(v);
+            if (k == 8 || int_digits + 8 + k > 19)
+                return -1; /* m might not fit 64 bits */
+            if (k > 0) {
+                m = m * pow10_u64[k] + digits_value(v, k);
+                p += k;
+                e10 -= k;
+            }
+        }
+    }
+    if ((*p | 0x20) == 'e' || m > ((uint64_t)1 << 53))
+        return -1;
+    double d = (double)m / pow10_exact[-e10];
+    *out = neg ? -d : d;
+    *pos = (size_t)(p - s);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Arrays                                                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef struct array_ctx {
+    float *data;
+    size_t n, cap;
+    int leaf;                   /* depth of the numbers; -1 until the first */
+    int64_t dims[SRV_MAX_DIMS]; /* 0 until the first array of that depth ends */
+} array_ctx;
+
+static bool push(array_ctx *a, float v, size_t text_left)
+{
+    if (a->n == a->cap) {
+        /* First: as many as the text can hold (a number and a comma take
+         * two bytes at least), up to 4096; then double. */
+        size_t cap = a->cap ? a->cap * 2 : text_left / 2 + 1 < 4096 ? text_left / 2 + 1 : 4096;
+        float *d = realloc(a->data, cap * sizeof *d);
+        if (d == NULL)
+            return false;
+        a->data = d;
+        a->cap = cap;
+    }
+    a->data[a->n++] = v;
+    return true;
+}
+
+/* The array at s[*pos] == '[' at nesting depth level. */
+static bool parse_array(const char *s, size_t len, size_t *pos, int level, array_ctx *a)
+{
+    size_t p = *pos + 1;
+    int64_t n = 0;
+    if (level >= SRV_MAX_DIMS)
+        return false;
+    for (;;) {
+        p = skip_space(s, len, p);
+        if (p >= len)
+            return false;
+        if (s[p] == '[') {
+            if (a->leaf >= 0 && a->leaf <= level)
+                return false; /* numbers and arrays side by side */
+            if (!parse_array(s, len, &p, level + 1, a))
+                return false;
+        } else {
+            double d;
+            float f;
+            int fast = -1;
+            if (a->leaf < 0)
+                a->leaf = level;
+            if (a->leaf != level)
+                return false;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            if (len - p > FAST_SLACK)
+                fast = parse_number_fast(s, &p, &d);
+#endif
+            if (fast == 0)
+                return false;
+            if (fast > 0)
+                f = (float)d; /* below 2^53 * 10^0: within float range */
+            else if (!parse_number(s, len, &p, &d) || !srv_double_to_float(d, &f))
+                return false;
+            if (!push(a, f, len - p))
+                return false;
+        }
+        n++;
+        p = skip_space(s, len, p);
+        if (p < len && s[p] == ',') {
+            p++;
+            continue;
+        }
+        if (p < len && s[p] == ']')
+            break;
+        return false;
+    }
+    if (a->dims[level] == 0)
+        a->dims[level] = n;
+    else if (a->dims[level] != n)
+        return false; /* ragged */
+    *pos = p + 1;
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The scan                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static bool add_item(srv_lift *l, const array_ctx *a, bool b64, const char *text, size_t text_len)
+{
+    srv_lifted *it;
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        srv_lifted *items = realloc(l->items, cap * sizeof *items);
+        if (items == NULL)
+            return false;
+        l->items = items;
+        l->cap = cap;
+    }
+    it = &l->items[l->count++];
+    memset(it, 0, sizeof *it);
+    it->data = a->data;
+    it->n = a->n;
+    it->b64 = b64;
+    it->depth = b64 ? 0 : a->leaf + 1;
+    memcpy(it->dims, a->dims, sizeof it->dims);
+    it->text = text;
+    it->text_len = text_len;
+    return true;
+}
+
+/* Records span [p, q) of s as lifted item a. */
+static bool add_span(srv_lift *l, array_ctx *a, bool b64, const char *s, size_t p, size_t q,
+                     size_t **spans, size_t *nspans)
+{
+    size_t *ns = realloc(*spans, (*nspans + 1) * 2 * sizeof **spans);
+    if (ns == NULL)
+        return false;
+    *spans = ns;
+    if (!add_item(l, a, b64, s + p, q - p))
+        return false;
+    ns[2 * *nspans] = p;
+    ns[2 * *nspans + 1] = q;
+    (*nspans)++;
+    a->data = NULL; /* the lift owns it now */
+    return true;
+}
+
+/* Base64 characters decoded at a time (a multiple of 4): their floats are
+ * checked while they are still in cache. */
+enum { B64_STEP = 64 * 1024 };
+
+/* The string at s[p] == '"' as base64 of float32 values, decoded into *a;
+ * *end is past its closing quote. False (nothing kept) when it holds
+ * anything but the base64 alphabet (escapes included) or not whole floats,
+ * or, on a little-endian host, an inf or NaN. */
+static bool decode_b64(const char *s, size_t len, size_t p, array_ctx *a, size_t *end)
+{
+    const char *text = s + p + 1;
+    const char *q = memchr(text, '"', len - p - 1);
+    const bool check = srv_host_little_endian();
+    unsigned char *dst;
+    size_t n, cap, total = 0;
+    if (q == NULL)
+        return false;
+    n = (size_t)(q - text);
+    if (n == 0 || n % 4 != 0)
+        return false;
+    cap = n / 4 * 3;
+    a->data = malloc(cap + sizeof(float));
+    if (a->data == NULL)
+        return false;
+    dst = (unsigned char *)a->data;
+    for (size_t done = 0; done < n; done += B64_STEP) {
+        const size_t step = n - done < B64_STEP ? n - done : B64_STEP;
+        const bool last = done + step == n;
+        size_t got = 0;
+        /* Padding may only end the whole string: a step before the last
+         * decodes to exactly three bytes per four characters. */
+        if (!srv_b64_decode(text + done, step, dst + total, cap - total, &got) ||
+            (!last && got != step / 4 * 3) || (last && (total + got) % sizeof(float) != 0) ||
+            (check &&
+             !srv_floats_finite((const float *)(const void *)(dst + total), got / sizeof(float)))) {
+            free(a->data);
+            a->data = NULL;
+            return false;
+        }
+        total += got;
+    }
+    a->n = total / sizeof(float);
+    *end = (size_t)(q - s) + 1;
+    return true;
+}
+
+/* Lifts what it can; false when a string rules markers out or memory ran
+ * out (then nothing is lifted). */
+static bool scan(const char *s, size_t len, srv_lift *l, size_t **spans)
+{
+    size_t p = 0, nspans = 0;
+    bool after_data_key = false; /* the previous token was the string "data" */
+    bool after_b64_key = false;  /* ... the string "b64" */
+    bool want_value = false;     /* ... and a ':' followed it */
+    bool want_b64 = false;
+
+    while (p < len) {
+        const char c = s[p];
+        if (c == '"' && want_b64) {
+            array_ctx a;
+            size_t q;
+            memset(&a, 0, sizeof a);
+            want_b64 = false;
+            if (decode_b64(s, len, p, &a, &q)) {
+                if (!add_span(l, &a, true, s, p, q, spans, &nspans)) {
+                    free(a.data);
+                    return false;
+                }
+                p = q;
+                continue;
+            }
+        }
+        if (c == '"') {
+            size_t q = p + 1;
+            for (; q < len && s[q] != '"'; q++) {
+                if ((unsigned char)s[q] < 0x20)
+                    return false;
+                if (s[q] == '\\') {
+                    if (q + 1 < len && s[q + 1] == 'u')
+                        return false;
+                    q++;
+                }
+            }
+            after_data_key = q - p - 1 == 4 && memcmp(s + p + 1, "data", 4) == 0;
+            after_b64_key = q - p - 1 == 3 && memcmp(s + p + 1, "b64", 3) == 0;
+            want_value = want_b64 = false;
+            p = q + 1;
+            continue;
+        }
+        if (c == ':' && (after_data_key || after_b64_key)) {
+            want_value = after_data_key;
+            want_b64 = after_b64_key;
+            after_data_key = after_b64_key = false;
+            p++;
+            continue;
+        }
+        if (is_space(c)) {
+            p++;
+            continue;
+        }
+        if (c == '[' && want_value) {
+            array_ctx a;
+            size_t q = p;
+            memset(&a, 0, sizeof a);
+            a.leaf = -1;
+            if (parse_array(s, len, &q, 0, &a)) {
+                if (!add_span(l, &a, false, s, p, q, spans, &nspans)) {
+                    free(a.data);
+                    return false;
+                }
+                p = q;
+                want_value = want_b64 = after_data_key = after_b64_key = false;
+                continue;
+            }
+            free(a.data);
+        }
+        want_value = want_b64 = after_data_key = after_b64_key = false;
+        p++;
+    }
+    return true;
+}
+
+/* Whether the text "data" or "b64" (with its quotes) occurs in s. */
+static bool mentions_data(const char *s, size_t len)
+{
+    const char *p = s, *end = s + len;
+    while (end - p >= 5 && (p = memchr(p, '"', (size_t)(end - p - 4))) != NULL) {
+        if (memcmp(p, "\"b64\"", 5) == 0 || (end - p >= 6 && memcmp(p, "\"data\"", 6) == 0))
+            return true;
+        p++;
+    }
+    return false;
+}
+
+bool srv_lift_scan(const char *body, size_t len, srv_lift *lift)
+{
+    size_t *spans = NULL, out_len = 0, at = 0;
+    char *text;
+
+    memset(lift, 0, sizeof *lift);
+    /* Bodies without a "data" key (base64 tensors) are left alone at the
+     * cost of one substring search. */
+    if (body == NULL || !mentions_data(body, len))
+        return false;
+    if (!scan(body, len, lift, &spans) || lift->count == 0) {
+        free(spans);
+        srv_lift_free(lift);
+        return false;
+    }
+    /* Each span [a, b) becomes "\u0001<index>" (at most 6 + 20 + 2 bytes). */
+    text = malloc(len + lift->count * 28 + 1);
+    if (text == NULL) {
+        free(spans);
+        srv_lift_free(lift);
+        return false;
+    }
+    for (size_t i = 0; i < lift->count; i++) {
+        const size_t a = spans[2 * i], b = spans[2 * i + 1];
+        memcpy(text + out_len, body + at, a - at);
+        out_len += a - at;
+        out_len += (size_t)sprintf(text + out_len, "\"\\u0001%zu\"", i);
+        at = b;
+    }
+    memcpy(text + out_len, body + at, len - at);
+    out_len += len - at;
+    text[out_len] = '\0';
+    free(spans);
+    lift->text = text;
+    lift->len = out_len;
+    lift->bytes = out_len + 1;
+    for (size_t i = 0; i < lift->count; i++)
+        lift->bytes += lift->items[i].n * sizeof(float);
+    return true;
+}
+
+void srv_lift_free(srv_lift *lift)
+{
+    if (lift == NULL)
+        return;
+    for (size_t i = 0; i < lift->count; i++)
+        free(lift->items[i].data);
+    free(lift->items);
+    free(lift->text);
+    memset(lift, 0, sizeof *lift);
+}
+
+void srv_lift_set_current(srv_lift *lift)
+{
+    current = lift;
+}
+
+const srv_lifted *srv_lift_find(const cJSON *node)
+{
+    const char *v;
+    char *end;
+    unsigned long long i;
+    if (current == NULL || !cJSON_IsString(node) || node->valuestring == NULL)
+        return NULL;
+    v = node->valuestring;
+    if ((unsigned char)v[0] != MARKER || !is_digit(v[1]))
+        return NULL;
+    i = strtoull(v + 1, &end, 10);
+    if (*end != '\0' || i >= current->count)
+        return NULL;
+    return &current->items[i];
+}
+
+float *srv_lift_take(const cJSON *node, bool b64, int ndim, const int64_t *shape, size_t count)
+{
+    srv_lifted *it = (srv_lifted *)srv_lift_find(node);
+    float *data;
+    if (it == NULL || it->data == NULL || it->b64 != b64 || it->n != count)
+        return NULL;
+    if (!b64 && it->depth > 1) {
+        if (it->depth != ndim)
+            return NULL;
+        for (int k = 0; k < ndim; k++)
+            if (it->dims[k] != shape[k])
+                return NULL;
+    }
+    data = it->data;
+    it->data = NULL;
+    return data;
+}

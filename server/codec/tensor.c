@@ -1,0 +1,679 @@
+/* tensor.c - see tensor.h. Turns the tensors of a request (cJSON trees) into
+ * float32 buffers, validating every field once at the boundary, and renders
+ * result tensors back as JSON or base64 (the codec is base64.c).
+ */
+#include "codec/tensor.h"
+
+#include "codec/float32.h"
+#include "codec/fmt_float.h"
+#include "codec/json_lift.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Parsing                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* Room for a caller's path plus eight "[2147483647]" indices. */
+enum { PATH_MAX_LEN = 512 };
+
+static const char *json_type_name(const cJSON *n)
+{
+    if (cJSON_IsNumber(n))
+        return "a number";
+    if (cJSON_IsString(n))
+        return "a string";
+    if (cJSON_IsArray(n))
+        return "an array";
+    if (cJSON_IsObject(n))
+        return "an object";
+    if (cJSON_IsBool(n))
+        return "a boolean";
+    if (cJSON_IsNull(n))
+        return "null";
+    return "an unknown value";
+}
+
+/* Fills *err with code e, the field `path` and the formatted message (which
+ * names the path itself). Always returns false. */
+static bool fail(srv_reply *err, srv_error e, const char *path, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static bool fail(srv_reply *err, srv_error e, const char *path, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    srv_reply_error(err, e, path, "%s", msg);
+    return false;
+}
+
+/* Formats a field path into dst[PATH_MAX_LEN], truncating if it must. */
+static void make_path(char *dst, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void make_path(char *dst, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, PATH_MAX_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* base then sub into dst[PATH_MAX_LEN], truncated as make_path would; on
+ * every request's path, so without printf. */
+static void join_path(char *dst, const char *base, const char *sub)
+{
+    size_t a = strlen(base), b = strlen(sub);
+    if (a > PATH_MAX_LEN - 1)
+        a = PATH_MAX_LEN - 1;
+    if (b > PATH_MAX_LEN - 1 - a)
+        b = PATH_MAX_LEN - 1 - a;
+    memcpy(dst, base, a);
+    memcpy(dst + a, sub, b);
+    dst[a + b] = '\0';
+}
+
+/* "base.data[i0][i1]..." for the first `depth` indices. */
+static void index_path(char *dst, const char *base, const size_t *idx, int depth)
+{
+    int o = snprintf(dst, PATH_MAX_LEN, "%s.data", base);
+    for (int k = 0; k < depth && o > 0 && o < PATH_MAX_LEN; k++)
+        o += snprintf(dst + o, (size_t)(PATH_MAX_LEN - o), "[%zu]", idx[k]);
+}
+
+static void shape_string(char *dst, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t o = 0;
+    dst[o++] = '[';
+    for (int k = 0; k < ndim && o < cap; k++)
+        o += (size_t)snprintf(dst + o, cap - o, k ? ",%lld" : "%lld", (long long)shape[k]);
+    if (o + 2 <= cap) {
+        dst[o++] = ']';
+        dst[o] = '\0';
+    } else {
+        dst[cap - 1] = '\0';
+    }
+}
+
+static inline bool to_float(const cJSON *n, float *out)
+{
+    return cJSON_IsNumber(n) && srv_double_to_float(n->valuedouble, out);
+}
+
+static bool element_error(srv_reply *err, const char *field, const size_t *idx, int depth,
+                          const cJSON *n)
+{
+    char path[PATH_MAX_LEN];
+    index_path(path, field, idx, depth);
+    if (cJSON_IsNumber(n))
+        return fail(err, SRV_ERR_OUT_OF_RANGE, path,
+                    "%s=%.17g is outside the float32 range (magnitude at most %.9g)", path,
+                    n->valuedouble, (double)FLT_MAX);
+    return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s must be a number, got %s", path,
+                json_type_name(n));
+}
+
+static bool parse_shape(const cJSON *node, const char *field, int want_ndim, int *ndim,
+                        int64_t *shape, srv_reply *err)
+{
+    char path[PATH_MAX_LEN];
+    join_path(path, field, ".shape");
+    if (!node)
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
+                    "%s is missing (an array of 1 to %d positive integers)", path, SRV_MAX_DIMS);
+    if (!cJSON_IsArray(node))
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
+                    "%s must be an array of positive integers, got %s", path, json_type_name(node));
+    int n = 0;
+    for (const cJSON *c = node->child; c; c = c->next)
+        n++;
+    if (n < 1 || n > SRV_MAX_DIMS)
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
+                    "%s has %d dimensions; 1 to %d are allowed", path, n, SRV_MAX_DIMS);
+    if (want_ndim > 0 && n != want_ndim)
+        return fail(err, SRV_ERR_SHAPE_MISMATCH, path, "%s has %d dimensions, expected %d", path, n,
+                    want_ndim);
+    int k = 0;
+    for (const cJSON *c = node->child; c; c = c->next, k++) {
+        double v = cJSON_IsNumber(c) ? c->valuedouble : 0;
+        if (cJSON_IsNumber(c) && v == floor(v) && v >= 1 && v <= INT32_MAX) {
+            shape[k] = (int64_t)v;
+            continue;
+        }
+        /* The element's path is formatted only for the error. */
+        char dim[PATH_MAX_LEN];
+        make_path(dim, "%s[%d]", path, k);
+        if (!cJSON_IsNumber(c))
+            return fail(err, SRV_ERR_INVALID_ARGUMENT, dim, "%s must be a positive integer, got %s",
+                        dim, json_type_name(c));
+        if (v != floor(v)) /* NaN fails too */
+            return fail(err, SRV_ERR_INVALID_ARGUMENT, dim, "%s=%.17g must be an integer", dim, v);
+        return fail(err, SRV_ERR_OUT_OF_RANGE, dim, "%s=%.17g must be between 1 and %d", dim, v,
+                    INT32_MAX);
+    }
+    *ndim = n;
+    return true;
+}
+
+/* Fills dst[count] from the nested arrays under `node` at `level`; idx holds
+ * the indices above. The recursion is at most SRV_MAX_DIMS deep. */
+static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *shape, size_t *idx,
+                        float **dst, const char *field, srv_reply *err)
+{
+    char path[PATH_MAX_LEN];
+    size_t len = 0;
+    for (const cJSON *c = node->child; c; c = c->next)
+        len++;
+    if (len != (size_t)shape[level]) {
+        index_path(path, field, idx, level);
+        return fail(err, SRV_ERR_SHAPE_MISMATCH, path, "%s has %zu elements, but shape[%d]=%lld",
+                    path, len, level, (long long)shape[level]);
+    }
+    size_t i = 0;
+    for (const cJSON *c = node->child; c; c = c->next, i++) {
+        idx[level] = i;
+        if (level + 1 < ndim) {
+            if (!cJSON_IsArray(c)) {
+                index_path(path, field, idx, level + 1);
+                return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
+                            "%s is %s, but the shape has %d dimensions: expected an array of %lld",
+                            path, json_type_name(c), ndim, (long long)shape[level + 1]);
+            }
+            if (!fill_nested(c, level + 1, ndim, shape, idx, dst, field, err))
+                return false;
+        } else {
+            if (cJSON_IsArray(c)) {
+                index_path(path, field, idx, level + 1);
+                return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
+                            "%s is an array, nested deeper than the shape's %d dimensions", path,
+                            ndim);
+            }
+            if (!to_float(c, *dst))
+                return element_error(err, field, idx, level + 1, c);
+            (*dst)++;
+        }
+    }
+    return true;
+}
+
+static bool parse_data(const cJSON *data, const char *field, int ndim, const int64_t *shape,
+                       size_t count, float *out, srv_reply *err)
+{
+    char path[PATH_MAX_LEN];
+    join_path(path, field, ".data");
+    const srv_lifted *lf = srv_lift_find(data);
+    if (lf != NULL) {
+        /* Parsed before cJSON (json_lift.h) but not fitting the shape (or
+         * a "data" holding base64): the array's own text goes through the
+         * checks below for the usual error. */
+        cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
+        if (tree == NULL)
+            return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
+        bool ok = parse_data(tree, field, ndim, shape, count, out, err);
+        cJSON_Delete(tree);
+        return ok;
+    }
+    if (!cJSON_IsArray(data))
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s must be an array, got %s", path,
+                    json_type_name(data));
+    size_t idx[SRV_MAX_DIMS] = {0};
+    if (data->child && cJSON_IsArray(data->child) && ndim > 1) {
+        float *dst = out;
+        return fill_nested(data, 0, ndim, shape, idx, &dst, field, err);
+    }
+    size_t len = 0;
+    for (const cJSON *c = data->child; c; c = c->next)
+        len++;
+    if (len != count)
+        return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
+                    "%s.shape product %zu does not match data length %zu", field, count, len);
+    size_t i = 0;
+    for (const cJSON *c = data->child; c; c = c->next, i++) {
+        if (!to_float(c, &out[i])) {
+            idx[0] = i;
+            return element_error(err, field, idx, 1, c);
+        }
+    }
+    return true;
+}
+
+static bool b64_floats(float *out, size_t count, const char *field, srv_reply *err);
+
+static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64_t *shape,
+                      size_t count, float *out, srv_reply *err)
+{
+    char path[PATH_MAX_LEN];
+    char shp[128];
+    join_path(path, field, ".b64");
+    const srv_lifted *lf = srv_lift_find(b64);
+    if (lf != NULL) {
+        /* Decoded before cJSON (json_lift.h) but of another size (or a
+         * "b64" holding numbers): the usual checks on its own text. */
+        cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
+        if (tree == NULL)
+            return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
+        bool ok = parse_b64(tree, field, ndim, shape, count, out, err);
+        cJSON_Delete(tree);
+        return ok;
+    }
+    if (!cJSON_IsString(b64) || !b64->valuestring)
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s must be a base64 string, got %s", path,
+                    json_type_name(b64));
+    const char *s = b64->valuestring;
+    size_t len = strlen(s);
+    size_t bytes = count * sizeof(float);
+    size_t want = srv_b64_encoded_len(bytes);
+    size_t got = 0, bad_at = 0;
+    shape_string(shp, sizeof shp, ndim, shape);
+    if (len != want) {
+        /* Say how many bytes it holds when that is well defined. */
+        if (len % 4 == 0 && len > 0) {
+            size_t pad = s[len - 1] == '=' ? (s[len - 2] == '=' ? 2 : 1) : 0;
+            return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
+                        "%s decodes to %zu bytes, but shape %s needs %zu float32 = %zu bytes "
+                        "(%zu base64 characters, got %zu)",
+                        path, len / 4 * 3 - pad, shp, count, bytes, want, len);
+        }
+        return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
+                    "%s has %zu characters, but shape %s needs %zu float32 = %zu bytes "
+                    "(%zu base64 characters)",
+                    path, len, shp, count, bytes, want);
+    }
+    switch (srv_b64_decode_detail(s, len, (unsigned char *)out, bytes, &got, &bad_at)) {
+    case SRV_B64_FAULT_NONE:
+        break;
+    case SRV_B64_FAULT_CHAR:
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
+                    "%s is not valid base64: character %zu (0x%02x) is not in the standard "
+                    "alphabet or is misplaced padding",
+                    path, bad_at, (unsigned)(unsigned char)s[bad_at]);
+    case SRV_B64_FAULT_PADDING:
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
+                    "%s is not valid base64: non-zero bits before the padding at character %zu",
+                    path, bad_at);
+    case SRV_B64_FAULT_LENGTH:
+    case SRV_B64_FAULT_TOO_BIG:
+        return fail(err, SRV_ERR_SHAPE_MISMATCH, path, "%s does not decode to %zu bytes (shape %s)",
+                    path, bytes, shp);
+    }
+    if (got != bytes)
+        return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
+                    "%s decodes to %zu bytes, but shape %s needs %zu float32 = %zu bytes", path,
+                    got, shp, count, bytes);
+    return b64_floats(out, count, field, err);
+}
+
+/* Decoded base64 bytes to floats: byte order, then every value finite.
+ * field is the tensor's path (errors name field.b64[i]). */
+static bool b64_floats(float *out, size_t count, const char *field, srv_reply *err)
+{
+    if (!srv_host_little_endian())
+        srv_swap_bytes32(out, count);
+    if (srv_floats_finite(out, count))
+        return true;
+    for (size_t i = 0; i < count; i++) { /* where, for the message */
+        if (!isfinite(out[i])) {
+            char path[PATH_MAX_LEN], at[PATH_MAX_LEN];
+            join_path(path, field, ".b64");
+            make_path(at, "%s[%zu]", path, i);
+            return fail(err, SRV_ERR_OUT_OF_RANGE, at,
+                        "%s holds a non-finite float32 (%s) at element %zu", path,
+                        isnan(out[i]) ? "NaN" : "infinity", i);
+        }
+    }
+    return true;
+}
+
+bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
+                      srv_tensor *out, srv_reply *err)
+{
+    char path[PATH_MAX_LEN];
+    if (!field)
+        field = "";
+    if (!node)
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, field,
+                    "%s is missing (expected {\"shape\":[...], \"data\":[...]} or "
+                    "{\"shape\":[...], \"b64\":\"...\"})",
+                    field);
+    if (!cJSON_IsObject(node))
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, field,
+                    "%s must be a tensor object {\"shape\":[...], \"data\":[...]}, got %s", field,
+                    json_type_name(node));
+
+    const cJSON *shape_node = NULL, *data = NULL, *b64 = NULL, *datatype = NULL;
+    for (const cJSON *c = node->child; c; c = c->next) {
+        const cJSON **slot = NULL;
+        const char *key = c->string ? c->string : "";
+        if (strcmp(key, "shape") == 0)
+            slot = &shape_node;
+        else if (strcmp(key, "data") == 0)
+            slot = &data;
+        else if (strcmp(key, "b64") == 0)
+            slot = &b64;
+        else if (strcmp(key, "datatype") == 0)
+            slot = &datatype;
+        if (!slot) {
+            make_path(path, "%s.%.64s", field, key);
+            return fail(err, SRV_ERR_UNKNOWN_FIELD, path,
+                        "%s is not a tensor field (shape, data, b64, datatype)", path);
+        }
+        if (*slot) {
+            make_path(path, "%s.%s", field, key);
+            return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s appears more than once", path);
+        }
+        *slot = c;
+    }
+
+    if (datatype) {
+        join_path(path, field, ".datatype");
+        if (!cJSON_IsString(datatype))
+            return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s must be a string, got %s", path,
+                        json_type_name(datatype));
+        if (strcmp(datatype->valuestring, "FP32") != 0)
+            return fail(err, SRV_ERR_UNSUPPORTED, path,
+                        "%s \"%.32s\" is not supported; only \"FP32\" is", path,
+                        datatype->valuestring);
+    }
+
+    int ndim = 0;
+    int64_t shape[SRV_MAX_DIMS] = {0};
+    if (!parse_shape(shape_node, field, want_ndim, &ndim, shape, err))
+        return false;
+
+    size_t count = 1;
+    char shp[128]; /* for the errors only */
+    for (int k = 0; k < ndim; k++) {
+        if ((uint64_t)shape[k] > SIZE_MAX / count) {
+            shape_string(shp, sizeof shp, ndim, shape);
+            join_path(path, field, ".shape");
+            return fail(err, SRV_ERR_PAYLOAD_TOO_LARGE, path,
+                        "%s %s has more elements than can be addressed (limit %zu)", path, shp,
+                        max_elements);
+        }
+        count *= (size_t)shape[k];
+    }
+    if (count > max_elements || count > SIZE_MAX / sizeof(float)) {
+        shape_string(shp, sizeof shp, ndim, shape);
+        return fail(err, SRV_ERR_PAYLOAD_TOO_LARGE, field,
+                    "%s has %zu elements (shape %s), more than the limit of %zu", field, count, shp,
+                    max_elements);
+    }
+
+    if (data && b64) {
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, field,
+                    "%s has both data and b64; send exactly one", field);
+    }
+    if (!data && !b64)
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, field,
+                    "%s needs data (numbers) or b64 (base64 of little-endian float32)", field);
+
+    /* Parsed before cJSON and fitting: the floats are taken, not copied. */
+    float *buf = srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
+    bool ok;
+    if (buf != NULL) {
+        /* Lifted base64 on a little-endian host is already checked finite,
+         * block by block as it was decoded (json_lift.h). */
+        ok = data != NULL || srv_host_little_endian() || b64_floats(buf, count, field, err);
+    } else {
+        buf = malloc(count * sizeof(float));
+        if (!buf)
+            return fail(err, SRV_ERR_INTERNAL, field, "out of memory for %s (%zu bytes)", field,
+                        count * sizeof(float));
+        ok = data ? parse_data(data, field, ndim, shape, count, buf, err)
+                  : parse_b64(b64, field, ndim, shape, count, buf, err);
+    }
+    if (!ok) {
+        free(buf);
+        return false;
+    }
+    out->ndim = ndim;
+    memcpy(out->shape, shape, sizeof shape);
+    out->count = count;
+    out->data = buf;
+    return true;
+}
+
+void srv_tensor_free(srv_tensor *t)
+{
+    if (!t)
+        return;
+    if (!t->borrowed)
+        free(t->data);
+    t->data = NULL;
+    t->count = 0;
+    t->borrowed = false;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Rendering                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* A cJSON raw node that owns `text` (from cJSON_malloc), without the copy
+ * cJSON_CreateRaw would make of a possibly huge buffer. */
+static cJSON *raw_node_take(char *text)
+{
+    cJSON *node = cJSON_CreateRaw("");
+    if (!node) {
+        cJSON_free(text);
+        return NULL;
+    }
+    cJSON_free(node->valuestring);
+    node->valuestring = text;
+    return node;
+}
+
+cJSON *srv_json_int(int64_t v)
+{
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        *--p = '-';
+    return cJSON_CreateRaw(p);
+}
+
+/* Finite values get the shortest text that reads back as exactly v;
+ * non-finite ones (masked logits are -inf) become null. One buffer sized
+ * up front, written by one loop with the formatter inlined. */
+static cJSON *render_json_array(const float *data, size_t count)
+{
+    size_t size = srv_fmt_float_array_size(count);
+    if (size == 0)
+        return NULL;
+    char *buf = cJSON_malloc(size);
+    if (!buf)
+        return NULL;
+    srv_fmt_float_array(data, count, buf);
+    return raw_node_take(buf);
+}
+
+static cJSON *render_b64_string(const float *data, size_t count)
+{
+    if (count > SIZE_MAX / 8)
+        return NULL;
+    size_t bytes = count * sizeof(float);
+    size_t enc = srv_b64_encoded_len(bytes);
+    char *buf = cJSON_malloc(enc + 3);
+    if (!buf)
+        return NULL;
+    const unsigned char *src = (const unsigned char *)data;
+    float *swapped = NULL;
+    if (!srv_host_little_endian() && count) {
+        swapped = malloc(bytes);
+        if (!swapped) {
+            cJSON_free(buf);
+            return NULL;
+        }
+        memcpy(swapped, data, bytes);
+        srv_swap_bytes32(swapped, count);
+        src = (const unsigned char *)swapped;
+    }
+    buf[0] = '"';
+    srv_b64_encode(src, bytes, buf + 1);
+    buf[enc + 1] = '"';
+    buf[enc + 2] = '\0';
+    free(swapped);
+    return raw_node_take(buf);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Deferred base64 (see srv_defer in tensor.h)                               */
+/* ------------------------------------------------------------------------- */
+
+enum { DEFER_OPEN = 0x02, DEFER_CLOSE = 0x03 };
+
+static _Thread_local srv_defer *defer_current;
+
+void srv_defer_set_current(srv_defer *d)
+{
+    defer_current = d;
+}
+
+bool srv_defer_uses(const float *p)
+{
+    const srv_defer *d = defer_current;
+    for (size_t i = 0; p != NULL && d != NULL && i < d->n; i++)
+        if (d->data[i] == p)
+            return true;
+    return false;
+}
+
+static bool defer_wanted(size_t count)
+{
+    return defer_current != NULL && count >= SRV_DEFER_MIN_FLOATS && srv_host_little_endian();
+}
+
+/* A placeholder raw node for data's base64, recorded in the current defer. */
+static cJSON *defer_node(const float *data, size_t count)
+{
+    srv_defer *d = defer_current;
+    char text[32];
+    int n;
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 4;
+        const float **pd = realloc(d->data, cap * sizeof *pd);
+        if (pd == NULL)
+            return NULL;
+        d->data = pd;
+        size_t *pc = realloc(d->count, cap * sizeof *pc);
+        if (pc == NULL)
+            return NULL;
+        d->count = pc;
+        d->cap = cap;
+    }
+    n = snprintf(text, sizeof text, "%c%zu%c", DEFER_OPEN, d->n, DEFER_CLOSE);
+    if (n <= 0 || (size_t)n >= sizeof text)
+        return NULL;
+    cJSON *node = cJSON_CreateRaw(text);
+    if (node == NULL)
+        return NULL;
+    d->data[d->n] = data;
+    d->count[d->n] = count;
+    d->n++;
+    return node;
+}
+
+char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len, size_t *out_len)
+{
+    size_t size = printed_len + 1, at = 0, pos = 0;
+    char *out;
+    for (size_t i = 0; i < d->n; i++) /* an upper bound: placeholders drop out */
+        size += srv_b64_encoded_len(d->count[i] * sizeof(float)) + 2;
+    out = malloc(size);
+    if (out == NULL)
+        return NULL;
+    for (;;) {
+        const char *p = memchr(printed + pos, DEFER_OPEN, printed_len - pos);
+        const size_t upto = p ? (size_t)(p - printed) : printed_len;
+        char *end;
+        unsigned long long i;
+        memcpy(out + at, printed + pos, upto - pos);
+        at += upto - pos;
+        if (p == NULL)
+            break;
+        i = strtoull(p + 1, &end, 10);
+        if (*end != DEFER_CLOSE || i >= d->n) { /* cannot happen: see tensor.h */
+            free(out);
+            return NULL;
+        }
+        out[at++] = '"';
+        srv_b64_encode((const unsigned char *)d->data[i], d->count[i] * sizeof(float), out + at);
+        at += srv_b64_encoded_len(d->count[i] * sizeof(float));
+        out[at++] = '"';
+        pos = (size_t)(end - printed) + 1;
+    }
+    out[at] = '\0';
+    *out_len = at;
+    return out;
+}
+
+void srv_defer_free(srv_defer *d)
+{
+    if (d == NULL)
+        return;
+    free(d->data);
+    free(d->count);
+    memset(d, 0, sizeof *d);
+}
+
+/* ------------------------------------------------------------------------- */
+
+bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
+                       const int64_t *shape, srv_encoding enc)
+{
+    if (!parent || !name || ndim < 1 || ndim > SRV_MAX_DIMS || !shape)
+        return false;
+    size_t count = 1;
+    for (int k = 0; k < ndim; k++) {
+        if (shape[k] < 0 || (count > 0 && (uint64_t)shape[k] > SIZE_MAX / count))
+            return false;
+        count *= (size_t)shape[k];
+    }
+    if (count > 0 && !data)
+        return false;
+
+    cJSON *obj = cJSON_CreateObject();
+    cJSON *shp = cJSON_AddArrayToObject(obj, "shape");
+    if (!shp)
+        goto fail;
+    for (int k = 0; k < ndim; k++) {
+        cJSON *d = srv_json_int(shape[k]);
+        if (!d || !cJSON_AddItemToArray(shp, d)) {
+            cJSON_Delete(d);
+            goto fail;
+        }
+    }
+    if (!cJSON_AddStringToObject(obj, "datatype", "FP32"))
+        goto fail;
+    cJSON *values = enc == SRV_ENCODING_JSON ? render_json_array(data, count)
+                    : defer_wanted(count)    ? defer_node(data, count)
+                                             : render_b64_string(data, count);
+    if (!values)
+        goto fail;
+    if (!cJSON_AddItemToObject(obj, enc == SRV_ENCODING_B64 ? "b64" : "data", values)) {
+        cJSON_Delete(values);
+        goto fail;
+    }
+    if (!cJSON_AddItemToObject(parent, name, obj))
+        goto fail;
+    return true;
+fail:
+    cJSON_Delete(obj);
+    return false;
+}

@@ -1,0 +1,80 @@
+/* tensor.h - tensors in requests and responses.
+ *
+ * A tensor is {"shape":[...], "data":[...]} with data flat or nested,
+ * row-major float32, or {"shape":[...], "b64":"..."} with little-endian
+ * float32 bytes in base64 (the fast path). "datatype":"FP32" is accepted (the
+ * Open Inference Protocol's name); any other datatype is an error.
+ */
+#ifndef SRV_TENSOR_H
+#define SRV_TENSOR_H
+
+#include "codec/base64.h"  /* srv_b64_*: the codec of the "b64" field */
+#include "codec/float32.h" /* SRV_MAX_DIMS */
+#include "common/reply.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct srv_tensor {
+    int ndim;
+    int64_t shape[SRV_MAX_DIMS];
+    size_t count;  /* product of shape */
+    float *data;   /* count floats: malloc'd and owned, unless borrowed */
+    bool borrowed; /* data belongs to someone else (a loaded named tensor,
+                      a request's binary segment): never written or freed */
+} srv_tensor;
+
+/* Parses the tensor object `node`. `field` is its path for errors
+ * ("inputs[2].q"); errors name sub-fields ("inputs[2].q.shape[1]",
+ * "inputs[2].q.data"). Checks: object with shape (array of 1..8 positive
+ * integers), exactly one of data/b64, element count == product of shape,
+ * count <= max_elements (413 PAYLOAD_TOO_LARGE otherwise), every value a
+ * finite number within float range, b64 valid and of exactly count*4 bytes.
+ * want_ndim > 0 also requires that rank. On failure fills *err and returns
+ * false with *out untouched. */
+bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
+                      srv_tensor *out, srv_reply *err);
+
+/* Frees data unless borrowed; leaves t empty. */
+void srv_tensor_free(srv_tensor *t);
+
+typedef enum srv_encoding { SRV_ENCODING_JSON = 0, SRV_ENCODING_B64 } srv_encoding;
+
+/* Adds name: {"shape":[...], "datatype":"FP32", "data":[...]} (flat) or
+ * {..., "b64":"..."} to the object parent. In JSON, non-finite values
+ * (masked logits are -inf) are written as null. Returns false on allocation
+ * failure. */
+bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
+                       const int64_t *shape, srv_encoding enc);
+
+/* Large base64 tensors written straight into the answer's final text.
+ * While a srv_defer is current on this thread, srv_tensor_render leaves a
+ * placeholder where the base64 of a tensor of SRV_DEFER_MIN_FLOATS or more
+ * would go and keeps a pointer to its data, which must then outlive
+ * srv_defer_apply. srv_defer_apply expands the printed tree into one new
+ * buffer, encoding each tensor in its place: the text is not copied by
+ * cJSON's printer nor measured by strlen (for a 4 MB output, 5.6 MB each).
+ * Placeholders are a byte 0x02, the index, a byte 0x03: cJSON prints those
+ * bytes inside strings as \u0002 and \u0003, so no string can pose as one.
+ * Little-endian hosts only (elsewhere nothing is deferred). */
+enum { SRV_DEFER_MIN_FLOATS = 16384 };
+typedef struct srv_defer {
+    const float **data;
+    size_t *count;
+    size_t n, cap;
+} srv_defer;
+void srv_defer_set_current(srv_defer *d); /* NULL: none */
+/* Whether the current defer holds p (its data may not be freed yet). */
+bool srv_defer_uses(const float *p);
+/* The text with each placeholder expanded (malloc'd, NUL-terminated; its
+ * length in *out_len), or NULL when memory ran out. */
+char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len, size_t *out_len);
+void srv_defer_free(srv_defer *d);
+
+/* A JSON integer as a raw cJSON node (NULL on allocation failure): printed
+ * as its digits, without cJSON's sprintf("%1.15g") and sscanf round trip,
+ * which cost more than a small tensor's whole answer. */
+cJSON *srv_json_int(int64_t v);
+
+#endif

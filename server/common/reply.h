@@ -1,0 +1,35 @@
+/* reply.h - an HTTP-ready answer (status, content type, body) built by the
+ * API layer and sent by the HTTP layer, and the JSON error body.
+ */
+#ifndef SRV_REPLY_H
+#define SRV_REPLY_H
+
+#include "common/errors.h"
+
+#include <stddef.h>
+
+typedef struct srv_reply {
+    int http_status;
+    const char *content_type; /* static string */
+    char *body;               /* malloc'd, owned by the reply; may be NULL when empty */
+    size_t body_len;
+    srv_error error;          /* meaningful when http_status >= 400 */
+    /* > 0: the body is a JSON header of this many bytes followed by binary
+     * tensors (Open Inference Protocol: Inference-Header-Content-Length). */
+    size_t infer_header_len;
+} srv_reply;
+
+/* Sets a JSON body; takes ownership of body (malloc'd). */
+void srv_reply_json(srv_reply *r, int http_status, char *body, size_t len);
+/* {"error":{"code":"SHAPE_MISMATCH","message":"...","field":"inputs[2].k.shape"}};
+ * field may be NULL or "" (then omitted). Overwrites *r without freeing it
+ * (call srv_reply_free first when reusing one). On allocation failure the body
+ * is a malloc'd fixed text, or empty with status 500 if even that fails. */
+void srv_reply_error(srv_reply *r, srv_error e, const char *field, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+void srv_reply_free(srv_reply *r);
+
+#endif

@@ -1,0 +1,53 @@
+/* config.h - posattnd's configuration: command-line flags, each with a
+ * POSATTN_* environment equivalent (a flag wins over the environment).
+ */
+#ifndef SRV_CONFIG_H
+#define SRV_CONFIG_H
+
+#include "store/tensor_spec.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum srv_log_format { SRV_LOG_JSON = 0, SRV_LOG_TEXT, SRV_LOG_OFF } srv_log_format;
+
+typedef struct srv_config {
+    char host[256];              /* --host, POSATTN_HOST; default 127.0.0.1 */
+    int port;                    /* --port, POSATTN_PORT; default 8080; 0 = any free port */
+    int workers;                 /* --workers, POSATTN_WORKERS; default: usable cores (online,
+                                  * affinity, cgroup CPU quota) */
+    int queue_depth;             /* --queue-depth, POSATTN_QUEUE_DEPTH; default 64 tasks waiting */
+    size_t max_body_bytes;       /* --max-body-mb, POSATTN_MAX_BODY_MB; default 64 MB */
+    size_t max_batch_items;      /* --max-batch-items, POSATTN_MAX_BATCH_ITEMS; default 64 */
+    size_t max_tensor_elements;  /* --max-tensor-elements, POSATTN_MAX_TENSOR_ELEMENTS; default 16M */
+    size_t max_request_memory;   /* --max-request-mb, POSATTN_MAX_REQUEST_MB; default 1024 MB */
+    double request_timeout;      /* --request-timeout (s), POSATTN_REQUEST_TIMEOUT; default 30:
+                                  * bounds the headers, the body and the compute each */
+    double drain_timeout;        /* --drain-timeout (s), POSATTN_DRAIN_TIMEOUT; default 20 */
+    char api_key[256];           /* --api-key, POSATTN_API_KEY; empty = no auth */
+    srv_log_format log_format;   /* --log-format json|text|off, POSATTN_LOG_FORMAT; default json */
+    int blas_threads;            /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
+    /* --tensor NAME=PATH[:TENSOR] (repeatable), POSATTN_TENSORS (entries
+     * separated by ';' or newlines); any --tensor replaces the variable's
+     * list. Names are unique. Loaded by main.c before listening. */
+    srv_tensor_spec tensors[SRV_MAX_TENSOR_SPECS];
+    size_t n_tensors;
+    /* The loaded store (tensor_store.h), set by main.c after loading and
+     * read by the HTTP layer; NULL when no tensor is loaded. Not a flag. */
+    const struct srv_tensor_store *tensor_store;
+} srv_config;
+
+/* Defaults, as documented above. */
+void srv_config_defaults(srv_config *c);
+
+/* Parses the environment (getenv) then argv into *c (which holds defaults).
+ * Returns 0 to run, 1 when --help or --version was printed to out (exit 0),
+ * -1 on a bad value, with a message naming the flag (or variable) and the
+ * value printed to err (exit 2). */
+int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err);
+
+/* The --help text. */
+void srv_config_usage(FILE *out, const char *prog);
+
+#endif

@@ -1,0 +1,343 @@
+/* metrics.c - see metrics.h. Lock-free counters and fixed-bucket histograms
+ * over bounded label sets, rendered in the Prometheus text format 0.0.4.
+ *
+ * Every update is a few relaxed atomic adds: no lock sits on the request path.
+ * A histogram keeps one counter per bucket (not cumulative) and the sum in
+ * integer nanoseconds (an atomic double add would need a CAS loop; 2^64 ns is
+ * 584 years). _count is derived from the buckets while rendering, so
+ * _count always equals the +Inf bucket even while updates race the render;
+ * _sum may lag the buckets by the in-flight updates, which Prometheus
+ * tolerates.
+ */
+#include "runtime/metrics.h"
+
+#include "posattn.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Latency bucket upper bounds, 50 us to 30 s in steps of about 2.5x; +Inf is
+ * implicit. The text is what `le` shows. */
+static const struct {
+    double seconds;
+    const char *text;
+} bucket_bounds[] = {
+    {0.00005, "5e-05"}, {0.0001, "0.0001"}, {0.00025, "0.00025"}, {0.0005, "0.0005"},
+    {0.001, "0.001"},   {0.0025, "0.0025"}, {0.005, "0.005"},     {0.01, "0.01"},
+    {0.025, "0.025"},   {0.05, "0.05"},     {0.1, "0.1"},         {0.25, "0.25"},
+    {0.5, "0.5"},       {1, "1"},           {2.5, "2.5"},         {5, "5"},
+    {10, "10"},         {30, "30"},
+};
+#define N_BOUNDS (sizeof bucket_bounds / sizeof bucket_bounds[0])
+#define N_BUCKETS (N_BOUNDS + 1) /* + the +Inf bucket */
+
+static const char *const endpoint_names[] = {
+    "attention", "encode",  "analyze", "schemes",  "tensors",     "healthz",   "readyz",
+    "metrics",   "openapi", "page",    "v2_infer", "v2_metadata", "v2_health", "other",
+};
+#define N_ENDPOINTS (sizeof endpoint_names / sizeof endpoint_names[0])
+#define ENDPOINT_OTHER (N_ENDPOINTS - 1)
+
+/* Status codes the service answers, then a class per hundred, then "other". */
+static const int known_codes[] = {200, 400, 401, 404, 405, 413, 500, 503, 504};
+#define N_KNOWN_CODES (sizeof known_codes / sizeof known_codes[0])
+static const char *const code_classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+#define N_CODE_CLASSES (sizeof code_classes / sizeof code_classes[0])
+#define N_CODES (N_KNOWN_CODES + N_CODE_CLASSES + 1)
+#define CODE_OTHER (N_CODES - 1)
+
+/* Scheme labels: every pa_scheme_type_name, then "analysis", then "other". */
+#define SCHEME_ANALYSIS ((size_t)PA_SCHEME_COUNT)
+#define SCHEME_OTHER ((size_t)PA_SCHEME_COUNT + 1)
+#define N_SCHEMES ((size_t)PA_SCHEME_COUNT + 2)
+
+/* Sums above this are clamped (about 31 years), so the ns sum cannot wrap. */
+#define MAX_OBSERVATION_SECONDS 1e9
+
+typedef struct histogram {
+    atomic_uint_fast64_t buckets[N_BUCKETS];
+    atomic_uint_fast64_t sum_ns;
+} histogram;
+
+struct srv_metrics {
+    histogram request[N_ENDPOINTS];
+    histogram queue;
+    histogram compute[N_SCHEMES];
+    atomic_uint_fast64_t requests[N_ENDPOINTS][N_CODES];
+    atomic_uint_fast64_t items[N_SCHEMES];
+    atomic_uint_fast64_t request_bytes;
+    atomic_uint_fast64_t response_bytes;
+    atomic_int_fast64_t queue_depth;
+    atomic_int_fast64_t in_flight;
+};
+
+static void histogram_init(histogram *h)
+{
+    for (size_t i = 0; i < N_BUCKETS; i++)
+        atomic_init(&h->buckets[i], 0);
+    atomic_init(&h->sum_ns, 0);
+}
+
+static void histogram_observe(histogram *h, double seconds)
+{
+    if (!(seconds > 0)) /* negative and NaN count as zero */
+        seconds = 0;
+    if (seconds > MAX_OBSERVATION_SECONDS)
+        seconds = MAX_OBSERVATION_SECONDS;
+    size_t b = 0;
+    while (b < N_BOUNDS && seconds > bucket_bounds[b].seconds)
+        b++;
+    atomic_fetch_add_explicit(&h->buckets[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, (uint_fast64_t)llround(seconds * 1e9),
+                              memory_order_relaxed);
+}
+
+static size_t endpoint_index(const char *endpoint)
+{
+    for (size_t i = 0; endpoint && i < ENDPOINT_OTHER; i++)
+        if (strcmp(endpoint, endpoint_names[i]) == 0)
+            return i;
+    return ENDPOINT_OTHER;
+}
+
+static size_t code_index(int code)
+{
+    for (size_t i = 0; i < N_KNOWN_CODES; i++)
+        if (code == known_codes[i])
+            return i;
+    if (code >= 100 && code < 600)
+        return N_KNOWN_CODES + (size_t)(code / 100 - 1);
+    return CODE_OTHER;
+}
+
+/* Writes the label value of code slot i into buf. */
+static const char *code_label(size_t i, char *buf, size_t cap)
+{
+    if (i < N_KNOWN_CODES) {
+        snprintf(buf, cap, "%d", known_codes[i]);
+        return buf;
+    }
+    if (i < N_KNOWN_CODES + N_CODE_CLASSES)
+        return code_classes[i - N_KNOWN_CODES];
+    return "other";
+}
+
+static size_t scheme_index(const char *scheme)
+{
+    if (!scheme)
+        return SCHEME_OTHER;
+    for (int t = 0; t < PA_SCHEME_COUNT; t++) {
+        const char *name = pa_scheme_type_name((pa_scheme_type)t);
+        if (name && strcmp(scheme, name) == 0)
+            return (size_t)t;
+    }
+    if (strcmp(scheme, "analysis") == 0)
+        return SCHEME_ANALYSIS;
+    return SCHEME_OTHER;
+}
+
+static const char *scheme_label(size_t i)
+{
+    if (i < (size_t)PA_SCHEME_COUNT) {
+        const char *name = pa_scheme_type_name((pa_scheme_type)i);
+        return name ? name : "other";
+    }
+    return i == SCHEME_ANALYSIS ? "analysis" : "other";
+}
+
+srv_metrics *srv_metrics_new(void)
+{
+    srv_metrics *m = malloc(sizeof *m);
+    if (!m)
+        return NULL;
+    for (size_t e = 0; e < N_ENDPOINTS; e++) {
+        histogram_init(&m->request[e]);
+        for (size_t c = 0; c < N_CODES; c++)
+            atomic_init(&m->requests[e][c], 0);
+    }
+    histogram_init(&m->queue);
+    for (size_t s = 0; s < N_SCHEMES; s++) {
+        histogram_init(&m->compute[s]);
+        atomic_init(&m->items[s], 0);
+    }
+    atomic_init(&m->request_bytes, 0);
+    atomic_init(&m->response_bytes, 0);
+    atomic_init(&m->queue_depth, 0);
+    atomic_init(&m->in_flight, 0);
+    return m;
+}
+
+void srv_metrics_free(srv_metrics *m)
+{
+    free(m);
+}
+
+void srv_metrics_request(srv_metrics *m, const char *endpoint, int code, double seconds,
+                         size_t request_bytes, size_t response_bytes)
+{
+    if (!m)
+        return;
+    size_t e = endpoint_index(endpoint);
+    histogram_observe(&m->request[e], seconds);
+    atomic_fetch_add_explicit(&m->requests[e][code_index(code)], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->request_bytes, request_bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->response_bytes, response_bytes, memory_order_relaxed);
+}
+
+void srv_metrics_queue(srv_metrics *m, double seconds)
+{
+    if (m)
+        histogram_observe(&m->queue, seconds);
+}
+
+void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds)
+{
+    if (!m)
+        return;
+    size_t s = scheme_index(scheme);
+    histogram_observe(&m->compute[s], seconds);
+    atomic_fetch_add_explicit(&m->items[s], 1, memory_order_relaxed);
+}
+
+void srv_metrics_queue_depth_add(srv_metrics *m, int64_t delta)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->queue_depth, delta, memory_order_relaxed);
+}
+
+void srv_metrics_in_flight_add(srv_metrics *m, int64_t delta)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->in_flight, delta, memory_order_relaxed);
+}
+
+int64_t srv_metrics_queue_depth(const srv_metrics *m)
+{
+    /* atomic_load takes a pointer to non-const in C11; reading is harmless. */
+    return m ? (int64_t)atomic_load_explicit((atomic_int_fast64_t *)&m->queue_depth,
+                                             memory_order_relaxed)
+             : 0;
+}
+
+int64_t srv_metrics_in_flight(const srv_metrics *m)
+{
+    return m ? (int64_t)atomic_load_explicit((atomic_int_fast64_t *)&m->in_flight,
+                                             memory_order_relaxed)
+             : 0;
+}
+
+static uint64_t load(atomic_uint_fast64_t *a)
+{
+    return (uint64_t)atomic_load_explicit(a, memory_order_relaxed);
+}
+
+static bool histogram_seen(histogram *h)
+{
+    for (size_t i = 0; i < N_BUCKETS; i++)
+        if (load(&h->buckets[i]))
+            return true;
+    return false;
+}
+
+/* Writes one histogram series; label is `name="value"` or NULL. */
+static void histogram_write(FILE *f, const char *family, const char *label, histogram *h)
+{
+    const char *sep = label ? "," : "";
+    const char *lab = label ? label : "";
+    uint64_t cum = 0;
+    for (size_t i = 0; i < N_BUCKETS; i++) {
+        cum += load(&h->buckets[i]);
+        fprintf(f, "%s_bucket{%s%sle=\"%s\"} %" PRIu64 "\n", family, lab, sep,
+                i < N_BOUNDS ? bucket_bounds[i].text : "+Inf", cum);
+    }
+    uint64_t ns = load(&h->sum_ns);
+    const char *braces_open = label ? "{" : "";
+    const char *braces_close = label ? "}" : "";
+    fprintf(f, "%s_sum%s%s%s %" PRIu64 ".%09" PRIu64 "\n", family, braces_open, lab, braces_close,
+            ns / 1000000000u, ns % 1000000000u);
+    fprintf(f, "%s_count%s%s%s %" PRIu64 "\n", family, braces_open, lab, braces_close, cum);
+}
+
+static void header(FILE *f, const char *family, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", family, help, family, type);
+}
+
+/* Series with labels appear once they have been observed, so the page stays
+ * short; unlabelled series are always there. */
+char *srv_metrics_render(srv_metrics *m, size_t *len)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    if (!m)
+        return NULL;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f)
+        return NULL;
+    char label[96];
+
+    header(f, "posattn_request_duration_seconds", "histogram",
+           "Time from a request's arrival to its answer, by endpoint.");
+    for (size_t e = 0; e < N_ENDPOINTS; e++) {
+        if (!histogram_seen(&m->request[e]))
+            continue;
+        snprintf(label, sizeof label, "endpoint=\"%s\"", endpoint_names[e]);
+        histogram_write(f, "posattn_request_duration_seconds", label, &m->request[e]);
+    }
+
+    header(f, "posattn_queue_duration_seconds", "histogram", "Time a task waited for a worker.");
+    histogram_write(f, "posattn_queue_duration_seconds", NULL, &m->queue);
+
+    header(f, "posattn_compute_duration_seconds", "histogram",
+           "Time a worker spent computing one task, by scheme.");
+    for (size_t s = 0; s < N_SCHEMES; s++) {
+        if (!histogram_seen(&m->compute[s]))
+            continue;
+        snprintf(label, sizeof label, "scheme=\"%s\"", scheme_label(s));
+        histogram_write(f, "posattn_compute_duration_seconds", label, &m->compute[s]);
+    }
+
+    header(f, "posattn_requests_total", "counter", "Requests answered, by endpoint and status.");
+    for (size_t e = 0; e < N_ENDPOINTS; e++) {
+        for (size_t c = 0; c < N_CODES; c++) {
+            uint64_t v = load(&m->requests[e][c]);
+            char code[16];
+            if (v)
+                fprintf(f, "posattn_requests_total{endpoint=\"%s\",code=\"%s\"} %" PRIu64 "\n",
+                        endpoint_names[e], code_label(c, code, sizeof code), v);
+        }
+    }
+
+    header(f, "posattn_items_total", "counter", "Tasks computed (batch items), by scheme.");
+    for (size_t s = 0; s < N_SCHEMES; s++) {
+        uint64_t v = load(&m->items[s]);
+        if (v)
+            fprintf(f, "posattn_items_total{scheme=\"%s\"} %" PRIu64 "\n", scheme_label(s), v);
+    }
+
+    header(f, "posattn_request_bytes_total", "counter", "Request body bytes received.");
+    fprintf(f, "posattn_request_bytes_total %" PRIu64 "\n", load(&m->request_bytes));
+    header(f, "posattn_response_bytes_total", "counter", "Response body bytes sent.");
+    fprintf(f, "posattn_response_bytes_total %" PRIu64 "\n", load(&m->response_bytes));
+
+    header(f, "posattn_queue_depth", "gauge", "Tasks waiting for a worker.");
+    fprintf(f, "posattn_queue_depth %" PRId64 "\n", srv_metrics_queue_depth(m));
+    header(f, "posattn_in_flight", "gauge", "Requests accepted and not yet answered.");
+    fprintf(f, "posattn_in_flight %" PRId64 "\n", srv_metrics_in_flight(m));
+
+    header(f, "posattn_build_info", "gauge", "The posattn version; always 1.");
+    fprintf(f, "posattn_build_info{version=\"%s\"} 1\n", PA_VERSION_STRING);
+
+    bool failed = ferror(f) != 0;
+    if (fclose(f) != 0 || failed) {
+        free(buf);
+        return NULL;
+    }
+    if (len)
+        *len = size;
+    return buf;
+}

@@ -1,0 +1,712 @@
+/* infer.c - see v2/v2.h. A thin translation: an infer request
+ * becomes the /v1 attention item it stands for (a cJSON tree whose tensor
+ * nodes refer to the request's own nodes, or to its binary segments), which
+ * the /v1 parser validates and the /v1 attention job computes; v2/model.c
+ * renders the answer (the job's view). The binary segments reach the /v1
+ * parser as this file's tensor source (api_tensor_source, api/json.h).
+ *
+ * Protocol references (quoted by name in comments below):
+ *   [V2]  kserve/kserve docs/predict-api/v2/required_api.md, "HTTP/REST":
+ *         health, server and model metadata, the inference request and
+ *         response objects, $parameters, "Tensor Data", error objects.
+ *   [BIN] triton-inference-server/server docs/protocol/extension_binary_data.md:
+ *         "binary_data_size" on inputs and outputs, "binary_data" on requested
+ *         outputs, "binary_data_output" on the request, the
+ *         Inference-Header-Content-Length header, "Raw Binary Request".
+ */
+#include "v2/internal.h"
+
+#include "codec/float32.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The member of a tensor node that marks a binary segment. It is a string
+ * *reference* node (cJSON_IsReference) whose valuestring points into the
+ * request body and whose valuedouble is the byte count; cJSON_Parse never
+ * makes reference nodes, so a /v1 request cannot forge one (its member of
+ * this name is an unknown tensor field there). */
+static const char segment_key[] = "binary segment";
+
+/* Attention options, read from the request's "parameters" as /v1 reads them
+ * from an item. */
+static const struct {
+    const char *name;
+    api_param_kind kind;
+} options[] = {
+    {"causal", API_PARAM_BOOL},  {"window", API_PARAM_INT},    {"key_length", API_PARAM_INT},
+    {"scale", API_PARAM_NUMBER}, {"num_heads", API_PARAM_INT}, {"num_kv_heads", API_PARAM_INT},
+    {"head_dim", API_PARAM_INT},
+};
+
+/* The scalar scheme parameter `name` of type t, or NULL. */
+static const api_param *scheme_scalar(pa_scheme_type t, const char *name)
+{
+    size_t np;
+    const api_param *p = api_params(&np);
+    for (size_t i = 0; i < np; i++)
+        if (p[i].type == t && p[i].kind != API_PARAM_TENSOR &&
+            p[i].kind != API_PARAM_NUMBER_ARRAY && strcmp(p[i].name, name) == 0)
+            return &p[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Binary segments (the tensor source api_get_tensor asks)                  */
+/* ------------------------------------------------------------------------- */
+
+static bool is_segment(const api_tensor_source *src, const cJSON *v)
+{
+    (void)src;
+    const cJSON *s = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, segment_key) : NULL;
+    return s != NULL && cJSON_IsString(s) && (s->type & cJSON_IsReference) != 0;
+}
+
+/* Reads a protocol shape: 1..SRV_MAX_DIMS integers in [1, INT32_MAX] whose
+ * product is at most max_tensor_elements. name is the input's name. */
+static bool read_shape(const cJSON *node, const char *name, const api_ctx *ctx, int *ndim,
+                       int64_t *shape, size_t *count, api_err *e)
+{
+    char path[64], dim[80];
+    const cJSON *d;
+    int n = 0;
+    size_t c = 1;
+
+    snprintf(path, sizeof path, "%s.shape", name);
+    if (node == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s is required: an array of 1 to %d positive integers", path,
+                        SRV_MAX_DIMS);
+    if (!cJSON_IsArray(node))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s must be an array of positive integers, found %s", path,
+                        api_json_type(node));
+    cJSON_ArrayForEach(d, node)
+    {
+        double v = cJSON_IsNumber(d) ? d->valuedouble : 0;
+        snprintf(dim, sizeof dim, "%s[%d]", path, n);
+        if (n == SRV_MAX_DIMS)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s has more than %d dimensions", path, SRV_MAX_DIMS);
+        if (!cJSON_IsNumber(d) || v != floor(v) || v < 1 || v > INT32_MAX)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, dim,
+                            "%s must be an integer between 1 and %d, found %s%.17g", dim,
+                            (int)INT32_MAX, cJSON_IsNumber(d) ? "" : api_json_type(d),
+                            cJSON_IsNumber(d) ? v : 0.0);
+        shape[n++] = (int64_t)v;
+        c = api_mul_sat(c, (size_t)v);
+    }
+    if (n == 0)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is empty", path);
+    if (c > ctx->lim->max_tensor_elements)
+        return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
+                        "%s has %zu elements, more than the limit of %zu", name, c,
+                        ctx->lim->max_tensor_elements);
+    *ndim = n;
+    *count = c;
+    return true;
+}
+
+static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const char *name,
+                           const api_ctx *ctx, int want_ndim, srv_tensor *out, api_err *e)
+{
+    const cJSON *seg = cJSON_GetObjectItemCaseSensitive(v, segment_key);
+    srv_tensor t;
+    char path[64];
+
+    (void)src;
+    memset(&t, 0, sizeof t);
+    if (!read_shape(cJSON_GetObjectItemCaseSensitive(v, "shape"), name, ctx, &t.ndim, t.shape,
+                    &t.count, e))
+        return false;
+    snprintf(path, sizeof path, "%s.shape", name);
+    if (want_ndim > 0 && t.ndim != want_ndim)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s has %d dimensions, expected %d",
+                        path, t.ndim, want_ndim);
+    if ((double)(t.count * sizeof(float)) != seg->valuedouble)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "%s: binary segment size mismatch", name);
+    /* [BIN]: little-endian, row major, no padding. Used in place when the
+     * floats are aligned (the HTTP layer aligns the binary part). */
+    if (srv_host_little_endian() && (uintptr_t)seg->valuestring % _Alignof(float) == 0) {
+        t.data = (float *)(void *)seg->valuestring;
+        t.borrowed = true;
+    } else {
+        t.data = malloc(t.count * sizeof(float));
+        if (t.data == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory for %s", name);
+        memcpy(t.data, seg->valuestring, t.count * sizeof(float));
+        if (!srv_host_little_endian())
+            srv_swap_bytes32(t.data, t.count);
+    }
+    for (size_t i = 0; i < t.count; i++) {
+        if (!isfinite(t.data[i])) {
+            char at[80];
+            snprintf(at, sizeof at, "%s[%zu]", name, i);
+            api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, at,
+                     "%s holds a non-finite float32 (%s) at element %zu", name,
+                     isnan(t.data[i]) ? "NaN" : "infinity", i);
+            srv_tensor_free(&t);
+            return false;
+        }
+    }
+    *out = t;
+    return true;
+}
+
+static const api_tensor_source segments = {is_segment, segment_tensor};
+
+/* ------------------------------------------------------------------------- */
+/* The request, translated                                                   */
+/* ------------------------------------------------------------------------- */
+
+typedef struct v2_req {
+    pa_scheme_type type;
+    const char *model;
+    const api_ctx *ctx;
+    cJSON *item, *scheme; /* the /v1 item being built, its scheme object */
+    const char *bin;      /* the binary part of the body */
+    size_t bin_len, bin_used;
+    bool has_header; /* Inference-Header-Content-Length was given */
+    api_v2_input specs[API_V2_MAX_INPUTS];
+    size_t n_specs;
+    bool seen[API_V2_MAX_INPUTS];
+} v2_req;
+
+static bool add_ref(cJSON *parent, const char *name, const cJSON *node)
+{
+    /* A reference shares node's children and strings, so the request's tensor
+     * data is not copied; deleting the reference leaves them alone. */
+    return cJSON_AddItemReferenceToObject(parent, name, (cJSON *)node);
+}
+
+static bool check_scalar(const cJSON *v, api_param_kind kind, const char *path, const api_ctx *ctx,
+                         api_err *e)
+{
+    int32_t i;
+    double d;
+    bool b;
+    const char *s;
+    switch (kind) {
+    case API_PARAM_INT:
+        return api_get_int(v, path, ctx, &i, e);
+    case API_PARAM_NUMBER:
+        return api_get_number(v, path, ctx, &d, e);
+    case API_PARAM_BOOL:
+        return api_get_bool(v, path, ctx, &b, e);
+    default:
+        return api_get_string(v, path, ctx, &s, e);
+    }
+}
+
+/* [V2] $parameters of the request: attention options go to the item, scheme
+ * parameters to its scheme, binary_data_output ([BIN]) to *binary_out. */
+static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, api_err *e)
+{
+    const cJSON *m;
+    if (params == NULL)
+        return true;
+    if (!cJSON_IsObject(params))
+        return api_fail(e, rq->ctx, SRV_ERR_INVALID_ARGUMENT, "parameters",
+                        "parameters must be an object, found %s", api_json_type(params));
+    cJSON_ArrayForEach(m, params)
+    {
+        char path[API_FIELD_MAX];
+        const api_param *p;
+        size_t k = 0;
+        snprintf(path, sizeof path, "parameters.%.64s", m->string);
+        if (cJSON_GetObjectItemCaseSensitive(params, m->string) != m)
+            return api_fail(e, rq->ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s appears more than once",
+                            path);
+        if (strcmp(m->string, "binary_data_output") == 0) {
+            if (!api_get_bool(m, path, rq->ctx, binary_out, e))
+                return false;
+            continue;
+        }
+        while (k < sizeof options / sizeof options[0] && strcmp(options[k].name, m->string) != 0)
+            k++;
+        if (k < sizeof options / sizeof options[0]) {
+            if (!check_scalar(m, options[k].kind, path, rq->ctx, e))
+                return false;
+            if (!add_ref(rq->item, m->string, m))
+                return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+            continue;
+        }
+        p = scheme_scalar(rq->type, m->string);
+        if (p == NULL) {
+            char list[API_MESSAGE_MAX - 96] = "binary_data_output";
+            size_t np;
+            const api_param *all = api_params(&np);
+            for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+                api_v2_list_add(list, sizeof list, options[i].name);
+            for (size_t i = 0; i < np; i++)
+                if (scheme_scalar(rq->type, all[i].name) == &all[i])
+                    api_v2_list_add(list, sizeof list, all[i].name);
+            return api_fail(e, rq->ctx, SRV_ERR_UNKNOWN_FIELD, path,
+                            "%s is not a parameter of model %s (known: %s)", path, rq->model, list);
+        }
+        if (!check_scalar(m, p->kind, path, rq->ctx, e))
+            return false;
+        if (!add_ref(rq->scheme, m->string, m))
+            return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+    }
+    return true;
+}
+
+/* A JSON array of the n values of a binary segment (int32 or float32). */
+static cJSON *segment_array(const char *p, size_t n, bool int32)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        unsigned char b[4];
+        uint32_t u;
+        cJSON *num;
+        memcpy(b, p + 4 * i, 4);
+        u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        if (int32) {
+            int32_t iv;
+            memcpy(&iv, &u, 4);
+            num = cJSON_CreateNumber(iv);
+        } else {
+            float f;
+            memcpy(&f, &u, 4);
+            num = cJSON_CreateNumber(f);
+        }
+        if (num == NULL || !cJSON_AddItemToArray(arr, num)) {
+            cJSON_Delete(num);
+            cJSON_Delete(arr);
+            arr = NULL;
+        }
+    }
+    return arr;
+}
+
+static bool oom(api_err *e)
+{
+    return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+}
+
+/* [V2] $request_input -> a member of the /v1 item (or of its scheme). */
+static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
+{
+    static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data"};
+    static const char *const pfields[] = {"binary_data_size"};
+    const api_ctx *ctx = rq->ctx;
+    char at[32], path[API_FIELD_MAX], names[256] = "", shp[160] = "";
+    const char *name = NULL, *datatype = NULL, *want;
+    const cJSON *data, *params, *v, *size_node = NULL;
+    const api_v2_input *spec = NULL;
+    int64_t shape[SRV_MAX_DIMS];
+    int ndim = 0;
+    size_t count = 0, k, bytes = 0;
+    const char *seg = NULL;
+    cJSON *node = NULL, *parent;
+
+    snprintf(at, sizeof at, "inputs[%zu]", i);
+    if (!cJSON_IsObject(in))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at,
+                        "%s must be an object {name, shape, datatype, data}, found %s", at,
+                        api_json_type(in));
+    if (!api_check_fields(in, fields, 5, at, at, ctx, e))
+        return false;
+    snprintf(path, sizeof path, "%s.name", at);
+    if ((v = cJSON_GetObjectItemCaseSensitive(in, "name")) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required", path);
+    if (!api_get_string(v, path, ctx, &name, e))
+        return false;
+    for (k = 0; k < rq->n_specs && spec == NULL; k++)
+        if (strcmp(rq->specs[k].name, name) == 0)
+            spec = &rq->specs[k];
+    if (spec == NULL) {
+        for (k = 0; k < rq->n_specs; k++)
+            api_v2_list_add(names, sizeof names, rq->specs[k].name);
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s='%.64s' is not an input of model %s (inputs: %s)", path, name,
+                        rq->model, names);
+    }
+    k = (size_t)(spec - rq->specs);
+    if (rq->seen[k])
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "input '%s' appears more than once (again at %s)", name, at);
+    rq->seen[k] = true;
+
+    want = spec->int32 ? "INT32" : "FP32";
+    snprintf(path, sizeof path, "%s.datatype", name);
+    if ((v = cJSON_GetObjectItemCaseSensitive(in, "datatype")) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required (%s)", path, want);
+    if (!api_get_string(v, path, ctx, &datatype, e))
+        return false;
+    if (strcmp(datatype, want) != 0)
+        return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, path,
+                        "%s='%.32s' is not supported: input %s of model %s is %s", path, datatype,
+                        name, rq->model, want);
+    if (!read_shape(cJSON_GetObjectItemCaseSensitive(in, "shape"), name, ctx, &ndim, shape, &count,
+                    e))
+        return false;
+    snprintf(path, sizeof path, "%s.shape", name);
+    if (ndim != spec->ndim)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s has %d dimensions, expected %d",
+                        path, ndim, spec->ndim);
+    for (int d = 0; d < ndim; d++)
+        snprintf(shp + strlen(shp), sizeof shp - strlen(shp), "%s%lld", d ? "," : "[",
+                 (long long)shape[d]);
+    snprintf(shp + strlen(shp), sizeof shp - strlen(shp), "]");
+
+    params = cJSON_GetObjectItemCaseSensitive(in, "parameters");
+    if (params != NULL) {
+        snprintf(path, sizeof path, "%s.parameters", name);
+        if (!cJSON_IsObject(params))
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s must be an object, found %s", path, api_json_type(params));
+        if (!api_check_fields(params, pfields, 1, path, path, ctx, e))
+            return false;
+        size_node = cJSON_GetObjectItemCaseSensitive(params, "binary_data_size");
+    }
+    data = cJSON_GetObjectItemCaseSensitive(in, "data");
+    if (data != NULL && size_node != NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "input %s has both data and parameters.binary_data_size: send one", name);
+    if (data == NULL && size_node == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "input %s needs data, or parameters.binary_data_size with the bytes after "
+                        "the JSON header",
+                        name);
+    if (size_node != NULL) {
+        /* [BIN]: "binary_data_size" is the byte size of the tensor's data,
+         * which follows the JSON header in the order of the inputs. */
+        double sz = cJSON_IsNumber(size_node) ? size_node->valuedouble : -1;
+        snprintf(path, sizeof path, "%s.parameters.binary_data_size", name);
+        bytes = count * 4;
+        if (!cJSON_IsNumber(size_node) || sz != floor(sz) || sz < 0)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s must be a non-negative integer, found %s", path,
+                            api_json_type(size_node));
+        if (sz != (double)bytes)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                            "%s=%.17g, but shape %s of %s needs %zu bytes", path, sz, shp, want,
+                            bytes);
+        if (!rq->has_header)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s is set, but the request has no Inference-Header-Content-Length "
+                            "header to say where the JSON ends",
+                            path);
+        if (bytes > rq->bin_len - rq->bin_used)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                            "%s=%zu reaches past the end of the body: %zu bytes of binary data "
+                            "follow the JSON header, %zu of them used by earlier inputs",
+                            path, bytes, rq->bin_len, rq->bin_used);
+        seg = rq->bin + rq->bin_used;
+        rq->bin_used += bytes;
+    }
+
+    switch (spec->role) {
+    case API_V2_ROLE_TENSOR:
+    case API_V2_ROLE_SCHEME_TENSOR:
+        node = cJSON_CreateObject();
+        if (node == NULL || !add_ref(node, "shape", cJSON_GetObjectItemCaseSensitive(in, "shape")))
+            return cJSON_Delete(node), oom(e);
+        if (data != NULL) {
+            if (!add_ref(node, "data", data))
+                return cJSON_Delete(node), oom(e);
+        } else {
+            cJSON *s = cJSON_CreateStringReference(seg);
+            if (s == NULL)
+                return cJSON_Delete(node), oom(e);
+            s->valuedouble = (double)bytes;
+            cJSON_AddItemToObject(node, segment_key, s);
+        }
+        break;
+    default: {
+        /* 1-D arrays /v1 takes as plain JSON arrays. */
+        size_t n = 0;
+        if (data != NULL) {
+            const cJSON *x;
+            snprintf(path, sizeof path, "%s.data", name);
+            if (!cJSON_IsArray(data))
+                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                                "%s must be an array, found %s", path, api_json_type(data));
+            cJSON_ArrayForEach(x, data)
+            {
+                n++;
+            }
+            if (n != count)
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                                "%s has %zu values, but shape %s needs %zu", path, n, shp, count);
+            node = cJSON_CreateArrayReference(data->child);
+        } else {
+            node = segment_array(seg, count, spec->int32);
+        }
+        if (node == NULL)
+            return oom(e);
+        break;
+    }
+    }
+    parent = spec->role == API_V2_ROLE_SCHEME_TENSOR || spec->role == API_V2_ROLE_SCHEME_ARRAY
+                 ? rq->scheme
+                 : rq->item;
+    if (!cJSON_AddItemToObject(parent, spec->name, node))
+        return cJSON_Delete(node), oom(e);
+    return true;
+}
+
+/* [V2] $request_output list -> the item's "return" and the answer's order
+ * and encodings ([BIN] "binary_data", default "binary_data_output"). */
+static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, api_v2_answer *ans,
+                         api_err *e)
+{
+    static const char *const fields[] = {"name", "parameters"};
+    static const char *const pfields[] = {"binary_data"};
+    const api_ctx *ctx = rq->ctx;
+    const cJSON *o;
+    cJSON *ret = cJSON_AddArrayToObject(rq->item, "return");
+    size_t i = 0;
+
+    if (ret == NULL)
+        return oom(e);
+    if (outs == NULL) {
+        /* Not in the request: the output tensor only (weights and logits are
+         * H x Lq x Lk, so they are asked for by name). */
+        ans->n_out = 1;
+        ans->bits[0] = API_RET_OUTPUT;
+        ans->binary[0] = binary_all;
+        return cJSON_AddItemToArray(ret, cJSON_CreateString("output")) || oom(e);
+    }
+    if (!cJSON_IsArray(outs))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "outputs",
+                        "outputs must be an array of {name, parameters}, found %s",
+                        api_json_type(outs));
+    cJSON_ArrayForEach(o, outs)
+    {
+        char at[32], path[64];
+        const char *name;
+        const cJSON *v, *p;
+        size_t k = 0;
+        bool binary = binary_all;
+
+        snprintf(at, sizeof at, "api_v2_outputs[%zu]", i);
+        if (!cJSON_IsObject(o))
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at,
+                            "%s must be an object {name, parameters}, found %s", at,
+                            api_json_type(o));
+        if (!api_check_fields(o, fields, 2, at, at, ctx, e))
+            return false;
+        snprintf(path, sizeof path, "%s.name", at);
+        if ((v = cJSON_GetObjectItemCaseSensitive(o, "name")) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required", path);
+        if (!api_get_string(v, path, ctx, &name, e))
+            return false;
+        while (k < API_V2_OUTPUTS && strcmp(api_v2_outputs[k].name, name) != 0)
+            k++;
+        if (k == API_V2_OUTPUTS)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s='%.64s' is not an output of model %s (outputs: output, weights, "
+                            "logits, q_rot, k_rot)",
+                            path, name, rq->model);
+        for (size_t j = 0; j < ans->n_out; j++)
+            if (ans->bits[j] == api_v2_outputs[k].bit)
+                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                                "output '%s' is requested more than once", name);
+        if ((p = cJSON_GetObjectItemCaseSensitive(o, "parameters")) != NULL) {
+            snprintf(path, sizeof path, "%s.parameters", at);
+            if (!cJSON_IsObject(p))
+                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                                "%s must be an object, found %s", path, api_json_type(p));
+            if (!api_check_fields(p, pfields, 1, path, path, ctx, e))
+                return false;
+            snprintf(path, sizeof path, "%s.parameters.binary_data", at);
+            if ((v = cJSON_GetObjectItemCaseSensitive(p, "binary_data")) != NULL &&
+                !api_get_bool(v, path, ctx, &binary, e))
+                return false;
+        }
+        ans->bits[ans->n_out] = api_v2_outputs[k].bit;
+        ans->binary[ans->n_out++] = binary;
+        if (!cJSON_AddItemToArray(ret, cJSON_CreateString(name)))
+            return oom(e);
+        i++;
+    }
+    if (i == 0)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "outputs",
+                        "outputs is empty: leave it out for the default (output)");
+    return true;
+}
+
+/* /v1 names scheme parameters "scheme.<name>"; here they are
+ * "parameters.<name>", or the input "<name>" for tensors and arrays. */
+static void rename_fields(api_err *e, pa_scheme_type t)
+{
+    static const char key[] = "scheme.";
+    char out[API_MESSAGE_MAX];
+    size_t o = 0, np;
+    const api_param *params = api_params(&np);
+    const char *s = e->message;
+
+    while (*s != '\0' && o + 1 < sizeof out) {
+        const char *repl = NULL;
+        if (strncmp(s, key, sizeof key - 1) == 0) {
+            const char *name = s + sizeof key - 1;
+            size_t len = strspn(name, "abcdefghijklmnopqrstuvwxyz_");
+            for (size_t i = 0; i < np && repl == NULL; i++)
+                if (params[i].type == t && strlen(params[i].name) == len &&
+                    strncmp(params[i].name, name, len) == 0)
+                    repl = params[i].kind == API_PARAM_TENSOR ||
+                                   params[i].kind == API_PARAM_NUMBER_ARRAY
+                               ? ""
+                               : "parameters.";
+        }
+        if (repl != NULL) {
+            size_t n = strlen(repl);
+            if (o + n + 1 >= sizeof out)
+                break;
+            memcpy(out + o, repl, n);
+            o += n;
+            s += sizeof key - 1;
+        } else {
+            out[o++] = *s++;
+        }
+    }
+    out[o] = '\0';
+    snprintf(e->message, sizeof e->message, "%s", out);
+}
+
+/* Everything but the job: parses root into rq's /v1 item and *ans. */
+static bool translate(v2_req *rq, const cJSON *root, api_v2_answer *ans, api_err *e)
+{
+    static const char *const fields[] = {"id", "model_name", "parameters", "inputs", "outputs"};
+    const api_ctx *ctx = rq->ctx;
+    const cJSON *v, *in;
+    bool binary_all = false;
+    size_t i = 0;
+
+    if (!api_check_fields(root, fields, 5, "", "an inference request", ctx, e))
+        return false;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "id")) != NULL) {
+        const char *id;
+        if (!api_get_string(v, "id", ctx, &id, e))
+            return false;
+        if ((ans->id = strdup(id)) == NULL)
+            return oom(e);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "model_name")) != NULL) {
+        const char *name;
+        if (!api_get_string(v, "model_name", ctx, &name, e))
+            return false;
+        if (strcmp(name, rq->model) != 0)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "model_name",
+                            "model_name='%.64s' is not the model of the URL (%s)", name, rq->model);
+    }
+    if (!read_parameters(rq, cJSON_GetObjectItemCaseSensitive(root, "parameters"), &binary_all, e))
+        return false;
+    v = cJSON_GetObjectItemCaseSensitive(root, "inputs");
+    if (!cJSON_IsArray(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "inputs",
+                        "inputs must be an array of input tensors (q, k, v, ...), found %s",
+                        api_json_type(v));
+    cJSON_ArrayForEach(in, v)
+    {
+        if (!read_input(rq, in, i++, e))
+            return false;
+    }
+    if (rq->bin_used != rq->bin_len)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "",
+                        "%zu bytes follow the %s JSON header, but the inputs' binary_data_size "
+                        "add up to %zu",
+                        rq->bin_len, rq->has_header ? "Inference-Header-Content-Length" : "",
+                        rq->bin_used);
+    return read_outputs(rq, cJSON_GetObjectItemCaseSensitive(root, "outputs"), binary_all, ans, e);
+}
+
+bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64_t header_len,
+                          const srv_limits *lim, srv_job **job_out, srv_reply *reply)
+{
+    api_ctx ctx = {lim, "", &segments};
+    api_err e;
+    v2_req rq;
+    api_v2_answer *ans = NULL;
+    cJSON *root = NULL, *v1 = NULL, *list;
+    srv_job *job = NULL;
+    size_t hlen;
+    const api_err *ie;
+
+    *job_out = NULL;
+    memset(&rq, 0, sizeof rq);
+    if (!api_v2_model_type(model, &rq.type)) {
+        api_v2_unknown_model_reply(model, reply);
+        return false;
+    }
+    rq.model = model;
+    rq.ctx = &ctx;
+    if (header_len == 0) {
+        /* [BIN] "Raw Binary Request": for models with a single input. */
+        api_fail(&e, NULL, SRV_ERR_INVALID_ARGUMENT, "",
+                 "Inference-Header-Content-Length: 0 (a raw binary request) is for models with "
+                 "one input; model %s takes q, k and v (or x and weights): send the JSON header",
+                 model);
+        goto fail;
+    }
+    if (header_len > 0 && (uint64_t)header_len > len) {
+        api_fail(&e, NULL, SRV_ERR_INVALID_ARGUMENT, "",
+                 "Inference-Header-Content-Length=%lld is past the end of the %zu-byte body",
+                 (long long)header_len, len);
+        goto fail;
+    }
+    hlen = header_len < 0 ? len : (size_t)header_len;
+    rq.has_header = header_len >= 0;
+    rq.bin = body + hlen;
+    rq.bin_len = len - hlen;
+    if ((root = api_parse_body(body, hlen, lim->max_request_memory, &e)) == NULL)
+        goto fail;
+
+    /* The /v1 request being built: {"inputs":[{"scheme":{"type":...}, ...}]}. */
+    ans = calloc(1, sizeof *ans);
+    v1 = cJSON_CreateObject();
+    list = v1 != NULL ? cJSON_AddArrayToObject(v1, "inputs") : NULL;
+    rq.item = list != NULL ? cJSON_CreateObject() : NULL;
+    if (rq.item != NULL && !cJSON_AddItemToArray(list, rq.item)) {
+        cJSON_Delete(rq.item);
+        rq.item = NULL;
+    }
+    if (ans == NULL || rq.item == NULL) {
+        oom(&e);
+        goto fail;
+    }
+    snprintf(ans->model, sizeof ans->model, "%s", model);
+    if ((rq.scheme = cJSON_AddObjectToObject(rq.item, "scheme")) == NULL ||
+        !cJSON_AddStringToObject(rq.scheme, "type", pa_scheme_type_name(rq.type))) {
+        oom(&e);
+        goto fail;
+    }
+    rq.n_specs = api_v2_model_inputs(rq.type, rq.specs);
+    if (!translate(&rq, root, ans, &e))
+        goto fail;
+
+    /* The /v1 path from here: the same parser, limits and job. */
+    if (!api_attention_prepare(v1, &ctx, &job, reply)) {
+        srv_v2_reply_error(reply);
+        goto done;
+    }
+    if ((ie = api_attention_item_error(job, 0)) != NULL) {
+        e = *ie;
+        goto fail;
+    }
+    job->view = api_v2_view;
+    job->view_free = api_v2_answer_free;
+    job->view_ctx = ans;
+    ans = NULL;
+    *job_out = job;
+    job = NULL;
+    cJSON_Delete(v1);
+    cJSON_Delete(root);
+    return true;
+
+fail:
+    rename_fields(&e, rq.type);
+    api_v2_fail_reply(reply, &e);
+done:
+    srv_job_free(job);
+    api_v2_answer_free(ans);
+    cJSON_Delete(v1);
+    cJSON_Delete(root);
+    return false;
+}

@@ -1,0 +1,71 @@
+/* internal.h - private to v2/: model.c (the protocol's surface: models,
+ * metadata, errors, the answer) and infer.c (an infer request translated
+ * into a /v1 attention item). See v2/v2.h.
+ */
+#ifndef SRV_API_V2_INTERNAL_H
+#define SRV_API_V2_INTERNAL_H
+
+#include "api/attention.h"
+#include "api/job.h"
+#include "api/json.h"
+#include "api/request.h"
+#include "v2/v2.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define API_V2_MODEL_PREFIX "attention-"
+
+enum { API_V2_OUTPUTS = 5, API_V2_MAX_INPUTS = 32 };
+
+/* True when name is "attention-<scheme>"; *t is the scheme. */
+bool api_v2_model_type(const char *name, pa_scheme_type *t);
+
+/* Where an input goes in the /v1 item. */
+typedef enum api_v2_role {
+    API_V2_ROLE_TENSOR,        /* an item tensor: q, k, v, x, w_q, ... */
+    API_V2_ROLE_POSITIONS,     /* an item int array: q_positions, k_positions */
+    API_V2_ROLE_SCHEME_TENSOR, /* a scheme tensor: table, rel_k, rel_v */
+    API_V2_ROLE_SCHEME_ARRAY,  /* a scheme number array: slopes, short_factor, ... */
+} api_v2_role;
+
+typedef struct api_v2_input {
+    const char *name;
+    api_v2_role role;
+    int ndim;
+    bool int32; /* INT32, else FP32 */
+} api_v2_input;
+
+/* The inputs of model type t into out[API_V2_MAX_INPUTS]: the item's, then
+ * its scheme's tensors and arrays. Returns their count. */
+size_t api_v2_model_inputs(pa_scheme_type t, api_v2_input *out);
+
+/* The outputs, in the order model metadata lists them. */
+typedef struct api_v2_output {
+    const char *name;
+    unsigned bit; /* API_RET_* */
+} api_v2_output;
+extern const api_v2_output api_v2_outputs[API_V2_OUTPUTS];
+
+/* What the answer needs from the request: the job's view_ctx. */
+typedef struct api_v2_answer {
+    char model[64];
+    char *id; /* the request's id (malloc'd), or NULL */
+    size_t n_out;
+    unsigned bits[API_V2_OUTPUTS]; /* API_RET_* in the order asked */
+    bool binary[API_V2_OUTPUTS];
+} api_v2_answer;
+void api_v2_answer_free(void *ans);
+/* The job's view: renders the protocol's answer (or error) into reply. */
+void api_v2_view(srv_job *job, void *ans, srv_reply *reply);
+
+/* Fills reply with {"error": e->message} and e's status. */
+void api_v2_fail_reply(srv_reply *reply, const api_err *e);
+/* The 404 for an unknown model. */
+void api_v2_unknown_model_reply(const char *name, srv_reply *reply);
+/* Appends s to buf (cap bytes) after a ", " when buf is not empty. */
+void api_v2_list_add(char *buf, size_t cap, const char *s);
+
+#endif

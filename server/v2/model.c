@@ -1,0 +1,366 @@
+/* model.c - see v2/v2.h. The protocol's surface: the models, server and
+ * model metadata, errors and the answer to an infer request (the view of the
+ * /v1 attention job that v2/infer.c prepares).
+ *
+ * Protocol references (quoted by name in comments below):
+ *   [V2]  kserve/kserve docs/predict-api/v2/required_api.md, "HTTP/REST":
+ *         health, server and model metadata, the inference request and
+ *         response objects, $parameters, "Tensor Data", error objects.
+ *   [BIN] triton-inference-server/server docs/protocol/extension_binary_data.md:
+ *         "binary_data_size" on inputs and outputs, "binary_data" on requested
+ *         outputs, "binary_data_output" on the request, the
+ *         Inference-Header-Content-Length header, "Raw Binary Request".
+ */
+#include "v2/internal.h"
+
+#include "codec/float32.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char octet_type[] = "application/octet-stream";
+
+/* ------------------------------------------------------------------------- */
+/* Models, their inputs, parameters and outputs                              */
+/* ------------------------------------------------------------------------- */
+
+bool api_v2_model_type(const char *name, pa_scheme_type *t)
+{
+    size_t n = strlen(API_V2_MODEL_PREFIX);
+    return name != NULL && strncmp(name, API_V2_MODEL_PREFIX, n) == 0 &&
+           pa_scheme_type_from_name(name + n, t) && strcmp(pa_scheme_type_name(*t), name + n) == 0;
+}
+
+bool srv_v2_model_known(const char *name)
+{
+    pa_scheme_type t;
+    return api_v2_model_type(name, &t);
+}
+
+static const api_v2_input item_inputs[] = {
+    {"q", API_V2_ROLE_TENSOR, 3, false},
+    {"k", API_V2_ROLE_TENSOR, 3, false},
+    {"v", API_V2_ROLE_TENSOR, 3, false},
+    {"x", API_V2_ROLE_TENSOR, 2, false},
+    {"w_q", API_V2_ROLE_TENSOR, 2, false},
+    {"w_k", API_V2_ROLE_TENSOR, 2, false},
+    {"w_v", API_V2_ROLE_TENSOR, 2, false},
+    {"w_o", API_V2_ROLE_TENSOR, 2, false},
+    {"q_positions", API_V2_ROLE_POSITIONS, 1, true},
+    {"k_positions", API_V2_ROLE_POSITIONS, 1, true},
+};
+
+/* The inputs of model type t: the item's, then its scheme's tensors. */
+size_t api_v2_model_inputs(pa_scheme_type t, api_v2_input *out)
+{
+    size_t n = 0, np;
+    const api_param *p = api_params(&np);
+    for (size_t i = 0; i < sizeof item_inputs / sizeof item_inputs[0]; i++)
+        out[n++] = item_inputs[i];
+    for (size_t i = 0; i < np && n < API_V2_MAX_INPUTS; i++) {
+        if (p[i].type != t)
+            continue;
+        if (p[i].kind == API_PARAM_TENSOR)
+            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_TENSOR, 2, false};
+        else if (p[i].kind == API_PARAM_NUMBER_ARRAY)
+            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_ARRAY, 1, false};
+    }
+    return n;
+}
+
+const api_v2_output api_v2_outputs[API_V2_OUTPUTS] = {
+    {"output", API_RET_OUTPUT}, {"weights", API_RET_WEIGHTS}, {"logits", API_RET_LOGITS},
+    {"q_rot", API_RET_Q_ROT},   {"k_rot", API_RET_K_ROT},
+};
+
+void api_v2_list_add(char *buf, size_t cap, const char *s)
+{
+    size_t used = strlen(buf);
+    if (used + 1 < cap)
+        snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", s);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------- */
+
+void srv_v2_reply_error(srv_reply *r)
+{
+    cJSON *root, *out;
+    const cJSON *err, *msg;
+    char *body = NULL;
+
+    if (r == NULL || r->http_status < 400 || r->body == NULL)
+        return;
+    root = cJSON_ParseWithLength(r->body, r->body_len);
+    err = cJSON_GetObjectItemCaseSensitive(root, "error");
+    msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+    if (cJSON_IsObject(err) && cJSON_IsString(msg)) {
+        /* [V2] "Inference Response JSON Error Object": {"error": <string>}. */
+        out = cJSON_CreateObject();
+        if (out != NULL && cJSON_AddStringToObject(out, "error", msg->valuestring) != NULL)
+            body = cJSON_PrintUnformatted(out);
+        cJSON_Delete(out);
+    }
+    cJSON_Delete(root);
+    if (body == NULL)
+        return; /* not a /v1 error, or no memory: the reply stays as it was */
+    free(r->body);
+    r->body = body;
+    r->body_len = strlen(body);
+    r->content_type = "application/json";
+    r->infer_header_len = 0;
+}
+
+void api_v2_fail_reply(srv_reply *reply, const api_err *e)
+{
+    api_reply_err(reply, e);
+    srv_v2_reply_error(reply);
+}
+
+void srv_v2_unknown_model(const char *name, char *buf, size_t cap)
+{
+    char list[128] = "";
+    for (int t = 0; t < PA_SCHEME_COUNT; t++)
+        api_v2_list_add(list, sizeof list, pa_scheme_type_name((pa_scheme_type)t));
+    snprintf(buf, cap, "unknown model '%.32s%s'; the models are %s<scheme>, scheme %s",
+             name != NULL ? name : "", name != NULL && strlen(name) > 32 ? "..." : "",
+             API_V2_MODEL_PREFIX, list);
+}
+
+void api_v2_unknown_model_reply(const char *name, srv_reply *reply)
+{
+    char msg[256];
+    api_err e;
+    srv_v2_unknown_model(name, msg, sizeof msg);
+    api_fail(&e, NULL, SRV_ERR_NOT_FOUND, "", "%s", msg);
+    api_v2_fail_reply(reply, &e);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Metadata                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static void reply_tree(srv_reply *reply, cJSON *root, bool ok)
+{
+    char *body = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (body == NULL) {
+        srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "out of memory rendering the answer");
+        srv_v2_reply_error(reply);
+        return;
+    }
+    srv_reply_json(reply, 200, body, strlen(body));
+}
+
+void srv_v2_server_metadata(srv_reply *reply)
+{
+    /* [V2] "Server Metadata Response JSON Object"; [BIN]: a server with the
+     * extension reports "binary_tensor_data". */
+    cJSON *root = cJSON_CreateObject(), *ext;
+    bool ok = root != NULL && cJSON_AddStringToObject(root, "name", "posattn") &&
+              cJSON_AddStringToObject(root, "version", PA_VERSION_STRING) &&
+              (ext = cJSON_AddArrayToObject(root, "extensions")) != NULL &&
+              cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data"));
+    reply_tree(reply, root, ok);
+}
+
+/* Adds {"name","datatype","shape":[-1,...]} to arr ([V2] $metadata_tensor;
+ * -1 is a variable-size dimension). */
+static bool add_meta_tensor(cJSON *arr, const char *name, const char *datatype, int ndim)
+{
+    cJSON *t = cJSON_CreateObject(), *shape;
+    if (t == NULL || !cJSON_AddItemToArray(arr, t))
+        return cJSON_Delete(t), false;
+    if (!cJSON_AddStringToObject(t, "name", name) ||
+        !cJSON_AddStringToObject(t, "datatype", datatype) ||
+        (shape = cJSON_AddArrayToObject(t, "shape")) == NULL)
+        return false;
+    for (int d = 0; d < ndim; d++) {
+        cJSON *n = cJSON_CreateNumber(-1);
+        if (n == NULL || !cJSON_AddItemToArray(shape, n))
+            return cJSON_Delete(n), false;
+    }
+    return true;
+}
+
+void srv_v2_model_metadata(const char *name, srv_reply *reply)
+{
+    pa_scheme_type t;
+    api_v2_input specs[API_V2_MAX_INPUTS];
+    size_t n;
+    cJSON *root, *in, *out;
+    bool ok;
+
+    if (!api_v2_model_type(name, &t)) {
+        api_v2_unknown_model_reply(name, reply);
+        return;
+    }
+    n = api_v2_model_inputs(t, specs);
+    root = cJSON_CreateObject();
+    ok = root != NULL && cJSON_AddStringToObject(root, "name", name) &&
+         cJSON_AddStringToObject(root, "platform", "posattn") &&
+         (in = cJSON_AddArrayToObject(root, "inputs")) != NULL &&
+         (out = cJSON_AddArrayToObject(root, "outputs")) != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = add_meta_tensor(in, specs[i].name, specs[i].int32 ? "INT32" : "FP32", specs[i].ndim);
+    /* output is [Lq, d_out] in layer mode with w_o, [Lq, H, Dv] otherwise. */
+    for (size_t i = 0; ok && i < API_V2_OUTPUTS; i++)
+        ok = add_meta_tensor(out, api_v2_outputs[i].name, "FP32", 3);
+    reply_tree(reply, root, ok);
+}
+
+void api_v2_answer_free(void *p)
+{
+    api_v2_answer *ans = p;
+    if (ans == NULL)
+        return;
+    free(ans->id);
+    free(ans);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The answer                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* Moves the "data" array srv_tensor_render makes (the fast float formatter,
+ * non-finite values as null) into obj. */
+static bool add_json_data(cJSON *obj, const float *data, int ndim, const int64_t *shape)
+{
+    cJSON *tmp = cJSON_CreateObject(), *d = NULL;
+    if (tmp != NULL && srv_tensor_render(tmp, "t", data, ndim, shape, SRV_ENCODING_JSON))
+        d = cJSON_DetachItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(tmp, "t"),
+                                                    "data");
+    cJSON_Delete(tmp);
+    if (d == NULL || !cJSON_AddItemToObject(obj, "data", d))
+        return cJSON_Delete(d), false;
+    return true;
+}
+
+void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
+{
+    const api_v2_answer *ans = vctx;
+    api_att_result r;
+    const float *data[API_V2_OUTPUTS];
+    size_t bytes[API_V2_OUTPUTS], total = 0, hlen;
+    cJSON *root = NULL, *outs, *params;
+    char *json = NULL, *body;
+    api_err e;
+    bool ok;
+
+    if (!api_attention_result(job, 0, &r)) {
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "no attention result to render");
+        api_v2_fail_reply(reply, &e);
+        return;
+    }
+    if (r.err != NULL || r.timed_out) {
+        if (r.err != NULL)
+            e = *r.err;
+        else
+            api_fail(&e, NULL, SRV_ERR_TIMEOUT, "",
+                     "the request deadline passed before the inference could run");
+        api_v2_fail_reply(reply, &e);
+        return;
+    }
+
+    /* [V2] "Inference Response JSON Object"; no model_version: posattn does
+     * not version models. parameters carries the timing, as /v1 does. */
+    root = cJSON_CreateObject();
+    ok = root != NULL && cJSON_AddStringToObject(root, "model_name", ans->model) &&
+         (ans->id == NULL || cJSON_AddStringToObject(root, "id", ans->id)) &&
+         (params = cJSON_AddObjectToObject(root, "parameters")) != NULL &&
+         cJSON_AddItemToObject(params, "queue_us", srv_json_int((int64_t)r.timing.queue_us)) &&
+         cJSON_AddItemToObject(params, "compute_us", srv_json_int((int64_t)r.timing.compute_us)) &&
+         (outs = cJSON_AddArrayToObject(root, "outputs")) != NULL;
+    for (size_t i = 0; ok && i < ans->n_out; i++) {
+        const api_item *it = r.it;
+        int64_t shape[3];
+        int ndim = 3;
+        size_t count = 1;
+        cJSON *o = cJSON_CreateObject(), *shp = NULL;
+        const char *name = "output";
+
+        if (o == NULL || !cJSON_AddItemToArray(outs, o)) {
+            cJSON_Delete(o);
+            ok = false;
+            break;
+        }
+
+        switch (ans->bits[i]) {
+        case API_RET_OUTPUT:
+            ndim = it->out_ndim;
+            memcpy(shape, it->out_shape, sizeof shape);
+            data[i] = r.output;
+            break;
+        case API_RET_WEIGHTS:
+        case API_RET_LOGITS:
+            shape[0] = it->H, shape[1] = it->Lq, shape[2] = it->Lk;
+            data[i] = ans->bits[i] == API_RET_WEIGHTS ? r.weights : r.logits;
+            name = ans->bits[i] == API_RET_WEIGHTS ? "weights" : "logits";
+            break;
+        case API_RET_Q_ROT:
+            shape[0] = it->Lq, shape[1] = it->H, shape[2] = it->D;
+            data[i] = r.q_rot;
+            name = "q_rot";
+            break;
+        default:
+            shape[0] = it->Lk, shape[1] = it->Hkv, shape[2] = it->D;
+            data[i] = r.k_rot;
+            name = "k_rot";
+            break;
+        }
+        for (int d = 0; d < ndim; d++)
+            count *= (size_t)shape[d];
+        bytes[i] = ans->binary[i] ? count * sizeof(float) : 0;
+        total += bytes[i];
+        ok = cJSON_AddStringToObject(o, "name", name) &&
+             cJSON_AddStringToObject(o, "datatype", "FP32") &&
+             (shp = cJSON_AddArrayToObject(o, "shape")) != NULL;
+        for (int d = 0; ok && d < ndim; d++)
+            ok = cJSON_AddItemToArray(shp, srv_json_int(shape[d]));
+        if (ok && ans->binary[i]) {
+            /* [BIN]: "binary_data_size" on $response_output. */
+            cJSON *p = cJSON_AddObjectToObject(o, "parameters");
+            ok = p != NULL && cJSON_AddNumberToObject(p, "binary_data_size", (double)bytes[i]);
+        } else if (ok) {
+            ok = add_json_data(o, data[i], ndim, shape);
+        }
+    }
+    if (ok)
+        json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (json == NULL) {
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory rendering the answer");
+        api_v2_fail_reply(reply, &e);
+        return;
+    }
+    hlen = strlen(json);
+    if (total == 0) {
+        srv_reply_json(reply, 200, json, hlen);
+        return;
+    }
+    /* [BIN]: the JSON header, then each binary output in the order of the
+     * outputs; Inference-Header-Content-Length gives the JSON's length. */
+    body = malloc(hlen + total);
+    if (body == NULL) {
+        cJSON_free(json);
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory rendering the answer");
+        api_v2_fail_reply(reply, &e);
+        return;
+    }
+    memcpy(body, json, hlen);
+    cJSON_free(json);
+    total = hlen;
+    for (size_t i = 0; i < ans->n_out; i++) {
+        if (bytes[i] == 0)
+            continue;
+        memcpy(body + total, data[i], bytes[i]);
+        if (!srv_host_little_endian())
+            srv_swap_bytes32(body + total, bytes[i] / 4);
+        total += bytes[i];
+    }
+    srv_reply_json(reply, 200, body, total);
+    reply->content_type = octet_type;
+    reply->infer_header_len = hlen;
+}
