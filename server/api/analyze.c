@@ -1,4 +1,4 @@
-/* api_analyze.c - POST /v1/analyze: the core library's analyses of
+/* analyze.c - POST /v1/analyze: the core library's analyses of
  * positional schemes, one task per request.
  *
  *   permutation    an attention item + `permutation` (default reversed)

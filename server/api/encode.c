@@ -1,4 +1,4 @@
-/* api_encode.c - POST /v1/encode: the positional signal of a scheme by
+/* encode.c - POST /v1/encode: the positional signal of a scheme by
  * itself, without attention. Absolute schemes and rope take n positions
  * (`length` or `positions`); relative schemes take query and key positions
  * (`q_length`/`k_length` or `q_positions`/`k_positions`).

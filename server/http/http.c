@@ -75,7 +75,7 @@ struct request {
     char *body;
     size_t body_len, body_cap;
     size_t body_off; /* the body starts here in the buffer, so that the binary
-                        part of a v2 request is 16-byte aligned (api_v2.h) */
+                        part of a v2 request is 16-byte aligned (v2/v2.h) */
     bool body_too_large;
     bool refused; /* answer refused_error once the body is read and dropped */
     srv_error refused_error;

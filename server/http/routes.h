@@ -24,7 +24,7 @@ typedef enum srv_route {
     SRV_ROUTE_READYZ,
     SRV_ROUTE_METRICS,
     SRV_ROUTE_OPENAPI,
-    SRV_ROUTE_V2_SERVER, /* the Open Inference Protocol (api_v2.h), SRV_ROUTE_V2_* */
+    SRV_ROUTE_V2_SERVER, /* the Open Inference Protocol (v2/v2.h), SRV_ROUTE_V2_* */
     SRV_ROUTE_V2_LIVE,
     SRV_ROUTE_V2_READY,
     SRV_ROUTE_V2_MODEL, /* /v2/models/{name}...: srv_route_find gives the name */

@@ -11,7 +11,7 @@
 //     never looked at is reported;
 //  3. posattn's rules: probes on /healthz and /readyz, resources, grace
 //     period above preStop + drain timeout, non-root and read-only, env names
-//     that posattnd knows (from server/config.c), Prometheus annotations, and
+//     that posattnd knows (from server/runtime/config.c), Prometheus annotations, and
 //     the Service, HorizontalPodAutoscaler and PodDisruptionBudget pointing at
 //     the Deployment.
 // Then a self-test breaks a rendered Deployment and HPA in known ways and
@@ -115,9 +115,9 @@ async function schemaErrors(obj) {
 
 // The POSATTN_* variables posattnd reads, from its option table.
 function knownEnv() {
-    const text = readFileSync(join(root, "server/config.c"), "utf8");
+    const text = readFileSync(join(root, "server/runtime/config.c"), "utf8");
     const names = new Set(text.match(/"POSATTN_[A-Z0-9_]+"/g)?.map((s) => s.slice(1, -1)) ?? []);
-    if (names.size === 0) throw new Error("no POSATTN_* names found in server/config.c");
+    if (names.size === 0) throw new Error("no POSATTN_* names found in server/runtime/config.c");
     return names;
 }
 
