@@ -53,6 +53,7 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 # Helpers linked only into the test binaries that use them (see below).
 TEST_E2E_OBJ := $(BUILD)/tests/e2e_http.o $(BUILD)/tests/e2e_cases.o
 TEST_API_OBJ := $(BUILD)/tests/api_harness.o
+TEST_BADINPUT_OBJ := $(BUILD)/tests/badinput_table.o
 
 LOAD_SRC := $(wildcard tools/load/*.c)
 LOAD_OBJ := $(LOAD_SRC:%.c=$(BUILD)/%.o)
@@ -150,6 +151,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits: $(TEST_E2E_OBJ)
 $(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_api_encode_analyze \
     $(BUILD)/tests/test_api_v2: $(TEST_API_OBJ)
+$(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
@@ -406,5 +408,5 @@ clean:
 # Container, compose, Kubernetes and load-balancer targets.
 -include deploy/deploy.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

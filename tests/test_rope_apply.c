@@ -1,0 +1,271 @@
+/* test_rope_apply.c - lib/rope.c: the cos/sin tables (pa_rope_cos_sin) and the
+ * rotation kernel (pa_rope_apply) for every scaling and both layouts, against
+ * the double-precision reference of Hugging Face's formulas in
+ * tests/ref_rope.c. Validation and the inverse frequencies are in
+ * tests/test_rope.c; the shared configurations in tests/rope_configs.h.
+ *
+ * Tolerances: cos/sin tables are float32 roundings of double values: 2e-7
+ * absolute (times the attention factor). Rotated values of magnitude ~1: 1e-5
+ * absolute + 1e-5 relative at every position we use (up to 1e5: the angle is
+ * computed in double, so only the table rounding remains).
+ */
+#include "testutil.h"
+#include "ref_rope.h"
+#include "rope_configs.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* cos/sin tables                                                            */
+/* ------------------------------------------------------------------------- */
+
+static void test_cos_sin_vs_reference(void **state)
+{
+    (void)state;
+    const int32_t pos[] = {0, 1, -1, 7, -300, 4095, 4096, 65535, 99999, -100000};
+    enum { N = sizeof pos / sizeof pos[0] };
+    for (int sc = 0; sc < PA_ROPE_SCALING_COUNT; sc++) {
+        const int32_t dims[][2] = {{64, 0}, {65, 64}, {96, 32}, {6, 0}};
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+            int32_t D = dims[d][0], rd = dims[d][1] ? dims[d][1] : D;
+            pa_rope r = rope_config((pa_rope_scaling)sc, dims[d][1], rd);
+            int32_t maxpos = 99999;
+            float c[N * 32], s[N * 32];
+            double wc[N * 32], ws[N * 32], af;
+            double inv[32];
+            pa_error err;
+            TU_ASSERT_STATUS(pa_rope_cos_sin(&r, D, pos, N, maxpos, c, s, &err), PA_STATUS_OK,
+                             &err);
+            ref_rope_cos_sin(&r, D, pos, N, maxpos, wc, ws);
+            ref_rope_inv_freq(&r, D, maxpos, inv, &af);
+            TU_ASSERT_CLOSE(c, wc, (size_t)N * (size_t)(rd / 2), 2e-7 * af, 0.0);
+            TU_ASSERT_CLOSE(s, ws, (size_t)N * (size_t)(rd / 2), 2e-7 * af, 0.0);
+        }
+    }
+}
+
+/* Runs of consecutive positions (where the table advances the angle by a
+ * complex multiplication between libm anchors every 32 rows), across zero,
+ * after a jump, and far out: as close to the reference as single rows. */
+static void test_cos_sin_runs_vs_reference(void **state)
+{
+    (void)state;
+    enum { N = 300 + 70 + 100 };
+    static int32_t pos[N];
+    for (int32_t t = 0; t < 300; t++)
+        pos[t] = t - 40; /* -40 .. 259 */
+    for (int32_t t = 0; t < 70; t++)
+        pos[300 + t] = 5 + t; /* a jump back, then a run */
+    for (int32_t t = 0; t < 100; t++)
+        pos[370 + t] = 99000 + t;
+    for (int sc = 0; sc < PA_ROPE_SCALING_COUNT; sc++) {
+        const int32_t D = 128;
+        pa_rope r = rope_config((pa_rope_scaling)sc, 0, D);
+        int32_t maxpos = 99999;
+        float *c = tu_alloc((size_t)N * 64, sizeof(float)),
+              *s = tu_alloc((size_t)N * 64, sizeof(float));
+        double *wc = tu_alloc((size_t)N * 64, sizeof(double)),
+               *ws = tu_alloc((size_t)N * 64, sizeof(double));
+        double inv[64], af;
+        pa_error err;
+        TU_ASSERT_STATUS(pa_rope_cos_sin(&r, D, pos, N, maxpos, c, s, &err), PA_STATUS_OK, &err);
+        ref_rope_cos_sin(&r, D, pos, N, maxpos, wc, ws);
+        ref_rope_inv_freq(&r, D, maxpos, inv, &af);
+        TU_ASSERT_CLOSE(c, wc, (size_t)N * 64, 2e-7 * af, 0.0);
+        TU_ASSERT_CLOSE(s, ws, (size_t)N * 64, 2e-7 * af, 0.0);
+        free(c);
+        free(s);
+        free(wc);
+        free(ws);
+    }
+}
+
+static void test_cos_sin_attention_factor(void **state)
+{
+    (void)state;
+    const int32_t pos[] = {0, 5};
+    float c[2 * 64], s[2 * 64];
+    /* yarn default: 0.1 ln(f) + 1 multiplies cos and sin. */
+    pa_rope r = rope_config(PA_ROPE_SCALING_YARN, 0, 128);
+    double af = 0.1 * log(4.0) + 1.0;
+    TU_ASSERT_STATUS(pa_rope_cos_sin(&r, 128, pos, 2, 5, c, s, NULL), PA_STATUS_OK, NULL);
+    for (int i = 0; i < 64; i++) {
+        assert_true(fabs(c[i] - af) <= 1e-7 && s[i] == 0.0f);
+        assert_true(fabs((double)c[64 + i] * c[64 + i] + (double)s[64 + i] * s[64 + i] - af * af) <=
+                    1e-6);
+    }
+    /* longrope default sqrt(1 + ln(f)/ln(orig)). */
+    r = rope_config(PA_ROPE_SCALING_LONGROPE, 0, 128);
+    af = sqrt(1.0 + log(32.0) / log(4096.0));
+    TU_ASSERT_STATUS(pa_rope_cos_sin(&r, 128, pos, 2, 5, c, s, NULL), PA_STATUS_OK, NULL);
+    for (int i = 0; i < 64; i++)
+        assert_true(fabs(c[i] - af) <= 1e-7 && s[i] == 0.0f);
+    /* An explicit factor on a scaling whose default is 1. */
+    r = rope_defaults();
+    r.attention_factor = 2.0;
+    TU_ASSERT_STATUS(pa_rope_cos_sin(&r, 128, pos, 2, 5, c, s, NULL), PA_STATUS_OK, NULL);
+    assert_true(c[0] == 2.0f);
+    assert_true(fabs(c[64] - 2.0 * cos(5.0)) <= 2e-7 && fabs(s[64] - 2.0 * sin(5.0)) <= 2e-7);
+}
+
+/* longrope and dynamic use max_position as given, not the table's positions. */
+static void test_cos_sin_uses_max_position(void **state)
+{
+    (void)state;
+    const int32_t pos[] = {0, 3, 10};
+    float c1[3 * 32], s1[3 * 32], c2[3 * 32], s2[3 * 32];
+    double wc[3 * 32], ws[3 * 32];
+    pa_rope r = rope_config(PA_ROPE_SCALING_LONGROPE, 0, 64);
+    TU_ASSERT_STATUS(pa_rope_cos_sin(&r, 64, pos, 3, 10, c1, s1, NULL), PA_STATUS_OK, NULL);
+    TU_ASSERT_STATUS(pa_rope_cos_sin(&r, 64, pos, 3, 5000, c2, s2, NULL), PA_STATUS_OK, NULL);
+    ref_rope_cos_sin(&r, 64, pos, 3, 5000, wc, ws);
+    TU_ASSERT_CLOSE(c2, wc, 96, 3e-7, 0.0);
+    TU_ASSERT_CLOSE(s2, ws, 96, 3e-7, 0.0);
+    assert_true(memcmp(s1, s2, sizeof s1) != 0);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Rotation                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static void rotate_with_lib(const pa_rope *r, int32_t D, int32_t n, int32_t heads,
+                            const int32_t *pos, int32_t maxpos, const float *x, float *out)
+{
+    int32_t half = pa_rope_rotary_dim(r, D) / 2;
+    float *c = tu_alloc((size_t)n * (size_t)half, sizeof(float));
+    float *s = tu_alloc((size_t)n * (size_t)half, sizeof(float));
+    pa_error err;
+    TU_ASSERT_STATUS(pa_rope_cos_sin(r, D, pos, n, maxpos, c, s, &err), PA_STATUS_OK, &err);
+    pa_rope_apply(r, D, n, heads, c, s, x, out);
+    free(c);
+    free(s);
+}
+
+static void test_pairs_explicit(void **state)
+{
+    (void)state;
+    const int32_t pos[] = {1};
+    const float e0[4] = {1, 0, 0, 0};
+    float out[4];
+    pa_rope r = rope_defaults();
+    /* r = 4: inv_freq = {1, 0.01}. NeoX pairs dim 0 with dim 2. */
+    rotate_with_lib(&r, 4, 1, 1, pos, 1, e0, out);
+    assert_true(fabs(out[0] - cos(1.0)) <= 1e-7 && out[1] == 0.0f);
+    assert_true(fabs(out[2] - sin(1.0)) <= 1e-7 && out[3] == 0.0f);
+    /* GPT-J pairs dim 0 with dim 1. */
+    r.layout = PA_ROPE_LAYOUT_GPTJ;
+    rotate_with_lib(&r, 4, 1, 1, pos, 1, e0, out);
+    assert_true(fabs(out[0] - cos(1.0)) <= 1e-7 && fabs(out[1] - sin(1.0)) <= 1e-7);
+    assert_true(out[2] == 0.0f && out[3] == 0.0f);
+    /* GPT-J, the second pair turns by 0.01. */
+    const float e2[4] = {0, 0, 1, 0};
+    rotate_with_lib(&r, 4, 1, 1, pos, 1, e2, out);
+    assert_true(fabs(out[2] - cos(0.01)) <= 1e-7 && fabs(out[3] - sin(0.01)) <= 1e-7);
+}
+
+static void test_apply_vs_reference(void **state)
+{
+    (void)state;
+    const int32_t pos[] = {0, 1, -7, 1000, 99999};
+    enum { N = 5, H = 3 };
+    const int32_t dims[][2] = {{64, 0}, {64, 32}, {65, 64}, {22, 0}, {40, 2}, {128, 0}, {17, 16}};
+    tu_rng rng;
+    tu_rng_seed(&rng, 42);
+    for (int layout = 0; layout < 2; layout++) {
+        for (int sc = 0; sc < PA_ROPE_SCALING_COUNT; sc++) {
+            for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+                int32_t D = dims[d][0], rd = dims[d][1] ? dims[d][1] : D;
+                if ((sc == PA_ROPE_SCALING_NTK || sc == PA_ROPE_SCALING_DYNAMIC) && rd <= 2)
+                    continue;
+                pa_rope r = rope_config((pa_rope_scaling)sc, dims[d][1], rd);
+                r.layout = (pa_rope_layout)layout;
+                size_t total = (size_t)N * H * (size_t)D;
+                float *x = tu_alloc(total, sizeof(float));
+                float *out = tu_alloc(total, sizeof(float));
+                double *want = tu_alloc(total, sizeof(double));
+                tu_fill(&rng, x, total, -1.0, 1.0);
+                rotate_with_lib(&r, D, N, H, pos, 99999, x, out);
+                ref_rope_rotate_tensor(&r, D, N, H, pos, 99999, x, want);
+                TU_ASSERT_CLOSE(out, want, total, 1e-5, 1e-5);
+                /* Dims r.. pass through bit for bit. */
+                for (size_t row = 0; row < (size_t)N * H; row++)
+                    for (int32_t k = rd; k < D; k++)
+                        assert_true(out[row * (size_t)D + (size_t)k] ==
+                                    x[row * (size_t)D + (size_t)k]);
+                free(x);
+                free(out);
+                free(want);
+            }
+        }
+    }
+}
+
+static void test_apply_in_place(void **state)
+{
+    (void)state;
+    const int32_t pos[] = {3, 0, 17, 2048, 5};
+    enum { N = 5, H = 4 };
+    const int32_t dims[][2] = {{64, 0}, {64, 48}, {65, 64}, {26, 0}, {10, 2}};
+    tu_rng rng;
+    tu_rng_seed(&rng, 7);
+    for (int layout = 0; layout < 2; layout++) {
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+            int32_t D = dims[d][0];
+            pa_rope r = rope_defaults();
+            r.rotary_dim = dims[d][1];
+            r.layout = (pa_rope_layout)layout;
+            size_t total = (size_t)N * H * (size_t)D;
+            float *x = tu_alloc(total, sizeof(float));
+            float *y = tu_alloc(total, sizeof(float));
+            float *out = tu_alloc(total, sizeof(float));
+            tu_fill(&rng, x, total, -2.0, 2.0);
+            memcpy(y, x, total * sizeof(float));
+            double *want = tu_alloc(total, sizeof(double));
+            rotate_with_lib(&r, D, N, H, pos, 2048, x, out);
+            rotate_with_lib(&r, D, N, H, pos, 2048, y, y);
+            /* Not bit for bit: with FMA contraction (-march=native) the two
+             * kernels may round differently. */
+            for (size_t i = 0; i < total; i++)
+                want[i] = out[i];
+            TU_ASSERT_CLOSE(y, want, total, 1e-6, 1e-6);
+            ref_rope_rotate_tensor(&r, D, N, H, pos, 2048, x, want);
+            TU_ASSERT_CLOSE(y, want, total, 1e-5, 1e-5);
+            free(x);
+            free(y);
+            free(out);
+            free(want);
+        }
+    }
+}
+
+static void test_apply_empty(void **state)
+{
+    (void)state;
+    pa_rope r = rope_defaults();
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {0};
+    float c[4] = {1, 1, 1, 1}, s[4] = {0, 0, 0, 0}; /* [n=2, r/2=2] */
+    pa_rope_apply(&r, 4, 0, 2, c, s, x, out);
+    pa_rope_apply(&r, 4, 2, 0, c, s, x, out);
+    for (int i = 0; i < 8; i++)
+        assert_true(out[i] == 0.0f);
+    /* Position 0 with attention factor 1 is the identity. */
+    pa_rope_apply(&r, 4, 2, 1, c, s, x, out);
+    assert_memory_equal(out, x, sizeof x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cos_sin_vs_reference),
+        cmocka_unit_test(test_cos_sin_runs_vs_reference),
+        cmocka_unit_test(test_cos_sin_attention_factor),
+        cmocka_unit_test(test_cos_sin_uses_max_position),
+        cmocka_unit_test(test_pairs_explicit),
+        cmocka_unit_test(test_apply_vs_reference),
+        cmocka_unit_test(test_apply_in_place),
+        cmocka_unit_test(test_apply_empty),
+    };
+    return cmocka_run_group_tests_name("rope_apply", tests, rope_configs_setup, NULL);
+}
