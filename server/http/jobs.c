@@ -1,0 +1,165 @@
+/* jobs.c - see request.h: a request's body into a job (srv_job_prepare, or
+ * srv_v2_infer_prepare for the Open Inference Protocol), its tasks on the
+ * worker pool with the connection suspended, and the answer rendered on the
+ * pool's loop thread when the last task is done. A tiny job runs on the HTTP
+ * thread itself.
+ */
+#include "http/request.h"
+
+#include "v2/v2.h"
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Work on the pool                                                          */
+/* ------------------------------------------------------------------------- */
+
+/* srv_job_finish, timed for Server-Timing. */
+static void finish_job(request *q)
+{
+    uint64_t t0 = srv_now_ns();
+    srv_job_finish(q->job, &q->reply);
+    q->render_us = (srv_now_ns() - t0) / 1000u;
+}
+
+static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
+{
+    task_arg *a = arg;
+    request *q = a->req;
+    uint64_t t0 = srv_now_ns(), compute_us, prev;
+
+    srv_metrics_queue(q->h->metrics, (double)queue_us / 1e6);
+    srv_metrics_queue_depth_add(q->h->metrics, -1);
+    if (t0 > q->deadline_ns) {
+        srv_job_set_timed_out(q->job, a->index);
+        return;
+    }
+    srv_job_run_task(q->job, a->index, ws);
+    compute_us = (srv_now_ns() - t0) / 1000u;
+    srv_job_set_timing(q->job, a->index, queue_us, compute_us);
+    srv_metrics_compute(q->h->metrics, srv_job_task_scheme(q->job, a->index),
+                        (double)compute_us / 1e6);
+    atomic_fetch_add(&q->sum_compute_us, compute_us);
+    prev = atomic_load(&q->max_queue_us);
+    while (queue_us > prev && !atomic_compare_exchange_weak(&q->max_queue_us, &prev, queue_us))
+        ;
+}
+
+/* On the pool's loop thread. */
+static void task_done(void *arg)
+{
+    task_arg *a = arg;
+    request *q = a->req;
+    if (atomic_fetch_sub(&q->remaining, 1) != 1)
+        return;
+    finish_job(q);
+    q->reply_ready = true;
+    MHD_resume_connection(q->conn);
+}
+
+/* A workspace for a tiny job: a kept one, or a new empty one (NULL: out of
+ * memory). */
+static srv_workspace *inline_ws_take(srv_http *h)
+{
+    for (size_t i = 0; i < sizeof h->inline_ws / sizeof *h->inline_ws; i++) {
+        srv_workspace *w = atomic_exchange(&h->inline_ws[i], NULL);
+        if (w != NULL)
+            return w;
+    }
+    return calloc(1, sizeof(srv_workspace));
+}
+
+/* Keeps w for the next tiny job if a slot is free and w is small. */
+static void inline_ws_give(srv_http *h, srv_workspace *w)
+{
+    enum { KEEP_MAX = 4 << 20 };
+    if (w->cap <= KEEP_MAX) {
+        for (size_t i = 0; i < sizeof h->inline_ws / sizeof *h->inline_ws; i++) {
+            srv_workspace *none = NULL;
+            if (atomic_compare_exchange_strong(&h->inline_ws[i], &none, w))
+                return;
+        }
+    }
+    srv_workspace_free(w);
+    free(w);
+}
+
+/* Jobs of one task up to this many multiply-adds (tens of microseconds)
+ * run on the HTTP thread that parsed them. */
+#ifndef INLINE_MAX_MACS
+#define INLINE_MAX_MACS (4.0 * 1024 * 1024)
+#endif
+
+enum MHD_Result http_start_job(request *q)
+{
+    srv_http *h = q->h;
+    uint64_t t0 = srv_now_ns();
+    size_t n;
+
+    q->upload_us = (t0 - q->start_ns) / 1000u;
+    if (atomic_load(&h->draining))
+        return http_send_error(q, SRV_ERR_DRAINING, NULL,
+                               "the server is shutting down; retry on another replica");
+    if (q->route == SRV_ROUTE_V2_INFER
+            ? !srv_v2_infer_prepare(q->model, q->body ? q->body + q->body_off : "", q->body_len,
+                                    q->infer_header_len, &h->limits, &q->job, &q->reply)
+            : !srv_job_prepare(srv_routes[q->route].ep, q->body ? q->body : "", q->body_len,
+                               &h->limits, &q->job, &q->reply))
+        return http_send_reply(q);
+    q->parse_us = (srv_now_ns() - t0) / 1000u;
+    n = srv_job_task_count(q->job);
+    q->tasks = calloc(n ? n : 1, sizeof *q->tasks);
+    q->args = calloc(n ? n : 1, sizeof *q->args);
+    if (q->tasks == NULL || q->args == NULL)
+        return http_send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        q->args[i] = (task_arg){q, i};
+        q->tasks[i] = (srv_task){task_run, task_done, &q->args[i], 0};
+    }
+    q->ntasks = n;
+    atomic_store(&q->remaining, n);
+    q->deadline_ns = q->start_ns + (uint64_t)(h->cfg->request_timeout * 1e9);
+    if (n == 0) { /* nothing to compute */
+        finish_job(q);
+        return http_send_reply(q);
+    }
+    if (n == 1 && srv_job_task_macs(q->job, 0) > 0 &&
+        srv_job_task_macs(q->job, 0) <= INLINE_MAX_MACS) {
+        /* A tiny job runs here on the HTTP thread: handing it to a worker
+         * and back (four thread wake-ups) costs more than computing it. It
+         * is counted as in flight and timed as a task with no queue. */
+        srv_workspace *ws = inline_ws_take(h);
+        q->submitted = true;
+        atomic_fetch_add(&h->in_flight, 1);
+        srv_metrics_in_flight_add(h->metrics, 1);
+        srv_metrics_queue_depth_add(h->metrics, 1);
+        task_run(&q->args[0], 0, ws); /* with ws NULL, a workspace of its own */
+        if (ws != NULL)
+            inline_ws_give(h, ws);
+        finish_job(q);
+        return http_send_reply(q);
+    }
+    /* Suspend before submitting: a fast task may finish (and resume) at once. */
+    q->submitted = true;
+    atomic_fetch_add(&h->in_flight, 1);
+    srv_metrics_in_flight_add(h->metrics, 1);
+    MHD_suspend_connection(q->conn);
+    srv_metrics_queue_depth_add(h->metrics, (int64_t)n);
+    if (!srv_pool_submit(h->pool, q->tasks, n)) {
+        srv_metrics_queue_depth_add(h->metrics, -(int64_t)n);
+        q->submitted = false;
+        atomic_fetch_sub(&h->in_flight, 1);
+        srv_metrics_in_flight_add(h->metrics, -1);
+        srv_reply_free(&q->reply);
+        srv_reply_error(&q->reply, SRV_ERR_OVERLOADED, NULL,
+                        "the queue is full (%d tasks waiting); retry after 1 s",
+                        srv_pool_max_queued(h->pool));
+        q->reply_ready = true;
+        MHD_resume_connection(q->conn);
+    }
+    return MHD_YES;
+}

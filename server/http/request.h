@@ -1,0 +1,103 @@
+/* request.h - private to http/: the server and one request's record as the
+ * three files of the HTTP layer share them. http.c owns the daemon and a
+ * request's life (route, refuse, receive, log); jobs.c hands a prepared job
+ * to the pool and resumes the connection when it is done; respond.c builds
+ * and queues the response and answers the routes that need no job.
+ */
+#ifndef SRV_HTTP_REQUEST_H
+#define SRV_HTTP_REQUEST_H
+
+#include "api/api.h"
+#include "common/reply.h"
+#include "http/deadline.h"
+#include "http/http.h"
+#include "http/routes.h"
+#include "runtime/config.h"
+#include "runtime/metrics.h"
+#include "runtime/pool.h"
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct srv_http {
+    struct MHD_Daemon *daemon;
+    const srv_config *cfg;
+    srv_pool *pool;
+    srv_metrics *metrics;
+    srv_limits limits;
+    atomic_bool draining;
+    atomic_int_fast64_t in_flight; /* jobs handed to the pool, not yet answered */
+    atomic_int_fast64_t open;      /* requests from first handler call to completion */
+    MHD_socket listen_fd;          /* after quiesce: ours to close */
+    srv_deadlines *deadlines;      /* every connection's header and body deadline */
+    /* Workspaces of the tiny jobs run on the HTTP threads (start_job), kept
+     * for the next one; a slot is taken and refilled with one atomic
+     * exchange, so no thread ever waits for one. */
+    _Atomic(srv_workspace *) inline_ws[4];
+};
+
+typedef struct request request;
+
+typedef struct task_arg {
+    request *req;
+    size_t index;
+} task_arg;
+
+struct request {
+    srv_http *h;
+    struct MHD_Connection *conn;
+    srv_conn *conn_deadline; /* the connection's record in h->deadlines */
+    srv_route route;
+    char method[8];
+    char path[128];
+    char model[128];          /* SRV_ROUTE_V2_MODEL..INFER: the model name */
+    int64_t infer_header_len; /* Inference-Header-Content-Length, -1 when absent */
+    uint64_t start_ns;
+    uint64_t deadline_ns;
+    /* Server-Timing phases (us): first header byte to the whole body in,
+     * the body to a prepared job (parse), and the answer's rendering. */
+    uint64_t upload_us, parse_us, render_us;
+
+    char *body;
+    size_t body_len, body_cap;
+    size_t body_off; /* the body starts here in the buffer, so that the binary
+                        part of a v2 request is 16-byte aligned (v2/v2.h) */
+    bool body_too_large;
+    bool refused; /* answer refused_error once the body is read and dropped */
+    srv_error refused_error;
+    char refused_msg[160];
+
+    srv_job *job;
+    srv_task *tasks;
+    task_arg *args;
+    size_t ntasks;
+    atomic_size_t remaining;
+    atomic_uint_fast64_t max_queue_us;
+    atomic_uint_fast64_t sum_compute_us;
+    bool submitted;
+
+    srv_reply reply;
+    bool reply_ready; /* set on the loop thread before the resume */
+    bool recorded;    /* counted in the metrics (and out of in_flight) */
+    int status;       /* sent status, for the log */
+    size_t bytes_out;
+};
+
+/* Queues q->reply as the response (headers: content type, Server-Timing,
+ * Retry-After, Allow, ...), counting the request as answered. */
+enum MHD_Result http_send_reply(request *q);
+/* Replaces q->reply with the error e and sends it. */
+enum MHD_Result http_send_error(request *q, srv_error e, const char *field, const char *msg);
+/* A static text answer (copied). */
+void http_set_text(srv_reply *r, int status, const char *type, const char *text);
+/* Counts the request in the metrics, once (see respond.c). */
+void http_record_answer(request *q);
+/* The whole body is in: prepares the job and runs it (jobs.c). */
+enum MHD_Result http_start_job(request *q);
+/* A route without a job: health, metrics, the page, GET endpoints of the API. */
+enum MHD_Result http_serve_simple(request *q);
+
+#endif

@@ -1,0 +1,231 @@
+/* respond.c - see request.h: a request's answer as libmicrohttpd sends it
+ * (content type, Server-Timing, the headers of each status, the page's
+ * security headers), the metrics count of each answer, and the routes that
+ * need no job (health, metrics, OpenAPI, the web page, GET endpoints of the
+ * API through their api/ records).
+ */
+#include "http/request.h"
+
+#include "http/web.h"
+#include "v2/v2.h"
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* openapi.yaml, embedded by the Makefile (build/server/embed_openapi.c). */
+extern const unsigned char srv_openapi_yaml[];
+extern const size_t srv_openapi_yaml_len;
+
+/* ------------------------------------------------------------------------- */
+/* Responses                                                                 */
+/* ------------------------------------------------------------------------- */
+
+void http_set_text(srv_reply *r, int status, const char *type, const char *text)
+{
+    size_t n = strlen(text);
+    r->http_status = status;
+    r->content_type = type;
+    r->body = malloc(n + 1);
+    r->body_len = r->body ? n : 0;
+    if (r->body)
+        memcpy(r->body, text, n + 1);
+}
+
+/* Counts the request as answered, once: when its answer is queued (so a
+ * client that has read the answer sees the metrics already moved), or at
+ * completion for one that never got an answer. */
+void http_record_answer(request *q)
+{
+    srv_http *h = q->h;
+    if (q->recorded)
+        return;
+    q->recorded = true;
+    if (q->status == 0)
+        q->status = 499; /* the client went away before an answer was queued */
+    srv_metrics_request(h->metrics, srv_routes[q->route].label, q->status,
+                        (double)(srv_now_ns() - q->start_ns) / 1e9, q->body_len, q->bytes_out);
+    if (q->submitted) {
+        atomic_fetch_sub(&h->in_flight, 1);
+        srv_metrics_in_flight_add(h->metrics, -1);
+    }
+}
+
+/* Writes us microseconds as milliseconds with three decimals ("12.345",
+ * as "%.3f" would, without printf); returns the end, where a NUL is. */
+static char *put_ms(char *p, uint64_t us)
+{
+    char digits[24];
+    int n = 0;
+    uint64_t ms = us / 1000;
+    unsigned frac = (unsigned)(us % 1000);
+    do {
+        digits[n++] = (char)('0' + ms % 10);
+        ms /= 10;
+    } while (ms != 0);
+    while (n > 0)
+        *p++ = digits[--n];
+    *p++ = '.';
+    *p++ = (char)('0' + frac / 100);
+    *p++ = (char)('0' + frac / 10 % 10);
+    *p++ = (char)('0' + frac % 10);
+    *p = '\0';
+    return p;
+}
+
+enum MHD_Result http_send_reply(request *q)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+    srv_reply *r = &q->reply;
+    char timing[256];
+
+    if (srv_route_is_v2(q->route))
+        srv_v2_reply_error(r); /* {"error":"..."}, whichever layer refused */
+    if (r->body != NULL) {
+        resp = MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_FREE);
+        if (resp != NULL)
+            r->body = NULL; /* MHD owns it now */
+    } else {
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (resp == NULL)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            r->content_type ? r->content_type : "application/json");
+    if (r->infer_header_len > 0) {
+        char n[24];
+        snprintf(n, sizeof n, "%zu", r->infer_header_len);
+        MHD_add_response_header(resp, "Inference-Header-Content-Length", n);
+    }
+    {
+        uint64_t total_us = (srv_now_ns() - q->start_ns + 500) / 1000;
+        char *p = timing;
+        if (q->submitted) {
+            p = put_ms(stpcpy(p, "upload;dur="), q->upload_us);
+            p = put_ms(stpcpy(p, ", parse;dur="), q->parse_us);
+            p = put_ms(stpcpy(p, ", queue;dur="), atomic_load(&q->max_queue_us));
+            p = put_ms(stpcpy(p, ", compute;dur="), atomic_load(&q->sum_compute_us));
+            p = put_ms(stpcpy(p, ", render;dur="), q->render_us);
+            p = stpcpy(p, ", ");
+        }
+        put_ms(stpcpy(p, "total;dur="), total_us);
+        MHD_add_response_header(resp, "Server-Timing", timing);
+    }
+    if (r->http_status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (r->http_status == MHD_HTTP_METHOD_NOT_ALLOWED && q->route != SRV_ROUTE_NOT_FOUND)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, srv_routes[q->route].method);
+    if (r->http_status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (atomic_load(&q->h->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (q->route == SRV_ROUTE_PAGE || q->route == SRV_ROUTE_WEB) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, SRV_WEB_CACHE_CONTROL);
+        MHD_add_response_header(resp, "Content-Security-Policy", SRV_WEB_CSP);
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    }
+    srv_conn_set_phase(q->conn_deadline, SRV_CONN_BUSY, 0);
+    q->status = r->http_status;
+    q->bytes_out = r->body_len;
+    ret = MHD_queue_response(q->conn, (unsigned)r->http_status, resp);
+    MHD_destroy_response(resp);
+    if (ret == MHD_YES)
+        http_record_answer(q);
+    return ret;
+}
+
+enum MHD_Result http_send_error(request *q, srv_error e, const char *field, const char *msg)
+{
+    srv_reply_free(&q->reply);
+    srv_reply_error(&q->reply, e, field, "%s", msg);
+    return http_send_reply(q);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Plain endpoints                                                           */
+/* ------------------------------------------------------------------------- */
+
+/* Ready by /readyz's rule: not draining, and the queue not full. */
+static bool ready(srv_http *h)
+{
+    return !atomic_load(&h->draining) && srv_pool_queued(h->pool) < srv_pool_max_queued(h->pool);
+}
+
+enum MHD_Result http_serve_simple(request *q)
+{
+    srv_http *h = q->h;
+    if (srv_routes[q->route].ep != NULL) { /* GET /v1/schemes, /v1/tensors */
+        srv_endpoint_answer(srv_routes[q->route].ep, &h->limits, &q->reply);
+        return http_send_reply(q);
+    }
+    switch (q->route) {
+    case SRV_ROUTE_HEALTHZ:
+        http_set_text(&q->reply, 200, "application/json", "{\"status\":\"ok\"}");
+        break;
+    case SRV_ROUTE_READYZ:
+        if (atomic_load(&h->draining))
+            http_set_text(&q->reply, 503, "application/json", "{\"status\":\"draining\"}");
+        else if (srv_pool_queued(h->pool) >= srv_pool_max_queued(h->pool))
+            http_set_text(&q->reply, 503, "application/json", "{\"status\":\"saturated\"}");
+        else
+            http_set_text(&q->reply, 200, "application/json", "{\"status\":\"ready\"}");
+        break;
+    /* [V2] health: 200 is true, 4xx false, the body empty; ready as /readyz. */
+    case SRV_ROUTE_V2_LIVE:
+        http_set_text(&q->reply, 200, "text/plain", "");
+        break;
+    case SRV_ROUTE_V2_READY:
+    case SRV_ROUTE_V2_MODEL_READY:
+        http_set_text(&q->reply, ready(h) ? 200 : 400, "text/plain", "");
+        break;
+    case SRV_ROUTE_V2_SERVER:
+        srv_v2_server_metadata(&q->reply);
+        break;
+    case SRV_ROUTE_V2_MODEL:
+        srv_v2_model_metadata(q->model, &q->reply);
+        break;
+    case SRV_ROUTE_METRICS: {
+        size_t len = 0;
+        char *text = srv_metrics_render(h->metrics, &len);
+        if (text == NULL)
+            return http_send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+        q->reply.http_status = 200;
+        q->reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        q->reply.body = text;
+        q->reply.body_len = len;
+        break;
+    }
+    case SRV_ROUTE_OPENAPI: {
+        size_t n = srv_openapi_yaml_len;
+        q->reply.http_status = 200;
+        q->reply.content_type = "application/yaml";
+        q->reply.body = malloc(n ? n : 1);
+        if (q->reply.body == NULL)
+            return http_send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+        memcpy(q->reply.body, srv_openapi_yaml, n);
+        q->reply.body_len = n;
+        break;
+    }
+    case SRV_ROUTE_PAGE:
+    case SRV_ROUTE_WEB: {
+        srv_web_file f;
+        if (!srv_web_find(q->path, &f))
+            return http_send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such file of the web page");
+        q->reply.http_status = 200;
+        q->reply.content_type = f.content_type;
+        q->reply.body = malloc(f.len ? f.len : 1);
+        if (q->reply.body == NULL)
+            return http_send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+        memcpy(q->reply.body, f.data, f.len);
+        q->reply.body_len = f.len;
+        break;
+    }
+    default:
+        return http_send_error(q, SRV_ERR_NOT_FOUND, NULL, "no such route");
+    }
+    return http_send_reply(q);
+}
