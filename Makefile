@@ -47,13 +47,21 @@ SRV_SRC := $(foreach d,$(SRV_DIRS),$(wildcard server/$(d)/*.c))
 SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o $(BUILD)/server/embed_web.o
 POSATTND := $(BUILD)/posattnd
 
-TEST_SRC := $(wildcard tests/test_*.c)
-TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# Unit tests mirror the tree they test (tests/lib/test_rope.c tests
+# lib/rope.c; tests/server/codec/test_tensor.c tests server/codec/tensor.c);
+# tests/e2e/ holds those that start the real binary. Each is its own binary,
+# flat in $(BUILD)/tests whatever its folder, so names are unique.
+TEST_SRC := $(wildcard tests/lib/test_*.c tests/server/*/test_*.c tests/e2e/test_*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
+ifneq ($(words $(TEST_BIN)),$(words $(sort $(TEST_BIN))))
+$(error two test files share a name: $(sort $(notdir $(TEST_SRC))))
+endif
 TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c tests/e2e_server.c))
 # Helpers linked only into the test binaries that use them (see below).
-TEST_E2E_OBJ := $(BUILD)/tests/e2e_http.o $(BUILD)/tests/e2e_cases.o
+TEST_E2E_OBJ := $(BUILD)/tests/e2e/e2e_http.o $(BUILD)/tests/e2e/e2e_cases.o
 TEST_API_OBJ := $(BUILD)/tests/api_harness.o
-TEST_BADINPUT_OBJ := $(BUILD)/tests/badinput_table.o
+TEST_BADINPUT_OBJ := $(BUILD)/tests/e2e/badinput_table.o
 
 LOAD_SRC := $(wildcard tools/load/*.c)
 LOAD_OBJ := $(LOAD_SRC:%.c=$(BUILD)/%.o)
@@ -98,9 +106,10 @@ $(BUILD)/%.o: %.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # Tests may reach inside lib/ (its private headers); nothing else may.
+# The shared helpers (testutil.h, ref_*.h) are in tests/ itself.
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Ilib -Iserver -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) -Ilib -Iserver -Itests -c $< -o $@
 
 # The softmax row kernels are written to vectorize; -O3 lets GCC do it.
 $(BUILD)/lib/softmax.o: OPT += -O3 -fno-trapping-math
@@ -146,8 +155,12 @@ $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
-	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) $(CURL_LIBS) $(LIBS)
+# A test binary: its own object (one rule each, below), the helpers it needs,
+# the server objects and the core library after every object.
+$(foreach t,$(TEST_SRC),$(eval $(BUILD)/tests/$(notdir $(t:.c=)): $(BUILD)/$(t:.c=.o)))
+$(TEST_BIN): $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
+	$(CC) $(ALL_LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) \
+	    $(CURL_LIBS) $(LIBS)
 $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits: $(TEST_E2E_OBJ)
 $(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_api_encode_analyze \
     $(BUILD)/tests/test_api_v2: $(TEST_API_OBJ)
@@ -186,7 +199,7 @@ unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
 
 # End-to-end clients against the real binary (curl, Python stdlib, Node fetch);
-# the C end-to-end tests (tests/test_e2e_*.c) run with the unit tests.
+# the C end-to-end tests (tests/e2e/test_*.c) run with the unit tests.
 E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "node --test tests/e2e/client.mjs" "/usr/bin/python3 tests/e2e/v2.py -q"
 e2e-clients: $(POSATTND)
@@ -400,7 +413,8 @@ valgrind: deps $(TEST_BIN)
 	@OPENBLAS_NUM_THREADS=1 tests/run-unit.sh --valgrind $(TEST_BIN)
 
 format:
-	clang-format -i include/*.h lib/*.[ch] server/*.c server/*/*.[ch] tests/*.[ch] bench/*.c tools/load/*.[ch]
+	clang-format -i include/*.h lib/*.[ch] server/*.c server/*/*.[ch] tests/*.[ch] \
+	    tests/lib/*.[ch] tests/server/*/*.[ch] tests/e2e/*.[ch] tests/fuzz/*.c bench/*.c tools/load/*.[ch]
 
 clean:
 	rm -rf build build-*
@@ -408,5 +422,5 @@ clean:
 # Container, compose, Kubernetes and load-balancer targets.
 -include deploy/deploy.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_BIN:%=%.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

@@ -1,9 +1,10 @@
-/* api_harness.h - the JSON API (server/api*.c) driven without HTTP, for
- * tests/test_api*.c: a request goes through srv_job_prepare, every task runs
- * on this thread, srv_job_finish renders, and the answer is parsed back with
- * cJSON. Builders for request JSON, checks of answers (results within
- * 1e-6 + 1e-6 |want|, error code, status and field), and a q/k/v fixture
- * with the core library's answer for it.
+/* api_harness.h - the JSON API (server/api/) driven without HTTP, for
+ * tests/server/api/test_api*.c and tests/server/v2/test_api_v2.c: a request
+ * goes through srv_job_prepare, every task runs on this thread,
+ * srv_job_finish renders, and the answer is parsed back with cJSON.
+ * Builders for request JSON, checks of answers (results within 1e-6 +
+ * 1e-6 |want|, error code, status and field), and a q/k/v fixture with the
+ * core library's answer for it.
  *
  * Checks fail the running cmocka test. cJSON objects returned belong to the
  * caller (cJSON_Delete); builders that take a cJSON argument take it over.

@@ -1,5 +1,5 @@
 /* json_number.h - JSON number texts for the float formatter's checks
- * (tests/test_fmt_float.c and bench/check_fmt_float_exhaustive.c): the
+ * (tests/server/codec/test_fmt_float.c and bench/check_fmt_float_exhaustive.c): the
  * grammar, and the split into significant digits and a power of ten.
  */
 #ifndef TESTS_JSON_NUMBER_H

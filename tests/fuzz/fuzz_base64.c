@@ -1,4 +1,4 @@
-/* fuzz_base64.c - libFuzzer differential driver for server/base64.c.
+/* fuzz_base64.c - libFuzzer differential driver for server/codec/base64.c.
  *
  * The first input byte picks a source alignment (low 6 bits) and how much
  * room dst has relative to the decoded length (top 2 bits: 2 short, 1

@@ -1,4 +1,4 @@
-/* fuzz_lift.c - libFuzzer differential driver for server/json_lift.c.
+/* fuzz_lift.c - libFuzzer differential driver for server/codec/json_lift.c.
  *
  * For any body: what srv_lift_scan lifts must equal what cJSON makes of the
  * same text (every number through strtod and the same float conversion,

@@ -1,10 +1,10 @@
 /* fuzz_request.c - libFuzzer driver for posattnd's request parser and
- * validator (server/api*.c, server/tensor.c) and, for inputs that pass, the
+ * validator (server/api*.c, server/codec/tensor.c) and, for inputs that pass, the
  * compute and answer rendering behind them.
  *
  * Input: byte 0 picks the endpoint (mod 3: attention, encode, analyze), the
  * rest is the request body. With bit 7 of byte 0 set, the input is an Open
- * Inference Protocol infer request instead (api_v2.h): byte 1 picks the model
+ * Inference Protocol infer request instead (v2/v2.h): byte 1 picks the model
  * (mod the scheme count), bytes 2-3 are Inference-Header-Content-Length
  * (little-endian; 0xffff: no header), the rest is the body. Limits are small so that every accepted
  * job is cheap to run: each task runs, then srv_job_finish renders the answer, which must be a

@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c - libFuzzer driver for the tensor file header parsers
- * (server/tensor_file.c): the input is a whole file, parsed as safetensors
+ * (server/store/tensor_file.c): the input is a whole file, parsed as safetensors
  * and as .npy from memory. Whatever is accepted must lie inside the buffer
  * and is converted to float32 (ASan checks every byte read).
  *

@@ -1,4 +1,4 @@
-/* test_api_encode_analyze.c - the JSON API (server/api*.c) without HTTP,
+/* test_api_encode_analyze.c - the JSON API (server/api/) without HTTP,
  * POST /v1/encode (absolute, rope and relative schemes) and POST /v1/analyze
  * (permutation, decomposition, rope offset and similarity), answers and
  * errors. Requests go through tests/api_harness.c; numbers are checked

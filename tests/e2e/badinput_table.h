@@ -1,10 +1,10 @@
-/* badinput_table.h - how tests/test_badinput.c's table is run: one row
+/* badinput_table.h - how tests/e2e/test_badinput.c's table is run: one row
  * (bcase) is one request to one of two posattnd children, sent with libcurl
  * or as raw bytes on a fresh socket, and the status, error.code and
  * error.field it must get back. Also /healthz and a child's RSS.
  *
  * Every request has a timeout; a transport error fails the running cmocka
- * test. The rows themselves, and the test, are in tests/test_badinput.c.
+ * test. The rows themselves, and the test, are in tests/e2e/test_badinput.c.
  */
 #ifndef TESTS_BADINPUT_TABLE_H
 #define TESTS_BADINPUT_TABLE_H

@@ -1,4 +1,4 @@
-/* test_config.c - posattnd's flags and environment (server/config.c):
+/* test_config.c - posattnd's flags and environment (server/runtime/config.c):
  * defaults, both flag forms, POSATTN_* variables, precedence, --help and
  * --version, and every kind of bad value. */
 #include "testutil.h"

@@ -1,4 +1,4 @@
-/* test_reply.c - JSON replies and the error body (server/reply.c). */
+/* test_reply.c - JSON replies and the error body (server/common/reply.c). */
 #include "testutil.h"
 
 #include "common/reply.h"

@@ -1,4 +1,4 @@
-/* test_metrics.c - Prometheus metrics (server/metrics.c): the exposition
+/* test_metrics.c - Prometheus metrics (server/runtime/metrics.c): the exposition
  * text, label mapping, histogram buckets and concurrent updates. */
 #include "testutil.h"
 

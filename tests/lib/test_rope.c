@@ -2,7 +2,7 @@
  * entry point), the inverse frequencies of every scaling and the attention
  * factors, against the double-precision reference of Hugging Face's formulas
  * in tests/ref_rope.c. The cos/sin tables and the rotation kernel are in
- * tests/test_rope_apply.c; the shared configurations in tests/rope_configs.h.
+ * tests/lib/test_rope_apply.c; the shared configurations in tests/lib/rope_configs.h.
  *
  * Tolerances: inv_freq and attention factors are double on both sides and
  * must agree to 1e-10 relative.

@@ -1,4 +1,4 @@
-/* badinput_table.c - the runner of tests/test_badinput.c's table (see
+/* badinput_table.c - the runner of tests/e2e/test_badinput.c's table (see
  * badinput_table.h): libcurl and raw-socket requests, and the checks of one
  * row's answer (status, time, error.code, error.field, message).
  */

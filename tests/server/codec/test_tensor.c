@@ -1,4 +1,4 @@
-/* test_tensor.c - tensor parsing and rendering (server/tensor.c): every
+/* test_tensor.c - tensor parsing and rendering (server/codec/tensor.c): every
  * error path with its field and code, flat and nested data, base64 tensors
  * (the codec itself is tests/test_base64.c). */
 #include "testutil.h"

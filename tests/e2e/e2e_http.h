@@ -1,7 +1,7 @@
 /* e2e_http.h - the end-to-end tests' HTTP side: a growable string, a libcurl
  * client (blocking and concurrent requests), posattnd started and stopped
  * through tests/e2e_server.c, JSON error checks and /metrics sums. Shared by
- * tests/test_e2e_*.c; attention cases are in tests/e2e_cases.h.
+ * tests/e2e/test_e2e_*.c; attention cases are in tests/e2e/e2e_cases.h.
  *
  * Every function fails the running cmocka test on an unexpected error.
  * Buffers and answers belong to the caller (sb_free, resp_free).

@@ -2,7 +2,7 @@
  * rotation kernel (pa_rope_apply) for every scaling and both layouts, against
  * the double-precision reference of Hugging Face's formulas in
  * tests/ref_rope.c. Validation and the inverse frequencies are in
- * tests/test_rope.c; the shared configurations in tests/rope_configs.h.
+ * tests/lib/test_rope.c; the shared configurations in tests/lib/rope_configs.h.
  *
  * Tolerances: cos/sin tables are float32 roundings of double values: 2e-7
  * absolute (times the attention factor). Rotated values of magnitude ~1: 1e-5

@@ -1,7 +1,7 @@
 /* e2e_cases.h - attention cases for the end-to-end tests: random inputs, the
  * request JSON the test sends (flat, nested or b64 tensors), the answer of
  * pa_attention_run in this process, and the checks of the server's answer
- * against it. Shared by tests/test_e2e_*.c; HTTP is in tests/e2e_http.h.
+ * against it. Shared by tests/e2e/test_e2e_*.c; HTTP is in tests/e2e/e2e_http.h.
  *
  * Tolerance: JSON floats round-trip (requests %.9g, answers shortest text),
  * the server and the library run the same kernels:

@@ -1,5 +1,5 @@
-/* test_deadline.c - connection deadlines (server/deadline.c) and the pool's
- * ticker that sweeps them (server/pool.c): each phase's bound, busy
+/* test_deadline.c - connection deadlines (server/http/deadline.c) and the pool's
+ * ticker that sweeps them (server/runtime/pool.c): each phase's bound, busy
  * connections never cut, keep-alive restarting the clock, cut once, and the
  * ticker stopping for good. Sockets are socketpair(2) ends: a cut shows as
  * end-of-stream on the peer. */

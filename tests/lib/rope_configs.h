@@ -1,5 +1,5 @@
-/* rope_configs.h - the RoPE configurations tests/test_rope.c and
- * tests/test_rope_apply.c share: the defaults of pa_scheme_init, one valid
+/* rope_configs.h - the RoPE configurations tests/lib/test_rope.c and
+ * tests/lib/test_rope_apply.c share: the defaults of pa_scheme_init, one valid
  * configuration of each scaling, and the longrope factor tables those point
  * to (filled by rope_configs_setup, the group setup of both files).
  */

@@ -1,4 +1,4 @@
-/* test_base64.c - the base64 codec (server/base64.c): RFC 4648 vectors, and
+/* test_base64.c - the base64 codec (server/codec/base64.c): RFC 4648 vectors, and
  * the vector kernels against the scalar code (forced with
  * srv_b64_force_scalar) over every length to 400, every source alignment in
  * a 64-byte line, large random sizes, every byte value at every position

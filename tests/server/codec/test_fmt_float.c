@@ -1,5 +1,5 @@
 /* test_fmt_float.c - the shortest round-trip float32 formatter
- * (server/fmt_float.c): exact texts for edge values, then a million random
+ * (server/codec/fmt_float.c): exact texts for edge values, then a million random
  * floats checked for round trip (strtof, and strtod + cast), shortest length
  * (a direct proof for each, and a brute-force "%.{1..9}g" search for every
  * 10th), nearest choice, JSON grammar and buffer bounds. Then the same text,

@@ -1,5 +1,5 @@
-/* test_tensor_store.c - named tensors (server/tensor_file.c,
- * server/tensor_store.c): every malformed safetensors and .npy header, the
+/* test_tensor_store.c - named tensors (server/store/tensor_file.c,
+ * server/store/tensor_store.c): every malformed safetensors and .npy header, the
  * float16/bfloat16/float64 conversions against an independent double
  * formula (all 65536 half values), loading real files from a temporary
  * folder, and {"ref"} tensors that borrow the store's data without a copy,

@@ -1,4 +1,4 @@
-/* test_api_errors.c - the JSON API (server/api*.c) without HTTP, POST
+/* test_api_errors.c - the JSON API (server/api/) without HTTP, POST
  * /v1/attention requests that fail: wrong as a whole (4xx with code, HTTP
  * status and field), wrong items (their own error in a 200 answer), size
  * limits, and job timing with timed-out items. Requests go through

@@ -1,4 +1,4 @@
-/* test_routes.c - server/routes.c: which route a method and path name, the
+/* test_routes.c - server/http/routes.c: which route a method and path name, the
  * model name of the v2 model routes, and the table's own consistency. */
 #include "http/routes.h"
 #include "testutil.h"

@@ -1,4 +1,4 @@
-/* test_api_v2.c - the Open Inference Protocol layer (server/api_v2*.c)
+/* test_api_v2.c - the Open Inference Protocol layer (server/v2/)
  * without HTTP: infer requests go through srv_v2_infer_prepare, every task
  * runs on this thread, srv_job_finish renders the protocol's answer. Checks
  * that binary inputs are borrowed from the body in place (copied only when

@@ -12,7 +12,7 @@
  * group teardown if a test failed before stopping it.
  *
  * Tolerance: JSON floats round-trip (requests %.9g, answers shortest text), the server and the
- * library run the same kernels: |got - want| <= 1e-5 + 1e-4 |want| (tests/e2e_cases.h).
+ * library run the same kernels: |got - want| <= 1e-5 + 1e-4 |want| (tests/e2e/e2e_cases.h).
  */
 #include "e2e_cases.h"
 #include "e2e_http.h"
@@ -477,7 +477,7 @@ static void test_openapi(void **state)
 }
 
 /* The web page: GET / and GET /web/NAME serve the embedded files of
- * server/web/ with their headers; any other name is a 404, and so is a path
+ * server/http/web/ with their headers; any other name is a 404, and so is a path
  * that tries to leave the folder. */
 static void test_web_page(void **state)
 {
