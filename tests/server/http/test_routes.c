@@ -1,5 +1,7 @@
 /* test_routes.c - server/http/routes.c: which route a method and path name, the
- * model name of the v2 model routes, and the table's own consistency. */
+ * model name of the v2 model routes, and the table's own consistency: its
+ * endpoints and how each may be used. */
+#include "api/api.h"
 #include "http/routes.h"
 #include "testutil.h"
 
@@ -110,12 +112,57 @@ static void test_table(void **state)
     assert_null(srv_routes[SRV_ROUTE_NOT_FOUND].path);
 }
 
+/* The dispatch table: every /v1 route, and only those, names the api/
+ * endpoint that answers it; a POST route's endpoint takes a body (a job),
+ * a GET route's answers at once, and each refuses the other use with a 404
+ * (the HTTP layer never mixes them up, but the API must not trust it to). */
+static void test_endpoints(void **state)
+{
+    (void)state;
+    const srv_limits lim = {.max_batch_items = 4,
+                            .max_tensor_elements = 1024,
+                            .max_request_memory = 1 << 20,
+                            .parallel_parts = 1};
+    for (int i = 0; i < SRV_ROUTE_NOT_FOUND; i++) {
+        const srv_route_def *d = &srv_routes[i];
+        srv_reply r;
+        srv_job *job = (srv_job *)&r; /* must be set to NULL on refusal */
+        assert_true((d->ep != NULL) == (strncmp(d->path, "/v1/", 4) == 0));
+        if (d->ep == NULL)
+            continue;
+        assert_true(srv_endpoint_takes_body(d->ep) == (strcmp(d->method, "POST") == 0));
+        memset(&r, 0, sizeof r);
+        if (srv_endpoint_takes_body(d->ep)) {
+            srv_endpoint_answer(d->ep, &lim, &r);
+            assert_int_equal(r.http_status, 404);
+            assert_int_equal(r.error, SRV_ERR_NOT_FOUND);
+        } else {
+            assert_false(srv_job_prepare(d->ep, "{}", 2, &lim, &job, &r));
+            assert_null(job);
+            assert_int_equal(r.http_status, 404);
+            srv_reply_free(&r);
+            memset(&r, 0, sizeof r);
+            srv_endpoint_answer(d->ep, &lim, &r);
+            assert_int_equal(r.http_status, 200);
+            assert_non_null(r.body);
+            assert_true(r.body_len > 2 && r.body[0] == '{');
+        }
+        srv_reply_free(&r);
+    }
+    srv_reply r;
+    srv_job *job = NULL;
+    memset(&r, 0, sizeof r);
+    assert_false(srv_job_prepare(NULL, "{}", 2, &lim, &job, &r));
+    assert_int_equal(r.http_status, 404);
+    srv_reply_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_paths), cmocka_unit_test(test_not_found),
         cmocka_unit_test(test_web_prefix),  cmocka_unit_test(test_v2_models),
-        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_table),       cmocka_unit_test(test_endpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
