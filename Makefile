@@ -62,6 +62,7 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 TEST_E2E_OBJ := $(BUILD)/tests/e2e/e2e_http.o $(BUILD)/tests/e2e/e2e_cases.o
 TEST_API_OBJ := $(BUILD)/tests/api_harness.o
 TEST_BADINPUT_OBJ := $(BUILD)/tests/e2e/badinput_table.o
+TEST_ATT_OBJ := $(BUILD)/tests/lib/attention_fixture.o
 
 LOAD_SRC := $(wildcard tools/load/*.c)
 LOAD_OBJ := $(LOAD_SRC:%.c=$(BUILD)/%.o)
@@ -163,8 +164,9 @@ $(TEST_BIN): $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	    $(CURL_LIBS) $(LIBS)
 $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits: $(TEST_E2E_OBJ)
 $(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_api_encode_analyze \
-    $(BUILD)/tests/test_api_v2: $(TEST_API_OBJ)
+    $(BUILD)/tests/test_api_v2 $(BUILD)/tests/test_api_options: $(TEST_API_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
+$(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_options: $(TEST_ATT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
@@ -201,7 +203,8 @@ unit: $(TEST_BIN) $(POSATTND)
 # End-to-end clients against the real binary (curl, Python stdlib, Node fetch);
 # the C end-to-end tests (tests/e2e/test_*.c) run with the unit tests.
 E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
-               "node --test tests/e2e/client.mjs" "/usr/bin/python3 tests/e2e/v2.py -q"
+               "node --test tests/e2e/client.mjs" "/usr/bin/python3 tests/e2e/v2.py -q" \
+               "/usr/bin/python3 tests/e2e/options.py -q"
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
 	echo "e2e-clients: ok"
@@ -422,5 +425,5 @@ clean:
 # Container, compose, Kubernetes and load-balancer targets.
 -include deploy/deploy.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

@@ -40,13 +40,13 @@ extern "C" {
 
 /* X(name, value, description). The name is the stable machine-readable code
  * (the server sends it as error.code); the description is for people. */
-#define PA_STATUS_MAP(X)                                                                   \
-    X(OK, 0, "success")                                                                    \
-    X(INVALID_ARGUMENT, -1, "an argument is missing or has an invalid value")              \
-    X(SHAPE_MISMATCH, -2, "tensor shapes do not agree")                                    \
-    X(OUT_OF_RANGE, -3, "a value or position is outside the allowed range")                \
-    X(UNSUPPORTED, -4, "the combination of options is not supported")                      \
-    X(WORKSPACE_TOO_SMALL, -5, "the workspace is smaller than the reported size")          \
+#define PA_STATUS_MAP(X)                                                                           \
+    X(OK, 0, "success")                                                                            \
+    X(INVALID_ARGUMENT, -1, "an argument is missing or has an invalid value")                      \
+    X(SHAPE_MISMATCH, -2, "tensor shapes do not agree")                                            \
+    X(OUT_OF_RANGE, -3, "a value or position is outside the allowed range")                        \
+    X(UNSUPPORTED, -4, "the combination of options is not supported")                              \
+    X(WORKSPACE_TOO_SMALL, -5, "the workspace is smaller than the reported size")                  \
     X(TOO_LARGE, -6, "the sizes overflow the addressable range")
 
 typedef enum pa_status {
@@ -87,10 +87,10 @@ typedef enum pa_scheme_type {
 
 /* Where a scheme puts position into the computation. */
 typedef enum pa_position_site {
-    PA_POSITION_SITE_NONE = 0,    /* none */
-    PA_POSITION_SITE_INPUT,       /* added to the token embeddings x (sinusoidal, learned) */
-    PA_POSITION_SITE_QK_ROTATION, /* rotates q and k after projection (rope) */
-    PA_POSITION_SITE_LOGITS,      /* an additive bias on the attention logits (t5, alibi) */
+    PA_POSITION_SITE_NONE = 0,     /* none */
+    PA_POSITION_SITE_INPUT,        /* added to the token embeddings x (sinusoidal, learned) */
+    PA_POSITION_SITE_QK_ROTATION,  /* rotates q and k after projection (rope) */
+    PA_POSITION_SITE_LOGITS,       /* an additive bias on the attention logits (t5, alibi) */
     PA_POSITION_SITE_LOGITS_VALUES /* terms on the logits and on the values (shaw) */
 } pa_position_site;
 
@@ -191,18 +191,18 @@ typedef enum pa_rope_scaling {
  *            factor <= 1 (factor default 1).                     orig required
  * The attention factor multiplies cos and sin, as HF does. */
 typedef struct pa_rope {
-    double base;            /* default 10000 */
-    int32_t rotary_dim;     /* 0 = head dim; even, <= head dim */
-    pa_rope_layout layout;  /* default neox */
+    double base;           /* default 10000 */
+    int32_t rotary_dim;    /* 0 = head dim; even, <= head dim */
+    pa_rope_layout layout; /* default neox */
     pa_rope_scaling scaling;
     double factor;
     int32_t original_max_position;
-    double attention_factor; /* 0 = the scaling's default (1 for most) */
-    double beta_fast, beta_slow; /* yarn; defaults 32 and 1 */
-    bool truncate;               /* yarn; default true */
-    double mscale, mscale_all_dim; /* yarn; 0 = unset */
+    double attention_factor;                  /* 0 = the scaling's default (1 for most) */
+    double beta_fast, beta_slow;              /* yarn; defaults 32 and 1 */
+    bool truncate;                            /* yarn; default true */
+    double mscale, mscale_all_dim;            /* yarn; 0 = unset */
     double low_freq_factor, high_freq_factor; /* llama3; defaults 1 and 4 */
-    const float *short_factor; /* longrope [short_factor_len = r/2] */
+    const float *short_factor;                /* longrope [short_factor_len = r/2] */
     int32_t short_factor_len;
     const float *long_factor; /* longrope [long_factor_len = r/2] */
     int32_t long_factor_len;
@@ -262,8 +262,8 @@ pa_status pa_sinusoidal_encode(const pa_sinusoidal *s, const int32_t *positions,
 
 /* Rows of a learned table for n positions: out [n, table cols]. Errors: a
  * position whose row (position + offset) is outside the table. */
-pa_status pa_learned_encode(const pa_learned *l, const int32_t *positions, int32_t n,
-                            float *out, pa_error *err);
+pa_status pa_learned_encode(const pa_learned *l, const int32_t *positions, int32_t n, float *out,
+                            pa_error *err);
 
 /* Checks a rope configuration for a head dimension (rotary_dim even and
  * <= head_dim, required scaling fields present, factor lengths). */
@@ -282,9 +282,8 @@ pa_status pa_rope_inv_freq(const pa_rope *r, int32_t head_dim, int32_t max_posit
  * cos_out, sin_out [n, r/2], row p holding cos/sin(positions[p] * inv_freq[i]).
  * max_position as for pa_rope_inv_freq (pass the largest position of the whole
  * call so queries and keys agree). */
-pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *positions,
-                          int32_t n, int32_t max_position, float *cos_out, float *sin_out,
-                          pa_error *err);
+pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *positions, int32_t n,
+                          int32_t max_position, float *cos_out, float *sin_out, pa_error *err);
 
 /* Rotates x [n, heads, head_dim] into out (same shape; out may equal x) with
  * tables from pa_rope_cos_sin for the same n positions. Cannot fail once the
@@ -326,12 +325,29 @@ int32_t pa_shaw_index(int32_t relative_position, int32_t max_relative_position);
  * Grouped-query attention: H % Hkv == 0, query head h reads kv head
  * h / (H / Hkv), as torch.repeat_interleave does; nothing is copied.
  *
- * Logits: scale * q_i.k_j (+ the scheme's bias), scale default 1/sqrt(D)
- * (1.0 for t5). Masks, with positions qpos = q_positions[i], kpos = k_positions[j]:
+ * Logits, in this order:
+ *   l = scale * q_i.k_j (+ scale * q_i.rel_k for shaw), scale default
+ *       1/sqrt(D) (1.0 for t5), q and k after rope;
+ *   softcap c > 0: l = c * tanh(l / c) (Gemma 2; as Hugging Face, FlashAttention
+ *       and ggml apply it: before position biases and masks. ONNX's Attention
+ *       op adds its mask first);
+ *   + the scheme's bias (alibi, t5) + bias[h, i, j] (a -inf entry hides the key);
+ *   masks: hidden keys are -inf.
+ * Masks, with positions qpos = q_positions[i], kpos = k_positions[j], all
+ * combined by AND:
  *   causal      key visible iff kpos <= qpos
  *   window W>0  visible iff qpos - kpos < W, and when not causal also
  *               kpos - qpos < W (a symmetric band)
+ *   chunk C>0   visible iff floor(qpos / C) == floor(kpos / C) (Llama 4's
+ *               chunked local attention; ggml's chunked SWA)
  *   key_length  keys with index j >= key_length are padding (masked)
+ *   mask        mask[h, i, j] == 0 hides key j from query i (by index, not
+ *               position; 1 = may attend, as SDPA's and ONNX's bool masks)
+ * Sinks (gpt-oss): s_h joins every row's softmax as a logit of its own and
+ * is dropped afterwards, w_ij = exp(l_ij - m) / (sum_j exp(l_ij - m) +
+ * exp(s_h - m)) with m the row's max over its logits and s_h; s_h is raw
+ * (not scaled, softcapped or biased). A row with every key hidden then puts
+ * all its weight on the sink: zero output and weights, as without sinks.
  * Defaults: q_positions = Lk-Lq .. Lk-1 and k_positions = 0 .. Lk-1, so the
  * causal mask is bottom-right aligned as in HF with a KV cache and PyTorch
  * SDPA's CausalBias lower-right. In layer mode q and k are the same tokens: one
@@ -352,8 +368,8 @@ typedef struct pa_attention {
     const float *v;       /* [Lk, Hkv, Dv] */
 
     /* layer mode */
-    const float *x;   /* [L, d_model]; non-NULL selects layer mode */
-    int32_t seq_len;  /* L */
+    const float *x;  /* [L, d_model]; non-NULL selects layer mode */
+    int32_t seq_len; /* L */
     int32_t d_model;
     const float *w_q; /* [d_model, H*D] */
     const float *w_k; /* [d_model, Hkv*D] */
@@ -362,12 +378,23 @@ typedef struct pa_attention {
     int32_t d_out;
 
     bool causal;
-    int32_t window;     /* 0 = none */
-    int32_t key_length; /* -1 = none; else 0 <= key_length <= Lk */
+    int32_t window;             /* 0 = none */
+    int32_t key_length;         /* -1 = none; else 0 <= key_length <= Lk */
     const int32_t *q_positions; /* [Lq] or NULL for the default */
     const int32_t *k_positions; /* [Lk] or NULL for the default */
     bool scale_set;             /* false: the scheme's default scale */
     float scale;
+
+    /* Options of current models (see Logits, Masks and Sinks above). Zero
+     * and NULL are off, and a descriptor without them computes exactly what
+     * it did before they existed. */
+    float softcap;       /* 0 = none; else > 0 */
+    int32_t chunk_size;  /* 0 = none; else > 0 */
+    const float *sinks;  /* [H] finite logits, or NULL */
+    const uint8_t *mask; /* [mask_heads, Lq, Lk] 0 or 1, or NULL */
+    int32_t mask_heads;  /* 1 (one mask for every head) or H */
+    const float *bias;   /* [bias_heads, Lq, Lk] finite or -inf, or NULL */
+    int32_t bias_heads;  /* 1 or H */
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. */
@@ -403,9 +430,9 @@ float pa_attention_scale(const pa_attention *a);
 /* Runs attention. Validates *a again (cheaply), so a bad descriptor is a
  * status, never a crash. Finite inputs whose products overflow float32 make
  * it return PA_STATUS_OUT_OF_RANGE after the fact (field "q", or "x" in layer
- * mode); the outputs are then unspecified, never silently NaN-free garbage. ws is at least pa_attention_workspace_size(a) bytes,
- * aligned to 64 bytes ideally (16 at least). Single-threaded apart from what
- * the CBLAS library does inside sgemm. */
+ * mode); the outputs are then unspecified, never silently NaN-free garbage. ws is at least
+ * pa_attention_workspace_size(a) bytes, aligned to 64 bytes ideally (16 at least). Single-threaded
+ * apart from what the CBLAS library does inside sgemm. */
 pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
                            size_t ws_size, pa_error *err);
 
@@ -440,11 +467,10 @@ pa_status pa_analyze_permutation(const pa_attention *a, const int32_t *perm, voi
  * base_position, positions[j] and each of them plus every offset must lie in
  * [0, INT32_MAX]. No workspace (vectors live on the stack), so head_dim is
  * limited to 1024 (PA_STATUS_TOO_LARGE beyond). */
-pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float *q,
-                                 const float *k, const int32_t *offsets, int32_t n_offsets,
-                                 int32_t base_position, const int32_t *positions,
-                                 int32_t n_positions, float *score, float *spread,
-                                 pa_error *err);
+pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float *q, const float *k,
+                                 const int32_t *offsets, int32_t n_offsets, int32_t base_position,
+                                 const int32_t *positions, int32_t n_positions, float *score,
+                                 float *spread, pa_error *err);
 
 /* Similarity of absolute encodings: sim [n, n] = P P^T for P [n, dim] the
  * sinusoidal or learned encodings of positions [n]. For sinusoidal, also
@@ -453,8 +479,8 @@ pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float
  * Workspace: pa_similarity_workspace_size(n, dim) bytes. */
 size_t pa_similarity_workspace_size(int32_t n, int32_t dim);
 pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, int32_t n,
-                                int32_t dim, int32_t shift, void *ws, size_t ws_size,
-                                float *sim, double *shift_residual, pa_error *err);
+                                int32_t dim, int32_t shift, void *ws, size_t ws_size, float *sim,
+                                double *shift_residual, pa_error *err);
 
 /* Decomposition of the attention logits (before masks) into content and
  * position terms, each [H, Lq, Lk]:
@@ -466,6 +492,10 @@ pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, in
  *   bias schemes: content = scale q.k, position = the bias (t5, alibi) or
  *     scale q.rel_k (shaw); rope: content = unrotated scale q.k, position =
  *     rotated logits - content; none: position = 0.
+ *   With softcap, content is softcap(scale q.k) (as the model caps it) and
+ *   position the rest; the caller's bias is position. Masks (chunk and
+ *   mask included) do not apply; sinks change weights, not logits. Absolute
+ *   schemes reject softcap and bias (their four terms are bilinear).
  * Terms not defined for a scheme (cc..pp for non-absolute) are left untouched
  * and may be NULL. Workspace: pa_decompose_workspace_size(a). */
 typedef struct pa_decomposition {

@@ -60,8 +60,7 @@ size_t pa_permutation_workspace_size(const pa_attention *a)
     return pa__ws_size(&w);
 }
 
-static void permute_rows(const float *src, float *dst, const int32_t *perm, size_t L,
-                         size_t row)
+static void permute_rows(const float *src, float *dst, const int32_t *perm, size_t L, size_t row)
 {
     for (size_t i = 0; i < L; i++)
         memcpy(dst + i * row, src + (size_t)perm[i] * row, row * sizeof(float));
@@ -113,8 +112,7 @@ pa_status pa_analyze_permutation(const pa_attention *a, const int32_t *perm, voi
         snprintf(field, sizeof field, "permutation[%zu]", i);
         if (perm[i] < 0 || (size_t)perm[i] >= L)
             return pa__fail(err, PA_STATUS_OUT_OF_RANGE, field,
-                            "permutation[%zu]=%d is not a row index below %zu", i,
-                            (int)perm[i], L);
+                            "permutation[%zu]=%d is not a row index below %zu", i, (int)perm[i], L);
         if (b.seen[perm[i]])
             return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
                             "permutation[%zu]=%d repeats an earlier entry", i, (int)perm[i]);
@@ -160,29 +158,33 @@ pa_status pa_analyze_permutation(const pa_attention *a, const int32_t *perm, voi
 /* ------------------------------------------------------------------------- */
 
 typedef struct dec_bufs {
-    float *pe;               /* [L, d_model] encodings (absolute) */
+    float *pe;                /* [L, d_model] encodings (absolute) */
     float *qe, *qp, *ke, *kp; /* projections of e and p (absolute) */
-    float *vz;               /* [L, Hkv*Dv] zeros: values are not needed */
-    float *scratch;          /* [H, L, L] for terms the caller did not ask for */
-    float *out;              /* attention output, discarded */
+    float *vz;                /* [L, Hkv*Dv] zeros: values are not needed */
+    float *scratch;           /* [H, L, L] for terms the caller did not ask for */
+    float *out;               /* attention output, discarded */
     void *inner;
     size_t inner_size;
 } dec_bufs;
 
-/* The descriptor of the inner runs: same shapes and scale, no masks. */
+/* The descriptor of the inner runs: same shapes and scale, no masks (a
+ * sink changes weights, not logits). */
 static void unmasked(const pa_attention *a, const pa__plan *p, pa_attention *d)
 {
     *d = *a;
     d->causal = false;
     d->window = 0;
     d->key_length = -1;
+    d->chunk_size = 0;
+    d->mask = NULL;
+    d->mask_heads = 0;
     d->scale_set = true;
     d->scale = p->scale;
 }
 
 /* q/k/v-mode descriptor over projected tensors with scheme none. */
-static void content_desc(const pa__plan *p, const pa_scheme *none, const float *q,
-                         const float *k, const float *v, pa_attention *d)
+static void content_desc(const pa__plan *p, const pa_scheme *none, const float *q, const float *k,
+                         const float *v, pa_attention *d)
 {
     pa_attention_init(d, none);
     d->num_heads = p->H;
@@ -240,8 +242,7 @@ size_t pa_decompose_workspace_size(const pa_attention *a)
     return pa__ws_size(&w);
 }
 
-static pa_status logits_of(const pa_attention *d, float *logits, const dec_bufs *b,
-                           pa_error *err)
+static pa_status logits_of(const pa_attention *d, float *logits, const dec_bufs *b, pa_error *err)
 {
     pa_attention_out out;
     memset(&out, 0, sizeof out);
@@ -256,8 +257,8 @@ static void add_into(float *dst, const float *src, size_t n)
         dst[i] += src[i];
 }
 
-static pa_status decompose_absolute(const pa__plan *p, const pa_decomposition *o,
-                                    const dec_bufs *b, pa_error *err)
+static pa_status decompose_absolute(const pa__plan *p, const pa_decomposition *o, const dec_bufs *b,
+                                    pa_error *err)
 {
     const pa_attention *a = p->a;
     const int32_t L = p->Lk, dm = a->d_model;
@@ -282,9 +283,9 @@ static pa_status decompose_absolute(const pa__plan *p, const pa_decomposition *o
     if (st != PA_STATUS_OK)
         return st;
 
-#define PROJECT(src, w, n_out, dst)                                                        \
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, (n_out), dm, 1.0f, (src), dm, \
-                (w), (n_out), 0.0f, (dst), (n_out))
+#define PROJECT(src, w, n_out, dst)                                                                \
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, (n_out), dm, 1.0f, (src), dm, (w),   \
+                (n_out), 0.0f, (dst), (n_out))
     PROJECT(a->x, a->w_q, p->H * p->D, b->qe);
     PROJECT(b->pe, a->w_q, p->H * p->D, b->qp);
     PROJECT(a->x, a->w_k, p->Hkv * p->D, b->ke);
@@ -342,6 +343,12 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
     pa__ws_init_aligned(&w, ws, ws_size);
     dec_layout(&p, &w, &b);
 
+    if (p.absolute && (a->softcap > 0.0f || a->bias != NULL))
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, a->softcap > 0.0f ? "softcap" : "bias",
+                        "the content/position split of scheme '%s' is bilinear in e and p; "
+                        "with %s the logits are not a sum of those four terms",
+                        pa_scheme_type_name(p.scheme->type),
+                        a->softcap > 0.0f ? "softcap" : "a bias");
     if (p.absolute)
         return decompose_absolute(&p, o, &b, err);
 
@@ -353,7 +360,11 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
         unmasked(a, &p, &d);
         if ((st = logits_of(&d, o->position, &b, err)) != PA_STATUS_OK)
             return st;
+        /* Content: the logits without the scheme and without the caller's
+         * bias (softcapped as the model caps them); position: the rest. */
         d.scheme = &none;
+        d.bias = NULL;
+        d.bias_heads = 0;
         if ((st = logits_of(&d, o->content, &b, err)) != PA_STATUS_OK)
             return st;
         for (size_t i = 0; i < n; i++)

@@ -2,11 +2,13 @@
  *
  * Per head and block of BQ queries, keys are visited in tiles of BK: the
  * logits tile comes from one product against the kv head's keys, packed
- * transposed once per kv head (lib/tile.c), the scheme's bias and the masks are added
- * in one pass, and an online softmax (Milakov & Gimelshein 2018, as in
- * FlashAttention) folds the tile into a running output, so without returned
+ * transposed once per kv head (lib/tile.c), softcap, the scheme's bias, the
+ * caller's bias and the masks are applied in one pass, and an online softmax
+ * (Milakov & Gimelshein 2018, as in FlashAttention) folds the tile into a
+ * running output that starts from the head's sink, so without returned
  * weights the working memory does not grow with the sequence length. Tiles
- * that the causal, window or padding mask hide entirely are skipped.
+ * that the causal, window, chunk, padding or caller's mask hide entirely are
+ * skipped.
  */
 #include "attention_plan.h"
 #include "softmax.h"
@@ -31,23 +33,23 @@ enum { T5_TABLE_MAX = 1 << 17 };
 /* Everything the kernel reads besides the caller's tensors, carved from the
  * workspace by layout(). */
 typedef struct buffers {
-    float *xp;              /* [L, d_model]: x plus the absolute encoding */
-    float *q, *k, *v;       /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
-    float *kt;              /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
-    float *vhead;           /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
-    float *qblk;            /* [BQ, D] rope: one block of queries (or keys), rotated */
-    float *attn;            /* [Lq, H*Dv] before w_o */
-    float *cos_q, *sin_q;   /* [Lq, r/2] */
-    float *cos_k, *sin_k;   /* [Lk, r/2]; may alias the q tables */
-    int32_t *qpos, *kpos;   /* [Lq], [Lk] effective positions */
-    float *slopes;          /* [H] alibi */
-    int32_t *t5_bucket;     /* [2*max_distance+1] t5: bucket of each relative position */
-    float *S;               /* [BQ, BK] logits, then probabilities */
-    float *O;               /* [BQ, Dv] running output */
-    float *m, *l;           /* [BQ] running max and denominator */
-    float *qrel;            /* [BQ, 2K+1] shaw q . rel_k */
-    bool *overflow;         /* set when a row's logits were not finite */
-    bool kpos_sorted;       /* kpos non-decreasing: each row's visible keys are one run */
+    float *xp;            /* [L, d_model]: x plus the absolute encoding */
+    float *q, *k, *v;     /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
+    float *kt;            /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
+    float *vhead;         /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
+    float *qblk;          /* [BQ, D] rope: one block of queries (or keys), rotated */
+    float *attn;          /* [Lq, H*Dv] before w_o */
+    float *cos_q, *sin_q; /* [Lq, r/2] */
+    float *cos_k, *sin_k; /* [Lk, r/2]; may alias the q tables */
+    int32_t *qpos, *kpos; /* [Lq], [Lk] effective positions */
+    float *slopes;        /* [H] alibi */
+    int32_t *t5_bucket;   /* [2*max_distance+1] t5: bucket of each relative position */
+    float *S;             /* [BQ, BK] logits, then probabilities */
+    float *O;             /* [BQ, Dv] running output */
+    float *m, *l;         /* [BQ] running max and denominator */
+    float *qrel;          /* [BQ, 2K+1] shaw q . rel_k */
+    bool *overflow;       /* set when a row's logits were not finite */
+    bool kpos_sorted;     /* kpos non-decreasing: each row's visible keys are one run */
 } buffers;
 
 /* True when the q and k position arrays are the same sequence, so one set
@@ -138,6 +140,15 @@ static inline int32_t rel_pos(int32_t kp, int32_t qp)
     return (int32_t)d;
 }
 
+/* The first position of qp's chunk: C * floor(qp / C). */
+static inline int64_t chunk_start(int32_t qp, int32_t C)
+{
+    int64_t q = qp / C;
+    if (qp % C < 0)
+        q--;
+    return q * C;
+}
+
 static inline bool visible(const pa__plan *p, int32_t qp, int32_t kp)
 {
     int64_t d = (int64_t)qp - (int64_t)kp;
@@ -149,12 +160,24 @@ static inline bool visible(const pa__plan *p, int32_t qp, int32_t kp)
         if (!p->a->causal && -d >= p->a->window)
             return false;
     }
+    if (p->a->chunk_size > 0) {
+        const int64_t c0 = chunk_start(qp, p->a->chunk_size);
+        if (kp < c0 || kp >= c0 + p->a->chunk_size)
+            return false;
+    }
     return true;
+}
+
+/* Masks by position (causal, window, chunk): each hides an interval's
+ * complement of key positions from a query. */
+static bool position_mask(const pa__plan *p)
+{
+    return p->a->causal || p->a->window > 0 || p->a->chunk_size > 0;
 }
 
 static bool needs_mask(const pa__plan *p)
 {
-    return p->a->causal || p->a->window > 0 || p->key_len < p->Lk;
+    return position_mask(p) || p->key_len < p->Lk || p->a->mask != NULL;
 }
 
 /* Whether key kp may be visible to some query of a block whose positions
@@ -170,19 +193,29 @@ static inline bool maybe_visible(const pa__plan *p, int32_t qmin, int32_t qmax, 
         if (!p->a->causal && (int64_t)kp >= (int64_t)qmax + p->a->window)
             return false;
     }
+    if (p->a->chunk_size > 0) {
+        const int32_t C = p->a->chunk_size;
+        if (kp < chunk_start(qmin, C) || kp >= chunk_start(qmax, C) + C)
+            return false;
+    }
     return true;
 }
 
-/* Hidden from query position qp by the window, below it (left) or by the
- * causal mask or the window above it (right): never both, and with sorted
- * key positions each holds for a prefix (left) or a suffix (right). */
+/* Hidden from query position qp by the window or the chunk below it (left)
+ * or by the causal mask, the window or the chunk above it (right): never
+ * both, and with sorted key positions each holds for a prefix (left) or a
+ * suffix (right). */
 static inline bool hidden_left(const pa__plan *p, int32_t qp, int32_t kp)
 {
+    if (p->a->chunk_size > 0 && kp < chunk_start(qp, p->a->chunk_size))
+        return true;
     return p->a->window > 0 && (int64_t)qp - (int64_t)kp >= p->a->window;
 }
 
 static inline bool hidden_right(const pa__plan *p, int32_t qp, int32_t kp)
 {
+    if (p->a->chunk_size > 0 && kp >= chunk_start(qp, p->a->chunk_size) + p->a->chunk_size)
+        return true;
     if (p->a->causal)
         return kp > qp;
     return p->a->window > 0 && (int64_t)kp - (int64_t)qp >= p->a->window;
@@ -232,7 +265,7 @@ static void visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const i
         h = b;
         visible_span(p, qmax, kpos, &l, &h); /* right end: against the last */
         b = pa__max_i32(a, h);
-    } else if (p->a->causal || p->a->window > 0) {
+    } else if (position_mask(p)) {
         while (a < b && !maybe_visible(p, qmin, qmax, kpos[a]))
             a++;
         while (b > a && !maybe_visible(p, qmin, qmax, kpos[b - 1]))
@@ -244,16 +277,58 @@ static void visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const i
     *hi = b;
 }
 
-/* Adds the scheme's bias to the logits tile S [nq, nk] of head h and sets
- * masked entries to -inf. */
+/* Narrows [*lo, *hi) to the columns where the caller's mask lets some query
+ * of rows [i0, i0 + nq) of head h attend: lo == hi when it hides them all. */
+static void mask_range(const pa__plan *p, int32_t h, int32_t i0, int32_t nq, int32_t *lo,
+                       int32_t *hi)
+{
+    const pa_attention *a = p->a;
+    const uint8_t *plane = a->mask + (size_t)(a->mask_heads == 1 ? 0 : h) * p->Lq * p->Lk;
+    int32_t first = *hi, last = *lo;
+    for (int32_t i = 0; i < nq; i++) {
+        const uint8_t *row = plane + (size_t)(i0 + i) * p->Lk;
+        for (int32_t j = *lo; j < first; j++)
+            if (row[j]) {
+                first = j;
+                break;
+            }
+        for (int32_t j = *hi; j > last && j > first; j--)
+            if (row[j - 1]) {
+                last = j;
+                break;
+            }
+    }
+    if (first >= last)
+        first = last = *lo;
+    *lo = first;
+    *hi = last;
+}
+
+/* The logits tile S [nq, nk] of head h (scale * q.k) into what the softmax
+ * takes: Shaw's scale * q.rel_k added, softcap, the scheme's position bias
+ * and the caller's bias added, masked entries -inf. Entries already -inf
+ * (columns a causal group did not compute) stay so. */
 static void bias_and_mask(const pa__plan *p, const buffers *b, int32_t h, int32_t i0, int32_t nq,
                           int32_t j0, int32_t nk)
 {
     const pa_scheme *s = p->scheme;
+    const pa_attention *a = p->a;
     const int32_t *kpos = b->kpos + j0;
+    const float *bias =
+        a->bias != NULL ? a->bias + (size_t)(a->bias_heads == 1 ? 0 : h) * p->Lq * p->Lk : NULL;
+    const uint8_t *mask =
+        a->mask != NULL ? a->mask + (size_t)(a->mask_heads == 1 ? 0 : h) * p->Lq * p->Lk : NULL;
     for (int32_t i = 0; i < nq; i++) {
         float *row = b->S + (size_t)i * nk;
         int32_t qp = b->qpos[i0 + i];
+        if (s->type == PA_SCHEME_SHAW) {
+            int32_t K = s->shaw.max_relative_position;
+            const float *qr = b->qrel + (size_t)i * (2 * (size_t)K + 1);
+            for (int32_t j = 0; j < nk; j++)
+                row[j] += qr[pa_shaw_index(rel_pos(kpos[j], qp), K)];
+        }
+        if (a->softcap > 0.0f)
+            pa__row_softcap(row, nk, a->softcap);
         switch (s->type) {
         case PA_SCHEME_ALIBI: {
             float m = b->slopes[h];
@@ -287,15 +362,13 @@ static void bias_and_mask(const pa__plan *p, const buffers *b, int32_t h, int32_
             }
             break;
         }
-        case PA_SCHEME_SHAW: {
-            int32_t K = s->shaw.max_relative_position;
-            const float *qr = b->qrel + (size_t)i * (2 * (size_t)K + 1);
-            for (int32_t j = 0; j < nk; j++)
-                row[j] += qr[pa_shaw_index(rel_pos(kpos[j], qp), K)];
-            break;
-        }
         default:
             break;
+        }
+        if (bias != NULL) {
+            const float *brow = bias + (size_t)(i0 + i) * p->Lk + j0;
+            for (int32_t j = 0; j < nk; j++)
+                row[j] += brow[j];
         }
         if (needs_mask(p) && b->kpos_sorted) {
             /* Visibility is an interval of key positions, so of key indices
@@ -304,9 +377,16 @@ static void bias_and_mask(const pa__plan *p, const buffers *b, int32_t h, int32_
             visible_span(p, qp, kpos, &lo, &hi);
             pa__row_fill(row, lo, -INFINITY);
             pa__row_fill(row + hi, nk - hi, -INFINITY);
+            if (mask != NULL) {
+                const uint8_t *mrow = mask + (size_t)(i0 + i) * p->Lk + j0;
+                for (int32_t j = lo; j < hi; j++)
+                    if (!mrow[j])
+                        row[j] = -INFINITY;
+            }
         } else if (needs_mask(p)) {
+            const uint8_t *mrow = mask != NULL ? mask + (size_t)(i0 + i) * p->Lk + j0 : NULL;
             for (int32_t j = 0; j < nk; j++) {
-                if (j0 + j >= p->key_len || !visible(p, qp, kpos[j]))
+                if (j0 + j >= p->key_len || !visible(p, qp, kpos[j]) || (mrow != NULL && !mrow[j]))
                     row[j] = -INFINITY;
             }
         }
@@ -322,7 +402,7 @@ typedef struct head_io {
     const float *K; /* [Lk, ldk]; kv head g at column g*D */
     const float *V; /* [Lk, ldv]; kv head g at column g*Dv */
     int ldq, ldk, ldv;
-    float *out; /* [Lq, H*Dv] */
+    float *out;              /* [Lq, H*Dv] */
     float *weights, *logits; /* [H, Lq, Lk] or NULL */
     float *q_rot, *k_rot;    /* rope: rotated q and k to return, or NULL */
 } head_io;
@@ -357,8 +437,8 @@ static void fill_hidden(float *rows, size_t ld, int32_t nq, int32_t nk)
             rows[(size_t)i * ld + (size_t)j] = -INFINITY;
 }
 
-static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
-                         const head_ops *op, int32_t h, int32_t i0, int32_t nq)
+static void attend_block(const pa__plan *p, const buffers *b, const head_io *io, const head_ops *op,
+                         int32_t h, int32_t i0, int32_t nq)
 {
     const int32_t Dv = p->Dv;
     const float *Qb = op->Qb, *Vh = op->Vh;
@@ -372,20 +452,24 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
     for (int32_t i = 0; i < nq; i++) {
         qmin = pa__min_i32(qmin, b->qpos[i0 + i]);
         qmax = pa__max_i32(qmax, b->qpos[i0 + i]);
-        b->m[i] = -INFINITY;
-        b->l[i] = 0.0f;
+        /* A sink is a key of its own with logit s_h and no value: the row
+         * starts as if it had been folded in (max s_h, sum exp(0) = 1). */
+        b->m[i] = p->a->sinks != NULL ? p->a->sinks[h] : -INFINITY;
+        b->l[i] = p->a->sinks != NULL ? 1.0f : 0.0f;
     }
     memset(b->O, 0, (size_t)nq * Dv * sizeof(float));
     if (shaw) {
         /* qrel [nq, 2K+1] = scale * Q_block rel_k^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nrel, p->D, p->scale, Qb,
-                    op->ldq, shaw->rel_k, p->D, 0.0f, b->qrel, nrel);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nrel, p->D, p->scale, Qb, op->ldq,
+                    shaw->rel_k, p->D, 0.0f, b->qrel, nrel);
     }
 
     for (int32_t t0 = 0; t0 < p->Lk; t0 += BK) {
         const int32_t tn = pa__min_i32(BK, p->Lk - t0);
         int32_t j0, j1, nk;
         visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, t0, tn, &j0, &j1);
+        if (p->a->mask != NULL && j0 < j1)
+            mask_range(p, h, i0, nq, &j0, &j1);
         if (store_rows) {
             fill_hidden(store_rows + t0, (size_t)p->Lk, nq, j0 - t0);
             fill_hidden(store_rows + j1, (size_t)p->Lk, nq, t0 + tn - j1);
@@ -489,8 +573,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
 /* Rotates rows [n] of one head (column offset col, row stride ld) into dst
  * [n, D], with the table rows of those positions; copies them to ret (row
  * stride ret_ld) when the caller asked for the rotated tensor. */
-static void rotate_rows(const pa__plan *p, const float *cos_t, const float *sin_t,
-                        const float *src, int ld, int32_t n, float *dst, float *ret, int ret_ld)
+static void rotate_rows(const pa__plan *p, const float *cos_t, const float *sin_t, const float *src,
+                        int ld, int32_t n, float *dst, float *ret, int ret_ld)
 {
     const size_t half = (size_t)p->r / 2;
     for (int32_t i = 0; i < n; i++) {
@@ -509,8 +593,7 @@ static int32_t blocks_per_head(const pa__plan *p)
     return (p->Lq + BQ - 1) / BQ;
 }
 
-static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64_t u0,
-                   int64_t u1)
+static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64_t u0, int64_t u1)
 {
     const size_t half = (size_t)p->r / 2;
     const int64_t nb = blocks_per_head(p);
@@ -558,8 +641,7 @@ static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64
             if (p->rope) {
                 rotate_rows(p, b->cos_q + (size_t)i0 * half, b->sin_q + (size_t)i0 * half, op.Qb,
                             io->ldq, nq, b->qblk,
-                            io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D
-                                      : NULL,
+                            io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D : NULL,
                             io->ldq);
                 op.Qb = b->qblk;
                 op.ldq = p->D;
@@ -602,8 +684,7 @@ static pa_status add_absolute(const pa__plan *p, const buffers *b, pa_error *err
     size_t n = (size_t)p->Lk * (size_t)a->d_model;
     pa_status st;
     if (p->scheme->type == PA_SCHEME_SINUSOIDAL)
-        st = pa_sinusoidal_encode(&p->scheme->sinusoidal, b->kpos, p->Lk, a->d_model, b->xp,
-                                  err);
+        st = pa_sinusoidal_encode(&p->scheme->sinusoidal, b->kpos, p->Lk, a->d_model, b->xp, err);
     else
         st = pa_learned_encode(&p->scheme->learned, b->kpos, p->Lk, b->xp, err);
     if (st != PA_STATUS_OK)
@@ -616,8 +697,8 @@ static pa_status add_absolute(const pa__plan *p, const buffers *b, pa_error *err
 static void project(const float *x, int32_t L, int32_t d_model, const float *w, int32_t n,
                     float *out)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, n, d_model, 1.0f, x, d_model, w,
-                n, 0.0f, out, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, n, d_model, 1.0f, x, d_model, w, n,
+                0.0f, out, n);
 }
 
 pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
@@ -641,8 +722,7 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
     if (st != PA_STATUS_OK)
         return st;
     if (out == NULL || out->output == NULL)
-        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "output",
-                        "an output buffer is required");
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "output", "an output buffer is required");
     need = pa_attention_workspace_size(a);
     if (need == 0)
         return pa__fail(err, PA_STATUS_TOO_LARGE, "", "the workspace size overflows");
@@ -727,7 +807,7 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
                         "3.4e38 or not a number): scale the inputs down");
 
     if (a->w_o != NULL)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.Lq, a->d_out, p.H * p.Dv,
-                    1.0f, b.attn, p.H * p.Dv, a->w_o, a->d_out, 0.0f, out->output, a->d_out);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.Lq, a->d_out, p.H * p.Dv, 1.0f,
+                    b.attn, p.H * p.Dv, a->w_o, a->d_out, 0.0f, out->output, a->d_out);
     return PA_STATUS_OK;
 }

@@ -54,16 +54,16 @@ static pa_status check_extent(pa_error *err, const char *field, int64_t rows, in
 static pa_status check_positive(pa_error *err, const char *field, int32_t value)
 {
     if (value < 1)
-        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field, "%s=%d must be at least 1",
-                        field, (int)value);
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field, "%s=%d must be at least 1", field,
+                        (int)value);
     return PA_STATUS_OK;
 }
 
-#define TRY(expr)                                                                          \
-    do {                                                                                   \
-        pa_status st_ = (expr);                                                            \
-        if (st_ != PA_STATUS_OK)                                                           \
-            return st_;                                                                    \
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        pa_status st_ = (expr);                                                                    \
+        if (st_ != PA_STATUS_OK)                                                                   \
+            return st_;                                                                            \
     } while (0)
 
 static pa_status check_layer_inputs(const pa_attention *a, int32_t H, int32_t Hkv, int32_t D,
@@ -103,7 +103,8 @@ static pa_status check_qkv_inputs(const pa_attention *a, int32_t H, int32_t Hkv,
                         "q, k and v",
                         pa_scheme_type_name(t));
     if (a->q == NULL)
-        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "q", "q is required (or x for layer mode)");
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "q",
+                        "q is required (or x for layer mode)");
     if (a->k == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k", "k is required");
     if (a->v == NULL)
@@ -127,8 +128,7 @@ static pa_status check_positions(const pa_attention *a, int32_t Lq, int32_t Lk, 
                 return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
                                 "in layer mode q and k are the same tokens, but "
                                 "q_positions[%d]=%d differs from k_positions[%d]=%d",
-                                (int)i, (int)a->q_positions[i], (int)i,
-                                (int)a->k_positions[i]);
+                                (int)i, (int)a->q_positions[i], (int)i, (int)a->k_positions[i]);
             }
         }
     }
@@ -170,6 +170,35 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
                     (int)s->type);
 }
 
+/* softcap, chunk_size, sinks, mask and bias (the options of current models). */
+static pa_status check_options(const pa_attention *a, int32_t H, pa_error *err)
+{
+    if (!(a->softcap >= 0.0f) || !isfinite(a->softcap))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "softcap",
+                        "softcap=%g must be a positive number (or 0 for none)", (double)a->softcap);
+    if (a->chunk_size < 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "chunk_size",
+                        "chunk_size=%d must be 0 (none) or positive", (int)a->chunk_size);
+    if (a->sinks != NULL) {
+        for (int32_t h = 0; h < H; h++) {
+            if (!isfinite(a->sinks[h])) {
+                char field[32];
+                snprintf(field, sizeof field, "sinks[%d]", (int)h);
+                return pa__fail(err, PA_STATUS_OUT_OF_RANGE, field, "%s must be finite", field);
+            }
+        }
+    }
+    if (a->mask != NULL && a->mask_heads != 1 && a->mask_heads != H)
+        return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "mask.shape[0]",
+                        "mask has %d heads; it needs 1 (shared) or num_heads=%d",
+                        (int)a->mask_heads, (int)H);
+    if (a->bias != NULL && a->bias_heads != 1 && a->bias_heads != H)
+        return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "bias.shape[0]",
+                        "bias has %d heads; it needs 1 (shared) or num_heads=%d",
+                        (int)a->bias_heads, (int)H);
+    return PA_STATUS_OK;
+}
+
 pa_status pa_attention_check(const pa_attention *a, pa_error *err)
 {
     int32_t H, Hkv, D, Dv, Lq, Lk;
@@ -179,8 +208,8 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err)
     if (a->scheme == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme", "scheme is required");
     if ((unsigned)a->scheme->type >= (unsigned)PA_SCHEME_COUNT)
-        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.type",
-                        "unknown scheme type %d", (int)a->scheme->type);
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.type", "unknown scheme type %d",
+                        (int)a->scheme->type);
 
     TRY(check_positive(err, "num_heads", a->num_heads));
     TRY(check_positive(err, "head_dim", a->head_dim));
@@ -190,8 +219,7 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err)
                         (int)a->num_kv_heads);
     if (a->v_head_dim < 0)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "v_head_dim",
-                        "v_head_dim=%d must be at least 1 (or 0 for head_dim)",
-                        (int)a->v_head_dim);
+                        "v_head_dim=%d must be at least 1 (or 0 for head_dim)", (int)a->v_head_dim);
     H = a->num_heads;
     Hkv = a->num_kv_heads ? a->num_kv_heads : H;
     D = a->head_dim;
@@ -220,6 +248,7 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err)
                         (int)a->key_length, (int)Lk);
     if (a->scale_set && !isfinite(a->scale))
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scale", "scale must be finite");
+    TRY(check_options(a, H, err));
 
     TRY(check_scheme(a, H, D, Dv, err));
     TRY(check_positions(a, Lq, Lk, err));
@@ -243,8 +272,7 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
     p->key_len = a->key_length < 0 ? p->Lk : a->key_length;
     p->rope = a->scheme->type == PA_SCHEME_ROPE;
     p->r = p->rope ? pa_rope_rotary_dim(&a->scheme->rope, p->D) : 0;
-    p->absolute =
-        a->scheme->type == PA_SCHEME_SINUSOIDAL || a->scheme->type == PA_SCHEME_LEARNED;
+    p->absolute = a->scheme->type == PA_SCHEME_SINUSOIDAL || a->scheme->type == PA_SCHEME_LEARNED;
     if (p->layer) {
         /* One sequence: either positions array names both. */
         p->q_positions = a->q_positions != NULL ? a->q_positions : a->k_positions;

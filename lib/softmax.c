@@ -17,7 +17,7 @@
 
 /* Not under the sanitizers: their instrumentation of the ifunc resolvers runs
  * before the sanitizer runtime is set up. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&      \
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define PA__CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -116,6 +116,36 @@ PA__CLONES void pa__row_fill(float *row, int32_t n, float v)
         row[j] = v;
 }
 
+/* tanh(x) as straight-line arithmetic (Cephes' tanhf): the odd polynomial
+ * below 0.625, 1 - 2 / (exp(2|x|) + 1) with x's sign above, where the
+ * subtraction no longer cancels. exp_lane saturates at 88, so large |x|
+ * gives exactly +-1; NaN stays NaN. */
+static inline float tanh_lane(float x)
+{
+    const float ax = fabsf(x);
+    const float z = x * x;
+    float poly = -5.70498872745e-3f;
+    float big;
+    poly = poly * z + 2.06390887954e-2f;
+    poly = poly * z - 5.37397155531e-2f;
+    poly = poly * z + 1.33314422036e-1f;
+    poly = poly * z - 3.33332819422e-1f;
+    poly = poly * z * x + x;
+    big = 1.0f - 2.0f / (exp_lane(ax + ax) + 1.0f);
+    big = x < 0.0f ? -big : big;
+    return ax < 0.625f ? poly : big;
+}
+
+PA__CLONES void pa__row_softcap(float *row, int32_t n, float cap)
+{
+    const float inv = 1.0f / cap;
+    for (int32_t j = 0; j < n; j++) {
+        const float x = row[j];
+        const float t = cap * tanh_lane(x * inv);
+        row[j] = x == -INFINITY ? x : t;
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* AVX-512                                                                   */
 /* ------------------------------------------------------------------------- */
@@ -142,8 +172,8 @@ PA_AVX512 static inline __m512 exp16(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
     {
-        const __m512i bits = _mm512_slli_epi32(
-            _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+        const __m512i bits =
+            _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
         const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
         const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GT_OQ);
         const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);

@@ -22,7 +22,10 @@ int ref_attention_out_len(const pa_attention *a)
     return a->x && a->w_o ? L * a->d_out : L * H * Dv;
 }
 
-static int visible(const pa_attention *a, long qp, long kp, int j, int key_len)
+/* Whether query i (position qp) of head h may see key j (position kp): every
+ * mask the descriptor sets, by its definition. */
+static int visible(const pa_attention *a, int h, int i, int j, long qp, long kp, int key_len,
+                   int Lq, int Lk)
 {
     if (j >= key_len)
         return 0;
@@ -32,6 +35,13 @@ static int visible(const pa_attention *a, long qp, long kp, int j, int key_len)
         return 0;
     if (a->window > 0 && !a->causal && kp - qp >= a->window)
         return 0;
+    if (a->chunk_size > 0 && floor((double)qp / a->chunk_size) != floor((double)kp / a->chunk_size))
+        return 0;
+    if (a->mask != NULL) {
+        int plane = a->mask_heads == 1 ? 0 : h;
+        if (a->mask[((size_t)plane * Lq + i) * Lk + j] == 0)
+            return 0;
+    }
     return 1;
 }
 
@@ -44,9 +54,7 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
     int layer = a->x != NULL;
     int Lq = layer ? a->seq_len : a->q_len, Lk = layer ? a->seq_len : a->k_len;
     int key_len = a->key_length < 0 ? Lk : a->key_length;
-    double scale = a->scale_set                 ? a->scale
-                   : s->type == PA_SCHEME_T5    ? 1.0
-                                                : 1.0 / sqrt((double)D);
+    double scale = a->scale_set ? a->scale : s->type == PA_SCHEME_T5 ? 1.0 : 1.0 / sqrt((double)D);
     int *qpos = xcalloc((size_t)Lq, sizeof *qpos), *kpos = xcalloc((size_t)Lk, sizeof *kpos);
     double *q = xcalloc((size_t)Lq * H * D, sizeof *q);
     double *k = xcalloc((size_t)Lk * Hkv * D, sizeof *k);
@@ -149,39 +157,49 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
     for (int h = 0; h < H; h++) {
         int g = h / (H / Hkv);
         for (int i = 0; i < Lq; i++) {
-            double mx = -INFINITY, sum = 0;
+            /* A sink is one more logit in the row's softmax, with no value. */
+            double sink = a->sinks ? a->sinks[h] : -INFINITY;
+            double mx = sink, sum = 0;
             const double *qi = q + ((size_t)i * H + h) * D;
             for (int j = 0; j < Lk; j++) {
                 const double *kj = k + ((size_t)j * Hkv + g) * D;
                 long rel = (long)kpos[j] - qpos[i];
-                double dot = 0, bias = 0;
+                double dot = 0, bias = 0, content;
                 for (int d = 0; d < D; d++)
                     dot += qi[d] * kj[d];
+                content = scale * dot;
                 switch (s->type) {
                 case PA_SCHEME_ALIBI:
                     bias = s->alibi.symmetric ? -slopes[h] * fabs((double)rel)
                                               : slopes[h] * (double)rel;
                     break;
                 case PA_SCHEME_T5:
-                    bias = s->t5.table[(size_t)ref_t5_bucket((int)rel, s->t5.bidirectional,
-                                                             s->t5.num_buckets,
-                                                             s->t5.max_distance) *
-                                           H +
-                                       h];
+                    bias =
+                        s->t5.table[(size_t)ref_t5_bucket((int)rel, s->t5.bidirectional,
+                                                          s->t5.num_buckets, s->t5.max_distance) *
+                                        H +
+                                    h];
                     break;
                 case PA_SCHEME_SHAW: {
+                    /* Shaw's term is content: softcap applies to it. */
                     int K = s->shaw.max_relative_position;
                     long c = rel < -K ? -K : rel > K ? K : rel;
                     const float *rk = s->shaw.rel_k + (size_t)(c + K) * D;
                     for (int d = 0; d < D; d++)
-                        bias += scale * qi[d] * rk[d];
+                        content += scale * qi[d] * rk[d];
                     break;
                 }
                 default:
                     break;
                 }
-                row[j] = visible(a, qpos[i], kpos[j], j, key_len) ? scale * dot + bias
-                                                                   : -INFINITY;
+                if (a->softcap > 0)
+                    content = a->softcap * tanh(content / a->softcap);
+                if (a->bias) {
+                    int plane = a->bias_heads == 1 ? 0 : h;
+                    bias += a->bias[((size_t)plane * Lq + i) * Lk + j];
+                }
+                row[j] = visible(a, h, i, j, qpos[i], kpos[j], key_len, Lq, Lk) ? content + bias
+                                                                                : -INFINITY;
                 if (logits)
                     logits[((size_t)h * Lq + i) * Lk + j] = row[j];
                 if (row[j] > mx)
@@ -191,6 +209,8 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                 row[j] = mx == -INFINITY ? 0.0 : exp(row[j] - mx);
                 sum += row[j];
             }
+            if (a->sinks)
+                sum += exp(sink - mx);
             for (int j = 0; j < Lk; j++) {
                 double w = sum > 0 ? row[j] / sum : 0.0;
                 if (weights)

@@ -17,10 +17,11 @@
 /* ------------------------------------------------------------------------- */
 
 static const char *const attention_fields[] = {
-    "scheme",       "q",           "k",      "v",      "x",
-    "w_q",          "w_k",         "w_v",    "w_o",    "num_heads",
-    "num_kv_heads", "head_dim",    "causal", "window", "key_length",
-    "q_positions",  "k_positions", "scale",
+    "scheme",       "q",           "k",          "v",       "x",
+    "w_q",          "w_k",         "w_v",        "w_o",     "num_heads",
+    "num_kv_heads", "head_dim",    "causal",     "window",  "key_length",
+    "q_positions",  "k_positions", "scale",      "softcap", "sinks",
+    "mask",         "bias",        "chunk_size",
 };
 
 void api_item_free(api_item *it)
@@ -36,6 +37,9 @@ void api_item_free(api_item *it)
     api_tensor_release(&it->w_k);
     api_tensor_release(&it->w_v);
     api_tensor_release(&it->w_o);
+    api_tensor_release(&it->sinks);
+    api_tensor_release(&it->bias);
+    free(it->mask);
     free(it->q_positions);
     free(it->k_positions);
     memset(it, 0, sizeof *it);
@@ -304,6 +308,92 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     return true;
 }
 
+/* A mask or bias: [Lq, Lk] (shared by every head) or [1 or H, Lq, Lk];
+ * *heads gets the leading dim (1 for 2-D). */
+static bool parse_score_tensor(const cJSON *v, const char *name, srv_elem kind, const api_ctx *ctx,
+                               const api_item *it, srv_tensor *t, int32_t *heads, api_err *e)
+{
+    char path[64];
+    if (!api_get_tensor_as(v, name, ctx, 0, kind, t, e))
+        return false;
+    snprintf(path, sizeof path, "%s.shape", name);
+    if (t->ndim < 2 || t->ndim > 3 || t->shape[t->ndim - 2] != it->Lq ||
+        t->shape[t->ndim - 1] != it->Lk ||
+        (t->ndim == 3 && t->shape[0] != 1 && t->shape[0] != it->H)) {
+        char got[96];
+        size_t at = 0;
+        for (int d = 0; d < t->ndim && at < sizeof got; d++)
+            at += (size_t)snprintf(got + at, sizeof got - at, "%s%lld", d ? "," : "",
+                                   (long long)t->shape[d]);
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                        "%s=[%s] must be [Lq, Lk]=[%d, %d] or [H, Lq, Lk]=[%d, %d, %d] (or a "
+                        "leading 1)",
+                        path, got, (int)it->Lq, (int)it->Lk, (int)it->H, (int)it->Lq, (int)it->Lk);
+    }
+    *heads = t->ndim == 3 ? (int32_t)t->shape[0] : 1;
+    return true;
+}
+
+/* softcap, sinks, chunk_size, mask and bias: the options of current models. */
+static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e)
+{
+    const cJSON *v;
+    bool present;
+    int32_t iv;
+
+    if ((v = member(obj, "softcap")) != NULL) {
+        double d;
+        if (!api_get_number(v, "softcap", ctx, &d, e))
+            return false;
+        if (!(d > 0) || d > 3.4e38)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "softcap",
+                            "softcap=%.17g must be a positive number (leave it out for none)", d);
+        it->att.softcap = (float)d;
+    }
+    if (!opt_int(obj, "chunk_size", ctx, &iv, &present, e))
+        return false;
+    if (present) {
+        if (iv < 1)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "chunk_size",
+                            "chunk_size=%d must be positive (leave it out for none)", (int)iv);
+        it->att.chunk_size = iv;
+    }
+    if ((v = member(obj, "sinks")) != NULL) {
+        if (!api_get_tensor(v, "sinks", ctx, 1, &it->sinks, e))
+            return false;
+        if (it->sinks.shape[0] != it->H)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "sinks.shape[0]",
+                            "sinks.shape[0]=%lld must be num_heads=%d: one sink per query head",
+                            (long long)it->sinks.shape[0], (int)it->H);
+        it->att.sinks = it->sinks.data;
+    }
+    if ((v = member(obj, "mask")) != NULL) {
+        srv_tensor m = {0};
+        if (!parse_score_tensor(v, "mask", SRV_ELEM_BOOL, ctx, it, &m, &it->att.mask_heads, e)) {
+            api_tensor_release(&m);
+            return false;
+        }
+        it->mask = malloc(m.count ? m.count : 1);
+        if (it->mask == NULL) {
+            api_tensor_release(&m);
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "mask", "out of memory for the mask");
+        }
+        for (size_t i = 0; i < m.count; i++)
+            it->mask[i] = m.data[i] != 0.0f;
+        /* The parsed floats were held too, while they were converted. */
+        it->input_bytes = api_add_sat(it->input_bytes, api_mul_sat(m.count, 1 + sizeof(float)));
+        api_tensor_release(&m);
+        it->att.mask = it->mask;
+    }
+    if ((v = member(obj, "bias")) != NULL) {
+        if (!parse_score_tensor(v, "bias", SRV_ELEM_FLOAT_NEG_INF, ctx, it, &it->bias,
+                                &it->att.bias_heads, e))
+            return false;
+        it->att.bias = it->bias.data;
+    }
+    return true;
+}
+
 bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra, size_t n_extra,
                     api_item *out, api_err *e)
 {
@@ -331,7 +421,7 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     } else if (!parse_qkv(obj, ctx, out, e)) {
         goto fail;
     }
-    if (!parse_masks(obj, ctx, out, e))
+    if (!parse_masks(obj, ctx, out, e) || !parse_options(obj, ctx, out, e))
         goto fail;
 
     if (pa_attention_check(&out->att, &pe) != PA_STATUS_OK) {
@@ -340,10 +430,10 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     }
 
     out->ret = API_RET_OUTPUT;
-    out->input_bytes = out->scheme.bytes;
+    out->input_bytes = api_add_sat(out->input_bytes, out->scheme.bytes); /* the mask's so far */
     {
-        const srv_tensor *ts[] = {&out->q,   &out->k,   &out->v,   &out->x,
-                                  &out->w_q, &out->w_k, &out->w_v, &out->w_o};
+        const srv_tensor *ts[] = {&out->q,   &out->k,   &out->v,   &out->x,     &out->w_q,
+                                  &out->w_k, &out->w_v, &out->w_o, &out->sinks, &out->bias};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
             out->input_bytes = api_add_sat(out->input_bytes, api_tensor_bytes(ts[i]));
     }

@@ -466,18 +466,29 @@ bool api_get_encoding(const cJSON *v, const api_ctx *ctx, srv_encoding *out, api
 bool api_get_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int want_ndim,
                     srv_tensor *out, api_err *e)
 {
+    return api_get_tensor_as(v, name, ctx, want_ndim, SRV_ELEM_FLOAT, out, e);
+}
+
+bool api_get_tensor_as(const cJSON *v, const char *name, const api_ctx *ctx, int want_ndim,
+                       srv_elem kind, srv_tensor *out, api_err *e)
+{
     char path[API_FIELD_MAX];
     srv_reply rep;
     srv_tensor t;
 
     if (ctx->source != NULL && ctx->source->owns(ctx->source, v)) /* binary data of a /v2 request */
-        return ctx->source->get(ctx->source, v, name, ctx, want_ndim, out, e);
+        return ctx->source->get(ctx->source, v, name, ctx, want_ndim, kind, out, e);
     memset(&rep, 0, sizeof rep);
     memset(&t, 0, sizeof t);
     api_path(path, sizeof path, ctx, name);
+    if (kind == SRV_ELEM_BOOL && srv_tensor_is_ref(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s cannot be a named tensor (those are float32): send the mask inline",
+                        name);
     if (srv_tensor_is_ref(v)
             ? !srv_tensor_store_ref(ctx->lim->tensors, v, path, want_ndim, &t, &rep)
-            : !srv_tensor_parse(v, path, want_ndim, ctx->lim->max_tensor_elements, &t, &rep))
+            : !srv_tensor_parse_as(v, path, want_ndim, ctx->lim->max_tensor_elements, kind, &t,
+                                   &rep))
         return api_fail_reply(e, &rep);
     srv_reply_free(&rep); /* in case the parser left anything in it */
     for (int d = 0; d < t.ndim; d++) {

@@ -52,9 +52,9 @@ typedef struct api_ctx {
 struct api_tensor_source {
     /* True when node is one of the source's tensor nodes. */
     bool (*owns)(const api_tensor_source *src, const cJSON *node);
-    /* Reads such a node as api_get_tensor does (same contract). */
+    /* Reads such a node as api_get_tensor_as does (same contract). */
     bool (*get)(const api_tensor_source *src, const cJSON *node, const char *name,
-                const api_ctx *ctx, int want_ndim, srv_tensor *out, api_err *e);
+                const api_ctx *ctx, int want_ndim, srv_elem kind, srv_tensor *out, api_err *e);
 };
 
 /* Fills *e with code, field = ctx prefix + name, and the formatted message.
@@ -125,6 +125,10 @@ bool api_get_encoding(const cJSON *v, const api_ctx *ctx, srv_encoding *out, api
  * every dim fits int32. */
 bool api_get_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int want_ndim,
                     srv_tensor *out, api_err *e);
+/* The same for values of another kind (a mask, a bias with -inf). Named
+ * tensors are float32: a mask cannot be one. */
+bool api_get_tensor_as(const cJSON *v, const char *name, const api_ctx *ctx, int want_ndim,
+                       srv_elem kind, srv_tensor *out, api_err *e);
 
 /* Element count of a result tensor against lim->max_tensor_elements:
  * PAYLOAD_TOO_LARGE naming the result when over. Shapes are non-negative. */

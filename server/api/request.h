@@ -77,6 +77,8 @@ typedef struct api_item {
     api_scheme scheme;
     pa_attention att; /* borrows the tensors below */
     srv_tensor q, k, v, x, w_q, w_k, w_v, w_o;
+    srv_tensor sinks, bias; /* [H]; [Lq, Lk] or [1 or H, Lq, Lk] */
+    uint8_t *mask;          /* [mask_heads, Lq, Lk] 0/1, malloc'd */
     int32_t *q_positions, *k_positions;
     unsigned ret; /* API_RET_* */
     /* Sizes after defaults. */

@@ -107,16 +107,34 @@ static void shape_string(char *dst, size_t cap, int ndim, const int64_t *shape)
     }
 }
 
-static inline bool to_float(const cJSON *n, float *out)
+/* One JSON element as a tensor value of the kind asked for. */
+static inline bool to_elem(const cJSON *n, srv_elem kind, float *out)
 {
+    if (kind == SRV_ELEM_BOOL) {
+        if (cJSON_IsBool(n)) {
+            *out = cJSON_IsTrue(n) ? 1.0f : 0.0f;
+            return true;
+        }
+        if (!cJSON_IsNumber(n) || (n->valuedouble != 0.0 && n->valuedouble != 1.0))
+            return false;
+        *out = (float)n->valuedouble;
+        return true;
+    }
     return cJSON_IsNumber(n) && srv_double_to_float(n->valuedouble, out);
 }
 
 static bool element_error(srv_reply *err, const char *field, const size_t *idx, int depth,
-                          const cJSON *n)
+                          const cJSON *n, srv_elem kind)
 {
     char path[PATH_MAX_LEN];
     index_path(path, field, idx, depth);
+    if (kind == SRV_ELEM_BOOL) {
+        if (cJSON_IsNumber(n))
+            return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s=%.17g: a mask holds true, false, 0 or 1", path, n->valuedouble);
+        return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
+                    "%s must be true, false, 0 or 1 (a mask), got %s", path, json_type_name(n));
+    }
     if (cJSON_IsNumber(n))
         return fail(err, SRV_ERR_OUT_OF_RANGE, path,
                     "%s=%.17g is outside the float32 range (magnitude at most %.9g)", path,
@@ -170,7 +188,7 @@ static bool parse_shape(const cJSON *node, const char *field, int want_ndim, int
 /* Fills dst[count] from the nested arrays under `node` at `level`; idx holds
  * the indices above. The recursion is at most SRV_MAX_DIMS deep. */
 static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *shape, size_t *idx,
-                        float **dst, const char *field, srv_reply *err)
+                        float **dst, const char *field, srv_elem kind, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     size_t len = 0;
@@ -191,7 +209,7 @@ static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *s
                             "%s is %s, but the shape has %d dimensions: expected an array of %lld",
                             path, json_type_name(c), ndim, (long long)shape[level + 1]);
             }
-            if (!fill_nested(c, level + 1, ndim, shape, idx, dst, field, err))
+            if (!fill_nested(c, level + 1, ndim, shape, idx, dst, field, kind, err))
                 return false;
         } else {
             if (cJSON_IsArray(c)) {
@@ -200,8 +218,8 @@ static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *s
                             "%s is an array, nested deeper than the shape's %d dimensions", path,
                             ndim);
             }
-            if (!to_float(c, *dst))
-                return element_error(err, field, idx, level + 1, c);
+            if (!to_elem(c, kind, *dst))
+                return element_error(err, field, idx, level + 1, c, kind);
             (*dst)++;
         }
     }
@@ -209,7 +227,7 @@ static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *s
 }
 
 static bool parse_data(const cJSON *data, const char *field, int ndim, const int64_t *shape,
-                       size_t count, float *out, srv_reply *err)
+                       size_t count, srv_elem kind, float *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     join_path(path, field, ".data");
@@ -221,7 +239,7 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
         cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
         if (tree == NULL)
             return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
-        bool ok = parse_data(tree, field, ndim, shape, count, out, err);
+        bool ok = parse_data(tree, field, ndim, shape, count, kind, out, err);
         cJSON_Delete(tree);
         return ok;
     }
@@ -231,7 +249,7 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
     size_t idx[SRV_MAX_DIMS] = {0};
     if (data->child && cJSON_IsArray(data->child) && ndim > 1) {
         float *dst = out;
-        return fill_nested(data, 0, ndim, shape, idx, &dst, field, err);
+        return fill_nested(data, 0, ndim, shape, idx, &dst, field, kind, err);
     }
     size_t len = 0;
     for (const cJSON *c = data->child; c; c = c->next)
@@ -241,18 +259,20 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
                     "%s.shape product %zu does not match data length %zu", field, count, len);
     size_t i = 0;
     for (const cJSON *c = data->child; c; c = c->next, i++) {
-        if (!to_float(c, &out[i])) {
+        if (!to_elem(c, kind, &out[i])) {
             idx[0] = i;
-            return element_error(err, field, idx, 1, c);
+            return element_error(err, field, idx, 1, c, kind);
         }
     }
     return true;
 }
 
-static bool b64_floats(float *out, size_t count, const char *field, srv_reply *err);
+static bool b64_floats(float *out, size_t count, const char *field, srv_elem kind, srv_reply *err);
+static bool b64_bools(const unsigned char *bytes, size_t count, const char *field, float *out,
+                      srv_reply *err);
 
 static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64_t *shape,
-                      size_t count, float *out, srv_reply *err)
+                      size_t count, srv_elem kind, float *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     char shp[128];
@@ -264,7 +284,7 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
         cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
         if (tree == NULL)
             return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
-        bool ok = parse_b64(tree, field, ndim, shape, count, out, err);
+        bool ok = parse_b64(tree, field, ndim, shape, count, kind, out, err);
         cJSON_Delete(tree);
         return ok;
     }
@@ -273,25 +293,31 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
                     json_type_name(b64));
     const char *s = b64->valuestring;
     size_t len = strlen(s);
-    size_t bytes = count * sizeof(float);
+    const bool bytewise = kind == SRV_ELEM_BOOL; /* one byte per element */
+    const char *unit = bytewise ? "one-byte" : "float32";
+    size_t bytes = count * (bytewise ? 1 : sizeof(float));
     size_t want = srv_b64_encoded_len(bytes);
     size_t got = 0, bad_at = 0;
+    unsigned char *dst = (unsigned char *)out;
     shape_string(shp, sizeof shp, ndim, shape);
     if (len != want) {
         /* Say how many bytes it holds when that is well defined. */
         if (len % 4 == 0 && len > 0) {
             size_t pad = s[len - 1] == '=' ? (s[len - 2] == '=' ? 2 : 1) : 0;
             return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
-                        "%s decodes to %zu bytes, but shape %s needs %zu float32 = %zu bytes "
+                        "%s decodes to %zu bytes, but shape %s needs %zu %s = %zu bytes "
                         "(%zu base64 characters, got %zu)",
-                        path, len / 4 * 3 - pad, shp, count, bytes, want, len);
+                        path, len / 4 * 3 - pad, shp, count, unit, bytes, want, len);
         }
         return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
-                    "%s has %zu characters, but shape %s needs %zu float32 = %zu bytes "
+                    "%s has %zu characters, but shape %s needs %zu %s = %zu bytes "
                     "(%zu base64 characters)",
-                    path, len, shp, count, bytes, want);
+                    path, len, shp, count, unit, bytes, want);
     }
-    switch (srv_b64_decode_detail(s, len, (unsigned char *)out, bytes, &got, &bad_at)) {
+    /* Bytes go to the back of out, then spread forward as floats. */
+    if (bytewise)
+        dst += count * (sizeof(float) - 1);
+    switch (srv_b64_decode_detail(s, len, dst, bytes, &got, &bad_at)) {
     case SRV_B64_FAULT_NONE:
         break;
     case SRV_B64_FAULT_CHAR:
@@ -310,27 +336,53 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
     }
     if (got != bytes)
         return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
-                    "%s decodes to %zu bytes, but shape %s needs %zu float32 = %zu bytes", path,
-                    got, shp, count, bytes);
-    return b64_floats(out, count, field, err);
+                    "%s decodes to %zu bytes, but shape %s needs %zu %s = %zu bytes", path, got,
+                    shp, count, unit, bytes);
+    if (bytewise)
+        return b64_bools(dst, count, field, out, err);
+    return b64_floats(out, count, field, kind, err);
 }
 
-/* Decoded base64 bytes to floats: byte order, then every value finite.
- * field is the tensor's path (errors name field.b64[i]). */
-static bool b64_floats(float *out, size_t count, const char *field, srv_reply *err)
+/* Decoded one-byte booleans (at the back of out, which holds count floats)
+ * to floats 0 and 1, front to back: float i ends at byte 4i + 3, before
+ * byte i of the booleans, 3 * count + i, is read. */
+static bool b64_bools(const unsigned char *bytes, size_t count, const char *field, float *out,
+                      srv_reply *err)
+{
+    for (size_t i = 0; i < count; i++) {
+        const unsigned char b = bytes[i];
+        if (b > 1) {
+            char path[PATH_MAX_LEN], at[PATH_MAX_LEN];
+            join_path(path, field, ".b64");
+            make_path(at, "%s[%zu]", path, i);
+            return fail(err, SRV_ERR_INVALID_ARGUMENT, at,
+                        "%s is byte %u at element %zu: a mask holds 0 or 1", path, (unsigned)b, i);
+        }
+        out[i] = (float)b;
+    }
+    return true;
+}
+
+/* Decoded base64 bytes to floats: byte order, then every value finite (or
+ * -inf, for SRV_ELEM_FLOAT_NEG_INF). field is the tensor's path (errors
+ * name field.b64[i]). */
+static bool b64_floats(float *out, size_t count, const char *field, srv_elem kind, srv_reply *err)
 {
     if (!srv_host_little_endian())
         srv_swap_bytes32(out, count);
     if (srv_floats_finite(out, count))
         return true;
     for (size_t i = 0; i < count; i++) { /* where, for the message */
+        if (kind == SRV_ELEM_FLOAT_NEG_INF && out[i] == -INFINITY)
+            continue;
         if (!isfinite(out[i])) {
             char path[PATH_MAX_LEN], at[PATH_MAX_LEN];
             join_path(path, field, ".b64");
             make_path(at, "%s[%zu]", path, i);
             return fail(err, SRV_ERR_OUT_OF_RANGE, at,
-                        "%s holds a non-finite float32 (%s) at element %zu", path,
-                        isnan(out[i]) ? "NaN" : "infinity", i);
+                        "%s holds a non-finite float32 (%s) at element %zu%s", path,
+                        isnan(out[i]) ? "NaN" : "infinity", i,
+                        kind == SRV_ELEM_FLOAT_NEG_INF ? " (only -infinity is allowed here)" : "");
         }
     }
     return true;
@@ -339,7 +391,14 @@ static bool b64_floats(float *out, size_t count, const char *field, srv_reply *e
 bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
                       srv_tensor *out, srv_reply *err)
 {
+    return srv_tensor_parse_as(node, field, want_ndim, max_elements, SRV_ELEM_FLOAT, out, err);
+}
+
+bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
+                         srv_elem kind, srv_tensor *out, srv_reply *err)
+{
     char path[PATH_MAX_LEN];
+    const char *dtype = kind == SRV_ELEM_BOOL ? "BOOL" : "FP32";
     if (!field)
         field = "";
     if (!node)
@@ -381,10 +440,10 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
         if (!cJSON_IsString(datatype))
             return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s must be a string, got %s", path,
                         json_type_name(datatype));
-        if (strcmp(datatype->valuestring, "FP32") != 0)
+        if (strcmp(datatype->valuestring, dtype) != 0)
             return fail(err, SRV_ERR_UNSUPPORTED, path,
-                        "%s \"%.32s\" is not supported; only \"FP32\" is", path,
-                        datatype->valuestring);
+                        "%s \"%.32s\" is not supported; only \"%s\" is", path,
+                        datatype->valuestring, dtype);
     }
 
     int ndim = 0;
@@ -417,22 +476,40 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
     }
     if (!data && !b64)
         return fail(err, SRV_ERR_INVALID_ARGUMENT, field,
-                    "%s needs data (numbers) or b64 (base64 of little-endian float32)", field);
+                    kind == SRV_ELEM_BOOL
+                        ? "%s needs data (true/false or 0/1) or b64 (base64 of one byte, 0 or 1, "
+                          "per element)"
+                        : "%s needs data (numbers) or b64 (base64 of little-endian float32)",
+                    field);
 
-    /* Parsed before cJSON and fitting: the floats are taken, not copied. */
-    float *buf = srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
+    /* Parsed before cJSON and fitting: the floats are taken, not copied.
+     * Never a lifted base64 for a mask (its bytes are not float32), and
+     * lifted numbers of a mask only when each is 0 or 1 (else its text goes
+     * through the checks below, for the message). */
+    float *buf = kind == SRV_ELEM_BOOL && b64 != NULL
+                     ? NULL
+                     : srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
     bool ok;
+    if (buf != NULL && kind == SRV_ELEM_BOOL) {
+        for (size_t i = 0; i < count; i++) {
+            if (buf[i] != 0.0f && buf[i] != 1.0f) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+        }
+    }
     if (buf != NULL) {
         /* Lifted base64 on a little-endian host is already checked finite,
          * block by block as it was decoded (json_lift.h). */
-        ok = data != NULL || srv_host_little_endian() || b64_floats(buf, count, field, err);
+        ok = data != NULL || srv_host_little_endian() || b64_floats(buf, count, field, kind, err);
     } else {
         buf = malloc(count * sizeof(float));
         if (!buf)
             return fail(err, SRV_ERR_INTERNAL, field, "out of memory for %s (%zu bytes)", field,
                         count * sizeof(float));
-        ok = data ? parse_data(data, field, ndim, shape, count, buf, err)
-                  : parse_b64(b64, field, ndim, shape, count, buf, err);
+        ok = data ? parse_data(data, field, ndim, shape, count, kind, buf, err)
+                  : parse_b64(b64, field, ndim, shape, count, kind, buf, err);
     }
     if (!ok) {
         free(buf);

@@ -36,6 +36,17 @@ typedef struct srv_tensor {
 bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
                       srv_tensor *out, srv_reply *err);
 
+/* The values a tensor may hold. */
+typedef enum srv_elem {
+    SRV_ELEM_FLOAT = 0,     /* finite float32 (srv_tensor_parse) */
+    SRV_ELEM_FLOAT_NEG_INF, /* finite or -inf (b64 only: JSON has no infinity): a bias */
+    SRV_ELEM_BOOL,          /* a mask: data of true/false or 0/1, b64 of one byte (0 or 1)
+                               per element, "datatype":"BOOL"; parsed to floats 0 and 1 */
+} srv_elem;
+/* srv_tensor_parse for values of kind `kind`. */
+bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
+                         srv_elem kind, srv_tensor *out, srv_reply *err);
+
 /* Frees data unless borrowed; leaves t empty. */
 void srv_tensor_free(srv_tensor *t);
 

@@ -37,9 +37,9 @@ static const struct {
     const char *name;
     api_param_kind kind;
 } options[] = {
-    {"causal", API_PARAM_BOOL},  {"window", API_PARAM_INT},    {"key_length", API_PARAM_INT},
-    {"scale", API_PARAM_NUMBER}, {"num_heads", API_PARAM_INT}, {"num_kv_heads", API_PARAM_INT},
-    {"head_dim", API_PARAM_INT},
+    {"causal", API_PARAM_BOOL},  {"window", API_PARAM_INT},     {"key_length", API_PARAM_INT},
+    {"scale", API_PARAM_NUMBER}, {"num_heads", API_PARAM_INT},  {"num_kv_heads", API_PARAM_INT},
+    {"head_dim", API_PARAM_INT}, {"softcap", API_PARAM_NUMBER}, {"chunk_size", API_PARAM_INT},
 };
 
 /* The scalar scheme parameter `name` of type t, or NULL. */
@@ -111,7 +111,8 @@ static bool read_shape(const cJSON *node, const char *name, const api_ctx *ctx, 
 }
 
 static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const char *name,
-                           const api_ctx *ctx, int want_ndim, srv_tensor *out, api_err *e)
+                           const api_ctx *ctx, int want_ndim, srv_elem kind, srv_tensor *out,
+                           api_err *e)
 {
     const cJSON *seg = cJSON_GetObjectItemCaseSensitive(v, segment_key);
     srv_tensor t;
@@ -126,8 +127,29 @@ static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const c
     if (want_ndim > 0 && t.ndim != want_ndim)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s has %d dimensions, expected %d",
                         path, t.ndim, want_ndim);
-    if ((double)(t.count * sizeof(float)) != seg->valuedouble)
+    if ((double)(t.count * (kind == SRV_ELEM_BOOL ? 1 : sizeof(float))) != seg->valuedouble)
         return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "%s: binary segment size mismatch", name);
+    if (kind == SRV_ELEM_BOOL) {
+        /* [BIN] BOOL: one byte per element, 0 or 1. */
+        const unsigned char *b = (const unsigned char *)seg->valuestring;
+        t.data = malloc(t.count * sizeof(float));
+        if (t.data == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory for %s", name);
+        for (size_t i = 0; i < t.count; i++) {
+            if (b[i] > 1) {
+                char at[80];
+                snprintf(at, sizeof at, "%s[%zu]", name, i);
+                api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at,
+                         "%s is byte %u at element %zu: a BOOL tensor holds 0 or 1", name,
+                         (unsigned)b[i], i);
+                srv_tensor_free(&t);
+                return false;
+            }
+            t.data[i] = (float)b[i];
+        }
+        *out = t;
+        return true;
+    }
     /* [BIN]: little-endian, row major, no padding. Used in place when the
      * floats are aligned (the HTTP layer aligns the binary part). */
     if (srv_host_little_endian() && (uintptr_t)seg->valuestring % _Alignof(float) == 0) {
@@ -142,6 +164,8 @@ static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const c
             srv_swap_bytes32(t.data, t.count);
     }
     for (size_t i = 0; i < t.count; i++) {
+        if (kind == SRV_ELEM_FLOAT_NEG_INF && t.data[i] == -INFINITY)
+            continue;
         if (!isfinite(t.data[i])) {
             char at[80];
             snprintf(at, sizeof at, "%s[%zu]", name, i);
@@ -332,7 +356,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                         "input '%s' appears more than once (again at %s)", name, at);
     rq->seen[k] = true;
 
-    want = spec->int32 ? "INT32" : "FP32";
+    want = spec->int32 ? "INT32" : spec->boolean ? "BOOL" : "FP32";
     snprintf(path, sizeof path, "%s.datatype", name);
     if ((v = cJSON_GetObjectItemCaseSensitive(in, "datatype")) == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required (%s)", path, want);
@@ -346,8 +370,10 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                     e))
         return false;
     snprintf(path, sizeof path, "%s.shape", name);
-    if (ndim != spec->ndim)
-        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s has %d dimensions, expected %d",
+    if (spec->ndim == 0 ? ndim < 2 || ndim > 3 : ndim != spec->ndim)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                        spec->ndim == 0 ? "%s has %d dimensions, expected 2 or 3"
+                                        : "%s has %d dimensions, expected %d",
                         path, ndim, spec->ndim);
     for (int d = 0; d < ndim; d++)
         snprintf(shp + strlen(shp), sizeof shp - strlen(shp), "%s%lld", d ? "," : "[",
@@ -378,7 +404,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
          * which follows the JSON header in the order of the inputs. */
         double sz = cJSON_IsNumber(size_node) ? size_node->valuedouble : -1;
         snprintf(path, sizeof path, "%s.parameters.binary_data_size", name);
-        bytes = count * 4;
+        bytes = count * (spec->boolean ? 1 : 4);
         if (!cJSON_IsNumber(size_node) || sz != floor(sz) || sz < 0)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                             "%s must be a non-negative integer, found %s", path,

@@ -34,8 +34,9 @@ typedef enum api_v2_role {
 typedef struct api_v2_input {
     const char *name;
     api_v2_role role;
-    int ndim;
-    bool int32; /* INT32, else FP32 */
+    int ndim;     /* 0: 2 or 3 (a mask or bias: [Lq, Lk] or [H, Lq, Lk]) */
+    bool int32;   /* INT32, else FP32 */
+    bool boolean; /* BOOL (a mask: one byte per element in binary) */
 } api_v2_input;
 
 /* The inputs of model type t into out[API_V2_MAX_INPUTS]: the item's, then

@@ -39,16 +39,19 @@ bool srv_v2_model_known(const char *name)
 }
 
 static const api_v2_input item_inputs[] = {
-    {"q", API_V2_ROLE_TENSOR, 3, false},
-    {"k", API_V2_ROLE_TENSOR, 3, false},
-    {"v", API_V2_ROLE_TENSOR, 3, false},
-    {"x", API_V2_ROLE_TENSOR, 2, false},
-    {"w_q", API_V2_ROLE_TENSOR, 2, false},
-    {"w_k", API_V2_ROLE_TENSOR, 2, false},
-    {"w_v", API_V2_ROLE_TENSOR, 2, false},
-    {"w_o", API_V2_ROLE_TENSOR, 2, false},
-    {"q_positions", API_V2_ROLE_POSITIONS, 1, true},
-    {"k_positions", API_V2_ROLE_POSITIONS, 1, true},
+    {"q", API_V2_ROLE_TENSOR, 3, false, false},
+    {"k", API_V2_ROLE_TENSOR, 3, false, false},
+    {"v", API_V2_ROLE_TENSOR, 3, false, false},
+    {"x", API_V2_ROLE_TENSOR, 2, false, false},
+    {"w_q", API_V2_ROLE_TENSOR, 2, false, false},
+    {"w_k", API_V2_ROLE_TENSOR, 2, false, false},
+    {"w_v", API_V2_ROLE_TENSOR, 2, false, false},
+    {"w_o", API_V2_ROLE_TENSOR, 2, false, false},
+    {"q_positions", API_V2_ROLE_POSITIONS, 1, true, false},
+    {"k_positions", API_V2_ROLE_POSITIONS, 1, true, false},
+    {"sinks", API_V2_ROLE_TENSOR, 1, false, false},
+    {"mask", API_V2_ROLE_TENSOR, 0, false, true},
+    {"bias", API_V2_ROLE_TENSOR, 0, false, false},
 };
 
 /* The inputs of model type t: the item's, then its scheme's tensors. */
@@ -62,9 +65,9 @@ size_t api_v2_model_inputs(pa_scheme_type t, api_v2_input *out)
         if (p[i].type != t)
             continue;
         if (p[i].kind == API_PARAM_TENSOR)
-            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_TENSOR, 2, false};
+            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_TENSOR, 2, false, false};
         else if (p[i].kind == API_PARAM_NUMBER_ARRAY)
-            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_ARRAY, 1, false};
+            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_ARRAY, 1, false, false};
     }
     return n;
 }
@@ -204,7 +207,11 @@ void srv_v2_model_metadata(const char *name, srv_reply *reply)
          (in = cJSON_AddArrayToObject(root, "inputs")) != NULL &&
          (out = cJSON_AddArrayToObject(root, "outputs")) != NULL;
     for (size_t i = 0; ok && i < n; i++)
-        ok = add_meta_tensor(in, specs[i].name, specs[i].int32 ? "INT32" : "FP32", specs[i].ndim);
+        ok = add_meta_tensor(in, specs[i].name,
+                             specs[i].int32     ? "INT32"
+                             : specs[i].boolean ? "BOOL"
+                                                : "FP32",
+                             specs[i].ndim ? specs[i].ndim : 3);
     /* output is [Lq, d_out] in layer mode with w_o, [Lq, H, Dv] otherwise. */
     for (size_t i = 0; ok && i < API_V2_OUTPUTS; i++)
         ok = add_meta_tensor(out, api_v2_outputs[i].name, "FP32", 3);

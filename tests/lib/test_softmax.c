@@ -1,6 +1,7 @@
 /* test_softmax.c - lib/softmax.c: the row passes of the online softmax
  * against double-precision exp, on every length up to past two vectors (the
- * 16-lane tails), with -inf (masked), NaN (overflowed) and extreme logits.
+ * 16-lane tails), with -inf (masked), NaN (overflowed) and extreme logits;
+ * and the softcap pass against double tanh.
  *
  * The argument row[j] - m is a float difference (rounded before the exp);
  * the references take the same float. Tolerance: softmax.h promises exp
@@ -132,6 +133,44 @@ static void test_scale_and_fill(void **state)
     }
 }
 
+/* softcap: cap * tanh(x / cap) within 4 ulp of cap (plus 1e-7 relative) of
+ * the double value over the whole range, both branches of the tanh and their
+ * boundary at |x / cap| = 0.625; -inf stays -inf (a masked logit must not
+ * come back as -cap), NaN stays NaN, and huge values give exactly +-cap. */
+static void test_softcap(void **state)
+{
+    (void)state;
+    enum { N = 4099 };
+    const float caps[] = {1.0f, 30.0f, 50.0f};
+    float *row = malloc(N * sizeof *row), *x = malloc(N * sizeof *x);
+    assert_non_null(row);
+    assert_non_null(x);
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        const float cap = caps[c];
+        for (int j = 0; j < N; j++)
+            x[j] = row[j] = cap * (float)(-8.0 + 16.0 * j / (N - 1)); /* x / cap in [-8, 8] */
+        x[7] = row[7] = 0.625f * cap;
+        x[8] = row[8] = -0.625f * cap;
+        x[9] = row[9] = 0.6249f * cap;
+        pa__row_softcap(row, N, cap);
+        for (int j = 0; j < N; j++) {
+            double want = cap * tanh((double)x[j] / cap);
+            assert_true(fabs(row[j] - want) <= 4 * cap * 0x1p-24 + 1e-7 * fabs(want));
+        }
+        row[0] = -INFINITY;
+        row[1] = NAN;
+        row[2] = 1e30f;
+        row[3] = -1e30f;
+        row[4] = INFINITY;
+        pa__row_softcap(row, 5, cap);
+        assert_true(row[0] == -INFINITY);
+        assert_true(isnan(row[1]));
+        assert_true(row[2] == cap && row[3] == -cap && row[4] == cap);
+    }
+    free(row);
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -141,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_exp_sum_special),
         cmocka_unit_test(test_exp_scale),
         cmocka_unit_test(test_scale_and_fill),
+        cmocka_unit_test(test_softcap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +309,127 @@ static void test_metadata(void **state)
     assert_true(strlen(msg) < 159); /* fits the HTTP layer's refusal buffer */
 }
 
+/* The options of current models as a v2 infer request: softcap and
+ * chunk_size as parameters, sinks (FP32), a mask (BOOL, one byte per
+ * element) and a bias (FP32 with -inf) as binary inputs, a JSON mask of
+ * booleans too; the answer against the library on the same descriptor. */
+static void test_options(void **state)
+{
+    (void)state;
+    enum { OL = 5, OH = 2, OD = 4 };
+    srv_limits lim = limits();
+    qkv f;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    float sinks[OH] = {0.5f, -0.25f}, bias[OL * OL];
+    uint8_t mask[OH * OL * OL];
+    tu_rng r;
+    char head[4096], *buf;
+    size_t hlen, len, at;
+    srv_job *job = NULL;
+    srv_reply reply;
+
+    tu_rng_seed(&r, 4200);
+    for (size_t i = 0; i < sizeof mask; i++)
+        mask[i] = tu_uniform(&r, 0, 1) < 0.75;
+    for (int i = 0; i < OL * OL; i++)
+        bias[i] = i % 6 == 1 ? -INFINITY : (float)tu_uniform(&r, -1, 1);
+    qkv_make(&f, OL, OL, OH, OH, OD, OD, 4201);
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    qkv_desc(&f, &s, &a);
+    a.causal = true;
+    a.softcap = 1.5f;
+    a.chunk_size = 3;
+    a.sinks = sinks;
+    a.mask = mask;
+    a.mask_heads = OH;
+    a.bias = bias;
+    a.bias_heads = 1;
+    lib_run(&a, (size_t)OL * OH * OD, &want);
+
+    snprintf(head, sizeof head,
+             "{\"parameters\":{\"causal\":true,\"softcap\":1.5,\"chunk_size\":3,"
+             "\"binary_data_output\":true},\"inputs\":["
+             "{\"name\":\"q\",\"shape\":[5,2,4],\"datatype\":\"FP32\",\"parameters\":"
+             "{\"binary_data_size\":160}},"
+             "{\"name\":\"k\",\"shape\":[5,2,4],\"datatype\":\"FP32\",\"parameters\":"
+             "{\"binary_data_size\":160}},"
+             "{\"name\":\"v\",\"shape\":[5,2,4],\"datatype\":\"FP32\",\"parameters\":"
+             "{\"binary_data_size\":160}},"
+             "{\"name\":\"sinks\",\"shape\":[2],\"datatype\":\"FP32\",\"data\":[0.5,-0.25]},"
+             "{\"name\":\"bias\",\"shape\":[5,5],\"datatype\":\"FP32\",\"parameters\":"
+             "{\"binary_data_size\":100}},"
+             "{\"name\":\"mask\",\"shape\":[2,5,5],\"datatype\":\"BOOL\",\"parameters\":"
+             "{\"binary_data_size\":50}}],"
+             "\"outputs\":[{\"name\":\"output\"}]}");
+    hlen = (strlen(head) + 15) / 16 * 16;
+    len = hlen + 3 * 160 + 100 + 50;
+    buf = tu_alloc(len, 1);
+    memset(buf, ' ', hlen);
+    memcpy(buf, head, strlen(head));
+    at = hlen;
+    memcpy(buf + at, f.q, 160);
+    memcpy(buf + (at += 160), f.k, 160);
+    memcpy(buf + (at += 160), f.v, 160);
+    memcpy(buf + (at += 160), bias, 100);
+    memcpy(buf + (at += 100), mask, 50);
+    memset(&reply, 0, sizeof reply);
+    assert_true(
+        srv_v2_infer_prepare("attention-rope", buf, len, (int64_t)hlen, &lim, &job, &reply));
+    run_tasks(job);
+    srv_job_finish(job, &reply);
+    srv_job_free(job);
+    assert_int_equal(reply.http_status, 200);
+    assert_int_equal(reply.body_len, reply.infer_header_len + sizeof(float) * want.n_out);
+    {
+        const float *got = (const float *)(const void *)(reply.body + reply.infer_header_len);
+        for (size_t i = 0; i < want.n_out; i++)
+            assert_true(got[i] == want.out[i]); /* the same kernel on the same bytes */
+    }
+    srv_reply_free(&reply);
+
+    /* The mask as JSON booleans instead: the same answer. */
+    {
+        char *json = strstr(head, "{\"name\":\"mask\"");
+        size_t hl2;
+        char *buf2;
+        assert_non_null(json);
+        at = (size_t)sprintf(json, "{\"name\":\"mask\",\"shape\":[2,5,5],\"datatype\":\"BOOL\","
+                                   "\"data\":[");
+        for (size_t i = 0; i < sizeof mask; i++)
+            at += (size_t)sprintf(json + at, "%s%s", i ? "," : "", mask[i] ? "true" : "false");
+        sprintf(json + at, "]}],\"outputs\":[{\"name\":\"output\"}]}");
+        assert_true(strlen(head) < sizeof head);
+        hl2 = (strlen(head) + 15) / 16 * 16;
+        buf2 = tu_alloc(hl2 + 3 * 160 + 100, 1);
+        memset(buf2, ' ', hl2);
+        memcpy(buf2, head, strlen(head));
+        memcpy(buf2 + hl2, buf + hlen, 3 * 160 + 100);
+        assert_true(srv_v2_infer_prepare("attention-rope", buf2, hl2 + 3 * 160 + 100, (int64_t)hl2,
+                                         &lim, &job, &reply));
+        run_tasks(job);
+        srv_job_finish(job, &reply);
+        srv_job_free(job);
+        assert_int_equal(reply.http_status, 200);
+        assert_memory_equal(reply.body + reply.infer_header_len, want.out,
+                            sizeof(float) * want.n_out);
+        srv_reply_free(&reply);
+        free(buf2);
+    }
+
+    /* A mask byte other than 0 or 1 is refused, naming the input. */
+    buf[len - 1] = 2;
+    assert_false(
+        srv_v2_infer_prepare("attention-rope", buf, len, (int64_t)hlen, &lim, &job, &reply));
+    assert_int_equal(reply.http_status, 400);
+    assert_non_null(strstr(reply.body, "\"mask is byte 2 at element 49"));
+    srv_reply_free(&reply);
+    free(buf);
+    lib_free(&want);
+    qkv_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_reply_error_conversion),
         cmocka_unit_test(test_metadata),
+        cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,234 @@
+#!/usr/bin/python3
+"""options.py - the options of current models (softcap, sinks, chunk_size, mask,
+bias) through posattnd over HTTP, against an independent NumPy reference in
+float64 written from the definitions (posattn.h, README's conventions):
+
+    l = scale * q.k ; l = c * tanh(l / c) (softcap) ; l += alibi + bias ;
+    hidden (causal, chunk floor(pos / C), mask == 0, bias -inf) -> -inf ;
+    w = exp(l - m) / (sum exp(l - m) + exp(s_h - m)), m = max(row, s_h) (sinks)
+
+POST /v1/attention with JSON tensors (the mask as booleans) and with base64
+ones (the mask one byte per element, the bias with -inf), and the KServe v2
+infer route with binary inputs (BOOL mask) and softcap / chunk_size as
+parameters. Tolerance 2e-5 + 1e-4 |want| (float32 kernels against float64).
+
+    tests/e2e/harness.sh /usr/bin/python3 tests/e2e/options.py   # starts the servers
+    POSATTN_URL=http://127.0.0.1:8080 /usr/bin/python3 tests/e2e/options.py
+"""
+
+import base64
+import http.client
+import json
+import os
+import struct
+import sys
+import unittest
+import urllib.parse
+
+import numpy as np
+
+URL = os.environ.get("POSATTN_URL", "http://127.0.0.1:8080").rstrip("/")
+TIMEOUT = 30
+ATOL, RTOL = 2e-5, 1e-4
+
+
+def call(method, path, body=None, headers=None):
+    u = urllib.parse.urlsplit(URL)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=TIMEOUT)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        conn.close()
+
+
+def alibi_slopes(H):
+    """ALiBi's geometric slopes for a power-of-two H (Press et al.; HF's build_alibi_tensor)."""
+    return np.array([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)])
+
+
+def reference(q, k, v, alibi=False, causal=False, softcap=0.0, sinks=None, chunk=0, mask=None,
+              bias=None):
+    """Attention in float64: q [Lq,H,D], k/v [Lk,Hkv,*]; default positions (bottom-right)."""
+    q, k, v = (np.asarray(t, np.float64) for t in (q, k, v))
+    Lq, H, D = q.shape
+    Lk, Hkv, Dv = v.shape
+    qpos = np.arange(Lk - Lq, Lk)[:, None]
+    kpos = np.arange(Lk)[None, :]
+    kk = np.repeat(k, H // Hkv, axis=1)
+    vv = np.repeat(v, H // Hkv, axis=1)
+    logits = np.einsum("ihd,jhd->hij", q, kk) / np.sqrt(D)
+    if softcap:
+        logits = softcap * np.tanh(logits / softcap)
+    if alibi:
+        logits = logits + alibi_slopes(H)[:, None, None] * (kpos - qpos)[None]
+    if bias is not None:
+        logits = logits + np.broadcast_to(np.asarray(bias, np.float64), logits.shape)
+    hidden = np.zeros((Lq, Lk), bool)
+    if causal:
+        hidden |= kpos > qpos
+    if chunk:
+        hidden |= np.floor(qpos / chunk) != np.floor(kpos / chunk)
+    hidden = np.broadcast_to(hidden[None], logits.shape).copy()
+    if mask is not None:
+        hidden |= ~np.broadcast_to(np.asarray(mask, bool), logits.shape)
+    logits = np.where(hidden, -np.inf, logits)
+    sink = np.full(H, -np.inf) if sinks is None else np.asarray(sinks, np.float64)
+    m = np.maximum(logits.max(axis=2), sink[:, None])
+    e = np.where(np.isneginf(logits), 0.0, np.exp(logits - np.where(np.isinf(m), 0, m)[..., None]))
+    with np.errstate(invalid="ignore"):
+        sink_term = np.where(np.isneginf(sink)[:, None], 0.0, np.exp(sink[:, None] - m))
+    denom = e.sum(axis=2) + sink_term
+    w = np.where(denom[..., None] > 0, e / np.where(denom > 0, denom, 1)[..., None], 0.0)
+    out = np.einsum("hij,jhd->ihd", w, vv)
+    return out, w
+
+
+def f32(rng, shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, shape).astype(np.float32)
+
+
+def jtensor(a):
+    a = np.asarray(a)
+    return {"shape": list(a.shape), "data": a.reshape(-1).tolist()}
+
+
+def btensor(a):
+    a = np.ascontiguousarray(a, "<f4")
+    return {"shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode()}
+
+
+def decode(t):
+    if "b64" in t:
+        return np.frombuffer(base64.b64decode(t["b64"]), "<f4").reshape(t["shape"])
+    return np.array([np.nan if x is None else x for x in t["data"]], np.float64).reshape(
+        t["shape"])
+
+
+class Options(unittest.TestCase):
+    def setUp(self):
+        rng = np.random.default_rng(4300)
+        self.Lq, self.Lk, self.H, self.Hkv, self.D = 6, 10, 4, 2, 8
+        self.q = f32(rng, (self.Lq, self.H, self.D), -2, 2)
+        self.k = f32(rng, (self.Lk, self.Hkv, self.D))
+        self.v = f32(rng, (self.Lk, self.Hkv, self.D))
+        self.sinks = f32(rng, (self.H,))
+        self.mask = rng.uniform(0, 1, (self.H, self.Lq, self.Lk)) < 0.7
+        self.bias = f32(rng, (self.Lq, self.Lk), -2, 2)
+        self.bias_inf = self.bias.copy()
+        self.bias_inf[1, 3] = self.bias_inf[4, 0] = -np.inf
+
+    def attention(self, item, encoding="json"):
+        st, _, body = call("POST", "/v1/attention", json.dumps(
+            {"inputs": [item], "output_encoding": encoding}).encode())
+        self.assertEqual(st, 200, body)
+        out = json.loads(body)["outputs"][0]
+        self.assertNotIn("error", out, out)
+        return decode(out["output"]), decode(out["weights"])
+
+    def check(self, got, want):
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+    def test_json(self):
+        item = {"scheme": {"type": "alibi"}, "q": jtensor(self.q), "k": jtensor(self.k),
+                "v": jtensor(self.v), "causal": True, "softcap": 1.5,
+                "sinks": jtensor(self.sinks), "chunk_size": 4,
+                "mask": {"shape": list(self.mask.shape),
+                         "data": [bool(x) for x in self.mask.reshape(-1)]},
+                "bias": jtensor(self.bias), "return": ["output", "weights"]}
+        out, w = self.attention(item)
+        want_out, want_w = reference(self.q, self.k, self.v, alibi=True, causal=True,
+                                     softcap=1.5, sinks=self.sinks, chunk=4, mask=self.mask,
+                                     bias=self.bias)
+        self.check(out, want_out)
+        self.check(w, want_w)
+        # The options are not ignored: without them the weights differ.
+        _, plain_w = reference(self.q, self.k, self.v, alibi=True, causal=True)
+        self.assertGreater(np.abs(plain_w - want_w).max(), 0.05)
+
+    def test_b64(self):
+        mask = self.mask.astype(np.uint8)
+        item = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
+                "v": btensor(self.v), "softcap": 2.0, "sinks": btensor(self.sinks),
+                "mask": {"shape": list(mask.shape),
+                         "b64": base64.b64encode(mask.tobytes()).decode()},
+                "bias": btensor(self.bias_inf[None]), "return": ["output", "weights"]}
+        out, w = self.attention(item, "b64")
+        want_out, want_w = reference(self.q, self.k, self.v, softcap=2.0, sinks=self.sinks,
+                                     mask=self.mask, bias=self.bias_inf)
+        self.check(out, want_out)
+        self.check(w, want_w)
+        self.assertEqual(w[:, 1, 3].tolist(), [0.0] * self.H)  # bias -inf hides the key
+
+    def test_fully_masked_row_with_sink(self):
+        mask = np.ones((self.Lq, self.Lk), bool)
+        mask[2] = False
+        item = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
+                "v": btensor(self.v), "sinks": btensor(self.sinks),
+                "mask": {"shape": list(mask.shape), "data": mask.astype(int).reshape(-1).tolist()},
+                "return": ["output", "weights"]}
+        out, w = self.attention(item, "b64")
+        self.assertEqual(np.abs(out[2]).max(), 0.0)
+        self.assertEqual(np.abs(w[:, 2]).max(), 0.0)
+        self.check(out, reference(self.q, self.k, self.v, sinks=self.sinks, mask=mask)[0])
+
+    def test_v2_binary(self):
+        mask = self.mask.astype(np.uint8)
+        parts = [("q", self.q, "FP32"), ("k", self.k, "FP32"), ("v", self.v, "FP32"),
+                 ("sinks", self.sinks, "FP32"), ("bias", self.bias_inf, "FP32"),
+                 ("mask", mask, "BOOL")]
+        inputs, blobs = [], []
+        for name, a, dt in parts:
+            raw = np.ascontiguousarray(a, "<f4" if dt == "FP32" else "u1").tobytes()
+            inputs.append({"name": name, "shape": list(a.shape), "datatype": dt,
+                           "parameters": {"binary_data_size": len(raw)}})
+            blobs.append(raw)
+        header = json.dumps({"parameters": {"causal": True, "softcap": 1.5, "chunk_size": 3,
+                                            "binary_data_output": True},
+                             "inputs": inputs, "outputs": [{"name": "output"}]}).encode()
+        st, headers, body = call("POST", "/v2/models/attention-rope/infer",
+                                 header + b"".join(blobs),
+                                 {"Inference-Header-Content-Length": str(len(header)),
+                                  "Content-Type": "application/octet-stream"})
+        self.assertEqual(st, 200, body)
+        n = int(headers["Inference-Header-Content-Length"])
+        got = np.frombuffer(body[n:], "<f4").reshape(self.Lq, self.H, self.D)
+        # The same item through /v1 (rope is the library's; checked against
+        # its own reference in the unit tests): bit-identical.
+        item = {"scheme": {"type": "rope"}, "q": btensor(self.q), "k": btensor(self.k),
+                "v": btensor(self.v), "causal": True, "softcap": 1.5, "chunk_size": 3,
+                "sinks": btensor(self.sinks), "bias": btensor(self.bias_inf),
+                "mask": {"shape": list(mask.shape),
+                         "b64": base64.b64encode(mask.tobytes()).decode()},
+                "return": ["output", "weights"]}
+        out, _ = self.attention(item, "b64")
+        self.assertEqual(got.tobytes(), np.ascontiguousarray(out, "<f4").tobytes())
+
+    def test_errors(self):
+        base = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
+                "v": btensor(self.v)}
+        for extra, code, field in [
+                ({"softcap": 0}, "INVALID_ARGUMENT", "inputs[0].softcap"),
+                ({"chunk_size": -1}, "INVALID_ARGUMENT", "inputs[0].chunk_size"),
+                ({"sinks": jtensor(self.sinks[:3])}, "SHAPE_MISMATCH", "inputs[0].sinks.shape[0]"),
+                ({"mask": {"shape": [self.Lq, self.Lk], "data": [2] * (self.Lq * self.Lk)}},
+                 "INVALID_ARGUMENT", "inputs[0].mask.data[0]"),
+                ({"bias": jtensor(self.bias.T)}, "SHAPE_MISMATCH", "inputs[0].bias.shape")]:
+            st, _, body = call("POST", "/v1/attention",
+                               json.dumps({"inputs": [dict(base, **extra)]}).encode())
+            self.assertEqual(st, 200, body)
+            err = json.loads(body)["outputs"][0]["error"]
+            self.assertEqual((err["code"], err["field"]), (code, field), err)
+        st, _, body = call("POST", "/v2/models/attention-none/infer", json.dumps(
+            {"parameters": {"softcap": "x"},
+             "inputs": [{"name": n, "shape": list(a.shape), "datatype": "FP32",
+                         "data": a.reshape(-1).tolist()}
+                        for n, a in (("q", self.q), ("k", self.k), ("v", self.v))]}).encode())
+        self.assertEqual(st, 400, body)
+        self.assertIn("softcap", json.loads(body)["error"])
+
+
+if __name__ == "__main__":
+    argv = [a for a in sys.argv if a != "-q"]
+    unittest.main(argv=argv, verbosity=1 if "-q" in sys.argv else 2)

@@ -1,0 +1,466 @@
+/* test_attention_options.c - the options of current models in lib/attention.c
+ * (softcap, sinks, chunk_size, mask, bias) against the double-precision
+ * reference in tests/ref_attention.c: each with every scheme, GQA, Lq != Lk,
+ * unordered and negative positions, tiles the masks hide whole, fully
+ * masked rows, split parts, and all of them at once; plus their errors.
+ *
+ * Tolerance as tests/lib/attention_fixture.h: |got - want| <= 2e-5 +
+ * 1e-4 |want|. Each case is also built so that the mistake a careless hand
+ * would make (softcap after the bias, a sink that keeps weight, the mask's
+ * polarity, a chunk boundary off by one) moves the answer well past that.
+ */
+#include "attention_fixture.h"
+#include "ref_attention.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const pa_scheme_type qkv_schemes[] = {PA_SCHEME_NONE, PA_SCHEME_ROPE, PA_SCHEME_ALIBI,
+                                             PA_SCHEME_T5, PA_SCHEME_SHAW};
+
+/* Runs a and returns its weights [H, Lq, Lk] (tu_alloc'd) and, in *out,
+ * its output (tu_alloc'd). */
+static float *run_weights(const pa_attention *a, float **out)
+{
+    pa_error err;
+    int H = a->num_heads, Dv = a->v_head_dim ? a->v_head_dim : a->head_dim;
+    int Lq = pa_attention_q_len(a), Lk = pa_attention_k_len(a);
+    pa_attention_out o = {0};
+    size_t wsz = pa_attention_workspace_size(a);
+    void *ws = tu_alloc(wsz, 1);
+    o.output = tu_alloc((size_t)Lq * H * Dv, sizeof(float));
+    o.weights = tu_alloc((size_t)H * Lq * Lk, sizeof(float));
+    TU_ASSERT_STATUS(pa_attention_run(a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+    free(ws);
+    *out = o.output;
+    return o.weights;
+}
+
+/* A random 0/1 mask [planes, Lq, Lk] with about `keep` of the entries 1. */
+static uint8_t *rand_mask(tu_rng *r, size_t n, double keep)
+{
+    uint8_t *m = tu_alloc(n, 1);
+    for (size_t i = 0; i < n; i++)
+        m[i] = tu_uniform(r, 0, 1) < keep;
+    return m;
+}
+
+/* ------------------------------------------------------------------------- */
+/* softcap                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* Logits up to ~4 (inputs in [-2, 2], D = 8) against a cap of 1.5: the cap
+ * bends most of them. T5's table and ALiBi's slopes are large enough that
+ * capping after the position bias gives other weights. */
+static void test_softcap_each_scheme(void **state)
+{
+    (void)state;
+    for (size_t s = 0; s < sizeof qkv_schemes / sizeof qkv_schemes[0]; s++) {
+        for (int causal = 0; causal < 2; causal++) {
+            fixture f;
+            setup_qkv(&f, qkv_schemes[s], 7, 11, 4, 2, 8, 6, 3100 + s);
+            add_tables(&f, 4, 8, 6, s);
+            for (size_t i = 0; i < (size_t)7 * 4 * 8; i++)
+                f.q[i] *= 2.0f;
+            f.a.causal = causal;
+            f.a.softcap = 1.5f;
+            check_against_reference(&f.a, WANT_ALL);
+            fixture_free(&f);
+        }
+    }
+}
+
+/* softcap(l) stays within (-c, c) for content logits, however large. */
+static void test_softcap_bounds_logits(void **state)
+{
+    (void)state;
+    fixture f;
+    pa_error err;
+    setup_qkv(&f, PA_SCHEME_NONE, 5, 9, 2, 2, 4, 0, 3110);
+    for (size_t i = 0; i < (size_t)5 * 2 * 4; i++)
+        f.q[i] *= 40.0f;
+    f.a.softcap = 3.0f;
+    size_t nw = (size_t)2 * 5 * 9, wsz = pa_attention_workspace_size(&f.a);
+    float out[5 * 2 * 4], *logits = tu_alloc(nw, sizeof(float));
+    void *ws = tu_alloc(wsz, 1);
+    pa_attention_out o = {.output = out, .logits = logits};
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+    double big = 0;
+    for (size_t i = 0; i < nw; i++) {
+        assert_true(fabsf(logits[i]) <= 3.0f);
+        big = fmax(big, fabs(logits[i]));
+    }
+    assert_true(big > 2.9); /* some were far past the cap before it */
+    check_against_reference(&f.a, WANT_ALL);
+    free(logits);
+    free(ws);
+    fixture_free(&f);
+}
+
+/* ------------------------------------------------------------------------- */
+/* sinks                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static void test_sinks(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_seed(&r, 3200);
+    for (size_t s = 0; s < sizeof qkv_schemes / sizeof qkv_schemes[0]; s++) {
+        fixture f;
+        float sinks[4];
+        for (int h = 0; h < 4; h++)
+            sinks[h] = (float)tu_uniform(&r, -1, 2);
+        setup_qkv(&f, qkv_schemes[s], 6, 13, 4, 1, 8, 0, 3201 + s);
+        add_tables(&f, 4, 8, 8, s);
+        f.a.sinks = sinks;
+        f.a.causal = s % 2 == 0;
+        check_against_reference(&f.a, WANT_ALL);
+        fixture_free(&f);
+    }
+}
+
+/* The sink takes weight from the keys: every row's weights sum to
+ * 1 - exp(s - m) / (sum + exp(s - m)) < 1, and a row with every key hidden
+ * puts all of it on the sink (zero output, zero weights). */
+static void test_sinks_take_weight(void **state)
+{
+    (void)state;
+    fixture f;
+    float sinks[2] = {1.0f, -0.5f}, *out, *w;
+    int32_t qpos[3] = {0, 4, 9}, kpos[5] = {1, 2, 3, 4, 5};
+    setup_qkv(&f, PA_SCHEME_NONE, 3, 5, 2, 2, 4, 0, 3210);
+    f.a.sinks = sinks;
+    f.a.causal = true;
+    f.a.q_positions = qpos;
+    f.a.k_positions = kpos;
+    w = run_weights(&f.a, &out);
+    for (int h = 0; h < 2; h++) {
+        for (int i = 0; i < 3; i++) {
+            double sum = 0;
+            for (int j = 0; j < 5; j++)
+                sum += w[((size_t)h * 3 + i) * 5 + j];
+            if (i == 0)
+                assert_true(sum == 0.0); /* query 0 sees no key */
+            else
+                assert_true(sum > 0.05 && sum < 0.99);
+        }
+    }
+    for (int d = 0; d < 2 * 4; d++)
+        assert_true(out[d] == 0.0f);
+    check_against_reference(&f.a, WANT_ALL);
+    free(out);
+    free(w);
+    f.a.key_length = 0; /* every row fully masked */
+    check_against_reference(&f.a, WANT_ALL);
+    fixture_free(&f);
+}
+
+/* ------------------------------------------------------------------------- */
+/* chunk_size                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* Chunks by floor(pos / C): negative positions, ordered and unordered
+ * positions (the kernel's two paths), with and without causal and a window;
+ * keys on both sides of every chunk boundary. */
+static void test_chunk_positions(void **state)
+{
+    (void)state;
+    int32_t qpos[6] = {-4, -1, 0, 2, 5, 3}, kpos[9] = {-6, -4, -3, -1, 0, 1, 2, 3, 6};
+    int32_t kpos_unordered[9] = {3, -4, 6, 0, -1, 2, -6, 1, -3};
+    for (int v = 0; v < 5; v++) {
+        fixture f;
+        setup_qkv(&f, v == 3 ? PA_SCHEME_T5 : PA_SCHEME_ROPE, 6, 9, 2, 1, 8, 0, 3300 + v);
+        add_tables(&f, 2, 8, 8, v);
+        f.a.chunk_size = 3;
+        f.a.q_positions = qpos;
+        f.a.k_positions = v == 2 || v == 4 ? kpos_unordered : kpos;
+        f.a.causal = v >= 1 && v <= 3;
+        f.a.window = v == 3 ? 2 : 0;
+        check_against_reference(&f.a, WANT_ALL);
+        fixture_free(&f);
+    }
+}
+
+/* Default positions (token order) over several tiles, causal and not: a
+ * chunk of C keys spans tiles, and tiles outside a query block's chunks
+ * are skipped. Weights across a chunk boundary are exactly 0. */
+static void test_chunk_tiles(void **state)
+{
+    (void)state;
+    for (int causal = 0; causal < 2; causal++) {
+        fixture f;
+        float *out, *w;
+        setup_qkv(&f, PA_SCHEME_NONE, 600, 600, 2, 1, 8, 0, 3310 + causal);
+        f.a.causal = causal;
+        f.a.chunk_size = 100;
+        check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS);
+        w = run_weights(&f.a, &out);
+        /* query 199 (chunk 1) sees keys 100..199 (..199 causal) only */
+        assert_true(w[(size_t)199 * 600 + 99] == 0.0f);
+        assert_true(w[(size_t)199 * 600 + 100] > 0.0f);
+        assert_true(w[(size_t)199 * 600 + 200] == 0.0f);
+        assert_true((w[(size_t)150 * 600 + 199] > 0.0f) == !causal);
+        free(out);
+        free(w);
+        fixture_free(&f);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* mask                                                                      */
+/* ------------------------------------------------------------------------- */
+
+static void test_mask_shared_and_per_head(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_seed(&r, 3400);
+    for (int heads = 1; heads <= 4; heads += 3) {
+        for (size_t s = 0; s < sizeof qkv_schemes / sizeof qkv_schemes[0]; s++) {
+            fixture f;
+            uint8_t *mask = rand_mask(&r, (size_t)heads * 7 * 10, 0.6);
+            setup_qkv(&f, qkv_schemes[s], 7, 10, 4, 2, 8, 0, 3401 + s);
+            add_tables(&f, 4, 8, 8, s);
+            f.a.mask = mask;
+            f.a.mask_heads = heads;
+            f.a.causal = s % 2 == 1;
+            check_against_reference(&f.a, WANT_ALL);
+            fixture_free(&f);
+            free(mask);
+        }
+    }
+}
+
+/* 1 lets a query attend and 0 hides (SDPA's and ONNX's boolean masks): a
+ * mask with one 1 per row puts all of the row's weight on that key. */
+static void test_mask_polarity(void **state)
+{
+    (void)state;
+    fixture f;
+    uint8_t mask[3 * 4] = {0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    float *out, *w;
+    setup_qkv(&f, PA_SCHEME_ALIBI, 3, 4, 1, 1, 4, 0, 3410);
+    f.a.mask = mask;
+    f.a.mask_heads = 1;
+    w = run_weights(&f.a, &out);
+    assert_true(w[2] == 1.0f && w[0] == 0.0f && w[1] == 0.0f && w[3] == 0.0f);
+    assert_true(w[4] == 1.0f);
+    for (int j = 0; j < 4; j++)
+        assert_true(w[8 + j] == 0.0f); /* a fully masked row */
+    for (int d = 0; d < 4; d++) {
+        assert_true(out[d] == f.v[2 * 4 + d]);
+        assert_true(out[8 + d] == 0.0f);
+    }
+    free(out);
+    free(w);
+    check_against_reference(&f.a, WANT_ALL);
+    fixture_free(&f);
+}
+
+/* A document mask (block diagonal, documents of 150 tokens) over 600 keys:
+ * whole tiles are hidden from each query block, and the kernel skips them. */
+static void test_mask_document_tiles(void **state)
+{
+    (void)state;
+    const int L = 600, doc = 150;
+    uint8_t *mask = tu_alloc((size_t)L * L, 1);
+    for (int i = 0; i < L; i++)
+        for (int j = 0; j < L; j++)
+            mask[(size_t)i * L + j] = i / doc == j / doc;
+    for (int causal = 0; causal < 2; causal++) {
+        fixture f;
+        setup_qkv(&f, PA_SCHEME_ROPE, L, L, 2, 2, 8, 0, 3420 + causal);
+        f.a.mask = mask;
+        f.a.mask_heads = 1;
+        f.a.causal = causal;
+        check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS);
+        fixture_free(&f);
+    }
+    free(mask);
+}
+
+/* ------------------------------------------------------------------------- */
+/* bias                                                                      */
+/* ------------------------------------------------------------------------- */
+
+/* A bias [H, Lq, Lk] or [1, Lq, Lk] with -inf entries (which hide their
+ * keys), added after softcap: with a cap of 1 and a bias up to 3, adding
+ * it before the cap would flatten it. */
+static void test_bias(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_seed(&r, 3500);
+    for (int heads = 1; heads <= 4; heads += 3) {
+        for (size_t s = 0; s < sizeof qkv_schemes / sizeof qkv_schemes[0]; s++) {
+            fixture f;
+            size_t n = (size_t)heads * 5 * 12;
+            float *bias = rand_tensor(&r, n, -3, 3);
+            for (size_t i = 0; i < n; i += 7)
+                bias[i] = -INFINITY;
+            setup_qkv(&f, qkv_schemes[s], 5, 12, 4, 4, 8, 0, 3501 + s);
+            add_tables(&f, 4, 8, 8, s);
+            f.a.bias = bias;
+            f.a.bias_heads = heads;
+            f.a.softcap = heads == 4 ? 1.0f : 0.0f;
+            check_against_reference(&f.a, WANT_ALL);
+            fixture_free(&f);
+            free(bias);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Everything at once                                                        */
+/* ------------------------------------------------------------------------- */
+
+/* Every option with rope, GQA, a window, padding and unordered positions,
+ * Lq != Lk, across tiles; then split into parts, which must write exactly
+ * what one run writes. */
+static void test_all_options(void **state)
+{
+    (void)state;
+    const int Lq = 130, Lk = 300, H = 4, Hkv = 2, D = 8;
+    tu_rng r;
+    fixture f;
+    pa_error err;
+    float sinks[4] = {0.5f, -1.0f, 2.0f, 0.0f};
+    int32_t *qpos = tu_alloc(Lq, sizeof(int32_t)), *kpos = tu_alloc(Lk, sizeof(int32_t));
+    uint8_t *mask;
+    float *bias;
+    tu_rng_seed(&r, 3600);
+    mask = rand_mask(&r, (size_t)H * Lq * Lk, 0.8);
+    bias = rand_tensor(&r, (size_t)Lq * Lk, -1, 1);
+    for (int i = 0; i < Lq; i++)
+        qpos[i] = (i * 37) % 200 + 50;
+    for (int j = 0; j < Lk; j++)
+        kpos[j] = j;
+    setup_qkv(&f, PA_SCHEME_ROPE, Lq, Lk, H, Hkv, D, 0, 3601);
+    f.a.q_positions = qpos;
+    f.a.k_positions = kpos;
+    f.a.causal = true;
+    f.a.window = 120;
+    f.a.key_length = 280;
+    f.a.softcap = 2.0f;
+    f.a.sinks = sinks;
+    f.a.chunk_size = 64;
+    f.a.mask = mask;
+    f.a.mask_heads = H;
+    f.a.bias = bias;
+    f.a.bias_heads = 1;
+    check_against_reference(&f.a, WANT_ALL);
+
+    size_t nout = (size_t)Lq * H * D, nw = (size_t)H * Lq * Lk;
+    size_t wsz = pa_attention_workspace_size(&f.a);
+    void *ws = tu_alloc(wsz, 1);
+    pa_attention_out whole = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL};
+    pa_attention_out parts = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL};
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &whole, ws, wsz, &err), PA_STATUS_OK, &err);
+    for (int i = 0; i < 3; i++)
+        TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &parts, i, 3, ws, wsz, &err), PA_STATUS_OK,
+                         &err);
+    assert_memory_equal(parts.output, whole.output, nout * 4);
+    assert_memory_equal(parts.weights, whole.weights, nw * 4);
+    assert_memory_equal(parts.logits, whole.logits, nw * 4);
+    free(whole.output);
+    free(whole.weights);
+    free(whole.logits);
+    free(parts.output);
+    free(parts.weights);
+    free(parts.logits);
+    free(ws);
+    fixture_free(&f);
+
+    /* Layer mode, every option, with w_o. */
+    setup_layer(&f, PA_SCHEME_ALIBI, 9, 12, 4, 2, 4, 0, 5, 3602);
+    f.a.causal = true;
+    f.a.softcap = 1.0f;
+    f.a.sinks = sinks;
+    f.a.chunk_size = 4;
+    f.a.mask = mask; /* its first 4*9*9 entries as [4, 9, 9] */
+    f.a.mask_heads = H;
+    f.a.bias = bias;
+    f.a.bias_heads = 1;
+    check_against_reference(&f.a, WANT_ALL);
+    fixture_free(&f);
+    free(qpos);
+    free(kpos);
+    free(mask);
+    free(bias);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------- */
+
+static void expect_error(const pa_attention *a, pa_status want, const char *field)
+{
+    pa_error err;
+    memset(&err, 0, sizeof err);
+    TU_ASSERT_STATUS(pa_attention_check(a, &err), want, &err);
+    assert_string_equal(err.field, field);
+    assert_true(strlen(err.message) > 0);
+}
+
+static void test_option_errors(void **state)
+{
+    (void)state;
+    fixture f;
+    float sinks[2] = {0.0f, NAN};
+    uint8_t mask[3 * 2 * 4] = {0};
+    float bias[3 * 2 * 4] = {0};
+    setup_qkv(&f, PA_SCHEME_NONE, 2, 4, 2, 1, 4, 0, 3700);
+
+    f.a.softcap = -1.0f;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "softcap");
+    f.a.softcap = NAN;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "softcap");
+    f.a.softcap = INFINITY;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "softcap");
+    f.a.softcap = 0.0f;
+
+    f.a.chunk_size = -2;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "chunk_size");
+    f.a.chunk_size = 0;
+
+    f.a.sinks = sinks;
+    expect_error(&f.a, PA_STATUS_OUT_OF_RANGE, "sinks[1]");
+    sinks[1] = 1.0f;
+    TU_ASSERT_STATUS(pa_attention_check(&f.a, NULL), PA_STATUS_OK, NULL);
+
+    f.a.mask = mask;
+    f.a.mask_heads = 3;
+    expect_error(&f.a, PA_STATUS_SHAPE_MISMATCH, "mask.shape[0]");
+    f.a.mask_heads = 0;
+    expect_error(&f.a, PA_STATUS_SHAPE_MISMATCH, "mask.shape[0]");
+    f.a.mask_heads = 2;
+
+    f.a.bias = bias;
+    f.a.bias_heads = 3;
+    expect_error(&f.a, PA_STATUS_SHAPE_MISMATCH, "bias.shape[0]");
+    f.a.bias_heads = 1;
+    TU_ASSERT_STATUS(pa_attention_check(&f.a, NULL), PA_STATUS_OK, NULL);
+    fixture_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_softcap_each_scheme),
+        cmocka_unit_test(test_softcap_bounds_logits),
+        cmocka_unit_test(test_sinks),
+        cmocka_unit_test(test_sinks_take_weight),
+        cmocka_unit_test(test_chunk_positions),
+        cmocka_unit_test(test_chunk_tiles),
+        cmocka_unit_test(test_mask_shared_and_per_head),
+        cmocka_unit_test(test_mask_polarity),
+        cmocka_unit_test(test_mask_document_tiles),
+        cmocka_unit_test(test_bias),
+        cmocka_unit_test(test_all_options),
+        cmocka_unit_test(test_option_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,272 @@
+/* test_api_options.c - the options of current models in POST /v1/attention
+ * (softcap, sinks, chunk_size, mask, bias) without HTTP: JSON and base64
+ * forms of each, their answers against the core library called directly on
+ * the same descriptor (tolerance 1e-6 + 1e-6 |want|, formatting only), the
+ * mask's forms (booleans, 0/1 numbers, one byte per element in b64), a
+ * bias with -inf (b64), the request memory they count for, and every error
+ * naming its field. Requests go through tests/api_harness.c.
+ */
+#include "api_harness.h"
+#include "codec/base64.h"
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* {"shape":[Lq, Lk] or [heads, Lq, Lk], "data":[true/false...] or [0/1...]} */
+static cJSON *jmask(const uint8_t *m, int heads, int Lq, int Lk, bool as_bools)
+{
+    cJSON *t = cJSON_CreateObject(), *shape = cJSON_AddArrayToObject(t, "shape");
+    cJSON *data = cJSON_AddArrayToObject(t, "data");
+    size_t n = (size_t)heads * Lq * Lk;
+    if (heads > 0)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber(heads));
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber(Lq));
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber(Lk));
+    if (heads == 0)
+        n = (size_t)Lq * Lk;
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(data, as_bools ? cJSON_CreateBool(m[i]) : cJSON_CreateNumber(m[i]));
+    return t;
+}
+
+/* {"shape":[...], "b64": one byte per element} */
+static cJSON *jmask_b64(const uint8_t *m, int heads, int Lq, int Lk)
+{
+    size_t n = (size_t)heads * Lq * Lk;
+    char *b64 = tu_alloc(srv_b64_encoded_len(n) + 1, 1);
+    cJSON *t = cJSON_CreateObject(), *shape = cJSON_AddArrayToObject(t, "shape");
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber(heads));
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber(Lq));
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber(Lk));
+    srv_b64_encode(m, n, b64);
+    cJSON_AddStringToObject(t, "b64", b64);
+    free(b64);
+    return t;
+}
+
+/* An item over f with every option; the descriptor a gets the same. */
+typedef struct opts {
+    float sinks[4];
+    uint8_t mask[4 * 5 * 9];
+    float bias[5 * 9];
+} opts;
+
+static void opts_make(opts *o, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    for (int h = 0; h < 4; h++)
+        o->sinks[h] = (float)tu_uniform(&r, -1, 1);
+    for (size_t i = 0; i < sizeof o->mask; i++)
+        o->mask[i] = tu_uniform(&r, 0, 1) < 0.7;
+    for (size_t i = 0; i < sizeof o->bias / sizeof o->bias[0]; i++)
+        o->bias[i] = (float)tu_uniform(&r, -2, 2);
+}
+
+static void opts_desc(const opts *o, pa_attention *a)
+{
+    a->softcap = 2.5f;
+    a->sinks = o->sinks;
+    a->chunk_size = 4;
+    a->mask = o->mask;
+    a->mask_heads = 4;
+    a->bias = o->bias;
+    a->bias_heads = 1;
+    a->causal = true;
+}
+
+/* softcap, sinks, chunk_size, a per-head mask of booleans and a shared bias,
+ * with rope and GQA, Lq != Lk; every output against the library. */
+static void test_all_options_json(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    opts o;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    int status;
+    const char *names[] = {"output", "weights", "logits"};
+    qkv_make(&f, 5, 9, 4, 2, 8, 8, 4100);
+    opts_make(&o, 4101);
+    cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"rope\"}"));
+    cJSON_AddNumberToObject(item, "softcap", 2.5);
+    cJSON_AddItemToObject(item, "sinks", jtensor(o.sinks, 1, 4));
+    cJSON_AddNumberToObject(item, "chunk_size", 4);
+    cJSON_AddItemToObject(item, "mask", jmask(o.mask, 4, 5, 9, true));
+    cJSON_AddItemToObject(item, "bias", jtensor(o.bias, 2, 5, 9));
+    cJSON_AddTrueToObject(item, "causal");
+    cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(names, 3));
+    cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    expect_ok(ans, status);
+    const cJSON *out = output_at(ans, 0);
+
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    qkv_desc(&f, &s, &a);
+    opts_desc(&o, &a);
+    lib_run(&a, (size_t)f.Lq * f.H * f.Dv, &want);
+    result_is(out, "output", want.out, want.n_out);
+    result_is(out, "weights", want.weights, want.n_scores);
+    result_is(out, "logits", want.logits, want.n_scores);
+
+    /* Without the options the answer differs (the request did carry them). */
+    pa_attention plain;
+    lib_out base;
+    qkv_desc(&f, &s, &plain);
+    plain.causal = true;
+    lib_run(&plain, (size_t)f.Lq * f.H * f.Dv, &base);
+    double diff = 0;
+    for (size_t i = 0; i < want.n_out; i++)
+        diff = fmax(diff, fabs(want.out[i] - base.out[i]));
+    assert_true(diff > 1e-2);
+    lib_free(&base);
+    lib_free(&want);
+    cJSON_Delete(ans);
+    qkv_free(&f);
+}
+
+/* The mask as 0/1 numbers (lifted before cJSON), as booleans, and as one
+ * byte per element in base64 give the same answer; the bias in base64 may
+ * hold -inf, which hides its key. */
+static void test_mask_forms_and_bias_b64(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    opts o;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    int status;
+    const int bshape[3] = {1, 5, 9};
+    qkv_make(&f, 5, 9, 4, 4, 4, 4, 4110);
+    opts_make(&o, 4111);
+    o.bias[3] = -INFINITY;
+    o.bias[9 + 1] = -INFINITY;
+    pa_scheme_init(&s, PA_SCHEME_ALIBI);
+    qkv_desc(&f, &s, &a);
+    a.mask = o.mask;
+    a.mask_heads = 4;
+    a.bias = o.bias;
+    a.bias_heads = 1;
+    lib_run(&a, (size_t)f.Lq * f.H * f.Dv, &want);
+    assert_true(want.weights[3] == 0.0f && want.weights[10] == 0.0f);
+    for (int form = 0; form < 3; form++) {
+        cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"alibi\"}"));
+        const char *names[] = {"output", "weights"};
+        cJSON_AddItemToObject(
+            item, "mask", form == 2 ? jmask_b64(o.mask, 4, 5, 9) : jmask(o.mask, 4, 5, 9, form));
+        cJSON_AddItemToObject(item, "bias", jtensor_b64(o.bias, 3, bshape));
+        cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(names, 2));
+        cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+        expect_ok(ans, status);
+        result_is(output_at(ans, 0), "output", want.out, want.n_out);
+        result_is(output_at(ans, 0), "weights", want.weights, want.n_scores);
+        cJSON_Delete(ans);
+    }
+    lib_free(&want);
+    qkv_free(&f);
+}
+
+/* A mask counts toward the request memory: a limit the plain item fits in
+ * refuses the same item with a large mask (413), naming the figures. */
+static void test_mask_counts_memory(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    int status;
+    const int L = 256;
+    uint8_t *m = tu_alloc((size_t)4 * L * L, 1);
+    memset(m, 1, (size_t)4 * L * L);
+    qkv_make(&f, L, L, 4, 4, 2, 2, 4120);
+    lim.max_request_memory = 1u << 20;
+    cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+    cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    expect_ok(ans, status);
+    cJSON_Delete(ans);
+    item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+    cJSON_AddItemToObject(item, "mask", jmask_b64(m, 4, L, L));
+    ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    expect_error(ans, status, 413, "PAYLOAD_TOO_LARGE", NULL);
+    cJSON_Delete(ans);
+    free(m);
+    qkv_free(&f);
+}
+
+/* Each option's bad values: the code and the field of the error. */
+static void test_option_errors(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    int status;
+    static const struct {
+        const char *member, *json, *code, *field;
+    } bad[] = {
+        {"softcap", "0", "INVALID_ARGUMENT", "inputs[0].softcap"},
+        {"softcap", "-1.5", "INVALID_ARGUMENT", "inputs[0].softcap"},
+        {"softcap", "\"big\"", "INVALID_ARGUMENT", "inputs[0].softcap"},
+        {"softcap", "1e39", "INVALID_ARGUMENT", "inputs[0].softcap"},
+        {"chunk_size", "0", "INVALID_ARGUMENT", "inputs[0].chunk_size"},
+        {"chunk_size", "2.5", "INVALID_ARGUMENT", "inputs[0].chunk_size"},
+        {"sinks", "{\"shape\":[3],\"data\":[1,2,3]}", "SHAPE_MISMATCH", "inputs[0].sinks.shape[0]"},
+        {"sinks", "{\"shape\":[2,2],\"data\":[1,2,3,4]}", "SHAPE_MISMATCH",
+         "inputs[0].sinks.shape"},
+        {"mask", "{\"shape\":[3,3],\"data\":[1,1,1,1,1,1,1,1,1]}", "SHAPE_MISMATCH",
+         "inputs[0].mask.shape"},
+        {"mask", "{\"shape\":[3,2,2],\"data\":[1,1,1,1,1,1,1,1,1,1,1,1]}", "SHAPE_MISMATCH",
+         "inputs[0].mask.shape"},
+        {"mask", "{\"shape\":[2,2],\"data\":[1,0,2,1]}", "INVALID_ARGUMENT",
+         "inputs[0].mask.data[2]"},
+        {"mask", "{\"shape\":[2,2],\"data\":[[true,false],[true,\"yes\"]]}", "INVALID_ARGUMENT",
+         "inputs[0].mask.data[1][1]"},
+        {"mask", "{\"shape\":[2,2],\"b64\":\"AQACAQ==\"}", "INVALID_ARGUMENT",
+         "inputs[0].mask.b64[2]"},
+        {"mask", "{\"shape\":[2,2],\"b64\":\"AQAB\"}", "SHAPE_MISMATCH", "inputs[0].mask.b64"},
+        {"mask", "{\"shape\":[2,2],\"datatype\":\"FP32\",\"data\":[1,0,0,1]}", "UNSUPPORTED",
+         "inputs[0].mask.datatype"},
+        {"mask", "{\"ref\":\"m\"}", "INVALID_ARGUMENT", "inputs[0].mask"},
+        {"bias", "{\"shape\":[2,3],\"data\":[0,0,0,0,0,0]}", "SHAPE_MISMATCH",
+         "inputs[0].bias.shape"},
+        /* +inf and NaN in a bias: b64 of 0x7f800000 and 0x7fc00000 */
+        {"bias", "{\"shape\":[2,2],\"b64\":\"AAAAAAAAgH8AAAAAAAAAAA==\"}", "OUT_OF_RANGE",
+         "inputs[0].bias.b64[1]"},
+        {"bias", "{\"shape\":[2,2],\"b64\":\"AAAAAAAAAAAAAMB/AAAAAA==\"}", "OUT_OF_RANGE",
+         "inputs[0].bias.b64[2]"},
+    };
+    qkv_make(&f, 2, 2, 2, 2, 2, 2, 4130);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+        cJSON_AddItemToObject(item, bad[i].member, cJSON_Parse(bad[i].json));
+        cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+        expect_ok(ans, status); /* a batch: the item carries the error */
+        expect_item_error(ans, 0, bad[i].code, bad[i].field);
+        cJSON_Delete(ans);
+    }
+    /* -inf is a bias's own value: accepted (b64 of 0xff800000 first). */
+    cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+    cJSON_AddItemToObject(item, "bias",
+                          cJSON_Parse("{\"shape\":[2,2],\"b64\":\"AACA/wAAAAAAAAAAAAAAAA==\"}"));
+    cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    expect_ok(ans, status);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ans, "errors")));
+    cJSON_Delete(ans);
+    qkv_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_all_options_json),
+        cmocka_unit_test(test_mask_forms_and_bias_b64),
+        cmocka_unit_test(test_mask_counts_memory),
+        cmocka_unit_test(test_option_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
