@@ -334,6 +334,33 @@ static bool parse_score_tensor(const cJSON *v, const char *name, srv_elem kind, 
     return true;
 }
 
+static const api_option options[] = {
+    {"softcap", "number", NULL,
+     "content logit l (scale q.k after rope, with shaw's q.rel_k) -> softcap * tanh(l / softcap), "
+     "before position biases, bias and masks",
+     "Gemma 2 (as Hugging Face, FlashAttention and ggml; ONNX Attention masks first)", "parameter"},
+    {"sinks", "tensor", "[H]",
+     "a raw logit per query head joins each row's softmax and is dropped: w_ij = exp(l_ij - m) / "
+     "(sum_j exp(l_ij - m) + exp(s_h - m))",
+     "gpt-oss", "input"},
+    {"chunk_size", "integer", NULL,
+     "a key is visible only when floor(qpos / C) == floor(kpos / C); ANDed with the other masks",
+     "Llama 4 chunked local attention (ggml chunked SWA)", "parameter"},
+    {"mask", "tensor", "[Lq, Lk] or [1 or H, Lq, Lk]",
+     "booleans by index, true = may attend (SDPA, ONNX); ANDed with causal, window, chunk_size and "
+     "key_length; JSON true/false or 0/1, b64 of one byte per element",
+     "prefix-LM, document masks, StreamingLLM, any mask", "input (BOOL)"},
+    {"bias", "tensor", "[Lq, Lk] or [1 or H, Lq, Lk]",
+     "added to the logits with the position bias, after softcap; -inf (b64) hides the key",
+     "SDPA attn_mask (float), ONNX Attention attn_mask", "input"},
+};
+
+const api_option *api_options(size_t *n)
+{
+    *n = sizeof options / sizeof options[0];
+    return options;
+}
+
 /* softcap, sinks, chunk_size, mask and bias: the options of current models. */
 static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e)
 {

@@ -88,6 +88,19 @@ typedef struct api_item {
     size_t input_bytes; /* every tensor and array above */
 } api_item;
 
+/* An option of an attention item that current models add (softcap, sinks,
+ * ...), as GET /v1/schemes documents it. The parser reads each by name. */
+typedef struct api_option {
+    const char *name;
+    const char *type;    /* "number", "integer", "tensor" */
+    const char *shape;   /* tensors: "[H]"; NULL for scalars */
+    const char *formula; /* what it computes, one line */
+    const char *models;  /* where it comes from */
+    const char *kserve;  /* "input" or "parameter" in the v2 models */
+} api_option;
+/* The table, in documentation order. */
+const api_option *api_options(size_t *n);
+
 /* Parses and validates (pa_attention_check included) the attention fields
  * of obj into *out. extra[0..n_extra) are further member names the caller
  * reads itself (id, return, analysis, permutation, ...). On failure *out is

@@ -165,6 +165,29 @@ static bool add_scalings(cJSON *scheme, const api_param *params, size_t n)
     return true;
 }
 
+/* "options": the item options of current models, with formula and source. */
+static bool add_options(cJSON *root)
+{
+    size_t n;
+    const api_option *o = api_options(&n);
+    cJSON *arr = cJSON_AddArrayToObject(root, "options");
+    if (arr == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *obj = cJSON_CreateObject();
+        if (obj == NULL || !cJSON_AddItemToArray(arr, obj))
+            return cJSON_Delete(obj), false;
+        if (!cJSON_AddStringToObject(obj, "name", o[i].name) ||
+            !cJSON_AddStringToObject(obj, "type", o[i].type) ||
+            (o[i].shape != NULL && !cJSON_AddStringToObject(obj, "shape", o[i].shape)) ||
+            !cJSON_AddStringToObject(obj, "description", o[i].formula) ||
+            !cJSON_AddStringToObject(obj, "models", o[i].models) ||
+            !cJSON_AddStringToObject(obj, "kserve", o[i].kserve))
+            return false;
+    }
+    return true;
+}
+
 static bool render(cJSON *root)
 {
     size_t n;
@@ -199,7 +222,7 @@ static void schemes_answer(const srv_limits *lim, srv_reply *reply)
     (void)lim;
     cJSON *root = cJSON_CreateObject();
     char *body = NULL;
-    if (root != NULL && render(root))
+    if (root != NULL && render(root) && add_options(root))
         body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (body == NULL) {

@@ -260,6 +260,46 @@ static void test_option_errors(void **state)
     qkv_free(&f);
 }
 
+/* GET /v1/schemes documents every option the parser reads, and the parser
+ * reads every option it documents: a wrong type for each is an error on
+ * that option's own field, never UNKNOWN_FIELD. */
+static void test_schemes_document_options(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    srv_reply reply;
+    qkv f;
+    int status, n = 0;
+    const char *want[] = {"softcap", "sinks", "chunk_size", "mask", "bias"};
+    memset(&reply, 0, sizeof reply);
+    srv_endpoint_answer(&srv_ep_schemes, &lim, &reply);
+    assert_int_equal(reply.http_status, 200);
+    cJSON *ans = cJSON_ParseWithLength(reply.body, reply.body_len);
+    srv_reply_free(&reply);
+    const cJSON *opt;
+    qkv_make(&f, 2, 2, 2, 2, 2, 2, 4140);
+    cJSON_ArrayForEach(opt, cJSON_GetObjectItemCaseSensitive(ans, "options"))
+    {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(opt, "name"));
+        char field[64];
+        assert_non_null(name);
+        assert_string_equal(name, want[n]);
+        assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(opt, "description")));
+        assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(opt, "models")));
+        assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(opt, "kserve")));
+        cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+        cJSON_AddStringToObject(item, name, "wrong");
+        cJSON *res = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+        snprintf(field, sizeof field, "inputs[0].%s", name);
+        expect_item_error(res, 0, "INVALID_ARGUMENT", field);
+        cJSON_Delete(res);
+        n++;
+    }
+    assert_int_equal(n, 5);
+    cJSON_Delete(ans);
+    qkv_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_mask_forms_and_bias_b64),
         cmocka_unit_test(test_mask_counts_memory),
         cmocka_unit_test(test_option_errors),
+        cmocka_unit_test(test_schemes_document_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
