@@ -318,9 +318,17 @@ int32_t pa_shaw_index(int32_t relative_position, int32_t max_relative_position);
  *     (sinusoidal, learned) need token embeddings and are rejected here.
  *   layer mode (x != NULL), self-attention over L = seq_len tokens:
  *     x [L, d_model]; absolute schemes add their encoding to x; then
- *     q = x w_q, k = x w_k, v = x w_v with w_q [d_model, H*D],
- *     w_k [d_model, Hkv*D], w_v [d_model, Hkv*Dv]; then rope; then attention;
- *     then, if w_o [H*Dv, d_out] is given, output = attn w_o.
+ *     q = x w_q + b_q, k = x w_k + b_k, v = x w_v + b_v with w_q [d_model, H*D],
+ *     w_k [d_model, Hkv*D], w_v [d_model, Hkv*Dv] and the biases optional
+ *     (GPT-2, BERT, Qwen2); then q/k norms; then rope; then attention; then,
+ *     if w_o [H*Dv, d_out] is given, output = attn w_o + b_o.
+ *
+ * q/k RMSNorm (Qwen3, Gemma 3, OLMo 2), in both modes, before rope:
+ *   x -> x * weight / sqrt(mean(x^2) + eps), the mean over each head's D
+ *   values when the weight is [D] (Qwen3, Gemma 3), over the token's whole
+ *   projection, H*D (Hkv*D for k), when the weight is that long (OLMo 2).
+ *   The weight is the multiplier itself: Gemma stores weight - 1, so a
+ *   Gemma caller passes 1 + its stored values.
  *
  * Grouped-query attention: H % Hkv == 0, query head h reads kv head
  * h / (H / Hkv), as torch.repeat_interleave does; nothing is copied.
@@ -395,6 +403,17 @@ typedef struct pa_attention {
     int32_t mask_heads;  /* 1 (one mask for every head) or H */
     const float *bias;   /* [bias_heads, Lq, Lk] finite or -inf, or NULL */
     int32_t bias_heads;  /* 1 or H */
+    const float *q_norm; /* RMSNorm weight [q_norm_len], or NULL */
+    int32_t q_norm_len;  /* D (per head) or H*D (the whole projection) */
+    float q_norm_eps;    /* > 0 */
+    const float *k_norm; /* RMSNorm weight [k_norm_len], or NULL */
+    int32_t k_norm_len;  /* D or Hkv*D */
+    float k_norm_eps;    /* > 0 */
+    /* layer mode: projection biases, each NULL for none */
+    const float *b_q; /* [H*D] */
+    const float *b_k; /* [Hkv*D] */
+    const float *b_v; /* [Hkv*Dv] */
+    const float *b_o; /* [d_out] (with w_o) */
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. */
@@ -495,7 +514,8 @@ pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, in
  *   With softcap, content is softcap(scale q.k) (as the model caps it) and
  *   position the rest; the caller's bias is position. Masks (chunk and
  *   mask included) do not apply; sinks change weights, not logits. Absolute
- *   schemes reject softcap and bias (their four terms are bilinear).
+ *   schemes reject softcap, bias, q/k norms and b_q, b_k (their four terms
+ *   are bilinear in e and p, and those are not).
  * Terms not defined for a scheme (cc..pp for non-absolute) are left untouched
  * and may be NULL. Workspace: pa_decompose_workspace_size(a). */
 typedef struct pa_decomposition {

@@ -343,12 +343,22 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
     pa__ws_init_aligned(&w, ws, ws_size);
     dec_layout(&p, &w, &b);
 
-    if (p.absolute && (a->softcap > 0.0f || a->bias != NULL))
-        return pa__fail(err, PA_STATUS_UNSUPPORTED, a->softcap > 0.0f ? "softcap" : "bias",
-                        "the content/position split of scheme '%s' is bilinear in e and p; "
-                        "with %s the logits are not a sum of those four terms",
-                        pa_scheme_type_name(p.scheme->type),
-                        a->softcap > 0.0f ? "softcap" : "a bias");
+    if (p.absolute) {
+        /* cc + cp + pc + pp = logits holds for (e + p) Wq Wk^T (e + p)^T
+         * only: what is not bilinear in e and p has no such split. */
+        const char *what = a->softcap > 0.0f   ? "softcap"
+                           : a->bias != NULL   ? "bias"
+                           : a->q_norm != NULL ? "q_norm"
+                           : a->k_norm != NULL ? "k_norm"
+                           : a->b_q != NULL    ? "b_q"
+                           : a->b_k != NULL    ? "b_k"
+                                               : NULL;
+        if (what != NULL)
+            return pa__fail(err, PA_STATUS_UNSUPPORTED, what,
+                            "the content/position split of scheme '%s' is bilinear in e and p; "
+                            "with %s the logits are not a sum of those four terms",
+                            pa_scheme_type_name(p.scheme->type), what);
+    }
     if (p.absolute)
         return decompose_absolute(&p, o, &b, err);
 

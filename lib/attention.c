@@ -37,7 +37,10 @@ typedef struct buffers {
     float *q, *k, *v;     /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
     float *kt;            /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
     float *vhead;         /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
-    float *qblk;          /* [BQ, D] rope: one block of queries (or keys), rotated */
+    float *qblk;          /* [BQ, D] rope or norms: one block of queries (or keys) as
+                         attention sees them */
+    float *q_inv, *k_inv; /* [Lq], [Lk] inverse RMS of each token's whole projection
+                             (q/k norms with a weight of H*D, Hkv*D) */
     float *attn;          /* [Lq, H*Dv] before w_o */
     float *cos_q, *sin_q; /* [Lq, r/2] */
     float *cos_k, *sin_k; /* [Lk, r/2]; may alias the q tables */
@@ -80,11 +83,16 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         if (a->w_o != NULL)
             b->attn = pa__ws_take(w, Lq * (size_t)p->H * (size_t)p->Dv, sizeof(float));
     }
+    if (p->rope || a->q_norm != NULL || a->k_norm != NULL)
+        b->qblk = pa__ws_take(w, BQ * (size_t)p->D, sizeof(float));
+    if (a->q_norm != NULL && a->q_norm_len != p->D)
+        b->q_inv = pa__ws_take(w, Lq, sizeof(float));
+    if (a->k_norm != NULL && a->k_norm_len != p->D)
+        b->k_inv = pa__ws_take(w, Lk, sizeof(float));
     if (p->rope) {
         /* Rotated keys one kv head at a time and queries one block at a
          * time: O(Lk*D), not O(L*H*D), whatever the head count. */
         size_t half = (size_t)p->r / 2;
-        b->qblk = pa__ws_take(w, BQ * (size_t)p->D, sizeof(float));
         b->cos_q = pa__ws_take(w, Lq * half, sizeof(float));
         b->sin_q = pa__ws_take(w, Lq * half, sizeof(float));
         if (same_positions(p)) {
@@ -570,18 +578,61 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
     }
 }
 
-/* Rotates rows [n] of one head (column offset col, row stride ld) into dst
- * [n, D], with the table rows of those positions; copies them to ret (row
- * stride ret_ld) when the caller asked for the rotated tensor. */
-static void rotate_rows(const pa__plan *p, const float *cos_t, const float *sin_t, const float *src,
-                        int ld, int32_t n, float *dst, float *ret, int ret_ld)
+/* An RMSNorm (posattn.h): its weight, length (D per head, or the whole
+ * projection) and eps, and the whole-row inverse RMS of each token. */
+typedef struct row_norm {
+    const float *w;
+    int32_t len;
+    float eps;
+    const float *inv;
+} row_norm;
+
+/* Rows [n] of head `head` (src: row stride ld) as attention sees them, into
+ * dst [n, D]: RMS-normalised when nm->w is set, then rotated with the table
+ * rows of those positions (rope); copied to ret (row stride ret_ld) when the
+ * caller asked for the tensor. */
+static void prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const float *cos_t,
+                      const float *sin_t, const float *src, int ld, int32_t n, float *dst,
+                      float *ret, int ret_ld)
 {
     const size_t half = (size_t)p->r / 2;
+    const int32_t D = p->D;
     for (int32_t i = 0; i < n; i++) {
-        pa_rope_apply(&p->scheme->rope, p->D, 1, 1, cos_t + (size_t)i * half,
-                      sin_t + (size_t)i * half, src + (size_t)i * ld, dst + (size_t)i * p->D);
+        const float *x = src + (size_t)i * ld;
+        float *y = dst + (size_t)i * D;
+        if (nm->w != NULL) {
+            const float *wh = nm->len == D ? nm->w : nm->w + (size_t)head * D;
+            float s;
+            if (nm->len == D) {
+                double ss = 0.0;
+                for (int32_t d = 0; d < D; d++)
+                    ss += (double)x[d] * x[d];
+                s = (float)(1.0 / sqrt(ss / D + nm->eps));
+            } else {
+                s = nm->inv[i];
+            }
+            for (int32_t d = 0; d < D; d++)
+                y[d] = x[d] * s * wh[d];
+        } else {
+            memcpy(y, x, (size_t)D * sizeof(float));
+        }
+        if (p->rope)
+            pa_rope_apply(&p->scheme->rope, D, 1, 1, cos_t + (size_t)i * half,
+                          sin_t + (size_t)i * half, y, y);
         if (ret != NULL)
-            memcpy(ret + (size_t)i * ret_ld, dst + (size_t)i * p->D, (size_t)p->D * sizeof(float));
+            memcpy(ret + (size_t)i * ret_ld, y, (size_t)D * sizeof(float));
+    }
+}
+
+/* inv[i] = 1 / sqrt(mean(x[i]^2) + eps) over rows x [n, cols]. */
+static void inverse_rms(const float *x, int32_t n, int32_t cols, float eps, float *inv)
+{
+    for (int32_t i = 0; i < n; i++) {
+        double ss = 0.0;
+        const float *r = x + (size_t)i * cols;
+        for (int32_t c = 0; c < cols; c++)
+            ss += (double)r[c] * r[c];
+        inv[i] = (float)(1.0 / sqrt(ss / cols + eps));
     }
 }
 
@@ -595,8 +646,12 @@ static int32_t blocks_per_head(const pa__plan *p)
 
 static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64_t u0, int64_t u1)
 {
+    const pa_attention *a = p->a;
     const size_t half = (size_t)p->r / 2;
     const int64_t nb = blocks_per_head(p);
+    const row_norm qn = {a->q_norm, a->q_norm_len, a->q_norm_eps, b->q_inv};
+    const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
+    const bool prep_q = p->rope || qn.w != NULL, prep_k = p->rope || kn.w != NULL;
     for (int32_t g = 0; g < p->Hkv; g++) {
         /* Units of kv head g: [g*group*nb, (g+1)*group*nb). */
         const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
@@ -619,15 +674,19 @@ static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64
         op.Kt = b->kt;
         op.ldkt = pa__tile_kt_ld(p->Lk);
         /* Keys packed once per kv head (every query block of the group reads
-         * them); with rope, rotated BQ rows at a time on the way. */
-        if (p->rope) {
+         * them); with norms or rope, normalised and rotated BQ rows at a
+         * time on the way. */
+        if (prep_k) {
             /* The part holding the kv head's first unit returns its keys. */
             float *ret = io->k_rot != NULL && g0 >= u0 ? io->k_rot + (size_t)g * p->D : NULL;
             for (int32_t j0 = 0; j0 < p->Lk; j0 += BQ) {
                 const int32_t n = pa__min_i32(BQ, p->Lk - j0);
-                rotate_rows(p, b->cos_k + (size_t)j0 * half, b->sin_k + (size_t)j0 * half,
-                            Kh + (size_t)j0 * io->ldk, io->ldk, n, b->qblk,
-                            ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
+                row_norm nm = kn;
+                if (nm.inv != NULL)
+                    nm.inv += j0;
+                prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)j0 * half : NULL,
+                          p->rope ? b->sin_k + (size_t)j0 * half : NULL, Kh + (size_t)j0 * io->ldk,
+                          io->ldk, n, b->qblk, ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
                 pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
             }
         } else {
@@ -638,11 +697,15 @@ static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64
             const int32_t nq = pa__min_i32(BQ, p->Lq - i0);
             op.Qb = io->Q + (size_t)i0 * io->ldq + (size_t)h * p->D;
             op.ldq = io->ldq;
-            if (p->rope) {
-                rotate_rows(p, b->cos_q + (size_t)i0 * half, b->sin_q + (size_t)i0 * half, op.Qb,
-                            io->ldq, nq, b->qblk,
-                            io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D : NULL,
-                            io->ldq);
+            if (prep_q) {
+                row_norm nm = qn;
+                if (nm.inv != NULL)
+                    nm.inv += i0;
+                prep_rows(p, &nm, h, p->rope ? b->cos_q + (size_t)i0 * half : NULL,
+                          p->rope ? b->sin_q + (size_t)i0 * half : NULL, op.Qb, io->ldq, nq,
+                          b->qblk,
+                          io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D : NULL,
+                          io->ldq);
                 op.Qb = b->qblk;
                 op.ldq = p->D;
             }
@@ -694,11 +757,16 @@ static pa_status add_absolute(const pa__plan *p, const buffers *b, pa_error *err
     return PA_STATUS_OK;
 }
 
-static void project(const float *x, int32_t L, int32_t d_model, const float *w, int32_t n,
-                    float *out)
+/* out [L, n] = x w (+ bias [n] on every row, when given). */
+static void project(const float *x, int32_t L, int32_t d_model, const float *w, const float *bias,
+                    int32_t n, float *out)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, n, d_model, 1.0f, x, d_model, w, n,
                 0.0f, out, n);
+    if (bias != NULL)
+        for (int32_t i = 0; i < L; i++)
+            for (int32_t c = 0; c < n; c++)
+                out[(size_t)i * n + c] += bias[c];
 }
 
 pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
@@ -758,9 +826,9 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
                 return st;
             xin = b.xp;
         }
-        project(xin, p.Lq, a->d_model, a->w_q, io.ldq, b.q);
-        project(xin, p.Lk, a->d_model, a->w_k, io.ldk, b.k);
-        project(xin, p.Lk, a->d_model, a->w_v, io.ldv, b.v);
+        project(xin, p.Lq, a->d_model, a->w_q, a->b_q, io.ldq, b.q);
+        project(xin, p.Lk, a->d_model, a->w_k, a->b_k, io.ldk, b.k);
+        project(xin, p.Lk, a->d_model, a->w_v, a->b_v, io.ldv, b.v);
         io.Q = b.q;
         io.K = b.k;
         io.V = b.v;
@@ -778,14 +846,21 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
             st = pa_rope_cos_sin(r, p.D, b.kpos, p.Lk, maxpos, b.cos_k, b.sin_k, err);
         if (st != PA_STATUS_OK)
             return st;
-        io.q_rot = out->q_rot;
-        io.k_rot = out->k_rot;
-    } else if (part == 0) {
-        if (out->q_rot != NULL)
-            memcpy(out->q_rot, io.Q, (size_t)p.Lq * io.ldq * sizeof(float));
-        if (out->k_rot != NULL)
-            memcpy(out->k_rot, io.K, (size_t)p.Lk * io.ldk * sizeof(float));
     }
+    if (b.q_inv != NULL)
+        inverse_rms(io.Q, p.Lq, io.ldq, a->q_norm_eps, b.q_inv);
+    if (b.k_inv != NULL)
+        inverse_rms(io.K, p.Lk, io.ldk, a->k_norm_eps, b.k_inv);
+    /* q and k as attention sees them: written on the way by the kernel when
+     * it normalises or rotates them, copied here otherwise. */
+    if (p.rope || a->q_norm != NULL)
+        io.q_rot = out->q_rot;
+    else if (part == 0 && out->q_rot != NULL)
+        memcpy(out->q_rot, io.Q, (size_t)p.Lq * io.ldq * sizeof(float));
+    if (p.rope || a->k_norm != NULL)
+        io.k_rot = out->k_rot;
+    else if (part == 0 && out->k_rot != NULL)
+        memcpy(out->k_rot, io.K, (size_t)p.Lk * io.ldk * sizeof(float));
     if (p.scheme->type == PA_SCHEME_ALIBI) {
         st = pa_alibi_slopes(&p.scheme->alibi, p.H, b.slopes, err);
         if (st != PA_STATUS_OK)
@@ -807,7 +882,6 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
                         "3.4e38 or not a number): scale the inputs down");
 
     if (a->w_o != NULL)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.Lq, a->d_out, p.H * p.Dv, 1.0f,
-                    b.attn, p.H * p.Dv, a->w_o, a->d_out, 0.0f, out->output, a->d_out);
+        project(b.attn, p.Lq, p.H * p.Dv, a->w_o, a->b_o, a->d_out, out->output);
     return PA_STATUS_OK;
 }

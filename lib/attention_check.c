@@ -170,9 +170,46 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
                     (int)s->type);
 }
 
-/* softcap, chunk_size, sinks, mask and bias (the options of current models). */
-static pa_status check_options(const pa_attention *a, int32_t H, pa_error *err)
+static pa_status check_norm(pa_error *err, const char *name, const float *w, int32_t len, float eps,
+                            int32_t D, int32_t heads)
 {
+    char field[32];
+    if (w == NULL)
+        return PA_STATUS_OK;
+    if (len != D && len != heads * D) {
+        snprintf(field, sizeof field, "%s.weight", name);
+        return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, field,
+                        "%s.weight has %d values; it needs head_dim=%d (per head) or %d*%d=%d "
+                        "(the whole projection)",
+                        name, (int)len, (int)D, (int)heads, (int)D, (int)(heads * D));
+    }
+    if (!(eps > 0.0f) || !isfinite(eps)) {
+        snprintf(field, sizeof field, "%s.eps", name);
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
+                        "%s.eps=%g must be a positive number (a zero row would divide by zero)",
+                        name, (double)eps);
+    }
+    return PA_STATUS_OK;
+}
+
+/* softcap, chunk_size, sinks, mask, bias, norms and projection biases (the
+ * options of current models). */
+static pa_status check_options(const pa_attention *a, int32_t H, int32_t Hkv, int32_t D,
+                               pa_error *err)
+{
+    static const char *const layer_only[] = {"b_q", "b_k", "b_v", "b_o"};
+    const float *const biases[] = {a->b_q, a->b_k, a->b_v, a->b_o};
+    for (int i = 0; i < 4; i++) {
+        if (biases[i] != NULL && a->x == NULL)
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, layer_only[i],
+                            "%s is a projection bias: it needs layer mode (x with w_q, w_k, "
+                            "w_v)",
+                            layer_only[i]);
+    }
+    if (a->b_o != NULL && a->w_o == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "b_o", "b_o needs w_o");
+    TRY(check_norm(err, "q_norm", a->q_norm, a->q_norm_len, a->q_norm_eps, D, H));
+    TRY(check_norm(err, "k_norm", a->k_norm, a->k_norm_len, a->k_norm_eps, D, Hkv));
     if (!(a->softcap >= 0.0f) || !isfinite(a->softcap))
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "softcap",
                         "softcap=%g must be a positive number (or 0 for none)", (double)a->softcap);
@@ -248,7 +285,7 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err)
                         (int)a->key_length, (int)Lk);
     if (a->scale_set && !isfinite(a->scale))
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scale", "scale must be finite");
-    TRY(check_options(a, H, err));
+    TRY(check_options(a, H, Hkv, D, err));
 
     TRY(check_scheme(a, H, D, Dv, err));
     TRY(check_positions(a, Lq, Lk, err));

@@ -45,6 +45,32 @@ static int visible(const pa_attention *a, int h, int i, int j, long qp, long kp,
     return 1;
 }
 
+/* x [L, heads, D] in place: x * w / sqrt(mean(x^2) + eps), the mean over
+ * each head (wlen == D) or over the whole row of heads * D values. */
+static void rms_norm(double *x, int L, int heads, int D, const float *w, int wlen, double eps)
+{
+    for (int t = 0; t < L; t++) {
+        double *row = x + (size_t)t * heads * D;
+        if (wlen == heads * D && heads > 1) {
+            double ss = 0;
+            for (int c = 0; c < heads * D; c++)
+                ss += row[c] * row[c];
+            double inv = 1.0 / sqrt(ss / (heads * D) + eps);
+            for (int c = 0; c < heads * D; c++)
+                row[c] = row[c] * inv * w[c];
+            continue;
+        }
+        for (int h = 0; h < heads; h++) {
+            double *xh = row + (size_t)h * D, ss = 0;
+            for (int d = 0; d < D; d++)
+                ss += xh[d] * xh[d];
+            double inv = 1.0 / sqrt(ss / D + eps);
+            for (int d = 0; d < D; d++)
+                xh[d] = xh[d] * inv * w[d];
+        }
+    }
+}
+
 void ref_attention(const pa_attention *a, double *out, double *weights, double *logits,
                    double *q_rot, double *k_rot)
 {
@@ -90,19 +116,19 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                 double acc = 0;
                 for (int e = 0; e < dm; e++)
                     acc += xd[(size_t)t * dm + e] * a->w_q[(size_t)e * H * D + c];
-                q[(size_t)t * H * D + c] = acc;
+                q[(size_t)t * H * D + c] = acc + (a->b_q ? a->b_q[c] : 0.0);
             }
             for (int c = 0; c < Hkv * D; c++) {
                 double acc = 0;
                 for (int e = 0; e < dm; e++)
                     acc += xd[(size_t)t * dm + e] * a->w_k[(size_t)e * Hkv * D + c];
-                k[(size_t)t * Hkv * D + c] = acc;
+                k[(size_t)t * Hkv * D + c] = acc + (a->b_k ? a->b_k[c] : 0.0);
             }
             for (int c = 0; c < Hkv * Dv; c++) {
                 double acc = 0;
                 for (int e = 0; e < dm; e++)
                     acc += xd[(size_t)t * dm + e] * a->w_v[(size_t)e * Hkv * Dv + c];
-                v[(size_t)t * Hkv * Dv + c] = acc;
+                v[(size_t)t * Hkv * Dv + c] = acc + (a->b_v ? a->b_v[c] : 0.0);
             }
         }
         free(xd);
@@ -114,6 +140,13 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
         for (size_t i = 0; i < (size_t)Lk * Hkv * Dv; i++)
             v[i] = a->v[i];
     }
+
+    /* RMSNorm of q and k, before rope: over each head's D values for a
+     * weight of D, over the token's whole projection for a longer one. */
+    if (a->q_norm)
+        rms_norm(q, Lq, H, D, a->q_norm, a->q_norm_len, a->q_norm_eps);
+    if (a->k_norm)
+        rms_norm(k, Lk, Hkv, D, a->k_norm, a->k_norm_len, a->k_norm_eps);
 
     if (s->type == PA_SCHEME_ROPE) {
         int maxpos = INT32_MIN;
@@ -236,7 +269,7 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                 for (int e = 0; e < H * Dv; e++)
                     acc += o[(size_t)i * H * Dv + e] * a->w_o[(size_t)e * a->d_out + c];
                 if (out)
-                    out[(size_t)i * a->d_out + c] = acc;
+                    out[(size_t)i * a->d_out + c] = acc + (a->b_o ? a->b_o[c] : 0.0);
             }
     } else if (out) {
         memcpy(out, o, (size_t)Lq * H * Dv * sizeof *o);

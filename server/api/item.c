@@ -21,7 +21,8 @@ static const char *const attention_fields[] = {
     "w_q",          "w_k",         "w_v",        "w_o",     "num_heads",
     "num_kv_heads", "head_dim",    "causal",     "window",  "key_length",
     "q_positions",  "k_positions", "scale",      "softcap", "sinks",
-    "mask",         "bias",        "chunk_size",
+    "mask",         "bias",        "chunk_size", "q_norm",  "k_norm",
+    "b_q",          "b_k",         "b_v",        "b_o",
 };
 
 void api_item_free(api_item *it)
@@ -39,6 +40,12 @@ void api_item_free(api_item *it)
     api_tensor_release(&it->w_o);
     api_tensor_release(&it->sinks);
     api_tensor_release(&it->bias);
+    api_tensor_release(&it->q_norm);
+    api_tensor_release(&it->k_norm);
+    api_tensor_release(&it->b_q);
+    api_tensor_release(&it->b_k);
+    api_tensor_release(&it->b_v);
+    api_tensor_release(&it->b_o);
     free(it->mask);
     free(it->q_positions);
     free(it->k_positions);
@@ -353,6 +360,19 @@ static const api_option options[] = {
     {"bias", "tensor", "[Lq, Lk] or [1 or H, Lq, Lk]",
      "added to the logits with the position bias, after softcap; -inf (b64) hides the key",
      "SDPA attn_mask (float), ONNX Attention attn_mask", "input"},
+    {"q_norm", "object", "{\"weight\": [D] or [H*D], \"eps\": 1e-6}",
+     "RMSNorm of q before rope: x * weight / sqrt(mean(x^2) + eps), over each head for a weight "
+     "of D, over the whole projection for H*D; the weight is the multiplier (Gemma stores "
+     "weight - 1: pass 1 + it)",
+     "Qwen3, Gemma 3 ([D]); OLMo 2 ([H*D])", "input q_norm_weight, parameter q_norm_eps"},
+    {"k_norm", "object", "{\"weight\": [D] or [Hkv*D], \"eps\": 1e-6}",
+     "RMSNorm of k before rope, as q_norm", "Qwen3, Gemma 3 ([D]); OLMo 2 ([Hkv*D])",
+     "input k_norm_weight, parameter k_norm_eps"},
+    {"b_q", "tensor", "[H*D]", "layer mode: q = x w_q + b_q", "GPT-2, BERT, Qwen2", "input"},
+    {"b_k", "tensor", "[Hkv*D]", "layer mode: k = x w_k + b_k", "GPT-2, BERT, Qwen2", "input"},
+    {"b_v", "tensor", "[Hkv*Dv]", "layer mode: v = x w_v + b_v", "GPT-2, BERT, Qwen2", "input"},
+    {"b_o", "tensor", "[d_out]", "layer mode: output = attn w_o + b_o (with w_o)", "GPT-2, BERT",
+     "input"},
 };
 
 const api_option *api_options(size_t *n)
@@ -361,7 +381,64 @@ const api_option *api_options(size_t *n)
     return options;
 }
 
-/* softcap, sinks, chunk_size, mask and bias: the options of current models. */
+/* {"weight": tensor, "eps": number} at member name (q_norm, k_norm). */
+static bool parse_norm(const cJSON *v, const char *name, int32_t heads, const api_ctx *ctx,
+                       srv_tensor *w, int32_t *len, float *eps_out, api_err *e)
+{
+    static const char *const fields[] = {"weight", "eps"};
+    char path[48];
+    double eps = 1e-6;
+    const cJSON *m;
+    if (!cJSON_IsObject(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s must be an object {\"weight\": tensor, \"eps\": number}, found %s",
+                        name, api_json_type(v));
+    if (!api_check_fields(v, fields, 2, name, name, ctx, e))
+        return false;
+    snprintf(path, sizeof path, "%s.eps", name);
+    if ((m = member(v, "eps")) != NULL && !api_get_number(m, path, ctx, &eps, e))
+        return false;
+    if (!(eps > 0) || eps > 3.4e38)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s=%.17g must be a positive number", path, eps);
+    snprintf(path, sizeof path, "%s.weight", name);
+    if ((m = member(v, "weight")) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s is required: [head_dim] or [%d * head_dim]", path, (int)heads);
+    if (!api_get_tensor(m, path, ctx, 1, w, e))
+        return false;
+    *len = (int32_t)w->shape[0];
+    *eps_out = (float)eps;
+    return true;
+}
+
+/* A layer-mode projection bias of n values. */
+static bool parse_proj_bias(const cJSON *obj, const char *name, int64_t n, const char *what,
+                            const api_ctx *ctx, const api_item *it, srv_tensor *t,
+                            const float **out, api_err *e)
+{
+    const cJSON *v = member(obj, name);
+    char path[32];
+    if (v == NULL)
+        return true;
+    if (it->att.x == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s is a projection bias: it needs layer mode (x with w_q, w_k, w_v)",
+                        name);
+    if (n < 0)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s needs %s", name, what);
+    if (!api_get_tensor(v, name, ctx, 1, t, e))
+        return false;
+    snprintf(path, sizeof path, "%s.shape[0]", name);
+    if (t->shape[0] != n)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s=%lld must be %s=%lld", path,
+                        (long long)t->shape[0], what, (long long)n);
+    *out = t->data;
+    return true;
+}
+
+/* softcap, sinks, chunk_size, mask, bias, norms and projection biases: the
+ * options of current models. */
 static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e)
 {
     const cJSON *v;
@@ -418,7 +495,27 @@ static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, ap
             return false;
         it->att.bias = it->bias.data;
     }
-    return true;
+    if ((v = member(obj, "q_norm")) != NULL) {
+        if (!parse_norm(v, "q_norm", it->H, ctx, &it->q_norm, &it->att.q_norm_len,
+                        &it->att.q_norm_eps, e))
+            return false;
+        it->att.q_norm = it->q_norm.data;
+    }
+    if ((v = member(obj, "k_norm")) != NULL) {
+        if (!parse_norm(v, "k_norm", it->Hkv, ctx, &it->k_norm, &it->att.k_norm_len,
+                        &it->att.k_norm_eps, e))
+            return false;
+        it->att.k_norm = it->k_norm.data;
+    }
+    return parse_proj_bias(obj, "b_q", (int64_t)it->H * it->D, "num_heads * head_dim", ctx, it,
+                           &it->b_q, &it->att.b_q, e) &&
+           parse_proj_bias(obj, "b_k", (int64_t)it->Hkv * it->D, "num_kv_heads * head_dim", ctx, it,
+                           &it->b_k, &it->att.b_k, e) &&
+           parse_proj_bias(obj, "b_v", (int64_t)it->Hkv * it->Dv, "num_kv_heads * v's head_dim",
+                           ctx, it, &it->b_v, &it->att.b_v, e) &&
+           parse_proj_bias(obj, "b_o", it->att.w_o != NULL ? it->att.d_out : -1,
+                           it->att.w_o != NULL ? "w_o.shape[1]" : "w_o", ctx, it, &it->b_o,
+                           &it->att.b_o, e);
 }
 
 bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra, size_t n_extra,
@@ -459,8 +556,10 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     out->ret = API_RET_OUTPUT;
     out->input_bytes = api_add_sat(out->input_bytes, out->scheme.bytes); /* the mask's so far */
     {
-        const srv_tensor *ts[] = {&out->q,   &out->k,   &out->v,   &out->x,     &out->w_q,
-                                  &out->w_k, &out->w_v, &out->w_o, &out->sinks, &out->bias};
+        const srv_tensor *ts[] = {&out->q,     &out->k,    &out->v,      &out->x,
+                                  &out->w_q,   &out->w_k,  &out->w_v,    &out->w_o,
+                                  &out->sinks, &out->bias, &out->q_norm, &out->k_norm,
+                                  &out->b_q,   &out->b_k,  &out->b_v,    &out->b_o};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
             out->input_bytes = api_add_sat(out->input_bytes, api_tensor_bytes(ts[i]));
     }

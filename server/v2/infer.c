@@ -37,9 +37,12 @@ static const struct {
     const char *name;
     api_param_kind kind;
 } options[] = {
-    {"causal", API_PARAM_BOOL},  {"window", API_PARAM_INT},     {"key_length", API_PARAM_INT},
-    {"scale", API_PARAM_NUMBER}, {"num_heads", API_PARAM_INT},  {"num_kv_heads", API_PARAM_INT},
-    {"head_dim", API_PARAM_INT}, {"softcap", API_PARAM_NUMBER}, {"chunk_size", API_PARAM_INT},
+    {"causal", API_PARAM_BOOL},       {"window", API_PARAM_INT},
+    {"key_length", API_PARAM_INT},    {"scale", API_PARAM_NUMBER},
+    {"num_heads", API_PARAM_INT},     {"num_kv_heads", API_PARAM_INT},
+    {"head_dim", API_PARAM_INT},      {"softcap", API_PARAM_NUMBER},
+    {"chunk_size", API_PARAM_INT},    {"q_norm_eps", API_PARAM_NUMBER},
+    {"k_norm_eps", API_PARAM_NUMBER},
 };
 
 /* The scalar scheme parameter `name` of type t, or NULL. */
@@ -206,6 +209,18 @@ static bool add_ref(cJSON *parent, const char *name, const cJSON *node)
     return cJSON_AddItemReferenceToObject(parent, name, (cJSON *)node);
 }
 
+/* The item's q_norm or k_norm object (made when first needed): the parent of
+ * the input q_norm_weight (as "weight") and the parameter q_norm_eps ("eps").
+ * name is either; NULL on allocation failure. */
+static cJSON *norm_object(cJSON *item, const char *name)
+{
+    char key[8];
+    cJSON *o;
+    snprintf(key, sizeof key, "%.6s", name); /* "q_norm" or "k_norm" */
+    o = cJSON_GetObjectItemCaseSensitive(item, key);
+    return o != NULL ? o : cJSON_AddObjectToObject(item, key);
+}
+
 static bool check_scalar(const cJSON *v, api_param_kind kind, const char *path, const api_ctx *ctx,
                          api_err *e)
 {
@@ -252,9 +267,11 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
         while (k < sizeof options / sizeof options[0] && strcmp(options[k].name, m->string) != 0)
             k++;
         if (k < sizeof options / sizeof options[0]) {
+            bool eps = strstr(m->string, "_norm_eps") != NULL;
+            cJSON *parent = eps ? norm_object(rq->item, m->string) : rq->item;
             if (!check_scalar(m, options[k].kind, path, rq->ctx, e))
                 return false;
-            if (!add_ref(rq->item, m->string, m))
+            if (parent == NULL || !add_ref(parent, eps ? "eps" : m->string, m))
                 return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
             continue;
         }
@@ -430,6 +447,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     switch (spec->role) {
     case API_V2_ROLE_TENSOR:
     case API_V2_ROLE_SCHEME_TENSOR:
+    case API_V2_ROLE_NORM_WEIGHT:
         node = cJSON_CreateObject();
         if (node == NULL || !add_ref(node, "shape", cJSON_GetObjectItemCaseSensitive(in, "shape")))
             return cJSON_Delete(node), oom(e);
@@ -471,8 +489,11 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     }
     parent = spec->role == API_V2_ROLE_SCHEME_TENSOR || spec->role == API_V2_ROLE_SCHEME_ARRAY
                  ? rq->scheme
-                 : rq->item;
-    if (!cJSON_AddItemToObject(parent, spec->name, node))
+             : spec->role == API_V2_ROLE_NORM_WEIGHT ? norm_object(rq->item, spec->name)
+                                                     : rq->item;
+    if (parent == NULL ||
+        !cJSON_AddItemToObject(parent,
+                               spec->role == API_V2_ROLE_NORM_WEIGHT ? "weight" : spec->name, node))
         return cJSON_Delete(node), oom(e);
     return true;
 }

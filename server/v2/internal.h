@@ -29,6 +29,7 @@ typedef enum api_v2_role {
     API_V2_ROLE_POSITIONS,     /* an item int array: q_positions, k_positions */
     API_V2_ROLE_SCHEME_TENSOR, /* a scheme tensor: table, rel_k, rel_v */
     API_V2_ROLE_SCHEME_ARRAY,  /* a scheme number array: slopes, short_factor, ... */
+    API_V2_ROLE_NORM_WEIGHT,   /* q_norm_weight, k_norm_weight: the item's q_norm.weight, ... */
 } api_v2_role;
 
 typedef struct api_v2_input {

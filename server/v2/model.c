@@ -52,6 +52,12 @@ static const api_v2_input item_inputs[] = {
     {"sinks", API_V2_ROLE_TENSOR, 1, false, false},
     {"mask", API_V2_ROLE_TENSOR, 0, false, true},
     {"bias", API_V2_ROLE_TENSOR, 0, false, false},
+    {"q_norm_weight", API_V2_ROLE_NORM_WEIGHT, 1, false, false},
+    {"k_norm_weight", API_V2_ROLE_NORM_WEIGHT, 1, false, false},
+    {"b_q", API_V2_ROLE_TENSOR, 1, false, false},
+    {"b_k", API_V2_ROLE_TENSOR, 1, false, false},
+    {"b_v", API_V2_ROLE_TENSOR, 1, false, false},
+    {"b_o", API_V2_ROLE_TENSOR, 1, false, false},
 };
 
 /* The inputs of model type t: the item's, then its scheme's tensors. */

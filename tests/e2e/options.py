@@ -205,6 +205,41 @@ class Options(unittest.TestCase):
         out, _ = self.attention(item, "b64")
         self.assertEqual(got.tobytes(), np.ascontiguousarray(out, "<f4").tobytes())
 
+    def test_norms(self):
+        """q_norm (per head) and k_norm (whole projection) through /v1 against NumPy, and the
+        same through v2 (q_norm_weight, k_norm_weight inputs; k_norm_eps parameter)."""
+        rng = np.random.default_rng(4310)
+        wq = f32(rng, (self.D,), 0.5, 1.5)
+        wk = f32(rng, (self.Hkv * self.D,), 0.5, 1.5)
+
+        def rms(x, w, eps, whole):
+            x = np.asarray(x, np.float64)
+            if whole:
+                flat = x.reshape(x.shape[0], -1)
+                inv = 1 / np.sqrt((flat ** 2).mean(axis=1, keepdims=True) + eps)
+                return (flat * inv * w).reshape(x.shape)
+            inv = 1 / np.sqrt((x ** 2).mean(axis=2, keepdims=True) + eps)
+            return x * inv * w
+
+        item = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
+                "v": btensor(self.v), "q_norm": {"weight": jtensor(wq)},
+                "k_norm": {"weight": btensor(wk), "eps": 0.25}, "causal": True,
+                "return": ["output", "weights"]}
+        out, w = self.attention(item, "b64")
+        want_out, want_w = reference(rms(self.q, wq, 1e-6, False), rms(self.k, wk, 0.25, True),
+                                     self.v, causal=True)
+        self.check(out, want_out)
+        self.check(w, want_w)
+        inputs = [{"name": n, "shape": list(a.shape), "datatype": "FP32",
+                   "data": np.asarray(a, np.float64).reshape(-1).tolist()}
+                  for n, a in (("q", self.q), ("k", self.k), ("v", self.v),
+                               ("q_norm_weight", wq), ("k_norm_weight", wk))]
+        st, _, body = call("POST", "/v2/models/attention-none/infer", json.dumps(
+            {"parameters": {"causal": True, "k_norm_eps": 0.25}, "inputs": inputs}).encode())
+        self.assertEqual(st, 200, body)
+        got = np.array(json.loads(body)["outputs"][0]["data"], np.float32)
+        self.assertEqual(got.tobytes(), np.ascontiguousarray(out, "<f4").reshape(-1).tobytes())
+
     def test_errors(self):
         base = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
                 "v": btensor(self.v)}

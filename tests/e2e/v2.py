@@ -167,7 +167,10 @@ class Metadata(unittest.TestCase):
         common = [t("q", "FP32", 3), t("k", "FP32", 3), t("v", "FP32", 3), t("x", "FP32", 2),
                   t("w_q", "FP32", 2), t("w_k", "FP32", 2), t("w_v", "FP32", 2),
                   t("w_o", "FP32", 2), t("q_positions", "INT32", 1), t("k_positions", "INT32", 1),
-                  t("sinks", "FP32", 1), t("mask", "BOOL", 3), t("bias", "FP32", 3)]
+                                    t("sinks", "FP32", 1), t("mask", "BOOL", 3), t("bias", "FP32", 3),
+                  t("q_norm_weight", "FP32", 1), t("k_norm_weight", "FP32", 1),
+                  t("b_q", "FP32", 1), t("b_k", "FP32", 1), t("b_v", "FP32", 1),
+                  t("b_o", "FP32", 1)]
         outputs = [t(n, "FP32", 3) for n in ("output", "weights", "logits", "q_rot", "k_rot")]
         extra = {
             "none": [], "sinusoidal": [], "rope": [t("short_factor", "FP32", 1),

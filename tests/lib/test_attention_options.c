@@ -314,6 +314,113 @@ static void test_bias(void **state)
 }
 
 /* ------------------------------------------------------------------------- */
+/* q/k RMSNorm and projection biases                                         */
+/* ------------------------------------------------------------------------- */
+
+/* Per-head norms (weight [D]: Qwen3, Gemma 3) and whole-projection norms
+ * ([H*D], [Hkv*D]: OLMo 2) with every q/k/v scheme and GQA; q_rot and k_rot
+ * are q and k as attention sees them (normalised, then rotated). The two
+ * kinds give different answers on the same inputs. */
+static void test_qk_norm(void **state)
+{
+    (void)state;
+    const int H = 4, Hkv = 2, D = 8;
+    tu_rng r;
+    tu_rng_seed(&r, 3800);
+    float *wq_head = rand_tensor(&r, D, 0.5, 1.5), *wk_head = rand_tensor(&r, D, 0.5, 1.5);
+    float *wq_all = rand_tensor(&r, (size_t)H * D, 0.5, 1.5);
+    float *wk_all = rand_tensor(&r, (size_t)Hkv * D, 0.5, 1.5);
+    for (size_t s = 0; s < sizeof qkv_schemes / sizeof qkv_schemes[0]; s++) {
+        for (int whole = 0; whole < 2; whole++) {
+            fixture f;
+            setup_qkv(&f, qkv_schemes[s], 5, 9, H, Hkv, D, 0, 3801 + s);
+            add_tables(&f, H, D, D, s);
+            for (size_t i = 0; i < (size_t)9 * Hkv * D; i++)
+                f.k[i] *= (float)(1 + i % 5); /* rows of unequal size */
+            f.a.q_norm = whole ? wq_all : wq_head;
+            f.a.q_norm_len = whole ? H * D : D;
+            f.a.q_norm_eps = 1e-6f;
+            f.a.k_norm = whole ? wk_all : wk_head;
+            f.a.k_norm_len = whole ? Hkv * D : D;
+            f.a.k_norm_eps = 0.25f; /* large enough to matter */
+            f.a.causal = s % 2 == 0;
+            check_against_reference(&f.a, WANT_ALL);
+            fixture_free(&f);
+        }
+    }
+    {
+        /* Whole against per-head on the same inputs: different weights. */
+        fixture f;
+        float *o1, *o2, *w1, *w2;
+        setup_qkv(&f, PA_SCHEME_NONE, 4, 4, 2, 2, 4, 0, 3810);
+        for (size_t i = 0; i < 4 * 2 * 4; i++)
+            f.q[i] *= (float)(1 + (i / 4) % 2 * 5); /* heads of unequal size */
+        float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        f.a.q_norm = ones;
+        f.a.q_norm_len = 4;
+        f.a.q_norm_eps = 1e-6f;
+        w1 = run_weights(&f.a, &o1);
+        f.a.q_norm_len = 8;
+        w2 = run_weights(&f.a, &o2);
+        double diff = 0;
+        for (int i = 0; i < 2 * 4 * 4; i++)
+            diff = fmax(diff, fabs(w1[i] - w2[i]));
+        assert_true(diff > 1e-2);
+        check_against_reference(&f.a, WANT_ALL);
+        free(o1);
+        free(o2);
+        free(w1);
+        free(w2);
+        fixture_free(&f);
+    }
+    free(wq_head);
+    free(wk_head);
+    free(wq_all);
+    free(wk_all);
+}
+
+/* Layer mode with b_q, b_k, b_v and b_o (GPT-2, BERT, Qwen2), with and
+ * without norms and w_o, for every scheme layer mode takes. */
+static void test_projection_biases(void **state)
+{
+    (void)state;
+    const pa_scheme_type all[] = {PA_SCHEME_NONE,  PA_SCHEME_SINUSOIDAL, PA_SCHEME_ROPE,
+                                  PA_SCHEME_ALIBI, PA_SCHEME_T5,         PA_SCHEME_SHAW};
+    tu_rng r;
+    tu_rng_seed(&r, 3900);
+    float *bq = rand_tensor(&r, 4 * 4, -1, 1), *bk = rand_tensor(&r, 2 * 4, -1, 1);
+    float *bv = rand_tensor(&r, 2 * 4, -1, 1), *bo = rand_tensor(&r, 5, -1, 1);
+    float *wn = rand_tensor(&r, 4 * 4, 0.5, 1.5);
+    for (size_t s = 0; s < sizeof all / sizeof all[0]; s++) {
+        for (int v = 0; v < 3; v++) {
+            fixture f;
+            setup_layer(&f, all[s], 7, 12, 4, 2, 4, 0, v == 2 ? 0 : 5, 3901 + s);
+            add_tables(&f, 4, 4, 4, s);
+            f.a.b_q = bq;
+            f.a.b_k = bk;
+            f.a.b_v = bv;
+            f.a.b_o = v == 2 ? NULL : bo;
+            if (v == 1) {
+                f.a.q_norm = wn;
+                f.a.q_norm_len = 4 * 4;
+                f.a.q_norm_eps = 1e-5f;
+                f.a.k_norm = wn;
+                f.a.k_norm_len = 4;
+                f.a.k_norm_eps = 1e-5f;
+            }
+            f.a.causal = true;
+            check_against_reference(&f.a, WANT_ALL);
+            fixture_free(&f);
+        }
+    }
+    free(bq);
+    free(bk);
+    free(bv);
+    free(bo);
+    free(wn);
+}
+
+/* ------------------------------------------------------------------------- */
 /* Everything at once                                                        */
 /* ------------------------------------------------------------------------- */
 
@@ -351,6 +458,10 @@ static void test_all_options(void **state)
     f.a.mask_heads = H;
     f.a.bias = bias;
     f.a.bias_heads = 1;
+    float knorm[8] = {1.0f, 0.5f, 2.0f, 1.5f, 1.0f, 0.75f, 1.25f, 1.0f};
+    f.a.k_norm = knorm;
+    f.a.k_norm_len = D;
+    f.a.k_norm_eps = 1e-6f;
     check_against_reference(&f.a, WANT_ALL);
 
     size_t nout = (size_t)Lq * H * D, nw = (size_t)H * Lq * Lk;
@@ -384,6 +495,12 @@ static void test_all_options(void **state)
     f.a.mask_heads = H;
     f.a.bias = bias;
     f.a.bias_heads = 1;
+    f.a.q_norm = knorm;
+    f.a.q_norm_len = 4;
+    f.a.q_norm_eps = 1e-6f;
+    f.a.b_q = bias; /* [H*D] = 16 values */
+    f.a.b_v = bias + 16;
+    f.a.b_o = bias + 32;
     check_against_reference(&f.a, WANT_ALL);
     fixture_free(&f);
     free(qpos);
@@ -443,6 +560,50 @@ static void test_option_errors(void **state)
     expect_error(&f.a, PA_STATUS_SHAPE_MISMATCH, "bias.shape[0]");
     f.a.bias_heads = 1;
     TU_ASSERT_STATUS(pa_attention_check(&f.a, NULL), PA_STATUS_OK, NULL);
+
+    f.a.q_norm = bias;
+    f.a.q_norm_len = 3;
+    f.a.q_norm_eps = 1e-6f;
+    expect_error(&f.a, PA_STATUS_SHAPE_MISMATCH, "q_norm.weight");
+    f.a.q_norm_len = 8; /* H * D */
+    TU_ASSERT_STATUS(pa_attention_check(&f.a, NULL), PA_STATUS_OK, NULL);
+    f.a.q_norm_eps = 0.0f;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "q_norm.eps");
+    f.a.q_norm = NULL;
+    f.a.k_norm = bias;
+    f.a.k_norm_len = 8; /* Hkv = 1: D = 4 or 4 */
+    f.a.k_norm_eps = 1e-6f;
+    expect_error(&f.a, PA_STATUS_SHAPE_MISMATCH, "k_norm.weight");
+    f.a.k_norm = NULL;
+    f.a.b_q = bias;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "b_q");
+    f.a.b_q = NULL;
+    fixture_free(&f);
+
+    setup_layer(&f, PA_SCHEME_NONE, 3, 4, 2, 2, 2, 0, 0, 3701);
+    f.a.b_o = bias;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "b_o");
+    fixture_free(&f);
+
+    /* The absolute schemes' four-way decomposition is bilinear: a norm has
+     * no such split. */
+    setup_layer(&f, PA_SCHEME_SINUSOIDAL, 3, 4, 2, 2, 2, 0, 0, 3702);
+    f.a.q_norm = bias;
+    f.a.q_norm_len = 2;
+    f.a.q_norm_eps = 1e-6f;
+    {
+        pa_error err;
+        size_t wsz = pa_decompose_workspace_size(&f.a), n = 2 * 3 * 3;
+        void *ws = tu_alloc(wsz, 1);
+        float *c = tu_alloc(n, 4), *pp = tu_alloc(n, 4);
+        pa_decomposition d = {.content = c, .position = pp};
+        TU_ASSERT_STATUS(pa_analyze_decompose(&f.a, &d, ws, wsz, &err), PA_STATUS_UNSUPPORTED,
+                         &err);
+        assert_string_equal(err.field, "q_norm");
+        free(ws);
+        free(c);
+        free(pp);
+    }
     fixture_free(&f);
 }
 
@@ -459,6 +620,8 @@ int main(void)
         cmocka_unit_test(test_mask_polarity),
         cmocka_unit_test(test_mask_document_tiles),
         cmocka_unit_test(test_bias),
+        cmocka_unit_test(test_qk_norm),
+        cmocka_unit_test(test_projection_biases),
         cmocka_unit_test(test_all_options),
         cmocka_unit_test(test_option_errors),
     };

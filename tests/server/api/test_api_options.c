@@ -260,6 +260,131 @@ static void test_option_errors(void **state)
     qkv_free(&f);
 }
 
+/* q_norm and k_norm (a per-head weight and a whole-projection one), and in
+ * layer mode the projection biases with w_o; against the library. */
+static void test_norms_and_biases(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    int status;
+    tu_rng r;
+    const char *names[] = {"output", "q_rot", "k_rot"};
+    tu_rng_seed(&r, 4150);
+    float *wq = rnd(&r, 8, 0.5, 1.5), *wk = rnd(&r, 2 * 8, 0.5, 1.5);
+    qkv_make(&f, 5, 7, 4, 2, 8, 8, 4151);
+    cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"rope\"}"));
+    cJSON *qn = cJSON_AddObjectToObject(item, "q_norm");
+    cJSON_AddItemToObject(qn, "weight", jtensor(wq, 1, 8));
+    cJSON *kn = cJSON_AddObjectToObject(item, "k_norm");
+    cJSON_AddItemToObject(kn, "weight", jtensor(wk, 1, 16));
+    cJSON_AddNumberToObject(kn, "eps", 0.5);
+    cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(names, 3));
+    cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    expect_ok(ans, status);
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    qkv_desc(&f, &s, &a);
+    a.q_norm = wq;
+    a.q_norm_len = 8;
+    a.q_norm_eps = 1e-6f; /* the default */
+    a.k_norm = wk;
+    a.k_norm_len = 16;
+    a.k_norm_eps = 0.5f;
+    lib_run(&a, (size_t)f.Lq * f.H * f.Dv, &want);
+    result_is(output_at(ans, 0), "output", want.out, want.n_out);
+    result_is(output_at(ans, 0), "q_rot", want.q_rot, want.n_q);
+    result_is(output_at(ans, 0), "k_rot", want.k_rot, want.n_k);
+    lib_free(&want);
+    cJSON_Delete(ans);
+    qkv_free(&f);
+
+    /* Layer mode: L=4, d_model=6, H=2, Hkv=1, D=3, d_out=5. */
+    float *x = rnd(&r, 4 * 6, -1, 1), *w_q = rnd(&r, 6 * 6, -0.4, 0.4);
+    float *w_k = rnd(&r, 6 * 3, -0.4, 0.4), *w_v = rnd(&r, 6 * 3, -0.4, 0.4);
+    float *w_o = rnd(&r, 6 * 5, -0.4, 0.4), *b = rnd(&r, 6 + 3 + 3 + 5, -1, 1);
+    item = cJSON_CreateObject();
+    cJSON_AddItemToObject(item, "scheme", scheme_of("{\"type\":\"alibi\"}"));
+    cJSON_AddItemToObject(item, "x", jtensor(x, 2, 4, 6));
+    cJSON_AddItemToObject(item, "w_q", jtensor(w_q, 2, 6, 6));
+    cJSON_AddItemToObject(item, "w_k", jtensor(w_k, 2, 6, 3));
+    cJSON_AddItemToObject(item, "w_v", jtensor(w_v, 2, 6, 3));
+    cJSON_AddItemToObject(item, "w_o", jtensor(w_o, 2, 6, 5));
+    cJSON_AddNumberToObject(item, "num_heads", 2);
+    cJSON_AddNumberToObject(item, "num_kv_heads", 1);
+    cJSON_AddItemToObject(item, "b_q", jtensor(b, 1, 6));
+    cJSON_AddItemToObject(item, "b_k", jtensor(b + 6, 1, 3));
+    cJSON_AddItemToObject(item, "b_v", jtensor(b + 9, 1, 3));
+    cJSON_AddItemToObject(item, "b_o", jtensor(b + 12, 1, 5));
+    cJSON_AddTrueToObject(item, "causal");
+    ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    expect_ok(ans, status);
+    pa_scheme_init(&s, PA_SCHEME_ALIBI);
+    pa_attention_init(&a, &s);
+    a.x = x;
+    a.seq_len = 4;
+    a.d_model = 6;
+    a.w_q = w_q;
+    a.w_k = w_k;
+    a.w_v = w_v;
+    a.w_o = w_o;
+    a.d_out = 5;
+    a.num_heads = 2;
+    a.num_kv_heads = 1;
+    a.head_dim = 3;
+    a.b_q = b;
+    a.b_k = b + 6;
+    a.b_v = b + 9;
+    a.b_o = b + 12;
+    a.causal = true;
+    lib_run(&a, 4 * 5, &want);
+    result_is(output_at(ans, 0), "output", want.out, want.n_out);
+    lib_free(&want);
+    cJSON_Delete(ans);
+
+    /* Their errors, each naming its field. */
+    static const struct {
+        const char *member, *json, *code, *field;
+    } bad[] = {
+        {"q_norm", "{\"weight\":{\"shape\":[4],\"data\":[1,1,1,1]}}", "SHAPE_MISMATCH",
+         "inputs[0].q_norm.weight"},
+        {"q_norm", "{\"eps\":1e-6}", "INVALID_ARGUMENT", "inputs[0].q_norm.weight"},
+        {"k_norm", "{\"weight\":{\"shape\":[3],\"data\":[1,1,1]},\"eps\":0}", "INVALID_ARGUMENT",
+         "inputs[0].k_norm.eps"},
+        {"k_norm", "{\"weight\":{\"shape\":[3],\"data\":[1,1,1]},\"epsilon\":1}", "UNKNOWN_FIELD",
+         "inputs[0].k_norm.epsilon"},
+        {"b_q", "{\"shape\":[5],\"data\":[1,1,1,1,1]}", "SHAPE_MISMATCH", "inputs[0].b_q.shape[0]"},
+        {"b_v", "{\"shape\":[2],\"data\":[1,1]}", "SHAPE_MISMATCH", "inputs[0].b_v.shape[0]"},
+        {"b_o", "{\"shape\":[4],\"data\":[1,1,1,1]}", "SHAPE_MISMATCH", "inputs[0].b_o.shape[0]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        item = cJSON_CreateObject();
+        cJSON_AddItemToObject(item, "scheme", scheme_of("{\"type\":\"none\"}"));
+        cJSON_AddItemToObject(item, "x", jtensor(x, 2, 4, 6));
+        cJSON_AddItemToObject(item, "w_q", jtensor(w_q, 2, 6, 6));
+        cJSON_AddItemToObject(item, "w_k", jtensor(w_k, 2, 6, 3));
+        cJSON_AddItemToObject(item, "w_v", jtensor(w_v, 2, 6, 3));
+        cJSON_AddItemToObject(item, "w_o", jtensor(w_o, 2, 6, 5));
+        cJSON_AddNumberToObject(item, "num_heads", 2);
+        cJSON_AddNumberToObject(item, "num_kv_heads", 1);
+        cJSON_AddItemToObject(item, bad[i].member, cJSON_Parse(bad[i].json));
+        ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+        expect_ok(ans, status);
+        expect_item_error(ans, 0, bad[i].code, bad[i].field);
+        cJSON_Delete(ans);
+    }
+    free(x);
+    free(w_q);
+    free(w_k);
+    free(w_v);
+    free(w_o);
+    free(b);
+    free(wq);
+    free(wk);
+}
+
 /* GET /v1/schemes documents every option the parser reads, and the parser
  * reads every option it documents: a wrong type for each is an error on
  * that option's own field, never UNKNOWN_FIELD. */
@@ -270,7 +395,8 @@ static void test_schemes_document_options(void **state)
     srv_reply reply;
     qkv f;
     int status, n = 0;
-    const char *want[] = {"softcap", "sinks", "chunk_size", "mask", "bias"};
+    const char *want[] = {"softcap", "sinks", "chunk_size", "mask", "bias", "q_norm",
+                          "k_norm",  "b_q",   "b_k",        "b_v",  "b_o"};
     memset(&reply, 0, sizeof reply);
     srv_endpoint_answer(&srv_ep_schemes, &lim, &reply);
     assert_int_equal(reply.http_status, 200);
@@ -295,7 +421,7 @@ static void test_schemes_document_options(void **state)
         cJSON_Delete(res);
         n++;
     }
-    assert_int_equal(n, 5);
+    assert_int_equal(n, 11);
     cJSON_Delete(ans);
     qkv_free(&f);
 }
@@ -308,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_mask_counts_memory),
         cmocka_unit_test(test_option_errors),
         cmocka_unit_test(test_schemes_document_options),
+        cmocka_unit_test(test_norms_and_biases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
