@@ -206,6 +206,16 @@ typedef struct pa_rope {
     int32_t short_factor_len;
     const float *long_factor; /* longrope [long_factor_len = r/2] */
     int32_t long_factor_len;
+    /* Multimodal RoPE (Qwen2-VL, Qwen2.5-VL; Qwen3-VL interleaved): each of
+     * the r/2 frequencies takes its angle from one of three position rows,
+     * temporal, height and width (pa_rope_cos_sin_mrope; posattn.h
+     * q_mrope_positions). All zero: plain rope. Else t + h + w = r/2 and
+     *   sections:    frequency i reads row 0 for i < t, row 1 for i < t + h,
+     *                row 2 after (Hugging Face apply_multimodal_rotary_pos_emb)
+     *   interleaved: row 1 when i % 3 == 1 and i < 3h, row 2 when i % 3 == 2
+     *                and i < 3w, row 0 otherwise (apply_interleaved_mrope). */
+    int32_t mrope_section[3];
+    bool mrope_interleaved;
 } pa_rope;
 
 /* ALiBi, Press et al. 2022. Slopes m_h for H heads, with n = 2^floor(log2 H):
@@ -284,6 +294,18 @@ pa_status pa_rope_inv_freq(const pa_rope *r, int32_t head_dim, int32_t max_posit
  * call so queries and keys agree). */
 pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *positions, int32_t n,
                           int32_t max_position, float *cos_out, float *sin_out, pa_error *err);
+
+/* The position row (0 temporal, 1 height, 2 width) frequency i of an M-RoPE
+ * configuration takes its angle from; 0 for plain rope. */
+int pa_rope_mrope_row(const pa_rope *r, int32_t i);
+
+/* Cos and sin tables of M-RoPE as pa_rope_cos_sin makes them, row p's
+ * frequency i from position positions3[pa_rope_mrope_row(r, i) * n + p]:
+ * positions3 [3, n] holds the temporal, height and width rows. For plain
+ * rope (no sections) only row 0 is read. */
+pa_status pa_rope_cos_sin_mrope(const pa_rope *r, int32_t head_dim, const int32_t *positions3,
+                                int32_t n, int32_t max_position, float *cos_out, float *sin_out,
+                                pa_error *err);
 
 /* Rotates x [n, heads, head_dim] into out (same shape; out may equal x) with
  * tables from pa_rope_cos_sin for the same n positions. Cannot fail once the
@@ -414,6 +436,13 @@ typedef struct pa_attention {
     const float *b_k; /* [Hkv*D] */
     const float *b_v; /* [Hkv*Dv] */
     const float *b_o; /* [d_out] (with w_o) */
+    /* rope with mrope_section: the temporal, height and width rows of each
+     * token's M-RoPE position, [3, Lq] and [3, Lk] (one array for both in
+     * layer mode). They only choose angles: masks follow q_positions and
+     * k_positions (token order by default), as Hugging Face's cache
+     * positions do. NULL: all three rows are the 1-D positions. */
+    const int32_t *q_mrope_positions;
+    const int32_t *k_mrope_positions;
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. */

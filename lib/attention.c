@@ -63,6 +63,8 @@ static bool same_positions(const pa__plan *p)
         return false;
     if (p->layer)
         return true;
+    if (p->q_mrope != NULL || p->k_mrope != NULL) /* the angles' positions */
+        return p->q_mrope == p->k_mrope;
     return p->q_positions == NULL && p->k_positions == NULL;
 }
 
@@ -730,13 +732,15 @@ static void fill_positions(const pa__plan *p, buffers *b)
     }
 }
 
+/* The largest position that chooses an angle (the M-RoPE rows when given):
+ * dynamic and longrope scale by it. */
 static int32_t max_position(const pa__plan *p, const buffers *b)
 {
     int32_t mx = INT32_MIN;
-    for (int32_t i = 0; i < p->Lq; i++)
-        mx = pa__max_i32(mx, b->qpos[i]);
-    for (int32_t j = 0; j < p->Lk; j++)
-        mx = pa__max_i32(mx, b->kpos[j]);
+    for (size_t i = 0; i < (p->q_mrope ? 3 : 1) * (size_t)p->Lq; i++)
+        mx = pa__max_i32(mx, p->q_mrope ? p->q_mrope[i] : b->qpos[i]);
+    for (size_t j = 0; j < (p->k_mrope ? 3 : 1) * (size_t)p->Lk; j++)
+        mx = pa__max_i32(mx, p->k_mrope ? p->k_mrope[j] : b->kpos[j]);
     return mx;
 }
 
@@ -841,9 +845,13 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
     if (p.rope) {
         const pa_rope *r = &p.scheme->rope;
         int32_t maxpos = max_position(&p, &b);
-        st = pa_rope_cos_sin(r, p.D, b.qpos, p.Lq, maxpos, b.cos_q, b.sin_q, err);
+        st = p.q_mrope != NULL
+                 ? pa_rope_cos_sin_mrope(r, p.D, p.q_mrope, p.Lq, maxpos, b.cos_q, b.sin_q, err)
+                 : pa_rope_cos_sin(r, p.D, b.qpos, p.Lq, maxpos, b.cos_q, b.sin_q, err);
         if (st == PA_STATUS_OK && b.cos_k != b.cos_q)
-            st = pa_rope_cos_sin(r, p.D, b.kpos, p.Lk, maxpos, b.cos_k, b.sin_k, err);
+            st = p.k_mrope != NULL
+                     ? pa_rope_cos_sin_mrope(r, p.D, p.k_mrope, p.Lk, maxpos, b.cos_k, b.sin_k, err)
+                     : pa_rope_cos_sin(r, p.D, b.kpos, p.Lk, maxpos, b.cos_k, b.sin_k, err);
         if (st != PA_STATUS_OK)
             return st;
     }

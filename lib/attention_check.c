@@ -119,6 +119,22 @@ static pa_status check_qkv_inputs(const pa_attention *a, int32_t H, int32_t Hkv,
 
 static pa_status check_positions(const pa_attention *a, int32_t Lq, int32_t Lk, pa_error *err)
 {
+    if (a->q_mrope_positions != NULL || a->k_mrope_positions != NULL) {
+        const pa_rope *r = &a->scheme->rope;
+        const char *field =
+            a->q_mrope_positions != NULL ? "q_mrope_positions" : "k_mrope_positions";
+        if (a->scheme->type != PA_SCHEME_ROPE ||
+            (r->mrope_section[0] == 0 && r->mrope_section[1] == 0 && r->mrope_section[2] == 0))
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
+                            "%s are M-RoPE positions [3, L]: they need scheme rope with "
+                            "mrope_section",
+                            field);
+        if (a->x != NULL && a->q_mrope_positions != NULL && a->k_mrope_positions != NULL &&
+            memcmp(a->q_mrope_positions, a->k_mrope_positions, 3 * (size_t)Lq * sizeof(int32_t)))
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "q_mrope_positions",
+                            "in layer mode q and k are the same tokens, but q_mrope_positions "
+                            "differs from k_mrope_positions");
+    }
     /* In layer mode the queries and keys are the same tokens. */
     if (a->x != NULL && a->q_positions != NULL && a->k_positions != NULL) {
         for (int32_t i = 0; i < Lq; i++) {
@@ -314,8 +330,12 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
         /* One sequence: either positions array names both. */
         p->q_positions = a->q_positions != NULL ? a->q_positions : a->k_positions;
         p->k_positions = a->k_positions != NULL ? a->k_positions : a->q_positions;
+        p->q_mrope = a->q_mrope_positions != NULL ? a->q_mrope_positions : a->k_mrope_positions;
+        p->k_mrope = a->k_mrope_positions != NULL ? a->k_mrope_positions : a->q_mrope_positions;
     } else {
         p->q_positions = a->q_positions;
         p->k_positions = a->k_positions;
+        p->q_mrope = a->q_mrope_positions;
+        p->k_mrope = a->k_mrope_positions;
     }
 }

@@ -18,6 +18,7 @@ typedef struct pa__plan {
     float scale;
     const int32_t *q_positions; /* as given (NULL = default) after layer-mode merging */
     const int32_t *k_positions;
+    const int32_t *q_mrope, *k_mrope; /* [3, L] M-RoPE positions, merged the same way */
 } pa__plan;
 
 /* Resolves defaults for a descriptor that passed pa_attention_check. */

@@ -211,6 +211,22 @@ pa_status pa_rope_check(const pa_rope *r, int32_t head_dim, pa_error *err)
             "scheme.rotary_dim", "scheme.rotary_dim=%d must be even and <= head_dim=%d",
             (int)r->rotary_dim, (int)head_dim);
     int32_t rd = pa_rope_rotary_dim(r, head_dim);
+    {
+        const int32_t *sec = r->mrope_section;
+        int64_t sum = (int64_t)sec[0] + sec[1] + sec[2];
+        for (int k = 0; k < 3; k++)
+            if (sec[k] < 0)
+                return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.mrope_section",
+                                "scheme.mrope_section[%d]=%d must be >= 0", k, (int)sec[k]);
+        if ((sec[0] != 0 || sec[1] != 0 || sec[2] != 0) && sum != rd / 2)
+            return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "scheme.mrope_section",
+                            "scheme.mrope_section=[%d, %d, %d] sums to %lld; it must be "
+                            "rotary_dim/2=%d (one section per rotated frequency)",
+                            (int)sec[0], (int)sec[1], (int)sec[2], (long long)sum, (int)(rd / 2));
+        if (r->mrope_interleaved && sum == 0)
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.mrope_interleaved",
+                            "scheme.mrope_interleaved needs scheme.mrope_section");
+    }
     if (!isfinite(r->base))
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.base",
                         "scheme.base=%g must be finite", r->base);
@@ -416,8 +432,28 @@ pa_status pa_rope_inv_freq(const pa_rope *r, int32_t head_dim, int32_t max_posit
     return PA_STATUS_OK;
 }
 
-pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *positions, int32_t n,
-                          int32_t max_position, float *cos_out, float *sin_out, pa_error *err)
+int pa_rope_mrope_row(const pa_rope *r, int32_t i)
+{
+    const int32_t *sec = r->mrope_section;
+    if (sec[0] == 0 && sec[1] == 0 && sec[2] == 0)
+        return 0;
+    if (r->mrope_interleaved) {
+        if (i % 3 == 1 && i < 3 * sec[1])
+            return 1;
+        if (i % 3 == 2 && i < 3 * sec[2])
+            return 2;
+        return 0;
+    }
+    return i < sec[0] ? 0 : i < sec[0] + sec[1] ? 1 : 2;
+}
+
+/* The tables' columns of position row `row` (all columns when mrope is
+ * NULL) from positions [n]. */
+static void fill_tables(const rope_plan *p, const pa_rope *mrope, int row, const int32_t *positions,
+                        int32_t n, float *cos_out, float *sin_out);
+
+static pa_status cos_sin_args(const pa_rope *r, int32_t head_dim, const void *positions, int32_t n,
+                              const float *cos_out, const float *sin_out, pa_error *err)
 {
     pa_status st = pa_rope_check(r, head_dim, err);
     if (st != PA_STATUS_OK)
@@ -432,9 +468,39 @@ pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *pos
     if (cos_out == NULL || sin_out == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, cos_out == NULL ? "cos" : "sin",
                         "the %s table must not be NULL", cos_out == NULL ? "cos" : "sin");
+    return PA_STATUS_OK;
+}
 
+pa_status pa_rope_cos_sin_mrope(const pa_rope *r, int32_t head_dim, const int32_t *positions3,
+                                int32_t n, int32_t max_position, float *cos_out, float *sin_out,
+                                pa_error *err)
+{
+    pa_status st = cos_sin_args(r, head_dim, positions3, n, cos_out, sin_out, err);
+    if (st != PA_STATUS_OK || n == 0)
+        return st;
     rope_plan p;
     plan_init(r, head_dim, max_position, &p);
+    for (int row = 0; row < 3; row++)
+        fill_tables(&p, r, row, positions3 + (size_t)row * (size_t)n, n, cos_out, sin_out);
+    return PA_STATUS_OK;
+}
+
+pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *positions, int32_t n,
+                          int32_t max_position, float *cos_out, float *sin_out, pa_error *err)
+{
+    pa_status st = cos_sin_args(r, head_dim, positions, n, cos_out, sin_out, err);
+    if (st != PA_STATUS_OK || n == 0)
+        return st;
+    rope_plan p;
+    plan_init(r, head_dim, max_position, &p);
+    fill_tables(&p, NULL, 0, positions, n, cos_out, sin_out);
+    return PA_STATUS_OK;
+}
+
+static void fill_tables(const rope_plan *pp, const pa_rope *mrope, int row,
+                        const int32_t *positions, int32_t n, float *cos_out, float *sin_out)
+{
+    const rope_plan p = *pp;
     size_t half = (size_t)(p.r / 2);
     /* cos and sin of pos * freq in double. Where a position follows the
      * previous one, the angle advances by freq: a complex multiplication by
@@ -471,12 +537,13 @@ pa_status pa_rope_cos_sin(const pa_rope *r, int32_t head_dim, const int32_t *pos
                 }
             }
             for (size_t i = 0; i < w; i++) {
+                if (mrope != NULL && pa_rope_mrope_row(mrope, i0 + (int32_t)i) != row)
+                    continue;
                 c[i] = (float)(zc[i] * p.attention);
                 s[i] = (float)(zs[i] * p.attention);
             }
         }
     }
-    return PA_STATUS_OK;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -153,21 +153,44 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
         int r = s->rope.rotary_dim ? s->rope.rotary_dim : D;
         double *inv = xcalloc((size_t)r / 2, sizeof *inv), af;
         double *tmp = xcalloc((size_t)D, sizeof *tmp);
+        /* M-RoPE: three position rows per token choose the angles (all of
+         * them the 1-D position when none are given); masks keep qpos/kpos. */
+        const int32_t *qm = a->q_mrope_positions, *km = a->k_mrope_positions;
+        if (layer) {
+            if (!qm)
+                qm = km;
+            if (!km)
+                km = qm;
+        }
         for (int i = 0; i < Lq; i++)
-            maxpos = qpos[i] > maxpos ? qpos[i] : maxpos;
+            for (int m = 0; m < 3; m++) {
+                int pp = qm ? qm[(size_t)m * Lq + i] : qpos[i];
+                maxpos = pp > maxpos ? pp : maxpos;
+            }
         for (int j = 0; j < Lk; j++)
-            maxpos = kpos[j] > maxpos ? kpos[j] : maxpos;
+            for (int m = 0; m < 3; m++) {
+                int pp = km ? km[(size_t)m * Lk + j] : kpos[j];
+                maxpos = pp > maxpos ? pp : maxpos;
+            }
         ref_rope_inv_freq(&s->rope, D, maxpos, inv, &af);
         for (int i = 0; i < Lq; i++)
             for (int h = 0; h < H; h++) {
                 double *x = q + ((size_t)i * H + h) * D;
-                ref_rope_rotate(&s->rope, D, inv, af, qpos[i], x, tmp);
+                int p3[3] = {qpos[i], qpos[i], qpos[i]};
+                if (qm)
+                    for (int m = 0; m < 3; m++)
+                        p3[m] = qm[(size_t)m * Lq + i];
+                ref_rope_rotate_mrope(&s->rope, D, inv, af, p3, x, tmp);
                 memcpy(x, tmp, (size_t)D * sizeof *x);
             }
         for (int j = 0; j < Lk; j++)
             for (int h = 0; h < Hkv; h++) {
                 double *x = k + ((size_t)j * Hkv + h) * D;
-                ref_rope_rotate(&s->rope, D, inv, af, kpos[j], x, tmp);
+                int p3[3] = {kpos[j], kpos[j], kpos[j]};
+                if (km)
+                    for (int m = 0; m < 3; m++)
+                        p3[m] = km[(size_t)m * Lk + j];
+                ref_rope_rotate_mrope(&s->rope, D, inv, af, p3, x, tmp);
                 memcpy(x, tmp, (size_t)D * sizeof *x);
             }
         free(inv);

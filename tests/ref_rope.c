@@ -246,6 +246,57 @@ void ref_rope_rotate(const pa_rope *r, int head_dim, const double *inv_freq,
         out[d] = x[d];
 }
 
+int ref_mrope_row(const pa_rope *r, int i)
+{
+    const int32_t *sec = r->mrope_section;
+    if (sec[0] == 0 && sec[1] == 0 && sec[2] == 0)
+        return 0;
+    if (r->mrope_interleaved) {
+        int row = 0;
+        for (int dim = 1; dim <= 2; dim++)
+            for (int idx = dim; idx < 3 * sec[dim]; idx += 3)
+                if (idx == i)
+                    row = dim;
+        return row;
+    }
+    /* The chunks of cat(freqs, freqs) split by mrope_section * 2: walk them
+     * until the one holding index i (i < r/2, in the first copy). */
+    int start = 0;
+    for (int k = 0; k < 6; k++) {
+        int len = sec[k % 3];
+        if (i < start + len)
+            return k % 3;
+        start += len;
+    }
+    return 0;
+}
+
+void ref_rope_rotate_mrope(const pa_rope *r, int head_dim, const double *inv_freq,
+                           double attention_factor, const int pos3[3], const double *x, double *out)
+{
+    int dim = ref_dim(r, head_dim);
+    int half = dim / 2;
+    if (r->layout == PA_ROPE_LAYOUT_GPTJ) {
+        for (int i = 0; i < half; i++) {
+            double theta = (double)pos3[ref_mrope_row(r, i)] * inv_freq[i];
+            double c = cos(theta) * attention_factor, s = sin(theta) * attention_factor;
+            double re = x[2 * i], im = x[2 * i + 1];
+            out[2 * i] = re * c - im * s;
+            out[2 * i + 1] = re * s + im * c;
+        }
+    } else {
+        for (int d = 0; d < dim; d++) {
+            int i = d % half;
+            double theta = (double)pos3[ref_mrope_row(r, i)] * inv_freq[i];
+            double c = cos(theta) * attention_factor, s = sin(theta) * attention_factor;
+            double rot = d < half ? -x[d + half] : x[d - half];
+            out[d] = x[d] * c + rot * s;
+        }
+    }
+    for (int d = dim; d < head_dim; d++)
+        out[d] = x[d];
+}
+
 void ref_rope_rotate_tensor(const pa_rope *r, int head_dim, int n, int heads,
                             const int32_t *positions, int max_position, const float *x, double *out)
 {

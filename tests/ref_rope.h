@@ -30,6 +30,19 @@ void ref_rope_inv_freq(const pa_rope *r, int head_dim, int max_position, double 
 void ref_rope_rotate(const pa_rope *r, int head_dim, const double *inv_freq,
                      double attention_factor, int position, const double *x, double *out);
 
+/* M-RoPE: the position row (0 temporal, 1 height, 2 width) of frequency i,
+ * from Hugging Face's code: apply_multimodal_rotary_pos_emb (Qwen2-VL) splits
+ * cat(freqs, freqs) into mrope_section * 2 chunks, chunk k reading row k % 3;
+ * apply_interleaved_mrope (Qwen3-VL) starts from row 0 and overwrites
+ * freqs[..., offset : 3 * mrope_section[dim] : 3] with row dim, offset = dim,
+ * for dim 1 and 2. 0 when the sections are all zero. */
+int ref_mrope_row(const pa_rope *r, int i);
+
+/* ref_rope_rotate with frequency i at position pos3[ref_mrope_row(r, i)]. */
+void ref_rope_rotate_mrope(const pa_rope *r, int head_dim, const double *inv_freq,
+                           double attention_factor, const int pos3[3], const double *x,
+                           double *out);
+
 /* Convenience for tensors: x [n, heads, head_dim] (float) rotated row t to
  * positions[t] into out [n, heads, head_dim] (double), with the frequencies of
  * ref_rope_inv_freq(r, head_dim, max_position). */

@@ -47,6 +47,8 @@ void api_item_free(api_item *it)
     api_tensor_release(&it->b_v);
     api_tensor_release(&it->b_o);
     free(it->mask);
+    free(it->q_mrope);
+    free(it->k_mrope);
     free(it->q_positions);
     free(it->k_positions);
     memset(it, 0, sizeof *it);
@@ -266,13 +268,55 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     return true;
 }
 
+/* Positions [L]; or, with mrope (rope with mrope_section), [3, L]: three
+ * rows (temporal, height, width) into *mrope, [3 * L] flat. */
 static bool parse_positions(const cJSON *obj, const char *name, int32_t want, const char *what,
-                            const api_ctx *ctx, int32_t **out, api_err *e)
+                            bool mrope_ok, const api_ctx *ctx, int32_t **out, int32_t **mrope,
+                            api_err *e)
 {
     const cJSON *v = member(obj, name);
     int32_t n = 0;
     if (v == NULL)
         return true;
+    if (cJSON_IsArray(v) && cJSON_IsArray(v->child)) {
+        int32_t *rows = NULL;
+        const cJSON *row;
+        int k = 0;
+        char path[48];
+        if (!mrope_ok)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                            "%s is [3, L] (M-RoPE rows) only for scheme rope with "
+                            "mrope_section; send [L] positions",
+                            name);
+        if (cJSON_GetArraySize(v) != 3)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
+                            "%s has %d rows; M-RoPE positions are [3, L] (temporal, height, "
+                            "width)",
+                            name, cJSON_GetArraySize(v));
+        rows = malloc(3 * (size_t)want * sizeof *rows);
+        if (rows == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory");
+        cJSON_ArrayForEach(row, v)
+        {
+            int32_t *r = NULL;
+            snprintf(path, sizeof path, "%s[%d]", name, k);
+            if (!api_get_int_array(row, path, ctx, &r, &n, e)) {
+                free(rows);
+                return false;
+            }
+            if (n != want) {
+                free(r);
+                free(rows);
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s has %d values but %s=%d",
+                                path, (int)n, what, (int)want);
+            }
+            memcpy(rows + (size_t)k * want, r, (size_t)want * sizeof *rows);
+            free(r);
+            k++;
+        }
+        *mrope = rows;
+        return true;
+    }
     if (!api_get_int_array(v, name, ctx, out, &n, e))
         return false;
     if (n != want)
@@ -305,13 +349,17 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
         it->att.scale = (float)d;
     }
     bool layer = it->att.x != NULL;
-    if (!parse_positions(obj, "q_positions", it->Lq, layer ? "x.shape[0]" : "q.shape[0]", ctx,
-                         &it->q_positions, e) ||
-        !parse_positions(obj, "k_positions", it->Lk, layer ? "x.shape[0]" : "k.shape[0]", ctx,
-                         &it->k_positions, e))
+    const int32_t *sec = it->scheme.s.rope.mrope_section;
+    bool mrope = it->scheme.s.type == PA_SCHEME_ROPE && (sec[0] != 0 || sec[1] != 0 || sec[2] != 0);
+    if (!parse_positions(obj, "q_positions", it->Lq, layer ? "x.shape[0]" : "q.shape[0]", mrope,
+                         ctx, &it->q_positions, &it->q_mrope, e) ||
+        !parse_positions(obj, "k_positions", it->Lk, layer ? "x.shape[0]" : "k.shape[0]", mrope,
+                         ctx, &it->k_positions, &it->k_mrope, e))
         return false;
     it->att.q_positions = it->q_positions;
     it->att.k_positions = it->k_positions;
+    it->att.q_mrope_positions = it->q_mrope;
+    it->att.k_mrope_positions = it->k_mrope;
     return true;
 }
 
@@ -567,6 +615,10 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
         out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->Lq * sizeof(int32_t));
     if (out->k_positions != NULL)
         out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->Lk * sizeof(int32_t));
+    if (out->q_mrope != NULL)
+        out->input_bytes = api_add_sat(out->input_bytes, 3 * (size_t)out->Lq * sizeof(int32_t));
+    if (out->k_mrope != NULL)
+        out->input_bytes = api_add_sat(out->input_bytes, 3 * (size_t)out->Lk * sizeof(int32_t));
     return true;
 
 fail:

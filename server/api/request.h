@@ -45,6 +45,7 @@ typedef enum api_param_kind {
     API_PARAM_ENUM,         /* a name: layout, scaling */
     API_PARAM_TENSOR,       /* 2-D tensor */
     API_PARAM_NUMBER_ARRAY, /* plain JSON array of numbers */
+    API_PARAM_INT_ARRAY,    /* plain JSON array of integers (mrope_section) */
 } api_param_kind;
 
 typedef struct api_param {
@@ -82,7 +83,8 @@ typedef struct api_item {
     srv_tensor b_q, b_k, b_v, b_o; /* layer mode: projection biases */
     uint8_t *mask;                 /* [mask_heads, Lq, Lk] 0/1, malloc'd */
     int32_t *q_positions, *k_positions;
-    unsigned ret; /* API_RET_* */
+    int32_t *q_mrope, *k_mrope; /* [3, L] M-RoPE rows (with mrope_section) */
+    unsigned ret;               /* API_RET_* */
     /* Sizes after defaults. */
     int32_t H, Hkv, D, Dv, Lq, Lk;
     int out_ndim;

@@ -87,6 +87,14 @@ static const api_param params[] = {
      "longrope: per-frequency factors used while max position + 1 <= original_max_position"},
     {PA_SCHEME_ROPE, "long_factor", API_PARAM_NUMBER_ARRAY, 0, SC(LONGROPE), "[rotary_dim/2]",
      "required for longrope", "longrope: per-frequency factors used beyond it"},
+    {PA_SCHEME_ROPE, "mrope_section", API_PARAM_INT_ARRAY, 0, 0, "[3]", "optional",
+     "multimodal RoPE (Qwen2-VL, Qwen2.5-VL): [t, h, w] frequencies, summing to rotary_dim/2, "
+     "that take their angle from the temporal, height and width position rows; q_positions "
+     "and k_positions may then be [3, L] (masks follow token order)"},
+    {PA_SCHEME_ROPE, "mrope_interleaved", API_PARAM_BOOL, OFF(rope.mrope_interleaved), 0, NULL,
+     "optional",
+     "Qwen3-VL: h and w take every third frequency from 1 and 2 (up to 3h, 3w), t the rest, "
+     "instead of contiguous sections"},
     {PA_SCHEME_ALIBI, "max_bias", API_PARAM_NUMBER, OFF(alibi.max_bias), 0, NULL, "optional",
      "slopes m_h = 2^(-max_bias (h+1) / n), n = 2^floor(log2 H) (Press et al. for any H)"},
     {PA_SCHEME_ALIBI, "symmetric", API_PARAM_BOOL, OFF(alibi.symmetric), 0, NULL, "optional",
@@ -121,6 +129,8 @@ const char *api_param_kind_name(api_param_kind k)
         return "tensor";
     case API_PARAM_NUMBER_ARRAY:
         return "number[]";
+    case API_PARAM_INT_ARRAY:
+        return "integer[]";
     }
     return "unknown";
 }
@@ -261,6 +271,19 @@ static bool parse_param(const api_param *p, const cJSON *v, const api_ctx *ctx, 
         return parse_tensor_param(p, v, rel, ctx, out, e);
     case API_PARAM_NUMBER_ARRAY:
         return parse_array_param(p, v, rel, ctx, out, e);
+    case API_PARAM_INT_ARRAY: { /* mrope_section */
+        int32_t *a = NULL, n = 0;
+        if (!api_get_int_array(v, rel, ctx, &a, &n, e))
+            return false;
+        if (n != 3) {
+            free(a);
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,
+                            "%s has %d values; it needs 3 ([t, h, w])", rel, (int)n);
+        }
+        memcpy(out->s.rope.mrope_section, a, 3 * sizeof(int32_t));
+        free(a);
+        return true;
+    }
     }
     return api_fail(e, ctx, SRV_ERR_INTERNAL, rel, "unhandled parameter kind");
 }

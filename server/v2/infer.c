@@ -52,7 +52,8 @@ static const api_param *scheme_scalar(pa_scheme_type t, const char *name)
     const api_param *p = api_params(&np);
     for (size_t i = 0; i < np; i++)
         if (p[i].type == t && p[i].kind != API_PARAM_TENSOR &&
-            p[i].kind != API_PARAM_NUMBER_ARRAY && strcmp(p[i].name, name) == 0)
+            p[i].kind != API_PARAM_NUMBER_ARRAY && p[i].kind != API_PARAM_INT_ARRAY &&
+            strcmp(p[i].name, name) == 0)
             return &p[i];
     return NULL;
 }
@@ -598,7 +599,8 @@ static void rename_fields(api_err *e, pa_scheme_type t)
                 if (params[i].type == t && strlen(params[i].name) == len &&
                     strncmp(params[i].name, name, len) == 0)
                     repl = params[i].kind == API_PARAM_TENSOR ||
-                                   params[i].kind == API_PARAM_NUMBER_ARRAY
+                                   params[i].kind == API_PARAM_NUMBER_ARRAY ||
+                                   params[i].kind == API_PARAM_INT_ARRAY
                                ? ""
                                : "parameters.";
         }

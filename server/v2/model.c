@@ -72,6 +72,8 @@ size_t api_v2_model_inputs(pa_scheme_type t, api_v2_input *out)
             continue;
         if (p[i].kind == API_PARAM_TENSOR)
             out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_TENSOR, 2, false, false};
+        else if (p[i].kind == API_PARAM_INT_ARRAY)
+            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_ARRAY, 1, true, false};
         else if (p[i].kind == API_PARAM_NUMBER_ARRAY)
             out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_ARRAY, 1, false, false};
     }

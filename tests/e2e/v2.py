@@ -174,7 +174,8 @@ class Metadata(unittest.TestCase):
         outputs = [t(n, "FP32", 3) for n in ("output", "weights", "logits", "q_rot", "k_rot")]
         extra = {
             "none": [], "sinusoidal": [], "rope": [t("short_factor", "FP32", 1),
-                                                   t("long_factor", "FP32", 1)],
+                                                   t("long_factor", "FP32", 1),
+                                                   t("mrope_section", "INT32", 1)],
             "learned": [t("table", "FP32", 2)], "t5": [t("table", "FP32", 2)],
             "shaw": [t("rel_k", "FP32", 2), t("rel_v", "FP32", 2)],
             "alibi": [t("slopes", "FP32", 1)],

@@ -421,6 +421,110 @@ static void test_projection_biases(void **state)
 }
 
 /* ------------------------------------------------------------------------- */
+/* M-RoPE                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Three position rows per token choose the angles (both section layouts,
+ * both pair layouts, a scaling, GQA, Lq != Lk); causal follows token
+ * order, not the rows. Without rows, the three are the 1-D positions:
+ * the answer is plain rope's, bit for bit. */
+static void test_mrope(void **state)
+{
+    (void)state;
+    const int Lq = 6, Lk = 9, D = 16;
+    int32_t qm[3 * 6], km[3 * 9];
+    for (int i = 0; i < Lq; i++) {
+        qm[i] = 3;                   /* temporal: one frame */
+        qm[Lq + i] = 10 + i / 3;     /* height */
+        qm[2 * Lq + i] = 20 + i % 3; /* width */
+    }
+    for (int j = 0; j < Lk; j++) {
+        km[j] = j < 3 ? j : 3;
+        km[Lk + j] = j < 3 ? j : 10 + (j - 3) / 3;
+        km[2 * Lk + j] = j < 3 ? j : 20 + (j - 3) % 3;
+    }
+    for (int v = 0; v < 4; v++) {
+        fixture f;
+        setup_qkv(&f, PA_SCHEME_ROPE, Lq, Lk, 4, 2, D, 0, 3950 + v);
+        f.scheme.rope.mrope_section[0] = 2;
+        f.scheme.rope.mrope_section[1] = 3;
+        f.scheme.rope.mrope_section[2] = 3;
+        f.scheme.rope.mrope_interleaved = v % 2;
+        f.scheme.rope.layout = v >= 2 ? PA_ROPE_LAYOUT_GPTJ : PA_ROPE_LAYOUT_NEOX;
+        if (v == 3) {
+            /* dynamic scaling reads the largest position that makes an
+             * angle: 25 in the rows, 8 in token order */
+            f.scheme.rope.scaling = PA_ROPE_SCALING_DYNAMIC;
+            f.scheme.rope.factor = 2.0;
+            f.scheme.rope.original_max_position = 8;
+            f.scheme.rope.mrope_section[1] = 1;
+            f.scheme.rope.mrope_section[2] = 5; /* h != w */
+            for (int i = 0; i < Lq; i++)
+                qm[2 * Lq + i] = 20 + i;
+        }
+        f.a.q_mrope_positions = qm;
+        f.a.k_mrope_positions = km;
+        f.a.causal = true;
+        check_against_reference(&f.a, WANT_ALL);
+        fixture_free(&f);
+    }
+    {
+        /* No rows: plain rope exactly; rows that differ: another answer. */
+        fixture f;
+        float *o1, *o2, *w1, *w2;
+        setup_qkv(&f, PA_SCHEME_ROPE, Lq, Lk, 2, 2, D, 0, 3960);
+        f.a.causal = true;
+        w1 = run_weights(&f.a, &o1);
+        f.scheme.rope.mrope_section[0] = 4;
+        f.scheme.rope.mrope_section[1] = 2;
+        f.scheme.rope.mrope_section[2] = 2;
+        w2 = run_weights(&f.a, &o2);
+        assert_memory_equal(o1, o2, (size_t)Lq * 2 * D * sizeof(float));
+        free(o2);
+        free(w2);
+        f.a.q_mrope_positions = qm;
+        f.a.k_mrope_positions = km;
+        w2 = run_weights(&f.a, &o2);
+        double diff = 0;
+        for (int i = 0; i < 2 * Lq * Lk; i++)
+            diff = fmax(diff, fabs(w1[i] - w2[i]));
+        assert_true(diff > 1e-3);
+        check_against_reference(&f.a, WANT_ALL);
+        free(o1);
+        free(o2);
+        free(w1);
+        free(w2);
+        fixture_free(&f);
+    }
+    {
+        /* Lq == Lk with rows for q and k apart: their tables are not
+         * shared (they are without rows). */
+        fixture f;
+        setup_qkv(&f, PA_SCHEME_ROPE, 6, 6, 2, 1, D, 0, 3965);
+        f.scheme.rope.mrope_section[0] = 2;
+        f.scheme.rope.mrope_section[1] = 3;
+        f.scheme.rope.mrope_section[2] = 3;
+        f.a.q_mrope_positions = qm;
+        f.a.k_mrope_positions = km; /* its first 3 * 6 values as [3, 6] */
+        check_against_reference(&f.a, WANT_ALL);
+        fixture_free(&f);
+    }
+    {
+        /* Layer mode: one array for q and k. */
+        fixture f;
+        int32_t lm[3 * 5] = {0, 1, 2, 2, 2, 0, 1, 5, 5, 6, 0, 1, 7, 8, 7};
+        setup_layer(&f, PA_SCHEME_ROPE, 5, 12, 2, 1, 8, 0, 0, 3970);
+        f.scheme.rope.mrope_section[0] = 1;
+        f.scheme.rope.mrope_section[1] = 2;
+        f.scheme.rope.mrope_section[2] = 1;
+        f.a.q_mrope_positions = lm;
+        f.a.causal = true;
+        check_against_reference(&f.a, WANT_ALL);
+        fixture_free(&f);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
 /* Everything at once                                                        */
 /* ------------------------------------------------------------------------- */
 
@@ -585,6 +689,23 @@ static void test_option_errors(void **state)
     expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "b_o");
     fixture_free(&f);
 
+    /* M-RoPE: the sections against the rotary dim, their rows' scheme. */
+    int32_t rows[3 * 2] = {0, 1, 0, 1, 0, 1};
+    setup_qkv(&f, PA_SCHEME_ROPE, 2, 2, 1, 1, 8, 0, 3703);
+    f.scheme.rope.mrope_section[0] = 2;
+    f.scheme.rope.mrope_section[1] = 1;
+    f.scheme.rope.mrope_section[2] = 2;
+    expect_error(&f.a, PA_STATUS_SHAPE_MISMATCH, "scheme.mrope_section");
+    f.scheme.rope.mrope_section[2] = -1;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.mrope_section");
+    memset(f.scheme.rope.mrope_section, 0, sizeof f.scheme.rope.mrope_section);
+    f.scheme.rope.mrope_interleaved = true;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.mrope_interleaved");
+    f.scheme.rope.mrope_interleaved = false;
+    f.a.q_mrope_positions = rows;
+    expect_error(&f.a, PA_STATUS_INVALID_ARGUMENT, "q_mrope_positions");
+    fixture_free(&f);
+
     /* The absolute schemes' four-way decomposition is bilinear: a norm has
      * no such split. */
     setup_layer(&f, PA_SCHEME_SINUSOIDAL, 3, 4, 2, 2, 2, 0, 0, 3702);
@@ -622,6 +743,7 @@ int main(void)
         cmocka_unit_test(test_bias),
         cmocka_unit_test(test_qk_norm),
         cmocka_unit_test(test_projection_biases),
+        cmocka_unit_test(test_mrope),
         cmocka_unit_test(test_all_options),
         cmocka_unit_test(test_option_errors),
     };

@@ -255,9 +255,83 @@ static void test_apply_empty(void **state)
     assert_memory_equal(out, x, sizeof x);
 }
 
+/* M-RoPE tables for every scaling, both section layouts and partial
+ * rotary: frequency i at the position of its row, against the reference's
+ * cos(pos3[row(i)] * inv_freq[i]) * attention factor; runs of consecutive
+ * positions in each row (the complex-multiplication path) and jumps. */
+static void test_cos_sin_mrope(void **state)
+{
+    (void)state;
+    enum { N = 70 };
+    static int32_t pos3[3 * N];
+    for (int t = 0; t < N; t++) {
+        pos3[t] = t / 10;                  /* temporal: runs of 10 */
+        pos3[N + t] = 100 + t % 7;         /* height */
+        pos3[2 * N + t] = t < 35 ? t : -t; /* width: a run, then jumps */
+    }
+    const int32_t secs[][3] = {{4, 6, 6}, {2, 3, 3}, {16, 0, 0}, {5, 2, 9}};
+    for (int sc = 0; sc < PA_ROPE_SCALING_COUNT; sc++) {
+        for (size_t k = 0; k < sizeof secs / sizeof secs[0]; k++) {
+            for (int inter = 0; inter < 2; inter++) {
+                int32_t D = k == 1 ? 24 : 32, rd = k == 1 ? 16 : 32; /* sums: rd / 2 */
+                pa_rope r = rope_config((pa_rope_scaling)sc, k == 1 ? 16 : 0, rd);
+                float c[N * 16], s[N * 16];
+                double inv[16], af;
+                pa_error err;
+                memcpy(r.mrope_section, secs[k], sizeof r.mrope_section);
+                r.mrope_interleaved = inter;
+                TU_ASSERT_STATUS(pa_rope_cos_sin_mrope(&r, D, pos3, N, 200, c, s, &err),
+                                 PA_STATUS_OK, &err);
+                ref_rope_inv_freq(&r, D, 200, inv, &af);
+                for (int t = 0; t < N; t++) {
+                    for (int i = 0; i < rd / 2; i++) {
+                        int row = ref_mrope_row(&r, i);
+                        assert_int_equal(pa_rope_mrope_row(&r, i), row);
+                        double th = (double)pos3[row * N + t] * inv[i];
+                        assert_true(fabs(c[t * (rd / 2) + i] - cos(th) * af) <= 2e-7 * af);
+                        assert_true(fabs(s[t * (rd / 2) + i] - sin(th) * af) <= 2e-7 * af);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* The two layouts of the sections, spelled out for [2, 3, 3] (8
+ * frequencies): Qwen2-VL's contiguous t t h h h w w w, Qwen3-VL's
+ * interleaved t h w t h w h w (h and w take every third index from 1 and 2
+ * up to 3 * their count, t the rest). */
+static void test_mrope_rows_explicit(void **state)
+{
+    (void)state;
+    pa_rope r;
+    pa_scheme s;
+    const int contiguous[8] = {0, 0, 1, 1, 1, 2, 2, 2}, interleaved[8] = {0, 1, 2, 0, 1, 2, 0, 1};
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    r = s.rope;
+    r.mrope_section[0] = 2;
+    r.mrope_section[1] = 3;
+    r.mrope_section[2] = 3;
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(pa_rope_mrope_row(&r, i), contiguous[i]);
+    r.mrope_interleaved = true;
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(pa_rope_mrope_row(&r, i), interleaved[i]);
+    /* Qwen3-VL's own [24, 20, 20]: index 61 (61 % 3 == 1, < 60 is false) is t. */
+    r.mrope_section[0] = 24;
+    r.mrope_section[1] = 20;
+    r.mrope_section[2] = 20;
+    assert_int_equal(pa_rope_mrope_row(&r, 58), 1);
+    assert_int_equal(pa_rope_mrope_row(&r, 59), 2);
+    assert_int_equal(pa_rope_mrope_row(&r, 61), 0);
+    assert_int_equal(pa_rope_mrope_row(&r, 62), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cos_sin_mrope),
+        cmocka_unit_test(test_mrope_rows_explicit),
         cmocka_unit_test(test_cos_sin_vs_reference),
         cmocka_unit_test(test_cos_sin_runs_vs_reference),
         cmocka_unit_test(test_cos_sin_attention_factor),

@@ -385,6 +385,76 @@ static void test_norms_and_biases(void **state)
     free(wk);
 }
 
+/* M-RoPE: mrope_section (and mrope_interleaved) in the rope scheme, and
+ * q_positions / k_positions as [3, L] rows; against the library. */
+static void test_mrope(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    int status;
+    int32_t qm[3 * 4] = {5, 5, 5, 5, 1, 1, 2, 2, 3, 4, 3, 4};
+    int32_t km[3 * 6] = {0, 1, 5, 5, 5, 5, 0, 1, 1, 1, 2, 2, 0, 1, 3, 4, 3, 4};
+    qkv_make(&f, 4, 6, 2, 1, 16, 16, 4160);
+    for (int inter = 0; inter < 2; inter++) {
+        cJSON *item =
+            qkv_item(&f, scheme_of(inter ? "{\"type\":\"rope\",\"mrope_section\":[2,3,3],"
+                                           "\"mrope_interleaved\":true}"
+                                         : "{\"type\":\"rope\",\"mrope_section\":[2,3,3]}"));
+        cJSON *qp = cJSON_AddArrayToObject(item, "q_positions");
+        cJSON *kp = cJSON_AddArrayToObject(item, "k_positions");
+        for (int r = 0; r < 3; r++) {
+            cJSON_AddItemToArray(qp, jints(qm + 4 * r, 4));
+            cJSON_AddItemToArray(kp, jints(km + 6 * r, 6));
+        }
+        cJSON_AddTrueToObject(item, "causal");
+        cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+        expect_ok(ans, status);
+        pa_scheme_init(&s, PA_SCHEME_ROPE);
+        s.rope.mrope_section[0] = 2;
+        s.rope.mrope_section[1] = 3;
+        s.rope.mrope_section[2] = 3;
+        s.rope.mrope_interleaved = inter;
+        qkv_desc(&f, &s, &a);
+        a.q_mrope_positions = qm;
+        a.k_mrope_positions = km;
+        a.causal = true;
+        lib_run(&a, (size_t)f.Lq * f.H * f.Dv, &want);
+        result_is(output_at(ans, 0), "output", want.out, want.n_out);
+        lib_free(&want);
+        cJSON_Delete(ans);
+    }
+    static const struct {
+        const char *scheme, *qpos, *code, *field;
+    } bad[] = {
+        {"{\"type\":\"rope\"}", "[[0,1,2,3],[0,1,2,3],[0,1,2,3]]", "INVALID_ARGUMENT",
+         "inputs[0].q_positions"},
+        {"{\"type\":\"rope\",\"mrope_section\":[2,3,3]}", "[[0,1,2,3],[0,1,2,3]]", "SHAPE_MISMATCH",
+         "inputs[0].q_positions"},
+        {"{\"type\":\"rope\",\"mrope_section\":[2,3,3]}", "[[0,1,2,3],[0,1,2],[0,1,2,3]]",
+         "SHAPE_MISMATCH", "inputs[0].q_positions[1]"},
+        {"{\"type\":\"rope\",\"mrope_section\":[2,3]}", NULL, "SHAPE_MISMATCH",
+         "inputs[0].scheme.mrope_section"},
+        {"{\"type\":\"rope\",\"mrope_section\":[2,3,4]}", NULL, "SHAPE_MISMATCH",
+         "inputs[0].scheme.mrope_section"},
+        {"{\"type\":\"rope\",\"mrope_interleaved\":true}", NULL, "INVALID_ARGUMENT",
+         "inputs[0].scheme.mrope_interleaved"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *item = qkv_item(&f, scheme_of(bad[i].scheme));
+        if (bad[i].qpos != NULL)
+            cJSON_AddItemToObject(item, "q_positions", cJSON_Parse(bad[i].qpos));
+        cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+        expect_ok(ans, status);
+        expect_item_error(ans, 0, bad[i].code, bad[i].field);
+        cJSON_Delete(ans);
+    }
+    qkv_free(&f);
+}
+
 /* GET /v1/schemes documents every option the parser reads, and the parser
  * reads every option it documents: a wrong type for each is an error on
  * that option's own field, never UNKNOWN_FIELD. */
@@ -435,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_option_errors),
         cmocka_unit_test(test_schemes_document_options),
         cmocka_unit_test(test_norms_and_biases),
+        cmocka_unit_test(test_mrope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
