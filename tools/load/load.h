@@ -63,6 +63,10 @@ typedef struct {
     double warmup_s;              /* per phase, not counted */
     load_encoding encoding;
     int causal;
+    double softcap;               /* > 0: every item's softcap (Gemma 2) */
+    int sinks;                    /* every item carries sinks [H] (gpt-oss) */
+    int chunk;                    /* > 0: every item's chunk_size (Llama 4) */
+    const char *preset;           /* the --preset that set the defaults, or NULL */
     int layer;                    /* every scheme in layer mode (x, w_q, w_k, w_v) */
     unsigned long long seed;
     int allow_remote;

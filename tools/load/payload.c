@@ -87,8 +87,8 @@ static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 
 /* A tensor {"shape":[...],"data"|"b64":...} of count seeded values in
  * [-amp, amp] / 10000. */
-static void put_tensor_amp(sbuf *b, const load_config *c, const int *shape, int rank,
-                           uint64_t *rng, int amp)
+static void put_tensor_amp(sbuf *b, const load_config *c, const int *shape, int rank, uint64_t *rng,
+                           int amp)
 {
     size_t count = 1;
     sb_str(b, "{\"shape\":[");
@@ -152,7 +152,7 @@ static int layer_only(const char *s)
     return !strcmp(s, "sinusoidal") || !strcmp(s, "learned");
 }
 
-static const char *const ROPE_SCALINGS[] = {"linear", "ntk", "dynamic", "yarn", "llama3"};
+static const char *const ROPE_SCALINGS[] = {"linear", "ntk", "dynamic", "yarn", "llama3", "mrope"};
 
 int load_scheme_known(const char *s, char *err, size_t errlen)
 {
@@ -164,8 +164,8 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
             if (!strcmp(s + 5, ROPE_SCALINGS[i]))
                 return 1;
         snprintf(err, errlen,
-                 "scheme '%s': rope scalings are rope:linear, rope:ntk, rope:dynamic, rope:yarn, "
-                 "rope:llama3",
+                 "scheme '%s': rope variants are rope:linear, rope:ntk, rope:dynamic, rope:yarn, "
+                 "rope:llama3, rope:mrope",
                  s);
         return 0;
     }
@@ -202,11 +202,18 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
     } else if (!strcmp(s, "rope:linear") || !strcmp(s, "rope:ntk")) {
         sb_printf(b, "{\"type\":\"rope\",\"scaling\":\"%s\",\"factor\":4}", s + 5);
     } else if (!strcmp(s, "rope:dynamic") || !strcmp(s, "rope:yarn")) {
-        sb_printf(b, "{\"type\":\"rope\",\"scaling\":\"%s\",\"factor\":4,\"original_max_position\":%d}",
-                  s + 5, orig);
+        sb_printf(
+            b, "{\"type\":\"rope\",\"scaling\":\"%s\",\"factor\":4,\"original_max_position\":%d}",
+            s + 5, orig);
+    } else if (!strcmp(s, "rope:mrope")) {
+        /* Qwen2-VL's split for head_dim 128, [16, 24, 24], in proportion. */
+        int half = c->head_dim / 2, t = c->head_dim / 8, h = (half - t) / 2;
+        sb_printf(b, "{\"type\":\"rope\",\"mrope_section\":[%d,%d,%d]}", half - 2 * h, h, h);
     } else if (!strcmp(s, "rope:llama3")) {
-        sb_printf(b, "{\"type\":\"rope\",\"scaling\":\"llama3\",\"factor\":8,\"original_max_position\":%d}",
-                  orig);
+        sb_printf(
+            b,
+            "{\"type\":\"rope\",\"scaling\":\"llama3\",\"factor\":8,\"original_max_position\":%d}",
+            orig);
     } else {
         sb_printf(b, "{\"type\":\"%s\"}", s); /* none, rope, alibi, sinusoidal */
     }
@@ -236,6 +243,15 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
         put_scheme(&b, c, scheme, length, &rng);
         if (c->causal)
             sb_str(&b, ",\"causal\":true");
+        if (c->softcap > 0)
+            sb_printf(&b, ",\"softcap\":%.17g", c->softcap);
+        if (c->chunk > 0)
+            sb_printf(&b, ",\"chunk_size\":%d", c->chunk);
+        if (c->sinks) {
+            int hs[1] = {c->heads};
+            sb_str(&b, ",\"sinks\":");
+            put_tensor(&b, c, hs, 1, &rng);
+        }
         if (c->layer || layer_only(scheme)) {
             /* x [L, d_model] with d_model = H*D; w_q [d_model, H*D], w_k and
              * w_v [d_model, Hkv*D], scaled by ~1/sqrt(d_model) so that q and
@@ -246,8 +262,7 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
                 amp++;
             int xs[2] = {length, d_model}, wq[2] = {d_model, c->heads * c->head_dim},
                 wkv[2] = {d_model, c->kv_heads * c->head_dim};
-            sb_printf(&b, ",\"num_heads\":%d,\"num_kv_heads\":%d,\"x\":", c->heads,
-                      c->kv_heads);
+            sb_printf(&b, ",\"num_heads\":%d,\"num_kv_heads\":%d,\"x\":", c->heads, c->kv_heads);
             put_tensor(&b, c, xs, 2, &rng);
             sb_str(&b, ",\"w_q\":");
             put_tensor_amp(&b, c, wq, 2, &rng, amp);

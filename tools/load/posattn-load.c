@@ -29,7 +29,8 @@ static const char USAGE[] =
     "  --server-arg ARG     pass ARG to the spawned server (repeatable)\n"
     "  --api-key KEY        send Authorization: Bearer KEY\n"
     "  --schemes LIST       none, rope, rope:yarn, rope:linear, rope:ntk, rope:dynamic,\n"
-    "                       rope:llama3, alibi, t5, shaw, and in layer mode (x and\n"
+    "                       rope:llama3, rope:mrope (multimodal sections t, h, w =\n"
+    "                       D/8, 3D/16, the rest), alibi, t5, shaw, and in layer mode (x and\n"
     "                       w_q/w_k/w_v, d_model = heads x head-dim) sinusoidal,\n"
     "                       learned (default rope)\n"
     "  --lengths LIST       sequence lengths Lq = Lk (default 128)\n"
@@ -44,6 +45,15 @@ static const char USAGE[] =
     "  --warmup S           unmeasured seconds before each phase (default 0)\n"
     "  --encoding json|b64  tensor encoding, both ways (default json)\n"
     "  --causal             causal mask\n"
+    "  --softcap C          logit softcapping C * tanh(l / C) on every item (Gemma 2)\n"
+    "  --sinks              one attention sink per query head on every item (gpt-oss)\n"
+    "  --chunk C            chunked local attention, chunk_size C (Llama 4)\n"
+    "  --preset NAME        a model's shape and options as defaults (flags given as\n"
+    "                       well win): gemma2 (rope, softcap 50, 8/4 heads of 256),\n"
+    "                       gpt-oss (rope:yarn, sinks, 64/8 heads of 64),\n"
+    "                       llama4-chunked (rope, chunk 8192, 40/8 heads of 128),\n"
+    "                       qwen2-vl (rope:mrope [16,24,24], 28/4 heads of 128);\n"
+    "                       each causal\n"
     "  --layer              every scheme in layer mode (x [L, heads x head-dim] and\n"
     "                       projections): the same work for all, projections included\n"
     "  --seed N             input generator seed (default 1)\n"
@@ -172,11 +182,56 @@ static void on_sigint(int sig)
     load_interrupted = 1;
 }
 
+/* A model's attention as defaults: its scheme, head shape and options. */
+static const struct {
+    const char *name, *schemes;
+    int heads, kv_heads, head_dim, sinks, chunk;
+    double softcap;
+} PRESETS[] = {
+    {"gemma2", "rope", 8, 4, 256, 0, 0, 50.0},          /* Gemma 2 2B: softcap 50 */
+    {"gpt-oss", "rope:yarn", 64, 8, 64, 1, 0, 0},       /* gpt-oss-20b: sinks, yarn */
+    {"llama4-chunked", "rope", 40, 8, 128, 0, 8192, 0}, /* Llama 4 Scout's chunked layers */
+    {"qwen2-vl", "rope:mrope", 28, 4, 128, 0, 0, 0},    /* Qwen2-VL 7B: mrope [16,24,24] */
+};
+
+/* --preset NAME anywhere in argv: its defaults go in first, so that the
+ * flags parsed after them win. 0, or 2 on an unknown name. */
+static int apply_preset(load_config *c, int argc, char **argv, char *scheme_buf, size_t cap)
+{
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--preset=", 9))
+            name = argv[i] + 9;
+        else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
+            name = argv[i + 1];
+    }
+    if (name == NULL)
+        return 0;
+    for (size_t k = 0; k < sizeof PRESETS / sizeof PRESETS[0]; k++) {
+        if (strcmp(PRESETS[k].name, name) != 0)
+            continue;
+        snprintf(scheme_buf, cap, "%s", PRESETS[k].schemes);
+        c->heads = PRESETS[k].heads;
+        c->kv_heads = PRESETS[k].kv_heads;
+        c->head_dim = PRESETS[k].head_dim;
+        c->sinks = PRESETS[k].sinks;
+        c->chunk = PRESETS[k].chunk;
+        c->softcap = PRESETS[k].softcap;
+        c->causal = 1;
+        c->preset = PRESETS[k].name;
+        return 0;
+    }
+    return usage_error("--preset: unknown '%s' (gemma2, gpt-oss, llama4-chunked, qwen2-vl)", name);
+}
+
 /* Parses argv into c; returns 0, 1 for --help, or 2 on a usage error. */
 static int parse_args(load_config *c, int argc, char **argv, int *url_given)
 {
     char scheme_buf[1024] = "rope";
     long v;
+    int rc = apply_preset(c, argc, argv, scheme_buf, sizeof scheme_buf);
+    if (rc != 0)
+        return rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         char name[64];
@@ -187,7 +242,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             return usage_error("unexpected argument '%s'", a);
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
         int is_bool = !strcmp(name, "--causal") || !strcmp(name, "--allow-remote") ||
-                      !strcmp(name, "--quiet") || !strcmp(name, "--layer");
+                      !strcmp(name, "--quiet") || !strcmp(name, "--layer") ||
+                      !strcmp(name, "--sinks");
         if (is_bool) {
             if (eq)
                 return usage_error("%s takes no value", name);
@@ -201,7 +257,18 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
 #define BAD(what) return usage_error("%s: " what, a)
         if (!strcmp(name, "--causal"))
             c->causal = 1;
-        else if (!strcmp(name, "--layer"))
+        else if (!strcmp(name, "--sinks"))
+            c->sinks = 1;
+        else if (!strcmp(name, "--preset"))
+            ; /* applied first (apply_preset) */
+        else if (!strcmp(name, "--softcap")) {
+            if (parse_double(val, 1e-6, 1e30, &c->softcap))
+                BAD("a positive number");
+        } else if (!strcmp(name, "--chunk")) {
+            if (parse_long(val, 1, 1 << 30, &v))
+                BAD("1..1073741824");
+            c->chunk = (int)v;
+        } else if (!strcmp(name, "--layer"))
             c->layer = 1;
         else if (!strcmp(name, "--allow-remote"))
             c->allow_remote = 1;
@@ -305,8 +372,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         return usage_error("%s", "--server-arg needs --spawn");
     /* One request body must stay reasonable: q, k and v of every item. */
     for (int l = 0; l < c->n_lengths; l++) {
-        double floats = (double)c->batch * c->lengths[l] * c->head_dim *
-                        (double)(c->heads + 2 * c->kv_heads);
+        double floats =
+            (double)c->batch * c->lengths[l] * c->head_dim * (double)(c->heads + 2 * c->kv_heads);
         if (floats * (c->encoding == LOAD_ENC_B64 ? 5.34 : 8.0) > 512.0 * 1024 * 1024)
             return usage_error("%s", "a request body would exceed 512 MB: lower --lengths, "
                                      "--batch, --heads or --head-dim");

@@ -40,6 +40,14 @@ static void describe(FILE *f, const load_config *c, const char *nl)
             enc_name(c), c->causal ? "  causal" : "", c->seed);
     if (c->layer)
         fprintf(f, "layer mode (d_model %d)  ", c->heads * c->head_dim);
+    if (c->preset)
+        fprintf(f, "preset %s  ", c->preset);
+    if (c->softcap > 0)
+        fprintf(f, "softcap %g  ", c->softcap);
+    if (c->sinks)
+        fprintf(f, "sinks  ");
+    if (c->chunk > 0)
+        fprintf(f, "chunk %d  ", c->chunk);
     if (c->requests > 0)
         fprintf(f, "%ld requests", c->requests);
     if (c->duration_s > 0)
@@ -124,6 +132,11 @@ int load_report_json(const char *path, const load_config *c, const load_result *
     cJSON_AddNumberToObject(cfg, "warmup_s", c->warmup_s);
     cJSON_AddStringToObject(cfg, "encoding", enc_name(c));
     cJSON_AddBoolToObject(cfg, "causal", c->causal);
+    cJSON_AddNumberToObject(cfg, "softcap", c->softcap);
+    cJSON_AddBoolToObject(cfg, "sinks", c->sinks);
+    cJSON_AddNumberToObject(cfg, "chunk_size", c->chunk);
+    if (c->preset)
+        cJSON_AddStringToObject(cfg, "preset", c->preset);
     cJSON_AddBoolToObject(cfg, "layer", c->layer);
     cJSON_AddNumberToObject(cfg, "seed", (double)c->seed);
 

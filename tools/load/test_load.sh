@@ -206,5 +206,44 @@ assert it["scheme"] == {"type": "alibi"} and it["q"]["shape"] == [8, 2, 4], it
     ok "--dump-body writes the first phase's request and exits"
 else bad "--dump-body writes the first phase's request and exits" "$TMP/dump.out"; fi
 
+# 6. The options of current models: --softcap, --sinks, --chunk go into every
+# item and the server answers them all; the presets set a model's defaults
+# (flags given as well win), rope:mrope sends M-RoPE sections.
+"$LOAD" --spawn "$SRV" --schemes rope,rope:mrope --lengths 32 --heads 4 --kv-heads 2 \
+    --head-dim 16 --requests 4 --causal --softcap 20 --sinks --chunk 8 --batch 2 \
+    --json "$TMP/opts.json" --quiet >"$TMP/opts.out" 2>&1
+if $PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["config"]
+assert (c["softcap"], c["sinks"], c["chunk_size"]) == (20, True, 8), c
+assert [(x["scheme"], x["ok"], x["errors"]) for x in r["results"]] == \
+    [("rope", 4, 0), ("rope:mrope", 4, 0)], r["results"]
+' "$TMP/opts.json" >"$TMP/check6.out" 2>&1; then
+    ok "--softcap, --sinks, --chunk and rope:mrope: all 200 without item errors"
+else bad "--softcap, --sinks, --chunk and rope:mrope: all 200 without item errors" "$TMP/check6.out"; fi
+for preset in gemma2 gpt-oss llama4-chunked qwen2-vl; do
+    "$LOAD" --preset $preset --lengths 8 --heads 8 --dump-body "$TMP/p-$preset.json" \
+        >"$TMP/p-$preset.out" 2>&1 || echo "exit $?" >>"$TMP/p-$preset.out"
+done
+if $PY - "$TMP" >"$TMP/check6b.out" 2>&1 <<'PYEOF'
+import json, sys
+it = {p: json.load(open("%s/p-%s.json" % (sys.argv[1], p)))["inputs"][0]
+      for p in ("gemma2", "gpt-oss", "llama4-chunked", "qwen2-vl")}
+assert it["gemma2"]["softcap"] == 50 and it["gemma2"]["causal"] is True
+assert it["gemma2"]["q"]["shape"] == [8, 8, 256] and it["gemma2"]["k"]["shape"] == [8, 4, 256]
+assert it["gpt-oss"]["sinks"]["shape"] == [8] and it["gpt-oss"]["scheme"]["scaling"] == "yarn"
+assert it["llama4-chunked"]["chunk_size"] == 8192
+assert it["qwen2-vl"]["scheme"]["mrope_section"] == [16, 24, 24]
+for p, x in it.items():
+    assert x["q"]["shape"][1] == 8, (p, x["q"]["shape"])  # --heads 8 wins
+PYEOF
+then ok "--preset gemma2, gpt-oss, llama4-chunked, qwen2-vl set their shapes and options"
+else bad "--preset gemma2, gpt-oss, llama4-chunked, qwen2-vl set their shapes and options" "$TMP/check6b.out"; fi
+if "$LOAD" --preset llama5 --requests 1 >"$TMP/p-bad.out" 2>&1; then
+    bad "an unknown preset is refused" "$TMP/p-bad.out"
+elif grep -q "unknown 'llama5'" "$TMP/p-bad.out"; then ok "an unknown preset is refused, naming it"
+else bad "an unknown preset is refused, naming it" "$TMP/p-bad.out"; fi
+
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]
