@@ -11,13 +11,20 @@
  *   shaw                 index [Lq, Lk] (INT32)
  *   none                 a note only
  *
- * The biases are the logits of an attention call with zero q and k, so they
- * are exactly what /v1/attention adds.
+ * rope with mrope_section takes positions [3, n] (temporal, height, width)
+ * and adds mrope_row [r/2] (INT32: the row each frequency reads). Any scheme
+ * with chunk_size C (and causal, optionally) takes query and key positions
+ * and adds chunk_visible [Lq, Lk] (INT32 1/0): what chunked attention lets
+ * each query see.
+ *
+ * The biases and the visibility are the logits of an attention call with
+ * zero q and k, so they are exactly what /v1/attention applies.
  */
 #include "api/job.h"
 #include "api/json.h"
 #include "api/request.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +49,15 @@ typedef struct enc_job {
     int32_t *ints; /* buckets or index [Lq, Lk] */
     float *bias;
     float *zeros;
+    int32_t *positions3; /* rope with mrope_section: [3, n] */
+    int32_t *mrope_row;  /* [r/2] */
+    /* chunk_size: the visibility grid, from an attention run of scheme none */
+    int32_t chunk;
+    bool causal;
+    int32_t *vis_q, *vis_k; /* positions [Lq], [Lk] (the relative ones when the scheme has them) */
+    pa_scheme none;
+    pa_attention vis;
+    int32_t *visible; /* [Lq, Lk] */
 } enc_job;
 
 static void enc_destroy(void *impl)
@@ -62,6 +78,13 @@ static void enc_destroy(void *impl)
     free(ej->ints);
     free(ej->bias);
     free(ej->zeros);
+    free(ej->positions3);
+    free(ej->mrope_row);
+    if (ej->vis_q != ej->q_positions)
+        free(ej->vis_q);
+    if (ej->vis_k != ej->k_positions)
+        free(ej->vis_k);
+    free(ej->visible);
     free(ej);
 }
 
@@ -129,8 +152,30 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
     bool has_dim;
     pa_error pe;
 
-    if (!api_get_length(root, "length", "positions", ctx, &ej->n, &ej->positions, e))
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive(root, "positions");
+    const int32_t *sec = s->rope.mrope_section;
+    if (s->type == PA_SCHEME_ROPE && (sec[0] != 0 || sec[1] != 0 || sec[2] != 0) &&
+        cJSON_IsArray(pv) && cJSON_IsArray(pv->child)) {
+        /* M-RoPE rows [3, n]: row 0 stands for the positions elsewhere. */
+        int32_t len = 0;
+        const cJSON *lv = cJSON_GetObjectItemCaseSensitive(root, "length");
+        if (!api_get_int_rows(pv, "positions", ctx, 3, &ej->positions3, &ej->n, e))
+            return false;
+        if (lv != NULL) {
+            if (!api_get_int(lv, "length", ctx, &len, e))
+                return false;
+            if (len != ej->n)
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "length",
+                                "length=%d does not match positions' rows of %d", (int)len,
+                                (int)ej->n);
+        }
+        ej->positions = malloc((size_t)ej->n * sizeof *ej->positions);
+        if (ej->positions == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+        memcpy(ej->positions, ej->positions3, (size_t)ej->n * sizeof *ej->positions);
+    } else if (!api_get_length(root, "length", "positions", ctx, &ej->n, &ej->positions, e)) {
         return false;
+    }
     if (ej->n == 0)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "length",
                         "length (or positions) is required for scheme '%s'",
@@ -294,6 +339,58 @@ static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej,
     return true;
 }
 
+/* chunk_size: query and key positions (those of a relative scheme, parsed
+ * already, or their own), and the attention call that finds what is
+ * visible. */
+static bool prepare_visibility(const cJSON *root, const api_ctx *ctx, enc_job *ej, size_t *need,
+                               api_err *e)
+{
+    int32_t Lq = ej->Lq, Lk = ej->Lk;
+    ej->vis_q = ej->q_positions;
+    ej->vis_k = ej->k_positions;
+    if (ej->vis_q == NULL || ej->vis_k == NULL) {
+        Lq = Lk = 0;
+        ej->vis_q = ej->vis_k = NULL;
+        if (!api_get_length(root, "q_length", "q_positions", ctx, &Lq, &ej->vis_q, e) ||
+            !api_get_length(root, "k_length", "k_positions", ctx, &Lk, &ej->vis_k, e))
+            return false;
+        if (Lq == 0)
+            Lq = Lk;
+        if (Lk == 0)
+            Lk = Lq;
+        if (Lq == 0)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "q_length",
+                            "chunk_size needs q_length or k_length (or q_positions / "
+                            "k_positions) for chunk_visible");
+        if (ej->vis_k == NULL && (ej->vis_k = api_range_positions(0, Lk)) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+        if (ej->vis_q == NULL &&
+            (ej->vis_q = api_range_positions((int32_t)((int64_t)Lk - Lq), Lq)) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+    }
+    {
+        int64_t grid[2] = {Lq, Lk};
+        if (!api_check_result_size("chunk_visible", 2, grid, ctx, e))
+            return false;
+    }
+    pa_scheme_init(&ej->none, PA_SCHEME_NONE);
+    pa_attention_init(&ej->vis, &ej->none);
+    ej->vis.num_heads = 1;
+    ej->vis.head_dim = 1;
+    ej->vis.q_len = Lq;
+    ej->vis.k_len = Lk;
+    ej->vis.q_positions = ej->vis_q;
+    ej->vis.k_positions = ej->vis_k;
+    ej->vis.chunk_size = ej->chunk;
+    ej->vis.causal = ej->causal;
+    /* zeros [Lq + 2 Lk], output [Lq], logits [Lq, Lk], the grid [Lq, Lk] */
+    *need = api_add_sat(
+        *need, api_mul_sat(api_add_sat(api_add_sat((size_t)Lq, (size_t)Lk) * 2,
+                                       api_mul_sat(2, api_mul_sat((size_t)Lq, (size_t)Lk))),
+                           sizeof(float)));
+    return true;
+}
+
 static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
 {
     enc_job *ej = job->impl;
@@ -318,7 +415,8 @@ static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         break;
     case PA_SCHEME_ROPE: {
         size_t half = (size_t)ej->r / 2;
-        int32_t maxpos = api_max_position(ej->positions, ej->n);
+        int32_t maxpos = ej->positions3 != NULL ? api_max_position(ej->positions3, 3 * ej->n)
+                                                : api_max_position(ej->positions, ej->n);
         ej->inv_freq_d = malloc((half ? half : 1) * sizeof(double));
         ej->inv_freq = malloc((half ? half : 1) * sizeof(float));
         ej->cos = malloc((half ? half : 1) * (size_t)ej->n * sizeof(float));
@@ -328,10 +426,20 @@ static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         st =
             pa_rope_inv_freq(&s->rope, ej->dim, maxpos, ej->inv_freq_d, &ej->attention_factor, &pe);
         if (st == PA_STATUS_OK)
-            st = pa_rope_cos_sin(&s->rope, ej->dim, ej->positions, ej->n, maxpos, ej->cos, ej->sin,
-                                 &pe);
+            st = ej->positions3 != NULL
+                     ? pa_rope_cos_sin_mrope(&s->rope, ej->dim, ej->positions3, ej->n, maxpos,
+                                             ej->cos, ej->sin, &pe)
+                     : pa_rope_cos_sin(&s->rope, ej->dim, ej->positions, ej->n, maxpos, ej->cos,
+                                       ej->sin, &pe);
         for (size_t k = 0; st == PA_STATUS_OK && k < half; k++)
             ej->inv_freq[k] = (float)ej->inv_freq_d[k];
+        if (st == PA_STATUS_OK && (s->rope.mrope_section[0] != 0 || s->rope.mrope_section[1] != 0 ||
+                                   s->rope.mrope_section[2] != 0)) {
+            if ((ej->mrope_row = malloc((half ? half : 1) * sizeof(int32_t))) == NULL)
+                goto oom;
+            for (size_t k = 0; k < half; k++)
+                ej->mrope_row[k] = pa_rope_mrope_row(&s->rope, (int32_t)k);
+        }
         break;
     }
     case PA_SCHEME_T5:
@@ -375,6 +483,33 @@ static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         st = pa_attention_run(&ej->att, &out, ws, ws_size, &pe);
         free(output);
     }
+    if (st == PA_STATUS_OK && ej->chunk > 0) {
+        /* Visible where a zero-input attention call of scheme none leaves a
+         * finite logit: the masks exactly as /v1/attention applies them. */
+        pa_attention_out out;
+        size_t vq = (size_t)ej->vis.q_len, vk = (size_t)ej->vis.k_len;
+        float *zeros = calloc(vq + 2 * vk, sizeof(float)), *output = malloc(vq * sizeof(float));
+        float *logits = malloc(vq * vk * sizeof(float));
+        ej->visible = malloc(vq * vk * sizeof(int32_t));
+        if (zeros == NULL || output == NULL || logits == NULL || ej->visible == NULL) {
+            free(zeros);
+            free(output);
+            free(logits);
+            goto oom;
+        }
+        ej->vis.q = zeros;
+        ej->vis.k = zeros + vq;
+        ej->vis.v = zeros + vq + vk;
+        memset(&out, 0, sizeof out);
+        out.output = output;
+        out.logits = logits;
+        st = pa_attention_run(&ej->vis, &out, ws, ws_size, &pe);
+        for (size_t c = 0; st == PA_STATUS_OK && c < vq * vk; c++)
+            ej->visible[c] = logits[c] > -INFINITY;
+        free(zeros);
+        free(output);
+        free(logits);
+    }
     if (st != PA_STATUS_OK) {
         api_fail_pa(&e, &ctx, &pe);
         api_task_fail(job, i, &e);
@@ -408,16 +543,28 @@ static bool enc_render(srv_job *job, cJSON *root)
     case PA_SCHEME_SINUSOIDAL:
     case PA_SCHEME_LEARNED: {
         int64_t shape[2] = {ej->n, ej->dim};
-        return srv_tensor_render(root, "encoding", ej->encoding, 2, shape, enc);
+        if (!srv_tensor_render(root, "encoding", ej->encoding, 2, shape, enc))
+            return false;
+        break;
     }
     case PA_SCHEME_ROPE: {
         int64_t half[1] = {ej->r / 2};
         int64_t grid[2] = {ej->n, ej->r / 2};
-        return cJSON_AddNumberToObject(root, "rotary_dim", ej->r) &&
-               cJSON_AddNumberToObject(root, "attention_factor", ej->attention_factor) &&
-               srv_tensor_render(root, "inv_freq", ej->inv_freq, 1, half, enc) &&
-               srv_tensor_render(root, "cos", ej->cos, 2, grid, enc) &&
-               srv_tensor_render(root, "sin", ej->sin, 2, grid, enc);
+        if (!cJSON_AddNumberToObject(root, "rotary_dim", ej->r) ||
+            !cJSON_AddNumberToObject(root, "attention_factor", ej->attention_factor) ||
+            !srv_tensor_render(root, "inv_freq", ej->inv_freq, 1, half, enc) ||
+            !srv_tensor_render(root, "cos", ej->cos, 2, grid, enc) ||
+            !srv_tensor_render(root, "sin", ej->sin, 2, grid, enc))
+            return false;
+        if (ej->mrope_row != NULL) {
+            cJSON *o = cJSON_AddObjectToObject(root, "mrope_row");
+            cJSON *shape = o != NULL ? cJSON_AddArrayToObject(o, "shape") : NULL;
+            if (shape == NULL || !cJSON_AddItemToArray(shape, cJSON_CreateNumber(ej->r / 2)) ||
+                !cJSON_AddStringToObject(o, "datatype", "INT32") ||
+                !api_add_int_array(o, "data", ej->mrope_row, ej->r / 2))
+                return false;
+        }
+        break;
     }
     case PA_SCHEME_ALIBI: {
         int64_t h[1] = {ej->H};
@@ -432,22 +579,27 @@ static bool enc_render(srv_job *job, cJSON *root)
             return false;
         break;
     default:
-        return cJSON_AddStringToObject(root, "note",
-                                       "scheme 'none' (NoPE) has no positional signal") != NULL;
+        if (!cJSON_AddStringToObject(root, "note", "scheme 'none' (NoPE) has no positional signal"))
+            return false;
+        break;
     }
     if (ej->want_bias) {
         int64_t shape[3] = {ej->H, ej->Lq, ej->Lk};
-        return srv_tensor_render(root, "bias", ej->bias, 3, shape, enc);
+        if (!srv_tensor_render(root, "bias", ej->bias, 3, shape, enc))
+            return false;
     }
+    if (ej->visible != NULL &&
+        !add_int_grid(root, "chunk_visible", ej->visible, ej->vis.q_len, ej->vis.k_len))
+        return false;
     return true;
 }
 
 static bool encode_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **job_out,
                            srv_reply *reply)
 {
-    static const char *const top[] = {"scheme",      "length",         "positions", "dim",
-                                      "num_heads",   "q_length",       "k_length",  "q_positions",
-                                      "k_positions", "output_encoding"};
+    static const char *const top[] = {"scheme",      "length",          "positions",  "dim",
+                                      "num_heads",   "q_length",        "k_length",   "q_positions",
+                                      "k_positions", "output_encoding", "chunk_size", "causal"};
     const srv_limits *lim = top_ctx->lim;
     api_ctx ctx = {lim, "", top_ctx->source};
     api_err e;
@@ -475,6 +627,25 @@ static bool encode_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
     job->tasks[0].scheme_name = pa_scheme_type_name(ej->sch.s.type);
 
     allowed = fields_of(ej->sch.s.type);
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "chunk_size")) != NULL) {
+        if (!api_get_int(v, "chunk_size", &ctx, &ej->chunk, &e))
+            goto fail;
+        if (ej->chunk < 1) {
+            api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "chunk_size",
+                     "chunk_size=%d must be positive", (int)ej->chunk);
+            goto fail;
+        }
+        allowed |= F_REL; /* the visibility's query and key positions */
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "causal")) != NULL) {
+        if (ej->chunk == 0) {
+            api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "causal",
+                     "causal shapes chunk_visible: it needs chunk_size");
+            goto fail;
+        }
+        if (!api_get_bool(v, "causal", &ctx, &ej->causal, &e))
+            goto fail;
+    }
     for (size_t k = 0; k < sizeof enc_fields / sizeof enc_fields[0]; k++) {
         if (!(allowed & enc_fields[k].bit) &&
             cJSON_GetObjectItemCaseSensitive(root, enc_fields[k].name) != NULL) {
@@ -498,6 +669,19 @@ static bool encode_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
                 goto fail;
             }
         }
+    }
+    if (ej->chunk > 0) {
+        size_t ws;
+        if (!prepare_visibility(root, &ctx, ej, &need, &e))
+            goto fail;
+        ws = pa_attention_workspace_size(&ej->vis);
+        if (ws == 0) {
+            api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                     "the workspace for these sizes overflows the address space");
+            goto fail;
+        }
+        if (ws > job->tasks[0].workspace)
+            job->tasks[0].workspace = ws;
     }
     need = api_add_sat(api_add_sat(need, ej->sch.bytes), job->tasks[0].workspace);
     if (!api_check_memory(need, lim, &e))

@@ -279,42 +279,16 @@ static bool parse_positions(const cJSON *obj, const char *name, int32_t want, co
     if (v == NULL)
         return true;
     if (cJSON_IsArray(v) && cJSON_IsArray(v->child)) {
-        int32_t *rows = NULL;
-        const cJSON *row;
-        int k = 0;
-        char path[48];
         if (!mrope_ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
                             "%s is [3, L] (M-RoPE rows) only for scheme rope with "
                             "mrope_section; send [L] positions",
                             name);
-        if (cJSON_GetArraySize(v) != 3)
+        if (!api_get_int_rows(v, name, ctx, 3, mrope, &n, e))
+            return false;
+        if (n != want)
             return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
-                            "%s has %d rows; M-RoPE positions are [3, L] (temporal, height, "
-                            "width)",
-                            name, cJSON_GetArraySize(v));
-        rows = malloc(3 * (size_t)want * sizeof *rows);
-        if (rows == NULL)
-            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory");
-        cJSON_ArrayForEach(row, v)
-        {
-            int32_t *r = NULL;
-            snprintf(path, sizeof path, "%s[%d]", name, k);
-            if (!api_get_int_array(row, path, ctx, &r, &n, e)) {
-                free(rows);
-                return false;
-            }
-            if (n != want) {
-                free(r);
-                free(rows);
-                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s has %d values but %s=%d",
-                                path, (int)n, what, (int)want);
-            }
-            memcpy(rows + (size_t)k * want, r, (size_t)want * sizeof *rows);
-            free(r);
-            k++;
-        }
-        *mrope = rows;
+                            "%s has rows of %d values but %s=%d", name, (int)n, what, (int)want);
         return true;
     }
     if (!api_get_int_array(v, name, ctx, out, &n, e))

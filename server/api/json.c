@@ -439,6 +439,45 @@ bool api_get_length(const cJSON *root, const char *len_name, const char *pos_nam
     return true;
 }
 
+bool api_get_int_rows(const cJSON *v, const char *name, const api_ctx *ctx, int rows,
+                      int32_t **out, int32_t *n, api_err *e)
+{
+    int32_t *all = NULL, len = -1;
+    const cJSON *row;
+    char path[API_FIELD_MAX];
+    int k = 0;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != rows)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
+                        "%s must be [%d, L]: %d arrays of positions, found %s of %d", name, rows,
+                        rows, api_json_type(v), cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0);
+    cJSON_ArrayForEach(row, v)
+    {
+        int32_t *r = NULL, m = 0;
+        snprintf(path, sizeof path, "%s[%d]", name, k);
+        if (!api_get_int_array(row, path, ctx, &r, &m, e)) {
+            free(all);
+            return false;
+        }
+        if (len >= 0 && m != len) {
+            free(r);
+            free(all);
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                            "%s has %d values but %s[0] has %d", path, (int)m, name, (int)len);
+        }
+        if (all == NULL && (all = malloc((size_t)rows * (size_t)m * sizeof *all)) == NULL) {
+            free(r);
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory");
+        }
+        len = m;
+        memcpy(all + (size_t)k * (size_t)m, r, (size_t)m * sizeof *all);
+        free(r);
+        k++;
+    }
+    *out = all;
+    *n = len;
+    return true;
+}
+
 int32_t *api_range_positions(int32_t first, int32_t n)
 {
     int32_t *p = malloc((size_t)n * sizeof *p);

@@ -115,6 +115,10 @@ bool api_get_float_array(const cJSON *v, const char *name, const api_ctx *ctx, f
  * neither is there; *pos is malloc'd when the array is given. */
 bool api_get_length(const cJSON *obj, const char *len_name, const char *pos_name,
                     const api_ctx *ctx, int32_t *n, int32_t **pos, api_err *e);
+/* A nested int array [rows, n] (M-RoPE positions [3, L]): every row an int
+ * array of the same length *n >= 1; *out malloc'd, row-major. */
+bool api_get_int_rows(const cJSON *v, const char *name, const api_ctx *ctx, int rows,
+                      int32_t **out, int32_t *n, api_err *e);
 /* first, first+1, ... (n values), malloc'd; NULL on allocation failure. */
 int32_t *api_range_positions(int32_t first, int32_t n);
 /* "json" or "b64". */

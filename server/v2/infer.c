@@ -297,6 +297,55 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
     return true;
 }
 
+/* The values of data (flat, or nested one level) as three JSON arrays of
+ * cols numbers each, the M-RoPE rows /v1 takes; NULL when they do not fit
+ * (or memory ran out). Values are copied; their types the /v1 parser
+ * checks. */
+static cJSON *position_rows(const cJSON *data, int64_t cols)
+{
+    cJSON *rows, *row = NULL;
+    int64_t at = 0;
+    bool nested;
+    const cJSON *r, *x;
+    if (!cJSON_IsArray(data))
+        return NULL;
+    nested = cJSON_IsArray(data->child);
+    if ((rows = cJSON_CreateArray()) == NULL)
+        return NULL;
+    cJSON_ArrayForEach(r, data)
+    {
+        /* flat: r is a value; nested: r is a row of values */
+        for (x = nested ? r->child : r; x != NULL; x = nested ? x->next : NULL) {
+            cJSON *v;
+            if (at == 3 * cols)
+                goto fail;
+            if (at % cols == 0) {
+                if ((row = cJSON_CreateArray()) == NULL)
+                    goto fail;
+                if (!cJSON_AddItemToArray(rows, row)) {
+                    cJSON_Delete(row);
+                    goto fail;
+                }
+            }
+            if ((v = cJSON_Duplicate(x, false)) == NULL)
+                goto fail;
+            if (!cJSON_AddItemToArray(row, v)) {
+                cJSON_Delete(v);
+                goto fail;
+            }
+            at++;
+        }
+        if (nested && at % cols != 0)
+            goto fail;
+    }
+    if (at != 3 * cols)
+        goto fail;
+    return rows;
+fail:
+    cJSON_Delete(rows);
+    return NULL;
+}
+
 /* A JSON array of the n values of a binary segment (int32 or float32). */
 static cJSON *segment_array(const char *p, size_t n, bool int32)
 {
@@ -388,11 +437,18 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                     e))
         return false;
     snprintf(path, sizeof path, "%s.shape", name);
-    if (spec->ndim == 0 ? ndim < 2 || ndim > 3 : ndim != spec->ndim)
+    if (spec->role == API_V2_ROLE_POSITIONS && ndim == 2) {
+        /* M-RoPE rows [3, L] (rope with mrope_section) */
+        if (shape[0] != 3)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                            "%s=[%lld, %lld]: 2-D positions are M-RoPE's [3, L]", path,
+                            (long long)shape[0], (long long)shape[1]);
+    } else if (spec->ndim == 0 ? ndim < 2 || ndim > 3 : ndim != spec->ndim) {
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
                         spec->ndim == 0 ? "%s has %d dimensions, expected 2 or 3"
                                         : "%s has %d dimensions, expected %d",
                         path, ndim, spec->ndim);
+    }
     for (int d = 0; d < ndim; d++)
         snprintf(shp + strlen(shp), sizeof shp - strlen(shp), "%s%lld", d ? "," : "[",
                  (long long)shape[d]);
@@ -466,6 +522,19 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     default: {
         /* 1-D arrays /v1 takes as plain JSON arrays. */
         size_t n = 0;
+        if (ndim == 2) { /* M-RoPE positions: three rows for /v1 */
+            snprintf(path, sizeof path, "%s.data", name);
+            node = data != NULL ? position_rows(data, shape[1]) : NULL;
+            if (data == NULL) {
+                cJSON *flat = segment_array(seg, count, true);
+                node = flat != NULL ? position_rows(flat, shape[1]) : NULL;
+                cJSON_Delete(flat);
+            }
+            if (node == NULL)
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                                "%s must hold shape %s of integers (flat or as 3 rows)", path, shp);
+            break;
+        }
         if (data != NULL) {
             const cJSON *x;
             snprintf(path, sizeof path, "%s.data", name);

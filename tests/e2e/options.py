@@ -240,6 +240,36 @@ class Options(unittest.TestCase):
         got = np.array(json.loads(body)["outputs"][0]["data"], np.float32)
         self.assertEqual(got.tobytes(), np.ascontiguousarray(out, "<f4").reshape(-1).tobytes())
 
+    def test_v2_mrope(self):
+        """M-RoPE through v2: mrope_section as an INT32 input, q_positions [3, Lq] as JSON
+        (flat data) and k_positions [3, Lk] as binary INT32; bit-identical to /v1."""
+        qm = np.array([[5] * self.Lq, [1, 1, 2, 2, 3, 3], [3, 4, 3, 4, 3, 4]], np.int32)
+        km = np.array([list(range(self.Lk)), [0] * 4 + [1] * 6, list(range(10, 20))], np.int32)
+        item = {"scheme": {"type": "rope", "mrope_section": [1, 1, 2]}, "q": btensor(self.q),
+                "k": btensor(self.k), "v": btensor(self.v), "q_positions": qm.tolist(),
+                "k_positions": km.tolist(), "causal": True, "return": ["output", "weights"]}
+        out, _ = self.attention(item, "b64")
+        raw = np.ascontiguousarray(km, "<i4").tobytes()
+        inputs = [{"name": n, "shape": list(a.shape), "datatype": "FP32",
+                   "data": np.asarray(a, np.float64).reshape(-1).tolist()}
+                  for n, a in (("q", self.q), ("k", self.k), ("v", self.v))]
+        inputs += [{"name": "mrope_section", "shape": [3], "datatype": "INT32", "data": [1, 1, 2]},
+                   {"name": "q_positions", "shape": [3, self.Lq], "datatype": "INT32",
+                    "data": qm.reshape(-1).tolist()},
+                   {"name": "k_positions", "shape": [3, self.Lk], "datatype": "INT32",
+                    "parameters": {"binary_data_size": len(raw)}}]
+        header = json.dumps({"parameters": {"causal": True, "binary_data_output": True},
+                             "inputs": inputs, "outputs": [{"name": "output"}]}).encode()
+        st, headers, body = call("POST", "/v2/models/attention-rope/infer", header + raw,
+                                 {"Inference-Header-Content-Length": str(len(header))})
+        self.assertEqual(st, 200, body)
+        n = int(headers["Inference-Header-Content-Length"])
+        self.assertEqual(body[n:], np.ascontiguousarray(out, "<f4").tobytes())
+        # Without the rows the answer is plain rope's, and differs.
+        plain, _ = self.attention({k: v for k, v in item.items()
+                                   if k not in ("q_positions", "k_positions")}, "b64")
+        self.assertGreater(np.abs(plain - out).max(), 1e-3)
+
     def test_errors(self):
         base = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
                 "v": btensor(self.v)}

@@ -371,6 +371,147 @@ static void test_analyze_decomposition(void **state)
     free(wv);
 }
 
+/* The options' own signals in /v1/encode: chunk_visible [Lq, Lk] for any
+ * scheme with chunk_size (by floor(qpos / C), with causal when asked; the
+ * positions negative too), and for M-RoPE the row each frequency reads and
+ * the tables from positions [3, n]. */
+static void test_encode_options(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    cJSON *ans = call(&srv_ep_encode,
+                      "{\"scheme\":{\"type\":\"none\"},\"chunk_size\":3,"
+                      "\"q_positions\":[-4,-1,0,2,5],\"k_positions\":[-6,-3,-1,0,2,3,6]}",
+                      &lim, &status);
+    expect_ok(ans, status);
+    const int32_t qp[5] = {-4, -1, 0, 2, 5}, kp[7] = {-6, -3, -1, 0, 2, 3, 6};
+    const cJSON *vis = cJSON_GetObjectItemCaseSensitive(ans, "chunk_visible");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(vis, "data")), 35);
+    for (int i = 0; i < 5; i++) {
+        for (int j = 0; j < 7; j++) {
+            int want = floor(qp[i] / 3.0) == floor(kp[j] / 3.0);
+            const cJSON *c =
+                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(vis, "data"), i * 7 + j);
+            assert_int_equal((int)c->valuedouble, want);
+        }
+    }
+    cJSON_Delete(ans);
+    /* causal too, default positions (Lq = Lk = 6), a relative scheme's
+     * bias beside it */
+    ans = call(&srv_ep_encode,
+               "{\"scheme\":{\"type\":\"alibi\"},\"num_heads\":2,\"q_length\":6,"
+               "\"chunk_size\":4,\"causal\":true}",
+               &lim, &status);
+    expect_ok(ans, status);
+    shape_is(ans, "bias", 3, 2, 6, 6);
+    vis = cJSON_GetObjectItemCaseSensitive(ans, "chunk_visible");
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++)
+            assert_int_equal(
+                (int)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(vis, "data"), i * 6 + j)
+                    ->valuedouble,
+                j <= i && i / 4 == j / 4);
+    cJSON_Delete(ans);
+
+    /* M-RoPE: rows [3, 3], sections [1, 1, 2] of dim 8 */
+    ans = call(&srv_ep_encode,
+               "{\"scheme\":{\"type\":\"rope\",\"mrope_section\":[1,1,2]},\"dim\":8,"
+               "\"positions\":[[0,1,2],[0,5,5],[0,6,7]]}",
+               &lim, &status);
+    expect_ok(ans, status);
+    const int32_t rows[3][3] = {{0, 1, 2}, {0, 5, 5}, {0, 6, 7}}, row_of[4] = {0, 1, 2, 2};
+    const cJSON *mr = cJSON_GetObjectItemCaseSensitive(ans, "mrope_row");
+    const cJSON *cs =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ans, "cos"), "data");
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(
+            (int)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(mr, "data"), i)->valuedouble,
+            row_of[i]);
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 4; i++) {
+            double th = rows[row_of[i]][t] * pow(10000.0, -2.0 * i / 8);
+            assert_true(fabs(cJSON_GetArrayItem(cs, t * 4 + i)->valuedouble - cos(th)) < 1e-6);
+        }
+    cJSON_Delete(ans);
+
+    static const struct {
+        const char *body, *code, *field;
+    } bad[] = {
+        {"{\"scheme\":{\"type\":\"none\"},\"causal\":true}", "INVALID_ARGUMENT", "causal"},
+        {"{\"scheme\":{\"type\":\"none\"},\"chunk_size\":0,\"q_length\":2}", "INVALID_ARGUMENT",
+         "chunk_size"},
+        {"{\"scheme\":{\"type\":\"none\"},\"chunk_size\":2}", "INVALID_ARGUMENT", "q_length"},
+        {"{\"scheme\":{\"type\":\"rope\",\"mrope_section\":[1,1,2]},\"dim\":8,"
+         "\"positions\":[[0,1],[0,1]]}",
+         "SHAPE_MISMATCH", "positions"},
+        {"{\"scheme\":{\"type\":\"rope\",\"mrope_section\":[1,1,2]},\"dim\":8,\"length\":3,"
+         "\"positions\":[[0,1],[0,1],[0,1]]}",
+         "SHAPE_MISMATCH", "length"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ans = call(&srv_ep_encode, bad[i].body, &lim, &status);
+        expect_error(ans, status, 400, bad[i].code, bad[i].field);
+        cJSON_Delete(ans);
+    }
+}
+
+/* The decomposition with the options: softcap and a bias (content is the
+ * capped content logit, the bias is position), masks ignored; content +
+ * position still the logits of the same item without masks. */
+static void test_analyze_decomposition_options(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    tu_rng r;
+    int status;
+    const int Lq = 4, Lk = 5, H = 2;
+    tu_rng_seed(&r, 41);
+    float *bias = rnd(&r, (size_t)Lq * Lk, -1, 1);
+    qkv_make(&f, Lq, Lk, H, H, 4, 4, 42);
+    for (size_t i = 0; i < (size_t)Lq * H * 4; i++)
+        f.q[i] *= 3.0f;
+    cJSON *req = qkv_item(&f, scheme_of("{\"type\":\"rope\"}"));
+    cJSON_AddStringToObject(req, "analysis", "decomposition");
+    cJSON_AddNumberToObject(req, "softcap", 1.0);
+    cJSON_AddItemToObject(req, "bias", jtensor(bias, 2, Lq, Lk));
+    cJSON_AddNumberToObject(req, "chunk_size", 2);
+    cJSON_AddTrueToObject(req, "causal");
+    cJSON *ans = call_json(&srv_ep_analyze, req, &lim, &status);
+    if (status != 200)
+        fail_msg("%s", str_at(ans, "error", "message"));
+
+    /* The same item's logits without masks, from /v1/attention's path. */
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    qkv_desc(&f, &s, &a);
+    a.softcap = 1.0f;
+    a.bias = bias;
+    a.bias_heads = 1;
+    lib_run(&a, (size_t)Lq * H * 4, &want);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(ans, "content");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(ans, "position");
+    size_t n = (size_t)H * Lq * Lk;
+    float *cd = tu_alloc(n, sizeof(float)), *pd = tu_alloc(n, sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        cd[i] = (float)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "data"), (int)i)
+                    ->valuedouble;
+        pd[i] = (float)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "data"), (int)i)
+                    ->valuedouble;
+        assert_true(fabsf(cd[i]) <= 1.0f); /* capped: |content| < softcap */
+        assert_true(fabs(cd[i] + pd[i] - want.logits[i]) <= 1e-5 + 1e-5 * fabs(want.logits[i]));
+    }
+    free(cd);
+    free(pd);
+    lib_free(&want);
+    cJSON_Delete(ans);
+    qkv_free(&f);
+    free(bias);
+}
+
 static void test_analyze_rope_offset_and_similarity(void **state)
 {
     (void)state;
@@ -463,6 +604,8 @@ int main(void)
         cmocka_unit_test(test_analyze_permutation),
         cmocka_unit_test(test_analyze_decomposition),
         cmocka_unit_test(test_analyze_rope_offset_and_similarity),
+        cmocka_unit_test(test_encode_options),
+        cmocka_unit_test(test_analyze_decomposition_options),
     };
     return cmocka_run_group_tests_name("api_encode_analyze", tests, NULL, NULL);
 }
