@@ -92,11 +92,15 @@ function makeFigure(container, title, kind) {
   return { fig, cap, canvas, out };
 }
 
+const SIDE_GAP = 8;   // between a heatmap and its side column
 const FONT = '12px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
 const INK = '#1b1f24', MUTED = '#57606a', GRID = '#d8dee4';
 
 // Heatmap of a rows x cols matrix (row-major data). Hover or arrow keys
-// select a cell; the readout names it and its value.
+// select a cell; the readout names it and its value. extra.side = {label,
+// values} adds one more column of per-row values (column index cols), drawn
+// apart on the same colour scale, e.g. the share of each row that went to an
+// attention sink.
 export class Heatmap {
   constructor(container, opts) {
     this.o = Object.assign({ cmap: 'viridis', symmetric: false, xLabel: 'column',
@@ -128,17 +132,27 @@ export class Heatmap {
     if (this.o.symmetric) { const m = Math.max(Math.abs(lo), Math.abs(hi)) || 1; lo = -m; hi = m; }
     if (hi === lo) hi = lo + 1;
     this.lo = lo; this.hi = hi;
-    if (this.cursor && (this.cursor.r >= rows || this.cursor.c >= cols)) this.cursor = null;
+    if (this.cursor && (this.cursor.r >= rows || this.cursor.c >= cols + (this.side() ? 1 : 0))) this.cursor = null;
     this.draw();
     if (this.cursor) this.showCell(this.cursor.r, this.cursor.c);
   }
 
   layout(w) {
     const m = { l: 46, r: 76, t: 6, b: 36 };
+    let sw = 0;   // the side column's width, and a gap before it
+    if (this.side()) {
+      sw = Math.max(12, Math.min(26, (w - m.l - m.r) / ((this.cols || 1) + 1)));
+      m.r += sw + SIDE_GAP;
+    }
     const pw = w - m.l - m.r;
     const aspect = this.o.aspect || Math.max(0.4, Math.min(1.25, (this.rows || 1) / (this.cols || 1)));
     const ph = Math.max(60, Math.min(this.o.maxH, pw * aspect));
-    return { m, pw, ph, h: ph + m.t + m.b };
+    return { m, pw, ph, sw, h: ph + m.t + m.b };
+  }
+
+  side() {
+    const s = this.extra && this.extra.side;
+    return s && s.values && s.values.length === this.rows ? s : null;
   }
 
   draw() {
@@ -146,8 +160,8 @@ export class Heatmap {
     const w0 = Math.max(120, this.canvas.parentElement.clientWidth);
     const L = this.layout(w0);
     const { ctx, w } = sizeCanvas(this.canvas, L.h / w0, L.h, L.h);
-    const { m, pw, ph } = L;
-    this.geom = { m, pw, ph };
+    const { m, pw, ph, sw } = L;
+    this.geom = { m, pw, ph, sw };
     ctx.clearRect(0, 0, w, L.h);
     // Cells: one pixel each in an offscreen image, scaled without smoothing.
     const img = new ImageData(this.cols, this.rows);
@@ -164,6 +178,18 @@ export class Heatmap {
     ctx.drawImage(off, m.l, m.t, pw, ph);
     ctx.strokeStyle = GRID;
     ctx.strokeRect(m.l - 0.5, m.t - 0.5, pw + 1, ph + 1);
+    const side = this.side(), sx = m.l + pw + SIDE_GAP;
+    if (side) {
+      const ch = ph / this.rows;
+      side.values.forEach((v, r) => {
+        const rgb = v === null || !Number.isFinite(v) ? [225, 228, 232]
+                  : colour(this.o.cmap, (v - this.lo) / (this.hi - this.lo));
+        ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
+        ctx.fillRect(sx, m.t + r * ch, sw, Math.ceil(ch));
+      });
+      ctx.strokeStyle = GRID;
+      ctx.strokeRect(sx - 0.5, m.t - 0.5, sw + 1, ph + 1);
+    }
     // Axes: ticks at cell centres.
     ctx.font = FONT; ctx.fillStyle = MUTED;
     const xt = this.extra.xValues, yt = this.extra.yValues;
@@ -177,6 +203,10 @@ export class Heatmap {
       if (r !== Math.round(r)) continue;
       ctx.fillText(String(yt ? yt[r] : r), m.l - 4, m.t + (r + 0.5) * ph / this.rows);
     }
+    if (side) {
+      ctx.textAlign = 'center'; ctx.textBaseline = 'top';
+      ctx.fillText(side.label, sx + sw / 2, m.t + ph + 3);
+    }
     ctx.fillStyle = INK; ctx.textAlign = 'center'; ctx.textBaseline = 'bottom';
     ctx.fillText(this.o.xLabel, m.l + pw / 2, m.t + ph + m.b);
     ctx.save();
@@ -184,7 +214,7 @@ export class Heatmap {
     ctx.textBaseline = 'middle'; ctx.fillText(this.o.yLabel, 0, 0);
     ctx.restore();
     // Legend: a vertical colour bar with its range.
-    const lx = m.l + pw + 12, lh = Math.min(ph, 160);
+    const lx = m.l + pw + (side ? sw + SIDE_GAP : 0) + 12, lh = Math.min(ph, 160);
     for (let y = 0; y < lh; y++) {
       const rgb = colour(this.o.cmap, 1 - y / (lh - 1));
       ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
@@ -196,9 +226,9 @@ export class Heatmap {
     ctx.fillText(fmt((this.hi + this.lo) / 2, 3), lx + 14, m.t + lh / 2);
     ctx.fillText(fmt(this.lo, 3), lx + 14, m.t + lh - 5);
     if (this.cursor) {
-      const cw = pw / this.cols, ch = ph / this.rows;
+      const cw = pw / this.cols, ch = ph / this.rows, inSide = this.cursor.c === this.cols;
       ctx.strokeStyle = '#000'; ctx.lineWidth = 2;
-      ctx.strokeRect(m.l + this.cursor.c * cw, m.t + this.cursor.r * ch, cw, ch);
+      ctx.strokeRect(inSide ? sx : m.l + this.cursor.c * cw, m.t + this.cursor.r * ch, inSide ? sw : cw, ch);
       ctx.lineWidth = 1;
     }
   }
@@ -206,10 +236,13 @@ export class Heatmap {
   hover(e) {
     if (!this.data || !this.geom) return;
     const rect = this.canvas.getBoundingClientRect();
-    const { m, pw, ph } = this.geom;
-    const c = Math.floor((e.clientX - rect.left - m.l) / pw * this.cols);
+    const { m, pw, ph, sw } = this.geom;
+    const px = e.clientX - rect.left - m.l;
+    let c = Math.floor(px / pw * this.cols);
     const r = Math.floor((e.clientY - rect.top - m.t) / ph * this.rows);
-    if (r < 0 || c < 0 || r >= this.rows || c >= this.cols) return;
+    if (this.side() && px >= pw + SIDE_GAP && px < pw + SIDE_GAP + sw) c = this.cols;
+    else if (c >= this.cols) return;
+    if (r < 0 || c < 0 || r >= this.rows) return;
     this.select(r, c);
   }
 
@@ -219,7 +252,8 @@ export class Heatmap {
     let { r, c } = this.cursor || { r: 0, c: 0 };
     if (d) { r += d[0]; c += d[1]; } else if (e.key === 'Home') { r = 0; c = 0; } else return;
     e.preventDefault();
-    this.select(Math.max(0, Math.min(this.rows - 1, r)), Math.max(0, Math.min(this.cols - 1, c)));
+    const lastC = this.side() ? this.cols : this.cols - 1;
+    this.select(Math.max(0, Math.min(this.rows - 1, r)), Math.max(0, Math.min(lastC, c)));
   }
 
   select(r, c) {
@@ -229,6 +263,16 @@ export class Heatmap {
   }
 
   showCell(r, c) {
+    const side = this.side();
+    if (c >= this.cols && !side) { this.cursor = null; this.out.textContent = '\u00a0'; return; }
+    if (c === this.cols) {
+      const v = side.values[r];
+      const ys = this.extra.yValues ? this.extra.yValues[r] : r;
+      this.out.textContent = `${this.o.yLabel} ${ys}, ${side.label}: ` + (v === null ? '-' : fmt(v, 6));
+      this.out.dataset.row = r; this.out.dataset.col = 'side';
+      this.out.dataset.value = v === null ? 'null' : String(v);
+      return;
+    }
     const v = this.data[r * this.cols + c];
     const xs = this.extra.xValues ? this.extra.xValues[c] : c;
     const ys = this.extra.yValues ? this.extra.yValues[r] : r;
