@@ -22,6 +22,12 @@
  * Targets (issue #4): non-causal >= 0.90 of the sgemm ceiling; causal at
  * L=2048 >= 1.8x the non-causal rate of the same scheme and T, the two
  * timed in turn (the median ratio of 9 adjacent pairs).
+ *
+ * Then the options of current models (issue #16), each against the same
+ * call without it, timed in turn (the median of 7 adjacent pairs), on T
+ * threads: what softcap, sinks, a bias or q/k norms cost, and what chunked
+ * attention or a document mask saves by skipping the tiles they hide. No
+ * targets: the figures are for choosing.
  */
 #include "posattn.h"
 #include "tile.h" /* benchmarks may reach inside lib/, as tests do */
@@ -352,6 +358,102 @@ int main(int argc, char **argv)
         free(kfull);
         free(vfull);
         free(gc.o);
+    }
+
+    /* The options of current models against the same call without them. */
+    if (!smoke) {
+        enum { L = 2048, H = 8, D = 64, ROUNDS = 7 };
+        pa_scheme s;
+        attn_ctx ac;
+        float sinks[H], *bias = randn((size_t)L * L, 7), *norm = randn(D, 8);
+        uint8_t *docs = malloc((size_t)L * L);
+        if (docs == NULL) {
+            fprintf(stderr, "bench: out of memory\n");
+            return 1;
+        }
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < L; j++)
+                docs[(size_t)i * L + j] = i / 512 == j / 512; /* 4 documents */
+        for (int h = 0; h < H; h++)
+            sinks[h] = 0.5f;
+        for (int d = 0; d < D; d++)
+            norm[d] = 1.0f + 0.1f * norm[d];
+        pa_scheme_init(&s, PA_SCHEME_ROPE);
+        pa_attention_init(&ac.a, &s);
+        ac.a.num_heads = ac.a.num_kv_heads = H;
+        ac.a.head_dim = D;
+        ac.a.q_len = ac.a.k_len = L;
+        ac.a.q = randn((size_t)L * H * D, 1);
+        ac.a.k = randn((size_t)L * H * D, 2);
+        ac.a.v = randn((size_t)L * H * D, 5);
+        ac.a.causal = true;
+        memset(&ac.out, 0, sizeof ac.out);
+        ac.out.output = malloc((size_t)L * H * D * sizeof(float));
+        ac.ws_size = pa_attention_workspace_size(&ac.a) + ((size_t)L * 2 + 64) * sizeof(float);
+        for (int t = 0; t < tmax; t++)
+            ac.ws[t] = malloc(ac.ws_size);
+        printf("\noptions of current models: rope causal L=%d H=%d D=%d, T=%d; speed against the "
+               "same call without the option\n(median of %d pairs timed in turn; > 1 is faster)\n",
+               L, H, D, tmax, ROUNDS);
+        printf("%-28s %9s %10s\n", "option", "GFLOP/s", "speed");
+        for (int o = 0; o < 6; o++) {
+            static const char *const names[] = {"softcap 50",       "sinks",
+                                                "bias [1, L, L]",   "q_norm, k_norm [D]",
+                                                "chunk_size 512",   "mask: 4 documents"};
+            par_ctx pa = {attention_fn, &ac, tmax};
+            double ratio[ROUNDS], best = 1e30;
+            pa_attention plain = ac.a, with = ac.a;
+            switch (o) {
+            case 0:
+                with.softcap = 50.0f;
+                break;
+            case 1:
+                with.sinks = sinks;
+                break;
+            case 2:
+                with.bias = bias;
+                with.bias_heads = 1;
+                break;
+            case 3:
+                with.q_norm = with.k_norm = norm;
+                with.q_norm_len = with.k_norm_len = D;
+                with.q_norm_eps = with.k_norm_eps = 1e-6f;
+                break;
+            case 4:
+                with.chunk_size = 512;
+                break;
+            default:
+                with.mask = docs;
+                with.mask_heads = 1;
+                break;
+            }
+            run_parallel(&pa); /* warm */
+            for (int r = 0; r < ROUNDS; r++) {
+                double t0, t_plain;
+                ac.a = plain;
+                t0 = now();
+                run_parallel(&pa);
+                t_plain = now() - t0;
+                ac.a = with;
+                t0 = now();
+                run_parallel(&pa);
+                ratio[r] = t_plain / (now() - t0);
+                best = fmin(best, now() - t0);
+            }
+            ac.a = plain;
+            qsort(ratio, ROUNDS, sizeof *ratio, cmp_double);
+            printf("%-28s %9.1f %9.2fx\n", names[o], 4.0 * L * (double)L * D * H / best * 1e-9,
+                   ratio[ROUNDS / 2]);
+        }
+        for (int t = 0; t < tmax; t++)
+            free(ac.ws[t]);
+        free((void *)ac.a.q);
+        free((void *)ac.a.k);
+        free((void *)ac.a.v);
+        free(ac.out.output);
+        free(bias);
+        free(norm);
+        free(docs);
     }
 
     /* Working memory of the long-context case, from the library's own query. */
