@@ -275,7 +275,7 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard server/*/*.h include/*.h lib/*.h)
 # The tensor file header parsers (safetensors, .npy) get their own driver,
 # seeded by the good and malformed files tests/fixtures/make_tensors.py writes.
 FUZZ_ST_BIN := $(BUILD)/fuzz/fuzz_safetensors
-FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c server/store/tensor_file.c
+FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c server/store/tensor_file.c server/codec/half.c
 FUZZ_ST_SEEDS := $(abspath $(BUILD)/fixtures/tensors)
 FUZZ_ST_RUN = /usr/bin/python3 tests/fixtures/make_tensors.py $(FUZZ_ST_SEEDS) && \
 	mkdir -p $(BUILD)/fuzz/st-corpus && cd $(BUILD)/fuzz && \
@@ -283,7 +283,7 @@ FUZZ_ST_RUN = /usr/bin/python3 tests/fixtures/make_tensors.py $(FUZZ_ST_SEEDS) &
 	    -print_final_stats=1 -artifact_prefix=./st- -dict=$(CURDIR)/tests/fuzz/safetensors.dict \
 	    st-corpus $(FUZZ_ST_SEEDS)/good $(FUZZ_ST_SEEDS)/bad
 
-$(FUZZ_ST_BIN): $(FUZZ_ST_SRC) server/store/tensor_file.h server/codec/tensor.h
+$(FUZZ_ST_BIN): $(FUZZ_ST_SRC) server/store/tensor_file.h server/codec/tensor.h server/codec/half.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_ST_SRC) -o $@ $(SRV_LIBS) -lm
 

@@ -5,6 +5,8 @@
  */
 #include "store/tensor_file.h"
 
+#include "codec/half.h"
+
 #include <cjson/cJSON.h>
 #include <float.h>
 #include <math.h>
@@ -503,26 +505,8 @@ bool srv_npy_parse(const unsigned char *buf, size_t len, srv_tensor_entry *out, 
 /* Conversions                                                               */
 /* ------------------------------------------------------------------------- */
 
-float srv_f16_to_f32(uint16_t h)
-{
-    int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    float v;
-    if (exp == 0)
-        v = ldexpf((float)man, -24); /* subnormal (or zero): man * 2^-24, exact */
-    else if (exp == 31)
-        v = man == 0 ? INFINITY : NAN;
-    else
-        v = ldexpf((float)(man | 0x400), exp - 25);
-    return sign ? -v : v;
-}
+/* F16 and BF16 widen through codec/half.h. */
 
-float srv_bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float v;
-    memcpy(&v, &u, sizeof v);
-    return v;
-}
 
 bool srv_dtype_to_f32(srv_dtype d, const unsigned char *src, size_t count, float *dst, size_t *bad)
 {

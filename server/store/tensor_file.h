@@ -58,10 +58,6 @@ bool srv_safetensors_parse(const unsigned char *buf, size_t len, srv_tensor_entr
 bool srv_npy_parse(const unsigned char *buf, size_t len, srv_tensor_entry *out, char *err,
                    size_t cap);
 
-/* Half-precision to float32, exact for every value (subnormals, inf, NaN). */
-float srv_f16_to_f32(uint16_t h);
-float srv_bf16_to_f32(uint16_t h);
-
 /* Converts count little-endian elements of type d at src (any alignment)
  * to float32 in dst. Returns false (dst partly written) at the first value
  * that is not finite in float32, with its index in *bad. */

@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include "api/api.h"
+#include "codec/half.h"
 #include "store/tensor_file.h"
 #include "store/tensor_store.h"
 

@@ -1,0 +1,158 @@
+/* half.c - see half.h.
+ *
+ * Narrowing goes through double, where float32 and every JSON number are
+ * exact: the significand is scaled to the target's width by ldexp (exact),
+ * rounded once by rint (to nearest even, the default rounding mode), and a
+ * carry out of the significand moves the exponent. Widening is bit
+ * arithmetic; the bulk f16 widening uses F16C's vcvtph2ps when the CPU has
+ * it, which gives the same bits (both are exact).
+ */
+#include "codec/half.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HALF_X86 1
+#else
+#define HALF_X86 0
+#endif
+
+float srv_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
+    float f;
+    if (e == 0x1f) {
+        /* inf, or a NaN with its payload, quiet (as vcvtph2ps makes it) */
+        bits = sign | 0x7f800000u | (m << 13) | (m != 0 ? 0x00400000u : 0);
+    } else if (e != 0) {
+        bits = sign | ((e + 112u) << 23) | (m << 13);
+    } else if (m == 0) {
+        bits = sign;
+    } else {
+        /* subnormal, m * 2^-24: normalise the significand */
+        uint32_t shift = 0;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            shift++;
+        }
+        bits = sign | ((113u - shift) << 23) | ((m & 0x3ffu) << 13);
+    }
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+float srv_bf16_to_f32(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* value = sign * q * 2^(e - frac_bits) with q in [2^frac_bits, 2^(frac_bits+1))
+ * for normals, into the type's bits; emin and emax are the type's exponent
+ * range, frac_bits its fraction width. */
+static uint16_t narrow(double d, int frac_bits, int emin, int emax, uint16_t quiet_nan)
+{
+    uint64_t x;
+    uint16_t sign;
+    double a = fabs(d), q;
+    int e;
+    memcpy(&x, &d, sizeof x);
+    sign = (uint16_t)((x >> 48) & 0x8000u);
+    if (isnan(d))
+        return (uint16_t)(sign | quiet_nan);
+    if (isinf(d))
+        return (uint16_t)(sign | ((uint16_t)((emax - emin + 2) << frac_bits))); /* inf */
+    if (a == 0.0)
+        return sign;
+    e = ilogb(a);
+    if (e < emin) {
+        /* subnormal: a multiple of 2^(emin - frac_bits) */
+        q = rint(ldexp(a, frac_bits - emin));
+        return (uint16_t)(sign | (uint16_t)q); /* q == 2^frac_bits is the smallest normal */
+    }
+    q = rint(ldexp(a, frac_bits - e));
+    if (q == ldexp(1.0, frac_bits + 1)) { /* rounded up past the significand */
+        q = ldexp(1.0, frac_bits);
+        e++;
+    }
+    if (e > emax)
+        return (uint16_t)(sign | ((uint16_t)((emax - emin + 2) << frac_bits)));
+    return (uint16_t)(sign | (uint16_t)((e - emin + 1) << frac_bits) |
+                      (uint16_t)(q - ldexp(1.0, frac_bits)));
+}
+
+uint16_t srv_f64_to_f16(double d)
+{
+    return narrow(d, 10, -14, 15, 0x7e00u);
+}
+
+uint16_t srv_f64_to_bf16(double d)
+{
+    return narrow(d, 7, -126, 127, 0x7fc0u);
+}
+
+uint16_t srv_f32_to_f16(float f)
+{
+    return srv_f64_to_f16((double)f); /* float to double is exact: one rounding */
+}
+
+uint16_t srv_f32_to_bf16(float f)
+{
+    return srv_f64_to_bf16((double)f);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Bulk widening                                                             */
+/* ------------------------------------------------------------------------- */
+
+static void f16_portable(const unsigned char *src, float *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = srv_f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
+}
+
+#if HALF_X86
+__attribute__((target("avx,f16c"))) static void f16_native(const unsigned char *src, float *dst,
+                                                           size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + 2 * i));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    f16_portable(src + 2 * i, dst + i, n - i);
+}
+#endif
+
+int srv_half_native(void)
+{
+#if HALF_X86
+    return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+#else
+    return 0;
+#endif
+}
+
+void srv_f16_to_f32_n(const void *src, float *dst, size_t n)
+{
+#if HALF_X86
+    if (srv_half_native()) {
+        f16_native(src, dst, n);
+        return;
+    }
+#endif
+    f16_portable(src, dst, n);
+}
+
+void srv_bf16_to_f32_n(const void *src, float *dst, size_t n)
+{
+    const unsigned char *s = src;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits = ((uint32_t)s[2 * i] | (uint32_t)s[2 * i + 1] << 8) << 16;
+        memcpy(&dst[i], &bits, sizeof bits);
+    }
+}

@@ -1,0 +1,40 @@
+/* half.h - IEEE binary16 (f16) and bfloat16 (bf16) on the wire: the
+ * conversions between them and float32 (and double, for JSON numbers), and
+ * the bulk widening of a tensor's bytes. Tensors arrive in these types and
+ * are computed in float32 (codec/tensor.c, v2/); answers may leave in them.
+ *
+ * Rounding is to nearest, ties to even, as IEEE 754 and every framework's
+ * cast do. Narrowing keeps the sign of zero, turns NaN into a quiet NaN of
+ * the same sign, and a value beyond the type's range into infinity (the
+ * callers refuse those: a tensor's values must be finite). bf16 has
+ * float32's exponent range, so only its precision shrinks.
+ */
+#ifndef SRV_HALF_H
+#define SRV_HALF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exact widenings. */
+float srv_f16_to_f32(uint16_t h);
+float srv_bf16_to_f32(uint16_t b);
+
+/* Narrowings, to nearest even. */
+uint16_t srv_f32_to_f16(float f);
+uint16_t srv_f32_to_bf16(float f);
+/* From double directly (a JSON number is a double): one rounding, not two
+ * through float32. */
+uint16_t srv_f64_to_f16(double d);
+uint16_t srv_f64_to_bf16(double d);
+
+/* dst[i] = the float32 value of the n little-endian f16 / bf16 values at
+ * src (any alignment). F16C's vcvtph2ps where the CPU has it (chosen at run
+ * time), portable code elsewhere: the same bits either way. */
+void srv_f16_to_f32_n(const void *src, float *dst, size_t n);
+void srv_bf16_to_f32_n(const void *src, float *dst, size_t n);
+
+/* True when the widenings above run F16C code here (for tests and
+ * benchmarks). */
+int srv_half_native(void);
+
+#endif

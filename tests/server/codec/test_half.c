@@ -1,0 +1,181 @@
+/* test_half.c - server/codec/half.c against tests/ref_half.c (the types'
+ * definitions, rounding by search): every one of the 65536 patterns of f16
+ * and of bf16 widened, the bulk widening (F16C where the CPU has it) equal
+ * to the scalar one bit for bit, and narrowing from float32 and from double
+ * at every value, every midpoint (ties to even), just off each midpoint,
+ * the overflow threshold, subnormals, signed zeros and NaN; then a million
+ * seeded random floats and doubles. Exact: no tolerance.
+ */
+#include "codec/half.h"
+#include "ref_half.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* Widening: every pattern, value and bits (NaN keeps its sign and is NaN). */
+static void test_widen_all_patterns(void **state)
+{
+    (void)state;
+    for (uint32_t p = 0; p < 65536; p++) {
+        double want = ref_f16_value((uint16_t)p), wantb = ref_bf16_value((uint16_t)p);
+        float got = srv_f16_to_f32((uint16_t)p), gotb = srv_bf16_to_f32((uint16_t)p);
+        if (isnan(want)) {
+            assert_true(isnan(got));
+            assert_int_equal(bits_of(got) >> 31, p >> 15);
+        } else {
+            assert_true((double)got == want);
+            assert_int_equal(signbit(got) != 0, (p >> 15) != 0);
+        }
+        if (isnan(wantb))
+            assert_true(isnan(gotb));
+        else
+            assert_true((double)gotb == wantb);
+        assert_int_equal(bits_of(gotb), p << 16);
+    }
+}
+
+/* The bulk forms against the scalar ones over every pattern, at every
+ * alignment and length tail (the F16C loop takes 8 at a time). */
+static void test_bulk_equals_scalar(void **state)
+{
+    (void)state;
+    unsigned char *src = malloc(2 * 65536 + 1);
+    float *dst = malloc(65536 * sizeof(float));
+    assert_non_null(src);
+    assert_non_null(dst);
+    print_message("f16 bulk widening: %s\n", srv_half_native() ? "F16C" : "portable");
+    for (int off = 0; off < 2; off++) {
+        for (uint32_t p = 0; p < 65536; p++) {
+            src[off + 2 * p] = (unsigned char)(p & 0xff);
+            src[off + 2 * p + 1] = (unsigned char)(p >> 8);
+        }
+        for (size_t n = 65536; n > 65520; n--) {
+            srv_f16_to_f32_n(src + off, dst, n);
+            for (size_t p = 0; p < n; p++)
+                assert_int_equal(bits_of(dst[p]), bits_of(srv_f16_to_f32((uint16_t)p)));
+            srv_bf16_to_f32_n(src + off, dst, n);
+            for (size_t p = 0; p < n; p++)
+                assert_int_equal(bits_of(dst[p]), (uint32_t)p << 16);
+        }
+    }
+    free(src);
+    free(dst);
+}
+
+/* Narrowing at every finite value, at each midpoint between neighbours and
+ * just off it, from double and (where float32 holds it) from float. */
+static void check_narrowing(const char *what, double (*val)(uint16_t), uint16_t (*ref)(double),
+                            uint16_t (*from64)(double), uint16_t (*from32)(float), uint16_t max)
+{
+    for (uint32_t p = 0; p <= max; p++) {
+        for (int neg = 0; neg < 2; neg++) {
+            double v = val((uint16_t)p) * (neg ? -1 : 1);
+            double next =
+                p < max ? val((uint16_t)(p + 1)) : val(max) * 2 - val((uint16_t)(max - 1));
+            double mid = (fabs(v) + next) / 2 * (neg ? -1 : 1); /* exact in double */
+            double off = (next - fabs(v)) * 0x1p-20 * (neg ? -1 : 1);
+            const double xs[] = {v, mid, mid + off, mid - off};
+            for (int k = 0; k < 4; k++) {
+                uint16_t want = ref(xs[k]);
+                if (from64(xs[k]) != want)
+                    fail_msg("%s from double %.17g: got 0x%04x, want 0x%04x", what, xs[k],
+                             from64(xs[k]), want);
+                if ((double)(float)xs[k] == xs[k] && from32((float)xs[k]) != want)
+                    fail_msg("%s from float %.9g: got 0x%04x, want 0x%04x", what, xs[k],
+                             from32((float)xs[k]), want);
+            }
+        }
+    }
+}
+
+static void test_narrow_every_value_and_midpoint(void **state)
+{
+    (void)state;
+    check_narrowing("f16", ref_f16_value, ref_f16_round, srv_f64_to_f16, srv_f32_to_f16, 0x7bff);
+    check_narrowing("bf16", ref_bf16_value, ref_bf16_round, srv_f64_to_bf16, srv_f32_to_bf16,
+                    0x7f7f);
+}
+
+/* The edges by name: overflow, the smallest subnormal's half, zeros, NaN,
+ * infinity, and double rounding (a double just above a midpoint that
+ * float32 would round onto it). */
+static void test_narrow_edges(void **state)
+{
+    (void)state;
+    assert_int_equal(srv_f64_to_f16(65504.0), 0x7bff);
+    assert_int_equal(srv_f64_to_f16(65519.99), 0x7bff);
+    assert_int_equal(srv_f64_to_f16(65520.0), 0x7c00); /* the tie goes to even: up */
+    assert_int_equal(srv_f64_to_f16(-1e10), 0xfc00);
+    assert_int_equal(srv_f64_to_f16(0x1p-25), 0x0000); /* half the smallest subnormal: even */
+    assert_int_equal(srv_f64_to_f16(0x1.0000000000001p-25), 0x0001);
+    assert_int_equal(srv_f64_to_f16(0x1p-24), 0x0001);
+    assert_int_equal(srv_f64_to_f16(-0.0), 0x8000);
+    assert_int_equal(srv_f64_to_f16(INFINITY), 0x7c00);
+    assert_int_equal(srv_f64_to_f16(-INFINITY), 0xfc00);
+    assert_int_equal(srv_f64_to_f16(NAN) & 0x7e00, 0x7e00); /* quiet */
+    assert_int_equal(srv_f32_to_f16(-NAN) >> 15, 1);
+    assert_int_equal(srv_f64_to_bf16(3.4e38), 0x7f80);
+    assert_int_equal(srv_f64_to_bf16(-0.0), 0x8000);
+    assert_int_equal(srv_f64_to_bf16(NAN) & 0x7fc0, 0x7fc0);
+    assert_int_equal(srv_f64_to_bf16(0x1p-133), 0x0001); /* bf16's smallest subnormal */
+    assert_int_equal(srv_f64_to_bf16(0x1p-134), 0x0000);
+    /* 1 + 2^-11 is f16's midpoint between 1 and 1 + 2^-10; a hair above
+     * it must round up, though the float32 nearest to it is the midpoint. */
+    double above = 1.0 + 0x1p-11 + 0x1p-40;
+    assert_int_equal(srv_f32_to_f16((float)above), 0x3c00);
+    assert_int_equal(srv_f64_to_f16(above), 0x3c01);
+    double above_b = 1.0 + 0x1p-8 + 0x1p-40;
+    assert_int_equal(srv_f32_to_bf16((float)above_b), 0x3f80);
+    assert_int_equal(srv_f64_to_bf16(above_b), 0x3f81);
+}
+
+/* A million seeded floats and doubles over the whole range (bit patterns,
+ * so every exponent appears) against the search. */
+static void test_narrow_random(void **state)
+{
+    (void)state;
+    uint64_t s = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < 1000000; i++) {
+        uint64_t z;
+        uint32_t u;
+        float f;
+        double d;
+        s += 0x9e3779b97f4a7c15ULL;
+        z = s;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        u = (uint32_t)z;
+        memcpy(&f, &u, sizeof f);
+        if (isfinite(f)) {
+            assert_int_equal(srv_f32_to_f16(f), ref_f16_round(f));
+            assert_int_equal(srv_f32_to_bf16(f), ref_bf16_round(f));
+        }
+        /* doubles near the types' range: exponent -30 .. 20 */
+        d = ldexp(1.0 + (double)(z >> 12) * 0x1p-52, (int)((z >> 2) % 51) - 30) *
+            ((z & 1) ? -1 : 1);
+        assert_int_equal(srv_f64_to_f16(d), ref_f16_round(d));
+        assert_int_equal(srv_f64_to_bf16(d), ref_bf16_round(d));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_widen_all_patterns),
+        cmocka_unit_test(test_bulk_equals_scalar),
+        cmocka_unit_test(test_narrow_every_value_and_midpoint),
+        cmocka_unit_test(test_narrow_edges),
+        cmocka_unit_test(test_narrow_random),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
