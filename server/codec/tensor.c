@@ -5,6 +5,7 @@
 #include "codec/tensor.h"
 
 #include "codec/float32.h"
+#include "codec/half.h"
 #include "codec/fmt_float.h"
 #include "codec/json_lift.h"
 
@@ -107,10 +108,65 @@ static void shape_string(char *dst, size_t cap, int ndim, const int64_t *shape)
     }
 }
 
-/* One JSON element as a tensor value of the kind asked for. */
-static inline bool to_elem(const cJSON *n, srv_elem kind, float *out)
+/* What a tensor's elements are (srv_elem) and how they travel: the wire
+ * type of its b64 bytes, or the type its JSON numbers are rounded to. */
+typedef struct elem_type {
+    srv_elem kind;
+    srv_wire wire;
+} elem_type;
+
+bool srv_wire_from_name(const char *name, srv_wire *out)
 {
-    if (kind == SRV_ELEM_BOOL) {
+    static const char *const names[][2] = {
+        {"f32", "FP32"}, {"f16", "FP16"}, {"bf16", "BF16"}, {"f64", "FP64"}};
+    for (int w = 0; w < 4; w++) {
+        if (strcmp(name, names[w][0]) == 0 || strcmp(name, names[w][1]) == 0) {
+            *out = (srv_wire)w;
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t srv_wire_size(srv_wire w)
+{
+    return w == SRV_WIRE_F16 || w == SRV_WIRE_BF16 ? 2 : w == SRV_WIRE_F64 ? 8 : 4;
+}
+
+static const char *wire_name(srv_wire w)
+{
+    return w == SRV_WIRE_F16    ? "f16"
+           : w == SRV_WIRE_BF16 ? "bf16"
+           : w == SRV_WIRE_F64  ? "f64"
+                                : "float32";
+}
+
+/* A JSON number rounded to the wire type, then to float32: false when it
+ * falls outside the type's (or float32's) finite range. */
+static inline bool number_to_float(double d, srv_wire w, float *out)
+{
+    uint16_t h;
+    if (w == SRV_WIRE_F16) {
+        h = srv_f64_to_f16(d);
+        if ((h & 0x7c00u) == 0x7c00u)
+            return false;
+        *out = srv_f16_to_f32(h);
+        return true;
+    }
+    if (w == SRV_WIRE_BF16) {
+        h = srv_f64_to_bf16(d);
+        if ((h & 0x7f80u) == 0x7f80u)
+            return false;
+        *out = srv_bf16_to_f32(h);
+        return true;
+    }
+    return srv_double_to_float(d, out);
+}
+
+/* One JSON element as a tensor value of the kind asked for. */
+static inline bool to_elem(const cJSON *n, elem_type et, float *out)
+{
+    if (et.kind == SRV_ELEM_BOOL) {
         if (cJSON_IsBool(n)) {
             *out = cJSON_IsTrue(n) ? 1.0f : 0.0f;
             return true;
@@ -120,21 +176,29 @@ static inline bool to_elem(const cJSON *n, srv_elem kind, float *out)
         *out = (float)n->valuedouble;
         return true;
     }
-    return cJSON_IsNumber(n) && srv_double_to_float(n->valuedouble, out);
+    return cJSON_IsNumber(n) && number_to_float(n->valuedouble, et.wire, out);
 }
 
 static bool element_error(srv_reply *err, const char *field, const size_t *idx, int depth,
-                          const cJSON *n, srv_elem kind)
+                          const cJSON *n, elem_type et)
 {
     char path[PATH_MAX_LEN];
     index_path(path, field, idx, depth);
-    if (kind == SRV_ELEM_BOOL) {
+    if (et.kind == SRV_ELEM_BOOL) {
         if (cJSON_IsNumber(n))
             return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
                         "%s=%.17g: a mask holds true, false, 0 or 1", path, n->valuedouble);
         return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
                     "%s must be true, false, 0 or 1 (a mask), got %s", path, json_type_name(n));
     }
+    if (cJSON_IsNumber(n) && et.wire == SRV_WIRE_F16)
+        return fail(err, SRV_ERR_OUT_OF_RANGE, path,
+                    "%s=%.17g is outside the f16 range (magnitude below 65520)", path,
+                    n->valuedouble);
+    if (cJSON_IsNumber(n) && et.wire == SRV_WIRE_BF16)
+        return fail(err, SRV_ERR_OUT_OF_RANGE, path,
+                    "%s=%.17g is outside the bf16 range (magnitude below 3.3961e38)", path,
+                    n->valuedouble);
     if (cJSON_IsNumber(n))
         return fail(err, SRV_ERR_OUT_OF_RANGE, path,
                     "%s=%.17g is outside the float32 range (magnitude at most %.9g)", path,
@@ -188,7 +252,7 @@ static bool parse_shape(const cJSON *node, const char *field, int want_ndim, int
 /* Fills dst[count] from the nested arrays under `node` at `level`; idx holds
  * the indices above. The recursion is at most SRV_MAX_DIMS deep. */
 static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *shape, size_t *idx,
-                        float **dst, const char *field, srv_elem kind, srv_reply *err)
+                        float **dst, const char *field, elem_type et, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     size_t len = 0;
@@ -209,7 +273,7 @@ static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *s
                             "%s is %s, but the shape has %d dimensions: expected an array of %lld",
                             path, json_type_name(c), ndim, (long long)shape[level + 1]);
             }
-            if (!fill_nested(c, level + 1, ndim, shape, idx, dst, field, kind, err))
+            if (!fill_nested(c, level + 1, ndim, shape, idx, dst, field, et, err))
                 return false;
         } else {
             if (cJSON_IsArray(c)) {
@@ -218,8 +282,8 @@ static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *s
                             "%s is an array, nested deeper than the shape's %d dimensions", path,
                             ndim);
             }
-            if (!to_elem(c, kind, *dst))
-                return element_error(err, field, idx, level + 1, c, kind);
+            if (!to_elem(c, et, *dst))
+                return element_error(err, field, idx, level + 1, c, et);
             (*dst)++;
         }
     }
@@ -227,7 +291,7 @@ static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *s
 }
 
 static bool parse_data(const cJSON *data, const char *field, int ndim, const int64_t *shape,
-                       size_t count, srv_elem kind, float *out, srv_reply *err)
+                       size_t count, elem_type et, float *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     join_path(path, field, ".data");
@@ -239,7 +303,7 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
         cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
         if (tree == NULL)
             return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
-        bool ok = parse_data(tree, field, ndim, shape, count, kind, out, err);
+        bool ok = parse_data(tree, field, ndim, shape, count, et, out, err);
         cJSON_Delete(tree);
         return ok;
     }
@@ -249,7 +313,7 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
     size_t idx[SRV_MAX_DIMS] = {0};
     if (data->child && cJSON_IsArray(data->child) && ndim > 1) {
         float *dst = out;
-        return fill_nested(data, 0, ndim, shape, idx, &dst, field, kind, err);
+        return fill_nested(data, 0, ndim, shape, idx, &dst, field, et, err);
     }
     size_t len = 0;
     for (const cJSON *c = data->child; c; c = c->next)
@@ -259,20 +323,22 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
                     "%s.shape product %zu does not match data length %zu", field, count, len);
     size_t i = 0;
     for (const cJSON *c = data->child; c; c = c->next, i++) {
-        if (!to_elem(c, kind, &out[i])) {
+        if (!to_elem(c, et, &out[i])) {
             idx[0] = i;
-            return element_error(err, field, idx, 1, c, kind);
+            return element_error(err, field, idx, 1, c, et);
         }
     }
     return true;
 }
 
-static bool b64_floats(float *out, size_t count, const char *field, srv_elem kind, srv_reply *err);
+static bool b64_floats(float *out, size_t count, const char *field, elem_type et, srv_reply *err);
+static bool floats_finite(const float *out, size_t count, const char *field, elem_type et,
+                          srv_reply *err);
 static bool b64_bools(const unsigned char *bytes, size_t count, const char *field, float *out,
                       srv_reply *err);
 
 static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64_t *shape,
-                      size_t count, srv_elem kind, float *out, srv_reply *err)
+                      size_t count, elem_type et, float *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     char shp[128];
@@ -284,7 +350,7 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
         cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
         if (tree == NULL)
             return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
-        bool ok = parse_b64(tree, field, ndim, shape, count, kind, out, err);
+        bool ok = parse_b64(tree, field, ndim, shape, count, et, out, err);
         cJSON_Delete(tree);
         return ok;
     }
@@ -293,12 +359,13 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
                     json_type_name(b64));
     const char *s = b64->valuestring;
     size_t len = strlen(s);
-    const bool bytewise = kind == SRV_ELEM_BOOL; /* one byte per element */
-    const char *unit = bytewise ? "one-byte" : "float32";
-    size_t bytes = count * (bytewise ? 1 : sizeof(float));
+    const bool bytewise = et.kind == SRV_ELEM_BOOL; /* one byte per element */
+    const size_t esize = bytewise ? 1 : srv_wire_size(et.wire);
+    const char *unit = bytewise ? "one-byte" : wire_name(et.wire);
+    size_t bytes = count * esize;
     size_t want = srv_b64_encoded_len(bytes);
     size_t got = 0, bad_at = 0;
-    unsigned char *dst = (unsigned char *)out;
+    unsigned char *dst = (unsigned char *)out, *tmp = NULL;
     shape_string(shp, sizeof shp, ndim, shape);
     if (len != want) {
         /* Say how many bytes it holds when that is well defined. */
@@ -314,33 +381,73 @@ static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64
                     "(%zu base64 characters)",
                     path, len, shp, count, unit, bytes, want);
     }
-    /* Bytes go to the back of out, then spread forward as floats. */
+    /* Bytes go to the back of out, then spread forward as floats; other
+     * widths through a buffer of their own. */
     if (bytewise)
         dst += count * (sizeof(float) - 1);
+    else if (esize != sizeof(float)) {
+        if ((tmp = malloc(bytes ? bytes : 1)) == NULL)
+            return fail(err, SRV_ERR_INTERNAL, path, "out of memory for %s", path);
+        dst = tmp;
+    }
     switch (srv_b64_decode_detail(s, len, dst, bytes, &got, &bad_at)) {
     case SRV_B64_FAULT_NONE:
         break;
     case SRV_B64_FAULT_CHAR:
+        free(tmp);
         return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
                     "%s is not valid base64: character %zu (0x%02x) is not in the standard "
                     "alphabet or is misplaced padding",
                     path, bad_at, (unsigned)(unsigned char)s[bad_at]);
     case SRV_B64_FAULT_PADDING:
+        free(tmp);
         return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
                     "%s is not valid base64: non-zero bits before the padding at character %zu",
                     path, bad_at);
     case SRV_B64_FAULT_LENGTH:
     case SRV_B64_FAULT_TOO_BIG:
+        free(tmp);
         return fail(err, SRV_ERR_SHAPE_MISMATCH, path, "%s does not decode to %zu bytes (shape %s)",
                     path, bytes, shp);
     }
-    if (got != bytes)
+    if (got != bytes) {
+        free(tmp);
         return fail(err, SRV_ERR_SHAPE_MISMATCH, path,
                     "%s decodes to %zu bytes, but shape %s needs %zu %s = %zu bytes", path, got,
                     shp, count, unit, bytes);
+    }
     if (bytewise)
         return b64_bools(dst, count, field, out, err);
-    return b64_floats(out, count, field, kind, err);
+    if (tmp != NULL) {
+        /* To float32 once; then the finiteness check every tensor has. */
+        if (et.wire == SRV_WIRE_F16) {
+            srv_f16_to_f32_n(tmp, out, count);
+        } else if (et.wire == SRV_WIRE_BF16) {
+            srv_bf16_to_f32_n(tmp, out, count);
+        } else {
+            for (size_t i = 0; i < count; i++) {
+                uint64_t u = 0;
+                double d;
+                for (int k = 7; k >= 0; k--)
+                    u = u << 8 | tmp[8 * i + (size_t)k]; /* little-endian */
+                memcpy(&d, &u, sizeof d);
+                if (!srv_double_to_float(d, &out[i]) &&
+                    !(et.kind == SRV_ELEM_FLOAT_NEG_INF && d == -INFINITY)) {
+                    char at[PATH_MAX_LEN];
+                    free(tmp);
+                    make_path(at, "%s[%zu]", path, i);
+                    return fail(err, SRV_ERR_OUT_OF_RANGE, at,
+                                "%s holds %.17g at element %zu, outside float32's finite range",
+                                path, d, i);
+                }
+                if (d == -INFINITY)
+                    out[i] = -INFINITY;
+            }
+        }
+        free(tmp);
+        return floats_finite(out, count, field, et, err);
+    }
+    return b64_floats(out, count, field, et, err);
 }
 
 /* Decoded one-byte booleans (at the back of out, which holds count floats)
@@ -366,14 +473,22 @@ static bool b64_bools(const unsigned char *bytes, size_t count, const char *fiel
 /* Decoded base64 bytes to floats: byte order, then every value finite (or
  * -inf, for SRV_ELEM_FLOAT_NEG_INF). field is the tensor's path (errors
  * name field.b64[i]). */
-static bool b64_floats(float *out, size_t count, const char *field, srv_elem kind, srv_reply *err)
+static bool b64_floats(float *out, size_t count, const char *field, elem_type et, srv_reply *err)
 {
     if (!srv_host_little_endian())
         srv_swap_bytes32(out, count);
+    return floats_finite(out, count, field, et, err);
+}
+
+/* Every value finite (or -inf, for SRV_ELEM_FLOAT_NEG_INF); else the error
+ * names the first that is not (field.b64[i]). */
+static bool floats_finite(const float *out, size_t count, const char *field, elem_type et,
+                          srv_reply *err)
+{
     if (srv_floats_finite(out, count))
         return true;
     for (size_t i = 0; i < count; i++) { /* where, for the message */
-        if (kind == SRV_ELEM_FLOAT_NEG_INF && out[i] == -INFINITY)
+        if (et.kind == SRV_ELEM_FLOAT_NEG_INF && out[i] == -INFINITY)
             continue;
         if (!isfinite(out[i])) {
             char path[PATH_MAX_LEN], at[PATH_MAX_LEN];
@@ -382,7 +497,8 @@ static bool b64_floats(float *out, size_t count, const char *field, srv_elem kin
             return fail(err, SRV_ERR_OUT_OF_RANGE, at,
                         "%s holds a non-finite float32 (%s) at element %zu%s", path,
                         isnan(out[i]) ? "NaN" : "infinity", i,
-                        kind == SRV_ELEM_FLOAT_NEG_INF ? " (only -infinity is allowed here)" : "");
+                        et.kind == SRV_ELEM_FLOAT_NEG_INF ? " (only -infinity is allowed here)"
+                                                          : "");
         }
     }
     return true;
@@ -398,7 +514,7 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
                          srv_elem kind, srv_tensor *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
-    const char *dtype = kind == SRV_ELEM_BOOL ? "BOOL" : "FP32";
+    elem_type et = {kind, SRV_WIRE_F32};
     if (!field)
         field = "";
     if (!node)
@@ -411,7 +527,7 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
                     "%s must be a tensor object {\"shape\":[...], \"data\":[...]}, got %s", field,
                     json_type_name(node));
 
-    const cJSON *shape_node = NULL, *data = NULL, *b64 = NULL, *datatype = NULL;
+    const cJSON *shape_node = NULL, *data = NULL, *b64 = NULL, *datatype = NULL, *dtype = NULL;
     for (const cJSON *c = node->child; c; c = c->next) {
         const cJSON **slot = NULL;
         const char *key = c->string ? c->string : "";
@@ -423,10 +539,12 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
             slot = &b64;
         else if (strcmp(key, "datatype") == 0)
             slot = &datatype;
+        else if (strcmp(key, "dtype") == 0)
+            slot = &dtype;
         if (!slot) {
             make_path(path, "%s.%.64s", field, key);
             return fail(err, SRV_ERR_UNKNOWN_FIELD, path,
-                        "%s is not a tensor field (shape, data, b64, datatype)", path);
+                        "%s is not a tensor field (shape, data, b64, dtype, datatype)", path);
         }
         if (*slot) {
             make_path(path, "%s.%s", field, key);
@@ -435,15 +553,32 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
         *slot = c;
     }
 
-    if (datatype) {
-        join_path(path, field, ".datatype");
-        if (!cJSON_IsString(datatype))
+    for (int k = 0; k < 2; k++) { /* the wire type: datatype, then dtype */
+        const cJSON *t = k == 0 ? datatype : dtype;
+        srv_wire w;
+        if (t == NULL)
+            continue;
+        join_path(path, field, k == 0 ? ".datatype" : ".dtype");
+        if (!cJSON_IsString(t))
             return fail(err, SRV_ERR_INVALID_ARGUMENT, path, "%s must be a string, got %s", path,
-                        json_type_name(datatype));
-        if (strcmp(datatype->valuestring, dtype) != 0)
+                        json_type_name(t));
+        if (kind == SRV_ELEM_BOOL) {
+            if (strcmp(t->valuestring, "BOOL") != 0 && strcmp(t->valuestring, "bool") != 0)
+                return fail(err, SRV_ERR_UNSUPPORTED, path,
+                            "%s \"%.32s\" is not supported; a mask is \"BOOL\"", path,
+                            t->valuestring);
+            continue;
+        }
+        if (!srv_wire_from_name(t->valuestring, &w))
             return fail(err, SRV_ERR_UNSUPPORTED, path,
-                        "%s \"%.32s\" is not supported; only \"%s\" is", path,
-                        datatype->valuestring, dtype);
+                        "%s \"%.32s\" is not supported: \"f32\", \"f16\", \"bf16\" or \"f64\" "
+                        "(FP32, FP16, BF16, FP64)",
+                        path, t->valuestring);
+        if (k == 1 && datatype != NULL && w != et.wire)
+            return fail(err, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s \"%.32s\" disagrees with %s.datatype \"%.32s\"", path, t->valuestring,
+                        field, datatype->valuestring);
+        et.wire = w;
     }
 
     int ndim = 0;
@@ -486,8 +621,8 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
      * Never a lifted base64 for a mask (its bytes are not float32), and
      * lifted numbers of a mask only when each is 0 or 1 (else its text goes
      * through the checks below, for the message). */
-    float *buf = kind == SRV_ELEM_BOOL && b64 != NULL
-                     ? NULL
+    float *buf = (kind == SRV_ELEM_BOOL && b64 != NULL) || et.wire != SRV_WIRE_F32
+                     ? NULL /* another width, or numbers rounded to another type */
                      : srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
     bool ok;
     if (buf != NULL && kind == SRV_ELEM_BOOL) {
@@ -502,14 +637,14 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
     if (buf != NULL) {
         /* Lifted base64 on a little-endian host is already checked finite,
          * block by block as it was decoded (json_lift.h). */
-        ok = data != NULL || srv_host_little_endian() || b64_floats(buf, count, field, kind, err);
+        ok = data != NULL || srv_host_little_endian() || b64_floats(buf, count, field, et, err);
     } else {
         buf = malloc(count * sizeof(float));
         if (!buf)
             return fail(err, SRV_ERR_INTERNAL, field, "out of memory for %s (%zu bytes)", field,
                         count * sizeof(float));
-        ok = data ? parse_data(data, field, ndim, shape, count, kind, buf, err)
-                  : parse_b64(b64, field, ndim, shape, count, kind, buf, err);
+        ok = data ? parse_data(data, field, ndim, shape, count, et, buf, err)
+                  : parse_b64(b64, field, ndim, shape, count, et, buf, err);
     }
     if (!ok) {
         free(buf);

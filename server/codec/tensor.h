@@ -43,7 +43,23 @@ typedef enum srv_elem {
     SRV_ELEM_BOOL,          /* a mask: data of true/false or 0/1, b64 of one byte (0 or 1)
                                per element, "datatype":"BOOL"; parsed to floats 0 and 1 */
 } srv_elem;
-/* srv_tensor_parse for values of kind `kind`. */
+/* How a tensor's values travel (its "dtype"): the bytes of b64, or the type
+ * JSON numbers are rounded to. Computed in float32 after one conversion. */
+typedef enum srv_wire {
+    SRV_WIRE_F32 = 0, /* "f32", "datatype":"FP32" (the default) */
+    SRV_WIRE_F16,     /* "f16", FP16: IEEE binary16 */
+    SRV_WIRE_BF16,    /* "bf16", BF16: bfloat16 */
+    SRV_WIRE_F64,     /* "f64", FP64: the values must fit float32 */
+} srv_wire;
+/* "f16" (or "FP16") -> SRV_WIRE_F16 ...; false for another name. */
+bool srv_wire_from_name(const char *name, srv_wire *out);
+/* Bytes per element on the wire: 4, 2, 2, 8. */
+size_t srv_wire_size(srv_wire w);
+
+/* srv_tensor_parse for values of kind `kind`. A tensor may name its wire
+ * type with "dtype" ("f32", "f16", "bf16", "f64") or "datatype" ("FP32",
+ * "FP16", "BF16", "FP64"; the two must agree when both are given); a mask
+ * is "BOOL" (or "bool"). */
 bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
                          srv_elem kind, srv_tensor *out, srv_reply *err);
 

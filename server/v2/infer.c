@@ -17,6 +17,7 @@
 #include "v2/internal.h"
 
 #include "codec/float32.h"
+#include "codec/half.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -131,7 +132,12 @@ static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const c
     if (want_ndim > 0 && t.ndim != want_ndim)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s has %d dimensions, expected %d",
                         path, t.ndim, want_ndim);
-    if ((double)(t.count * (kind == SRV_ELEM_BOOL ? 1 : sizeof(float))) != seg->valuedouble)
+    /* The wire type read_input recorded on the node ("dtype"; FP32 when none). */
+    srv_wire wire = SRV_WIRE_F32;
+    const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "dtype"));
+    if (dt != NULL && !srv_wire_from_name(dt, &wire))
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "%s: unknown wire type %s", name, dt);
+    if ((double)(t.count * (kind == SRV_ELEM_BOOL ? 1 : srv_wire_size(wire))) != seg->valuedouble)
         return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "%s: binary segment size mismatch", name);
     if (kind == SRV_ELEM_BOOL) {
         /* [BIN] BOOL: one byte per element, 0 or 1. */
@@ -154,9 +160,39 @@ static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const c
         *out = t;
         return true;
     }
-    /* [BIN]: little-endian, row major, no padding. Used in place when the
-     * floats are aligned (the HTTP layer aligns the binary part). */
-    if (srv_host_little_endian() && (uintptr_t)seg->valuestring % _Alignof(float) == 0) {
+    /* [BIN]: little-endian, row major, no padding. FP16, BF16 and FP64 are
+     * converted to float32 once; FP32 is used in place when the floats are
+     * aligned (the HTTP layer aligns the binary part). */
+    if (wire != SRV_WIRE_F32) {
+        const unsigned char *b = (const unsigned char *)seg->valuestring;
+        t.data = malloc((t.count ? t.count : 1) * sizeof(float));
+        if (t.data == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory for %s", name);
+        if (wire == SRV_WIRE_F16)
+            srv_f16_to_f32_n(b, t.data, t.count);
+        else if (wire == SRV_WIRE_BF16)
+            srv_bf16_to_f32_n(b, t.data, t.count);
+        else {
+            for (size_t i = 0; i < t.count; i++) {
+                uint64_t u = 0;
+                double d;
+                for (int k = 7; k >= 0; k--)
+                    u = u << 8 | b[8 * i + (size_t)k];
+                memcpy(&d, &u, sizeof d);
+                if (d == -INFINITY || !srv_double_to_float(d, &t.data[i]))
+                    t.data[i] = d == -INFINITY ? -INFINITY : NAN; /* refused below */
+                if (isnan(t.data[i]) && !isnan(d)) {
+                    char at[80];
+                    snprintf(at, sizeof at, "%s[%zu]", name, i);
+                    api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, at,
+                             "%s holds %.17g at element %zu, outside float32's finite range", name,
+                             d, i);
+                    srv_tensor_free(&t);
+                    return false;
+                }
+            }
+        }
+    } else if (srv_host_little_endian() && (uintptr_t)seg->valuestring % _Alignof(float) == 0) {
         t.data = (float *)(void *)seg->valuestring;
         t.borrowed = true;
     } else {
@@ -393,6 +429,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     int ndim = 0;
     size_t count = 0, k, bytes = 0;
     const char *seg = NULL;
+    srv_wire wire = SRV_WIRE_F32;
     cJSON *node = NULL, *parent;
 
     snprintf(at, sizeof at, "inputs[%zu]", i);
@@ -423,16 +460,23 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                         "input '%s' appears more than once (again at %s)", name, at);
     rq->seen[k] = true;
 
+    /* Tensors travel as FP32, FP16, BF16 or FP64 and are computed in
+     * float32; positions are INT32, a mask BOOL, the scheme's number arrays
+     * FP32. */
+    bool floating = !spec->int32 && !spec->boolean && spec->role != API_V2_ROLE_SCHEME_ARRAY;
     want = spec->int32 ? "INT32" : spec->boolean ? "BOOL" : "FP32";
     snprintf(path, sizeof path, "%s.datatype", name);
     if ((v = cJSON_GetObjectItemCaseSensitive(in, "datatype")) == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required (%s)", path, want);
     if (!api_get_string(v, path, ctx, &datatype, e))
         return false;
-    if (strcmp(datatype, want) != 0)
+    if (floating ? !srv_wire_from_name(datatype, &wire) || strcmp(datatype, "f32") == 0 ||
+                       strcmp(datatype, "f16") == 0 || strcmp(datatype, "bf16") == 0 ||
+                       strcmp(datatype, "f64") == 0
+                 : strcmp(datatype, want) != 0)
         return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, path,
                         "%s='%.32s' is not supported: input %s of model %s is %s", path, datatype,
-                        name, rq->model, want);
+                        name, rq->model, floating ? "FP32, FP16, BF16 or FP64" : want);
     if (!read_shape(cJSON_GetObjectItemCaseSensitive(in, "shape"), name, ctx, &ndim, shape, &count,
                     e))
         return false;
@@ -478,7 +522,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
          * which follows the JSON header in the order of the inputs. */
         double sz = cJSON_IsNumber(size_node) ? size_node->valuedouble : -1;
         snprintf(path, sizeof path, "%s.parameters.binary_data_size", name);
-        bytes = count * (spec->boolean ? 1 : 4);
+        bytes = count * (spec->boolean ? 1 : srv_wire_size(wire));
         if (!cJSON_IsNumber(size_node) || sz != floor(sz) || sz < 0)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                             "%s must be a non-negative integer, found %s", path,
@@ -507,6 +551,13 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     case API_V2_ROLE_NORM_WEIGHT:
         node = cJSON_CreateObject();
         if (node == NULL || !add_ref(node, "shape", cJSON_GetObjectItemCaseSensitive(in, "shape")))
+            return cJSON_Delete(node), oom(e);
+        /* JSON numbers are rounded to the wire type by the /v1 parser; the
+         * segment source widens binary data by it. */
+        if (wire != SRV_WIRE_F32 && !cJSON_AddStringToObject(node, "dtype",
+                                                             wire == SRV_WIRE_F16    ? "f16"
+                                                             : wire == SRV_WIRE_BF16 ? "bf16"
+                                                                                     : "f64"))
             return cJSON_Delete(node), oom(e);
         if (data != NULL) {
             if (!add_ref(node, "data", data))

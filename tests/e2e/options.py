@@ -270,6 +270,81 @@ class Options(unittest.TestCase):
                                    if k not in ("q_positions", "k_positions")}, "b64")
         self.assertGreater(np.abs(plain - out).max(), 1e-3)
 
+    def test_half_precision(self):
+        """q, k, v in f16, bf16 and f64: /v1 b64 bytes of each, /v1 JSON numbers rounded to
+        each, and v2 binary FP16 / BF16 / FP64 and JSON BF16, all bit-identical to the same
+        item sent as float32 values the type can hold; computed in float32."""
+        def f16_round(a):
+            return np.asarray(a, np.float64).astype(np.float16).astype(np.float32)
+
+        def bf16_bytes(a):
+            # NumPy has no bfloat16: round float32 bits to nearest even, keep the top half.
+            u = np.ascontiguousarray(a, "<f4").view("<u4").astype(np.uint64)
+            return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+
+        def bf16_round(a):
+            return (bf16_bytes(a).astype(np.uint32) << 16).view("<f4")
+
+        cases = {
+            "f16": (f16_round, lambda a: np.ascontiguousarray(a, "<f2").tobytes(), "FP16"),
+            "bf16": (bf16_round, lambda a: bf16_bytes(a).tobytes(), "BF16"),
+            "f64": (lambda a: np.asarray(a, np.float32),
+                    lambda a: np.ascontiguousarray(a, "<f8").tobytes(), "FP64"),
+        }
+        for dt, (rounded, raw, v2name) in cases.items():
+            want_item = {"scheme": {"type": "alibi"}, "causal": True,
+                         "return": ["output", "weights"]}
+            for n, a in (("q", self.q), ("k", self.k), ("v", self.v)):
+                want_item[n] = btensor(rounded(a))
+            want, _ = self.attention(want_item, "b64")
+            # /v1 b64 of the type's bytes, and JSON numbers rounded to it.
+            for form in ("b64", "json"):
+                item = dict(want_item)
+                for n, a in (("q", self.q), ("k", self.k), ("v", self.v)):
+                    if form == "b64":
+                        item[n] = {"shape": list(a.shape), "dtype": dt,
+                                   "b64": base64.b64encode(raw(a)).decode()}
+                    else:
+                        item[n] = {"shape": list(a.shape), "dtype": dt,
+                                   "data": np.asarray(a, np.float64).reshape(-1).tolist()}
+                got, _ = self.attention(item, "b64")
+                self.assertEqual(got.tobytes(), want.tobytes(), (dt, form))
+            # v2 binary
+            inputs, blobs = [], []
+            for n, a in (("q", self.q), ("k", self.k), ("v", self.v)):
+                b = raw(a)
+                inputs.append({"name": n, "shape": list(a.shape), "datatype": v2name,
+                               "parameters": {"binary_data_size": len(b)}})
+                blobs.append(b)
+            header = json.dumps({"parameters": {"causal": True, "binary_data_output": True},
+                                 "inputs": inputs, "outputs": [{"name": "output"}]}).encode()
+            st, headers, body = call("POST", "/v2/models/attention-alibi/infer",
+                                     header + b"".join(blobs),
+                                     {"Inference-Header-Content-Length": str(len(header))})
+            self.assertEqual(st, 200, body)
+            n = int(headers["Inference-Header-Content-Length"])
+            self.assertEqual(body[n:], np.ascontiguousarray(want, "<f4").tobytes(), dt)
+        # v2 JSON data with BF16: the numbers rounded to bf16
+        inputs = [{"name": n, "shape": list(a.shape), "datatype": "BF16",
+                   "data": np.asarray(a, np.float64).reshape(-1).tolist()}
+                  for n, a in (("q", self.q), ("k", self.k), ("v", self.v))]
+        st, _, body = call("POST", "/v2/models/attention-alibi/infer", json.dumps(
+            {"parameters": {"causal": True}, "inputs": inputs}).encode())
+        self.assertEqual(st, 200, body)
+        want_item = {"scheme": {"type": "alibi"}, "causal": True, "return": ["output"]}
+        for n, a in (("q", self.q), ("k", self.k), ("v", self.v)):
+            want_item[n] = btensor(bf16_round(a))
+        want, _ = self.attention(dict(want_item, **{"return": ["output", "weights"]}), "b64")
+        got = np.array(json.loads(body)["outputs"][0]["data"], np.float32)
+        self.assertEqual(got.tobytes(), want.reshape(-1).tobytes())
+        # past f16's range: an error naming the element
+        st, _, body = call("POST", "/v1/attention", json.dumps({"inputs": [dict(
+            want_item, q={"shape": [1, self.H, self.D], "dtype": "f16",
+                          "data": [70000.0] * (self.H * self.D)},
+            k=btensor(self.k[:1]), v=btensor(self.v[:1]))]}).encode())
+        err = json.loads(body)["outputs"][0]["error"]
+        self.assertEqual((err["code"], err["field"]), ("OUT_OF_RANGE", "inputs[0].q.data[0]"))
+
     def test_errors(self):
         base = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
                 "v": btensor(self.v)}

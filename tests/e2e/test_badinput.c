@@ -234,8 +234,8 @@ static const bcase cases[] = {
             "inputs[0].foo"),
     ITEMERR("unknown tensor field",
             ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,6,7,"
-                      "8],\"dtype\":\"f16\"},\"k\":" T222 ",\"v\":" T222),
-            "UNKNOWN_FIELD", "inputs[0].q.dtype"),
+                      "8],\"dtyp\":\"f16\"},\"k\":" T222 ",\"v\":" T222),
+            "UNKNOWN_FIELD", "inputs[0].q.dtyp"),
     ITEMERR("unknown rope scaling",
             ITEM("\"scheme\":{\"type\":\"rope\",\"scaling\":\"warp\"}," QKV), "INVALID_ARGUMENT",
             "inputs[0].scheme.scaling"),

@@ -394,8 +394,8 @@ class Errors(unittest.TestCase):
     def test_bad_requests(self):
         c = Case(11)
         ins = c.v2_inputs()
-        fp16 = [dict(ins[0], datatype="FP16")] + ins[1:]
-        self.json_err(400, {"inputs": fp16}, "q.datatype='FP16'", "FP32")
+        int8 = [dict(ins[0], datatype="INT8")] + ins[1:]
+        self.json_err(400, {"inputs": int8}, "q.datatype='INT8'", "FP32, FP16, BF16 or FP64")
         short = [dict(ins[0], data=ins[0]["data"][:-1])] + ins[1:]
         self.json_err(400, {"inputs": short}, "q", "159", "160")
         self.json_err(400, {"inputs": ins[:2]}, "v is required")
@@ -517,8 +517,9 @@ class Readme(unittest.TestCase):
     def test_error(self):
         body, status = run_readme("v2-error").rstrip().rsplit("\n", 1)
         self.assertEqual(status, "HTTP 400")
-        self.assertEqual(json.loads(body), {"error": "q.datatype='FP16' is not supported: "
-                                            "input q of model attention-rope is FP32"})
+        self.assertEqual(json.loads(body), {"error": "q.datatype='INT8' is not supported: input "
+                                            "q of model attention-rope is FP32, FP16, BF16 or "
+                                            "FP64"})
 
     def test_openapi_documents_v2(self):
         _, _, text = call("GET", "/openapi.yaml")

@@ -80,8 +80,8 @@ static void test_parse_errors_object(void **state)
                  NULL);
     expect_error("{\"shape\":[2],\"shape\":[2],\"data\":[1,2]}", 0, 100, SRV_ERR_INVALID_ARGUMENT,
                  FIELD ".shape", "more than once");
-    expect_error("{\"shape\":[2],\"data\":[1,2],\"datatype\":\"FP16\"}", 0, 100,
-                 SRV_ERR_UNSUPPORTED, FIELD ".datatype", "FP16");
+    expect_error("{\"shape\":[2],\"data\":[1,2],\"datatype\":\"FP8\"}", 0, 100,
+                 SRV_ERR_UNSUPPORTED, FIELD ".datatype", "FP8");
     expect_error("{\"shape\":[2],\"data\":[1,2],\"datatype\":32}", 0, 100, SRV_ERR_INVALID_ARGUMENT,
                  FIELD ".datatype", NULL);
     expect_error("{\"shape\":[2],\"data\":[1,2],\"b64\":\"AAAAAAAAAAA=\"}", 0, 100,
