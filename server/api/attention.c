@@ -26,6 +26,7 @@ typedef struct att_item {
     size_t first;
     int32_t nparts;
     api_item it;
+    srv_wire out_wire;                                /* output_dtype: F32, F16 or BF16 */
     float *output, *weights, *logits, *q_rot, *k_rot; /* allocated when prepared */
 } att_item;
 
@@ -136,10 +137,11 @@ static const char *peek_scheme(const cJSON *item)
 
 /* Parses item i; on failure records the error in the item. Returns the bytes
  * the item needs (0 when invalid), each of its parts' workspace included. */
-static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_ctx *top)
+static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_ctx *top,
+                           srv_wire out_wire)
 {
     const srv_limits *lim = top->lim;
-    static const char *const extra[] = {"id", "return"};
+    static const char *const extra[] = {"id", "return", "output_dtype"};
     char prefix[32];
     api_ctx ctx;
     size_t ws;
@@ -151,7 +153,12 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     ctx.lim = lim;
     ctx.prefix = prefix;
     ctx.source = top->source;
-    if (!api_item_parse(node, &ctx, extra, 2, &a->it, &a->err))
+    if (!api_item_parse(node, &ctx, extra, 3, &a->it, &a->err))
+        goto fail;
+    a->out_wire = out_wire;
+    if (cJSON_GetObjectItemCaseSensitive(node, "output_dtype") != NULL &&
+        !api_get_output_dtype(cJSON_GetObjectItemCaseSensitive(node, "output_dtype"), &ctx,
+                              &a->out_wire, &a->err))
         goto fail;
     if (!api_item_parse_return(cJSON_GetObjectItemCaseSensitive(node, "return"), &ctx, &a->it,
                                &a->err) ||
@@ -250,7 +257,35 @@ static const api_err *item_outcome(const srv_job *job, const att_item *a, api_ta
     return fail;
 }
 
-static bool render_item(srv_job *job, size_t i, cJSON *obj)
+/* Whether a result the item returns holds a finite value its output dtype
+ * cannot (f16 past 65504): then *e is the item's OUT_OF_RANGE error. */
+static bool overflows(const att_item *a, size_t i, api_err *e)
+{
+    static const char *const names[] = {"output", "weights", "logits", "q_rot", "k_rot"};
+    const api_item *it = &a->it;
+    const float *res[] = {it->ret & API_RET_OUTPUT ? a->output : NULL, a->weights, a->logits,
+                          a->q_rot, a->k_rot};
+    const size_t n[] = {count_output(it), count_scores(it), count_scores(it), count_q_rot(it),
+                        count_k_rot(it)};
+    for (int r = 0; r < 5; r++) {
+        size_t at;
+        if (res[r] != NULL && srv_wire_overflow(res[r], n[r], a->out_wire, &at)) {
+            char prefix[32];
+            api_ctx ctx = {NULL, prefix, NULL};
+            api_item_prefix(prefix, i);
+            api_fail(e, &ctx, SRV_ERR_OUT_OF_RANGE, "output_dtype",
+                     "%s holds %.9g at element %zu, past the largest %s (%s): ask for "
+                     "output_dtype %s",
+                     names[r], (double)res[r][at], at, a->out_wire == SRV_WIRE_F16 ? "f16" : "bf16",
+                     a->out_wire == SRV_WIRE_F16 ? "65504" : "3.3895e38",
+                     a->out_wire == SRV_WIRE_F16 ? "bf16 or f32" : "f32");
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool render_item(srv_job *job, size_t i, cJSON *obj, bool *item_error)
 {
     att_job *aj = job->impl;
     att_item *a = &aj->items[i];
@@ -263,6 +298,7 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj)
         cJSON_Delete(id);
         return false;
     }
+    *item_error = true;
     if (fail != NULL)
         return api_render_error(obj, fail);
     if (t.timed_out) {
@@ -273,20 +309,28 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj)
         return api_render_error(obj, &e);
     }
     {
+        api_err e;
+        if (overflows(a, i, &e))
+            return api_render_error(obj, &e);
+    }
+    *item_error = false;
+    {
         int64_t scores[3] = {it->H, it->Lq, it->Lk};
         int64_t qs[3] = {it->Lq, it->H, it->D};
         int64_t ks[3] = {it->Lk, it->Hkv, it->D};
         srv_encoding enc = job->enc;
+        srv_wire w = a->out_wire;
         if ((it->ret & API_RET_OUTPUT) &&
-            !srv_tensor_render(obj, "output", a->output, it->out_ndim, it->out_shape, enc))
+            !srv_tensor_render_as(obj, "output", a->output, it->out_ndim, it->out_shape, enc, w))
             return false;
-        if (a->weights != NULL && !srv_tensor_render(obj, "weights", a->weights, 3, scores, enc))
+        if (a->weights != NULL &&
+            !srv_tensor_render_as(obj, "weights", a->weights, 3, scores, enc, w))
             return false;
-        if (a->logits != NULL && !srv_tensor_render(obj, "logits", a->logits, 3, scores, enc))
+        if (a->logits != NULL && !srv_tensor_render_as(obj, "logits", a->logits, 3, scores, enc, w))
             return false;
-        if (a->q_rot != NULL && !srv_tensor_render(obj, "q_rot", a->q_rot, 3, qs, enc))
+        if (a->q_rot != NULL && !srv_tensor_render_as(obj, "q_rot", a->q_rot, 3, qs, enc, w))
             return false;
-        if (a->k_rot != NULL && !srv_tensor_render(obj, "k_rot", a->k_rot, 3, ks, enc))
+        if (a->k_rot != NULL && !srv_tensor_render_as(obj, "k_rot", a->k_rot, 3, ks, enc, w))
             return false;
     }
     return api_render_timing(obj, &t);
@@ -301,16 +345,15 @@ static bool att_render(srv_job *job, cJSON *root)
     if (outputs == NULL)
         return false;
     for (size_t i = 0; i < aj->n; i++) {
-        api_task merged;
         cJSON *obj = cJSON_CreateObject();
         if (obj == NULL || !cJSON_AddItemToArray(outputs, obj)) {
             cJSON_Delete(obj);
             return false;
         }
-        if (!render_item(job, i, obj))
+        bool item_error;
+        if (!render_item(job, i, obj, &item_error))
             return false;
-        item_outcome(job, &aj->items[i], &merged);
-        errors = errors || merged.failed || merged.timed_out;
+        errors = errors || item_error;
         /* The rendered copy is all that is needed from here on, unless the
          * text of one of them is yet to be written (srv_defer). */
         if (!srv_defer_uses(aj->items[i].output) && !srv_defer_uses(aj->items[i].weights) &&
@@ -346,6 +389,7 @@ bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
     out->err = item_outcome(job, a, &out->timing);
     out->timed_out = out->timing.timed_out;
     out->it = &a->it;
+    out->out_wire = a->out_wire;
     out->output = a->output;
     out->weights = a->weights;
     out->logits = a->logits;
@@ -366,17 +410,21 @@ const api_err *api_attention_item_error(const srv_job *job, size_t i)
 bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **job_out,
                            srv_reply *reply)
 {
-    static const char *const top[] = {"inputs", "output_encoding"};
+    static const char *const top[] = {"inputs", "output_encoding", "output_dtype"};
     const srv_limits *lim = top_ctx->lim;
     api_ctx ctx = {lim, "", top_ctx->source};
     api_err e;
     const cJSON *inputs, *node, *v;
     srv_encoding enc = SRV_ENCODING_JSON;
+    srv_wire out_wire = SRV_WIRE_F32;
     srv_job *job = NULL;
     att_job *aj = NULL;
     size_t n = 0, i = 0, need = 0, n_tasks = 0;
 
-    if (!api_check_fields(root, top, 2, "", "the request", &ctx, &e))
+    if (!api_check_fields(root, top, 3, "", "the request", &ctx, &e))
+        goto fail;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "output_dtype")) != NULL &&
+        !api_get_output_dtype(v, &ctx, &out_wire, &e))
         goto fail;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "output_encoding")) != NULL &&
         !api_get_encoding(v, &ctx, &enc, &e))
@@ -426,7 +474,7 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
             api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
             goto fail;
         }
-        need = api_add_sat(need, prepare_item(&aj->items[i], i, node, &ctx));
+        need = api_add_sat(need, prepare_item(&aj->items[i], i, node, &ctx, out_wire));
         /* Stop parsing as soon as the request is known to be too big. */
         if (!api_check_memory(need, lim, &e))
             goto fail;

@@ -439,8 +439,8 @@ bool api_get_length(const cJSON *root, const char *len_name, const char *pos_nam
     return true;
 }
 
-bool api_get_int_rows(const cJSON *v, const char *name, const api_ctx *ctx, int rows,
-                      int32_t **out, int32_t *n, api_err *e)
+bool api_get_int_rows(const cJSON *v, const char *name, const api_ctx *ctx, int rows, int32_t **out,
+                      int32_t *n, api_err *e)
 {
     int32_t *all = NULL, len = -1;
     const cJSON *row;
@@ -485,6 +485,23 @@ int32_t *api_range_positions(int32_t first, int32_t n)
         for (int32_t i = 0; i < n; i++)
             p[i] = (int32_t)((int64_t)first + i);
     return p;
+}
+
+bool api_get_output_dtype(const cJSON *v, const api_ctx *ctx, srv_wire *out, api_err *e)
+{
+    const char *s = NULL;
+    if (!api_get_string(v, "output_dtype", ctx, &s, e))
+        return false;
+    if (strcmp(s, "f32") == 0)
+        *out = SRV_WIRE_F32;
+    else if (strcmp(s, "f16") == 0)
+        *out = SRV_WIRE_F16;
+    else if (strcmp(s, "bf16") == 0)
+        *out = SRV_WIRE_BF16;
+    else
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "output_dtype",
+                        "output_dtype='%.32s' is not 'f32', 'f16' or 'bf16'", s);
+    return true;
 }
 
 bool api_get_encoding(const cJSON *v, const api_ctx *ctx, srv_encoding *out, api_err *e)

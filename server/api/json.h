@@ -117,10 +117,12 @@ bool api_get_length(const cJSON *obj, const char *len_name, const char *pos_name
                     const api_ctx *ctx, int32_t *n, int32_t **pos, api_err *e);
 /* A nested int array [rows, n] (M-RoPE positions [3, L]): every row an int
  * array of the same length *n >= 1; *out malloc'd, row-major. */
-bool api_get_int_rows(const cJSON *v, const char *name, const api_ctx *ctx, int rows,
-                      int32_t **out, int32_t *n, api_err *e);
+bool api_get_int_rows(const cJSON *v, const char *name, const api_ctx *ctx, int rows, int32_t **out,
+                      int32_t *n, api_err *e);
 /* first, first+1, ... (n values), malloc'd; NULL on allocation failure. */
 int32_t *api_range_positions(int32_t first, int32_t n);
+/* output_dtype: "f32", "f16" or "bf16" (the type results are rounded to). */
+bool api_get_output_dtype(const cJSON *v, const api_ctx *ctx, srv_wire *out, api_err *e);
 /* "json" or "b64". */
 bool api_get_encoding(const cJSON *v, const api_ctx *ctx, srv_encoding *out, api_err *e);
 

@@ -188,6 +188,20 @@ static bool add_options(cJSON *root)
     return true;
 }
 
+/* "dtypes": the wire types of tensors in requests and of results. */
+static bool add_dtypes(cJSON *root)
+{
+    static const char *const in[] = {"f32", "f16", "bf16", "f64"}, *const out[] = {"f32", "f16",
+                                                                                   "bf16"};
+    cJSON *d = cJSON_AddObjectToObject(root, "dtypes");
+    return d != NULL && cJSON_AddItemToObject(d, "input", cJSON_CreateStringArray(in, 4)) &&
+           cJSON_AddItemToObject(d, "output", cJSON_CreateStringArray(out, 3)) &&
+           cJSON_AddStringToObject(d, "description",
+                                   "a tensor's dtype (b64 bytes of that type, JSON numbers rounded "
+                                   "to it; computed in float32) and output_dtype (results "
+                                   "rounded to it, to nearest even)") != NULL;
+}
+
 static bool render(cJSON *root)
 {
     size_t n;
@@ -222,7 +236,7 @@ static void schemes_answer(const srv_limits *lim, srv_reply *reply)
     (void)lim;
     cJSON *root = cJSON_CreateObject();
     char *body = NULL;
-    if (root != NULL && render(root) && add_options(root))
+    if (root != NULL && render(root) && add_options(root) && add_dtypes(root))
         body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (body == NULL) {

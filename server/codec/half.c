@@ -13,7 +13,9 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #define HALF_X86 1
 #else
 #define HALF_X86 0
@@ -128,10 +130,35 @@ __attribute__((target("avx,f16c"))) static void f16_native(const unsigned char *
 }
 #endif
 
+#if HALF_X86
+/* CPUID leaf 1: F16C (ecx bit 29) and AVX (28), which the OS must save
+ * (OSXSAVE, bit 27, and XCR0's SSE and AVX state). Asked directly: clang 14's
+ * __builtin_cpu_supports does not know "f16c". */
+static int detect_f16c(void)
+{
+    unsigned a, b, c, d, lo, hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    if ((c & (7u << 27)) != (7u << 27))
+        return 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & 6u) == 6u;
+}
+#endif
+
 int srv_half_native(void)
 {
 #if HALF_X86
-    return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    /* cpuid traps to the hypervisor on a VM: asked once. A relaxed atomic
+     * (threads may race to store the same answer). */
+    static _Atomic int native = -1;
+    int n = atomic_load_explicit(&native, memory_order_relaxed);
+    if (n < 0) {
+        n = detect_f16c();
+        atomic_store_explicit(&native, n, memory_order_relaxed);
+    }
+    return n;
 #else
     return 0;
 #endif

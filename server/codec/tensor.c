@@ -846,8 +846,51 @@ void srv_defer_free(srv_defer *d)
 
 /* ------------------------------------------------------------------------- */
 
+bool srv_wire_overflow(const float *data, size_t n, srv_wire wire, size_t *at)
+{
+    if (wire != SRV_WIRE_F16 && wire != SRV_WIRE_BF16)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        if (!isfinite(data[i]))
+            continue;
+        h = wire == SRV_WIRE_F16 ? srv_f32_to_f16(data[i]) : srv_f32_to_bf16(data[i]);
+        if ((h & 0x7fffu) == (wire == SRV_WIRE_F16 ? 0x7c00u : 0x7f80u)) {
+            *at = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* data [count] rounded to a 16-bit wire type: as floats (for JSON) or as
+ * little-endian bytes (for b64). malloc'd; NULL on allocation failure. */
+static void *narrowed(const float *data, size_t count, srv_wire wire, bool as_bytes)
+{
+    unsigned char *b = malloc((count ? count : 1) * (as_bytes ? 2 : sizeof(float)));
+    float *f = (float *)(void *)b;
+    if (b == NULL)
+        return NULL;
+    for (size_t i = 0; i < count; i++) {
+        uint16_t h = wire == SRV_WIRE_F16 ? srv_f32_to_f16(data[i]) : srv_f32_to_bf16(data[i]);
+        if (as_bytes) {
+            b[2 * i] = (unsigned char)(h & 0xff);
+            b[2 * i + 1] = (unsigned char)(h >> 8);
+        } else {
+            f[i] = wire == SRV_WIRE_F16 ? srv_f16_to_f32(h) : srv_bf16_to_f32(h);
+        }
+    }
+    return b;
+}
+
 bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
                        const int64_t *shape, srv_encoding enc)
+{
+    return srv_tensor_render_as(parent, name, data, ndim, shape, enc, SRV_WIRE_F32);
+}
+
+bool srv_tensor_render_as(cJSON *parent, const char *name, const float *data, int ndim,
+                          const int64_t *shape, srv_encoding enc, srv_wire wire)
 {
     if (!parent || !name || ndim < 1 || ndim > SRV_MAX_DIMS || !shape)
         return false;
@@ -871,11 +914,36 @@ bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int n
             goto fail;
         }
     }
-    if (!cJSON_AddStringToObject(obj, "datatype", "FP32"))
+    if (!cJSON_AddStringToObject(obj, "datatype",
+                                 wire == SRV_WIRE_F16    ? "FP16"
+                                 : wire == SRV_WIRE_BF16 ? "BF16"
+                                                         : "FP32"))
         goto fail;
-    cJSON *values = enc == SRV_ENCODING_JSON ? render_json_array(data, count)
-                    : defer_wanted(count)    ? defer_node(data, count)
-                                             : render_b64_string(data, count);
+    cJSON *values;
+    if (wire == SRV_WIRE_F16 || wire == SRV_WIRE_BF16) {
+        void *tmp = narrowed(data, count, wire, enc == SRV_ENCODING_B64);
+        if (tmp == NULL)
+            goto fail;
+        if (enc == SRV_ENCODING_JSON) {
+            values = render_json_array(tmp, count);
+        } else {
+            size_t len = srv_b64_encoded_len(2 * count);
+            char *buf = cJSON_malloc(len + 3);
+            values = NULL;
+            if (buf != NULL) {
+                buf[0] = '"';
+                srv_b64_encode(tmp, 2 * count, buf + 1);
+                buf[len + 1] = '"';
+                buf[len + 2] = '\0';
+                values = raw_node_take(buf);
+            }
+        }
+        free(tmp);
+    } else {
+        values = enc == SRV_ENCODING_JSON ? render_json_array(data, count)
+                 : defer_wanted(count)    ? defer_node(data, count)
+                                          : render_b64_string(data, count);
+    }
     if (!values)
         goto fail;
     if (!cJSON_AddItemToObject(obj, enc == SRV_ENCODING_B64 ? "b64" : "data", values)) {

@@ -68,6 +68,17 @@ void srv_tensor_free(srv_tensor *t);
 
 typedef enum srv_encoding { SRV_ENCODING_JSON = 0, SRV_ENCODING_B64 } srv_encoding;
 
+/* srv_tensor_render with the values rounded to wire (F32, F16 or BF16; to
+ * nearest even) and "datatype" FP16 / BF16: the b64 bytes are that type's,
+ * JSON numbers the rounded values. Non-finite values stay what they are
+ * (masked logits -inf); check srv_wire_overflow first for finite ones that
+ * the type cannot hold. */
+bool srv_tensor_render_as(cJSON *parent, const char *name, const float *data, int ndim,
+                          const int64_t *shape, srv_encoding enc, srv_wire wire);
+/* True when some finite value of data [n] rounds past the largest finite
+ * value of wire (65504 for f16); *at is its index. False for F32. */
+bool srv_wire_overflow(const float *data, size_t n, srv_wire wire, size_t *at);
+
 /* Adds name: {"shape":[...], "datatype":"FP32", "data":[...]} (flat) or
  * {..., "b64":"..."} to the object parent. In JSON, non-finite values
  * (masked logits are -inf) are written as null. Returns false on allocation

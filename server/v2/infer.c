@@ -43,7 +43,7 @@ static const struct {
     {"num_heads", API_PARAM_INT},     {"num_kv_heads", API_PARAM_INT},
     {"head_dim", API_PARAM_INT},      {"softcap", API_PARAM_NUMBER},
     {"chunk_size", API_PARAM_INT},    {"q_norm_eps", API_PARAM_NUMBER},
-    {"k_norm_eps", API_PARAM_NUMBER},
+    {"k_norm_eps", API_PARAM_NUMBER}, {"output_dtype", API_PARAM_ENUM},
 };
 
 /* The scalar scheme parameter `name` of type t, or NULL. */

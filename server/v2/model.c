@@ -14,6 +14,7 @@
 #include "v2/internal.h"
 
 #include "codec/float32.h"
+#include "codec/half.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,10 +242,11 @@ void api_v2_answer_free(void *p)
 
 /* Moves the "data" array srv_tensor_render makes (the fast float formatter,
  * non-finite values as null) into obj. */
-static bool add_json_data(cJSON *obj, const float *data, int ndim, const int64_t *shape)
+static bool add_json_data(cJSON *obj, const float *data, int ndim, const int64_t *shape,
+                          srv_wire wire)
 {
     cJSON *tmp = cJSON_CreateObject(), *d = NULL;
-    if (tmp != NULL && srv_tensor_render(tmp, "t", data, ndim, shape, SRV_ENCODING_JSON))
+    if (tmp != NULL && srv_tensor_render_as(tmp, "t", data, ndim, shape, SRV_ENCODING_JSON, wire))
         d = cJSON_DetachItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(tmp, "t"),
                                                     "data");
     cJSON_Delete(tmp);
@@ -327,10 +329,27 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
         }
         for (int d = 0; d < ndim; d++)
             count *= (size_t)shape[d];
-        bytes[i] = ans->binary[i] ? count * sizeof(float) : 0;
+        {
+            size_t at;
+            if (srv_wire_overflow(data[i], count, r.out_wire, &at)) {
+                api_fail(&e, NULL, SRV_ERR_OUT_OF_RANGE, "",
+                         "%s holds %.9g at element %zu, past the largest %s: ask for "
+                         "output_dtype %s",
+                         name, (double)data[i][at], at,
+                         r.out_wire == SRV_WIRE_F16 ? "FP16" : "BF16",
+                         r.out_wire == SRV_WIRE_F16 ? "bf16 or f32" : "f32");
+                cJSON_Delete(root);
+                api_v2_fail_reply(reply, &e);
+                return;
+            }
+        }
+        bytes[i] = ans->binary[i] ? count * (r.out_wire == SRV_WIRE_F32 ? sizeof(float) : 2) : 0;
         total += bytes[i];
         ok = cJSON_AddStringToObject(o, "name", name) &&
-             cJSON_AddStringToObject(o, "datatype", "FP32") &&
+             cJSON_AddStringToObject(o, "datatype",
+                                     r.out_wire == SRV_WIRE_F16    ? "FP16"
+                                     : r.out_wire == SRV_WIRE_BF16 ? "BF16"
+                                                                   : "FP32") &&
              (shp = cJSON_AddArrayToObject(o, "shape")) != NULL;
         for (int d = 0; ok && d < ndim; d++)
             ok = cJSON_AddItemToArray(shp, srv_json_int(shape[d]));
@@ -339,7 +358,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
             cJSON *p = cJSON_AddObjectToObject(o, "parameters");
             ok = p != NULL && cJSON_AddNumberToObject(p, "binary_data_size", (double)bytes[i]);
         } else if (ok) {
-            ok = add_json_data(o, data[i], ndim, shape);
+            ok = add_json_data(o, data[i], ndim, shape, r.out_wire);
         }
     }
     if (ok)
@@ -370,9 +389,20 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
     for (size_t i = 0; i < ans->n_out; i++) {
         if (bytes[i] == 0)
             continue;
-        memcpy(body + total, data[i], bytes[i]);
-        if (!srv_host_little_endian())
-            srv_swap_bytes32(body + total, bytes[i] / 4);
+        if (r.out_wire == SRV_WIRE_F32) {
+            memcpy(body + total, data[i], bytes[i]);
+            if (!srv_host_little_endian())
+                srv_swap_bytes32(body + total, bytes[i] / 4);
+        } else {
+            /* [BIN] FP16 / BF16: two little-endian bytes each */
+            unsigned char *b = (unsigned char *)body + total;
+            for (size_t k = 0; k < bytes[i] / 2; k++) {
+                uint16_t h = r.out_wire == SRV_WIRE_F16 ? srv_f32_to_f16(data[i][k])
+                                                        : srv_f32_to_bf16(data[i][k]);
+                b[2 * k] = (unsigned char)(h & 0xff);
+                b[2 * k + 1] = (unsigned char)(h >> 8);
+            }
+        }
         total += bytes[i];
     }
     srv_reply_json(reply, 200, body, total);

@@ -345,6 +345,38 @@ class Options(unittest.TestCase):
         err = json.loads(body)["outputs"][0]["error"]
         self.assertEqual((err["code"], err["field"]), ("OUT_OF_RANGE", "inputs[0].q.data[0]"))
 
+    def test_output_dtype(self):
+        """output_dtype f16 and bf16: /v1 b64 bytes and v2 binary FP16 / BF16 outputs equal the
+        float32 answer rounded by NumPy (f16) or by bits (bf16); an f16 overflow is an error."""
+        item = {"scheme": {"type": "rope"}, "q": btensor(self.q), "k": btensor(self.k),
+                "v": btensor(self.v), "causal": True, "return": ["output"]}
+        out32, _ = self.attention(dict(item, **{"return": ["output", "weights"]}), "b64")
+        u = np.ascontiguousarray(out32, "<f4").view("<u4").astype(np.uint64)
+        want = {"f16": np.ascontiguousarray(out32, "<f2").tobytes(),
+                "bf16": ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2").tobytes()}
+        for dt, v2name in (("f16", "FP16"), ("bf16", "BF16")):
+            st, _, body = call("POST", "/v1/attention", json.dumps(
+                {"inputs": [item], "output_encoding": "b64", "output_dtype": dt}).encode())
+            o = json.loads(body)["outputs"][0]["output"]
+            self.assertEqual(o["datatype"], v2name)
+            self.assertEqual(base64.b64decode(o["b64"]), want[dt], dt)
+            inputs = [{"name": n, "shape": list(a.shape), "datatype": "FP32",
+                       "data": np.asarray(a, np.float64).reshape(-1).tolist()}
+                      for n, a in (("q", self.q), ("k", self.k), ("v", self.v))]
+            header = json.dumps({"parameters": {"causal": True, "output_dtype": dt,
+                                                "binary_data_output": True},
+                                 "inputs": inputs, "outputs": [{"name": "output"}]}).encode()
+            st, headers, body = call("POST", "/v2/models/attention-rope/infer", header,
+                                     {"Inference-Header-Content-Length": str(len(header))})
+            self.assertEqual(st, 200, body)
+            n = int(headers["Inference-Header-Content-Length"])
+            self.assertEqual(json.loads(body[:n])["outputs"][0]["datatype"], v2name)
+            self.assertEqual(body[n:], want[dt], dt)
+        big = dict(item, v=btensor(np.full_like(self.v, 1e5)), output_dtype="f16")
+        st, _, body = call("POST", "/v1/attention", json.dumps({"inputs": [big]}).encode())
+        err = json.loads(body)["outputs"][0]["error"]
+        self.assertEqual((err["code"], err["field"]), ("OUT_OF_RANGE", "inputs[0].output_dtype"))
+
     def test_errors(self):
         base = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
                 "v": btensor(self.v)}

@@ -8,6 +8,7 @@
  */
 #include "api_harness.h"
 #include "codec/base64.h"
+#include "ref_half.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -455,6 +456,105 @@ static void test_mrope(void **state)
     qkv_free(&f);
 }
 
+/* output_dtype f16 / bf16, for the request or one item: b64 answers hold the
+ * type's bytes of the library's float32 results rounded to nearest even
+ * (tests/ref_half.c), JSON answers the rounded values, datatype FP16 /
+ * BF16; masked logits stay -inf; a finite value the type cannot hold is the
+ * item's OUT_OF_RANGE, not an infinity. */
+static void test_output_dtype(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    int status;
+    const char *names[] = {"output", "logits"};
+    qkv_make(&f, 3, 5, 2, 2, 4, 4, 4170);
+    pa_scheme_init(&s, PA_SCHEME_NONE);
+    qkv_desc(&f, &s, &a);
+    a.causal = true;
+    lib_run(&a, (size_t)3 * 2 * 4, &want);
+    for (int v = 0; v < 4; v++) {
+        const bool bf = v % 2, b64 = v >= 2;
+        cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+        cJSON_AddTrueToObject(item, "causal");
+        cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(names, 2));
+        if (v == 3) /* the item's own, over the request's */
+            cJSON_AddStringToObject(item, "output_dtype", "bf16");
+        cJSON *req = batch(&item, 1);
+        cJSON_AddStringToObject(req, "output_dtype", v == 3 ? "f16" : bf ? "bf16" : "f16");
+        if (b64)
+            cJSON_AddStringToObject(req, "output_encoding", "b64");
+        cJSON *ans = call_json(&srv_ep_attention, req, &lim, &status);
+        expect_ok(ans, status);
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "output");
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "logits");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "datatype")),
+                            bf ? "BF16" : "FP16");
+        for (int t = 0; t < 2; t++) {
+            const cJSON *tn = t == 0 ? o : l;
+            const float *src = t == 0 ? want.out : want.logits;
+            size_t n = t == 0 ? want.n_out : want.n_scores;
+            if (b64) {
+                const char *text =
+                    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tn, "b64"));
+                unsigned char *bytes = tu_alloc(2 * n, 1);
+                size_t got = 0;
+                assert_non_null(text);
+                assert_true(srv_b64_decode(text, strlen(text), bytes, 2 * n, &got));
+                assert_int_equal(got, 2 * n);
+                for (size_t i = 0; i < n; i++) {
+                    uint16_t h = (uint16_t)(bytes[2 * i] | bytes[2 * i + 1] << 8);
+                    uint16_t w = isinf(src[i]) ? (bf ? 0xff80 : 0xfc00)
+                                 : bf          ? ref_bf16_round(src[i])
+                                               : ref_f16_round(src[i]);
+                    assert_int_equal(h, w);
+                }
+                free(bytes);
+            } else {
+                const cJSON *d = cJSON_GetObjectItemCaseSensitive(tn, "data");
+                for (size_t i = 0; i < n; i++) {
+                    const cJSON *x = cJSON_GetArrayItem(d, (int)i);
+                    if (isinf(src[i])) {
+                        assert_true(cJSON_IsNull(x)); /* masked */
+                        continue;
+                    }
+                    double w = bf ? ref_bf16_value(ref_bf16_round(src[i]))
+                                  : ref_f16_value(ref_f16_round(src[i]));
+                    assert_true((float)x->valuedouble == (float)w); /* shortest float32 text */
+                }
+            }
+        }
+        cJSON_Delete(ans);
+    }
+    lib_free(&want);
+
+    /* 1e5 overflows f16 but not bf16. */
+    for (size_t i = 0; i < (size_t)5 * 2 * 4; i++)
+        f.v[i] = 1e5f;
+    for (int bf = 0; bf < 2; bf++) {
+        cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+        cJSON_AddStringToObject(item, "output_dtype", bf ? "bf16" : "f16");
+        cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+        expect_ok(ans, status);
+        if (bf) {
+            assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ans, "errors")));
+        } else {
+            expect_item_error(ans, 0, "OUT_OF_RANGE", "inputs[0].output_dtype");
+            assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ans, "errors")));
+        }
+        cJSON_Delete(ans);
+    }
+    cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
+    cJSON_AddStringToObject(item, "output_dtype", "f64");
+    cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    expect_item_error(ans, 0, "INVALID_ARGUMENT", "inputs[0].output_dtype");
+    cJSON_Delete(ans);
+    qkv_free(&f);
+}
+
 /* GET /v1/schemes documents every option the parser reads, and the parser
  * reads every option it documents: a wrong type for each is an error on
  * that option's own field, never UNKNOWN_FIELD. */
@@ -492,6 +592,9 @@ static void test_schemes_document_options(void **state)
         n++;
     }
     assert_int_equal(n, 11);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ans, "dtypes");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "input")), 4);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "output")), 3);
     cJSON_Delete(ans);
     qkv_free(&f);
 }
@@ -506,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_schemes_document_options),
         cmocka_unit_test(test_norms_and_biases),
         cmocka_unit_test(test_mrope),
+        cmocka_unit_test(test_output_dtype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
