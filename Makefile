@@ -358,6 +358,7 @@ $(BARE_MHD): bench/bare_mhd.c
 bench-service: $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
 	@$(call apt_install,$(CROSSCHECK_PACKAGES) curl)
 	@bench/service.sh $(BUILD)
+	@POSATTND=$(POSATTND) E2E_TIMEOUT=300 tests/e2e/harness.sh /usr/bin/python3 bench/v2_throughput.py
 load-crosscheck: $(POSATTND) $(LOAD_BIN)
 	@$(call apt_install,$(CROSSCHECK_PACKAGES))
 	@tests/load/wrk-crosscheck.sh $(BUILD)
@@ -397,6 +398,8 @@ bench-smoke: $(BENCH_BIN) $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
 	@$(call apt_install,$(CROSSCHECK_PACKAGES) curl)
 	@for b in $(BENCH_BIN); do $$b --smoke >/dev/null || { echo "bench-smoke: $$b failed"; exit 1; }; done; \
 	SMOKE=1 bench/service.sh $(BUILD) >/dev/null || { echo "bench-smoke: bench/service.sh failed"; exit 1; }; \
+	POSATTND=$(POSATTND) tests/e2e/harness.sh /usr/bin/python3 bench/v2_throughput.py --L 16 --repeat 1 >/dev/null || \
+	    { echo "bench-smoke: bench/v2_throughput.py failed"; exit 1; }; \
 	echo "bench-smoke: ok"
 
 asan: deps

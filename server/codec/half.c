@@ -97,14 +97,64 @@ uint16_t srv_f64_to_bf16(double d)
     return narrow(d, 7, -126, 127, 0x7fc0u);
 }
 
+/* From float32 by bit arithmetic (the answers and lifted JSON numbers go
+ * this way, so it must be fast): the same results as the double path,
+ * which the tests check over every value and midpoint. */
 uint16_t srv_f32_to_f16(float f)
 {
-    return srv_f64_to_f16((double)f); /* float to double is exact: one rounding */
+    uint32_t u, sign, e, m, r;
+    memcpy(&u, &f, sizeof u);
+    sign = (u >> 16) & 0x8000u;
+    e = (u >> 23) & 0xffu;
+    m = u & 0x7fffffu;
+    if (e == 0xff) /* inf, or NaN made quiet */
+        return (uint16_t)(sign | 0x7c00u | (m ? 0x200u | (m >> 13) : 0));
+    if (e >= 143) /* >= 65536 */
+        return (uint16_t)(sign | 0x7c00u);
+    if (e < 113) { /* below 2^-14: a multiple of 2^-24, or zero */
+        uint32_t shift, sig = m | 0x800000u, q, rem, half;
+        if (e < 102) /* below 2^-25 */
+            return (uint16_t)sign;
+        shift = 126 - e;
+        q = sig >> shift;
+        rem = sig & ((1u << shift) - 1);
+        half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    r = ((e - 112) << 10) | (m >> 13);
+    if ((m & 0x1fffu) > 0x1000u || ((m & 0x1fffu) == 0x1000u && (r & 1)))
+        r++; /* a carry into the exponent is right; past 0x7bff it is infinity */
+    return (uint16_t)(sign | r);
 }
 
 uint16_t srv_f32_to_bf16(float f)
 {
-    return srv_f64_to_bf16((double)f);
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN, made quiet */
+        return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+int srv_f32_is_tie(float f, int bf16)
+{
+    uint32_t u, e, m;
+    memcpy(&u, &f, sizeof u);
+    e = (u >> 23) & 0xffu;
+    m = u & 0x7fffffu;
+    if (e == 0xff)
+        return 0;
+    if (bf16)
+        return (u & 0xffffu) == 0x8000u;
+    if (e >= 143 || e < 102) /* to infinity or to zero, never halfway */
+        return 0;
+    if (e < 113) {
+        uint32_t shift = 126 - e, sig = m | 0x800000u;
+        return (sig & ((1u << shift) - 1)) == 1u << (shift - 1);
+    }
+    return (m & 0x1fffu) == 0x1000u;
 }
 
 /* ------------------------------------------------------------------------- */

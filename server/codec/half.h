@@ -15,6 +15,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Whether float32 f lies exactly halfway between two neighbours of the
+ * 16-bit type (f16, or bf16 when bf16 is set), where rounding it ties. A
+ * decimal number rounded to float32 and then to the type is rounded as if
+ * directly unless that float32 is such a tie: the tie points are float32
+ * values, and rounding to float32 cannot cross one without landing on it. */
+int srv_f32_is_tie(float f, int bf16);
+
 /* Exact widenings. */
 float srv_f16_to_f32(uint16_t h);
 float srv_bf16_to_f32(uint16_t b);

@@ -510,6 +510,55 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
     return srv_tensor_parse_as(node, field, want_ndim, max_elements, SRV_ELEM_FLOAT, out, err);
 }
 
+/* Lifted numbers (float32, rounded once from their text) to f16 or bf16
+ * in place. Rounding on through float32 gives the text's own rounding
+ * unless the float32 lands exactly on a tie (srv_f32_is_tie: a float32 of
+ * 1/65536 bf16 patterns); those few are read again from the array's text,
+ * found by one scan over its delimiters. False when a value leaves the
+ * type's range: the caller parses the text then, for the message. */
+static bool lifted_to_half(float *buf, size_t count, srv_wire w, const srv_lifted *lf)
+{
+    int bf16 = w == SRV_WIRE_BF16;
+    size_t ties = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint16_t h;
+        if (srv_f32_is_tie(buf[i], bf16)) {
+            ties++;
+            continue;
+        }
+        h = bf16 ? srv_f32_to_bf16(buf[i]) : srv_f32_to_f16(buf[i]);
+        if ((h & 0x7fffu) >= (bf16 ? 0x7f80u : 0x7c00u))
+            return false;
+        buf[i] = bf16 ? srv_bf16_to_f32(h) : srv_f16_to_f32(h);
+    }
+    if (ties == 0)
+        return true;
+    if (lf == NULL)
+        return false;
+    const char *p = lf->text, *end = lf->text + lf->text_len;
+    for (size_t i = 0; i < count && ties > 0; i++) {
+        char num[64], *stop;
+        size_t len = 0;
+        while (p < end && (*p == '[' || *p == ']' || *p == ',' || *p == ' ' || *p == '\t' ||
+                           *p == '\n' || *p == '\r'))
+            p++;
+        while (p + len < end && p[len] != ',' && p[len] != ']' && p[len] != ' ' &&
+               p[len] != '\t' && p[len] != '\n' && p[len] != '\r')
+            len++;
+        if (srv_f32_is_tie(buf[i], bf16)) {
+            if (len == 0 || len >= sizeof num) /* not a number this scan understands */
+                return false;
+            memcpy(num, p, len);
+            num[len] = '\0';
+            if (!number_to_float(strtod(num, &stop), w, &buf[i]) || *stop != '\0')
+                return false;
+            ties--;
+        }
+        p += len;
+    }
+    return ties == 0;
+}
+
 bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
                          srv_elem kind, srv_tensor *out, srv_reply *err)
 {
@@ -621,9 +670,15 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
      * Never a lifted base64 for a mask (its bytes are not float32), and
      * lifted numbers of a mask only when each is 0 or 1 (else its text goes
      * through the checks below, for the message). */
-    float *buf = (kind == SRV_ELEM_BOOL && b64 != NULL) || et.wire != SRV_WIRE_F32
-                     ? NULL /* another width, or numbers rounded to another type */
+    bool narrow = et.wire == SRV_WIRE_F16 || et.wire == SRV_WIRE_BF16;
+    const srv_lifted *lf = narrow && data ? srv_lift_find(data) : NULL; /* before the take */
+    float *buf = (kind == SRV_ELEM_BOOL && b64 != NULL) || (et.wire != SRV_WIRE_F32 && !(narrow && data))
+                     ? NULL /* base64 of another width */
                      : srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
+    if (buf != NULL && narrow && !lifted_to_half(buf, count, et.wire, lf)) {
+        free(buf); /* a tie or out of range: the text path decides, and says why */
+        buf = NULL;
+    }
     bool ok;
     if (buf != NULL && kind == SRV_ELEM_BOOL) {
         for (size_t i = 0; i < count; i++) {

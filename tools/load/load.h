@@ -44,6 +44,7 @@ uint64_t load_hist_percentile(const load_hist *h, double p);
 /* ------------------------------------------------------------- scenario */
 
 typedef enum { LOAD_ENC_JSON, LOAD_ENC_B64 } load_encoding;
+typedef enum { LOAD_DTYPE_F32, LOAD_DTYPE_F16, LOAD_DTYPE_BF16 } load_dtype;
 
 typedef struct {
     const char *url;              /* base URL, no trailing slash */
@@ -62,6 +63,7 @@ typedef struct {
     long requests;                /* per phase; 0 = by time */
     double warmup_s;              /* per phase, not counted */
     load_encoding encoding;
+    load_dtype dtype;             /* the tensors' dtype on the wire */
     int causal;
     double softcap;               /* > 0: every item's softcap (Gemma 2) */
     int sinks;                    /* every item carries sinks [H] (gpt-oss) */

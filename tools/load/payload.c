@@ -85,8 +85,42 @@ static void put_json_value(sbuf *b, int k)
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+/* float32 bits to a 16-bit wire type, to nearest even (the server widens
+ * them exactly): bf16 keeps the top half; f16 rebiases the exponent, with
+ * subnormals below 2^-14 and infinity past 65504 (not reached: the values
+ * here are at most 1). A client of its own: no server code. */
+static uint16_t narrow16(float f, int bf16)
+{
+    uint32_t u, sign, e, m, r;
+    memcpy(&u, &f, 4);
+    if (bf16)
+        return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    sign = (u >> 16) & 0x8000u;
+    e = (u >> 23) & 0xffu;
+    m = u & 0x7fffffu;
+    if (e >= 143) /* >= 65536 */
+        return (uint16_t)(sign | 0x7c00u);
+    if (e < 113) { /* below 2^-14: a subnormal multiple of 2^-24 */
+        uint32_t shift, sig = m | 0x800000u, q, rem, half;
+        if (e < 102)
+            return (uint16_t)sign;
+        shift = 126 - e;
+        q = sig >> shift;
+        rem = sig & ((1u << shift) - 1);
+        half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    r = ((e - 112) << 10) | (m >> 13);
+    if ((m & 0x1fffu) > 0x1000u || ((m & 0x1fffu) == 0x1000u && (r & 1)))
+        r++; /* a carry into the exponent is right, and 0x7c00 is infinity */
+    return (uint16_t)(sign | r);
+}
+
 /* A tensor {"shape":[...],"data"|"b64":...} of count seeded values in
- * [-amp, amp] / 10000. */
+ * [-amp, amp] / 10000 (in --dtype: b64 of that type's bytes, or JSON
+ * numbers the server rounds to it). */
 static void put_tensor_amp(sbuf *b, const load_config *c, const int *shape, int rank, uint64_t *rng,
                            int amp)
 {
@@ -96,8 +130,10 @@ static void put_tensor_amp(sbuf *b, const load_config *c, const int *shape, int 
         sb_printf(b, i ? ",%d" : "%d", shape[i]);
         count *= (size_t)shape[i];
     }
+    if (c->dtype != LOAD_DTYPE_F32)
+        sb_str(b, c->dtype == LOAD_DTYPE_F16 ? "],\"dtype\":\"f16" : "],\"dtype\":\"bf16");
     if (c->encoding == LOAD_ENC_JSON) {
-        sb_str(b, "],\"data\":[");
+        sb_str(b, c->dtype == LOAD_DTYPE_F32 ? "],\"data\":[" : "\",\"data\":[");
         sb_reserve(b, count * 8);
         for (size_t i = 0; i < count && !b->oom; i++) {
             if (i)
@@ -107,7 +143,7 @@ static void put_tensor_amp(sbuf *b, const load_config *c, const int *shape, int 
         sb_str(b, "]}");
         return;
     }
-    sb_str(b, "],\"b64\":\"");
+    sb_str(b, c->dtype == LOAD_DTYPE_F32 ? "],\"b64\":\"" : "\",\"b64\":\"");
     sb_reserve(b, (count * 4 + 2) / 3 * 4 + 4);
     unsigned char q[3];
     int nq = 0;
@@ -115,8 +151,12 @@ static void put_tensor_amp(sbuf *b, const load_config *c, const int *shape, int 
     for (size_t i = 0; i < count && !b->oom; i++) {
         float f = (float)rng_tenthousandths(rng, amp) / 10000.0f;
         uint32_t u;
-        memcpy(&u, &f, 4);
-        for (int j = 0; j < 4; j++) { /* little-endian bytes */
+        int nb = c->dtype == LOAD_DTYPE_F32 ? 4 : 2;
+        if (nb == 2)
+            u = narrow16(f, c->dtype == LOAD_DTYPE_BF16);
+        else
+            memcpy(&u, &f, 4);
+        for (int j = 0; j < nb; j++) { /* little-endian bytes */
             q[nq++] = (unsigned char)(u >> (8 * j));
             if (nq == 3) {
                 out[0] = B64[q[0] >> 2];

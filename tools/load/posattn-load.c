@@ -44,6 +44,8 @@ static const char USAGE[] =
     "                       (with both, a phase ends when both are reached)\n"
     "  --warmup S           unmeasured seconds before each phase (default 0)\n"
     "  --encoding json|b64  tensor encoding, both ways (default json)\n"
+    "  --dtype f32|f16|bf16 the tensors' type on the wire (b64 bytes of it, or JSON\n"
+    "                       numbers the server rounds to it; default f32)\n"
     "  --causal             causal mask\n"
     "  --softcap C          logit softcapping C * tanh(l / C) on every item (Gemma 2)\n"
     "  --sinks              one attention sink per query head on every item (gpt-oss)\n"
@@ -324,6 +326,15 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
                 c->encoding = LOAD_ENC_B64;
             else
                 BAD("json or b64");
+        } else if (!strcmp(name, "--dtype")) {
+            if (!strcmp(val, "f32"))
+                c->dtype = LOAD_DTYPE_F32;
+            else if (!strcmp(val, "f16"))
+                c->dtype = LOAD_DTYPE_F16;
+            else if (!strcmp(val, "bf16"))
+                c->dtype = LOAD_DTYPE_BF16;
+            else
+                BAD("f32, f16 or bf16");
         } else if (!strcmp(name, "--seed")) {
             char *end;
             errno = 0;

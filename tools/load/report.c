@@ -42,6 +42,8 @@ static void describe(FILE *f, const load_config *c, const char *nl)
         fprintf(f, "layer mode (d_model %d)  ", c->heads * c->head_dim);
     if (c->preset)
         fprintf(f, "preset %s  ", c->preset);
+    if (c->dtype != LOAD_DTYPE_F32)
+        fprintf(f, "dtype %s  ", c->dtype == LOAD_DTYPE_F16 ? "f16" : "bf16");
     if (c->softcap > 0)
         fprintf(f, "softcap %g  ", c->softcap);
     if (c->sinks)
@@ -132,6 +134,10 @@ int load_report_json(const char *path, const load_config *c, const load_result *
     cJSON_AddNumberToObject(cfg, "warmup_s", c->warmup_s);
     cJSON_AddStringToObject(cfg, "encoding", enc_name(c));
     cJSON_AddBoolToObject(cfg, "causal", c->causal);
+    cJSON_AddStringToObject(cfg, "dtype",
+                            c->dtype == LOAD_DTYPE_F16    ? "f16"
+                            : c->dtype == LOAD_DTYPE_BF16 ? "bf16"
+                                                          : "f32");
     cJSON_AddNumberToObject(cfg, "softcap", c->softcap);
     cJSON_AddBoolToObject(cfg, "sinks", c->sinks);
     cJSON_AddNumberToObject(cfg, "chunk_size", c->chunk);

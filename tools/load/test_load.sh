@@ -245,5 +245,43 @@ if "$LOAD" --preset llama5 --requests 1 >"$TMP/p-bad.out" 2>&1; then
 elif grep -q "unknown 'llama5'" "$TMP/p-bad.out"; then ok "an unknown preset is refused, naming it"
 else bad "an unknown preset is refused, naming it" "$TMP/p-bad.out"; fi
 
+# 7. --dtype f16 / bf16: the same seeded values as f32, narrowed to nearest
+# even (against NumPy's float16 and a bit-level bfloat16), b64 of two bytes
+# each and JSON with the dtype named; the server answers them all.
+for dt in f32 f16 bf16; do
+    "$LOAD" --dtype $dt --encoding b64 --schemes alibi --lengths 16 --heads 2 --head-dim 8 \
+        --dump-body "$TMP/dt-$dt.json" >"$TMP/dt-$dt.out" 2>&1 || echo "exit $?" >>"$TMP/dt-$dt.out"
+done
+if $PY - "$TMP" >"$TMP/check7.out" 2>&1 <<'PYEOF'
+import base64, json, sys
+import numpy as np
+d = sys.argv[1]
+it = {dt: json.load(open("%s/dt-%s.json" % (d, dt)))["inputs"][0] for dt in ("f32", "f16", "bf16")}
+for name in ("q", "k", "v"):
+    f32 = np.frombuffer(base64.b64decode(it["f32"][name]["b64"]), "<f4")
+    assert "dtype" not in it["f32"][name]
+    assert it["f16"][name]["dtype"] == "f16" and it["bf16"][name]["dtype"] == "bf16"
+    h = np.frombuffer(base64.b64decode(it["f16"][name]["b64"]), "<u2")
+    assert (h == f32.astype("<f2").view("<u2")).all(), name
+    u = f32.view("<u4").astype(np.uint64)
+    bf = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    assert (np.frombuffer(base64.b64decode(it["bf16"][name]["b64"]), "<u2") == bf).all(), name
+PYEOF
+then ok "--dtype f16 and bf16 narrow the f32 values to nearest even (NumPy's float16, bit-level bf16)"
+else bad "--dtype f16 and bf16 narrow the f32 values to nearest even (NumPy's float16, bit-level bf16)" "$TMP/check7.out"; fi
+"$LOAD" --spawn "$SRV" --schemes rope --lengths 32 --heads 2 --head-dim 16 --requests 3 \
+    --dtype bf16 --json "$TMP/dt.json" --quiet >"$TMP/dt.out" 2>&1
+"$LOAD" --spawn "$SRV" --schemes rope --lengths 32 --heads 2 --head-dim 16 --requests 3 \
+    --dtype f16 --encoding b64 --json "$TMP/dt2.json" --quiet >>"$TMP/dt.out" 2>&1
+if $PY -c '
+import json, sys
+for f, dt in ((sys.argv[1], "bf16"), (sys.argv[2], "f16")):
+    r = json.load(open(f))
+    assert r["config"]["dtype"] == dt, r["config"]
+    assert [(x["ok"], x["errors"]) for x in r["results"]] == [(3, 0)], r["results"]
+' "$TMP/dt.json" "$TMP/dt2.json" >"$TMP/check7b.out" 2>&1; then
+    ok "--dtype bf16 (JSON) and f16 (b64) against a spawned server: all 200"
+else bad "--dtype bf16 (JSON) and f16 (b64) against a spawned server: all 200" "$TMP/check7b.out"; fi
+
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -4,7 +4,10 @@
  * to the scalar one bit for bit, and narrowing from float32 and from double
  * at every value, every midpoint (ties to even), just off each midpoint,
  * the overflow threshold, subnormals, signed zeros and NaN; then a million
- * seeded random floats and doubles. Exact: no tolerance.
+ * seeded random floats and doubles. Exact: no tolerance. And
+ * srv_f32_is_tie, the test that lets lifted JSON numbers round on through
+ * float32, against its definition: a float32 is a tie exactly when the
+ * doubles just below and just above it round to different values.
  */
 #include "codec/half.h"
 #include "ref_half.h"
@@ -168,6 +171,65 @@ static void test_narrow_random(void **state)
     }
 }
 
+/* The definition by search: no rounding boundary lies strictly between two
+ * adjacent doubles (boundaries are float32 values), so f is on one exactly
+ * when its double neighbours round apart. */
+static int ref_is_tie(float f, int bf16)
+{
+    double lo = nextafter((double)f, -INFINITY), hi = nextafter((double)f, INFINITY);
+    if (bf16)
+        return ref_bf16_value(ref_bf16_round(lo)) != ref_bf16_value(ref_bf16_round(hi));
+    return ref_f16_value(ref_f16_round(lo)) != ref_f16_value(ref_f16_round(hi));
+}
+
+static void check_tie(float f)
+{
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        if (srv_f32_is_tie(f, bf16) != ref_is_tie(f, bf16))
+            fail_msg("srv_f32_is_tie(%a, %s) = %d, want %d", (double)f, bf16 ? "bf16" : "f16",
+                     srv_f32_is_tie(f, bf16), ref_is_tie(f, bf16));
+}
+
+/* Every f16 and bf16 value and midpoint with its float32 neighbours, then
+ * random patterns, a quarter of them with tie-shaped low bits. */
+static void test_is_tie(void **state)
+{
+    (void)state;
+    for (uint32_t p = 0; p < 0x7c00u; p++) {
+        float v = (float)ref_f16_value((uint16_t)p);
+        float mid = (float)((ref_f16_value((uint16_t)p) + ref_f16_value((uint16_t)(p + 1))) / 2);
+        const float xs[] = {v, mid, nextafterf(mid, 0), nextafterf(mid, INFINITY)};
+        for (int k = 0; k < 4; k++) {
+            check_tie(xs[k]);
+            check_tie(-xs[k]);
+        }
+    }
+    for (uint32_t p = 0; p < 0x7f80u; p++) {
+        uint32_t u = p << 16 | 0x8000u;
+        float mid;
+        memcpy(&mid, &u, sizeof mid);
+        check_tie(mid);
+        check_tie(nextafterf(mid, 0));
+        check_tie(nextafterf(mid, INFINITY));
+    }
+    uint64_t s = 0x2545f4914f6cdd1dULL;
+    for (int i = 0; i < 1000000; i++) {
+        uint32_t u;
+        float f;
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        u = (uint32_t)(s >> 16);
+        if ((s & 3) == 0)
+            u = (u & ~0x1fffu) | 0x1000u;
+        else if ((s & 3) == 1)
+            u = (u & ~0xffffu) | 0x8000u;
+        memcpy(&f, &u, sizeof f);
+        if (isfinite(f))
+            check_tie(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_narrow_every_value_and_midpoint),
         cmocka_unit_test(test_narrow_edges),
         cmocka_unit_test(test_narrow_random),
+        cmocka_unit_test(test_is_tie),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,8 @@
  * cJSON give exactly what cJSON and srv_tensor_parse give without it: the
  * same float bits, or the same error (code, field, message); what is not
  * plainly valid is left for cJSON; client strings cannot pose as markers.
+ * With "dtype" f16 or bf16 the lifted float32 rounds on to the type, and
+ * must still equal the text's own rounding, at the ties above all.
  */
 #include "codec/json_lift.h"
 #include "codec/tensor.h"
@@ -340,10 +342,61 @@ static void test_markers_unforgeable(void **state)
     srv_lift_free(&lift);
 }
 
+/* f16 and bf16 data: decimals on, just off and far from the ties, past the
+ * ranges, then random ones; each equal to the text path bit for bit (a
+ * lifted float32 that sits on a tie must not round on: 1.000488281250001
+ * is above the f16 tie 1 + 2^-11 but its float32 is the tie). */
+static void test_half_dtypes(void **state)
+{
+    (void)state;
+    static const char *const fixed[] = {
+        "1.00048828125",   "1.000488281250001", "1.000488281249999", "-1.000488281250001",
+        "1.00146484375",   "65504",             "65519.99",          "65520",
+        "65520.0000001",   "2.98023223876953125e-8", "2.9802322387695313e-8", "3e-8",
+        "1e-9",            "1.00390625",        "1.0039062500001",   "1.0117187500001",
+        "3.3961e38",       "3.3895313892515355e38", "0.1",           "-0"};
+    static const char *const types[] = {"f16", "bf16"};
+    char body[512];
+    tu_rng rng;
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) {
+            snprintf(body, sizeof body,
+                     "{\"t\":{\"dtype\":\"%s\",\"shape\":[2],\"data\":[0.5,%s]}, \"pad\": \"" PAD "\"}",
+                     types[t], fixed[i]);
+            assert_int_equal(check_same(body), 1);
+        }
+    }
+    /* Ties among other numbers, nested and spaced: read again from the text. */
+    for (int t = 0; t < 2; t++) {
+        snprintf(body, sizeof body,
+                 "{\"t\":{\"dtype\":\"%s\",\"shape\":[2,3],\"data\":[[ 1.000488281250001 ,0.25,"
+                 "1.0039062500001],\n[1.00048828125,\t-1.0039062499999, 1.00390625E0 ]]}, "
+                 "\"pad\": \"" PAD "\"}",
+                 types[t]);
+        assert_int_equal(check_same(body), 1);
+    }
+    tu_rng_seed(&rng, 17);
+    for (int r = 0; r < 20; r++) {
+        size_t at = 0, n = 512;
+        char *big = malloc(n * 32 + 128);
+        assert_non_null(big);
+        at += (size_t)sprintf(big, "{\"t\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data\":[",
+                              types[r & 1], n);
+        for (size_t i = 0; i < n; i++) {
+            double v = tu_uniform(&rng, -1, 1) * pow(10.0, tu_uniform(&rng, -9, 4));
+            at += (size_t)sprintf(big + at, i ? ",%.*g" : "%.*g", 3 + (int)(i % 15), v);
+        }
+        sprintf(big + at, "]}}");
+        assert_int_equal(check_same(big), 1);
+        free(big);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_numbers_bit_identical), cmocka_unit_test(test_nested_and_shapes),
+        cmocka_unit_test(test_half_dtypes),
         cmocka_unit_test(test_left_for_cjson),        cmocka_unit_test(test_b64),
         cmocka_unit_test(test_only_data_values),      cmocka_unit_test(test_markers_unforgeable),
     };
