@@ -78,6 +78,17 @@ static const cJSON *member(const cJSON *obj, const char *name)
 /* Preparation                                                               */
 /* ------------------------------------------------------------------------- */
 
+/* The analyses explain one sequence: a batch is refused, naming it. */
+static bool one_sequence(const api_item *it, const api_ctx *ctx, api_err *e)
+{
+    if (it->batched)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "q.shape",
+                        "q.shape is [B, L, H, D]=[%d, %d, %d, %d], a batch: an analysis explains "
+                        "one sequence, so send q [L, H, D] (POST /v1/attention takes batches)",
+                        (int)it->B, (int)it->Lq, (int)it->H, (int)it->D);
+    return true;
+}
+
 static bool prepare_permutation(const cJSON *root, const api_ctx *ctx, an_job *aj, size_t *ws,
                                 size_t *need, api_err *e)
 {
@@ -86,7 +97,7 @@ static bool prepare_permutation(const cJSON *root, const api_ctx *ctx, an_job *a
     int32_t L, n = 0;
     unsigned char *seen;
 
-    if (!api_item_parse(root, ctx, extra, 3, &aj->it, e))
+    if (!api_item_parse(root, ctx, extra, 3, &aj->it, e) || !one_sequence(&aj->it, ctx, e))
         return false;
     if (aj->it.Lq != aj->it.Lk)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "q.shape[0]",
@@ -137,7 +148,7 @@ static bool prepare_decomposition(const cJSON *root, const api_ctx *ctx, an_job 
     size_t cells;
     pa_scheme_type t;
 
-    if (!api_item_parse(root, ctx, extra, 3, &aj->it, e))
+    if (!api_item_parse(root, ctx, extra, 3, &aj->it, e) || !one_sequence(&aj->it, ctx, e))
         return false;
     t = aj->it.scheme.s.type;
     aj->absolute = t == PA_SCHEME_SINUSOIDAL || t == PA_SCHEME_LEARNED;

@@ -24,7 +24,7 @@ typedef struct att_item {
     size_t workspace;
     double macs; /* of the whole item (all parts) */
     size_t first;
-    int32_t nparts;
+    int32_t nparts; /* per sequence: the item's tasks are B * nparts */
     api_item it;
     srv_wire out_wire;                                /* output_dtype: F32, F16 or BF16 */
     float *output, *weights, *logits, *q_rot, *k_rot; /* allocated when prepared */
@@ -65,61 +65,47 @@ static void att_destroy(void *impl)
     free(aj);
 }
 
-/* Element counts of the results of a valid item. */
-static size_t count_output(const api_item *it)
+/* The item's tasks: nparts for each sequence (one for an invalid item). */
+static size_t item_tasks(const att_item *a)
 {
-    size_t n = 1;
-    for (int d = 0; d < it->out_ndim; d++)
-        n = api_mul_sat(n, (size_t)it->out_shape[d]);
-    return n;
+    return (size_t)a->nparts * (size_t)(a->it.B > 0 ? a->it.B : 1);
 }
 
-static size_t count_scores(const api_item *it)
+/* Element counts of the results of a valid item, every sequence. */
+static size_t count_all(const api_item *it, unsigned which)
 {
-    return api_mul_sat(api_mul_sat((size_t)it->H, (size_t)it->Lq), (size_t)it->Lk);
-}
-
-static size_t count_q_rot(const api_item *it)
-{
-    return api_mul_sat(api_mul_sat((size_t)it->Lq, (size_t)it->H), (size_t)it->D);
-}
-
-static size_t count_k_rot(const api_item *it)
-{
-    return api_mul_sat(api_mul_sat((size_t)it->Lk, (size_t)it->Hkv), (size_t)it->D);
+    return api_mul_sat(api_item_count(it, which), (size_t)it->B);
 }
 
 /* Bytes of the requested results (output is always computed). */
 static size_t result_bytes(const api_item *it)
 {
-    size_t n = count_output(it);
-    if (it->ret & API_RET_WEIGHTS)
-        n = api_add_sat(n, count_scores(it));
-    if (it->ret & API_RET_LOGITS)
-        n = api_add_sat(n, count_scores(it));
-    if (it->ret & API_RET_Q_ROT)
-        n = api_add_sat(n, count_q_rot(it));
-    if (it->ret & API_RET_K_ROT)
-        n = api_add_sat(n, count_k_rot(it));
+    static const unsigned extra[] = {API_RET_WEIGHTS, API_RET_LOGITS, API_RET_Q_ROT, API_RET_K_ROT};
+    size_t n = count_all(it, API_RET_OUTPUT);
+    for (size_t r = 0; r < sizeof extra / sizeof extra[0]; r++)
+        if (it->ret & extra[r])
+            n = api_add_sat(n, count_all(it, extra[r]));
     return api_mul_sat(n, sizeof(float));
 }
 
 static bool check_results(const api_item *it, const api_ctx *ctx, api_err *e)
 {
-    int64_t scores[3] = {it->H, it->Lq, it->Lk};
-    int64_t qs[3] = {it->Lq, it->H, it->D};
-    int64_t ks[3] = {it->Lk, it->Hkv, it->D};
-    if (!api_check_result_size("output", it->out_ndim, it->out_shape, ctx, e))
-        return false;
-    if ((it->ret & API_RET_WEIGHTS) && !api_check_result_size("weights", 3, scores, ctx, e))
-        return false;
-    if ((it->ret & API_RET_LOGITS) && !api_check_result_size("logits", 3, scores, ctx, e))
-        return false;
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } rs[] = {{API_RET_OUTPUT, "output"},
+              {API_RET_WEIGHTS, "weights"},
+              {API_RET_LOGITS, "logits"},
+              {API_RET_Q_ROT, "q_rot"},
+              {API_RET_K_ROT, "k_rot"}};
     /* In layer mode the projections can be larger than x and the weights. */
-    if ((it->ret & API_RET_Q_ROT) && !api_check_result_size("q_rot", 3, qs, ctx, e))
-        return false;
-    if ((it->ret & API_RET_K_ROT) && !api_check_result_size("k_rot", 3, ks, ctx, e))
-        return false;
+    for (size_t r = 0; r < sizeof rs / sizeof rs[0]; r++) {
+        int64_t shape[4];
+        int n = api_item_result_shape(it, rs[r].bit, shape);
+        if ((rs[r].bit == API_RET_OUTPUT || (it->ret & rs[r].bit)) &&
+            !api_check_result_size(rs[r].name, n, shape, ctx, e))
+            return false;
+    }
     return true;
 }
 
@@ -144,7 +130,7 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     static const char *const extra[] = {"id", "return", "output_dtype"};
     char prefix[32];
     api_ctx ctx;
-    size_t ws;
+    size_t ws, concurrent;
     double macs;
 
     memset(&ctx, 0, sizeof ctx);
@@ -170,18 +156,22 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
                  "the attention workspace for these sizes overflows the address space");
         goto fail;
     }
-    macs = 2.0 * a->it.Lq * (double)a->it.Lk * a->it.D * a->it.H;
+    macs = 2.0 * a->it.Lq * (double)a->it.Lk * a->it.D * a->it.H; /* one sequence */
     if (a->it.att.x != NULL) /* the projections: x w_q, x w_k, x w_v (and w_o) */
         macs += (double)(a->it.Lq + 2 * a->it.Lk) * a->it.att.d_model * a->it.H * a->it.D +
                 (double)a->it.Lq * a->it.H * a->it.Dv * a->it.att.d_out;
-    a->macs = macs;
-    if (a->it.att.x == NULL && lim->parallel_parts > 1 && macs >= ATT_SPLIT_MIN_MACS)
+    a->macs = macs * a->it.B;
+    if (a->it.att.x == NULL && lim->parallel_parts > a->it.B && macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
+    /* Workspaces are the workers': at most one per part running at once. */
+    concurrent = api_mul_sat((size_t)a->nparts, (size_t)a->it.B);
+    if (lim->parallel_parts > 0 && concurrent > (size_t)lim->parallel_parts)
+        concurrent = (size_t)lim->parallel_parts;
     a->valid = true;
     a->workspace = ws;
     a->scheme_name = pa_scheme_type_name(a->it.scheme.s.type);
     return api_add_sat(api_add_sat(a->it.input_bytes, result_bytes(&a->it)),
-                       api_mul_sat(ws, (size_t)a->nparts));
+                       api_mul_sat(ws, concurrent));
 
 fail:
     api_item_free(&a->it);
@@ -194,15 +184,15 @@ fail:
 static bool alloc_outputs(att_item *a, const api_ctx *ctx)
 {
     api_item *it = &a->it;
-    a->output = malloc(count_output(it) * sizeof(float));
+    a->output = malloc(count_all(it, API_RET_OUTPUT) * sizeof(float));
     if (it->ret & API_RET_WEIGHTS)
-        a->weights = malloc(count_scores(it) * sizeof(float));
+        a->weights = malloc(count_all(it, API_RET_WEIGHTS) * sizeof(float));
     if (it->ret & API_RET_LOGITS)
-        a->logits = malloc(count_scores(it) * sizeof(float));
+        a->logits = malloc(count_all(it, API_RET_LOGITS) * sizeof(float));
     if (it->ret & API_RET_Q_ROT)
-        a->q_rot = malloc(count_q_rot(it) * sizeof(float));
+        a->q_rot = malloc(count_all(it, API_RET_Q_ROT) * sizeof(float));
     if (it->ret & API_RET_K_ROT)
-        a->k_rot = malloc(count_k_rot(it) * sizeof(float));
+        a->k_rot = malloc(count_all(it, API_RET_K_ROT) * sizeof(float));
     if (a->output == NULL || ((it->ret & API_RET_WEIGHTS) && a->weights == NULL) ||
         ((it->ret & API_RET_LOGITS) && a->logits == NULL) ||
         ((it->ret & API_RET_Q_ROT) && a->q_rot == NULL) ||
@@ -224,17 +214,25 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
     char prefix[32];
     api_ctx ctx = {NULL, prefix, NULL};
 
+    pa_attention att;
+    const api_item *it = &a->it;
+    int32_t b = (int32_t)((t - a->first) / (size_t)a->nparts);
+    int32_t part = (int32_t)((t - a->first) % (size_t)a->nparts);
+    size_t sb = (size_t)b;
+
     if (!a->valid)
         return;
-    out.output = a->output;
-    out.weights = a->weights;
-    out.logits = a->logits;
-    out.q_rot = a->q_rot;
-    out.k_rot = a->k_rot;
-    if (pa_attention_run_part(&a->it.att, &out, (int32_t)(t - a->first), a->nparts, ws, ws_size,
-                              &pe) != PA_STATUS_OK) {
+    api_item_sequence(it, b, &att);
+    out.output = a->output + sb * api_item_count(it, API_RET_OUTPUT);
+    out.weights = a->weights ? a->weights + sb * api_item_count(it, API_RET_WEIGHTS) : NULL;
+    out.logits = a->logits ? a->logits + sb * api_item_count(it, API_RET_LOGITS) : NULL;
+    out.q_rot = a->q_rot ? a->q_rot + sb * api_item_count(it, API_RET_Q_ROT) : NULL;
+    out.k_rot = a->k_rot ? a->k_rot + sb * api_item_count(it, API_RET_K_ROT) : NULL;
+    if (pa_attention_run_part(&att, &out, part, a->nparts, ws, ws_size, &pe) != PA_STATUS_OK) {
         snprintf(prefix, sizeof prefix, "inputs[%zu]", aj->task_item[t]);
         api_fail_pa(&e, &ctx, &pe);
+        if (it->batched)
+            api_err_in_sequence(&e, b);
         api_task_fail(job, t, &e);
     }
 }
@@ -245,7 +243,7 @@ static const api_err *item_outcome(const srv_job *job, const att_item *a, api_ta
 {
     const api_err *fail = NULL;
     memset(merged, 0, sizeof *merged);
-    for (size_t t = a->first; t < a->first + (size_t)a->nparts; t++) {
+    for (size_t t = a->first; t < a->first + item_tasks(a); t++) {
         const api_task *k = &job->tasks[t];
         if (k->failed && fail == NULL)
             fail = &k->err;
@@ -265,8 +263,9 @@ static bool overflows(const att_item *a, size_t i, api_err *e)
     const api_item *it = &a->it;
     const float *res[] = {it->ret & API_RET_OUTPUT ? a->output : NULL, a->weights, a->logits,
                           a->q_rot, a->k_rot};
-    const size_t n[] = {count_output(it), count_scores(it), count_scores(it), count_q_rot(it),
-                        count_k_rot(it)};
+    const size_t n[] = {count_all(it, API_RET_OUTPUT), count_all(it, API_RET_WEIGHTS),
+                        count_all(it, API_RET_LOGITS), count_all(it, API_RET_Q_ROT),
+                        count_all(it, API_RET_K_ROT)};
     for (int r = 0; r < 5; r++) {
         size_t at;
         if (res[r] != NULL && srv_wire_overflow(res[r], n[r], a->out_wire, &at)) {
@@ -315,23 +314,18 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj, bool *item_error)
     }
     *item_error = false;
     {
-        int64_t scores[3] = {it->H, it->Lq, it->Lk};
-        int64_t qs[3] = {it->Lq, it->H, it->D};
-        int64_t ks[3] = {it->Lk, it->Hkv, it->D};
-        srv_encoding enc = job->enc;
-        srv_wire w = a->out_wire;
-        if ((it->ret & API_RET_OUTPUT) &&
-            !srv_tensor_render_as(obj, "output", a->output, it->out_ndim, it->out_shape, enc, w))
-            return false;
-        if (a->weights != NULL &&
-            !srv_tensor_render_as(obj, "weights", a->weights, 3, scores, enc, w))
-            return false;
-        if (a->logits != NULL && !srv_tensor_render_as(obj, "logits", a->logits, 3, scores, enc, w))
-            return false;
-        if (a->q_rot != NULL && !srv_tensor_render_as(obj, "q_rot", a->q_rot, 3, qs, enc, w))
-            return false;
-        if (a->k_rot != NULL && !srv_tensor_render_as(obj, "k_rot", a->k_rot, 3, ks, enc, w))
-            return false;
+        static const unsigned bits[] = {API_RET_OUTPUT, API_RET_WEIGHTS, API_RET_LOGITS,
+                                        API_RET_Q_ROT, API_RET_K_ROT};
+        static const char *const names[] = {"output", "weights", "logits", "q_rot", "k_rot"};
+        const float *res[] = {it->ret & API_RET_OUTPUT ? a->output : NULL, a->weights, a->logits,
+                              a->q_rot, a->k_rot};
+        for (int r = 0; r < 5; r++) {
+            int64_t shape[4];
+            int nd = api_item_result_shape(it, bits[r], shape);
+            if (res[r] != NULL &&
+                !srv_tensor_render_as(obj, names[r], res[r], nd, shape, job->enc, a->out_wire))
+                return false;
+        }
     }
     return api_render_timing(obj, &t);
 }
@@ -478,7 +472,7 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
         /* Stop parsing as soon as the request is known to be too big. */
         if (!api_check_memory(need, lim, &e))
             goto fail;
-        n_tasks += (size_t)aj->items[i].nparts;
+        n_tasks += item_tasks(&aj->items[i]);
         i++;
     }
 
@@ -497,11 +491,11 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
         if (a->valid && !alloc_outputs(a, &ictx))
             a->valid = false;
         a->first = t;
-        for (int32_t p = 0; p < a->nparts; p++, t++) {
+        for (size_t p = 0; p < item_tasks(a); p++, t++) {
             aj->task_item[t] = k;
             job->tasks[t].scheme_name = a->scheme_name;
             job->tasks[t].workspace = a->valid ? a->workspace : 0;
-            job->tasks[t].macs = a->valid ? a->macs / a->nparts : 0;
+            job->tasks[t].macs = a->valid ? a->macs / (double)item_tasks(a) : 0;
             if (!a->valid)
                 api_task_fail(job, t, &a->err);
         }

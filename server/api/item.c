@@ -22,7 +22,7 @@ static const char *const attention_fields[] = {
     "num_kv_heads", "head_dim",    "causal",     "window",  "key_length",
     "q_positions",  "k_positions", "scale",      "softcap", "sinks",
     "mask",         "bias",        "chunk_size", "q_norm",  "k_norm",
-    "b_q",          "b_k",         "b_v",        "b_o",
+    "b_q",          "b_k",         "b_v",        "b_o",     "attention_mask",
 };
 
 void api_item_free(api_item *it)
@@ -51,6 +51,7 @@ void api_item_free(api_item *it)
     free(it->k_mrope);
     free(it->q_positions);
     free(it->k_positions);
+    free(it->key_lengths);
     memset(it, 0, sizeof *it);
 }
 
@@ -110,35 +111,54 @@ static bool parse_qkv(const cJSON *obj, const api_ctx *ctx, api_item *it, api_er
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "k", "k is required with q");
     if (member(obj, "v") == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "v", "v is required with q");
-    if (!api_get_tensor(member(obj, "q"), "q", ctx, 3, &it->q, e) ||
-        !api_get_tensor(member(obj, "k"), "k", ctx, 3, &it->k, e) ||
-        !api_get_tensor(member(obj, "v"), "v", ctx, 3, &it->v, e))
+    /* A q whose shape has 4 dims is a batch; anything else is held to 3
+     * (and told so), named tensors included. */
+    const cJSON *qshape = cJSON_GetObjectItemCaseSensitive(member(obj, "q"), "shape");
+    if (!api_get_tensor(member(obj, "q"), "q", ctx, cJSON_GetArraySize(qshape) == 4 ? 4 : 3, &it->q,
+                        e))
         return false;
-
-    it->Lq = (int32_t)it->q.shape[0];
-    it->H = (int32_t)it->q.shape[1];
-    it->D = (int32_t)it->q.shape[2];
-    it->Lk = (int32_t)it->k.shape[0];
-    it->Hkv = (int32_t)it->k.shape[1];
-    if (it->k.shape[2] != it->D)
+    /* o: the leading batch dim, when there is one; the messages name the
+     * dims as the client sent them. */
+    const int o = it->q.ndim - 3;
+    if (!api_get_tensor(member(obj, "k"), "k", ctx, it->q.ndim, &it->k, e) ||
+        !api_get_tensor(member(obj, "v"), "v", ctx, it->q.ndim, &it->v, e))
+        return false;
+    it->B = o ? (int32_t)it->q.shape[0] : 1;
+    it->batched = o != 0;
+    if (o && it->k.shape[0] != it->B)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "k.shape",
-                        "k.shape[2]=%lld does not equal q.shape[2]=%d (head_dim)",
-                        (long long)it->k.shape[2], (int)it->D);
+                        "k.shape[0]=%lld does not equal q.shape[0]=%d (batch)",
+                        (long long)it->k.shape[0], (int)it->B);
+    if (o && it->v.shape[0] != it->B)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "v.shape",
+                        "v.shape[0]=%lld does not equal q.shape[0]=%d (batch)",
+                        (long long)it->v.shape[0], (int)it->B);
+
+    it->Lq = (int32_t)it->q.shape[o];
+    it->H = (int32_t)it->q.shape[o + 1];
+    it->D = (int32_t)it->q.shape[o + 2];
+    it->Lk = (int32_t)it->k.shape[o];
+    it->Hkv = (int32_t)it->k.shape[o + 1];
+    if (it->k.shape[o + 2] != it->D)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "k.shape",
+                        "k.shape[%d]=%lld does not equal q.shape[%d]=%d (head_dim)", o + 2,
+                        (long long)it->k.shape[o + 2], o + 2, (int)it->D);
     if (it->H % it->Hkv != 0)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "k.shape",
-                        "k.shape[1]=%d does not divide num_heads=%d", (int)it->Hkv, (int)it->H);
-    if (it->v.shape[0] != it->Lk)
+                        "k.shape[%d]=%d does not divide num_heads=%d", o + 1, (int)it->Hkv,
+                        (int)it->H);
+    if (it->v.shape[o] != it->Lk)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "v.shape",
-                        "v.shape[0]=%lld does not equal k.shape[0]=%d (keys)",
-                        (long long)it->v.shape[0], (int)it->Lk);
-    if (it->v.shape[1] != it->Hkv)
+                        "v.shape[%d]=%lld does not equal k.shape[%d]=%d (keys)", o,
+                        (long long)it->v.shape[o], o, (int)it->Lk);
+    if (it->v.shape[o + 1] != it->Hkv)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "v.shape",
-                        "v.shape[1]=%lld does not equal k.shape[1]=%d (num_kv_heads)",
-                        (long long)it->v.shape[1], (int)it->Hkv);
-    it->Dv = (int32_t)it->v.shape[2];
-    if (!agree(obj, "num_heads", it->H, "q.shape[1]", ctx, e) ||
-        !agree(obj, "num_kv_heads", it->Hkv, "k.shape[1]", ctx, e) ||
-        !agree(obj, "head_dim", it->D, "q.shape[2]", ctx, e))
+                        "v.shape[%d]=%lld does not equal k.shape[%d]=%d (num_kv_heads)", o + 1,
+                        (long long)it->v.shape[o + 1], o + 1, (int)it->Hkv);
+    it->Dv = (int32_t)it->v.shape[o + 2];
+    if (!agree(obj, "num_heads", it->H, o ? "q.shape[2]" : "q.shape[1]", ctx, e) ||
+        !agree(obj, "num_kv_heads", it->Hkv, o ? "k.shape[2]" : "k.shape[1]", ctx, e) ||
+        !agree(obj, "head_dim", it->D, o ? "q.shape[3]" : "q.shape[2]", ctx, e))
         return false;
 
     it->att.num_heads = it->H;
@@ -157,16 +177,16 @@ static bool parse_qkv(const cJSON *obj, const api_ctx *ctx, api_item *it, api_er
     return true;
 }
 
-/* w.shape[0] must be d_model and w.shape[1] cols. */
-static bool weight_shape(const srv_tensor *w, const char *name, int32_t d_model, int64_t cols,
-                         const char *cols_text, const api_ctx *ctx, api_err *e)
+/* w.shape[0] must be d_model (x.shape[xd]) and w.shape[1] cols. */
+static bool weight_shape(const srv_tensor *w, const char *name, int32_t d_model, int xd,
+                         int64_t cols, const char *cols_text, const api_ctx *ctx, api_err *e)
 {
     char rel[32];
     snprintf(rel, sizeof rel, "%s.shape", name);
     if (w->shape[0] != d_model)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,
-                        "%s.shape[0]=%lld does not equal x.shape[1]=%d (d_model)", name,
-                        (long long)w->shape[0], (int)d_model);
+                        "%s.shape[0]=%lld does not equal x.shape[%d]=%d (d_model)", name,
+                        (long long)w->shape[0], xd, (int)d_model);
     if (cols >= 0 && w->shape[1] != cols)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,
                         "%s.shape[1]=%lld does not equal %s=%lld", name, (long long)w->shape[1],
@@ -204,7 +224,10 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "num_kv_heads",
                         "num_kv_heads=%d does not divide num_heads=%d", (int)Hkv, (int)H);
 
-    if (!api_get_tensor(member(obj, "x"), "x", ctx, 2, &it->x, e) ||
+    /* x [B, L, d_model] is a batch (its shape says so, as for q). */
+    const cJSON *xshape = cJSON_GetObjectItemCaseSensitive(member(obj, "x"), "shape");
+    if (!api_get_tensor(member(obj, "x"), "x", ctx, cJSON_GetArraySize(xshape) == 3 ? 3 : 2, &it->x,
+                        e) ||
         !api_get_tensor(member(obj, "w_q"), "w_q", ctx, 2, &it->w_q, e) ||
         !api_get_tensor(member(obj, "w_k"), "w_k", ctx, 2, &it->w_k, e) ||
         !api_get_tensor(member(obj, "w_v"), "w_v", ctx, 2, &it->w_v, e))
@@ -212,7 +235,10 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     if (member(obj, "w_o") != NULL &&
         !api_get_tensor(member(obj, "w_o"), "w_o", ctx, 2, &it->w_o, e))
         return false;
-    d_model = (int32_t)it->x.shape[1];
+    const int o = it->x.ndim - 2;
+    d_model = (int32_t)it->x.shape[o + 1];
+    it->B = o ? (int32_t)it->x.shape[0] : 1;
+    it->batched = o != 0;
 
     if (!has_d) {
         if (it->w_q.shape[1] % H != 0)
@@ -223,11 +249,11 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
         D = (int32_t)(it->w_q.shape[1] / H);
     }
     snprintf(text, sizeof text, "num_heads*head_dim=%d*%d", (int)H, (int)D);
-    if (!weight_shape(&it->w_q, "w_q", d_model, (int64_t)H * D, text, ctx, e))
+    if (!weight_shape(&it->w_q, "w_q", d_model, o + 1, (int64_t)H * D, text, ctx, e))
         return false;
     snprintf(text, sizeof text, "num_kv_heads*head_dim=%d*%d", (int)Hkv, (int)D);
-    if (!weight_shape(&it->w_k, "w_k", d_model, (int64_t)Hkv * D, text, ctx, e) ||
-        !weight_shape(&it->w_v, "w_v", d_model, -1, NULL, ctx, e))
+    if (!weight_shape(&it->w_k, "w_k", d_model, o + 1, (int64_t)Hkv * D, text, ctx, e) ||
+        !weight_shape(&it->w_v, "w_v", d_model, o + 1, -1, NULL, ctx, e))
         return false;
     if (it->w_v.shape[1] % Hkv != 0)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "w_v.shape",
@@ -237,7 +263,7 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     it->Hkv = Hkv;
     it->D = D;
     it->Dv = (int32_t)(it->w_v.shape[1] / Hkv);
-    it->Lq = it->Lk = (int32_t)it->x.shape[0];
+    it->Lq = it->Lk = (int32_t)it->x.shape[o];
     if (it->w_o.data != NULL && it->w_o.shape[0] != (int64_t)H * it->Dv)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "w_o.shape",
                         "w_o.shape[0]=%lld does not equal num_heads*v_head_dim=%d*%d",
@@ -269,16 +295,26 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
 }
 
 /* Positions [L]; or, with mrope (rope with mrope_section), [3, L]: three
- * rows (temporal, height, width) into *mrope, [3 * L] flat. */
+ * rows (temporal, height, width) into *mrope, [3 * L] flat; or, in a batch
+ * of B sequences, [B, L], one row per sequence (*stride = L). */
 static bool parse_positions(const cJSON *obj, const char *name, int32_t want, const char *what,
-                            bool mrope_ok, const api_ctx *ctx, int32_t **out, int32_t **mrope,
-                            api_err *e)
+                            bool mrope_ok, int32_t batch, const api_ctx *ctx, int32_t **out,
+                            int32_t **mrope, size_t *stride, api_err *e)
 {
     const cJSON *v = member(obj, name);
     int32_t n = 0;
     if (v == NULL)
         return true;
-    if (cJSON_IsArray(v) && cJSON_IsArray(v->child)) {
+    if (batch > 0 && !mrope_ok && api_int_rank(v) == 2) {
+        if (!api_get_int_rows(v, name, ctx, batch, out, &n, e))
+            return false;
+        if (n != want)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
+                            "%s has rows of %d values but %s=%d", name, (int)n, what, (int)want);
+        *stride = (size_t)want;
+        return true;
+    }
+    if (api_int_rank(v) == 2) {
         if (!mrope_ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
                             "%s is [3, L] (M-RoPE rows) only for scheme rope with "
@@ -311,10 +347,31 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
         return false;
     if (present)
         it->att.window = iv;
-    if (!opt_int(obj, "key_length", ctx, &iv, &present, e))
-        return false;
-    if (present)
-        it->att.key_length = iv;
+    if ((v = member(obj, "key_length")) != NULL && (cJSON_IsArray(v) || cJSON_IsObject(v))) {
+        int32_t n = 0;
+        if (!api_get_int_array(v, "key_length", ctx, &it->key_lengths, &n, e))
+            return false;
+        if (n != it->B)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "key_length",
+                            "key_length has %d values but the batch has %d sequences "
+                            "(q.shape[0]); send one per sequence, or one number for all",
+                            (int)n, (int)it->B);
+        for (int32_t b = 0; b < n; b++) {
+            char f[32];
+            snprintf(f, sizeof f, "key_length[%d]", (int)b);
+            if (it->key_lengths[b] < 0 || it->key_lengths[b] > it->Lk)
+                return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, f, "%s=%d %s %s.shape[%d]=%d", f,
+                                (int)it->key_lengths[b],
+                                it->key_lengths[b] < 0 ? "is negative; 0 up to" : "exceeds",
+                                it->att.x != NULL ? "x" : "k", it->batched ? 1 : 0, (int)it->Lk);
+        }
+        it->att.key_length = it->key_lengths[0];
+    } else {
+        if (!opt_int(obj, "key_length", ctx, &iv, &present, e))
+            return false;
+        if (present)
+            it->att.key_length = iv;
+    }
     if ((v = member(obj, "scale")) != NULL) {
         double d;
         if (!api_get_number(v, "scale", ctx, &d, e))
@@ -325,10 +382,15 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     bool layer = it->att.x != NULL;
     const int32_t *sec = it->scheme.s.rope.mrope_section;
     bool mrope = it->scheme.s.type == PA_SCHEME_ROPE && (sec[0] != 0 || sec[1] != 0 || sec[2] != 0);
-    if (!parse_positions(obj, "q_positions", it->Lq, layer ? "x.shape[0]" : "q.shape[0]", mrope,
-                         ctx, &it->q_positions, &it->q_mrope, e) ||
-        !parse_positions(obj, "k_positions", it->Lk, layer ? "x.shape[0]" : "k.shape[0]", mrope,
-                         ctx, &it->k_positions, &it->k_mrope, e))
+    int32_t batch = it->batched ? it->B : 0;
+    if (!parse_positions(obj, "q_positions", it->Lq,
+                         layer ? (batch ? "x.shape[1]" : "x.shape[0]")
+                               : (batch ? "q.shape[1]" : "q.shape[0]"),
+                         mrope, batch, ctx, &it->q_positions, &it->q_mrope, &it->q_pos_stride, e) ||
+        !parse_positions(obj, "k_positions", it->Lk,
+                         layer ? (batch ? "x.shape[1]" : "x.shape[0]")
+                               : (batch ? "k.shape[1]" : "k.shape[0]"),
+                         mrope, batch, ctx, &it->k_positions, &it->k_mrope, &it->k_pos_stride, e))
         return false;
     it->att.q_positions = it->q_positions;
     it->att.k_positions = it->k_positions;
@@ -337,15 +399,26 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     return true;
 }
 
-/* A mask or bias: [Lq, Lk] (shared by every head) or [1 or H, Lq, Lk];
- * *heads gets the leading dim (1 for 2-D). */
+/* A mask or bias: [Lq, Lk] (shared by every head) or [1 or H, Lq, Lk], and
+ * in a batch [1 or B, 1 or H, Lq, Lk] (SDPA's broadcast); *heads gets the
+ * head dim (1 for 2-D), *stride the elements between sequences (0: one for
+ * all). */
 static bool parse_score_tensor(const cJSON *v, const char *name, srv_elem kind, const api_ctx *ctx,
-                               const api_item *it, srv_tensor *t, int32_t *heads, api_err *e)
+                               const api_item *it, srv_tensor *t, int32_t *heads, size_t *stride,
+                               api_err *e)
 {
     char path[64];
     if (!api_get_tensor_as(v, name, ctx, 0, kind, t, e))
         return false;
     snprintf(path, sizeof path, "%s.shape", name);
+    if (t->ndim == 4 && it->batched && (t->shape[0] == 1 || t->shape[0] == it->B) &&
+        (t->shape[1] == 1 || t->shape[1] == it->H) && t->shape[2] == it->Lq &&
+        t->shape[3] == it->Lk) {
+        *heads = (int32_t)t->shape[1];
+        *stride = t->shape[0] == 1 ? 0 : (size_t)t->shape[1] * (size_t)it->Lq * (size_t)it->Lk;
+        return true;
+    }
+    *stride = 0;
     if (t->ndim < 2 || t->ndim > 3 || t->shape[t->ndim - 2] != it->Lq ||
         t->shape[t->ndim - 1] != it->Lk ||
         (t->ndim == 3 && t->shape[0] != 1 && t->shape[0] != it->H)) {
@@ -354,6 +427,12 @@ static bool parse_score_tensor(const cJSON *v, const char *name, srv_elem kind, 
         for (int d = 0; d < t->ndim && at < sizeof got; d++)
             at += (size_t)snprintf(got + at, sizeof got - at, "%s%lld", d ? "," : "",
                                    (long long)t->shape[d]);
+        if (it->batched)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                            "%s=[%s] must be [Lq, Lk]=[%d, %d], [H, Lq, Lk]=[%d, %d, %d] or "
+                            "[B, H, Lq, Lk]=[%d, %d, %d, %d] (B or H may be 1)",
+                            path, got, (int)it->Lq, (int)it->Lk, (int)it->H, (int)it->Lq,
+                            (int)it->Lk, (int)it->B, (int)it->H, (int)it->Lq, (int)it->Lk);
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
                         "%s=[%s] must be [Lq, Lk]=[%d, %d] or [H, Lq, Lk]=[%d, %d, %d] (or a "
                         "leading 1)",
@@ -375,13 +454,17 @@ static const api_option options[] = {
     {"chunk_size", "integer", NULL,
      "a key is visible only when floor(qpos / C) == floor(kpos / C); ANDed with the other masks",
      "Llama 4 chunked local attention (ggml chunked SWA)", "parameter"},
-    {"mask", "tensor", "[Lq, Lk] or [1 or H, Lq, Lk]",
+    {"mask", "tensor", "[Lq, Lk], [1 or H, Lq, Lk], or in a batch [1 or B, 1 or H, Lq, Lk]",
      "booleans by index, true = may attend (SDPA, ONNX); ANDed with causal, window, chunk_size and "
      "key_length; JSON true/false or 0/1, b64 of one byte per element",
      "prefix-LM, document masks, StreamingLLM, any mask", "input (BOOL)"},
-    {"bias", "tensor", "[Lq, Lk] or [1 or H, Lq, Lk]",
+    {"bias", "tensor", "[Lq, Lk], [1 or H, Lq, Lk], or in a batch [1 or B, 1 or H, Lq, Lk]",
      "added to the logits with the position bias, after softcap; -inf (b64) hides the key",
      "SDPA attn_mask (float), ONNX Attention attn_mask", "input"},
+    {"attention_mask", "tensor", "[B, Lk]",
+     "Hugging Face's key padding mask: 1 = a real token, 0 = padding (hidden); ANDed with the "
+     "other masks, per sequence of a batch (3-D q or 2-D x is B = 1)",
+     "Hugging Face attention_mask (2-D)", "not yet (v2 inputs are one sequence)"},
     {"q_norm", "object", "{\"weight\": [D] or [H*D], \"eps\": 1e-6}",
      "RMSNorm of q before rope: x * weight / sqrt(mean(x^2) + eps), over each head for a weight "
      "of D, over the whole projection for H*D; the weight is the multiplier (Gemma stores "
@@ -459,6 +542,46 @@ static bool parse_proj_bias(const cJSON *obj, const char *name, int64_t n, const
     return true;
 }
 
+/* Hugging Face's key padding mask, attention_mask [B, Lk] of 0/1 (1 = a
+ * real token): ANDed into the mask, which becomes one [mask_heads, Lq, Lk]
+ * per sequence. */
+static bool parse_padding_mask(const cJSON *v, const api_ctx *ctx, api_item *it, api_err *e)
+{
+    srv_tensor m = {0};
+    if (!api_get_tensor_as(v, "attention_mask", ctx, 2, SRV_ELEM_BOOL, &m, e))
+        return false;
+    if (m.shape[0] != it->B || m.shape[1] != it->Lk) {
+        api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "attention_mask.shape",
+                 "attention_mask.shape=[%lld,%lld] must be [B, Lk]=[%d, %d]", (long long)m.shape[0],
+                 (long long)m.shape[1], (int)it->B, (int)it->Lk);
+        api_tensor_release(&m);
+        return false;
+    }
+    int32_t mh = it->mask != NULL ? it->att.mask_heads : 1;
+    size_t per = (size_t)mh * (size_t)it->Lq * (size_t)it->Lk,
+           all = api_mul_sat(per, (size_t)it->B);
+    uint8_t *mask = all < SIZE_MAX ? malloc(all ? all : 1) : NULL;
+    if (mask == NULL) {
+        api_tensor_release(&m);
+        return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "attention_mask",
+                        "no memory for the per-sequence masks (%d x %zu bytes)", (int)it->B, per);
+    }
+    for (int32_t b = 0; b < it->B; b++) {
+        const uint8_t *shared = it->mask != NULL ? it->mask + (size_t)b * it->mask_stride : NULL;
+        uint8_t *dst = mask + (size_t)b * per;
+        for (size_t i = 0; i < per; i++)
+            dst[i] = (shared == NULL || shared[i]) && m.data[(size_t)b * it->Lk + i % it->Lk] != 0;
+    }
+    it->input_bytes = api_add_sat(it->input_bytes, api_add_sat(all, api_tensor_bytes(&m)));
+    api_tensor_release(&m);
+    free(it->mask);
+    it->mask = mask;
+    it->mask_stride = per;
+    it->att.mask = mask;
+    it->att.mask_heads = mh;
+    return true;
+}
+
 /* softcap, sinks, chunk_size, mask, bias, norms and projection biases: the
  * options of current models. */
 static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e)
@@ -495,7 +618,8 @@ static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, ap
     }
     if ((v = member(obj, "mask")) != NULL) {
         srv_tensor m = {0};
-        if (!parse_score_tensor(v, "mask", SRV_ELEM_BOOL, ctx, it, &m, &it->att.mask_heads, e)) {
+        if (!parse_score_tensor(v, "mask", SRV_ELEM_BOOL, ctx, it, &m, &it->att.mask_heads,
+                                &it->mask_stride, e)) {
             api_tensor_release(&m);
             return false;
         }
@@ -511,9 +635,11 @@ static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, ap
         api_tensor_release(&m);
         it->att.mask = it->mask;
     }
+    if ((v = member(obj, "attention_mask")) != NULL && !parse_padding_mask(v, ctx, it, e))
+        return false;
     if ((v = member(obj, "bias")) != NULL) {
         if (!parse_score_tensor(v, "bias", SRV_ELEM_FLOAT_NEG_INF, ctx, it, &it->bias,
-                                &it->att.bias_heads, e))
+                                &it->att.bias_heads, &it->bias_stride, e))
             return false;
         it->att.bias = it->bias.data;
     }
@@ -574,6 +700,19 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
         api_fail_pa(e, ctx, &pe);
         goto fail;
     }
+    /* Each further sequence that has inputs of its own (positions, key
+     * length), with the sequence named. */
+    if (out->key_lengths != NULL || out->q_pos_stride != 0 || out->k_pos_stride != 0) {
+        for (int32_t b = 1; b < out->B; b++) {
+            pa_attention sa;
+            api_item_sequence(out, b, &sa);
+            if (pa_attention_check(&sa, &pe) != PA_STATUS_OK) {
+                api_fail_pa(e, ctx, &pe);
+                api_err_in_sequence(e, b);
+                goto fail;
+            }
+        }
+    }
 
     out->ret = API_RET_OUTPUT;
     out->input_bytes = api_add_sat(out->input_bytes, out->scheme.bytes); /* the mask's so far */
@@ -586,9 +725,15 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
             out->input_bytes = api_add_sat(out->input_bytes, api_tensor_bytes(ts[i]));
     }
     if (out->q_positions != NULL)
-        out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->Lq * sizeof(int32_t));
+        out->input_bytes = api_add_sat(out->input_bytes,
+                                       (size_t)out->Lq * (out->q_pos_stride ? (size_t)out->B : 1) *
+                                           sizeof(int32_t));
     if (out->k_positions != NULL)
-        out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->Lk * sizeof(int32_t));
+        out->input_bytes = api_add_sat(out->input_bytes,
+                                       (size_t)out->Lk * (out->k_pos_stride ? (size_t)out->B : 1) *
+                                           sizeof(int32_t));
+    if (out->key_lengths != NULL)
+        out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->B * sizeof(int32_t));
     if (out->q_mrope != NULL)
         out->input_bytes = api_add_sat(out->input_bytes, 3 * (size_t)out->Lq * sizeof(int32_t));
     if (out->k_mrope != NULL)
@@ -668,4 +813,72 @@ int32_t api_max_position(const int32_t *pos, int32_t n)
         if (i == 0 || pos[i] > m)
             m = pos[i];
     return m;
+}
+
+void api_item_sequence(const api_item *it, int32_t b, pa_attention *att)
+{
+    size_t sb = (size_t)b;
+    *att = it->att;
+    if (b == 0)
+        return;
+    if (att->x != NULL) {
+        att->x += sb * (size_t)it->Lq * (size_t)att->d_model;
+    } else {
+        att->q += sb * (size_t)it->Lq * (size_t)it->H * (size_t)it->D;
+        att->k += sb * (size_t)it->Lk * (size_t)it->Hkv * (size_t)it->D;
+        att->v += sb * (size_t)it->Lk * (size_t)it->Hkv * (size_t)it->Dv;
+    }
+    if (it->key_lengths != NULL)
+        att->key_length = it->key_lengths[b];
+    if (att->q_positions != NULL)
+        att->q_positions += sb * it->q_pos_stride;
+    if (att->k_positions != NULL)
+        att->k_positions += sb * it->k_pos_stride;
+    if (att->mask != NULL)
+        att->mask += sb * it->mask_stride;
+    if (att->bias != NULL)
+        att->bias += sb * it->bias_stride;
+}
+
+int api_item_result_shape(const api_item *it, unsigned which, int64_t shape[4])
+{
+    int64_t one[3];
+    int n = 3, o = it->batched ? 1 : 0;
+    switch (which) {
+    case API_RET_OUTPUT:
+        n = it->out_ndim;
+        memcpy(one, it->out_shape, sizeof one);
+        break;
+    case API_RET_WEIGHTS:
+    case API_RET_LOGITS:
+        one[0] = it->H, one[1] = it->Lq, one[2] = it->Lk;
+        break;
+    case API_RET_Q_ROT:
+        one[0] = it->Lq, one[1] = it->H, one[2] = it->D;
+        break;
+    default:
+        one[0] = it->Lk, one[1] = it->Hkv, one[2] = it->D;
+        break;
+    }
+    shape[0] = it->B;
+    memcpy(shape + o, one, (size_t)n * sizeof *shape);
+    return n + o;
+}
+
+size_t api_item_count(const api_item *it, unsigned which)
+{
+    int64_t shape[4];
+    int n = api_item_result_shape(it, which, shape);
+    size_t c = 1;
+    for (int d = it->batched ? 1 : 0; d < n; d++)
+        c = api_mul_sat(c, (size_t)shape[d]);
+    return c;
+}
+
+void api_err_in_sequence(api_err *e, int32_t b)
+{
+    char m[sizeof e->message];
+    memcpy(m, e->message, sizeof m);
+    snprintf(e->message, sizeof e->message, "sequence %d of the batch: %.*s", (int)b,
+             (int)sizeof m - 40, m);
 }

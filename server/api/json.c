@@ -5,6 +5,8 @@
  */
 #include "api/json.h"
 
+#include "codec/base64.h"
+#include "codec/json_lift.h"
 #include "store/tensor_store.h"
 
 #include <float.h>
@@ -345,6 +347,137 @@ static bool array_len(const cJSON *v, const char *name, const api_ctx *ctx, int3
     return true;
 }
 
+/* An integer tensor {"shape":[n] or [rows, n], "dtype":"i32"|"i64",
+ * "b64":"..."} (little-endian), or with "data" instead of "b64": *out
+ * [rows * n] int32 values (an i64 outside int32 is OUT_OF_RANGE). rank is
+ * the rank the caller wants (1, or 2 with rows). */
+static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int rank, int rows,
+                       int32_t **out, int32_t *n, api_err *e)
+{
+    static const char *const fields[] = {"shape", "dtype", "b64", "data"};
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(v, "shape");
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(v, "dtype");
+    const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(v, "b64");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(v, "data");
+    char path[API_FIELD_MAX];
+    int64_t dims[2] = {1, 0};
+    size_t count, width = 4;
+
+    if (!api_check_fields(v, fields, 4, name, name, ctx, e))
+        return false;
+    snprintf(path, sizeof path, "%s.shape", name);
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != rank)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s must be %s", path,
+                        rank == 1 ? "[n]" : "[rows, n]");
+    for (int d = 0; d < rank; d++) {
+        const cJSON *x = cJSON_GetArrayItem(shape, d);
+        if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > INT32_MAX ||
+            x->valuedouble != floor(x->valuedouble))
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s[%d] must be a positive integer", path, d);
+        dims[rank == 1 ? 1 : d] = (int64_t)x->valuedouble;
+    }
+    if (rank == 2 && dims[0] != rows)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path, "%s=[%lld, %lld] must have %d rows",
+                        path, (long long)dims[0], (long long)dims[1], rows);
+    count = (size_t)dims[0] * (size_t)dims[1];
+    if (count > ctx->lim->max_tensor_elements)
+        return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
+                        "%s has %zu values; the limit per array is %zu", name, count,
+                        ctx->lim->max_tensor_elements);
+    if (dtype != NULL) {
+        snprintf(path, sizeof path, "%s.dtype", name);
+        if (!cJSON_IsString(dtype) ||
+            (strcmp(dtype->valuestring, "i32") != 0 && strcmp(dtype->valuestring, "i64") != 0))
+            return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, path,
+                            "%s must be \"i32\" or \"i64\" (integers, little-endian in b64)",
+                            path);
+        width = strcmp(dtype->valuestring, "i64") == 0 ? 8 : 4;
+    }
+    if ((b64 == NULL) == (data == NULL))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
+                        "%s needs exactly one of data (integers) or b64 (%s little-endian)", name,
+                        width == 8 ? "int64" : "int32");
+    if (data != NULL) {
+        int32_t got = 0;
+        if (rank == 2 && cJSON_IsArray(data) && cJSON_IsArray(data->child)) {
+            snprintf(path, sizeof path, "%s.data", name);
+            if (!api_get_int_rows(data, path, ctx, rows, out, &got, e))
+                return false;
+        } else {
+            snprintf(path, sizeof path, "%s.data", name);
+            if (!api_get_int_array(data, path, ctx, out, &got, e))
+                return false;
+            got = (size_t)got == count ? (int32_t)dims[1] : -1;
+        }
+        if (got != dims[1]) {
+            free(*out);
+            *out = NULL;
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
+                            "%s.data does not hold the %zu values of its shape", name, count);
+        }
+        *n = (int32_t)dims[1];
+        return true;
+    }
+    snprintf(path, sizeof path, "%s.b64", name);
+    /* Decoded before cJSON as float32 bytes (json_lift.h): its own text. */
+    const srv_lifted *lf = srv_lift_find(b64);
+    cJSON *orig = lf != NULL ? cJSON_ParseWithLength(lf->text, lf->text_len) : NULL;
+    if (lf != NULL) {
+        if (orig == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, path, "out of memory reading %s", path);
+        b64 = orig;
+    }
+    if (!cJSON_IsString(b64)) {
+        cJSON_Delete(orig);
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s must be a base64 string", path);
+    }
+    size_t len = strlen(b64->valuestring), got = 0, cap = count * width;
+    unsigned char *bytes = malloc(cap + 3);
+    int32_t *a = malloc(count * sizeof *a);
+    bool decoded = bytes != NULL && srv_b64_decode(b64->valuestring, len, bytes, cap + 3, &got);
+    cJSON_Delete(orig);
+    if (bytes == NULL || a == NULL) {
+        free(bytes);
+        free(a);
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
+    }
+    if (!decoded || got != cap) {
+        free(bytes);
+        free(a);
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s must be base64 of %zu bytes (%zu %s values), found %zu characters",
+                        path, cap, count, width == 8 ? "int64" : "int32", len);
+    }
+    for (size_t i = 0; i < count; i++) {
+        const unsigned char *p = bytes + i * width;
+        uint64_t u = 0;
+        int64_t x;
+        for (size_t k = 0; k < width; k++)
+            u |= (uint64_t)p[k] << (8 * k);
+        x = width == 8 ? (int64_t)u : (int64_t)(int32_t)(uint32_t)u;
+        if (x < INT32_MIN || x > INT32_MAX) {
+            free(bytes);
+            free(a);
+            snprintf(path, sizeof path, "%s[%zu]", name, i);
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, path,
+                            "%s=%lld does not fit in int32", path, (long long)x);
+        }
+        a[i] = (int32_t)x;
+    }
+    free(bytes);
+    *out = a;
+    *n = (int32_t)dims[1];
+    return true;
+}
+
+int api_int_rank(const cJSON *v)
+{
+    if (cJSON_IsObject(v))
+        return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(v, "shape"));
+    return cJSON_IsArray(v) && cJSON_IsArray(v->child) ? 2 : 1;
+}
+
 bool api_get_int_array(const cJSON *v, const char *name, const api_ctx *ctx, int32_t **out,
                        int32_t *n, api_err *e)
 {
@@ -353,6 +486,8 @@ bool api_get_int_array(const cJSON *v, const char *name, const api_ctx *ctx, int
     const cJSON *it;
     char elem[API_FIELD_MAX];
 
+    if (cJSON_IsObject(v))
+        return int_tensor(v, name, ctx, 1, 1, out, n, e);
     if (!array_len(v, name, ctx, &count, e))
         return false;
     a = malloc((size_t)count * sizeof *a);
@@ -446,6 +581,8 @@ bool api_get_int_rows(const cJSON *v, const char *name, const api_ctx *ctx, int 
     const cJSON *row;
     char path[API_FIELD_MAX];
     int k = 0;
+    if (cJSON_IsObject(v))
+        return int_tensor(v, name, ctx, 2, rows, out, n, e);
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != rows)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
                         "%s must be [%d, L]: %d arrays of positions, found %s of %d", name, rows,

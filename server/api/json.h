@@ -115,6 +115,11 @@ bool api_get_float_array(const cJSON *v, const char *name, const api_ctx *ctx, f
  * neither is there; *pos is malloc'd when the array is given. */
 bool api_get_length(const cJSON *obj, const char *len_name, const char *pos_name,
                     const api_ctx *ctx, int32_t *n, int32_t **pos, api_err *e);
+/* Integer arrays (api_get_int_array, api_get_int_rows) also come as a
+ * tensor {"shape":[n] or [rows, n], "dtype":"i32"|"i64", "b64":"..."} (or
+ * "data"): the form of a client that holds them as int32/int64 arrays. The
+ * rank such a value has: 2 for nested arrays or a 2-D shape, else 1. */
+int api_int_rank(const cJSON *v);
 /* A nested int array [rows, n] (M-RoPE positions [3, L]): every row an int
  * array of the same length *n >= 1; *out malloc'd, row-major. */
 bool api_get_int_rows(const cJSON *v, const char *name, const api_ctx *ctx, int rows, int32_t **out,

@@ -88,9 +88,30 @@ typedef struct api_item {
     /* Sizes after defaults. */
     int32_t H, Hkv, D, Dv, Lq, Lk;
     int out_ndim;
-    int64_t out_shape[3];
+    int64_t out_shape[4];
+    /* A batch: q [B, Lq, H, D], k [B, Lk, Hkv, D], v [B, Lk, Hkv, Dv] (B is 1
+     * and batched false for 3-D tensors). att describes sequence 0; the
+     * strides (elements; 0 = shared by every sequence) say where the others
+     * start (api_item_sequence). */
+    int32_t B;
+    bool batched;
+    int32_t *key_lengths; /* [B] per sequence, or NULL (att.key_length for all) */
+    size_t q_pos_stride, k_pos_stride, mask_stride, bias_stride;
     size_t input_bytes; /* every tensor and array above */
 } api_item;
+
+/* The descriptor of sequence b of a valid item: att with the inputs of
+ * sequence b (0 <= b < B). Its results go at b times the api_item_count of
+ * each result. */
+void api_item_sequence(const api_item *it, int32_t b, pa_attention *att);
+/* A result's shape for one of API_RET_*: output [Lq, H, Dv] (or layer
+ * mode's), weights and logits [H, Lq, Lk], q_rot [Lq, H, D], k_rot
+ * [Lk, Hkv, D]; with a leading B when batched. Returns the rank. */
+int api_item_result_shape(const api_item *it, unsigned which, int64_t shape[4]);
+/* Elements of one sequence's result (saturating). */
+size_t api_item_count(const api_item *it, unsigned which);
+/* Prefixes e's message with the sequence it is about. */
+void api_err_in_sequence(api_err *e, int32_t b);
 
 /* An option of an attention item that current models add (softcap, sinks,
  * ...), as GET /v1/schemes documents it. The parser reads each by name. */

@@ -383,13 +383,27 @@ fail:
 }
 
 /* A JSON array of the n values of a binary segment (int32 or float32). */
-static cJSON *segment_array(const char *p, size_t n, bool int32)
+static cJSON *segment_array(const char *p, size_t n, bool int32, bool int64)
 {
     cJSON *arr = cJSON_CreateArray();
     for (size_t i = 0; arr != NULL && i < n; i++) {
         unsigned char b[4];
         uint32_t u;
         cJSON *num;
+        if (int64) { /* a JSON number: /v1 holds it to int32, naming the element */
+            uint64_t w = 0;
+            int64_t iv;
+            for (int k = 0; k < 8; k++)
+                w |= (uint64_t)(unsigned char)p[8 * i + (size_t)k] << (8 * k);
+            memcpy(&iv, &w, 8);
+            num = cJSON_CreateNumber((double)iv);
+            if (num == NULL || !cJSON_AddItemToArray(arr, num)) {
+                cJSON_Delete(num);
+                cJSON_Delete(arr);
+                arr = NULL;
+            }
+            continue;
+        }
         memcpy(b, p + 4 * i, 4);
         u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
         if (int32) {
@@ -461,8 +475,8 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     rq->seen[k] = true;
 
     /* Tensors travel as FP32, FP16, BF16 or FP64 and are computed in
-     * float32; positions are INT32, a mask BOOL, the scheme's number arrays
-     * FP32. */
+     * float32; positions are INT32 or INT64 (held to int32), a mask BOOL,
+     * the scheme's number arrays FP32. */
     bool floating = !spec->int32 && !spec->boolean && spec->role != API_V2_ROLE_SCHEME_ARRAY;
     want = spec->int32 ? "INT32" : spec->boolean ? "BOOL" : "FP32";
     snprintf(path, sizeof path, "%s.datatype", name);
@@ -470,13 +484,15 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required (%s)", path, want);
     if (!api_get_string(v, path, ctx, &datatype, e))
         return false;
+    bool int64 = spec->int32 && strcmp(datatype, "INT64") == 0;
     if (floating ? !srv_wire_from_name(datatype, &wire) || strcmp(datatype, "f32") == 0 ||
                        strcmp(datatype, "f16") == 0 || strcmp(datatype, "bf16") == 0 ||
                        strcmp(datatype, "f64") == 0
-                 : strcmp(datatype, want) != 0)
+                 : strcmp(datatype, want) != 0 && !int64)
         return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, path,
                         "%s='%.32s' is not supported: input %s of model %s is %s", path, datatype,
-                        name, rq->model, floating ? "FP32, FP16, BF16 or FP64" : want);
+                        name, rq->model,
+                        floating ? "FP32, FP16, BF16 or FP64" : spec->int32 ? "INT32 or INT64" : want);
     if (!read_shape(cJSON_GetObjectItemCaseSensitive(in, "shape"), name, ctx, &ndim, shape, &count,
                     e))
         return false;
@@ -522,7 +538,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
          * which follows the JSON header in the order of the inputs. */
         double sz = cJSON_IsNumber(size_node) ? size_node->valuedouble : -1;
         snprintf(path, sizeof path, "%s.parameters.binary_data_size", name);
-        bytes = count * (spec->boolean ? 1 : srv_wire_size(wire));
+        bytes = count * (spec->boolean ? 1 : int64 ? 8 : srv_wire_size(wire));
         if (!cJSON_IsNumber(size_node) || sz != floor(sz) || sz < 0)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                             "%s must be a non-negative integer, found %s", path,
@@ -577,7 +593,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
             snprintf(path, sizeof path, "%s.data", name);
             node = data != NULL ? position_rows(data, shape[1]) : NULL;
             if (data == NULL) {
-                cJSON *flat = segment_array(seg, count, true);
+                cJSON *flat = segment_array(seg, count, true, int64);
                 node = flat != NULL ? position_rows(flat, shape[1]) : NULL;
                 cJSON_Delete(flat);
             }
@@ -601,7 +617,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                                 "%s has %zu values, but shape %s needs %zu", path, n, shp, count);
             node = cJSON_CreateArrayReference(data->child);
         } else {
-            node = segment_array(seg, count, spec->int32);
+            node = segment_array(seg, count, spec->int32, int64);
         }
         if (node == NULL)
             return oom(e);

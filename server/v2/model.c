@@ -292,8 +292,8 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
          (outs = cJSON_AddArrayToObject(root, "outputs")) != NULL;
     for (size_t i = 0; ok && i < ans->n_out; i++) {
         const api_item *it = r.it;
-        int64_t shape[3];
-        int ndim = 3;
+        int64_t shape[4];
+        int ndim;
         size_t count = 1;
         cJSON *o = cJSON_CreateObject(), *shp = NULL;
         const char *name = "output";
@@ -304,25 +304,21 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
             break;
         }
 
+        ndim = api_item_result_shape(it, ans->bits[i], shape);
         switch (ans->bits[i]) {
         case API_RET_OUTPUT:
-            ndim = it->out_ndim;
-            memcpy(shape, it->out_shape, sizeof shape);
             data[i] = r.output;
             break;
         case API_RET_WEIGHTS:
         case API_RET_LOGITS:
-            shape[0] = it->H, shape[1] = it->Lq, shape[2] = it->Lk;
             data[i] = ans->bits[i] == API_RET_WEIGHTS ? r.weights : r.logits;
             name = ans->bits[i] == API_RET_WEIGHTS ? "weights" : "logits";
             break;
         case API_RET_Q_ROT:
-            shape[0] = it->Lq, shape[1] = it->H, shape[2] = it->D;
             data[i] = r.q_rot;
             name = "q_rot";
             break;
         default:
-            shape[0] = it->Lk, shape[1] = it->Hkv, shape[2] = it->D;
             data[i] = r.k_rot;
             name = "k_rot";
             break;

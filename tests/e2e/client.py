@@ -363,6 +363,31 @@ class ReadmeExamples(Checks, unittest.TestCase):
             for a, b in zip(g, w):
                 self.assertLessEqual(abs(a - b), 1.5e-4, (got, want))
 
+    def test_python_batch_example(self):
+        """The batched bf16 example: it prints what README.md shows, and each
+        sequence of its answer is, bit for bit, that sequence sent alone."""
+        blocks = dict(examples("python"))
+        code = blocks["batch"].replace(README_URL, URL)
+        ns = {"__name__": "readme_example"}
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "README.md:python batch", "exec"), ns)  # noqa: S102
+        self.assertEqual(out.getvalue().strip().splitlines(),
+                         blocks["batch-output"].strip().splitlines())
+        B, L, H, D = ns["B"], ns["L"], ns["H"], ns["D"]
+        o = ns["o"]
+        self.assertEqual(len(o), B * L * H * D)
+        per = L * H * D
+        for b, kl in enumerate((4, 2)):
+            part = lambda x: {"shape": [L, H, D], "dtype": "bf16",
+                              "b64": ns["bf16_b64"](x[b * per:(b + 1) * per])}
+            alone = ns["post"]("/v1/attention", {
+                "output_encoding": "b64", "output_dtype": "bf16", "inputs": [
+                    {"scheme": {"type": "rope"}, "causal": True, "key_length": kl,
+                     "q": part(ns["q"]), "k": part(ns["k"]), "v": part(ns["v"])}]})
+            got = ns["bf16_values"](alone["outputs"][0]["output"]["b64"])
+            self.assertEqual(list(got), list(o[b * per:(b + 1) * per]), "sequence %d" % b)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=1 if "-q" in sys.argv else 2, argv=[a for a in sys.argv if a != "-q"])

@@ -287,6 +287,47 @@ class InferJson(unittest.TestCase):
         want, _ = v1_attention(item)
         self.assertEqual(raw, want["output"])
 
+    def test_int64_positions(self):
+        """Positions as INT64, in binary and JSON, give the INT32 answer bit
+        for bit; an INT64 position past int32 is an error naming it."""
+        rng = random.Random(41)
+        L, dm, H = 5, 8, 2
+        x, wq, wk, wv = (rand_f32(rng, n) for n in (L * dm, dm * dm, dm * dm, dm * dm))
+        pos = [3, 5, 8, 9, 12]
+
+        def infer(dtype, binary, p):
+            ins = [{"name": n, "shape": s, "datatype": "FP32", "data": d}
+                   for n, s, d in (("x", [L, dm], x), ("w_q", [dm, dm], wq),
+                                   ("w_k", [dm, dm], wk), ("w_v", [dm, dm], wv))]
+            w = 8 if dtype == "INT64" else 4
+            q = {"name": "q_positions", "shape": [L], "datatype": dtype}
+            if binary:
+                q["parameters"] = {"binary_data_size": w * L}
+            else:
+                q["data"] = p
+            ins.append(q)
+            header = {"parameters": {"num_heads": H, "causal": True}, "inputs": ins,
+                      "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}
+            raw = struct.pack("<%d%s" % (L, "q" if w == 8 else "i"), *p) if binary else b""
+            body, hdrs = binary_request(header, raw)
+            return call("POST", "/v2/models/attention-rope/infer", body, hdrs)
+
+        st, h, data = infer("INT32", True, pos)
+        self.assertEqual(st, 200, data)
+        want = split_binary(h, data)[1]
+        for binary in (True, False):
+            st, h, data = infer("INT64", binary, pos)
+            self.assertEqual(st, 200, data)
+            self.assertEqual(split_binary(h, data)[1], want, "binary" if binary else "JSON")
+        st, h, data = infer("INT64", True, pos[:4] + [1 << 40])
+        self.assertEqual(st, 400, data)
+        err = json.loads(data)["error"]
+        self.assertIn("q_positions[4]", err)
+        self.assertIn("1099511627776", err)
+        st, h, data = infer("INT16", True, pos)
+        self.assertEqual(st, 400, data)
+        self.assertIn("INT32 or INT64", json.loads(data)["error"])
+
     def test_t5_table_input(self):
         c = Case(5, H=2, Hkv=2)
         rng = random.Random(6)

@@ -47,8 +47,8 @@ typedef enum { LOAD_ENC_JSON, LOAD_ENC_B64 } load_encoding;
 typedef enum { LOAD_DTYPE_F32, LOAD_DTYPE_F16, LOAD_DTYPE_BF16 } load_dtype;
 
 typedef struct {
-    const char *url;              /* base URL, no trailing slash */
-    const char *spawn;            /* posattnd path or NULL */
+    const char *url;   /* base URL, no trailing slash */
+    const char *spawn; /* posattnd path or NULL */
     const char *server_args[LOAD_MAX_SERVER_ARGS];
     int n_server_args;
     const char *api_key;
@@ -59,23 +59,25 @@ typedef struct {
     int concurrency[LOAD_MAX_LIST];
     int n_concurrency;
     int heads, kv_heads, head_dim, batch;
-    double duration_s;            /* per phase; 0 = by count */
-    long requests;                /* per phase; 0 = by time */
-    double warmup_s;              /* per phase, not counted */
+    int batch_seq;         /* > 1: every item a batch [B, L, ...] of this many sequences */
+    double lengths_spread; /* 0..1: per-sequence key_length drawn from [(1-s)L, L] */
+    double duration_s;     /* per phase; 0 = by count */
+    long requests;         /* per phase; 0 = by time */
+    double warmup_s;       /* per phase, not counted */
     load_encoding encoding;
-    load_dtype dtype;             /* the tensors' dtype on the wire */
+    load_dtype dtype; /* the tensors' dtype on the wire */
     int causal;
-    double softcap;               /* > 0: every item's softcap (Gemma 2) */
-    int sinks;                    /* every item carries sinks [H] (gpt-oss) */
-    int chunk;                    /* > 0: every item's chunk_size (Llama 4) */
-    const char *preset;           /* the --preset that set the defaults, or NULL */
-    int layer;                    /* every scheme in layer mode (x, w_q, w_k, w_v) */
+    double softcap;     /* > 0: every item's softcap (Gemma 2) */
+    int sinks;          /* every item carries sinks [H] (gpt-oss) */
+    int chunk;          /* > 0: every item's chunk_size (Llama 4) */
+    const char *preset; /* the --preset that set the defaults, or NULL */
+    int layer;          /* every scheme in layer mode (x, w_q, w_k, w_v) */
     unsigned long long seed;
     int allow_remote;
-    int progress;                 /* stderr is a terminal */
+    int progress; /* stderr is a terminal */
     const char *json_path, *csv_path, *html_path, *svg_path;
-    const char *dump_body_path;   /* write one body and exit */
-    int quiet;                    /* no terminal table */
+    const char *dump_body_path; /* write one body and exit */
+    int quiet;                  /* no terminal table */
 } load_config;
 
 /* The server's own split for a phase: deltas of the /metrics _sum/_count. */
@@ -89,9 +91,9 @@ typedef struct {
 #define LOAD_MAX_STATUS 16
 
 typedef struct {
-    char key[16];                 /* "503", "transport", "item_error" */
+    char key[16]; /* "503", "transport", "item_error" */
     long count;
-    char sample[160];             /* first error message seen */
+    char sample[160]; /* first error message seen */
 } load_status_count;
 
 typedef struct {
@@ -101,8 +103,8 @@ typedef struct {
     long sent, ok, errors;
     load_status_count status[LOAD_MAX_STATUS];
     int n_status;
-    load_hist hist;               /* latency of successful requests */
-    size_t body_bytes;            /* size of one request body */
+    load_hist hist;    /* latency of successful requests */
+    size_t body_bytes; /* size of one request body */
     double bytes_sent, bytes_received;
     load_server_split server;
 } load_result;
@@ -110,8 +112,8 @@ typedef struct {
 /* payload.c: one request body for a phase; NULL with a message in err on
  * error (unknown scheme). The caller frees the result. variant selects the
  * seeded inputs. */
-char *load_payload_build(const load_config *c, const char *scheme, int length,
-                         unsigned variant, size_t *len, char *err, size_t errlen);
+char *load_payload_build(const load_config *c, const char *scheme, int length, unsigned variant,
+                         size_t *len, char *err, size_t errlen);
 /* Whether the scheme name is one the payload builder knows. */
 int load_scheme_known(const char *scheme, char *err, size_t errlen);
 

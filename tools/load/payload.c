@@ -274,8 +274,10 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
         return NULL;
     uint64_t rng = hash_str(0xCBF29CE484222325ULL ^ c->seed, scheme);
     rng ^= ((uint64_t)length << 32) ^ ((uint64_t)variant * 0x9E3779B97F4A7C15ULL);
-    int qs[3] = {length, c->heads, c->head_dim};
-    int ks[3] = {length, c->kv_heads, c->head_dim};
+    /* A batch of sequences leads each shape with B. */
+    int nb = c->batch_seq > 1 ? c->batch_seq : 0, o = nb ? 1 : 0;
+    int qs[4] = {nb, length, c->heads, c->head_dim};
+    int ks[4] = {nb, length, c->kv_heads, c->head_dim};
 
     sb_str(&b, "{\"inputs\":[");
     for (int i = 0; i < c->batch && !b.oom; i++) {
@@ -287,6 +289,15 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
             sb_printf(&b, ",\"softcap\":%.17g", c->softcap);
         if (c->chunk > 0)
             sb_printf(&b, ",\"chunk_size\":%d", c->chunk);
+        if (nb && c->lengths_spread > 0) {
+            /* Right padding: sequence b is key_length[b] tokens long. */
+            int lo = length - (int)(c->lengths_spread * length);
+            sb_str(&b, ",\"key_length\":[");
+            for (int s = 0; s < nb; s++)
+                sb_printf(&b, s ? ",%d" : "%d",
+                          lo + (int)(rng_next(&rng) % (uint64_t)(length - lo + 1)));
+            sb_str(&b, "]");
+        }
         if (c->sinks) {
             int hs[1] = {c->heads};
             sb_str(&b, ",\"sinks\":");
@@ -300,10 +311,10 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
             int amp = 1;
             while ((amp + 1) * (amp + 1) * d_model <= 100000000)
                 amp++;
-            int xs[2] = {length, d_model}, wq[2] = {d_model, c->heads * c->head_dim},
+            int xs[3] = {nb, length, d_model}, wq[2] = {d_model, c->heads * c->head_dim},
                 wkv[2] = {d_model, c->kv_heads * c->head_dim};
             sb_printf(&b, ",\"num_heads\":%d,\"num_kv_heads\":%d,\"x\":", c->heads, c->kv_heads);
-            put_tensor(&b, c, xs, 2, &rng);
+            put_tensor(&b, c, xs + 1 - o, 2 + o, &rng);
             sb_str(&b, ",\"w_q\":");
             put_tensor_amp(&b, c, wq, 2, &rng, amp);
             sb_str(&b, ",\"w_k\":");
@@ -312,11 +323,11 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
             put_tensor_amp(&b, c, wkv, 2, &rng, amp);
         } else {
             sb_str(&b, ",\"q\":");
-            put_tensor(&b, c, qs, 3, &rng);
+            put_tensor(&b, c, qs + 1 - o, 3 + o, &rng);
             sb_str(&b, ",\"k\":");
-            put_tensor(&b, c, ks, 3, &rng);
+            put_tensor(&b, c, ks + 1 - o, 3 + o, &rng);
             sb_str(&b, ",\"v\":");
-            put_tensor(&b, c, ks, 3, &rng);
+            put_tensor(&b, c, ks + 1 - o, 3 + o, &rng);
         }
         sb_str(&b, "}");
     }

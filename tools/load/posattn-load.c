@@ -38,6 +38,10 @@ static const char USAGE[] =
     "  --kv-heads N         key/value heads, divides --heads (default --heads)\n"
     "  --head-dim N         head dimension (default 64)\n"
     "  --batch N            items per request (default 1)\n"
+    "  --batch-seq B        every item a batch of B padded sequences, q [B, L, H, D]\n"
+    "                       (layer mode x [B, L, d_model]); default 1, plain items\n"
+    "  --lengths-spread S   with --batch-seq: each sequence's key_length drawn (seeded)\n"
+    "                       from [(1-S) L, L], so padding costs show; S in 0..1\n"
     "  --concurrency LIST   requests in flight (default 4; a list runs each)\n"
     "  --duration S         seconds per phase (at most 3600)\n"
     "  --requests N         requests per phase (at most 10000000)\n"
@@ -310,6 +314,13 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             if (parse_long(val, 1, 4096, &v))
                 BAD("1..4096");
             c->batch = (int)v;
+        } else if (!strcmp(name, "--batch-seq")) {
+            if (parse_long(val, 1, 4096, &v))
+                BAD("1..4096");
+            c->batch_seq = (int)v;
+        } else if (!strcmp(name, "--lengths-spread")) {
+            if (parse_double(val, 0, 1, &c->lengths_spread))
+                BAD("a fraction 0..1");
         } else if (!strcmp(name, "--duration")) {
             if (parse_double(val, 0.001, LOAD_MAX_DURATION_S, &c->duration_s))
                 BAD("seconds, more than 0 and at most 3600");
@@ -381,13 +392,15 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         return usage_error("%s", "--spawn and --url exclude each other");
     if (c->n_server_args && !c->spawn)
         return usage_error("%s", "--server-arg needs --spawn");
+    if (c->lengths_spread > 0 && c->batch_seq < 2)
+        return usage_error("%s", "--lengths-spread needs --batch-seq 2 or more");
     /* One request body must stay reasonable: q, k and v of every item. */
     for (int l = 0; l < c->n_lengths; l++) {
-        double floats =
-            (double)c->batch * c->lengths[l] * c->head_dim * (double)(c->heads + 2 * c->kv_heads);
+        double floats = (double)c->batch * (c->batch_seq > 1 ? c->batch_seq : 1) * c->lengths[l] *
+                        c->head_dim * (double)(c->heads + 2 * c->kv_heads);
         if (floats * (c->encoding == LOAD_ENC_B64 ? 5.34 : 8.0) > 512.0 * 1024 * 1024)
             return usage_error("%s", "a request body would exceed 512 MB: lower --lengths, "
-                                     "--batch, --heads or --head-dim");
+                                     "--batch, --batch-seq, --heads or --head-dim");
     }
     return 0;
 }

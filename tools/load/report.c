@@ -44,6 +44,10 @@ static void describe(FILE *f, const load_config *c, const char *nl)
         fprintf(f, "preset %s  ", c->preset);
     if (c->dtype != LOAD_DTYPE_F32)
         fprintf(f, "dtype %s  ", c->dtype == LOAD_DTYPE_F16 ? "f16" : "bf16");
+    if (c->batch_seq > 1)
+        fprintf(f, "batch-seq %d  ", c->batch_seq);
+    if (c->lengths_spread > 0)
+        fprintf(f, "lengths-spread %g  ", c->lengths_spread);
     if (c->softcap > 0)
         fprintf(f, "softcap %g  ", c->softcap);
     if (c->sinks)
@@ -61,13 +65,12 @@ void load_report_table(FILE *f, const load_config *c, const load_result *r, int 
 {
     describe(f, c, "\n\n");
     fprintf(f, "%-12s %6s %4s %9s %9s %8s %8s %8s %8s %8s %8s %8s %7s %9s %9s %9s\n", "scheme", "L",
-            "conc", "req/s", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms",
-            "sent", "ok", "errors", "queue ms", "comp ms", "srv ms");
+            "conc", "req/s", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "sent",
+            "ok", "errors", "queue ms", "comp ms", "srv ms");
     for (int i = 0; i < n; i++) {
         const load_result *x = &r[i];
         fprintf(f, "%-12s %6d %4d %9.1f %9.1f", x->scheme, x->length, x->concurrency,
-                rate((double)x->ok, x->elapsed_s),
-                rate((double)x->ok * c->batch, x->elapsed_s));
+                rate((double)x->ok, x->elapsed_s), rate((double)x->ok * c->batch, x->elapsed_s));
         for (int p = 0; p < N_PCTS; p++)
             fprintf(f, " %8.3f", ms(load_hist_percentile(&x->hist, PCTS[p])));
         fprintf(f, " %8.3f %8ld %8ld %7ld", ms(x->hist.max_us), x->sent, x->ok, x->errors);
@@ -88,9 +91,10 @@ void load_report_table(FILE *f, const load_config *c, const load_result *r, int 
                     r[i].concurrency, r[i].status[s].key, r[i].status[s].count,
                     r[i].status[s].sample);
         }
-    fprintf(f, "\nlatency: successful requests, client side, +-1.6 %% (log buckets); queue/comp ms: "
-               "the server's mean per task,\nsrv ms: its mean per request (arrival to "
-               "answer), both from /metrics before and after each phase\n");
+    fprintf(f,
+            "\nlatency: successful requests, client side, +-1.6 %% (log buckets); queue/comp ms: "
+            "the server's mean per task,\nsrv ms: its mean per request (arrival to "
+            "answer), both from /metrics before and after each phase\n");
 }
 
 static FILE *open_out(const char *path)
@@ -138,6 +142,8 @@ int load_report_json(const char *path, const load_config *c, const load_result *
                             c->dtype == LOAD_DTYPE_F16    ? "f16"
                             : c->dtype == LOAD_DTYPE_BF16 ? "bf16"
                                                           : "f32");
+    cJSON_AddNumberToObject(cfg, "batch_seq", c->batch_seq > 1 ? c->batch_seq : 1);
+    cJSON_AddNumberToObject(cfg, "lengths_spread", c->lengths_spread);
     cJSON_AddNumberToObject(cfg, "softcap", c->softcap);
     cJSON_AddBoolToObject(cfg, "sinks", c->sinks);
     cJSON_AddNumberToObject(cfg, "chunk_size", c->chunk);
@@ -172,7 +178,8 @@ int load_report_json(const char *path, const load_config *c, const load_result *
         cJSON *l = cJSON_AddObjectToObject(o, "latency_ms");
         cJSON_AddNumberToObject(l, "count", (double)x->hist.total);
         cJSON_AddNumberToObject(l, "min", ms(x->hist.min_us));
-        cJSON_AddNumberToObject(l, "mean", x->hist.total ? x->hist.sum_us / 1000.0 / (double)x->hist.total : 0);
+        cJSON_AddNumberToObject(
+            l, "mean", x->hist.total ? x->hist.sum_us / 1000.0 / (double)x->hist.total : 0);
         for (int p = 0; p < N_PCTS; p++)
             cJSON_AddNumberToObject(l, PCT_NAMES[p], ms(load_hist_percentile(&x->hist, PCTS[p])));
         cJSON_AddNumberToObject(l, "max", ms(x->hist.max_us));
@@ -315,16 +322,19 @@ static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const
                 vmax = value(c, &r[i], s);
     vmax = nice_ceil(vmax);
 
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"%d\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\" font-size=\"11\">\n", y0, width, height);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"%d\" width=\"%d\" height=\"%d\" "
+            "font-family=\"sans-serif\" font-size=\"11\">\n",
+            y0, width, height);
     fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">", left);
     html_escape(f, title);
     fprintf(f, "</text>\n");
     for (int t = 0; t <= 5; t++) {
         double v = vmax * t / 5;
         int y = top + plot_h - (int)(plot_h * t / 5);
-        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
-                   "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%g</text>\n",
+        fprintf(f,
+                "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
+                "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%g</text>\n",
                 left, width - right, y, y, left - 6, y + 4, v);
     }
     fprintf(f, "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">",
@@ -337,8 +347,9 @@ static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const
         for (int s = 0; s < n_series; s++) {
             double v = value(c, &r[i], s);
             int h = (int)(plot_h * v / vmax + 0.5);
-            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
-                       "<title>%s: %.4g %s</title></rect>\n",
+            fprintf(f,
+                    "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
+                    "<title>%s: %.4g %s</title></rect>\n",
                     gx + step * s, top + plot_h - h, step - 2, h, COLORS[s % 8], series[s], v,
                     unit);
         }
@@ -350,8 +361,9 @@ static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const
         fprintf(f, "</text>\n");
     }
     for (int s = 0; s < n_series; s++)
-        fprintf(f, "<rect x=\"%d\" y=\"28\" width=\"10\" height=\"10\" fill=\"%s\"/>"
-                   "<text x=\"%d\" y=\"37\">%s</text>\n",
+        fprintf(f,
+                "<rect x=\"%d\" y=\"28\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                "<text x=\"%d\" y=\"37\">%s</text>\n",
                 width - right - 90 * (n_series - s), COLORS[s % 8],
                 width - right - 90 * (n_series - s) + 14, series[s]);
     fprintf(f, "</svg>\n");
@@ -395,14 +407,17 @@ static void svg_concurrency(FILE *f, int y0, const load_config *c, const load_re
         cmax = r[i].concurrency > cmax ? r[i].concurrency : cmax;
     }
     vmax = nice_ceil(vmax);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"%d\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\" font-size=\"11\">\n"
-               "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">"
-               "Throughput vs concurrency (requests/s)</text>\n", y0, width, height, left);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"%d\" width=\"%d\" height=\"%d\" "
+            "font-family=\"sans-serif\" font-size=\"11\">\n"
+            "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">"
+            "Throughput vs concurrency (requests/s)</text>\n",
+            y0, width, height, left);
     for (int t = 0; t <= 5; t++) {
         int y = top + plot_h - plot_h * t / 5;
-        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
-                   "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%g</text>\n",
+        fprintf(f,
+                "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
+                "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%g</text>\n",
                 left, left + plot_w, y, y, left - 6, y + 4, vmax * t / 5);
     }
     for (int k = 0; k < c->n_concurrency; k++) {
@@ -425,15 +440,16 @@ static void svg_concurrency(FILE *f, int y0, const load_config *c, const load_re
             fprintf(f, "\"/>\n");
             for (int i = 0; i < n; i++)
                 if (!strcmp(r[i].scheme, c->schemes[s]) && r[i].length == c->lengths[l])
-                    fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"3\" fill=\"%s\"><title>%s L=%d "
-                               "c=%d: %.1f requests/s</title></circle>\n",
+                    fprintf(f,
+                            "<circle cx=\"%d\" cy=\"%d\" r=\"3\" fill=\"%s\"><title>%s L=%d "
+                            "c=%d: %.1f requests/s</title></circle>\n",
                             left + (int)((double)plot_w * r[i].concurrency / cmax),
                             top + plot_h -
                                 (int)(plot_h * rate((double)r[i].ok, r[i].elapsed_s) / vmax),
                             col, r[i].scheme, r[i].length, r[i].concurrency,
                             rate((double)r[i].ok, r[i].elapsed_s));
-            fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s L=%d</text>\n",
-                    left + plot_w + 10, top + 12 + 14 * line, col, c->schemes[s], c->lengths[l]);
+            fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s L=%d</text>\n", left + plot_w + 10,
+                    top + 12 + 14 * line, col, c->schemes[s], c->lengths[l]);
         }
     fprintf(f, "</svg>\n");
 }
@@ -446,11 +462,12 @@ int load_report_html(const char *path, const load_config *c, const load_result *
     FILE *f = open_out(path);
     if (!f)
         return -1;
-    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>posattn-load report"
-               "</title>\n<style>body{font-family:sans-serif;margin:2em;color:#222}"
-               "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
-               "padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child{text-align:"
-               "left}figure{margin:1.5em 0}</style></head><body>\n<h1>posattn-load report</h1>\n<p>");
+    fprintf(f,
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>posattn-load report"
+            "</title>\n<style>body{font-family:sans-serif;margin:2em;color:#222}"
+            "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
+            "padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child{text-align:"
+            "left}figure{margin:1.5em 0}</style></head><body>\n<h1>posattn-load report</h1>\n<p>");
     describe(f, c, "");
     fprintf(f, "</p>\n<table><tr><th>scheme</th><th>L</th><th>conc</th><th>req/s</th>"
                "<th>items/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th>"
@@ -479,14 +496,14 @@ int load_report_html(const char *path, const load_config *c, const load_result *
             fprintf(f, "<td>-</td><td>-</td><td>-</td></tr>\n");
     }
     fprintf(f, "</table>\n<figure>\n");
-    svg_bars(f, 0, "Client latency percentiles (successful requests)", "ms", c, r, n, lat_series,
-             4, latency_value);
+    svg_bars(f, 0, "Client latency percentiles (successful requests)", "ms", c, r, n, lat_series, 4,
+             latency_value);
     fprintf(f, "</figure>\n<figure>\n");
     svg_bars(f, 0, "Throughput", "per second", c, r, n, thr_series, c->batch > 1 ? 2 : 1,
              throughput_value);
     fprintf(f, "</figure>\n<figure>\n");
-    svg_bars(f, 0, "Server time (mean queue and compute per task, request total)", "ms", c, r,
-             n, split_series, 3, split_value);
+    svg_bars(f, 0, "Server time (mean queue and compute per task, request total)", "ms", c, r, n,
+             split_series, 3, split_value);
     fprintf(f, "</figure>\n");
     if (c->n_concurrency > 1) {
         fprintf(f, "<figure>\n");
@@ -511,10 +528,11 @@ int load_report_svg(const char *path, const load_config *c, const load_result *r
     FILE *m, *f = open_out(path);
     if (!f)
         return -1;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
-               "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
             width, height, width, height);
     /* The scenario, as the table states it, in a caption. */
     m = open_memstream(&text, &text_len);

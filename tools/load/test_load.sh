@@ -283,5 +283,41 @@ for f, dt in ((sys.argv[1], "bf16"), (sys.argv[2], "f16")):
     ok "--dtype bf16 (JSON) and f16 (b64) against a spawned server: all 200"
 else bad "--dtype bf16 (JSON) and f16 (b64) against a spawned server: all 200" "$TMP/check7b.out"; fi
 
+# 8. --batch-seq B: every item a batch [B, L, ...] (q/k/v and layer mode),
+# --lengths-spread S: a seeded key_length per sequence within [(1-S) L, L];
+# the server answers [B, ...] outputs.
+"$LOAD" --batch-seq 3 --lengths-spread 0.5 --schemes rope --lengths 16 --heads 4 --kv-heads 2 \
+    --head-dim 8 --dump-body "$TMP/bs.json" >"$TMP/bs.out" 2>&1 || echo "exit $?" >>"$TMP/bs.out"
+"$LOAD" --batch-seq 2 --schemes sinusoidal --lengths 8 --heads 2 --head-dim 4 \
+    --dump-body "$TMP/bs-layer.json" >>"$TMP/bs.out" 2>&1 || echo "exit $?" >>"$TMP/bs.out"
+if $PY - "$TMP" >"$TMP/check8.out" 2>&1 <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+it = json.load(open(d + "/bs.json"))["inputs"][0]
+assert it["q"]["shape"] == [3, 16, 4, 8], it["q"]["shape"]
+assert it["k"]["shape"] == it["v"]["shape"] == [3, 16, 2, 8], it["k"]["shape"]
+kl = it["key_length"]
+assert len(kl) == 3 and all(8 <= x <= 16 for x in kl), kl
+lay = json.load(open(d + "/bs-layer.json"))["inputs"][0]
+assert lay["x"]["shape"] == [2, 8, 8] and "key_length" not in lay, lay["x"]["shape"]
+PYEOF
+then ok "--batch-seq shapes [B, L, H, D] and x [B, L, d], --lengths-spread key_length [B] in [(1-S) L, L]"
+else bad "--batch-seq shapes [B, L, H, D] and x [B, L, d], --lengths-spread key_length [B] in [(1-S) L, L]" "$TMP/check8.out"; fi
+"$LOAD" --spawn "$SRV" --batch-seq 4 --lengths-spread 0.75 --schemes rope,alibi,learned \
+    --lengths 32 --heads 2 --head-dim 16 --requests 3 --encoding b64 --json "$TMP/bs-run.json" \
+    --quiet >"$TMP/bs-run.out" 2>&1
+if $PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["config"]["batch_seq"] == 4 and r["config"]["lengths_spread"] == 0.75, r["config"]
+assert [(x["ok"], x["errors"]) for x in r["results"]] == [(3, 0)] * 3, r["results"]
+' "$TMP/bs-run.json" >"$TMP/check8b.out" 2>&1; then
+    ok "--batch-seq 4 --lengths-spread 0.75 against a spawned server: all 200, in the report"
+else bad "--batch-seq 4 --lengths-spread 0.75 against a spawned server: all 200, in the report" "$TMP/check8b.out"; fi
+if "$LOAD" --lengths-spread 0.5 --requests 1 >"$TMP/bs-bad.out" 2>&1; then
+    bad "--lengths-spread without --batch-seq is refused" "$TMP/bs-bad.out"
+elif grep -q "needs --batch-seq" "$TMP/bs-bad.out"; then ok "--lengths-spread without --batch-seq is refused"
+else bad "--lengths-spread without --batch-seq is refused" "$TMP/bs-bad.out"; fi
+
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]
