@@ -9,6 +9,7 @@
 #include "api/json.h"
 #include "api/request.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,7 +162,11 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
         macs += (double)(a->it.Lq + 2 * a->it.Lk) * a->it.att.d_model * a->it.H * a->it.D +
                 (double)a->it.Lq * a->it.H * a->it.Dv * a->it.att.d_out;
     a->macs = macs * a->it.B;
-    if (a->it.att.x == NULL && lim->parallel_parts > a->it.B && macs >= ATT_SPLIT_MIN_MACS)
+    /* Short query rows are spread out of the weights after the run, which
+     * one task does for all heads. */
+    bool whole = a->it.query_lengths != NULL && (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS));
+    if (a->it.att.x == NULL && !whole && lim->parallel_parts > a->it.B &&
+        macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
     /* Workspaces are the workers': at most one per part running at once. */
     concurrent = api_mul_sat((size_t)a->nparts, (size_t)a->it.B);
@@ -204,6 +209,31 @@ static bool alloc_outputs(att_item *a, const api_ctx *ctx)
     return true;
 }
 
+/* Sequence b ran on its first ql query rows (query_length): its weights
+ * and logits [H, ql, Lk] move to their rows of [H, Lq, Lk], and the rows
+ * past ql become those of a fully masked row (output, weights and q_rot 0,
+ * logits -inf). Part 0 does the rows every part shares. */
+static void pad_query_rows(const api_item *it, int32_t ql, int32_t part, pa_attention_out *out)
+{
+    size_t Lq = (size_t)it->Lq, Lk = (size_t)it->Lk, H = (size_t)it->H, q = (size_t)ql;
+    if (part != 0)
+        return;
+    memset(out->output + q * H * (size_t)it->Dv, 0, (Lq - q) * H * (size_t)it->Dv * sizeof(float));
+    if (out->q_rot != NULL)
+        memset(out->q_rot + q * H * (size_t)it->D, 0, (Lq - q) * H * (size_t)it->D * sizeof(float));
+    for (int r = 0; r < 2; r++) {
+        float *m = r == 0 ? out->weights : out->logits;
+        if (m == NULL)
+            continue;
+        for (size_t h = H; h-- > 0;) {
+            float *row = m + h * Lq * Lk;
+            memmove(row, m + h * q * Lk, q * Lk * sizeof(float)); /* descending h: no overlap lost */
+            for (size_t i = q * Lk; i < Lq * Lk; i++)
+                row[i] = r == 0 ? 0.0f : -INFINITY;
+        }
+    }
+}
+
 static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
 {
     att_job *aj = job->impl;
@@ -228,7 +258,10 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
     out.logits = a->logits ? a->logits + sb * api_item_count(it, API_RET_LOGITS) : NULL;
     out.q_rot = a->q_rot ? a->q_rot + sb * api_item_count(it, API_RET_Q_ROT) : NULL;
     out.k_rot = a->k_rot ? a->k_rot + sb * api_item_count(it, API_RET_K_ROT) : NULL;
-    if (pa_attention_run_part(&att, &out, part, a->nparts, ws, ws_size, &pe) != PA_STATUS_OK) {
+    if (pa_attention_run_part(&att, &out, part, a->nparts, ws, ws_size, &pe) == PA_STATUS_OK) {
+        if (it->query_lengths != NULL && att.q_len < it->Lq)
+            pad_query_rows(it, att.q_len, part, &out);
+    } else {
         snprintf(prefix, sizeof prefix, "inputs[%zu]", aj->task_item[t]);
         api_fail_pa(&e, &ctx, &pe);
         if (it->batched)

@@ -23,6 +23,7 @@ static const char *const attention_fields[] = {
     "q_positions",  "k_positions", "scale",      "softcap", "sinks",
     "mask",         "bias",        "chunk_size", "q_norm",  "k_norm",
     "b_q",          "b_k",         "b_v",        "b_o",     "attention_mask",
+    "query_length",
 };
 
 void api_item_free(api_item *it)
@@ -52,6 +53,8 @@ void api_item_free(api_item *it)
     free(it->q_positions);
     free(it->k_positions);
     free(it->key_lengths);
+    free(it->query_lengths);
+    free(it->default_qpos);
     memset(it, 0, sizeof *it);
 }
 
@@ -335,6 +338,73 @@ static bool parse_positions(const cJSON *obj, const char *name, int32_t want, co
     return true;
 }
 
+/* A per-sequence length: [B] values in lo .. hi (hi is shape[1] of the
+ * tensor named by what), each named when wrong. */
+static bool per_sequence(const cJSON *v, const char *name, int32_t lo, int32_t hi,
+                         const char *what, const api_ctx *ctx, const api_item *it, int32_t **out,
+                         api_err *e)
+{
+    int32_t n = 0;
+    if (!api_get_int_array(v, name, ctx, out, &n, e))
+        return false;
+    if (n != it->B)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
+                        "%s has %d values but the batch has %d sequences (%s.shape[0]); send "
+                        "one per sequence, or one number for all",
+                        name, (int)n, (int)it->B, what);
+    for (int32_t b = 0; b < n; b++) {
+        char f[32];
+        snprintf(f, sizeof f, "%s[%d]", name, (int)b);
+        if ((*out)[b] < lo || (*out)[b] > hi)
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, f, "%s=%d %s %s.shape[%d]=%d", f,
+                            (int)(*out)[b],
+                            (*out)[b] < lo ? (lo ? "is below 1; 1 up to" : "is negative; 0 up to")
+                                           : "exceeds",
+                            what, it->batched ? 1 : 0, (int)hi);
+    }
+    return true;
+}
+
+/* query_length: a number or [B], the real query rows of each sequence;
+ * rows past it are not computed (output and weights 0, logits -inf, as a
+ * fully masked row). The rows are a prefix of q, so the library runs on
+ * q_len = query_length; what would change their layout is refused. */
+static bool parse_query_length(const cJSON *v, const api_ctx *ctx, api_item *it, api_err *e)
+{
+    const int32_t *sec = it->scheme.s.rope.mrope_section;
+    if (it->att.x != NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "query_length",
+                        "query_length is for q, k, v items: in layer mode q and k are the same "
+                        "tokens (use key_length or attention_mask)");
+    if (it->scheme.s.type == PA_SCHEME_ROPE && (sec[0] != 0 || sec[1] != 0 || sec[2] != 0) &&
+        it->q_mrope != NULL)
+        return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "query_length",
+                        "query_length with M-RoPE position rows [3, Lq] is not supported: send "
+                        "the sequences as separate items");
+    if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        if (!per_sequence(v, "query_length", 1, it->Lq, "q", ctx, it, &it->query_lengths, e))
+            return false;
+    } else {
+        int32_t iv;
+        if (!api_get_int(v, "query_length", ctx, &iv, e))
+            return false;
+        if (iv < 1 || iv > it->Lq)
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, "query_length",
+                            "query_length=%d must be 1 up to q.shape[%d]=%d", (int)iv,
+                            it->batched ? 1 : 0, (int)it->Lq);
+        if ((it->query_lengths = malloc((size_t)it->B * sizeof(int32_t))) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "query_length", "out of memory");
+        for (int32_t b = 0; b < it->B; b++)
+            it->query_lengths[b] = iv;
+    }
+    if (it->q_positions == NULL) { /* the default positions, kept for the real rows */
+        if ((it->default_qpos = api_range_positions(it->Lk - it->Lq, it->Lq)) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, "query_length", "out of memory");
+        it->att.q_positions = it->default_qpos;
+    }
+    return true;
+}
+
 static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e)
 {
     const cJSON *v;
@@ -348,23 +418,9 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     if (present)
         it->att.window = iv;
     if ((v = member(obj, "key_length")) != NULL && (cJSON_IsArray(v) || cJSON_IsObject(v))) {
-        int32_t n = 0;
-        if (!api_get_int_array(v, "key_length", ctx, &it->key_lengths, &n, e))
+        if (!per_sequence(v, "key_length", 0, it->Lk, it->att.x != NULL ? "x" : "k", ctx, it,
+                          &it->key_lengths, e))
             return false;
-        if (n != it->B)
-            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "key_length",
-                            "key_length has %d values but the batch has %d sequences "
-                            "(q.shape[0]); send one per sequence, or one number for all",
-                            (int)n, (int)it->B);
-        for (int32_t b = 0; b < n; b++) {
-            char f[32];
-            snprintf(f, sizeof f, "key_length[%d]", (int)b);
-            if (it->key_lengths[b] < 0 || it->key_lengths[b] > it->Lk)
-                return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, f, "%s=%d %s %s.shape[%d]=%d", f,
-                                (int)it->key_lengths[b],
-                                it->key_lengths[b] < 0 ? "is negative; 0 up to" : "exceeds",
-                                it->att.x != NULL ? "x" : "k", it->batched ? 1 : 0, (int)it->Lk);
-        }
         it->att.key_length = it->key_lengths[0];
     } else {
         if (!opt_int(obj, "key_length", ctx, &iv, &present, e))
@@ -396,6 +452,8 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     it->att.k_positions = it->k_positions;
     it->att.q_mrope_positions = it->q_mrope;
     it->att.k_mrope_positions = it->k_mrope;
+    if ((v = member(obj, "query_length")) != NULL && !parse_query_length(v, ctx, it, e))
+        return false;
     return true;
 }
 
@@ -655,6 +713,13 @@ static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, ap
             return false;
         it->att.k_norm = it->k_norm.data;
     }
+    if (it->query_lengths != NULL && ((it->mask != NULL && it->att.mask_heads > 1) ||
+                                      (it->bias.data != NULL && it->att.bias_heads > 1)))
+        return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "query_length",
+                        "query_length with a per-head %s [H, Lq, Lk] is not supported: send the "
+                        "%s shared by the heads ([Lq, Lk]), or no query_length",
+                        it->mask != NULL && it->att.mask_heads > 1 ? "mask" : "bias",
+                        it->mask != NULL && it->att.mask_heads > 1 ? "mask" : "bias");
     return parse_proj_bias(obj, "b_q", (int64_t)it->H * it->D, "num_heads * head_dim", ctx, it,
                            &it->b_q, &it->att.b_q, e) &&
            parse_proj_bias(obj, "b_k", (int64_t)it->Hkv * it->D, "num_kv_heads * head_dim", ctx, it,
@@ -702,8 +767,9 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     }
     /* Each further sequence that has inputs of its own (positions, key
      * length), with the sequence named. */
-    if (out->key_lengths != NULL || out->q_pos_stride != 0 || out->k_pos_stride != 0) {
-        for (int32_t b = 1; b < out->B; b++) {
+    if (out->key_lengths != NULL || out->query_lengths != NULL || out->q_pos_stride != 0 ||
+        out->k_pos_stride != 0) {
+        for (int32_t b = out->query_lengths != NULL ? 0 : 1; b < out->B; b++) {
             pa_attention sa;
             api_item_sequence(out, b, &sa);
             if (pa_attention_check(&sa, &pe) != PA_STATUS_OK) {
@@ -734,6 +800,8 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
                                            sizeof(int32_t));
     if (out->key_lengths != NULL)
         out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->B * sizeof(int32_t));
+    if (out->query_lengths != NULL)
+        out->input_bytes = api_add_sat(out->input_bytes, (size_t)(out->B + out->Lq) * sizeof(int32_t));
     if (out->q_mrope != NULL)
         out->input_bytes = api_add_sat(out->input_bytes, 3 * (size_t)out->Lq * sizeof(int32_t));
     if (out->k_mrope != NULL)
@@ -819,6 +887,8 @@ void api_item_sequence(const api_item *it, int32_t b, pa_attention *att)
 {
     size_t sb = (size_t)b;
     *att = it->att;
+    if (it->query_lengths != NULL)
+        att->q_len = it->query_lengths[b]; /* a prefix of the rows */
     if (b == 0)
         return;
     if (att->x != NULL) {

@@ -95,7 +95,9 @@ typedef struct api_item {
      * start (api_item_sequence). */
     int32_t B;
     bool batched;
-    int32_t *key_lengths; /* [B] per sequence, or NULL (att.key_length for all) */
+    int32_t *key_lengths;   /* [B] per sequence, or NULL (att.key_length for all) */
+    int32_t *query_lengths; /* [B] real query rows per sequence, or NULL (all Lq) */
+    int32_t *default_qpos;  /* Lk-Lq .. Lk-1 when query_length is given without q_positions */
     size_t q_pos_stride, k_pos_stride, mask_stride, bias_stride;
     size_t input_bytes; /* every tensor and array above */
 } api_item;

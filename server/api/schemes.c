@@ -202,6 +202,43 @@ static bool add_dtypes(cJSON *root)
                                    "rounded to it, to nearest even)") != NULL;
 }
 
+/* "shapes": the layouts of an attention item's tensors and results, one
+ * sequence and a batch. */
+static bool add_shapes(cJSON *root)
+{
+    static const char *const rows[][3] = {
+        {"q", "[Lq, H, D]", "[B, Lq, H, D]"},
+        {"k", "[Lk, Hkv, D]", "[B, Lk, Hkv, D]"},
+        {"v", "[Lk, Hkv, Dv]", "[B, Lk, Hkv, Dv]"},
+        {"x", "[L, d_model]", "[B, L, d_model]"},
+        {"key_length", "number", "number or [B]"},
+        {"query_length", "number", "number or [B]"},
+        {"q_positions", "[Lq] (M-RoPE [3, Lq])", "[Lq] or [B, Lq] (M-RoPE [3, Lq])"},
+        {"k_positions", "[Lk] (M-RoPE [3, Lk])", "[Lk] or [B, Lk] (M-RoPE [3, Lk])"},
+        {"attention_mask", "[1, Lk]", "[B, Lk]"},
+        {"mask", "[Lq, Lk] or [1 or H, Lq, Lk]", "also [1 or B, 1 or H, Lq, Lk]"},
+        {"bias", "[Lq, Lk] or [1 or H, Lq, Lk]", "also [1 or B, 1 or H, Lq, Lk]"},
+        {"output", "[Lq, H, Dv] (layer mode with w_o: [L, d_out])", "[B, ...]"},
+        {"weights", "[H, Lq, Lk]", "[B, H, Lq, Lk]"},
+        {"logits", "[H, Lq, Lk]", "[B, H, Lq, Lk]"},
+        {"q_rot", "[Lq, H, D]", "[B, Lq, H, D]"},
+        {"k_rot", "[Lk, Hkv, D]", "[B, Lk, Hkv, D]"},
+    };
+    cJSON *sh = cJSON_AddObjectToObject(root, "shapes");
+    if (sh == NULL)
+        return false;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        cJSON *o = cJSON_AddObjectToObject(sh, rows[i][0]);
+        if (o == NULL || !cJSON_AddStringToObject(o, "one", rows[i][1]) ||
+            !cJSON_AddStringToObject(o, "batch", rows[i][2]))
+            return false;
+    }
+    return cJSON_AddStringToObject(sh, "description",
+                                   "row-major; a 4-D q (3-D x) makes the item a batch of B "
+                                   "sequences, each equal to the sequence sent alone; "
+                                   "integer arrays may also be {shape, dtype i32|i64, b64}") != NULL;
+}
+
 static bool render(cJSON *root)
 {
     size_t n;
@@ -236,7 +273,8 @@ static void schemes_answer(const srv_limits *lim, srv_reply *reply)
     (void)lim;
     cJSON *root = cJSON_CreateObject();
     char *body = NULL;
-    if (root != NULL && render(root) && add_options(root) && add_dtypes(root))
+    if (root != NULL && render(root) && add_options(root) && add_dtypes(root) &&
+        add_shapes(root))
         body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (body == NULL) {

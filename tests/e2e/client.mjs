@@ -358,3 +358,39 @@ test("README JS example runs as written", async () => {
     g.forEach((x, j) => assert.ok(Math.abs(x - w[j]) <= 1.5e-4, `${got} vs ${shown[i]}`));
   });
 });
+
+test("README JS batch example: bf16 batch, each sequence as if sent alone", async () => {
+  const code = example("js", "batch").replaceAll(README_URL, URL_BASE);
+  const AsyncFunction = (async () => {}).constructor;
+  const printed = [];
+  const log = console.log;
+  console.log = (...args) => printed.push(args);
+  let got;
+  try {
+    got = await new AsyncFunction(
+      `${code}\nreturn { res, ans, out, B, L, H, D, values, toBf16B64, fromBf16B64 };`)();
+  } finally {
+    console.log = log;
+  }
+  const { res, ans, out, B, L, H, D, values, toBf16B64, fromBf16B64 } = got;
+  assert.equal(res.status, 200);
+  assert.equal(ans.errors, false);
+  assert.deepEqual(ans.outputs[0].output.shape, [B, L, H, D]);
+  assert.deepEqual(printed.map((a) => format(...a)), example("js", "batch-output").split("\n"));
+  const per = L * H * D, masks = [[1, 1, 1], [1, 0, 0]];
+  for (let b = 0; b < B; b++) {
+    const part = (seed) => ({ shape: [L, H, D], dtype: "bf16",
+      b64: toBf16B64(values(seed).slice(b * per, (b + 1) * per)) });
+    const mask = Array.from({ length: L * L }, (_, i) => masks[b][i % L]);
+    const alone = await (await fetch(`${URL_BASE}/v1/attention`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ output_encoding: "b64", output_dtype: "bf16", inputs: [{
+        scheme: { type: "alibi" }, mask: { shape: [L, L], data: mask },
+        q: part(1), k: part(2), v: part(3) }] }),
+    })).json();
+    assert.equal(alone.errors, false);
+    assert.deepEqual(Array.from(fromBf16B64(alone.outputs[0].output.b64)),
+      Array.from(out.slice(b * per, (b + 1) * per)), `sequence ${b}`);
+  }
+});

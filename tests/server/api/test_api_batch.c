@@ -12,6 +12,7 @@
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -636,6 +637,136 @@ static void test_integer_tensors(void **state)
     }
 }
 
+/* A batched item over seqs s (rope, causal, per-sequence key_length), with
+ * query_length ql (NULL: none) and the results asked for. */
+static cJSON *ql_item(const seqs *s, const int32_t *ql, bool all)
+{
+    const int q4[] = {B, L, H, D}, k4[] = {B, L, HKV, D}, v4[] = {B, L, HKV, DV};
+    cJSON *item = cJSON_CreateObject();
+    cJSON_AddItemToObject(item, "scheme", scheme_of("{\"type\":\"rope\"}"));
+    cJSON_AddItemToObject(item, "q", jtensor_b64(s->q, 4, q4));
+    cJSON_AddItemToObject(item, "k", jtensor_b64(s->k, 4, k4));
+    cJSON_AddItemToObject(item, "v", jtensor_b64(s->v, 4, v4));
+    cJSON_AddItemToObject(item, "key_length", jints(s->key_length, B));
+    if (ql != NULL)
+        cJSON_AddItemToObject(item, "query_length", jints(ql, B));
+    cJSON_AddTrueToObject(item, "causal");
+    if (all)
+        cJSON_AddItemToObject(item, "return", ret_all());
+    return item;
+}
+
+/* query_length: the real rows are those of the padded batch, bit for bit;
+ * the rows past it are a fully masked row's (output, weights, q_rot 0,
+ * logits -inf); k_rot is untouched. */
+static void test_query_length(void **state)
+{
+    (void)state;
+    seqs s;
+    int status;
+    const int32_t ql[B] = {6, 3, 4};
+    seqs_make(&s, 9701);
+    cJSON *item = ql_item(&s, NULL, true);
+    cJSON *full = run(&item, 1, &status);
+    expect_ok(full, status);
+    item = ql_item(&s, ql, true);
+    cJSON *part = run(&item, 1, &status);
+    expect_ok(part, status);
+    /* rows: per sequence, the row count and row size of each result */
+    const size_t rows[5] = {L, H * L, H * L, L, L};
+    const size_t row_len[5] = {H * DV, L, L, H * D, HKV * D};
+    for (int r = 0; r < 5; r++) {
+        size_t n0, n1;
+        float *a = decode(output_at(full, 0), RESULTS[r], &n0);
+        float *b = decode(output_at(part, 0), RESULTS[r], &n1);
+        assert_int_equal(n0, n1);
+        for (int q = 0; q < B; q++) {
+            for (size_t i = 0; i < rows[r]; i++) {
+                size_t at = ((size_t)q * rows[r] + i) * row_len[r];
+                /* weights and logits rows are [H, Lq]: the query row is i % L */
+                size_t qrow = (r == 1 || r == 2) ? i % L : i;
+                if (r == 4 || qrow < (size_t)ql[q]) {
+                    if (memcmp(a + at, b + at, row_len[r] * sizeof(float)) != 0)
+                        fail_msg("%s: sequence %d row %zu differs", RESULTS[r], q, i);
+                } else {
+                    for (size_t j = 0; j < row_len[r]; j++)
+                        if (r == 2 ? !(isinf(b[at + j]) && b[at + j] < 0) : b[at + j] != 0.0f)
+                            fail_msg("%s: padding row %zu of sequence %d holds %g", RESULTS[r],
+                                     i, q, (double)b[at + j]);
+                }
+            }
+        }
+        free(a);
+        free(b);
+    }
+    cJSON_Delete(full);
+    cJSON_Delete(part);
+
+    batch_error("query_length", jints((const int32_t[]){6, 0, 2}, B), "OUT_OF_RANGE",
+                "inputs[0].query_length[1]", "query_length[1]=0 is below 1");
+    batch_error("query_length", cJSON_CreateNumber(7), "OUT_OF_RANGE", "inputs[0].query_length",
+                "must be 1 up to q.shape[1]=6");
+    {
+        float m[H * L * L];
+        for (int i = 0; i < H * L * L; i++)
+            m[i] = 1;
+        cJSON *it2 = ql_item(&s, ql, false);
+        int st;
+        cJSON_AddItemToObject(it2, "mask", jtensor(m, 3, H, L, L));
+        cJSON *ans = run(&it2, 1, &st);
+        expect_item_error(ans, 0, "UNSUPPORTED", "inputs[0].query_length");
+        cJSON_Delete(ans);
+    }
+    seqs_free(&s);
+}
+
+/* query_length on an item split over head groups (output only): parts
+ * write their heads' real rows, part 0 zeroes the rest. */
+static void test_query_length_split(void **state)
+{
+    (void)state;
+    enum { BB = 2, LL = 256, HH = 4, DD = 64 };
+    tu_rng r;
+    int status;
+    const int q4[] = {BB, LL, HH, DD};
+    const size_t per = (size_t)LL * HH * DD;
+    const int32_t ql[BB] = {256, 100};
+    tu_rng_seed(&r, 9801);
+    float *q = rnd(&r, BB * per, -1, 1), *k = rnd(&r, BB * per, -1, 1),
+          *v = rnd(&r, BB * per, -1, 1);
+    cJSON *ans[2];
+    for (int with = 0; with < 2; with++) {
+        cJSON *item = cJSON_CreateObject();
+        cJSON_AddItemToObject(item, "scheme", scheme_of("{\"type\":\"rope\"}"));
+        cJSON_AddItemToObject(item, "q", jtensor_b64(q, 4, q4));
+        cJSON_AddItemToObject(item, "k", jtensor_b64(k, 4, q4));
+        cJSON_AddItemToObject(item, "v", jtensor_b64(v, 4, q4));
+        cJSON_AddTrueToObject(item, "causal");
+        if (with)
+            cJSON_AddItemToObject(item, "query_length", jints(ql, BB));
+        ans[with] = run_parts(&item, 1, 4, &status);
+        expect_ok(ans[with], status);
+    }
+    size_t n0, n1;
+    float *a = decode(output_at(ans[0], 0), "output", &n0);
+    float *b = decode(output_at(ans[1], 0), "output", &n1);
+    assert_int_equal(n0, n1);
+    for (int s = 0; s < BB; s++) {
+        size_t real = (size_t)ql[s] * HH * DD;
+        assert_memory_equal(a + s * per, b + s * per, real * sizeof(float));
+        for (size_t i = real; i < per; i++)
+            if (b[s * per + i] != 0.0f)
+                fail_msg("sequence %d: padding element %zu is %g", s, i, (double)b[s * per + i]);
+    }
+    free(a);
+    free(b);
+    cJSON_Delete(ans[0]);
+    cJSON_Delete(ans[1]);
+    free(q);
+    free(k);
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -644,6 +775,8 @@ int main(void)
         cmocka_unit_test(test_batch_split_over_parts),
         cmocka_unit_test(test_layer_batch),
         cmocka_unit_test(test_integer_tensors),
+        cmocka_unit_test(test_query_length),
+        cmocka_unit_test(test_query_length_split),
         cmocka_unit_test(test_batch_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -595,6 +595,19 @@ static void test_schemes_document_options(void **state)
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ans, "dtypes");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "input")), 4);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "output")), 3);
+    /* The shapes table names every tensor of an item and each result. */
+    const cJSON *shapes = cJSON_GetObjectItemCaseSensitive(ans, "shapes");
+    static const char *const named[] = {"q", "k", "v", "x", "key_length", "attention_mask",
+                                        "output", "weights", "logits", "q_rot", "k_rot"};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        const cJSON *row = cJSON_GetObjectItemCaseSensitive(shapes, named[i]);
+        assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "one")));
+        assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "batch")));
+    }
+    assert_string_equal(
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(shapes, "q"), "batch")),
+        "[B, Lq, H, D]");
     cJSON_Delete(ans);
     qkv_free(&f);
 }
