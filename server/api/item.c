@@ -302,12 +302,42 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
  * of B sequences, [B, L], one row per sequence (*stride = L). */
 static bool parse_positions(const cJSON *obj, const char *name, int32_t want, const char *what,
                             bool mrope_ok, int32_t batch, const api_ctx *ctx, int32_t **out,
-                            int32_t **mrope, size_t *stride, api_err *e)
+                            int32_t **mrope, size_t *stride, size_t *mrope_stride, api_err *e)
 {
     const cJSON *v = member(obj, name);
     int32_t n = 0;
     if (v == NULL)
         return true;
+    if (batch > 0 && mrope_ok && api_int_rank(v) == 3) {
+        /* [B, 3, L]: each sequence its own M-RoPE rows */
+        const cJSON *seq;
+        int32_t b = 0;
+        if (cJSON_GetArraySize(v) != batch)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
+                            "%s holds %d sequences' rows but the batch has %d", name,
+                            cJSON_GetArraySize(v), (int)batch);
+        if ((*mrope = malloc((size_t)batch * 3 * (size_t)want * sizeof(int32_t))) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory");
+        cJSON_ArrayForEach(seq, v)
+        {
+            char path[48];
+            int32_t *rows = NULL;
+            snprintf(path, sizeof path, "%s[%d]", name, (int)b);
+            if (!api_get_int_rows(seq, path, ctx, 3, &rows, &n, e))
+                return false;
+            if (n != want) {
+                free(rows);
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                                "%s has rows of %d values but %s=%d", path, (int)n, what,
+                                (int)want);
+            }
+            memcpy(*mrope + (size_t)b * 3 * (size_t)want, rows, 3 * (size_t)want * sizeof *rows);
+            free(rows);
+            b++;
+        }
+        *mrope_stride = 3 * (size_t)want;
+        return true;
+    }
     if (batch > 0 && !mrope_ok && api_int_rank(v) == 2) {
         if (!api_get_int_rows(v, name, ctx, batch, out, &n, e))
             return false;
@@ -442,11 +472,13 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     if (!parse_positions(obj, "q_positions", it->Lq,
                          layer ? (batch ? "x.shape[1]" : "x.shape[0]")
                                : (batch ? "q.shape[1]" : "q.shape[0]"),
-                         mrope, batch, ctx, &it->q_positions, &it->q_mrope, &it->q_pos_stride, e) ||
+                         mrope, batch, ctx, &it->q_positions, &it->q_mrope, &it->q_pos_stride,
+                         &it->q_mrope_stride, e) ||
         !parse_positions(obj, "k_positions", it->Lk,
                          layer ? (batch ? "x.shape[1]" : "x.shape[0]")
                                : (batch ? "k.shape[1]" : "k.shape[0]"),
-                         mrope, batch, ctx, &it->k_positions, &it->k_mrope, &it->k_pos_stride, e))
+                         mrope, batch, ctx, &it->k_positions, &it->k_mrope, &it->k_pos_stride,
+                         &it->k_mrope_stride, e))
         return false;
     it->att.q_positions = it->q_positions;
     it->att.k_positions = it->k_positions;
@@ -768,7 +800,7 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     /* Each further sequence that has inputs of its own (positions, key
      * length), with the sequence named. */
     if (out->key_lengths != NULL || out->query_lengths != NULL || out->q_pos_stride != 0 ||
-        out->k_pos_stride != 0) {
+        out->k_pos_stride != 0 || out->q_mrope_stride != 0 || out->k_mrope_stride != 0) {
         for (int32_t b = out->query_lengths != NULL ? 0 : 1; b < out->B; b++) {
             pa_attention sa;
             api_item_sequence(out, b, &sa);
@@ -803,9 +835,13 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     if (out->query_lengths != NULL)
         out->input_bytes = api_add_sat(out->input_bytes, (size_t)(out->B + out->Lq) * sizeof(int32_t));
     if (out->q_mrope != NULL)
-        out->input_bytes = api_add_sat(out->input_bytes, 3 * (size_t)out->Lq * sizeof(int32_t));
+        out->input_bytes = api_add_sat(
+            out->input_bytes,
+            3 * (size_t)out->Lq * (out->q_mrope_stride ? (size_t)out->B : 1) * sizeof(int32_t));
     if (out->k_mrope != NULL)
-        out->input_bytes = api_add_sat(out->input_bytes, 3 * (size_t)out->Lk * sizeof(int32_t));
+        out->input_bytes = api_add_sat(
+            out->input_bytes,
+            3 * (size_t)out->Lk * (out->k_mrope_stride ? (size_t)out->B : 1) * sizeof(int32_t));
     return true;
 
 fail:
@@ -904,6 +940,10 @@ void api_item_sequence(const api_item *it, int32_t b, pa_attention *att)
         att->q_positions += sb * it->q_pos_stride;
     if (att->k_positions != NULL)
         att->k_positions += sb * it->k_pos_stride;
+    if (att->q_mrope_positions != NULL)
+        att->q_mrope_positions += sb * it->q_mrope_stride;
+    if (att->k_mrope_positions != NULL)
+        att->k_mrope_positions += sb * it->k_mrope_stride;
     if (att->mask != NULL)
         att->mask += sb * it->mask_stride;
     if (att->bias != NULL)

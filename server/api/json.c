@@ -475,7 +475,9 @@ int api_int_rank(const cJSON *v)
 {
     if (cJSON_IsObject(v))
         return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(v, "shape"));
-    return cJSON_IsArray(v) && cJSON_IsArray(v->child) ? 2 : 1;
+    if (!cJSON_IsArray(v) || !cJSON_IsArray(v->child))
+        return 1;
+    return cJSON_IsArray(v->child->child) ? 3 : 2;
 }
 
 bool api_get_int_array(const cJSON *v, const char *name, const api_ctx *ctx, int32_t **out,

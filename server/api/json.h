@@ -118,7 +118,8 @@ bool api_get_length(const cJSON *obj, const char *len_name, const char *pos_name
 /* Integer arrays (api_get_int_array, api_get_int_rows) also come as a
  * tensor {"shape":[n] or [rows, n], "dtype":"i32"|"i64", "b64":"..."} (or
  * "data"): the form of a client that holds them as int32/int64 arrays. The
- * rank such a value has: 2 for nested arrays or a 2-D shape, else 1. */
+ * rank such a value has: its shape's, or the depth of nested arrays (1 to
+ * 3, by the first element). */
 int api_int_rank(const cJSON *v);
 /* A nested int array [rows, n] (M-RoPE positions [3, L]): every row an int
  * array of the same length *n >= 1; *out malloc'd, row-major. */

@@ -99,6 +99,7 @@ typedef struct api_item {
     int32_t *query_lengths; /* [B] real query rows per sequence, or NULL (all Lq) */
     int32_t *default_qpos;  /* Lk-Lq .. Lk-1 when query_length is given without q_positions */
     size_t q_pos_stride, k_pos_stride, mask_stride, bias_stride;
+    size_t q_mrope_stride, k_mrope_stride; /* [B, 3, L] M-RoPE rows: 3 L */
     size_t input_bytes; /* every tensor and array above */
 } api_item;
 

@@ -767,6 +767,61 @@ static void test_query_length_split(void **state)
     free(v);
 }
 
+/* M-RoPE rows per sequence, [B, 3, L], equal separate items with [3, L]. */
+static void test_mrope_rows_per_sequence(void **state)
+{
+    (void)state;
+    seqs s;
+    int status;
+    const int q4[] = {B, L, H, D}, k4[] = {B, L, HKV, D}, v4[] = {B, L, HKV, DV};
+    const char *sch = "{\"type\":\"rope\",\"mrope_section\":[2,1,1]}";
+    int32_t rows[B][3][L];
+    seqs_make(&s, 9901);
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < L; i++)
+                rows[b][r][i] = r == 0 ? i + b : (i * (r + 1) + 2 * b) % 5; /* t, h, w */
+    cJSON *item = cJSON_CreateObject(), *qr = cJSON_CreateArray();
+    cJSON_AddItemToObject(item, "scheme", scheme_of(sch));
+    cJSON_AddItemToObject(item, "q", jtensor_b64(s.q, 4, q4));
+    cJSON_AddItemToObject(item, "k", jtensor_b64(s.k, 4, k4));
+    cJSON_AddItemToObject(item, "v", jtensor_b64(s.v, 4, v4));
+    cJSON_AddTrueToObject(item, "causal");
+    for (int b = 0; b < B; b++) {
+        cJSON *one = cJSON_CreateArray();
+        for (int r = 0; r < 3; r++)
+            cJSON_AddItemToArray(one, jints(rows[b][r], L));
+        cJSON_AddItemToArray(qr, one);
+    }
+    cJSON_AddItemToObject(item, "q_positions", qr);
+    cJSON_AddItemToObject(item, "k_positions", cJSON_Duplicate(qr, true));
+    cJSON_AddItemToObject(item, "return", ret_all());
+    cJSON *ans = run(&item, 1, &status);
+    expect_ok(ans, status);
+    cJSON *items[B];
+    for (int b = 0; b < B; b++) {
+        const int q3[] = {L, H, D}, k3[] = {L, HKV, D}, v3[] = {L, HKV, DV};
+        cJSON *one = cJSON_CreateArray();
+        for (int r = 0; r < 3; r++)
+            cJSON_AddItemToArray(one, jints(rows[b][r], L));
+        items[b] = cJSON_CreateObject();
+        cJSON_AddItemToObject(items[b], "scheme", scheme_of(sch));
+        cJSON_AddItemToObject(items[b], "q", jtensor_b64(s.q + (size_t)b * L * H * D, 3, q3));
+        cJSON_AddItemToObject(items[b], "k", jtensor_b64(s.k + (size_t)b * L * HKV * D, 3, k3));
+        cJSON_AddItemToObject(items[b], "v", jtensor_b64(s.v + (size_t)b * L * HKV * DV, 3, v3));
+        cJSON_AddTrueToObject(items[b], "causal");
+        cJSON_AddItemToObject(items[b], "q_positions", one);
+        cJSON_AddItemToObject(items[b], "k_positions", cJSON_Duplicate(one, true));
+        cJSON_AddItemToObject(items[b], "return", ret_all());
+    }
+    cJSON *sep = run(items, B, &status);
+    expect_ok(sep, status);
+    same_as_items(output_at(ans, 0), sep, B, "mrope [B, 3, L]");
+    cJSON_Delete(ans);
+    cJSON_Delete(sep);
+    seqs_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -777,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_integer_tensors),
         cmocka_unit_test(test_query_length),
         cmocka_unit_test(test_query_length_split),
+        cmocka_unit_test(test_mrope_rows_per_sequence),
         cmocka_unit_test(test_batch_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
