@@ -70,8 +70,11 @@ size_t srv_job_task_workspace(const srv_job *job, size_t i);
 /* Runs task i on the calling thread. Distinct i may run concurrently. A
  * task that fails records its own error, which srv_job_finish reports. */
 void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws);
-/* Timing of task i, reported in the answer and to metrics. */
-void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t compute_us);
+/* Timing of task i, reported in the answer and to metrics: its wait, and
+ * its run from start_us to end_us (microseconds of one monotonic clock,
+ * so that an item's parts give its wall time). */
+void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t start_us,
+                        uint64_t end_us);
 /* Marks task i as not run because its deadline passed: a 504 answer for
  * /v1/encode and /v1/analyze, an item error TIMEOUT in a /v1/attention batch
  * (whose answer stays 200 with "errors":true). */

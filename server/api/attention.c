@@ -271,7 +271,8 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
 }
 
 /* The item's outcome from its tasks: the first failure, else a timeout;
- * timing is the longest wait and the summed compute. */
+ * timing is the longest wait, the wall time from the first part's start to
+ * the last one's end, and the summed CPU time of the parts. */
 static const api_err *item_outcome(const srv_job *job, const att_item *a, api_task *merged)
 {
     const api_err *fail = NULL;
@@ -282,8 +283,15 @@ static const api_err *item_outcome(const srv_job *job, const att_item *a, api_ta
             fail = &k->err;
         merged->timed_out = merged->timed_out || k->timed_out;
         merged->queue_us = k->queue_us > merged->queue_us ? k->queue_us : merged->queue_us;
-        merged->compute_us += k->compute_us;
+        merged->cpu_us += k->cpu_us;
+        if (k->end_us != 0) { /* it ran */
+            if (merged->end_us == 0 || k->start_us < merged->start_us)
+                merged->start_us = k->start_us;
+            if (k->end_us > merged->end_us)
+                merged->end_us = k->end_us;
+        }
     }
+    merged->compute_us = merged->end_us - merged->start_us;
     merged->failed = fail != NULL;
     return fail;
 }

@@ -213,16 +213,23 @@ void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws)
         }
     }
     job->ep->run(job, i, buf, t->workspace);
-    t->compute_us = now_us() - t0;
+    t->start_us = t0;
+    t->end_us = now_us();
+    t->compute_us = t->cpu_us = t->end_us - t0;
     srv_workspace_free(&local);
 }
 
-void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t compute_us)
+void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t start_us,
+                        uint64_t end_us)
 {
+    api_task *t;
     if (job == NULL || i >= job->n_tasks)
         return;
-    job->tasks[i].queue_us = queue_us;
-    job->tasks[i].compute_us = compute_us;
+    t = &job->tasks[i];
+    t->queue_us = queue_us;
+    t->start_us = start_us;
+    t->end_us = end_us > start_us ? end_us : start_us;
+    t->compute_us = t->cpu_us = t->end_us - t->start_us;
 }
 
 void srv_job_set_timed_out(srv_job *job, size_t i)
@@ -237,7 +244,8 @@ bool api_render_timing(cJSON *obj, const api_task *t)
     cJSON *timing = cJSON_AddObjectToObject(obj, "timing");
     return timing != NULL &&
            cJSON_AddItemToObject(timing, "queue_us", srv_json_int((int64_t)t->queue_us)) &&
-           cJSON_AddItemToObject(timing, "compute_us", srv_json_int((int64_t)t->compute_us));
+           cJSON_AddItemToObject(timing, "compute_us", srv_json_int((int64_t)t->compute_us)) &&
+           cJSON_AddItemToObject(timing, "cpu_us", srv_json_int((int64_t)t->cpu_us));
 }
 
 bool api_render_error(cJSON *obj, const api_err *e)

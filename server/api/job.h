@@ -24,7 +24,11 @@ typedef struct api_task {
     bool failed;    /* err holds why */
     bool timed_out; /* never ran: its deadline passed */
     api_err err;
-    uint64_t queue_us, compute_us;
+    /* A task's wait and its run [start_us, end_us) on the monotonic clock
+     * (compute_us = cpu_us = end - start). Merged over an item's tasks:
+     * compute_us is the wall time from the first start to the last end,
+     * cpu_us the summed run times, queue_us the longest wait. */
+    uint64_t queue_us, compute_us, cpu_us, start_us, end_us;
     size_t workspace;        /* bytes srv_job_run_task reserves before running */
     double macs;             /* multiply-adds it computes; 0 when not estimated */
     const char *scheme_name; /* static: metrics label */
@@ -76,7 +80,7 @@ srv_job *api_job_new(const srv_endpoint *ep, size_t n_tasks);
 /* Records err as task i's failure. */
 void api_task_fail(srv_job *job, size_t i, const api_err *err);
 
-/* Adds {"queue_us":..,"compute_us":..} as "timing" to obj. */
+/* Adds {"queue_us":..,"compute_us":..,"cpu_us":..} as "timing" to obj. */
 bool api_render_timing(cJSON *obj, const api_task *t);
 /* Adds {"code","message","field"} as "error" to obj. */
 bool api_render_error(cJSON *obj, const api_err *e);

@@ -155,6 +155,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         atomic_init(&q->remaining, 0);
         atomic_init(&q->max_queue_us, 0);
         atomic_init(&q->sum_compute_us, 0);
+        atomic_init(&q->first_start_us, UINT64_MAX);
+        atomic_init(&q->last_end_us, 0);
         *con_cls = q;
         atomic_fetch_add(&h->open, 1);
         {
@@ -240,10 +242,11 @@ static void log_access(const request *q, double seconds)
         fprintf(stderr,
                 "{\"ts\":\"%s\",\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,"
                 "\"bytes_in\":%zu,\"bytes_out\":%zu,\"items\":%zu,\"queue_ms\":%.3f,"
-                "\"compute_ms\":%.3f,\"duration_ms\":%.3f}\n",
+                "\"compute_ms\":%.3f,\"cpu_ms\":%.3f,\"duration_ms\":%.3f}\n",
                 ts, q->method, srv_routes[q->route].path ? srv_routes[q->route].path : "-",
                 q->status, q->body_len, q->bytes_out, q->ntasks,
                 (double)atomic_load(&q->max_queue_us) / 1e3,
+                (double)srv_request_compute_us(q) / 1e3,
                 (double)atomic_load(&q->sum_compute_us) / 1e3, seconds * 1e3);
     else
         fprintf(stderr, "%s %s %s %d %zu %zu %.3fms\n", ts, q->method,

@@ -39,8 +39,16 @@ static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
         return;
     }
     srv_job_run_task(q->job, a->index, ws);
-    compute_us = (srv_now_ns() - t0) / 1000u;
-    srv_job_set_timing(q->job, a->index, queue_us, compute_us);
+    uint64_t t1 = srv_now_ns();
+    compute_us = (t1 - t0) / 1000u;
+    srv_job_set_timing(q->job, a->index, queue_us, t0 / 1000u, t1 / 1000u);
+    prev = atomic_load(&q->first_start_us);
+    while (t0 / 1000u < prev &&
+           !atomic_compare_exchange_weak(&q->first_start_us, &prev, t0 / 1000u))
+        ;
+    prev = atomic_load(&q->last_end_us);
+    while (t1 / 1000u > prev && !atomic_compare_exchange_weak(&q->last_end_us, &prev, t1 / 1000u))
+        ;
     srv_metrics_compute(q->h->metrics, srv_job_task_scheme(q->job, a->index),
                         (double)compute_us / 1e6);
     atomic_fetch_add(&q->sum_compute_us, compute_us);

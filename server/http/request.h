@@ -76,7 +76,10 @@ struct request {
     size_t ntasks;
     atomic_size_t remaining;
     atomic_uint_fast64_t max_queue_us;
-    atomic_uint_fast64_t sum_compute_us;
+    atomic_uint_fast64_t sum_compute_us; /* CPU: the tasks' run times summed */
+    /* Wall: the first task's start and the last one's end (us, monotonic);
+     * first_start_us is UINT64_MAX until a task starts. */
+    atomic_uint_fast64_t first_start_us, last_end_us;
     bool submitted;
 
     srv_reply reply;
@@ -99,5 +102,12 @@ void http_record_answer(request *q);
 enum MHD_Result http_start_job(request *q);
 /* A route without a job: health, metrics, the page, GET endpoints of the API. */
 enum MHD_Result http_serve_simple(request *q);
+/* The request's compute wall time: its first task's start to its last
+ * one's end (0 before any ran); sum_compute_us is the CPU time (jobs.c). */
+static inline uint64_t srv_request_compute_us(const request *q)
+{
+    uint64_t a = atomic_load(&q->first_start_us), b = atomic_load(&q->last_end_us);
+    return b > a ? b - a : 0;
+}
 
 #endif

@@ -107,7 +107,8 @@ enum MHD_Result http_send_reply(request *q)
             p = put_ms(stpcpy(p, "upload;dur="), q->upload_us);
             p = put_ms(stpcpy(p, ", parse;dur="), q->parse_us);
             p = put_ms(stpcpy(p, ", queue;dur="), atomic_load(&q->max_queue_us));
-            p = put_ms(stpcpy(p, ", compute;dur="), atomic_load(&q->sum_compute_us));
+            p = put_ms(stpcpy(p, ", compute;dur="), srv_request_compute_us(q));
+            p = put_ms(stpcpy(p, ", cpu;dur="), atomic_load(&q->sum_compute_us));
             p = put_ms(stpcpy(p, ", render;dur="), q->render_us);
             p = stpcpy(p, ", ");
         }

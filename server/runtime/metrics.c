@@ -293,7 +293,8 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
     histogram_write(f, "posattn_queue_duration_seconds", NULL, &m->queue);
 
     header(f, "posattn_compute_duration_seconds", "histogram",
-           "Time a worker spent computing one task, by scheme.");
+           "Time a worker spent computing one task (an item, or one sequence or head group "
+           "of a batched or split one), by scheme.");
     for (size_t s = 0; s < N_SCHEMES; s++) {
         if (!histogram_seen(&m->compute[s]))
             continue;

@@ -289,6 +289,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
          (params = cJSON_AddObjectToObject(root, "parameters")) != NULL &&
          cJSON_AddItemToObject(params, "queue_us", srv_json_int((int64_t)r.timing.queue_us)) &&
          cJSON_AddItemToObject(params, "compute_us", srv_json_int((int64_t)r.timing.compute_us)) &&
+         cJSON_AddItemToObject(params, "cpu_us", srv_json_int((int64_t)r.timing.cpu_us)) &&
          (outs = cJSON_AddArrayToObject(root, "outputs")) != NULL;
     for (size_t i = 0; ok && i < ans->n_out; i++) {
         const api_item *it = r.it;

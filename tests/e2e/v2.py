@@ -214,7 +214,7 @@ class InferJson(unittest.TestCase):
         ans = json.loads(body)
         self.assertEqual(sorted(ans), ["id", "model_name", "outputs", "parameters"])
         self.assertEqual((ans["id"], ans["model_name"]), ("42", "attention-rope"))
-        self.assertEqual(sorted(ans["parameters"]), ["compute_us", "queue_us"])
+        self.assertEqual(sorted(ans["parameters"]), ["compute_us", "cpu_us", "queue_us"])
         self.assertEqual(len(ans["outputs"]), 1)
         out = ans["outputs"][0]
         self.assertEqual(sorted(out), ["data", "datatype", "name", "shape"])

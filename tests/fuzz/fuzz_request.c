@@ -80,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (srv_job_task_workspace(job, i) > lim.max_request_memory)
             abort();
         srv_job_run_task(job, i, &ws);
-        srv_job_set_timing(job, i, 1, 2);
+        srv_job_set_timing(job, i, 1, 2, 4);
     }
     srv_job_finish(job, &reply);
     if (reply.http_status >= 500 || reply.body == NULL || reply.body_len == 0)

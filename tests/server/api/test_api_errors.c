@@ -286,7 +286,7 @@ static void test_job_timing_and_timeout(void **state)
     assert_true(srv_job_task_workspace(job, 0) > 0);
     assert_int_equal(srv_job_task_workspace(job, 2), 0);
     srv_job_run_task(job, 0, &ws);
-    srv_job_set_timing(job, 0, 7, 11);
+    srv_job_set_timing(job, 0, 7, 500, 511);
     srv_job_set_timed_out(job, 1);
     srv_job_run_task(job, 2, &ws); /* invalid: a no-op */
     srv_job_finish(job, &reply);
@@ -298,6 +298,7 @@ static void test_job_timing_and_timeout(void **state)
     timing = cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "timing");
     assert_int_equal((int)num(timing, "queue_us"), 7);
     assert_int_equal((int)num(timing, "compute_us"), 11);
+    assert_int_equal((int)num(timing, "cpu_us"), 11);
     expect_item_error(ans, 1, "TIMEOUT", "inputs[1]");
     expect_item_error(ans, 2, "INVALID_ARGUMENT", "inputs[2].q");
     cJSON_Delete(ans);
