@@ -443,6 +443,11 @@ typedef struct pa_attention {
      * positions do. NULL: all three rows are the 1-D positions. */
     const int32_t *q_mrope_positions;
     const int32_t *k_mrope_positions;
+    /* rope, q/k/v mode: k holds keys already rotated at their positions
+     * (k_positions, or M-RoPE rows), as a KV cache stores them; only q is
+     * rotated, and the keys are read as they are (no k tables are built).
+     * Not with k_norm: a cache holds the keys after their norm too. */
+    bool k_prerotated;
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. */

@@ -343,6 +343,10 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
     pa__ws_init_aligned(&w, ws, ws_size);
     dec_layout(&p, &w, &b);
 
+    if (a->k_prerotated)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_prerotated",
+                        "the content/position split needs the keys before rotation; with "
+                        "k_prerotated they are not here");
     if (p.absolute) {
         /* cc + cp + pc + pp = logits holds for (e + p) Wq Wk^T (e + p)^T
          * only: what is not bilinear in e and p has no such split. */

@@ -97,7 +97,7 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         size_t half = (size_t)p->r / 2;
         b->cos_q = pa__ws_take(w, Lq * half, sizeof(float));
         b->sin_q = pa__ws_take(w, Lq * half, sizeof(float));
-        if (same_positions(p)) {
+        if (same_positions(p) || a->k_prerotated) { /* prerotated: never read */
             b->cos_k = b->cos_q;
             b->sin_k = b->sin_q;
         } else {
@@ -653,7 +653,8 @@ static void attend(const pa__plan *p, const buffers *b, const head_io *io, int64
     const int64_t nb = blocks_per_head(p);
     const row_norm qn = {a->q_norm, a->q_norm_len, a->q_norm_eps, b->q_inv};
     const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
-    const bool prep_q = p->rope || qn.w != NULL, prep_k = p->rope || kn.w != NULL;
+    const bool prep_q = p->rope || qn.w != NULL;
+    const bool prep_k = (p->rope && !a->k_prerotated) || kn.w != NULL;
     for (int32_t g = 0; g < p->Hkv; g++) {
         /* Units of kv head g: [g*group*nb, (g+1)*group*nb). */
         const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
@@ -865,7 +866,7 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
         io.q_rot = out->q_rot;
     else if (part == 0 && out->q_rot != NULL)
         memcpy(out->q_rot, io.Q, (size_t)p.Lq * io.ldq * sizeof(float));
-    if (p.rope || a->k_norm != NULL)
+    if ((p.rope && !a->k_prerotated) || a->k_norm != NULL)
         io.k_rot = out->k_rot;
     else if (part == 0 && out->k_rot != NULL)
         memcpy(out->k_rot, io.K, (size_t)p.Lk * io.ldk * sizeof(float));

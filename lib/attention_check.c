@@ -224,6 +224,18 @@ static pa_status check_options(const pa_attention *a, int32_t H, int32_t Hkv, in
     }
     if (a->b_o != NULL && a->w_o == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "b_o", "b_o needs w_o");
+    if (a->k_prerotated && a->scheme->type != PA_SCHEME_ROPE)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_prerotated",
+                        "k_prerotated says k is already rotated by rope, but the scheme is '%s'",
+                        pa_scheme_type_name(a->scheme->type));
+    if (a->k_prerotated && a->x != NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_prerotated",
+                        "k_prerotated needs q, k, v: in layer mode the keys are projected from x "
+                        "here, and rotated here");
+    if (a->k_prerotated && a->k_norm != NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_norm",
+                        "k_norm with k_prerotated: keys rotated already were normalised before "
+                        "(a KV cache holds them after both); leave k_norm out");
     TRY(check_norm(err, "q_norm", a->q_norm, a->q_norm_len, a->q_norm_eps, D, H));
     TRY(check_norm(err, "k_norm", a->k_norm, a->k_norm_len, a->k_norm_eps, D, Hkv));
     if (!(a->softcap >= 0.0f) || !isfinite(a->softcap))

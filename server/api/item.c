@@ -23,7 +23,7 @@ static const char *const attention_fields[] = {
     "q_positions",  "k_positions", "scale",      "softcap", "sinks",
     "mask",         "bias",        "chunk_size", "q_norm",  "k_norm",
     "b_q",          "b_k",         "b_v",        "b_o",     "attention_mask",
-    "query_length",
+    "query_length", "k_prerotated",
 };
 
 void api_item_free(api_item *it)
@@ -555,6 +555,10 @@ static const api_option options[] = {
      "Hugging Face's key padding mask: 1 = a real token, 0 = padding (hidden); ANDed with the "
      "other masks, per sequence of a batch (3-D q or 2-D x is B = 1)",
      "Hugging Face attention_mask (2-D)", "not yet (v2 inputs are one sequence)"},
+    {"k_prerotated", "boolean", NULL,
+     "k holds keys already rotated at k_positions (as a KV cache stores them): only q is "
+     "rotated; rope, q/k/v items, not with k_norm",
+     "decode against a cache of rotated keys (vLLM, llama.cpp, HF caches)", "parameter"},
     {"q_norm", "object", "{\"weight\": [D] or [H*D], \"eps\": 1e-6}",
      "RMSNorm of q before rope: x * weight / sqrt(mean(x^2) + eps), over each head for a weight "
      "of D, over the whole projection for H*D; the weight is the multiplier (Gemma stores "
@@ -680,6 +684,9 @@ static bool parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, ap
     bool present;
     int32_t iv;
 
+    if ((v = member(obj, "k_prerotated")) != NULL &&
+        !api_get_bool(v, "k_prerotated", ctx, &it->att.k_prerotated, e))
+        return false;
     if ((v = member(obj, "softcap")) != NULL) {
         double d;
         if (!api_get_number(v, "softcap", ctx, &d, e))

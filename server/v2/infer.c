@@ -44,6 +44,7 @@ static const struct {
     {"head_dim", API_PARAM_INT},      {"softcap", API_PARAM_NUMBER},
     {"chunk_size", API_PARAM_INT},    {"q_norm_eps", API_PARAM_NUMBER},
     {"k_norm_eps", API_PARAM_NUMBER}, {"output_dtype", API_PARAM_ENUM},
+    {"k_prerotated", API_PARAM_BOOL},
 };
 
 /* The scalar scheme parameter `name` of type t, or NULL. */

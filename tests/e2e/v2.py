@@ -287,6 +287,21 @@ class InferJson(unittest.TestCase):
         want, _ = v1_attention(item)
         self.assertEqual(raw, want["output"])
 
+    def test_k_prerotated_parameter(self):
+        """parameters.k_prerotated: keys rotated already (a cache) give the
+        answer of the unrotated keys, bit for bit."""
+        c = Case(43)
+        want, _ = v1_attention(c.v1_item({"type": "rope"}, causal=True), ("output", "k_rot"))
+        ins = c.v2_inputs()
+        for t in ins:
+            if t["name"] == "k":
+                t["data"] = list(struct.unpack("<%df" % (len(want["k_rot"]) // 4), want["k_rot"]))
+        req = {"parameters": {"causal": True, "k_prerotated": True, "binary_data_output": True},
+               "inputs": ins}
+        st, h, data = post_json("/v2/models/attention-rope/infer", req)
+        self.assertEqual(st, 200, data)
+        self.assertEqual(split_binary(h, data)[1], want["output"])
+
     def test_int64_positions(self):
         """Positions as INT64, in binary and JSON, give the INT32 answer bit
         for bit; an INT64 position past int32 is an error naming it."""

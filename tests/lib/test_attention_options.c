@@ -728,6 +728,135 @@ static void test_option_errors(void **state)
     fixture_free(&f);
 }
 
+/* All of a's results, each tu_alloc'd (q_rot, k_rot too). */
+typedef struct all_out {
+    float *out, *weights, *logits, *q_rot, *k_rot;
+    size_t n_out, n_sc, n_q, n_k;
+} all_out;
+
+static void run_all_out(const pa_attention *a, all_out *r)
+{
+    pa_error err;
+    int H = a->num_heads, Hkv = a->num_kv_heads ? a->num_kv_heads : H;
+    int D = a->head_dim, Dv = a->v_head_dim ? a->v_head_dim : D;
+    int Lq = pa_attention_q_len(a), Lk = pa_attention_k_len(a);
+    pa_attention_out o = {0};
+    size_t wsz = pa_attention_workspace_size(a);
+    void *ws = tu_alloc(wsz, 1);
+    r->n_out = (size_t)Lq * H * Dv;
+    r->n_sc = (size_t)H * Lq * Lk;
+    r->n_q = (size_t)Lq * H * D;
+    r->n_k = (size_t)Lk * Hkv * D;
+    o.output = r->out = tu_alloc(r->n_out, sizeof(float));
+    o.weights = r->weights = tu_alloc(r->n_sc, sizeof(float));
+    o.logits = r->logits = tu_alloc(r->n_sc, sizeof(float));
+    o.q_rot = r->q_rot = tu_alloc(r->n_q, sizeof(float));
+    o.k_rot = r->k_rot = tu_alloc(r->n_k, sizeof(float));
+    TU_ASSERT_STATUS(pa_attention_run(a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+    free(ws);
+}
+
+static void all_out_free(all_out *r)
+{
+    free(r->out);
+    free(r->weights);
+    free(r->logits);
+    free(r->q_rot);
+    free(r->k_rot);
+}
+
+/* k_prerotated: keys the library rotated itself (its k_rot), given back as
+ * k with k_prerotated, give the same answer bit for bit: decode (Lq = 1)
+ * and prefill shapes, GQA, custom positions, plain rope, YaRN, partial
+ * rotary_dim, GPT-J layout and M-RoPE rows; k_rot then returns k as given.
+ * Given unrotated keys it answers differently (the flag is read). */
+static void test_k_prerotated(void **state)
+{
+    (void)state;
+    static const int shapes[][2] = {{1, 33}, {5, 12}};
+    for (int c = 0; c < 5; c++) {
+        for (int sh = 0; sh < 2; sh++) {
+            const int Lq = shapes[sh][0], Lk = shapes[sh][1], D = 16;
+            fixture f;
+            int32_t qp[5], kp[33], qm[3 * 5], km[3 * 33];
+            all_out plain, pre;
+            setup_qkv(&f, PA_SCHEME_ROPE, Lq, Lk, 4, 2, D, 0, 4200 + (uint64_t)(10 * c + sh));
+            for (int i = 0; i < Lq; i++)
+                qp[i] = 40 + 3 * i;
+            for (int j = 0; j < Lk; j++)
+                kp[j] = 2 * j + 1;
+            f.a.q_positions = qp;
+            f.a.k_positions = kp;
+            f.a.causal = c != 1;
+            if (c == 1) {
+                f.scheme.rope.scaling = PA_ROPE_SCALING_YARN;
+                f.scheme.rope.factor = 4.0;
+                f.scheme.rope.original_max_position = 16;
+            } else if (c == 2) {
+                f.scheme.rope.rotary_dim = 8;
+            } else if (c == 3) {
+                f.scheme.rope.layout = PA_ROPE_LAYOUT_GPTJ;
+            } else if (c == 4) {
+                f.scheme.rope.mrope_section[0] = 4;
+                f.scheme.rope.mrope_section[1] = 2;
+                f.scheme.rope.mrope_section[2] = 2;
+                for (int r = 0; r < 3; r++) {
+                    for (int i = 0; i < Lq; i++)
+                        qm[r * Lq + i] = qp[i] + r;
+                    for (int j = 0; j < Lk; j++)
+                        km[r * Lk + j] = kp[j] * (r + 1) % 50;
+                }
+                f.a.q_mrope_positions = qm;
+                f.a.k_mrope_positions = km;
+            }
+            run_all_out(&f.a, &plain);
+            pa_attention b = f.a;
+            b.k = plain.k_rot;
+            b.k_prerotated = true;
+            run_all_out(&b, &pre);
+            assert_memory_equal(plain.out, pre.out, plain.n_out * sizeof(float));
+            assert_memory_equal(plain.weights, pre.weights, plain.n_sc * sizeof(float));
+            assert_memory_equal(plain.logits, pre.logits, plain.n_sc * sizeof(float));
+            assert_memory_equal(plain.q_rot, pre.q_rot, plain.n_q * sizeof(float));
+            assert_memory_equal(pre.k_rot, plain.k_rot, plain.n_k * sizeof(float));
+            all_out_free(&pre);
+            /* The unrotated keys taken as rotated: another answer. */
+            b.k = f.k;
+            run_all_out(&b, &pre);
+            assert_true(memcmp(plain.out, pre.out, plain.n_out * sizeof(float)) != 0);
+            all_out_free(&pre);
+            all_out_free(&plain);
+            fixture_free(&f);
+        }
+    }
+    {
+        /* Refused where it cannot hold, naming the field. */
+        fixture f;
+        pa_error err;
+        float w[16];
+        for (int d = 0; d < 16; d++)
+            w[d] = 1.0f;
+        setup_qkv(&f, PA_SCHEME_ALIBI, 2, 3, 2, 2, 16, 0, 4300);
+        f.a.k_prerotated = true;
+        TU_ASSERT_STATUS(pa_attention_check(&f.a, &err), PA_STATUS_INVALID_ARGUMENT, &err);
+        assert_string_equal(err.field, "k_prerotated");
+        fixture_free(&f);
+        setup_qkv(&f, PA_SCHEME_ROPE, 2, 3, 2, 2, 16, 0, 4301);
+        f.a.k_prerotated = true;
+        f.a.k_norm = w;
+        f.a.k_norm_len = 16;
+        f.a.k_norm_eps = 1e-6f;
+        TU_ASSERT_STATUS(pa_attention_check(&f.a, &err), PA_STATUS_INVALID_ARGUMENT, &err);
+        assert_string_equal(err.field, "k_norm");
+        fixture_free(&f);
+        setup_layer(&f, PA_SCHEME_ROPE, 3, 8, 2, 2, 4, 4, 0, 4302);
+        f.a.k_prerotated = true;
+        TU_ASSERT_STATUS(pa_attention_check(&f.a, &err), PA_STATUS_INVALID_ARGUMENT, &err);
+        assert_string_equal(err.field, "k_prerotated");
+        fixture_free(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -746,6 +875,7 @@ int main(void)
         cmocka_unit_test(test_mrope),
         cmocka_unit_test(test_all_options),
         cmocka_unit_test(test_option_errors),
+        cmocka_unit_test(test_k_prerotated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

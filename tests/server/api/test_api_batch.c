@@ -822,6 +822,71 @@ static void test_mrope_rows_per_sequence(void **state)
     seqs_free(&s);
 }
 
+/* k_prerotated over HTTP's JSON: a batch's k_rot sent back as k with
+ * k_prerotated gives the same output bit for bit (a KV cache of rotated
+ * keys); without the flag the keys would be rotated twice. */
+static void test_k_prerotated(void **state)
+{
+    (void)state;
+    seqs s;
+    int status;
+    const int q4[] = {B, L, H, D}, k4[] = {B, L, HKV, D}, v4[] = {B, L, HKV, DV};
+    const char *const names[] = {"output", "k_rot"};
+    seqs_make(&s, 9951);
+    cJSON *ans[3];
+    float *krot = NULL;
+    for (int pass = 0; pass < 3; pass++) {
+        cJSON *item = cJSON_CreateObject(), *kp = cJSON_CreateArray();
+        cJSON_AddItemToObject(item, "scheme", scheme_of("{\"type\":\"rope\"}"));
+        cJSON_AddItemToObject(item, "q", jtensor_b64(s.q, 4, q4));
+        cJSON_AddItemToObject(item, "k", jtensor_b64(pass == 0 ? s.k : krot, 4, k4));
+        cJSON_AddItemToObject(item, "v", jtensor_b64(s.v, 4, v4));
+        for (int b = 0; b < B; b++)
+            cJSON_AddItemToArray(kp, jints(s.kpos[b], L));
+        cJSON_AddItemToObject(item, "k_positions", kp);
+        cJSON_AddTrueToObject(item, "causal");
+        if (pass > 0)
+            cJSON_AddBoolToObject(item, "k_prerotated", pass == 1);
+        cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(names, 2));
+        ans[pass] = run(&item, 1, &status);
+        expect_ok(ans[pass], status);
+        if (pass == 0) {
+            size_t n;
+            krot = decode(output_at(ans[0], 0), "k_rot", &n);
+            assert_int_equal(n, (size_t)B * L * HKV * D);
+        }
+    }
+    size_t n0, n1, n2;
+    float *o0 = decode(output_at(ans[0], 0), "output", &n0);
+    float *o1 = decode(output_at(ans[1], 0), "output", &n1);
+    float *o2 = decode(output_at(ans[2], 0), "output", &n2);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(o0, o1, n0 * sizeof(float));
+    assert_true(memcmp(o0, o2, n0 * sizeof(float)) != 0); /* rotated twice */
+    free(o0);
+    free(o1);
+    free(o2);
+    free(krot);
+    for (int pass = 0; pass < 3; pass++)
+        cJSON_Delete(ans[pass]);
+    seqs_free(&s);
+    {
+        cJSON *item = cJSON_CreateObject();
+        int st;
+        const int q3[] = {L, H, D}, k3[] = {L, HKV, D}, v3[] = {L, HKV, DV};
+        seqs_make(&s, 9952);
+        cJSON_AddItemToObject(item, "scheme", scheme_of("{\"type\":\"alibi\"}"));
+        cJSON_AddItemToObject(item, "q", jtensor_b64(s.q, 3, q3));
+        cJSON_AddItemToObject(item, "k", jtensor_b64(s.k, 3, k3));
+        cJSON_AddItemToObject(item, "v", jtensor_b64(s.v, 3, v3));
+        cJSON_AddTrueToObject(item, "k_prerotated");
+        cJSON *bad = run(&item, 1, &st);
+        expect_item_error(bad, 0, "INVALID_ARGUMENT", "inputs[0].k_prerotated");
+        cJSON_Delete(bad);
+        seqs_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -833,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_query_length),
         cmocka_unit_test(test_query_length_split),
         cmocka_unit_test(test_mrope_rows_per_sequence),
+        cmocka_unit_test(test_k_prerotated),
         cmocka_unit_test(test_batch_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -566,7 +566,7 @@ static void test_schemes_document_options(void **state)
     qkv f;
     int status, n = 0;
     const char *want[] = {"softcap", "sinks",  "chunk_size", "mask", "bias", "attention_mask",
-                          "q_norm",  "k_norm", "b_q",        "b_k",  "b_v",  "b_o"};
+                          "k_prerotated", "q_norm", "k_norm", "b_q", "b_k", "b_v", "b_o"};
     memset(&reply, 0, sizeof reply);
     srv_endpoint_answer(&srv_ep_schemes, &lim, &reply);
     assert_int_equal(reply.http_status, 200);
@@ -591,7 +591,7 @@ static void test_schemes_document_options(void **state)
         cJSON_Delete(res);
         n++;
     }
-    assert_int_equal(n, 12);
+    assert_int_equal(n, 13);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ans, "dtypes");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "input")), 4);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "output")), 3);
