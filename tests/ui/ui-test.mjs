@@ -639,6 +639,22 @@ async function run() {
     await page.locator('#attention').screenshot({ path: path.join(OUT, 'phone-attention-options.png') });
   });
 
+  await check('a plot whose box has no width yet draws nothing and no error, then draws', async () => {
+    // The sinusoidal circle is sized from its box: hidden (width 0) it once
+    // drew a circle of radius -28, an IndexSizeError seen in CI.
+    const before = consoleErrors.length;
+    await page.evaluate(() => { document.getElementById('circle').parentElement.style.display = 'none'; });
+    await page.waitForTimeout(200);
+    await page.evaluate(() => {
+      const c = document.getElementById('circle-controls');
+      c.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    await page.waitForTimeout(100);
+    assert(consoleErrors.length === before, consoleErrors.slice(before).join(' | '));
+    await page.evaluate(() => { document.getElementById('circle').parentElement.style.display = ''; });
+    await drawn('#circle', 0.01, 4);
+  });
+
   await check('no script errors in the console', async () => {
     assert(!consoleErrors.length, consoleErrors.slice(0, 3).join(' | '));
   });

@@ -150,6 +150,9 @@ function drawCircle() {
   const p = num('circle-pos'), i = num('circle-pair');
   const si = layout === 'concat' ? i : 2 * i, ci = layout === 'concat' ? i + d / 2 : 2 * i + 1;
   const w = Math.min(340, circle.parentElement.clientWidth), dpr = window.devicePixelRatio || 1;
+  // Not laid out yet (hidden, or mid-resize): nothing to draw into; the
+  // resize and input handlers draw again once it has a width.
+  if (w < 64) return;
   circle.style.width = w + 'px'; circle.style.height = w + 'px';
   circle.width = w * dpr; circle.height = w * dpr;
   const ctx = circle.getContext('2d');
