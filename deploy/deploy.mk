@@ -13,14 +13,14 @@
 #   make deploy-deps     what they need: Debian packages and the validator's npm packages
 #   make deploy-clean    remove the images built here
 #
-# Containers use podman through ../shared/tools/container-env.sh (no Docker
-# engine and no registry here: the base image is built from the Debian
-# mirror the first time, about 85 s). Builds never use --pull.
+# Containers use podman through deploy/container-env.sh (no Docker engine
+# and no registry here: the base image is built from the Debian mirror the
+# first time, about 85 s). Builds never use --pull.
 
 DEPLOY_DEB_PACKAGES := nginx yamllint iptables curl python3 nodejs
 POSATTN_IMAGE ?= localhost/posattnd:dev
 POSATTN_LB_IMAGE ?= localhost/posattn-lb:dev
-CONTAINER_ENV_SH ?= ../shared/tools/container-env.sh
+CONTAINER_ENV_SH ?= deploy/container-env.sh
 # Make runs recipes with /bin/sh: eval the exports in the same line (and stop
 # there if the setup failed).
 CONTAINER_ENV = cenv=$$(bash $(CONTAINER_ENV_SH) --print-env) && eval "$$cenv"

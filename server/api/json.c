@@ -766,3 +766,16 @@ bool api_add_int_array(cJSON *parent, const char *name, const int32_t *v, int32_
     }
     return true;
 }
+
+const cJSON *api_member(const cJSON *obj, const char *name)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, name);
+}
+
+bool api_opt_int(const cJSON *obj, const char *name, const api_ctx *ctx, int32_t *out,
+                 bool *present, api_err *e)
+{
+    const cJSON *v = api_member(obj, name);
+    *present = v != NULL;
+    return v == NULL || api_get_int(v, name, ctx, out, e);
+}

@@ -92,6 +92,11 @@ cJSON *api_parse_body(const char *body, size_t len, size_t max_memory, api_err *
  * known ones. parent is obj's path relative to ctx ("scheme", or "" for the
  * ctx object itself); what describes obj in the message ("the request",
  * "an attention item", "scheme 'rope'"). */
+/* obj's member name, or NULL; an optional int member (*present says
+ * whether it was there). */
+const cJSON *api_member(const cJSON *obj, const char *name);
+bool api_opt_int(const cJSON *obj, const char *name, const api_ctx *ctx, int32_t *out,
+                 bool *present, api_err *e);
 bool api_check_fields(const cJSON *obj, const char *const *known, size_t n, const char *parent,
                       const char *what, const api_ctx *ctx, api_err *e);
 

@@ -135,6 +135,10 @@ const api_option *api_options(size_t *n);
  * freed. */
 bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra, size_t n_extra,
                     api_item *out, api_err *e);
+/* The options of current models (item_options.c), parsed into it once its
+ * shapes are known (item.c). */
+bool api_item_parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+
 /* Parses "return" into out->ret (default output only). */
 bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, api_err *e);
 void api_item_free(api_item *it);

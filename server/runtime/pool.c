@@ -3,7 +3,7 @@
  * uv_queue_work must be called on the loop's own thread, so submissions go
  * through a mutex-protected list and a uv_async_t wake-up. Each worker keeps
  * one srv_workspace for its whole life: a fresh allocation per request would
- * cost more in page faults than the attention itself (shared/perf-notes.md).
+ * cost more in page faults than the attention itself (measured on these machines).
  */
 #include "runtime/pool.h"
 

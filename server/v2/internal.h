@@ -18,6 +18,20 @@
 
 #define API_V2_MODEL_PREFIX "attention-"
 
+/* The member of a tensor node that marks a binary segment. It is a string
+ * *reference* node (cJSON_IsReference) whose valuestring points into the
+ * request body and whose valuedouble is the byte count; cJSON_Parse never
+ * makes reference nodes, so a /v1 request cannot forge one (its member of
+ * this name is an unknown tensor field there). */
+#define API_V2_SEGMENT_KEY "binary segment"
+
+/* The /v1 parser's source of binary-segment tensors (v2/segments.c). */
+extern const api_tensor_source api_v2_segments;
+/* Reads a protocol shape (1..SRV_MAX_DIMS integers in [1, INT32_MAX], their
+ * product at most the element limit) into ndim, shape and *count. */
+bool api_v2_read_shape(const cJSON *node, const char *name, const api_ctx *ctx, int *ndim,
+                       int64_t *shape, size_t *count, api_err *e);
+
 enum { API_V2_OUTPUTS = 5, API_V2_MAX_INPUTS = 32 };
 
 /* True when name is "attention-<scheme>"; *t is the scheme. */

@@ -3,7 +3,7 @@
 # posattnd replicas behind nginx, one port on 127.0.0.1 (make compose-test).
 #
 # Needs both images built (make image lb-image) and podman configured (make
-# runs this under ../shared/tools/container-env.sh). Checks: 3 replicas
+# runs this under deploy/container-env.sh). Checks: 3 replicas
 # running, the balancer published on 127.0.0.1 only, a bounded load through
 # nginx with every answer right and all 3 replicas serving (nginx's access
 # log against the replicas' own addresses), then a replica stopped with

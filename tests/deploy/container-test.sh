@@ -2,7 +2,7 @@
 # container-test.sh - the posattnd image, run as a container (make container-test).
 #
 # Needs the image built (make image) and podman configured (make runs this
-# under ../shared/tools/container-env.sh). Checks the image's metadata (non-
+# under deploy/container-env.sh). Checks the image's metadata (non-
 # root numeric user, exec-form entrypoint, port, POSATTN_HOST, healthcheck,
 # size), then runs it read-only with every capability dropped on a free
 # 127.0.0.1 port, configured by POSATTN_* variables only, and checks

@@ -1,0 +1,306 @@
+/* tensor_render.c - see tensor.h. Result tensors back to the client: JSON
+ * numbers (codec/fmt_float.c), base64 of float32 or of the output dtype
+ * (codec/half.c), or base64 deferred until the body is written. The
+ * parsing side is tensor.c.
+ */
+#include "codec/tensor.h"
+
+#include "codec/base64.h"
+#include "codec/float32.h"
+#include "codec/fmt_float.h"
+#include "codec/half.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Rendering                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* A cJSON raw node that owns `text` (from cJSON_malloc), without the copy
+ * cJSON_CreateRaw would make of a possibly huge buffer. */
+static cJSON *raw_node_take(char *text)
+{
+    cJSON *node = cJSON_CreateRaw("");
+    if (!node) {
+        cJSON_free(text);
+        return NULL;
+    }
+    cJSON_free(node->valuestring);
+    node->valuestring = text;
+    return node;
+}
+
+cJSON *srv_json_int(int64_t v)
+{
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        *--p = '-';
+    return cJSON_CreateRaw(p);
+}
+
+/* Finite values get the shortest text that reads back as exactly v;
+ * non-finite ones (masked logits are -inf) become null. One buffer sized
+ * up front, written by one loop with the formatter inlined. */
+static cJSON *render_json_array(const float *data, size_t count)
+{
+    size_t size = srv_fmt_float_array_size(count);
+    if (size == 0)
+        return NULL;
+    char *buf = cJSON_malloc(size);
+    if (!buf)
+        return NULL;
+    srv_fmt_float_array(data, count, buf);
+    return raw_node_take(buf);
+}
+
+static cJSON *render_b64_string(const float *data, size_t count)
+{
+    if (count > SIZE_MAX / 8)
+        return NULL;
+    size_t bytes = count * sizeof(float);
+    size_t enc = srv_b64_encoded_len(bytes);
+    char *buf = cJSON_malloc(enc + 3);
+    if (!buf)
+        return NULL;
+    const unsigned char *src = (const unsigned char *)data;
+    float *swapped = NULL;
+    if (!srv_host_little_endian() && count) {
+        swapped = malloc(bytes);
+        if (!swapped) {
+            cJSON_free(buf);
+            return NULL;
+        }
+        memcpy(swapped, data, bytes);
+        srv_swap_bytes32(swapped, count);
+        src = (const unsigned char *)swapped;
+    }
+    buf[0] = '"';
+    srv_b64_encode(src, bytes, buf + 1);
+    buf[enc + 1] = '"';
+    buf[enc + 2] = '\0';
+    free(swapped);
+    return raw_node_take(buf);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Deferred base64 (see srv_defer in tensor.h)                               */
+/* ------------------------------------------------------------------------- */
+
+enum { DEFER_OPEN = 0x02, DEFER_CLOSE = 0x03 };
+
+static _Thread_local srv_defer *defer_current;
+
+void srv_defer_set_current(srv_defer *d)
+{
+    defer_current = d;
+}
+
+bool srv_defer_uses(const float *p)
+{
+    const srv_defer *d = defer_current;
+    for (size_t i = 0; p != NULL && d != NULL && i < d->n; i++)
+        if (d->data[i] == p)
+            return true;
+    return false;
+}
+
+static bool defer_wanted(size_t count)
+{
+    return defer_current != NULL && count >= SRV_DEFER_MIN_FLOATS && srv_host_little_endian();
+}
+
+/* A placeholder raw node for data's base64, recorded in the current defer. */
+static cJSON *defer_node(const float *data, size_t count)
+{
+    srv_defer *d = defer_current;
+    char text[32];
+    int n;
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 4;
+        const float **pd = realloc(d->data, cap * sizeof *pd);
+        if (pd == NULL)
+            return NULL;
+        d->data = pd;
+        size_t *pc = realloc(d->count, cap * sizeof *pc);
+        if (pc == NULL)
+            return NULL;
+        d->count = pc;
+        d->cap = cap;
+    }
+    n = snprintf(text, sizeof text, "%c%zu%c", DEFER_OPEN, d->n, DEFER_CLOSE);
+    if (n <= 0 || (size_t)n >= sizeof text)
+        return NULL;
+    cJSON *node = cJSON_CreateRaw(text);
+    if (node == NULL)
+        return NULL;
+    d->data[d->n] = data;
+    d->count[d->n] = count;
+    d->n++;
+    return node;
+}
+
+char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_len, size_t *out_len)
+{
+    size_t size = printed_len + 1, at = 0, pos = 0;
+    char *out;
+    for (size_t i = 0; i < d->n; i++) /* an upper bound: placeholders drop out */
+        size += srv_b64_encoded_len(d->count[i] * sizeof(float)) + 2;
+    out = malloc(size);
+    if (out == NULL)
+        return NULL;
+    for (;;) {
+        const char *p = memchr(printed + pos, DEFER_OPEN, printed_len - pos);
+        const size_t upto = p ? (size_t)(p - printed) : printed_len;
+        char *end;
+        unsigned long long i;
+        memcpy(out + at, printed + pos, upto - pos);
+        at += upto - pos;
+        if (p == NULL)
+            break;
+        i = strtoull(p + 1, &end, 10);
+        if (*end != DEFER_CLOSE || i >= d->n) { /* cannot happen: see tensor.h */
+            free(out);
+            return NULL;
+        }
+        out[at++] = '"';
+        srv_b64_encode((const unsigned char *)d->data[i], d->count[i] * sizeof(float), out + at);
+        at += srv_b64_encoded_len(d->count[i] * sizeof(float));
+        out[at++] = '"';
+        pos = (size_t)(end - printed) + 1;
+    }
+    out[at] = '\0';
+    *out_len = at;
+    return out;
+}
+
+void srv_defer_free(srv_defer *d)
+{
+    if (d == NULL)
+        return;
+    free(d->data);
+    free(d->count);
+    memset(d, 0, sizeof *d);
+}
+
+/* ------------------------------------------------------------------------- */
+
+bool srv_wire_overflow(const float *data, size_t n, srv_wire wire, size_t *at)
+{
+    if (wire != SRV_WIRE_F16 && wire != SRV_WIRE_BF16)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        if (!isfinite(data[i]))
+            continue;
+        h = wire == SRV_WIRE_F16 ? srv_f32_to_f16(data[i]) : srv_f32_to_bf16(data[i]);
+        if ((h & 0x7fffu) == (wire == SRV_WIRE_F16 ? 0x7c00u : 0x7f80u)) {
+            *at = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* data [count] rounded to a 16-bit wire type: as floats (for JSON) or as
+ * little-endian bytes (for b64). malloc'd; NULL on allocation failure. */
+static void *narrowed(const float *data, size_t count, srv_wire wire, bool as_bytes)
+{
+    unsigned char *b = malloc((count ? count : 1) * (as_bytes ? 2 : sizeof(float)));
+    float *f = (float *)(void *)b;
+    if (b == NULL)
+        return NULL;
+    for (size_t i = 0; i < count; i++) {
+        uint16_t h = wire == SRV_WIRE_F16 ? srv_f32_to_f16(data[i]) : srv_f32_to_bf16(data[i]);
+        if (as_bytes) {
+            b[2 * i] = (unsigned char)(h & 0xff);
+            b[2 * i + 1] = (unsigned char)(h >> 8);
+        } else {
+            f[i] = wire == SRV_WIRE_F16 ? srv_f16_to_f32(h) : srv_bf16_to_f32(h);
+        }
+    }
+    return b;
+}
+
+bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
+                       const int64_t *shape, srv_encoding enc)
+{
+    return srv_tensor_render_as(parent, name, data, ndim, shape, enc, SRV_WIRE_F32);
+}
+
+bool srv_tensor_render_as(cJSON *parent, const char *name, const float *data, int ndim,
+                          const int64_t *shape, srv_encoding enc, srv_wire wire)
+{
+    if (!parent || !name || ndim < 1 || ndim > SRV_MAX_DIMS || !shape)
+        return false;
+    size_t count = 1;
+    for (int k = 0; k < ndim; k++) {
+        if (shape[k] < 0 || (count > 0 && (uint64_t)shape[k] > SIZE_MAX / count))
+            return false;
+        count *= (size_t)shape[k];
+    }
+    if (count > 0 && !data)
+        return false;
+
+    cJSON *obj = cJSON_CreateObject();
+    cJSON *shp = cJSON_AddArrayToObject(obj, "shape");
+    if (!shp)
+        goto fail;
+    for (int k = 0; k < ndim; k++) {
+        cJSON *d = srv_json_int(shape[k]);
+        if (!d || !cJSON_AddItemToArray(shp, d)) {
+            cJSON_Delete(d);
+            goto fail;
+        }
+    }
+    if (!cJSON_AddStringToObject(obj, "datatype",
+                                 wire == SRV_WIRE_F16    ? "FP16"
+                                 : wire == SRV_WIRE_BF16 ? "BF16"
+                                                         : "FP32"))
+        goto fail;
+    cJSON *values;
+    if (wire == SRV_WIRE_F16 || wire == SRV_WIRE_BF16) {
+        void *tmp = narrowed(data, count, wire, enc == SRV_ENCODING_B64);
+        if (tmp == NULL)
+            goto fail;
+        if (enc == SRV_ENCODING_JSON) {
+            values = render_json_array(tmp, count);
+        } else {
+            size_t len = srv_b64_encoded_len(2 * count);
+            char *buf = cJSON_malloc(len + 3);
+            values = NULL;
+            if (buf != NULL) {
+                buf[0] = '"';
+                srv_b64_encode(tmp, 2 * count, buf + 1);
+                buf[len + 1] = '"';
+                buf[len + 2] = '\0';
+                values = raw_node_take(buf);
+            }
+        }
+        free(tmp);
+    } else {
+        values = enc == SRV_ENCODING_JSON ? render_json_array(data, count)
+                 : defer_wanted(count)    ? defer_node(data, count)
+                                          : render_b64_string(data, count);
+    }
+    if (!values)
+        goto fail;
+    if (!cJSON_AddItemToObject(obj, enc == SRV_ENCODING_B64 ? "b64" : "data", values)) {
+        cJSON_Delete(values);
+        goto fail;
+    }
+    if (!cJSON_AddItemToObject(parent, name, obj))
+        goto fail;
+    return true;
+fail:
+    cJSON_Delete(obj);
+    return false;
+}
