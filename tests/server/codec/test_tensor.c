@@ -355,7 +355,7 @@ static void test_render_deferred(void **state)
     }
     for (size_t i = 0; i < small; i++)
         c[i] = (float)i;
-    char *text[2];
+    char *text[2] = {NULL, NULL};
     size_t len[2];
     for (int deferred = 0; deferred < 2; deferred++) {
         srv_defer d = {0};
