@@ -499,6 +499,38 @@ pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, v
 pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
                                 int32_t nparts, void *ws, size_t ws_size, pa_error *err);
 
+/* Split by keys, as flash-decoding does. Decode (a few query rows against a
+ * long cache) is bound by reading k and v; parts that split the query heads
+ * would each read their heads' share, but one kv head cannot be split so,
+ * and q_len <= 8 rows per head leave nothing else to split. These parts
+ * split the visible keys instead: part p (any order, any thread,
+ * concurrently, each with its own workspace of pa_attention_workspace_size
+ * bytes) leaves the partial softmax state of every query row (running max,
+ * sum, unnormalised output) in its slice of `partials`, a buffer of
+ * pa_attention_partials_size(a, out, nparts) bytes shared by the nparts
+ * parts; once every part has returned, pa_attention_merge writes
+ * out->output. Part 0 writes q_rot (and k_rot when k is returned as given).
+ * The result agrees with pa_attention_run to float rounding, not bit for
+ * bit: the shares' sums are added in another order.
+ *
+ * pa_attention_partials_size is 0 when a call cannot be split so: layer
+ * mode, more than 8 query rows, Shaw tables, weights or logits requested,
+ * or k_rot requested while k is rotated or normalised. Use
+ * pa_attention_run_part then. An overflow (PA_STATUS_OUT_OF_RANGE, as from
+ * pa_attention_run) is reported by pa_attention_merge. */
+size_t pa_attention_partials_size(const pa_attention *a, const pa_attention_out *out,
+                                  int32_t nparts);
+pa_status pa_attention_run_keys(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                                int32_t nparts, void *partials, void *ws, size_t ws_size,
+                                pa_error *err);
+pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out, int32_t nparts,
+                             const void *partials, pa_error *err);
+
+/* The kernels this process runs: "avx512" (FMA micro-kernels, chosen at run
+ * time where the CPU has AVX-512F) or "portable" (plain C and OpenBLAS),
+ * also forced by the environment variable POSATTN_KERNEL=portable. */
+const char *pa_kernel_name(void);
+
 /* ------------------------------------------------------------------------- */
 /* Analyses                                                                  */
 /* ------------------------------------------------------------------------- */

@@ -12,6 +12,8 @@
  */
 #include "softmax.h"
 
+#include "cpu.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -220,7 +222,7 @@ PA_AVX512 static void row_exp_scale_avx512(float *row, int32_t n, float m, float
     }
 }
 
-#define PA_HAVE_AVX512() __builtin_cpu_supports("avx512f")
+#define PA_HAVE_AVX512() pa__cpu_avx512()
 #else
 #define PA_HAVE_AVX512() 0
 #define row_max_avx512 row_max

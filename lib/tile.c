@@ -18,6 +18,8 @@
  */
 #include "tile.h"
 
+#include "cpu.h"
+
 #include <cblas.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -232,7 +234,7 @@ PA_AVX512 static void pv_avx512(int32_t m, int32_t n, int32_t kdim, const float 
 
 bool pa__tile_native(void)
 {
-    return __builtin_cpu_supports("avx512f");
+    return pa__cpu_avx512();
 }
 
 #else

@@ -183,7 +183,8 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                 ref_rope_rotate_mrope(&s->rope, D, inv, af, p3, x, tmp);
                 memcpy(x, tmp, (size_t)D * sizeof *x);
             }
-        for (int j = 0; j < Lk; j++)
+        /* k_prerotated: the keys are rotated already (a KV cache). */
+        for (int j = 0; j < (a->k_prerotated ? 0 : Lk); j++)
             for (int h = 0; h < Hkv; h++) {
                 double *x = k + ((size_t)j * Hkv + h) * D;
                 int p3[3] = {kpos[j], kpos[j], kpos[j]};

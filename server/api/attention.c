@@ -10,6 +10,7 @@
 #include "api/request.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,13 @@ typedef struct att_item {
     api_item it;
     srv_wire out_wire;                                /* output_dtype: F32, F16 or BF16 */
     float *output, *weights, *logits, *q_rot, *k_rot; /* allocated when prepared */
+    /* Decode (a few query rows, output only): the parts split the keys
+     * (pa_attention_run_keys) and leave partial states here, partials_size
+     * bytes per sequence; the last part of a sequence to finish merges
+     * them (pa_attention_merge). 0 when the parts split the query heads. */
+    size_t partials_size;
+    unsigned char *partials;
+    atomic_int *parts_done; /* [B] */
 } att_item;
 
 typedef struct att_job {
@@ -48,7 +56,11 @@ static void free_outputs(att_item *a)
     free(a->logits);
     free(a->q_rot);
     free(a->k_rot);
+    free(a->partials);
+    free(a->parts_done);
     a->output = a->weights = a->logits = a->q_rot = a->k_rot = NULL;
+    a->partials = NULL;
+    a->parts_done = NULL;
 }
 
 static void att_destroy(void *impl)
@@ -168,6 +180,19 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     if (a->it.att.x == NULL && !whole && lim->parallel_parts > a->it.B &&
         macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
+    if (a->nparts > 1) {
+        /* Decode: the parts share the keys when the library can split them so. */
+        pa_attention s0;
+        pa_attention_out shape = {(float *)1, NULL, NULL, NULL, NULL}; /* what is asked for */
+        if (a->it.ret & API_RET_WEIGHTS)
+            shape.weights = (float *)1;
+        if (a->it.ret & API_RET_LOGITS)
+            shape.logits = (float *)1;
+        if (a->it.ret & API_RET_K_ROT)
+            shape.k_rot = (float *)1;
+        api_item_sequence(&a->it, 0, &s0);
+        a->partials_size = pa_attention_partials_size(&s0, &shape, a->nparts);
+    }
     /* Workspaces are the workers': at most one per part running at once. */
     concurrent = api_mul_sat((size_t)a->nparts, (size_t)a->it.B);
     if (lim->parallel_parts > 0 && concurrent > (size_t)lim->parallel_parts)
@@ -175,8 +200,9 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     a->valid = true;
     a->workspace = ws;
     a->scheme_name = pa_scheme_type_name(a->it.scheme.s.type);
-    return api_add_sat(api_add_sat(a->it.input_bytes, result_bytes(&a->it)),
-                       api_mul_sat(ws, concurrent));
+    return api_add_sat(api_add_sat(api_add_sat(a->it.input_bytes, result_bytes(&a->it)),
+                                   api_mul_sat(ws, concurrent)),
+                       api_mul_sat(a->partials_size, (size_t)a->it.B));
 
 fail:
     api_item_free(&a->it);
@@ -198,6 +224,17 @@ static bool alloc_outputs(att_item *a, const api_ctx *ctx)
         a->q_rot = malloc(count_all(it, API_RET_Q_ROT) * sizeof(float));
     if (it->ret & API_RET_K_ROT)
         a->k_rot = malloc(count_all(it, API_RET_K_ROT) * sizeof(float));
+    if (a->partials_size > 0) {
+        a->partials = malloc(api_mul_sat(a->partials_size, (size_t)it->B));
+        a->parts_done = calloc((size_t)it->B, sizeof *a->parts_done);
+        if (a->partials == NULL || a->parts_done == NULL) {
+            free_outputs(a);
+            api_fail(&a->err, ctx, SRV_ERR_INTERNAL, "", "out of memory allocating the results");
+            return false;
+        }
+        for (int32_t b = 0; b < it->B; b++)
+            atomic_init(&a->parts_done[b], 0);
+    }
     if (a->output == NULL || ((it->ret & API_RET_WEIGHTS) && a->weights == NULL) ||
         ((it->ret & API_RET_LOGITS) && a->logits == NULL) ||
         ((it->ret & API_RET_Q_ROT) && a->q_rot == NULL) ||
@@ -234,6 +271,24 @@ static void pad_query_rows(const api_item *it, int32_t ql, int32_t part, pa_atte
     }
 }
 
+/* Part `part` of sequence b: a share of the query heads, or of the keys
+ * (decode), whose last part to finish merges the shares' states. */
+static pa_status run_share(att_item *a, const pa_attention *att, const pa_attention_out *out,
+                           int32_t b, int32_t part, void *ws, size_t ws_size, pa_error *pe)
+{
+    unsigned char *partials;
+    pa_status st;
+    if (a->partials_size == 0)
+        return pa_attention_run_part(att, out, part, a->nparts, ws, ws_size, pe);
+    partials = a->partials + (size_t)b * a->partials_size;
+    st = pa_attention_run_keys(att, out, part, a->nparts, partials, ws, ws_size, pe);
+    /* acq_rel: the last part sees every other part's states. */
+    if (st == PA_STATUS_OK &&
+        atomic_fetch_add_explicit(&a->parts_done[b], 1, memory_order_acq_rel) + 1 == a->nparts)
+        st = pa_attention_merge(att, out, a->nparts, partials, pe);
+    return st;
+}
+
 static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
 {
     att_job *aj = job->impl;
@@ -258,7 +313,7 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
     out.logits = a->logits ? a->logits + sb * api_item_count(it, API_RET_LOGITS) : NULL;
     out.q_rot = a->q_rot ? a->q_rot + sb * api_item_count(it, API_RET_Q_ROT) : NULL;
     out.k_rot = a->k_rot ? a->k_rot + sb * api_item_count(it, API_RET_K_ROT) : NULL;
-    if (pa_attention_run_part(&att, &out, part, a->nparts, ws, ws_size, &pe) == PA_STATUS_OK) {
+    if (run_share(a, &att, &out, b, part, ws, ws_size, &pe) == PA_STATUS_OK) {
         if (it->query_lengths != NULL && att.q_len < it->Lq)
             pad_query_rows(it, att.q_len, part, &out);
     } else {

@@ -292,6 +292,9 @@ class InferJson(unittest.TestCase):
         answer of the unrotated keys, bit for bit."""
         c = Case(43)
         want, _ = v1_attention(c.v1_item({"type": "rope"}, causal=True), ("output", "k_rot"))
+        # The output alone: asking for k_rot moves a call this short from the
+        # decode kernel to the tiled one, which rounds differently.
+        want["output"] = v1_attention(c.v1_item({"type": "rope"}, causal=True), ("output",))[0]["output"]
         ins = c.v2_inputs()
         for t in ins:
             if t["name"] == "k":

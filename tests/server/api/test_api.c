@@ -474,6 +474,54 @@ static void test_attention_split_item(void **state)
     cJSON_Delete(ans);
 }
 
+/* A long decode item (one query row, output only) is split by keys: its
+ * parts leave partial states that the last one to finish merges, in either
+ * order, into the library's answer (to float rounding). */
+static void test_attention_split_decode(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    cJSON *items[1], *body_json, *ans;
+    char *body;
+    srv_reply reply;
+    srv_workspace ws = {NULL, 0};
+
+    lim.parallel_parts = 2;
+    qkv_make(&f, 1, 8192, 16, 1, 64, 64, 7); /* 2*8192*64*16 = 16.8 M MACs: split */
+    items[0] = qkv_item(&f, scheme_of("{\"type\":\"alibi\"}"));
+    cJSON_AddTrueToObject(items[0], "causal");
+    body_json = batch(items, 1);
+    body = cJSON_PrintUnformatted(body_json);
+    cJSON_Delete(body_json);
+    pa_scheme_init(&s, PA_SCHEME_ALIBI);
+    qkv_desc(&f, &s, &a);
+    a.causal = true;
+    lib_run(&a, (size_t)f.H * f.Dv, &want);
+    for (int order = 0; order < 2; order++) {
+        srv_job *job = NULL;
+        memset(&reply, 0, sizeof reply);
+        assert_true(srv_job_prepare(&srv_ep_attention, body, strlen(body), &lim, &job, &reply));
+        assert_int_equal(srv_job_task_count(job), 2);
+        srv_job_run_task(job, order == 0 ? 0 : 1, &ws);
+        srv_job_run_task(job, order == 0 ? 1 : 0, &ws);
+        srv_job_finish(job, &reply);
+        srv_job_free(job);
+        assert_int_equal(reply.http_status, 200);
+        ans = cJSON_ParseWithLength(reply.body, reply.body_len);
+        srv_reply_free(&reply);
+        result_is(output_at(ans, 0), "output", want.out, want.n_out);
+        cJSON_Delete(ans);
+    }
+    srv_workspace_free(&ws);
+    free(body);
+    lib_free(&want);
+    qkv_free(&f);
+}
+
 /* ------------------------------------------------------------------------- */
 /* GET /v1/schemes, workspaces                                               */
 /* ------------------------------------------------------------------------- */
@@ -561,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_attention_b64_large),
         cmocka_unit_test(test_id_node_and_prefix),
         cmocka_unit_test(test_attention_split_item),
+        cmocka_unit_test(test_attention_split_decode),
         cmocka_unit_test(test_schemes),
         cmocka_unit_test(test_workspace),
     };

@@ -1,0 +1,241 @@
+/* bench_decode.c - decode (one query row per head against a long resident
+ * cache) as a fraction of the machine's read bandwidth, measured in the
+ * same run (bench/ceiling.c), and the FMA peak that bench_attention's
+ * figures are fractions of.
+ *
+ *   build/bench/bench_decode           full table
+ *   build/bench/bench_decode --smoke   tiny sizes, one repetition (make test)
+ *
+ * The shape of issue #18: Lq = 1, Lk = 32768, H = 32, Hkv = 8, D = 128,
+ * causal, float32: 268 MB of k and v read per call. GB/s counts the k and
+ * v bytes of the visible keys once per call (what must be read at least).
+ * T = 1 runs pa_attention_run; T = 2 splits the keys over two threads
+ * (pa_attention_run_keys, then pa_attention_merge, timed together). Each
+ * figure is the best of 5 calls after a warm-up, wall-clock.
+ *
+ * Ceilings: reading a buffer well past the last-level cache (4x its size,
+ * at least 1 GiB) on T threads, and a buffer the size of the cache the
+ * decode reads (268 MB, which a large L3 may partly hold between calls);
+ * the target, 0.6, is against the first.
+ */
+#include "posattn.h"
+
+#include "ceiling.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { MAX_T = 8 };
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (p == NULL) {
+        fprintf(stderr, "bench_decode: out of memory for %zu bytes\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+static float *randf(size_t n, unsigned seed)
+{
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    return x;
+}
+
+static void fail(const pa_error *e)
+{
+    fprintf(stderr, "bench_decode: %s: %s\n", e->field, e->message);
+    exit(1);
+}
+
+/* One decode call: B sequences (each its own descriptor), on T threads. */
+typedef struct dec_ctx {
+    int B, T;
+    pa_attention a[8];
+    pa_attention_out out[8];
+    void *ws[MAX_T];
+    size_t ws_size;
+    void *partials[8];
+} dec_ctx;
+
+typedef struct dec_job {
+    dec_ctx *c;
+    int part;
+} dec_job;
+
+static void *dec_part(void *p)
+{
+    dec_job *j = p;
+    dec_ctx *c = j->c;
+    pa_error err;
+    for (int b = 0; b < c->B; b++) {
+        pa_status st = c->T == 1 ? pa_attention_run(&c->a[b], &c->out[b], c->ws[0], c->ws_size, &err)
+                                 : pa_attention_run_keys(&c->a[b], &c->out[b], j->part, c->T,
+                                                         c->partials[b], c->ws[j->part],
+                                                         c->ws_size, &err);
+        if (st != PA_STATUS_OK)
+            fail(&err);
+    }
+    return NULL;
+}
+
+static void dec_call(dec_ctx *c)
+{
+    pthread_t th[MAX_T];
+    dec_job jobs[MAX_T];
+    pa_error err;
+    for (int t = 0; t < c->T; t++)
+        jobs[t] = (dec_job){c, t};
+    for (int t = 1; t < c->T; t++)
+        if (pthread_create(&th[t], NULL, dec_part, &jobs[t]) != 0) {
+            fprintf(stderr, "bench_decode: pthread_create failed\n");
+            exit(1);
+        }
+    dec_part(&jobs[0]);
+    for (int t = 1; t < c->T; t++)
+        pthread_join(th[t], NULL);
+    if (c->T > 1)
+        for (int b = 0; b < c->B; b++)
+            if (pa_attention_merge(&c->a[b], &c->out[b], c->T, c->partials[b], &err) !=
+                PA_STATUS_OK)
+                fail(&err);
+}
+
+typedef struct dec_case {
+    const char *name;
+    pa_scheme_type scheme;
+    bool prerotated;
+    int B, Lk, window;
+    bool target; /* counted against the 0.6 target */
+} dec_case;
+
+int main(int argc, char **argv)
+{
+    const bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int tmax = cores < 2 ? 1 : cores > MAX_T ? MAX_T : (int)cores;
+    const int H = smoke ? 4 : 32, Hkv = smoke ? 2 : 8, D = smoke ? 16 : 128, reps = smoke ? 1 : 5;
+    const int L = smoke ? 300 : 32768;
+    const dec_case cases[] = {
+        {"none", PA_SCHEME_NONE, false, 1, L, 0, true},
+        {"alibi", PA_SCHEME_ALIBI, false, 1, L, 0, true},
+        {"t5", PA_SCHEME_T5, false, 1, L, 0, true},
+        {"rope k_prerotated", PA_SCHEME_ROPE, true, 1, L, 0, true},
+        {"rope (rotates k)", PA_SCHEME_ROPE, false, 1, L, 0, false},
+        {"none, 8 x L/8", PA_SCHEME_NONE, false, 8, L / 8, 0, true},
+        {"rope window 4096", PA_SCHEME_ROPE, true, 1, L, smoke ? 64 : 4096, false},
+    };
+    const size_t far = smoke ? (size_t)16 << 20 : ceiling_past_llc();
+    const size_t kv_bytes = 2 * (size_t)L * Hkv * D * sizeof(float);
+    double bw_far[MAX_T + 1], bw_kv[MAX_T + 1];
+    const char *width;
+    int met = 0, missed = 0;
+    float *t5_table = randf((size_t)32 * H, 9);
+
+    printf("decode vs the machine: %s, %ld cores online, kernels %s\n", ceiling_cpu_model(),
+           cores, pa_kernel_name());
+    for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax) {
+        double fma = ceiling_fma_gflops(T, &width);
+        bw_far[T] = ceiling_read_gbs(T, far, smoke ? 1 : 5);
+        bw_kv[T] = ceiling_read_gbs(T, kv_bytes, smoke ? 1 : 5);
+        printf("ceilings T=%d: FMA peak %.1f GFLOP/s (%s); read %.1f GB/s over %.0f MB, "
+               "%.1f GB/s over %.0f MB\n",
+               T, fma, width, bw_far[T], far / 1e6, bw_kv[T], kv_bytes / 1e6);
+    }
+    printf("\nLq=1, H=%d, Hkv=%d, D=%d, causal; k and v resident (%.0f MB per call)\n", H, Hkv, D,
+           kv_bytes / 1e6);
+    printf("%-20s %2s %6s %3s %9s %8s %9s %9s %7s %5s\n", "case", "B", "Lk", "T", "ms", "GB/s",
+           "of read", "of 268MB", "target", "met");
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const dec_case *dc = &cases[ci];
+        pa_scheme s;
+        dec_ctx c;
+        float *k[8], *v[8], *q[8];
+        double visible = dc->window > 0 ? dc->window : dc->Lk;
+        const double bytes = 2.0 * visible * Hkv * D * sizeof(float) * dc->B;
+        memset(&c, 0, sizeof c);
+        pa_scheme_init(&s, dc->scheme);
+        if (dc->scheme == PA_SCHEME_T5) {
+            s.t5.num_buckets = 32;
+            s.t5.max_distance = 128;
+            s.t5.bidirectional = false;
+            s.t5.table = t5_table;
+            s.t5.table_rows = 32;
+            s.t5.table_cols = H;
+        }
+        c.B = dc->B;
+        for (int b = 0; b < dc->B; b++) {
+            pa_attention *a = &c.a[b];
+            q[b] = randf((size_t)H * D, 1 + (unsigned)b);
+            k[b] = randf((size_t)dc->Lk * Hkv * D, 2 + (unsigned)b);
+            v[b] = randf((size_t)dc->Lk * Hkv * D, 3 + (unsigned)b);
+            pa_attention_init(a, &s);
+            a->num_heads = H;
+            a->num_kv_heads = Hkv;
+            a->head_dim = D;
+            a->q_len = 1;
+            a->k_len = dc->Lk;
+            a->q = q[b];
+            a->k = k[b];
+            a->v = v[b];
+            a->causal = true;
+            a->window = dc->window;
+            a->k_prerotated = dc->prerotated;
+            c.out[b].output = xmalloc((size_t)H * D * sizeof(float));
+        }
+        c.ws_size = pa_attention_workspace_size(&c.a[0]);
+        for (int t = 0; t < tmax; t++)
+            c.ws[t] = xmalloc(c.ws_size);
+        for (int b = 0; b < dc->B; b++)
+            c.partials[b] = xmalloc(pa_attention_partials_size(&c.a[b], &c.out[b], tmax));
+        for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax) {
+            double best = 1e30, gbs;
+            bool ok;
+            c.T = T;
+            dec_call(&c); /* warm-up: pages, tables */
+            for (int r = 0; r < reps; r++) {
+                double t0 = now();
+                dec_call(&c);
+                best = fmin(best, now() - t0);
+            }
+            gbs = bytes / best * 1e-9;
+            ok = gbs / bw_far[T] >= 0.6;
+            printf("%-20s %2d %6d %3d %9.2f %8.1f %9.2f %9.2f %7s %5s\n", dc->name, dc->B, dc->Lk,
+                   T, best * 1e3, gbs, gbs / bw_far[T], gbs / bw_kv[T],
+                   dc->target && T == tmax ? ">=0.60" : "-",
+                   dc->target && T == tmax ? (ok ? "met" : "NO") : "-");
+            if (dc->target && T == tmax)
+                ok ? met++ : missed++;
+        }
+        for (int t = 0; t < tmax; t++)
+            free(c.ws[t]);
+        for (int b = 0; b < dc->B; b++) {
+            free(c.partials[b]);
+            free(c.out[b].output);
+            free(q[b]);
+            free(k[b]);
+            free(v[b]);
+        }
+    }
+    free(t5_table);
+    printf("decode targets: %d met, %d not met\n", met, missed);
+    return 0;
+}

@@ -1,0 +1,29 @@
+/* ceiling.h - the machine's own limits, measured in the run that uses them
+ * (bench/ceiling.c): every attention figure in make bench is a fraction of
+ * the FMA peak, every decode figure a fraction of the read bandwidth.
+ */
+#ifndef PA_BENCH_CEILING_H
+#define PA_BENCH_CEILING_H
+
+#include <stddef.h>
+
+/* fp32 GFLOP/s of T threads running independent fused multiply-add chains
+ * in registers, at the widest vector width the CPU has (AVX-512, else
+ * AVX2+FMA, else scalar): the arithmetic ceiling. *width gets "avx512",
+ * "avx2" or "scalar". */
+double ceiling_fma_gflops(int T, const char **width);
+
+/* GB/s (1e9 bytes) of T threads summing disjoint slices of one buffer of
+ * `bytes` bytes (touched first, so no page faults are timed): the best of
+ * reps passes. Past the last-level cache it is the memory's read
+ * bandwidth. */
+double ceiling_read_gbs(int T, size_t bytes, int reps);
+
+/* A buffer size well past the last-level cache: 4x its size as the C
+ * library reports it, at least 1 GiB. */
+size_t ceiling_past_llc(void);
+
+/* The CPU's model name from /proc/cpuinfo (or "unknown"). */
+const char *ceiling_cpu_model(void);
+
+#endif

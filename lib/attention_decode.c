@@ -1,0 +1,450 @@
+/* attention_decode.c - a few queries against many keys: decode.
+ *
+ * One new token (or a few: speculative drafts) against a long KV cache is
+ * bound by reading K and V, not by arithmetic. The tiled kernel would pack
+ * each kv head's keys (a copy of the cache) and read them once per query
+ * head. Here the keys are visited once, in blocks of DEC_BK in memory order
+ * (key j of every kv head is one row of k, so the cache streams front to
+ * back), and each key serves every query row of its kv head's group while it
+ * is in L1: the logits are dot products, then the bias and mask pass and the
+ * online softmax of the tiled kernel, then the values are added row by row.
+ * Neither K nor V is copied; keys that need a norm or a rotation are
+ * prepared one row at a time.
+ *
+ * The state of a row (running max, sum and unnormalised output) can be
+ * computed over a share of the keys and the shares merged afterwards
+ * (pa__decode_finish): split-K, as flash-decoding does (Dao, Haziza, Massa
+ * and Sizov 2023), so one decode runs on every core.
+ */
+#include "attention_kernel.h"
+
+#include "cpu.h"
+#include "softmax.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PA_DEC_X86 1
+#include <immintrin.h>
+#define PA_AVX512 __attribute__((target("avx512f")))
+#endif
+
+bool pa__decode_fits(const pa__plan *p)
+{
+    return p->Lq <= 8 && p->scheme->type != PA_SCHEME_SHAW;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Row kernels                                                               */
+/* ------------------------------------------------------------------------- */
+
+/* s[r * lds + t] = scale * q_r . k_t for the n rows q_r = q + r * d and
+ * the nk (1 to 4) keys k_t = k + t * ldk. */
+static void dot_rows(const float *q, int32_t n, int32_t d, const float *k, size_t ldk, int32_t nk,
+                     float scale, float *s, size_t lds)
+{
+    for (int32_t r = 0; r < n; r++)
+        for (int32_t t = 0; t < nk; t++) {
+            const float *x = q + (size_t)r * d, *y = k + (size_t)t * ldk;
+            float acc[8] = {0};
+            int32_t c = 0;
+            for (; c + 8 <= d; c += 8)
+                for (int32_t u = 0; u < 8; u++)
+                    acc[u] += x[c + u] * y[c + u];
+            for (; c < d; c++)
+                acc[0] += x[c] * y[c];
+            s[(size_t)r * lds + (size_t)t] = scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+                                                      ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+        }
+}
+
+/* o_r += sum_j P[r * ldp + j] V[j * ldv + c] over d columns c, for the n
+ * rows o_r = o + r * ldo and nk keys j. */
+static void pv_block(float *o, size_t ldo, const float *P, size_t ldp, int32_t n, const float *V,
+                     size_t ldv, int32_t nk, int32_t d)
+{
+    for (int32_t r = 0; r < n; r++) {
+        float *y = o + (size_t)r * ldo;
+        for (int32_t j = 0; j < nk; j++) {
+            const float w = P[(size_t)r * ldp + (size_t)j];
+            const float *v = V + (size_t)j * ldv;
+            if (w == 0.0f)
+                continue;
+            for (int32_t c = 0; c < d; c++)
+                y[c] += w * v[c];
+        }
+    }
+}
+
+#if PA_DEC_X86
+
+/* The lanes of 16 that hold the `left` floats still to go (none when
+ * left <= 0). */
+static inline __mmask16 tail16(int32_t left)
+{
+    if (left >= 16)
+        return (__mmask16)0xFFFF;
+    return left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
+}
+
+/* The sums of the 16 lanes of a0, a1, a2, a3, in lanes 0, 4, 8 and 12:
+ * halves, quarters, then pairs folded in 9 shuffles and adds, where four
+ * separate reductions take 24. */
+PA_AVX512 static inline __m512 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+    const __m512 x = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44),  /* a0 lo | a1 lo */
+                                   _mm512_shuffle_f32x4(a0, a1, 0xEE)); /* a0 hi | a1 hi */
+    const __m512 y =
+        _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
+    /* Quarters: lanes 0-3 a0, 4-7 a1, 8-11 a2, 12-15 a3. */
+    __m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+    z = _mm512_add_ps(z, _mm512_permute_ps(z, 0x4E)); /* pairs of pairs */
+    return _mm512_add_ps(z, _mm512_permute_ps(z, 0xB1));
+}
+
+/* R rows (1 to 4) against 4 keys: 4R accumulators (independent chains of
+ * fused multiply-adds), each 16 floats of q and of k loaded once; keys past
+ * nk repeat the first and are not stored. */
+PA_AVX512 static inline __attribute__((always_inline)) void
+dot_tile(const int R, const float *q, int32_t d, const float *k, size_t ldk, int32_t nk,
+         float scale, float *s, size_t lds)
+{
+    const float *kt[4];
+    __m512 acc[4][4];
+    int32_t c = 0;
+    const __m512i pick = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    for (int t = 0; t < 4; t++)
+        kt[t] = k + (t < nk ? (size_t)t * ldk : 0);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (; c + 16 <= d; c += 16) {
+        const __m512 k0 = _mm512_loadu_ps(kt[0] + c), k1 = _mm512_loadu_ps(kt[1] + c);
+        const __m512 k2 = _mm512_loadu_ps(kt[2] + c), k3 = _mm512_loadu_ps(kt[3] + c);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 x = _mm512_loadu_ps(q + (size_t)r * d + c);
+            acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(x, k2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(x, k3, acc[r][3]);
+        }
+    }
+    if (c < d) {
+        const __mmask16 m = tail16(d - c);
+        const __m512 k0 = _mm512_maskz_loadu_ps(m, kt[0] + c),
+                     k1 = _mm512_maskz_loadu_ps(m, kt[1] + c);
+        const __m512 k2 = _mm512_maskz_loadu_ps(m, kt[2] + c),
+                     k3 = _mm512_maskz_loadu_ps(m, kt[3] + c);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 x = _mm512_maskz_loadu_ps(m, q + (size_t)r * d + c);
+            acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(x, k2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(x, k3, acc[r][3]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const __m512 sums =
+            _mm512_mul_ps(sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), _mm512_set1_ps(scale));
+        _mm512_mask_storeu_ps(s + (size_t)r * lds, (__mmask16)((1u << nk) - 1u),
+                              _mm512_permutexvar_ps(pick, sums));
+    }
+}
+
+PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, const float *k,
+                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds)
+{
+    int32_t r = 0;
+    for (; r + 4 <= n; r += 4)
+        dot_tile(4, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+    switch (n - r) {
+    case 3:
+        dot_tile(3, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        break;
+    case 2:
+        dot_tile(2, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        break;
+    case 1:
+        dot_tile(1, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        break;
+    default:
+        break;
+    }
+}
+
+/* R rows (1 to 4) by 64 columns from c of pv_block, the sums in 4R
+ * registers across all nk keys, then added to o once. */
+PA_AVX512 static inline __attribute__((always_inline)) void
+pv_tile(const int R, const bool full, float *o, size_t ldo, const float *P, size_t ldp,
+        const float *V, size_t ldv, int32_t nk, int32_t c, int32_t d)
+{
+    const __mmask16 m0 = tail16(d - c), m1 = tail16(d - c - 16), m2 = tail16(d - c - 32),
+                    m3 = tail16(d - c - 48);
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+            acc[r][u] = _mm512_setzero_ps();
+    for (int32_t j = 0; j < nk; j++) {
+        const float *v = V + (size_t)j * ldv + c;
+        const __m512 v0 = full ? _mm512_loadu_ps(v) : _mm512_maskz_loadu_ps(m0, v);
+        const __m512 v1 = full ? _mm512_loadu_ps(v + 16) : _mm512_maskz_loadu_ps(m1, v + 16);
+        const __m512 v2 = full ? _mm512_loadu_ps(v + 32) : _mm512_maskz_loadu_ps(m2, v + 32);
+        const __m512 v3 = full ? _mm512_loadu_ps(v + 48) : _mm512_maskz_loadu_ps(m3, v + 48);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 w = _mm512_set1_ps(P[(size_t)r * ldp + (size_t)j]);
+            acc[r][0] = _mm512_fmadd_ps(w, v0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(w, v1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(w, v2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(w, v3, acc[r][3]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        float *y = o + (size_t)r * ldo + c;
+        _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, y), acc[r][0]));
+        _mm512_mask_storeu_ps(y + 16, m1,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m1, y + 16), acc[r][1]));
+        _mm512_mask_storeu_ps(y + 32, m2,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m2, y + 32), acc[r][2]));
+        _mm512_mask_storeu_ps(y + 48, m3,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m3, y + 48), acc[r][3]));
+    }
+}
+
+#define PV_TILES(full)                                                                             \
+    do {                                                                                           \
+        int32_t r = 0;                                                                             \
+        for (; r + 4 <= n; r += 4)                                                                 \
+            pv_tile(4, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+                    d);                                                                            \
+        if (n - r == 3)                                                                            \
+            pv_tile(3, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+                    d);                                                                            \
+        else if (n - r == 2)                                                                       \
+            pv_tile(2, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+                    d);                                                                            \
+        else if (n - r == 1)                                                                       \
+            pv_tile(1, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+                    d);                                                                            \
+    } while (0)
+
+/* 64 columns at a time: unmasked loads while whole, masked on the tail. */
+PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                      const float *V, size_t ldv, int32_t nk, int32_t d)
+{
+    int32_t c = 0;
+    for (; c + 64 <= d; c += 64)
+        PV_TILES(true);
+    if (c < d)
+        PV_TILES(false);
+}
+
+#undef PV_TILES
+
+#endif
+
+/* The row kernels of this run: chosen once per call. */
+typedef struct row_ops {
+    void (*dot)(const float *, int32_t, int32_t, const float *, size_t, int32_t, float, float *,
+                size_t);
+    void (*pv)(float *, size_t, const float *, size_t, int32_t, const float *, size_t, int32_t,
+               int32_t);
+} row_ops;
+
+static row_ops pick_ops(void)
+{
+    row_ops ops = {dot_rows, pv_block};
+#if PA_DEC_X86
+    if (pa__cpu_avx512()) {
+        ops.dot = dot_rows_avx512;
+        ops.pv = pv_block_avx512;
+    }
+#endif
+    return ops;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The kernel                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* Asks for n floats from x into L2, a cache line at a time. */
+static inline void prefetch(const float *x, size_t n)
+{
+#if defined(__GNUC__)
+    for (size_t i = 0; i < n * 1; i += 16)
+        __builtin_prefetch(x + i, 0, 2);
+#else
+    (void)x;
+    (void)n;
+#endif
+}
+
+void pa__decode_keys(const pa__plan *p, const buffers *b, int32_t *j0, int32_t *j1)
+{
+    int32_t qmin = INT32_MAX, qmax = INT32_MIN;
+    for (int32_t i = 0; i < p->Lq; i++) {
+        qmin = pa__min_i32(qmin, b->qpos[i]);
+        qmax = pa__max_i32(qmax, b->qpos[i]);
+    }
+    pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, 0, p->Lk, j0, j1);
+}
+
+/* Queries of heads [h0, h1) as attention sees them, into b->dq. */
+static void prep_queries(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0,
+                         int32_t h1)
+{
+    const pa_attention *a = p->a;
+    const row_norm qn = {a->q_norm, a->q_norm_len, a->q_norm_eps, b->q_inv};
+    for (int32_t h = h0; h < h1; h++) {
+        float *dst = b->dq + (size_t)h * p->Lq * p->D;
+        const float *src = io->Q + (size_t)h * p->D;
+        if (p->rope || qn.w != NULL)
+            pa__prep_rows(p, &qn, h, b->cos_q, b->sin_q, src, io->ldq, p->Lq, dst,
+                          io->q_rot ? io->q_rot + (size_t)h * p->D : NULL, io->ldq);
+        else
+            for (int32_t i = 0; i < p->Lq; i++)
+                memcpy(dst + (size_t)i * p->D, src + (size_t)i * io->ldq,
+                       (size_t)p->D * sizeof(float));
+    }
+}
+
+void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0, int32_t h1,
+                int32_t j0, int32_t j1, bool sink, float *state)
+{
+    const pa_attention *a = p->a;
+    const row_ops ops = pick_ops();
+    const int32_t Lq = p->Lq, D = p->D, Dv = p->Dv, G = p->group;
+    const size_t half = (size_t)p->r / 2, st = PA__STATE(Dv);
+    const int32_t g0 = h0 / G, g1 = (h1 + G - 1) / G; /* kv heads of [h0, h1) */
+    const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
+    const bool prep_k = (p->rope && !a->k_prerotated) || kn.w != NULL;
+    const int32_t r0 = h0 * Lq, r1 = h1 * Lq;
+    int32_t qmin = INT32_MAX, qmax = INT32_MIN;
+
+    for (int32_t i = 0; i < Lq; i++) {
+        qmin = pa__min_i32(qmin, b->qpos[i]);
+        qmax = pa__max_i32(qmax, b->qpos[i]);
+    }
+    prep_queries(p, b, io, h0, h1);
+    for (int32_t r = r0; r < r1; r++) {
+        float *s = state + (size_t)r * st;
+        /* A sink is a key with logit s_h and no value (attention_prefill.c). */
+        s[0] = sink && a->sinks != NULL ? a->sinks[r / Lq] : -INFINITY;
+        s[1] = sink && a->sinks != NULL ? 1.0f : 0.0f;
+        memset(s + PA__STATE_O, 0, (size_t)Dv * sizeof(float));
+    }
+
+    for (int32_t t0 = j0; t0 < j1; t0 += DEC_BK) {
+        int32_t lo, hi, nk;
+        pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, t0, pa__min_i32(DEC_BK, j1 - t0),
+                          &lo, &hi);
+        nk = hi - lo;
+        if (nk == 0)
+            continue;
+        /* Logits [H*Lq, nk]: four keys at a time, in memory order. */
+        for (int32_t j = lo; j < hi; j += 4) {
+            const int32_t nj = pa__min_i32(4, hi - j);
+            for (int32_t g = g0; g < g1; g++) {
+                const int32_t hs = pa__max_i32(h0, g * G), he = pa__min_i32(h1, (g + 1) * G);
+                const float *kr = io->K + (size_t)j * io->ldk + (size_t)g * D;
+                size_t ldk = (size_t)io->ldk;
+                if (prep_k) {
+                    for (int32_t t = 0; t < nj; t++) {
+                        row_norm nm = kn;
+                        if (nm.inv != NULL)
+                            nm.inv += j + t;
+                        pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)(j + t) * half : NULL,
+                                      p->rope ? b->sin_k + (size_t)(j + t) * half : NULL,
+                                      kr + (size_t)t * io->ldk, io->ldk, 1, b->dk + (size_t)t * D,
+                                      NULL, 0);
+                    }
+                    kr = b->dk;
+                    ldk = (size_t)D;
+                }
+                ops.dot(b->dq + (size_t)hs * Lq * D, (he - hs) * Lq, D, kr, ldk, nj, p->scale,
+                        b->dS + (size_t)hs * Lq * nk + (j - lo), (size_t)nk);
+            }
+            /* These keys' values, for the pass below that reads them a kv
+             * head at a time (rows Hkv*Dv floats apart, which the hardware
+             * prefetchers do not follow). */
+            for (int32_t t = 0; t < nj; t++)
+                prefetch(io->V + (size_t)(j + t) * io->ldv + (size_t)g0 * Dv,
+                         (size_t)(g1 - g0) * Dv);
+        }
+        /* Biases, masks and the online softmax, row by row. */
+        for (int32_t h = h0; h < h1; h++) {
+            float *Sh = b->dS + (size_t)h * Lq * nk;
+            pa__bias_and_mask(p, b, Sh, h, 0, Lq, lo, nk);
+            for (int32_t i = 0; i < Lq; i++) {
+                float *row = Sh + (size_t)i * nk, *s = state + (size_t)(h * Lq + i) * st;
+                const float tmax = pa__row_max(row, nk);
+                float mnew, alpha;
+                if (tmax == -INFINITY) {
+                    memset(row, 0, (size_t)nk * sizeof(float));
+                    continue;
+                }
+                mnew = tmax > s[0] ? tmax : s[0];
+                alpha = s[0] == -INFINITY ? 0.0f : expf(s[0] - mnew);
+                s[1] = s[1] * alpha + pa__row_exp_sum(row, nk, mnew);
+                s[0] = mnew;
+                if (alpha != 1.0f)
+                    pa__row_scale(s + PA__STATE_O, s + PA__STATE_O, Dv, alpha);
+            }
+        }
+        /* Values: each kv head's block (in L2, prefetched above) into
+         * its rows. */
+        for (int32_t g = g0; g < g1; g++) {
+            const int32_t hs = pa__max_i32(h0, g * G), he = pa__min_i32(h1, (g + 1) * G);
+            ops.pv(state + (size_t)hs * Lq * st + PA__STATE_O, st, b->dS + (size_t)hs * Lq * nk,
+                   (size_t)nk, (he - hs) * Lq, io->V + (size_t)lo * io->ldv + (size_t)g * Dv,
+                   (size_t)io->ldv, nk, Dv);
+        }
+    }
+}
+
+void pa__decode_finish(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0,
+                       int32_t h1, const float *states, int32_t nparts)
+{
+    const int32_t Lq = p->Lq, Dv = p->Dv;
+    const size_t st = PA__STATE(Dv), stride = (size_t)p->H * Lq * st;
+    for (int32_t r = h0 * Lq; r < h1 * Lq; r++) {
+        const int32_t h = r / Lq, i = r % Lq;
+        float *dst = io->out + (size_t)i * p->H * Dv + (size_t)h * Dv;
+        float m = -INFINITY, l = 0.0f;
+        for (int32_t k = 0; k < nparts; k++) {
+            const float mk = states[k * stride + (size_t)r * st];
+            m = mk > m ? mk : m;
+        }
+        /* Finite inputs whose products overflow give +inf or NaN logits;
+         * the running max or sum then stops being finite. */
+        for (int32_t k = 0; k < nparts; k++) {
+            const float *s = states + k * stride + (size_t)r * st;
+            if (s[0] == -INFINITY)
+                continue;
+            l += s[1] * (m == INFINITY ? 1.0f : expf(s[0] - m));
+        }
+        if (!isfinite(l) || m == INFINITY)
+            *b->overflow = true;
+        memset(dst, 0, (size_t)Dv * sizeof(float));
+        if (!(l > 0.0f))
+            continue; /* every key hidden: a zero row, as the tiled kernel gives */
+        for (int32_t k = 0; k < nparts; k++) {
+            const float *s = states + k * stride + (size_t)r * st;
+            float w;
+            if (s[0] == -INFINITY)
+                continue;
+            w = (m == INFINITY ? 1.0f : expf(s[0] - m)) / l;
+            for (int32_t d = 0; d < Dv; d++)
+                dst[d] += w * s[PA__STATE_O + d];
+        }
+    }
+}

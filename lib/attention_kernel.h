@@ -1,0 +1,153 @@
+/* attention_kernel.h - what the attention kernels share inside lib/: the
+ * workspace buffers, the operands, the bias and mask pass (attention_mask.c),
+ * the tiled kernel for blocks of queries (attention_prefill.c) and the one
+ * for a few queries against many keys (attention_decode.c).
+ */
+#ifndef PA_ATTENTION_KERNEL_H
+#define PA_ATTENTION_KERNEL_H
+
+#include "attention_plan.h"
+
+/* Queries per block and keys per tile of the tiled kernel. */
+enum { BQ = 64, BK = 256 };
+
+/* Keys per block of the decode kernel: its logits [H*Lq, DEC_BK] and the
+ * keys and values it reads stay in L1 and L2. */
+enum { DEC_BK = 64 };
+
+/* T5 buckets come from a table over relative positions [-max_distance,
+ * max_distance] (farther ones share the outermost bucket) when it has at
+ * most this many entries; from pa_t5_bucket per logit otherwise. */
+enum { T5_TABLE_MAX = 1 << 17 };
+
+/* A row's online-softmax state: running max and denominator, then from
+ * float PA__STATE_O (one cache line in, so that rows stay aligned) the Dv
+ * floats of its unnormalised output, padded to whole cache lines. */
+#define PA__STATE_O ((size_t)16)
+#define PA__STATE(Dv) (PA__STATE_O + (((size_t)(Dv) + 15) & ~(size_t)15))
+
+/* Everything the kernels read besides the caller's tensors, carved from the
+ * workspace by layout() (lib/attention.c). */
+typedef struct buffers {
+    float *xp;            /* [L, d_model]: x plus the absolute encoding */
+    float *q, *k, *v;     /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
+    float *kt;            /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
+    float *vhead;         /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
+    float *qblk;          /* [BQ, D] rope or norms: one block of queries (or keys) as
+                         attention sees them */
+    float *q_inv, *k_inv; /* [Lq], [Lk] inverse RMS of each token's whole projection
+                             (q/k norms with a weight of H*D, Hkv*D) */
+    float *attn;          /* [Lq, H*Dv] before w_o */
+    float *cos_q, *sin_q; /* [Lq, r/2] */
+    float *cos_k, *sin_k; /* [Lk, r/2]; may alias the q tables */
+    int32_t *qpos, *kpos; /* [Lq], [Lk] effective positions */
+    float *slopes;        /* [H] alibi */
+    int32_t *t5_bucket;   /* [2*max_distance+1] t5: bucket of each relative position */
+    float *S;             /* [BQ, BK] logits, then probabilities */
+    float *O;             /* [BQ, Dv] running output */
+    float *m, *l;         /* [BQ] running max and denominator */
+    float *qrel;          /* [BQ, 2K+1] shaw q . rel_k */
+    /* The decode kernel (pa__decode_fits): */
+    float *dq;        /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
+    float *dk;        /* [4, D] four keys of one kv head, normalised or rotated */
+    float *dS;        /* [H*Lq, DEC_BK] one block's logits, then probabilities */
+    float *state;     /* [H*Lq, PA__STATE(Dv)] running state of pa_attention_run */
+    bool *overflow;   /* set when a row's logits were not finite */
+    bool kpos_sorted; /* kpos non-decreasing: each row's visible keys are one run */
+} buffers;
+
+typedef struct head_io {
+    const float *Q; /* [Lq, ldq] rows; head h at column h*D */
+    const float *K; /* [Lk, ldk]; kv head g at column g*D */
+    const float *V; /* [Lk, ldv]; kv head g at column g*Dv */
+    int ldq, ldk, ldv;
+    float *out;              /* [Lq, H*Dv] */
+    float *weights, *logits; /* [H, Lq, Lk] or NULL */
+    float *q_rot, *k_rot;    /* rope: rotated q and k to return, or NULL */
+} head_io;
+
+/* An RMSNorm (posattn.h): its weight, length (D per head, or the whole
+ * projection) and eps, and the whole-row inverse RMS of each token. */
+typedef struct row_norm {
+    const float *w;
+    int32_t len;
+    float eps;
+    const float *inv;
+} row_norm;
+
+/* kpos - qpos clamped into int32: T5 buckets and Shaw indices saturate long
+ * before the clamp matters. */
+static inline int32_t pa__rel_pos(int32_t kp, int32_t qp)
+{
+    int64_t d = (int64_t)kp - (int64_t)qp;
+    if (d > INT32_MAX)
+        return INT32_MAX;
+    if (d < INT32_MIN)
+        return INT32_MIN;
+    return (int32_t)d;
+}
+
+/* attention_mask.c */
+
+/* Whether any mask (position, padding or the caller's) applies. */
+bool pa__needs_mask(const pa__plan *p);
+
+/* Narrows [*lo, *hi) of sorted key positions kpos to the keys visible from
+ * query position qp, by binary search. */
+void pa__visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, int32_t *lo, int32_t *hi);
+
+/* Narrows the tile [j0, j0 + nk) to [*lo, *hi), outside which every key is
+ * hidden from every query whose position lies in [qmin, qmax]; lo == hi
+ * when the whole tile is hidden. */
+void pa__visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int32_t *kpos,
+                       bool sorted, int32_t j0, int32_t nk, int32_t *lo, int32_t *hi);
+
+/* Narrows [*lo, *hi) to the columns where the caller's mask lets some query
+ * of rows [i0, i0 + nq) of head h attend. */
+void pa__mask_range(const pa__plan *p, int32_t h, int32_t i0, int32_t nq, int32_t *lo, int32_t *hi);
+
+/* The logits S [nq, nk] (row stride nk) of head h, query rows i0.., keys
+ * j0..: Shaw's term, softcap, the scheme's bias, the caller's bias, masks. */
+void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h, int32_t i0,
+                       int32_t nq, int32_t j0, int32_t nk);
+
+/* attention_prefill.c */
+
+/* Rows [n] of head `head` (src: row stride ld) as attention sees them, into
+ * dst [n, D]: RMS-normalised when nm->w is set, then rotated with the table
+ * rows of those positions (rope); copied to ret (row stride ret_ld) when the
+ * caller asked for the tensor. */
+void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const float *cos_t,
+                   const float *sin_t, const float *src, int ld, int32_t n, float *dst, float *ret,
+                   int ret_ld);
+
+/* Work units of the tiled kernel: (query head, block of BQ queries),
+ * head-major. */
+int64_t pa__prefill_units(const pa__plan *p);
+
+/* Runs units [u0, u1): each writes its rows of io->out (and weights,
+ * logits, q_rot, k_rot). */
+void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t u0, int64_t u1);
+
+/* attention_decode.c */
+
+/* Whether the decode kernel runs a descriptor: few query rows (Lq <= 8),
+ * no Shaw tables; the caller also checks that no weights or logits are
+ * returned. */
+bool pa__decode_fits(const pa__plan *p);
+
+/* The state [H*Lq, PA__STATE(Dv)] of the rows of query heads [h0, h1) over
+ * keys [j0, j1): rows of other heads are left alone. A sink is folded in
+ * when sink is set (by exactly one of the parts that share a row). */
+void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0, int32_t h1,
+                int32_t j0, int32_t j1, bool sink, float *state);
+
+/* The visible keys [*j0, *j1) of the whole call (every query row). */
+void pa__decode_keys(const pa__plan *p, const buffers *b, int32_t *j0, int32_t *j1);
+
+/* Rows [h0*Lq, h1*Lq) of io->out from nparts states (stride between parts:
+ * H*Lq*PA__STATE(Dv) floats); *b->overflow set when a row is not finite. */
+void pa__decode_finish(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0,
+                       int32_t h1, const float *states, int32_t nparts);
+
+#endif

@@ -1,0 +1,260 @@
+/* attention_mask.c - which keys each query sees (causal, window, chunk,
+ * padding, the caller's mask) and the logit biases (Shaw, softcap, ALiBi,
+ * T5, the caller's bias), applied to a tile of logits in one pass.
+ */
+#include "attention_kernel.h"
+
+#include "softmax.h"
+
+#include <math.h>
+
+/* The first position of qp's chunk: C * floor(qp / C). */
+static inline int64_t chunk_start(int32_t qp, int32_t C)
+{
+    int64_t q = qp / C;
+    if (qp % C < 0)
+        q--;
+    return q * C;
+}
+
+static inline bool visible(const pa__plan *p, int32_t qp, int32_t kp)
+{
+    int64_t d = (int64_t)qp - (int64_t)kp;
+    if (p->a->causal && d < 0)
+        return false;
+    if (p->a->window > 0) {
+        if (d >= p->a->window)
+            return false;
+        if (!p->a->causal && -d >= p->a->window)
+            return false;
+    }
+    if (p->a->chunk_size > 0) {
+        const int64_t c0 = chunk_start(qp, p->a->chunk_size);
+        if (kp < c0 || kp >= c0 + p->a->chunk_size)
+            return false;
+    }
+    return true;
+}
+
+/* Masks by position (causal, window, chunk): each hides an interval's
+ * complement of key positions from a query. */
+static bool position_mask(const pa__plan *p)
+{
+    return p->a->causal || p->a->window > 0 || p->a->chunk_size > 0;
+}
+
+bool pa__needs_mask(const pa__plan *p)
+{
+    return position_mask(p) || p->key_len < p->Lk || p->a->mask != NULL;
+}
+
+/* Whether key kp may be visible to some query of a block whose positions
+ * span [qmin, qmax]. */
+static inline bool maybe_visible(const pa__plan *p, int32_t qmin, int32_t qmax, int32_t kp)
+{
+    if (p->a->causal && kp > qmax)
+        return false;
+    if (p->a->window > 0) {
+        /* visible needs qpos - kpos < W, i.e. kpos > qpos - W */
+        if ((int64_t)kp <= (int64_t)qmin - p->a->window)
+            return false;
+        if (!p->a->causal && (int64_t)kp >= (int64_t)qmax + p->a->window)
+            return false;
+    }
+    if (p->a->chunk_size > 0) {
+        const int32_t C = p->a->chunk_size;
+        if (kp < chunk_start(qmin, C) || kp >= chunk_start(qmax, C) + C)
+            return false;
+    }
+    return true;
+}
+
+/* Hidden from query position qp by the window or the chunk below it (left)
+ * or by the causal mask, the window or the chunk above it (right): never
+ * both, and with sorted key positions each holds for a prefix (left) or a
+ * suffix (right). */
+static inline bool hidden_left(const pa__plan *p, int32_t qp, int32_t kp)
+{
+    if (p->a->chunk_size > 0 && kp < chunk_start(qp, p->a->chunk_size))
+        return true;
+    return p->a->window > 0 && (int64_t)qp - (int64_t)kp >= p->a->window;
+}
+
+static inline bool hidden_right(const pa__plan *p, int32_t qp, int32_t kp)
+{
+    if (p->a->chunk_size > 0 && kp >= chunk_start(qp, p->a->chunk_size) + p->a->chunk_size)
+        return true;
+    if (p->a->causal)
+        return kp > qp;
+    return p->a->window > 0 && (int64_t)kp - (int64_t)qp >= p->a->window;
+}
+
+/* Narrows [*lo, *hi) of sorted key positions kpos to the keys visible from
+ * qp (visible() is !hidden_left && !hidden_right), by binary search. */
+void pa__visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, int32_t *lo, int32_t *hi)
+{
+    int32_t a = *lo, b = *hi;
+    while (a < b) { /* the first key not hidden on the left */
+        const int32_t m = a + (b - a) / 2;
+        if (hidden_left(p, qp, kpos[m]))
+            a = m + 1;
+        else
+            b = m;
+    }
+    *lo = a;
+    b = *hi;
+    while (a < b) { /* from there, the first hidden on the right */
+        const int32_t m = a + (b - a) / 2;
+        if (hidden_right(p, qp, kpos[m]))
+            b = m;
+        else
+            a = m + 1;
+    }
+    *hi = a;
+}
+
+/* Narrows the tile [j0, j0 + nk) to [*lo, *hi), outside which every key is
+ * hidden from every query of the block (by padding, causal or window): those
+ * keys are neither multiplied nor exponentiated. With ordered positions this
+ * trims the diagonal tiles of a causal mask to their visible half, by binary
+ * search (a key hidden from the block's last query on the right, or from
+ * its first on the left, is hidden from all of it); otherwise by walking in
+ * from both ends. lo == hi when the whole tile is hidden. */
+void pa__visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int32_t *kpos,
+                       bool sorted, int32_t j0, int32_t nk, int32_t *lo, int32_t *hi)
+{
+    int32_t a = j0, b = pa__min_i32(j0 + nk, p->key_len);
+    if (sorted && a < b) {
+        int32_t l = a, h = b;
+        pa__visible_span(p, qmin, kpos, &l, &h); /* left end: against the first query */
+        a = l;
+        l = a;
+        h = b;
+        pa__visible_span(p, qmax, kpos, &l, &h); /* right end: against the last */
+        b = pa__max_i32(a, h);
+    } else if (position_mask(p)) {
+        while (a < b && !maybe_visible(p, qmin, qmax, kpos[a]))
+            a++;
+        while (b > a && !maybe_visible(p, qmin, qmax, kpos[b - 1]))
+            b--;
+    }
+    if (a >= b)
+        a = b = j0;
+    *lo = a;
+    *hi = b;
+}
+
+/* Narrows [*lo, *hi) to the columns where the caller's mask lets some query
+ * of rows [i0, i0 + nq) of head h attend: lo == hi when it hides them all. */
+void pa__mask_range(const pa__plan *p, int32_t h, int32_t i0, int32_t nq, int32_t *lo, int32_t *hi)
+{
+    const pa_attention *a = p->a;
+    const uint8_t *plane = a->mask + (size_t)(a->mask_heads == 1 ? 0 : h) * p->Lq * p->Lk;
+    int32_t first = *hi, last = *lo;
+    for (int32_t i = 0; i < nq; i++) {
+        const uint8_t *row = plane + (size_t)(i0 + i) * p->Lk;
+        for (int32_t j = *lo; j < first; j++)
+            if (row[j]) {
+                first = j;
+                break;
+            }
+        for (int32_t j = *hi; j > last && j > first; j--)
+            if (row[j - 1]) {
+                last = j;
+                break;
+            }
+    }
+    if (first >= last)
+        first = last = *lo;
+    *lo = first;
+    *hi = last;
+}
+
+/* The logits tile S [nq, nk] of head h (scale * q.k) into what the softmax
+ * takes: Shaw's scale * q.rel_k added, softcap, the scheme's position bias
+ * and the caller's bias added, masked entries -inf. Entries already -inf
+ * (columns a causal group did not compute) stay so. */
+void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h, int32_t i0,
+                       int32_t nq, int32_t j0, int32_t nk)
+{
+    const pa_scheme *s = p->scheme;
+    const pa_attention *a = p->a;
+    const int32_t *kpos = b->kpos + j0;
+    const float *bias =
+        a->bias != NULL ? a->bias + (size_t)(a->bias_heads == 1 ? 0 : h) * p->Lq * p->Lk : NULL;
+    const uint8_t *mask =
+        a->mask != NULL ? a->mask + (size_t)(a->mask_heads == 1 ? 0 : h) * p->Lq * p->Lk : NULL;
+    for (int32_t i = 0; i < nq; i++) {
+        float *row = S + (size_t)i * nk;
+        int32_t qp = b->qpos[i0 + i];
+        if (s->type == PA_SCHEME_SHAW) {
+            int32_t K = s->shaw.max_relative_position;
+            const float *qr = b->qrel + (size_t)i * (2 * (size_t)K + 1);
+            for (int32_t j = 0; j < nk; j++)
+                row[j] += qr[pa_shaw_index(pa__rel_pos(kpos[j], qp), K)];
+        }
+        if (a->softcap > 0.0f)
+            pa__row_softcap(row, nk, a->softcap);
+        switch (s->type) {
+        case PA_SCHEME_ALIBI: {
+            float m = b->slopes[h];
+            if (s->alibi.symmetric) {
+                for (int32_t j = 0; j < nk; j++)
+                    row[j] -= m * fabsf((float)((int64_t)qp - kpos[j]));
+            } else {
+                for (int32_t j = 0; j < nk; j++)
+                    row[j] -= m * (float)((int64_t)qp - kpos[j]);
+            }
+            break;
+        }
+        case PA_SCHEME_T5: {
+            const pa_t5 *t = &s->t5;
+            if (b->t5_bucket != NULL) {
+                /* Past max_distance every bucket is the outermost one of
+                 * its direction, so clamped positions index the table. */
+                const int64_t md = t->max_distance;
+                const float *col = t->table + h;
+                for (int32_t j = 0; j < nk; j++) {
+                    int64_t d = (int64_t)kpos[j] - qp;
+                    d = d < -md ? -md : d > md ? md : d;
+                    row[j] += col[(size_t)b->t5_bucket[d + md] * p->H];
+                }
+                break;
+            }
+            for (int32_t j = 0; j < nk; j++) {
+                int32_t bucket = pa_t5_bucket(pa__rel_pos(kpos[j], qp), t->bidirectional,
+                                              t->num_buckets, t->max_distance);
+                row[j] += t->table[(size_t)bucket * p->H + h];
+            }
+            break;
+        }
+        default:
+            break;
+        }
+        if (bias != NULL) {
+            const float *brow = bias + (size_t)(i0 + i) * p->Lk + j0;
+            for (int32_t j = 0; j < nk; j++)
+                row[j] += brow[j];
+        }
+        if (pa__needs_mask(p) && b->kpos_sorted) {
+            /* Visibility is an interval of key positions, so of key indices
+             * here: its ends by binary search, the hidden ends filled. */
+            int32_t lo = 0, hi = pa__max_i32(0, pa__min_i32(nk, p->key_len - j0));
+            pa__visible_span(p, qp, kpos, &lo, &hi);
+            pa__row_fill(row, lo, -INFINITY);
+            pa__row_fill(row + hi, nk - hi, -INFINITY);
+            if (mask != NULL) {
+                const uint8_t *mrow = mask + (size_t)(i0 + i) * p->Lk + j0;
+                for (int32_t j = lo; j < hi; j++)
+                    if (!mrow[j])
+                        row[j] = -INFINITY;
+            }
+        } else if (pa__needs_mask(p)) {
+            const uint8_t *mrow = mask != NULL ? mask + (size_t)(i0 + i) * p->Lk + j0 : NULL;
+            for (int32_t j = 0; j < nk; j++) {
+                if (j0 + j >= p->key_len || !visible(p, qp, kpos[j]) || (mrow != NULL && !mrow[j]))
+                    row[j] = -INFINITY;
+            }
+        }
+    }
+}

@@ -1,0 +1,309 @@
+/* attention_prefill.c - the tiled kernel: blocks of queries against tiles
+ * of keys.
+ *
+ * Per head and block of BQ queries, keys are visited in tiles of BK: the
+ * logits tile comes from one product against the kv head's keys, packed
+ * transposed once per kv head (lib/tile.c), softcap, the scheme's bias, the
+ * caller's bias and the masks are applied in one pass (attention_mask.c),
+ * and an online softmax (Milakov & Gimelshein 2018, as in FlashAttention)
+ * folds the tile into a running output that starts from the head's sink, so
+ * without returned weights the working memory does not grow with the
+ * sequence length. Tiles that the causal, window, chunk, padding or
+ * caller's mask hide entirely are skipped.
+ */
+#include "attention_kernel.h"
+
+#include "softmax.h"
+#include "tile.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* Rows per group on a causal diagonal tile, where each group multiplies
+ * only up to its own last visible key: the row blocks of the QK^T and PV
+ * micro-kernels (lib/tile.c), so that neither runs a part-empty block. */
+enum { QK_ROWS = 8, PV_ROWS = 6 };
+
+/* One head's operands for attend_block: the query block, the packed K^T
+ * and the value columns of its kv head, each with its row stride. */
+typedef struct head_ops {
+    const float *Qb;
+    const float *Kt;
+    const float *Vh;
+    int ldq, ldv;
+    size_t ldkt;
+} head_ops;
+
+/* Causal, sorted key positions: the end of the keys in [j0, j1) that any
+ * of the gn queries from row r sees (the first key past the latest). */
+static int32_t group_end(const pa__plan *p, const buffers *b, int32_t r, int32_t gn, int32_t j0,
+                         int32_t j1)
+{
+    int32_t q = INT32_MIN, lo = j0, hi = j1;
+    for (int32_t i = r; i < r + gn; i++)
+        q = pa__max_i32(q, b->qpos[i]);
+    pa__visible_span(p, q, b->kpos, &lo, &hi);
+    return hi;
+}
+
+/* Writes -inf logits for a hidden tile, so the rows stay complete. */
+static void fill_hidden(float *rows, size_t ld, int32_t nq, int32_t nk)
+{
+    for (int32_t i = 0; i < nq; i++)
+        for (int32_t j = 0; j < nk; j++)
+            rows[(size_t)i * ld + (size_t)j] = -INFINITY;
+}
+
+static void attend_block(const pa__plan *p, const buffers *b, const head_io *io, const head_ops *op,
+                         int32_t h, int32_t i0, int32_t nq)
+{
+    const int32_t Dv = p->Dv;
+    const float *Qb = op->Qb, *Vh = op->Vh;
+    float *store = io->logits != NULL ? io->logits : io->weights;
+    float *store_rows = store ? store + ((size_t)h * p->Lq + i0) * p->Lk : NULL;
+    int32_t qmin = INT32_MAX, qmax = INT32_MIN;
+    const pa_shaw *shaw = p->scheme->type == PA_SCHEME_SHAW ? &p->scheme->shaw : NULL;
+    const int32_t nrel = shaw ? 2 * shaw->max_relative_position + 1 : 0;
+    bool grouped;
+
+    for (int32_t i = 0; i < nq; i++) {
+        qmin = pa__min_i32(qmin, b->qpos[i0 + i]);
+        qmax = pa__max_i32(qmax, b->qpos[i0 + i]);
+        /* A sink is a key of its own with logit s_h and no value: the row
+         * starts as if it had been folded in (max s_h, sum exp(0) = 1). */
+        b->m[i] = p->a->sinks != NULL ? p->a->sinks[h] : -INFINITY;
+        b->l[i] = p->a->sinks != NULL ? 1.0f : 0.0f;
+    }
+    memset(b->O, 0, (size_t)nq * Dv * sizeof(float));
+    if (shaw) {
+        /* qrel [nq, 2K+1] = scale * Q_block rel_k^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nrel, p->D, p->scale, Qb, op->ldq,
+                    shaw->rel_k, p->D, 0.0f, b->qrel, nrel);
+    }
+
+    for (int32_t t0 = 0; t0 < p->Lk; t0 += BK) {
+        const int32_t tn = pa__min_i32(BK, p->Lk - t0);
+        int32_t j0, j1, nk;
+        pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, t0, tn, &j0, &j1);
+        if (p->a->mask != NULL && j0 < j1)
+            pa__mask_range(p, h, i0, nq, &j0, &j1);
+        if (store_rows) {
+            fill_hidden(store_rows + t0, (size_t)p->Lk, nq, j0 - t0);
+            fill_hidden(store_rows + j1, (size_t)p->Lk, nq, t0 + tn - j1);
+        }
+        nk = j1 - j0;
+        if (nk == 0)
+            continue;
+        /* Causal with ordered positions: the block's rows see more keys row
+         * by row, so on the diagonal tile each group of rows multiplies only
+         * up to its last visible key (the masked triangle is skipped; the
+         * columns past it are -inf, as the mask would make them). */
+        if (p->a->causal && b->kpos_sorted && b->kpos[j1 - 1] > qmin) {
+            for (int32_t g = 0; g < nq; g += QK_ROWS) {
+                const int32_t gn = pa__min_i32(QK_ROWS, nq - g);
+                const int32_t e = group_end(p, b, i0 + g, gn, j0, j1);
+                pa__tile_qk(gn, e - j0, p->D, p->scale, Qb + (size_t)g * op->ldq, op->ldq,
+                            op->Kt + j0, op->ldkt, b->S + (size_t)g * nk, nk);
+                for (int32_t i = g; i < g + gn; i++)
+                    pa__row_fill(b->S + (size_t)i * nk + (e - j0), nk - (e - j0), -INFINITY);
+            }
+            grouped = true;
+        } else {
+            pa__tile_qk(nq, nk, p->D, p->scale, Qb, op->ldq, op->Kt + j0, op->ldkt, b->S, nk);
+            grouped = false;
+        }
+        pa__bias_and_mask(p, b, b->S, h, i0, nq, j0, nk);
+        if (store_rows) {
+            for (int32_t i = 0; i < nq; i++)
+                memcpy(store_rows + (size_t)i * p->Lk + j0, b->S + (size_t)i * nk,
+                       (size_t)nk * sizeof(float));
+        }
+        /* Online softmax: fold this tile into the running max, denominator
+         * and output of each row. */
+        for (int32_t i = 0; i < nq; i++) {
+            float *row = b->S + (size_t)i * nk;
+            float tmax = pa__row_max(row, nk), mnew, alpha;
+            if (tmax == -INFINITY) {
+                memset(row, 0, (size_t)nk * sizeof(float));
+                continue;
+            }
+            mnew = tmax > b->m[i] ? tmax : b->m[i];
+            alpha = b->m[i] == -INFINITY ? 0.0f : expf(b->m[i] - mnew);
+            b->l[i] = b->l[i] * alpha + pa__row_exp_sum(row, nk, mnew);
+            b->m[i] = mnew;
+            if (alpha != 1.0f)
+                pa__row_scale(b->O + (size_t)i * Dv, b->O + (size_t)i * Dv, Dv, alpha);
+        }
+        if (grouped) {
+            /* Past a row's last visible key its weights are 0 (masked), and
+             * every column up to its QK group's end was computed or -inf. */
+            for (int32_t g = 0; g < nq; g += PV_ROWS) {
+                const int32_t gn = pa__min_i32(PV_ROWS, nq - g);
+                const int32_t e = group_end(p, b, i0 + g, gn, j0, j1);
+                pa__tile_pv(gn, Dv, e - j0, b->S + (size_t)g * nk, nk, Vh + (size_t)j0 * op->ldv,
+                            op->ldv, b->O + (size_t)g * Dv, Dv);
+            }
+        } else {
+            pa__tile_pv(nq, Dv, nk, b->S, nk, Vh + (size_t)j0 * op->ldv, op->ldv, b->O, Dv);
+        }
+        if (shaw && shaw->rel_v != NULL) {
+            const int32_t K = shaw->max_relative_position;
+            for (int32_t i = 0; i < nq; i++) {
+                const float *prow = b->S + (size_t)i * nk;
+                float *o = b->O + (size_t)i * Dv;
+                int32_t qp = b->qpos[i0 + i];
+                for (int32_t j = 0; j < nk; j++) {
+                    const float *rv;
+                    if (prow[j] == 0.0f)
+                        continue;
+                    rv = shaw->rel_v +
+                         (size_t)pa_shaw_index(pa__rel_pos(b->kpos[j0 + j], qp), K) * Dv;
+                    for (int32_t d = 0; d < Dv; d++)
+                        o[d] += prow[j] * rv[d];
+                }
+            }
+        }
+    }
+
+    for (int32_t i = 0; i < nq; i++) {
+        float *dst = io->out + (size_t)(i0 + i) * p->H * Dv + (size_t)h * Dv;
+        /* Finite inputs whose products overflow give +inf or NaN logits;
+         * the running max or sum then stops being finite. */
+        if (!isfinite(b->l[i]) || b->m[i] == INFINITY)
+            *b->overflow = true;
+        const float *o = b->O + (size_t)i * Dv;
+        float inv = b->l[i] > 0.0f ? 1.0f / b->l[i] : 0.0f;
+        pa__row_scale(dst, o, Dv, inv);
+        if (io->weights != NULL) {
+            const float *src = store_rows + (size_t)i * p->Lk;
+            float *w = io->weights + ((size_t)h * p->Lq + i0 + i) * p->Lk;
+            if (inv > 0.0f) {
+                if (w != src)
+                    memcpy(w, src, (size_t)p->Lk * sizeof(float));
+                pa__row_exp_scale(w, p->Lk, b->m[i], inv);
+            } else {
+                memset(w, 0, (size_t)p->Lk * sizeof(float));
+            }
+        }
+    }
+}
+
+/* See attention_kernel.h. */
+void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const float *cos_t,
+                   const float *sin_t, const float *src, int ld, int32_t n, float *dst, float *ret,
+                   int ret_ld)
+{
+    const size_t half = (size_t)p->r / 2;
+    const int32_t D = p->D;
+    for (int32_t i = 0; i < n; i++) {
+        const float *x = src + (size_t)i * ld;
+        float *y = dst + (size_t)i * D;
+        if (nm->w != NULL) {
+            const float *wh = nm->len == D ? nm->w : nm->w + (size_t)head * D;
+            float s;
+            if (nm->len == D) {
+                double ss = 0.0;
+                for (int32_t d = 0; d < D; d++)
+                    ss += (double)x[d] * x[d];
+                s = (float)(1.0 / sqrt(ss / D + nm->eps));
+            } else {
+                s = nm->inv[i];
+            }
+            for (int32_t d = 0; d < D; d++)
+                y[d] = x[d] * s * wh[d];
+        } else {
+            memcpy(y, x, (size_t)D * sizeof(float));
+        }
+        if (p->rope)
+            pa_rope_apply(&p->scheme->rope, D, 1, 1, cos_t + (size_t)i * half,
+                          sin_t + (size_t)i * half, y, y);
+        if (ret != NULL)
+            memcpy(ret + (size_t)i * ret_ld, y, (size_t)D * sizeof(float));
+    }
+}
+
+/* Work is split into units of (query head, block of BQ queries), numbered
+ * head-major; a part runs units [u0, u1). Each unit's outputs are disjoint
+ * from every other's, so parts may run concurrently. */
+static int32_t blocks_per_head(const pa__plan *p)
+{
+    return (p->Lq + BQ - 1) / BQ;
+}
+
+int64_t pa__prefill_units(const pa__plan *p)
+{
+    return (int64_t)p->H * blocks_per_head(p);
+}
+
+void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t u0, int64_t u1)
+{
+    const pa_attention *a = p->a;
+    const size_t half = (size_t)p->r / 2;
+    const int64_t nb = blocks_per_head(p);
+    const row_norm qn = {a->q_norm, a->q_norm_len, a->q_norm_eps, b->q_inv};
+    const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
+    const bool prep_q = p->rope || qn.w != NULL;
+    const bool prep_k = (p->rope && !a->k_prerotated) || kn.w != NULL;
+    for (int32_t g = 0; g < p->Hkv; g++) {
+        /* Units of kv head g: [g*group*nb, (g+1)*group*nb). */
+        const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
+        head_ops op;
+        const float *Kh = io->K + (size_t)g * p->D;
+        if (g1 <= u0 || g0 >= u1)
+            continue;
+        op.Vh = io->V + (size_t)g * p->Dv;
+        op.ldv = io->ldv;
+        if (b->vhead != NULL) {
+            /* Value rows Hkv*Dv floats apart share few cache sets (a 2 KiB
+             * stride maps a tile's rows onto 2 of L1's 64 sets): gather the
+             * head's rows once so the tiles stream from contiguous memory. */
+            for (int32_t j = 0; j < p->Lk; j++)
+                memcpy(b->vhead + (size_t)j * p->Dv, op.Vh + (size_t)j * io->ldv,
+                       (size_t)p->Dv * sizeof(float));
+            op.Vh = b->vhead;
+            op.ldv = p->Dv;
+        }
+        op.Kt = b->kt;
+        op.ldkt = pa__tile_kt_ld(p->Lk);
+        /* Keys packed once per kv head (every query block of the group reads
+         * them); with norms or rope, normalised and rotated BQ rows at a
+         * time on the way. */
+        if (prep_k) {
+            /* The part holding the kv head's first unit returns its keys. */
+            float *ret = io->k_rot != NULL && g0 >= u0 ? io->k_rot + (size_t)g * p->D : NULL;
+            for (int32_t j0 = 0; j0 < p->Lk; j0 += BQ) {
+                const int32_t n = pa__min_i32(BQ, p->Lk - j0);
+                row_norm nm = kn;
+                if (nm.inv != NULL)
+                    nm.inv += j0;
+                pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)j0 * half : NULL,
+                              p->rope ? b->sin_k + (size_t)j0 * half : NULL,
+                              Kh + (size_t)j0 * io->ldk, io->ldk, n, b->qblk,
+                              ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
+                pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
+            }
+        } else {
+            pa__tile_pack_kt(p->Lk, p->D, Kh, io->ldk, b->kt, op.ldkt);
+        }
+        for (int64_t u = g0 > u0 ? g0 : u0; u < g1 && u < u1; u++) {
+            const int32_t h = (int32_t)(u / nb), i0 = (int32_t)(u % nb) * BQ;
+            const int32_t nq = pa__min_i32(BQ, p->Lq - i0);
+            op.Qb = io->Q + (size_t)i0 * io->ldq + (size_t)h * p->D;
+            op.ldq = io->ldq;
+            if (prep_q) {
+                row_norm nm = qn;
+                if (nm.inv != NULL)
+                    nm.inv += i0;
+                pa__prep_rows(
+                    p, &nm, h, p->rope ? b->cos_q + (size_t)i0 * half : NULL,
+                    p->rope ? b->sin_q + (size_t)i0 * half : NULL, op.Qb, io->ldq, nq, b->qblk,
+                    io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D : NULL,
+                    io->ldq);
+                op.Qb = b->qblk;
+                op.ldq = p->D;
+            }
+            attend_block(p, b, io, &op, h, i0, nq);
+        }
+    }
+}

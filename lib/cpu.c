@@ -1,0 +1,37 @@
+/* cpu.c - see cpu.h. */
+#include "cpu.h"
+
+#include "posattn.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool detect(void)
+{
+    const char *force = getenv("POSATTN_KERNEL");
+    if (force != NULL && strcmp(force, "portable") == 0)
+        return false;
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
+bool pa__cpu_avx512(void)
+{
+    /* -1 until the first call; racing first calls store the same answer. */
+    static _Atomic int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = detect() ? 1 : 0;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+
+const char *pa_kernel_name(void)
+{
+    return pa__cpu_avx512() ? "avx512" : "portable";
+}
