@@ -87,10 +87,10 @@ static void *dec_part(void *p)
     dec_ctx *c = j->c;
     pa_error err;
     for (int b = 0; b < c->B; b++) {
-        pa_status st = c->T == 1 ? pa_attention_run(&c->a[b], &c->out[b], c->ws[0], c->ws_size, &err)
-                                 : pa_attention_run_keys(&c->a[b], &c->out[b], j->part, c->T,
-                                                         c->partials[b], c->ws[j->part],
-                                                         c->ws_size, &err);
+        pa_status st =
+            c->T == 1 ? pa_attention_run(&c->a[b], &c->out[b], c->ws[0], c->ws_size, &err)
+                      : pa_attention_run_keys(&c->a[b], &c->out[b], j->part, c->T, c->partials[b],
+                                              c->ws[j->part], c->ws_size, &err);
         if (st != PA_STATUS_OK)
             fail(&err);
     }
@@ -150,8 +150,8 @@ int main(int argc, char **argv)
     int met = 0, missed = 0;
     float *t5_table = randf((size_t)32 * H, 9);
 
-    printf("decode vs the machine: %s, %ld cores online, kernels %s\n", ceiling_cpu_model(),
-           cores, pa_kernel_name());
+    printf("decode vs the machine: %s, %ld cores online, kernels %s\n", ceiling_cpu_model(), cores,
+           pa_kernel_name());
     for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax) {
         double fma = ceiling_fma_gflops(T, &width);
         bw_far[T] = ceiling_read_gbs(T, far, smoke ? 1 : 5);

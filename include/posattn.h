@@ -509,15 +509,17 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
  * sum, unnormalised output) in its slice of `partials`, a buffer of
  * pa_attention_partials_size(a, out, nparts) bytes shared by the nparts
  * parts; once every part has returned, pa_attention_merge writes
- * out->output. Part 0 writes q_rot (and k_rot when k is returned as given).
- * The result agrees with pa_attention_run to float rounding, not bit for
- * bit: the shares' sums are added in another order.
+ * out->output (and weights, from the logits the parts left). Each part
+ * writes its keys' logits and k_rot rows; part 0 writes q_rot. The result
+ * agrees with pa_attention_run to float rounding, not bit for bit: the
+ * shares' sums are added in another order.
  *
  * pa_attention_partials_size is 0 when a call cannot be split so: layer
- * mode, more than 8 query rows, Shaw tables, weights or logits requested,
- * or k_rot requested while k is rotated or normalised. Use
- * pa_attention_run_part then. An overflow (PA_STATUS_OUT_OF_RANGE, as from
- * pa_attention_run) is reported by pa_attention_merge. */
+ * mode, more than 8 query rows, or Shaw tables; use pa_attention_run_part
+ * then. (Calls of at most 8 query rows without Shaw run this decode kernel
+ * in pa_attention_run and pa_attention_run_part too, whatever they return;
+ * longer ones the tiled kernel.) An overflow (PA_STATUS_OUT_OF_RANGE, as
+ * from pa_attention_run) is reported by pa_attention_merge. */
 size_t pa_attention_partials_size(const pa_attention *a, const pa_attention_out *out,
                                   int32_t nparts);
 pa_status pa_attention_run_keys(const pa_attention *a, const pa_attention_out *out, int32_t part,

@@ -180,16 +180,6 @@ typedef struct call {
     bool overflow;
 } call;
 
-/* Whether the decode kernel runs *a with these outputs: it returns neither
- * weights nor logits, nor keys it would have to prepare for every row. */
-static bool decode_runs(const pa__plan *p, const pa_attention_out *out)
-{
-    const pa_attention *a = p->a;
-    const bool prep_k = (p->rope && !a->k_prerotated) || a->k_norm != NULL;
-    return pa__decode_fits(p) && out->weights == NULL && out->logits == NULL &&
-           !(prep_k && out->k_rot != NULL);
-}
-
 static pa_status check_call(const pa_attention *a, const pa_attention_out *out, int32_t part,
                             int32_t nparts, void *ws, size_t ws_size, pa_error *err)
 {
@@ -326,13 +316,13 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
     st = prepare(&c, a, out, part, ws, ws_size, err);
     if (st != PA_STATUS_OK)
         return st;
-    if (decode_runs(p, out)) {
+    if (pa__decode_fits(p)) { /* by shape only: what is returned never changes the answer */
         /* Units are the query heads, as in the tiled kernel (one block each). */
         const int32_t h0 = (int32_t)((int64_t)p->H * part / nparts);
         const int32_t h1 = (int32_t)((int64_t)p->H * (part + 1) / nparts);
         int32_t j0, j1;
         pa__decode_keys(p, &c.b, &j0, &j1);
-        pa__decode(p, &c.b, &c.io, h0, h1, j0, j1, true, c.b.state);
+        pa__decode(p, &c.b, &c.io, h0, h1, j0, j1, 0, p->Lk, true, c.b.state);
         pa__decode_finish(p, &c.b, &c.io, h0, h1, c.b.state, 1);
     } else {
         const int64_t units = pa__prefill_units(p);
@@ -363,7 +353,7 @@ size_t pa_attention_partials_size(const pa_attention *a, const pa_attention_out 
         pa_attention_check(a, NULL) != PA_STATUS_OK)
         return 0;
     pa__plan_init(&p, a);
-    if (!decode_runs(&p, out) || part_floats(&p) > SIZE_MAX / sizeof(float) / (size_t)nparts)
+    if (!pa__decode_fits(&p) || part_floats(&p) > SIZE_MAX / sizeof(float) / (size_t)nparts)
         return 0;
     return part_floats(&p) * (size_t)nparts * sizeof(float) + PA__WS_ALIGN; /* + alignment */
 }
@@ -397,10 +387,16 @@ pa_status pa_attention_run_keys(const pa_attention *a, const pa_attention_out *o
         c.io.q_rot = NULL; /* every part rotates q; part 0 returns it */
     pa__decode_keys(p, &c.b, &j0, &j1);
     n = j1 - j0;
-    /* The sink is one key of its own: part 0 folds it in. */
-    pa__decode(p, &c.b, &c.io, 0, p->H, j0 + (int32_t)(n * part / nparts),
-               j0 + (int32_t)(n * (part + 1) / nparts), part == 0,
-               partial_states(partials) + part_floats(p) * (size_t)part);
+    {
+        /* The share of the visible keys; of the returned results, the
+         * first part also owns the keys before them, the last those after. */
+        const int32_t s0 = j0 + (int32_t)(n * part / nparts);
+        const int32_t s1 = j0 + (int32_t)(n * (part + 1) / nparts);
+        /* The sink is one key of its own: part 0 folds it in. */
+        pa__decode(p, &c.b, &c.io, 0, p->H, s0, s1, part == 0 ? 0 : s0,
+                   part == nparts - 1 ? p->Lk : s1, part == 0,
+                   partial_states(partials) + part_floats(p) * (size_t)part);
+    }
     return PA_STATUS_OK;
 }
 
@@ -424,6 +420,8 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
     memset(&io, 0, sizeof io);
     b.overflow = &overflow;
     io.out = out->output;
+    io.weights = out->weights;
+    io.logits = out->logits;
     pa__decode_finish(&p, &b, &io, 0, p.H, partial_states((void *)(uintptr_t)partials), nparts);
     return overflow ? overflowed(&p, err) : PA_STATUS_OK;
 }

@@ -317,9 +317,41 @@ static void prep_queries(const pa__plan *p, const buffers *b, const head_io *io,
     }
 }
 
-void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0, int32_t h1,
-                int32_t j0, int32_t j1, bool sink, float *state)
+/* The returned results of keys [f0, f1) that rows of heads [h0, h1) own:
+ * their logits start at -inf (weights hold logits until the finish), so
+ * that keys the kernel skips read as masked; and with k rotated or
+ * normalised here, the k_rot rows of the kv heads whose first query head is
+ * in [h0, h1). */
+static void own_results(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0,
+                        int32_t h1, int32_t f0, int32_t f1, bool prep_k)
 {
+    const pa_attention *a = p->a;
+    float *store = io->logits != NULL ? io->logits : io->weights;
+    const size_t half = (size_t)p->r / 2;
+    if (store != NULL)
+        for (int32_t r = h0 * p->Lq; r < h1 * p->Lq; r++)
+            pa__row_fill(store + (size_t)r * p->Lk + f0, f1 - f0, -INFINITY);
+    if (io->k_rot == NULL || !prep_k)
+        return;
+    for (int32_t g = (h0 + p->group - 1) / p->group; g * p->group < h1; g++) {
+        const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
+        for (int32_t j = f0; j < f1; j += 4) {
+            const int32_t n = pa__min_i32(4, f1 - j);
+            row_norm nm = kn;
+            if (nm.inv != NULL)
+                nm.inv += j;
+            pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)j * half : NULL,
+                          p->rope ? b->sin_k + (size_t)j * half : NULL,
+                          io->K + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk, n, b->dk,
+                          io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
+        }
+    }
+}
+
+void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0, int32_t h1,
+                int32_t j0, int32_t j1, int32_t f0, int32_t f1, bool sink, float *state)
+{
+    float *store = io->logits != NULL ? io->logits : io->weights;
     const pa_attention *a = p->a;
     const row_ops ops = pick_ops();
     const int32_t Lq = p->Lq, D = p->D, Dv = p->Dv, G = p->group;
@@ -335,6 +367,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
         qmax = pa__max_i32(qmax, b->qpos[i]);
     }
     prep_queries(p, b, io, h0, h1);
+    own_results(p, b, io, h0, h1, f0, f1, prep_k);
     for (int32_t r = r0; r < r1; r++) {
         float *s = state + (size_t)r * st;
         /* A sink is a key with logit s_h and no value (attention_prefill.c). */
@@ -384,6 +417,10 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
         for (int32_t h = h0; h < h1; h++) {
             float *Sh = b->dS + (size_t)h * Lq * nk;
             pa__bias_and_mask(p, b, Sh, h, 0, Lq, lo, nk);
+            if (store != NULL)
+                for (int32_t i = 0; i < Lq; i++)
+                    memcpy(store + (size_t)(h * Lq + i) * p->Lk + lo, Sh + (size_t)i * nk,
+                           (size_t)nk * sizeof(float));
             for (int32_t i = 0; i < Lq; i++) {
                 float *row = Sh + (size_t)i * nk, *s = state + (size_t)(h * Lq + i) * st;
                 const float tmax = pa__row_max(row, nk);
@@ -435,6 +472,18 @@ void pa__decode_finish(const pa__plan *p, const buffers *b, const head_io *io, i
         if (!isfinite(l) || m == INFINITY)
             *b->overflow = true;
         memset(dst, 0, (size_t)Dv * sizeof(float));
+        if (io->weights != NULL) {
+            /* The row's logits (in weights, or copied from logits) into
+             * its softmax, as the tiled kernel finishes a row. */
+            float *w = io->weights + (size_t)r * p->Lk;
+            if (l > 0.0f) {
+                if (io->logits != NULL)
+                    memcpy(w, io->logits + (size_t)r * p->Lk, (size_t)p->Lk * sizeof(float));
+                pa__row_exp_scale(w, p->Lk, m, 1.0f / l);
+            } else {
+                memset(w, 0, (size_t)p->Lk * sizeof(float));
+            }
+        }
         if (!(l > 0.0f))
             continue; /* every key hidden: a zero row, as the tiled kernel gives */
         for (int32_t k = 0; k < nparts; k++) {

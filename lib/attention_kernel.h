@@ -132,21 +132,24 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
 /* attention_decode.c */
 
 /* Whether the decode kernel runs a descriptor: few query rows (Lq <= 8),
- * no Shaw tables; the caller also checks that no weights or logits are
- * returned. */
+ * no Shaw tables. Whatever results are returned. */
 bool pa__decode_fits(const pa__plan *p);
 
 /* The state [H*Lq, PA__STATE(Dv)] of the rows of query heads [h0, h1) over
  * keys [j0, j1): rows of other heads are left alone. A sink is folded in
- * when sink is set (by exactly one of the parts that share a row). */
+ * when sink is set (by exactly one of the parts that share a row). Of the
+ * returned logits (or weights) and k_rot, the call writes keys [f0, f1):
+ * the parts that share a row own disjoint ranges covering [0, Lk). */
 void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0, int32_t h1,
-                int32_t j0, int32_t j1, bool sink, float *state);
+                int32_t j0, int32_t j1, int32_t f0, int32_t f1, bool sink, float *state);
 
 /* The visible keys [*j0, *j1) of the whole call (every query row). */
 void pa__decode_keys(const pa__plan *p, const buffers *b, int32_t *j0, int32_t *j1);
 
 /* Rows [h0*Lq, h1*Lq) of io->out from nparts states (stride between parts:
- * H*Lq*PA__STATE(Dv) floats); *b->overflow set when a row is not finite. */
+ * H*Lq*PA__STATE(Dv) floats), and of io->weights from the logits the parts
+ * left there (or in io->logits); *b->overflow set when a row is not
+ * finite. */
 void pa__decode_finish(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0,
                        int32_t h1, const float *states, int32_t nparts);
 

@@ -308,18 +308,6 @@ void lib_run(const pa_attention *a, size_t n_out, lib_out *o)
     free(ws);
 }
 
-void lib_run_output(const pa_attention *a, size_t n_out, lib_out *o)
-{
-    pa_attention_out out = {0};
-    pa_error err;
-    size_t ws_size = pa_attention_workspace_size(a);
-    void *ws = tu_alloc(ws_size, 1);
-    lib_run(a, n_out, o);
-    out.output = o->out;
-    TU_ASSERT_STATUS(pa_attention_run(a, &out, ws, ws_size, &err), PA_STATUS_OK, &err);
-    free(ws);
-}
-
 void lib_free(lib_out *o)
 {
     free(o->out);

@@ -78,10 +78,6 @@ typedef struct lib_out {
 
 /* Runs a in this process with every output; free with lib_free. */
 void lib_run(const pa_attention *a, size_t n_out, lib_out *o);
-/* lib_run, then o->out again from a call that asks for the output alone:
- * what posattnd computes when only the output is returned (a call with a
- * few query rows then runs the decode kernel, which rounds differently). */
-void lib_run_output(const pa_attention *a, size_t n_out, lib_out *o);
 void lib_free(lib_out *o);
 
 #endif

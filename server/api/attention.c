@@ -30,7 +30,7 @@ typedef struct att_item {
     api_item it;
     srv_wire out_wire;                                /* output_dtype: F32, F16 or BF16 */
     float *output, *weights, *logits, *q_rot, *k_rot; /* allocated when prepared */
-    /* Decode (a few query rows, output only): the parts split the keys
+    /* Decode (at most 8 query rows): the parts split the keys
      * (pa_attention_run_keys) and leave partial states here, partials_size
      * bytes per sequence; the last part of a sequence to finish merges
      * them (pa_attention_merge). 0 when the parts split the query heads. */
@@ -183,13 +183,7 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     if (a->nparts > 1) {
         /* Decode: the parts share the keys when the library can split them so. */
         pa_attention s0;
-        pa_attention_out shape = {(float *)1, NULL, NULL, NULL, NULL}; /* what is asked for */
-        if (a->it.ret & API_RET_WEIGHTS)
-            shape.weights = (float *)1;
-        if (a->it.ret & API_RET_LOGITS)
-            shape.logits = (float *)1;
-        if (a->it.ret & API_RET_K_ROT)
-            shape.k_rot = (float *)1;
+        pa_attention_out shape = {(float *)1, NULL, NULL, NULL, NULL};
         api_item_sequence(&a->it, 0, &s0);
         a->partials_size = pa_attention_partials_size(&s0, &shape, a->nparts);
     }

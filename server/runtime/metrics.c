@@ -330,8 +330,10 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
     header(f, "posattn_in_flight", "gauge", "Requests accepted and not yet answered.");
     fprintf(f, "posattn_in_flight %" PRId64 "\n", srv_metrics_in_flight(m));
 
-    header(f, "posattn_build_info", "gauge", "The posattn version; always 1.");
-    fprintf(f, "posattn_build_info{version=\"%s\"} 1\n", PA_VERSION_STRING);
+    header(f, "posattn_build_info", "gauge",
+           "The posattn version and the kernels this CPU runs (avx512 or portable); always 1.");
+    fprintf(f, "posattn_build_info{version=\"%s\",kernel=\"%s\"} 1\n", PA_VERSION_STRING,
+            pa_kernel_name());
 
     bool failed = ferror(f) != 0;
     if (fclose(f) != 0 || failed) {

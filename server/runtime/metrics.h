@@ -11,7 +11,7 @@
  *   posattn_request_bytes_total / posattn_response_bytes_total   counters
  *   posattn_queue_depth                          gauge: tasks waiting for a worker
  *   posattn_in_flight                            gauge: requests accepted, not yet answered
- *   posattn_build_info{version}                  gauge 1
+ *   posattn_build_info{version,kernel}           gauge 1
  */
 #ifndef SRV_METRICS_H
 #define SRV_METRICS_H

@@ -127,19 +127,6 @@ class Options(unittest.TestCase):
         self.assertNotIn("error", out, out)
         return decode(out["output"]), decode(out["weights"])
 
-    def output_only(self, item, encoding="b64"):
-        """The output of item asked for alone. Which results a call returns can
-        choose its kernel (a few query rows without weights run the decode
-        kernel), and kernels round differently: bit-for-bit comparisons ask
-        for the same results on both sides."""
-        item = dict(item, **{"return": ["output"]})
-        st, _, body = call("POST", "/v1/attention", json.dumps(
-            {"inputs": [item], "output_encoding": encoding}).encode())
-        self.assertEqual(st, 200, body)
-        out = json.loads(body)["outputs"][0]
-        self.assertNotIn("error", out, out)
-        return decode(out["output"])
-
     def check(self, got, want):
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
@@ -215,7 +202,7 @@ class Options(unittest.TestCase):
                 "mask": {"shape": list(mask.shape),
                          "b64": base64.b64encode(mask.tobytes()).decode()},
                 "return": ["output", "weights"]}
-        out = self.output_only(item)
+        out, _ = self.attention(item, "b64")
         self.assertEqual(got.tobytes(), np.ascontiguousarray(out, "<f4").tobytes())
 
     def test_norms(self):
@@ -251,7 +238,6 @@ class Options(unittest.TestCase):
             {"parameters": {"causal": True, "k_norm_eps": 0.25}, "inputs": inputs}).encode())
         self.assertEqual(st, 200, body)
         got = np.array(json.loads(body)["outputs"][0]["data"], np.float32)
-        out = self.output_only(item)
         self.assertEqual(got.tobytes(), np.ascontiguousarray(out, "<f4").reshape(-1).tobytes())
 
     def test_v2_mrope(self):
@@ -262,7 +248,7 @@ class Options(unittest.TestCase):
         item = {"scheme": {"type": "rope", "mrope_section": [1, 1, 2]}, "q": btensor(self.q),
                 "k": btensor(self.k), "v": btensor(self.v), "q_positions": qm.tolist(),
                 "k_positions": km.tolist(), "causal": True, "return": ["output", "weights"]}
-        out = self.output_only(item)
+        out, _ = self.attention(item, "b64")
         raw = np.ascontiguousarray(km, "<i4").tobytes()
         inputs = [{"name": n, "shape": list(a.shape), "datatype": "FP32",
                    "data": np.asarray(a, np.float64).reshape(-1).tolist()}
@@ -280,8 +266,8 @@ class Options(unittest.TestCase):
         n = int(headers["Inference-Header-Content-Length"])
         self.assertEqual(body[n:], np.ascontiguousarray(out, "<f4").tobytes())
         # Without the rows the answer is plain rope's, and differs.
-        plain = self.output_only({k: v for k, v in item.items()
-                                  if k not in ("q_positions", "k_positions")})
+        plain, _ = self.attention({k: v for k, v in item.items()
+                                   if k not in ("q_positions", "k_positions")}, "b64")
         self.assertGreater(np.abs(plain - out).max(), 1e-3)
 
     def test_half_precision(self):
@@ -310,7 +296,7 @@ class Options(unittest.TestCase):
                          "return": ["output", "weights"]}
             for n, a in (("q", self.q), ("k", self.k), ("v", self.v)):
                 want_item[n] = btensor(rounded(a))
-            want = self.output_only(want_item)
+            want, _ = self.attention(want_item, "b64")
             # /v1 b64 of the type's bytes, and JSON numbers rounded to it.
             for form in ("b64", "json"):
                 item = dict(want_item)
@@ -321,7 +307,7 @@ class Options(unittest.TestCase):
                     else:
                         item[n] = {"shape": list(a.shape), "dtype": dt,
                                    "data": np.asarray(a, np.float64).reshape(-1).tolist()}
-                got = self.output_only(item)
+                got, _ = self.attention(item, "b64")
                 self.assertEqual(got.tobytes(), want.tobytes(), (dt, form))
             # v2 binary
             inputs, blobs = [], []
@@ -348,7 +334,7 @@ class Options(unittest.TestCase):
         want_item = {"scheme": {"type": "alibi"}, "causal": True, "return": ["output"]}
         for n, a in (("q", self.q), ("k", self.k), ("v", self.v)):
             want_item[n] = btensor(bf16_round(a))
-        want = self.output_only(want_item)
+        want, _ = self.attention(dict(want_item, **{"return": ["output", "weights"]}), "b64")
         got = np.array(json.loads(body)["outputs"][0]["data"], np.float32)
         self.assertEqual(got.tobytes(), want.reshape(-1).tobytes())
         # past f16's range: an error naming the element

@@ -6,8 +6,9 @@
  *
  * Every case first asserts that the decode kernel takes it
  * (pa_attention_partials_size > 0), so none passes through the tiled kernel
- * by accident. make test runs this file twice: with the AVX-512 kernels
- * where the CPU has them, and with POSATTN_KERNEL=portable.
+ * by accident, and checks every result it returns (weights, logits, q_rot,
+ * k_rot) besides the output, which asking for them leaves unchanged. make test runs this file
+ * twice: with the AVX-512 kernels where the CPU has them, and with POSATTN_KERNEL=portable.
  */
 #include "attention_fixture.h"
 #include "ref_attention.h"
@@ -82,19 +83,76 @@ static void assert_matches_reference(const float *got, const pa_attention *a)
     free(l);
 }
 
-/* The reference, one part, and key splits over 2, 3 and 5 parts. */
+/* Every result (output, weights, logits, q_rot, k_rot) through nparts
+ * parts that split the keys, against the reference. */
+static void check_split_all(const pa_attention *a, int nparts)
+{
+    pa_error err;
+    size_t wsz, psz;
+    const int H = a->num_heads, Hkv = a->num_kv_heads ? a->num_kv_heads : H, D = a->head_dim;
+    const int Lq = pa_attention_q_len(a), Lk = pa_attention_k_len(a);
+    const size_t nout = out_len(a), nw = (size_t)H * Lq * Lk, nq = (size_t)Lq * H * D,
+                 nk = (size_t)Lk * Hkv * D;
+    void *ws = workspace(a, &wsz), *partials;
+    pa_attention_out o = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), tu_alloc(nq, 4),
+                          tu_alloc(nk, 4)};
+    double *rout = tu_alloc(nout, 8), *rw = tu_alloc(nw, 8), *rl = tu_alloc(nw, 8);
+    double *rq = tu_alloc(nq, 8), *rk = tu_alloc(nk, 8);
+    psz = pa_attention_partials_size(a, &o, nparts);
+    assert_true(psz > 0);
+    partials = tu_alloc(psz, 1);
+    for (int p = nparts - 1; p >= 0; p--)
+        TU_ASSERT_STATUS(pa_attention_run_keys(a, &o, p, nparts, partials, ws, wsz, &err),
+                         PA_STATUS_OK, &err);
+    TU_ASSERT_STATUS(pa_attention_merge(a, &o, nparts, partials, &err), PA_STATUS_OK, &err);
+    ref_attention(a, rout, rw, rl, rq, rk);
+    TU_ASSERT_CLOSE(o.output, rout, nout, ATOL, RTOL);
+    TU_ASSERT_CLOSE(o.weights, rw, nw, ATOL, RTOL);
+    TU_ASSERT_CLOSE(o.logits, rl, nw, ATOL, RTOL);
+    TU_ASSERT_CLOSE(o.q_rot, rq, nq, ATOL, RTOL);
+    TU_ASSERT_CLOSE(o.k_rot, rk, nk, ATOL, RTOL);
+    free(o.output);
+    free(o.weights);
+    free(o.logits);
+    free(o.q_rot);
+    free(o.k_rot);
+    free(rout);
+    free(rw);
+    free(rl);
+    free(rq);
+    free(rk);
+    free(partials);
+    free(ws);
+}
+
+/* The reference, one part (output alone, then every result, which gives
+ * the same output bit for bit), and key splits over 2, 3 and 5 parts. */
 static void check_all_ways(const pa_attention *a)
 {
-    float *got;
+    float *got, *again;
     assert_decodes(a);
     got = run_output(a);
     assert_matches_reference(got, a);
+    check_against_reference(a, WANT_ALL);
+    {
+        pa_error err;
+        size_t wsz, nw = (size_t)a->num_heads * pa_attention_q_len(a) * pa_attention_k_len(a);
+        void *ws = workspace(a, &wsz);
+        pa_attention_out o = {tu_alloc(out_len(a), 4), tu_alloc(nw, 4), NULL, NULL, NULL};
+        TU_ASSERT_STATUS(pa_attention_run(a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+        again = o.output;
+        assert_memory_equal(again, got, out_len(a) * sizeof(float));
+        free(o.weights);
+        free(ws);
+    }
+    free(again);
     free(got);
     for (int np = 2; np <= 5; np += np == 3 ? 2 : 1) {
         got = run_split(a, np);
         assert_matches_reference(got, a);
         free(got);
     }
+    check_split_all(a, 3);
 }
 
 static uint8_t *rand_mask(tu_rng *r, size_t n, double keep)
@@ -217,7 +275,7 @@ static void test_k_prerotated(void **state)
     f.a.causal = true;
     ws = workspace(&f.a, &wsz);
     {
-        /* k_rot comes from the tiled kernel (weights asked for) */
+        /* k_rot, rotated by the decode kernel for every key */
         size_t nw = (size_t)H * Lq * Lk;
         pa_attention_out o = {tu_alloc(out_len(&f.a), 4), tu_alloc(nw, 4), NULL, NULL, krot};
         TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
@@ -348,12 +406,11 @@ static void test_not_split(void **state)
     pa_attention_out krot = {buf, NULL, NULL, NULL, kr};
 
     setup_qkv(&f, PA_SCHEME_ROPE, 8, 20, 2, 2, 8, 0, 700);
+    /* Whatever is returned: the kernel is chosen by shape. */
     assert_true(pa_attention_partials_size(&f.a, &plain, 2) > 0);
-    assert_true(pa_attention_partials_size(&f.a, &weights, 2) == 0);
-    assert_true(pa_attention_partials_size(&f.a, &logits, 2) == 0);
-    assert_true(pa_attention_partials_size(&f.a, &krot, 2) == 0); /* k is rotated here */
-    f.a.k_prerotated = true;
-    assert_true(pa_attention_partials_size(&f.a, &krot, 2) > 0); /* k is returned as given */
+    assert_true(pa_attention_partials_size(&f.a, &weights, 2) > 0);
+    assert_true(pa_attention_partials_size(&f.a, &logits, 2) > 0);
+    assert_true(pa_attention_partials_size(&f.a, &krot, 2) > 0);
     TU_ASSERT_STATUS(pa_attention_run_keys(&f.a, &weights, 0, 2, buf, ws, sizeof ws, &err),
                      PA_STATUS_WORKSPACE_TOO_SMALL, &err);
     fixture_free(&f);
