@@ -114,6 +114,7 @@ $(BUILD)/tests/%.o: tests/%.c
 
 # The softmax row kernels are written to vectorize; -O3 lets GCC do it.
 $(BUILD)/lib/softmax.o: OPT += -O3 -fno-trapping-math
+$(BUILD)/lib/bias_row.o: OPT += -O3 -fno-trapping-math
 # The decode kernel's register tiles (lib/attention_decode.c) need the
 # loops over their rows unrolled, as -O3 does.
 $(BUILD)/lib/attention_decode.o: OPT += -O3

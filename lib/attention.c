@@ -71,15 +71,22 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     b->kpos = pa__ws_take(w, Lk, sizeof(int32_t));
     if (p->scheme->type == PA_SCHEME_ALIBI)
         b->slopes = pa__ws_take(w, (size_t)p->H, sizeof(float));
-    if (p->scheme->type == PA_SCHEME_T5 && p->scheme->t5.max_distance <= T5_TABLE_MAX / 2)
-        b->t5_bucket = pa__ws_take(w, 2 * (size_t)p->scheme->t5.max_distance + 1, sizeof(int32_t));
+    if (p->scheme->type == PA_SCHEME_T5 && p->scheme->t5.max_distance <= T5_TABLE_MAX / 2) {
+        const size_t n = 2 * (size_t)p->scheme->t5.max_distance + 1;
+        b->t5_bucket = pa__ws_take(w, n, sizeof(int32_t));
+        if (n * (size_t)p->H <= T5_BIAS_MAX)
+            b->t5_bias = pa__ws_take(w, n * (size_t)p->H, sizeof(float));
+    }
     b->S = pa__ws_take(w, tq * tk, sizeof(float));
     b->O = pa__ws_take(w, tq * (size_t)p->Dv, sizeof(float));
     b->m = pa__ws_take(w, tq, sizeof(float));
     b->l = pa__ws_take(w, tq, sizeof(float));
-    if (p->scheme->type == PA_SCHEME_SHAW)
-        b->qrel = pa__ws_take(w, tq * (2 * (size_t)p->scheme->shaw.max_relative_position + 1),
-                              sizeof(float));
+    if (p->scheme->type == PA_SCHEME_SHAW) {
+        const size_t nrel = 2 * (size_t)p->scheme->shaw.max_relative_position + 1;
+        b->qrel = pa__ws_take(w, tq * nrel, sizeof(float));
+        if (p->scheme->shaw.rel_v != NULL)
+            b->bins = pa__ws_take(w, tq * nrel, sizeof(float));
+    }
     if (pa__decode_fits(p)) {
         const size_t rows = (size_t)p->H * Lq;
         b->dq = pa__ws_take(w, rows * (size_t)p->D, sizeof(float));
@@ -121,11 +128,20 @@ static void fill_positions(const pa__plan *p, buffers *b)
     for (int32_t i = 0; i < p->Lq; i++)
         b->qpos[i] = p->q_positions ? p->q_positions[i] : p->Lk - p->Lq + i;
     b->kpos_sorted = true;
+    b->kpos_unit = true;
+    b->pos_small = true;
     for (int32_t j = 0; j < p->Lk; j++) {
         b->kpos[j] = p->k_positions ? p->k_positions[j] : j;
         if (j > 0 && b->kpos[j] < b->kpos[j - 1])
             b->kpos_sorted = false;
+        if (j > 0 && (int64_t)b->kpos[j] != (int64_t)b->kpos[j - 1] + 1)
+            b->kpos_unit = false;
+        if (b->kpos[j] > (1 << 30) || b->kpos[j] < -(1 << 30))
+            b->pos_small = false;
     }
+    for (int32_t i = 0; i < p->Lq; i++)
+        if (b->qpos[i] > (1 << 30) || b->qpos[i] < -(1 << 30))
+            b->pos_small = false;
 }
 
 /* The largest position that chooses an angle (the M-RoPE rows when given):
@@ -288,6 +304,12 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         for (int32_t d = -t->max_distance; d <= t->max_distance; d++)
             b->t5_bucket[d + t->max_distance] =
                 pa_t5_bucket(d, t->bidirectional, t->num_buckets, t->max_distance);
+        if (b->t5_bias != NULL) {
+            const size_t n = 2 * (size_t)t->max_distance + 1;
+            for (int32_t h = 0; h < p->H; h++)
+                for (size_t d = 0; d < n; d++)
+                    b->t5_bias[(size_t)h * n + d] = t->table[(size_t)b->t5_bucket[d] * p->H + h];
+        }
     }
     return PA_STATUS_OK;
 }

@@ -17,8 +17,10 @@ enum { DEC_BK = 64 };
 
 /* T5 buckets come from a table over relative positions [-max_distance,
  * max_distance] (farther ones share the outermost bucket) when it has at
- * most this many entries; from pa_t5_bucket per logit otherwise. */
-enum { T5_TABLE_MAX = 1 << 17 };
+ * most T5_TABLE_MAX entries; from pa_t5_bucket per logit otherwise. With at
+ * most T5_BIAS_MAX entries over all heads, the biases themselves are
+ * tabled by relative position, head by head. */
+enum { T5_TABLE_MAX = 1 << 17, T5_BIAS_MAX = 1 << 20 };
 
 /* A row's online-softmax state: running max and denominator, then from
  * float PA__STATE_O (one cache line in, so that rows stay aligned) the Dv
@@ -54,6 +56,10 @@ typedef struct buffers {
     float *state;     /* [H*Lq, PA__STATE(Dv)] running state of pa_attention_run */
     bool *overflow;   /* set when a row's logits were not finite */
     bool kpos_sorted; /* kpos non-decreasing: each row's visible keys are one run */
+    bool kpos_unit;   /* kpos[j] == kpos[0] + j (the default): lookups by distance are runs */
+    bool pos_small;   /* every position within 2^30: differences fit int32 (lib/bias_row.c) */
+    float *t5_bias;   /* [H, 2*max_distance+1] t5: each head's bias by relative position */
+    float *bins;      /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
 } buffers;
 
 typedef struct head_io {

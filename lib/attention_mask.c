@@ -4,6 +4,7 @@
  */
 #include "attention_kernel.h"
 
+#include "bias_row.h"
 #include "softmax.h"
 
 #include <math.h>
@@ -190,15 +191,20 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
         if (s->type == PA_SCHEME_SHAW) {
             int32_t K = s->shaw.max_relative_position;
             const float *qr = b->qrel + (size_t)i * (2 * (size_t)K + 1);
-            for (int32_t j = 0; j < nk; j++)
-                row[j] += qr[pa_shaw_index(pa__rel_pos(kpos[j], qp), K)];
+            if (b->pos_small)
+                pa__row_add_rel(row, kpos, nk, qp, qr, K, b->kpos_unit);
+            else
+                for (int32_t j = 0; j < nk; j++)
+                    row[j] += qr[pa_shaw_index(pa__rel_pos(kpos[j], qp), K)];
         }
         if (a->softcap > 0.0f)
             pa__row_softcap(row, nk, a->softcap);
         switch (s->type) {
         case PA_SCHEME_ALIBI: {
             float m = b->slopes[h];
-            if (s->alibi.symmetric) {
+            if (b->pos_small) {
+                pa__row_alibi(row, kpos, nk, qp, m, s->alibi.symmetric);
+            } else if (s->alibi.symmetric) {
                 for (int32_t j = 0; j < nk; j++)
                     row[j] -= m * fabsf((float)((int64_t)qp - kpos[j]));
             } else {
@@ -209,6 +215,12 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
         }
         case PA_SCHEME_T5: {
             const pa_t5 *t = &s->t5;
+            if (b->t5_bias != NULL && b->pos_small) {
+                pa__row_add_rel(row, kpos, nk, qp,
+                                b->t5_bias + (size_t)h * (2 * (size_t)t->max_distance + 1),
+                                t->max_distance, b->kpos_unit);
+                break;
+            }
             if (b->t5_bucket != NULL) {
                 /* Past max_distance every bucket is the outermost one of
                  * its direction, so clamped positions index the table. */
@@ -232,15 +244,15 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
             break;
         }
         if (bias != NULL) {
-            const float *brow = bias + (size_t)(i0 + i) * p->Lk + j0;
-            for (int32_t j = 0; j < nk; j++)
-                row[j] += brow[j];
+            pa__row_add(row, bias + (size_t)(i0 + i) * p->Lk + j0, nk);
         }
         if (pa__needs_mask(p) && b->kpos_sorted) {
             /* Visibility is an interval of key positions, so of key indices
              * here: its ends by binary search, the hidden ends filled. */
             int32_t lo = 0, hi = pa__max_i32(0, pa__min_i32(nk, p->key_len - j0));
-            pa__visible_span(p, qp, kpos, &lo, &hi);
+            /* Both ends visible: all of it (most tiles off the diagonal). */
+            if (hi == 0 || !visible(p, qp, kpos[0]) || !visible(p, qp, kpos[hi - 1]))
+                pa__visible_span(p, qp, kpos, &lo, &hi);
             pa__row_fill(row, lo, -INFINITY);
             pa__row_fill(row + hi, nk - hi, -INFINITY);
             if (mask != NULL) {

@@ -13,6 +13,7 @@
  */
 #include "attention_kernel.h"
 
+#include "bias_row.h"
 #include "softmax.h"
 #include "tile.h"
 
@@ -23,7 +24,7 @@
 /* Rows per group on a causal diagonal tile, where each group multiplies
  * only up to its own last visible key: the row blocks of the QK^T and PV
  * micro-kernels (lib/tile.c), so that neither runs a part-empty block. */
-enum { QK_ROWS = 8, PV_ROWS = 6 };
+enum { QK_ROWS = 6, PV_ROWS = 6 };
 
 /* One head's operands for attend_block: the query block, the packed K^T
  * and the value columns of its kv head, each with its row stride. */
@@ -66,6 +67,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
     const pa_shaw *shaw = p->scheme->type == PA_SCHEME_SHAW ? &p->scheme->shaw : NULL;
     const int32_t nrel = shaw ? 2 * shaw->max_relative_position + 1 : 0;
     bool grouped;
+    /* Shaw's rel_v by distance (bias_row.h), when the positions allow. */
+    float *bins = shaw && shaw->rel_v != NULL && b->pos_small ? b->bins : NULL;
 
     for (int32_t i = 0; i < nq; i++) {
         qmin = pa__min_i32(qmin, b->qpos[i0 + i]);
@@ -76,6 +79,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         b->l[i] = p->a->sinks != NULL ? 1.0f : 0.0f;
     }
     memset(b->O, 0, (size_t)nq * Dv * sizeof(float));
+    if (bins != NULL)
+        memset(bins, 0, (size_t)nq * nrel * sizeof(float));
     if (shaw) {
         /* qrel [nq, 2K+1] = scale * Q_block rel_k^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nrel, p->D, p->scale, Qb, op->ldq,
@@ -132,8 +137,11 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
             alpha = b->m[i] == -INFINITY ? 0.0f : expf(b->m[i] - mnew);
             b->l[i] = b->l[i] * alpha + pa__row_exp_sum(row, nk, mnew);
             b->m[i] = mnew;
-            if (alpha != 1.0f)
+            if (alpha != 1.0f) {
                 pa__row_scale(b->O + (size_t)i * Dv, b->O + (size_t)i * Dv, Dv, alpha);
+                if (bins != NULL)
+                    pa__row_scale(bins + (size_t)i * nrel, bins + (size_t)i * nrel, nrel, alpha);
+            }
         }
         if (grouped) {
             /* Past a row's last visible key its weights are 0 (masked), and
@@ -147,7 +155,13 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         } else {
             pa__tile_pv(nq, Dv, nk, b->S, nk, Vh + (size_t)j0 * op->ldv, op->ldv, b->O, Dv);
         }
-        if (shaw && shaw->rel_v != NULL) {
+        if (bins != NULL) {
+            /* Shaw's values by distance: the probabilities summed per
+             * rel_v row, multiplied out once the row is done. */
+            for (int32_t i = 0; i < nq; i++)
+                pa__row_bin_rel(b->S + (size_t)i * nk, b->kpos + j0, nk, b->qpos[i0 + i],
+                                bins + (size_t)i * nrel, shaw->max_relative_position, b->kpos_unit);
+        } else if (shaw && shaw->rel_v != NULL) {
             const int32_t K = shaw->max_relative_position;
             for (int32_t i = 0; i < nq; i++) {
                 const float *prow = b->S + (size_t)i * nk;
@@ -166,6 +180,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         }
     }
 
+    if (bins != NULL)
+        pa__tile_pv(nq, Dv, nrel, bins, nrel, shaw->rel_v, Dv, b->O, Dv);
     for (int32_t i = 0; i < nq; i++) {
         float *dst = io->out + (size_t)(i0 + i) * p->H * Dv + (size_t)h * Dv;
         /* Finite inputs whose products overflow give +inf or NaN logits;

@@ -8,7 +8,7 @@
  * at most 64 queries stays in L1). Column tails use AVX-512 masks, so any n
  * works without padding the output.
  *
- * QK: R = 8 rows x NV = 2 vectors (16 accumulators), right operand K^T.
+ * QK: R = 6 rows x NV = 4 vectors (24 accumulators), right operand K^T.
  * PV: R = 6 rows x NV = 4 vectors (24 accumulators), right operand V.
  *
  * OpenBLAS has register-blocked kernels of its own, but on CPUs newer than
@@ -77,13 +77,14 @@ PA_AVX512 PA_INLINE __mmask16 lanes(int32_t c, int32_t n)
     return left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
 }
 
-/* S[R, NV*16 columns from j] = alpha * A[R, kdim] Bt[kdim, ...]. */
-PA_AVX512 PA_INLINE void qk_block(const int R, const int NV, int32_t j, int32_t n, int32_t kdim,
-                                  float alpha, const float *A, int lda, const float *Bt, size_t ldb,
-                                  float *S, int lds)
+/* S[R, NV*16 columns from j] = alpha * A[R, kdim] Bt[kdim, ...]; `full`
+ * when all NV*16 columns are there (plain loads, no masks). */
+PA_AVX512 PA_INLINE void qk_block(const int R, const int NV, const bool full, int32_t j, int32_t n,
+                                  int32_t kdim, float alpha, const float *A, int lda,
+                                  const float *Bt, size_t ldb, float *S, int lds)
 {
-    __m512 acc[8][2];
-    __mmask16 mk[2];
+    __m512 acc[6][4];
+    __mmask16 mk[4];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++)
         mk[v] = lanes(j + 16 * v, n);
@@ -94,10 +95,10 @@ PA_AVX512 PA_INLINE void qk_block(const int R, const int NV, int32_t j, int32_t 
             acc[r][v] = _mm512_setzero_ps();
     for (int32_t d = 0; d < kdim; d++) {
         const float *b = Bt + (size_t)d * ldb + (size_t)j;
-        __m512 bv[2];
+        __m512 bv[4];
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++)
-            bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
+            bv[v] = full ? _mm512_loadu_ps(b + 16 * v) : _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const __m512 a = _mm512_set1_ps(A[(size_t)r * (size_t)lda + (size_t)d]);
@@ -111,28 +112,48 @@ PA_AVX512 PA_INLINE void qk_block(const int R, const int NV, int32_t j, int32_t 
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; v++)
-                _mm512_mask_storeu_ps(S + (size_t)r * (size_t)lds + (size_t)j + 16 * v, mk[v],
-                                      _mm512_mul_ps(acc[r][v], va));
+            for (int v = 0; v < NV; v++) {
+                float *dst = S + (size_t)r * (size_t)lds + (size_t)j + 16 * v;
+                if (full)
+                    _mm512_storeu_ps(dst, _mm512_mul_ps(acc[r][v], va));
+                else
+                    _mm512_mask_storeu_ps(dst, mk[v], _mm512_mul_ps(acc[r][v], va));
+            }
     }
 }
 
+/* 64 columns at a time (6 x 4 accumulators, as PV's micro-kernel), then
+ * the tail of 1 to 3 vectors. */
 PA_AVX512 PA_INLINE void qk_rows(const int R, int32_t n, int32_t kdim, float alpha, const float *A,
                                  int lda, const float *Bt, size_t ldb, float *S, int lds)
 {
     int32_t j = 0;
-    for (; j + 16 < n; j += 32)
-        qk_block(R, 2, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
-    if (j < n)
-        qk_block(R, 1, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+    for (; j + 64 <= n; j += 64)
+        qk_block(R, 4, true, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+    switch ((n - j + 15) / 16) {
+    case 4:
+        qk_block(R, 4, false, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+        break;
+    case 3:
+        qk_block(R, 3, false, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+        break;
+    case 2:
+        qk_block(R, 2, false, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+        break;
+    case 1:
+        qk_block(R, 1, false, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+        break;
+    default:
+        break;
+    }
 }
 
 PA_AVX512 static void qk_avx512(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A,
                                 int lda, const float *Bt, size_t ldb, float *S, int lds)
 {
     int32_t i = 0;
-    for (; i + 8 <= m; i += 8)
-        qk_rows(8, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds);
+    for (; i + 6 <= m; i += 6)
+        qk_rows(6, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds);
 #define QK_TAIL(r)                                                                                 \
     case r:                                                                                        \
         qk_rows(r, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds);   \
@@ -143,18 +164,17 @@ PA_AVX512 static void qk_avx512(int32_t m, int32_t n, int32_t kdim, float alpha,
         QK_TAIL(3);
         QK_TAIL(4);
         QK_TAIL(5);
-        QK_TAIL(6);
-        QK_TAIL(7);
     default:
         break;
     }
 #undef QK_TAIL
 }
 
-/* O[R, NV*16 columns from c] += P[R, kdim] V[kdim, ...]. */
-PA_AVX512 PA_INLINE void pv_block(const int R, const int NV, int32_t c, int32_t n, int32_t kdim,
-                                  const float *P, int ldp, const float *V, int ldv, float *O,
-                                  int ldo)
+/* O[R, NV*16 columns from c] += P[R, kdim] V[kdim, ...]; `full` when all
+ * NV*16 columns are there (plain loads and stores, no masks). */
+PA_AVX512 PA_INLINE void pv_block(const int R, const int NV, const bool full, int32_t c, int32_t n,
+                                  int32_t kdim, const float *P, int ldp, const float *V, int ldv,
+                                  float *O, int ldo)
 {
     __m512 acc[6][4];
     __mmask16 mk[4];
@@ -164,15 +184,16 @@ PA_AVX512 PA_INLINE void pv_block(const int R, const int NV, int32_t c, int32_t 
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++)
-            acc[r][v] =
-                _mm512_maskz_loadu_ps(mk[v], O + (size_t)r * (size_t)ldo + (size_t)c + 16 * v);
+        for (int v = 0; v < NV; v++) {
+            const float *o = O + (size_t)r * (size_t)ldo + (size_t)c + 16 * v;
+            acc[r][v] = full ? _mm512_loadu_ps(o) : _mm512_maskz_loadu_ps(mk[v], o);
+        }
     for (int32_t k = 0; k < kdim; k++) {
         const float *b = V + (size_t)k * (size_t)ldv + (size_t)c;
         __m512 bv[4];
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++)
-            bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
+            bv[v] = full ? _mm512_loadu_ps(b + 16 * v) : _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const __m512 p = _mm512_set1_ps(P[(size_t)r * (size_t)ldp + (size_t)k]);
@@ -184,26 +205,33 @@ PA_AVX512 PA_INLINE void pv_block(const int R, const int NV, int32_t c, int32_t 
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++)
-            _mm512_mask_storeu_ps(O + (size_t)r * (size_t)ldo + (size_t)c + 16 * v, mk[v],
-                                  acc[r][v]);
+        for (int v = 0; v < NV; v++) {
+            float *o = O + (size_t)r * (size_t)ldo + (size_t)c + 16 * v;
+            if (full)
+                _mm512_storeu_ps(o, acc[r][v]);
+            else
+                _mm512_mask_storeu_ps(o, mk[v], acc[r][v]);
+        }
 }
 
 PA_AVX512 PA_INLINE void pv_rows(const int R, int32_t n, int32_t kdim, const float *P, int ldp,
                                  const float *V, int ldv, float *O, int ldo)
 {
     int32_t c = 0;
-    for (; c + 48 < n; c += 64)
-        pv_block(R, 4, c, n, kdim, P, ldp, V, ldv, O, ldo);
+    for (; c + 64 <= n; c += 64)
+        pv_block(R, 4, true, c, n, kdim, P, ldp, V, ldv, O, ldo);
     switch ((n - c + 15) / 16) {
+    case 4:
+        pv_block(R, 4, false, c, n, kdim, P, ldp, V, ldv, O, ldo);
+        break;
     case 3:
-        pv_block(R, 3, c, n, kdim, P, ldp, V, ldv, O, ldo);
+        pv_block(R, 3, false, c, n, kdim, P, ldp, V, ldv, O, ldo);
         break;
     case 2:
-        pv_block(R, 2, c, n, kdim, P, ldp, V, ldv, O, ldo);
+        pv_block(R, 2, false, c, n, kdim, P, ldp, V, ldv, O, ldo);
         break;
     case 1:
-        pv_block(R, 1, c, n, kdim, P, ldp, V, ldv, O, ldo);
+        pv_block(R, 1, false, c, n, kdim, P, ldp, V, ldv, O, ldo);
         break;
     default:
         break;

@@ -613,6 +613,43 @@ static void test_all_options(void **state)
     free(bias);
 }
 
+/* The biases by relative position (Shaw's logits and values, T5, ALiBi
+ * both ways) over several key tiles, with consecutive positions (the runs
+ * of lib/bias_row.c), spaced ones and shuffled ones, near and past each
+ * scheme's clipping distance. */
+static void test_relative_biases(void **state)
+{
+    (void)state;
+    const int Lq = 70, Lk = 600, H = 4, D = 8;
+    int32_t qpos[70], kpos[600];
+    for (int c = 0; c < 4; c++) {
+        for (int layout = 0; layout < 3; layout++) {
+            fixture f;
+            const pa_scheme_type t = c == 0   ? PA_SCHEME_SHAW
+                                     : c == 1 ? PA_SCHEME_T5
+                                              : PA_SCHEME_ALIBI;
+            setup_qkv(&f, t, Lq, Lk, H, 2, D, 0, 4400 + (uint64_t)(10 * c + layout));
+            if (t == PA_SCHEME_SHAW)
+                f.scheme.shaw.max_relative_position = 3;
+            if (t == PA_SCHEME_T5) {
+                f.scheme.t5.num_buckets = 8;
+                f.scheme.t5.max_distance = 20;
+            }
+            add_tables(&f, H, D, D, 4500 + (uint64_t)c);
+            f.scheme.alibi.symmetric = c == 3;
+            for (int i = 0; i < Lq; i++)
+                qpos[i] = 17 * i + 3;
+            for (int j = 0; j < Lk; j++)
+                kpos[j] = layout == 0 ? j + 5 : layout == 1 ? 2 * j : (j * 257) % Lk;
+            f.a.q_positions = qpos;
+            f.a.k_positions = kpos;
+            f.a.causal = c == 2; /* ALiBi's causal form; the others both ways */
+            check_against_reference(&f.a, WANT_WEIGHTS);
+            fixture_free(&f);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------- */
@@ -874,6 +911,7 @@ int main(void)
         cmocka_unit_test(test_projection_biases),
         cmocka_unit_test(test_mrope),
         cmocka_unit_test(test_all_options),
+        cmocka_unit_test(test_relative_biases),
         cmocka_unit_test(test_option_errors),
         cmocka_unit_test(test_k_prerotated),
     };

@@ -1,0 +1,109 @@
+/* bias_row.c - see bias_row.h. Plain loops that GCC vectorizes at -O3
+ * (Makefile), cloned for AVX-512 and AVX2 where the CPU has them, as in
+ * lib/softmax.c. */
+#include "bias_row.h"
+
+#include <math.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define PA__CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PA__CLONES
+#endif
+
+PA__CLONES void pa__row_alibi(float *row, const int32_t *kpos, int32_t n, int32_t qp, float m,
+                              bool symmetric)
+{
+    if (symmetric) {
+        for (int32_t j = 0; j < n; j++)
+            row[j] -= m * fabsf((float)(qp - kpos[j]));
+    } else {
+        for (int32_t j = 0; j < n; j++)
+            row[j] -= m * (float)(qp - kpos[j]);
+    }
+}
+
+PA__CLONES void pa__row_add(float *row, const float *src, int32_t n)
+{
+    for (int32_t j = 0; j < n; j++)
+        row[j] += src[j];
+}
+
+/* Sums with 16 independent lanes, which vectorize without reassociating one
+ * accumulator (as lib/softmax.c sums). */
+static inline float lane_sum(const float *x, int32_t n)
+{
+    float acc[16] = {0};
+    float s = 0.0f;
+    int32_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int u = 0; u < 16; u++)
+            acc[u] += x[j + u];
+    for (; j < n; j++)
+        acc[0] += x[j];
+    for (int u = 0; u < 16; u++)
+        s += acc[u];
+    return s;
+}
+
+/* [*a, *b): the keys j whose kpos[0] + j - qp lies within [-md, md]. */
+static void unit_span(const int32_t *kpos, int32_t n, int32_t qp, int32_t md, int32_t *a,
+                      int32_t *b)
+{
+    const int64_t d0 = (int64_t)kpos[0] - qp; /* relative position of key 0 */
+    int64_t lo = -md - d0, hi = md - d0 + 1;
+    lo = lo < 0 ? 0 : lo > n ? n : lo;
+    hi = hi < lo ? lo : hi > n ? n : hi;
+    *a = (int32_t)lo;
+    *b = (int32_t)hi;
+}
+
+PA__CLONES void pa__row_add_rel(float *row, const int32_t *kpos, int32_t n, int32_t qp,
+                                const float *tab, int32_t md, bool unit)
+{
+    if (n <= 0)
+        return;
+    if (unit) {
+        int32_t a, b;
+        const float left = tab[0], right = tab[2 * md];
+        int64_t off; /* tab index of key 0: key j's is off + j */
+        unit_span(kpos, n, qp, md, &a, &b);
+        off = (int64_t)kpos[0] - qp + md;
+        for (int32_t j = 0; j < a; j++)
+            row[j] += left;
+        for (int32_t j = a; j < b; j++)
+            row[j] += tab[off + j];
+        for (int32_t j = b; j < n; j++)
+            row[j] += right;
+        return;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        int32_t d = kpos[j] - qp;
+        d = d < -md ? -md : d > md ? md : d;
+        row[j] += tab[d + md];
+    }
+}
+
+PA__CLONES void pa__row_bin_rel(const float *p, const int32_t *kpos, int32_t n, int32_t qp,
+                                float *bins, int32_t md, bool unit)
+{
+    if (n <= 0)
+        return;
+    if (unit) {
+        int32_t a, b;
+        int64_t off;
+        unit_span(kpos, n, qp, md, &a, &b);
+        off = (int64_t)kpos[0] - qp + md;
+        bins[0] += lane_sum(p, a);
+        for (int32_t j = a; j < b; j++)
+            bins[off + j] += p[j];
+        bins[2 * md] += lane_sum(p + b, n - b);
+        return;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        int32_t d = kpos[j] - qp;
+        d = d < -md ? -md : d > md ? md : d;
+        bins[d + md] += p[j];
+    }
+}

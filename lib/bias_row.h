@@ -1,0 +1,33 @@
+/* bias_row.h - the row kernels of the logit biases (lib/bias_row.c): what
+ * ALiBi, T5, Shaw and a caller's bias add to a row of logits, and Shaw's
+ * value term, written to vectorize.
+ *
+ * Rows are nk logits of one query at position qp against keys at positions
+ * kpos[0..nk). `unit` says the positions are consecutive (kpos[j] ==
+ * kpos[0] + j, the default), when a lookup by relative position is three
+ * runs: the clipped left end, a contiguous slice, the clipped right end.
+ */
+#ifndef PA_BIAS_ROW_H
+#define PA_BIAS_ROW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* row[j] -= m * (qp - kpos[j]), or m * |qp - kpos[j]| when symmetric. The
+ * differences must fit int32 (the caller checks the positions). */
+void pa__row_alibi(float *row, const int32_t *kpos, int32_t n, int32_t qp, float m, bool symmetric);
+
+/* row[j] += src[j]. */
+void pa__row_add(float *row, const float *src, int32_t n);
+
+/* row[j] += tab[clamp(kpos[j] - qp, -md, md) + md], tab [2*md + 1]: a T5
+ * bias or Shaw's q.rel_k by relative position. Positions within 2^30. */
+void pa__row_add_rel(float *row, const int32_t *kpos, int32_t n, int32_t qp, const float *tab,
+                     int32_t md, bool unit);
+
+/* bins[clamp(kpos[j] - qp, -md, md) + md] += p[j]: a row's probabilities
+ * summed by relative position (Shaw's values are then bins . rel_v). */
+void pa__row_bin_rel(const float *p, const int32_t *kpos, int32_t n, int32_t qp, float *bins,
+                     int32_t md, bool unit);
+
+#endif
