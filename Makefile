@@ -98,9 +98,14 @@ deps:
 
 # Peers for bench/peers.py only (python3-torch pulls ~175 packages): not
 # needed to build, test or serve.
-PEER_PACKAGES := python3-numpy python3-torch
+# ONNX Runtime comes from npm (bench/ort/package.json, locked), installed
+# with --ignore-scripts: its install script only fetches a GPU build, the
+# CPU binary is in the package. python3-onnx writes its models.
+PEER_PACKAGES := python3-numpy python3-torch python3-onnx nodejs
 deps-peers:
 	@$(call apt_install,$(PEER_PACKAGES))
+	@[ -d bench/ort/node_modules/onnxruntime-node ] || \
+	    (cd bench/ort && npm ci --ignore-scripts --no-audit --no-fund)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -401,8 +406,9 @@ $(BUILD)/bench/check_fmt_float_exhaustive: $(BUILD)/bench/check_fmt_float_exhaus
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ -lpthread -lm
 
 # posattn against NumPy and PyTorch, same shapes and threads, same run (~3 min).
-bench-peers: deps-peers $(BUILD)/bench/bench_peer_posattn
+bench-peers: deps-peers $(BUILD)/bench/bench_peer_posattn $(BUILD)/bench/bench_peer_case
 	/usr/bin/python3 bench/peers.py --bin $(BUILD)/bench/bench_peer_posattn --threads $${BENCH_THREADS:-2}
+	/usr/bin/python3 bench/peer_ort.py --bin $(BUILD)/bench/bench_peer_case --threads $${BENCH_THREADS:-2}
 
 # A tiny run of every benchmark so they never rot; not a measurement.
 bench-smoke: $(BENCH_BIN) $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
@@ -411,6 +417,8 @@ bench-smoke: $(BENCH_BIN) $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
 	SMOKE=1 bench/service.sh $(BUILD) >/dev/null || { echo "bench-smoke: bench/service.sh failed"; exit 1; }; \
 	POSATTND=$(POSATTND) tests/e2e/harness.sh /usr/bin/python3 bench/v2_throughput.py --L 16 --repeat 1 >/dev/null || \
 	    { echo "bench-smoke: bench/v2_throughput.py failed"; exit 1; }; \
+	/usr/bin/python3 bench/peer_ort.py --smoke --bin $(BUILD)/bench/bench_peer_case >/dev/null || \
+	    { echo "bench-smoke: bench/peer_ort.py failed"; exit 1; }; \
 	echo "bench-smoke: ok"
 
 asan: deps
