@@ -5,13 +5,16 @@
 #     on keep-alive connections, posattnd (--workers 2) against bench/bare_mhd
 #     (libmicrohttpd set up as posattnd sets it up, answering a fixed body of
 #     the same size: no JSON, no pool, no compute). Best of ROUNDS alternating
-#     3 s runs each. Target: posattnd >= 50% of bare requests/s.
+#     3 s runs each. Targets (issue #18): posattnd >= 40% of bare
+#     requests/s in JSON, >= 50% with the same request in base64.
 #  2. A large request: rope, L=2048, H=8, D=64, base64 in and out, to a
 #     posattnd with --workers 1 (so the compute is one serial span), sent
 #     WARM times untimed (steady state: see below), then REPS times; each
 #     answer's Server-Timing gives its phases (upload, parse, queue,
-#     compute, render) and total (first header byte to answer queued). Target: total - compute < 10% of total (median);
-#     the same once the body is in (total - upload) is printed beside it.
+#     compute, render) and total (first header byte to answer queued).
+#     Target (issue #18): once the body is in (total - upload), under 10%
+#     of the server's time outside compute (median); the share of the
+#     whole, upload included, is printed beside it.
 #
 # Everything listens on 127.0.0.1 (port 0) and stops at the end.
 # usage: bench/service.sh [BUILD]     (make bench-service builds and runs it)
@@ -118,18 +121,18 @@ echo "service path (posattnd vs its ceilings, same run)"
 printf "%-44s %12s %12s %7s %8s %5s\n" case ours ceiling ratio target met
 awk -v s="$best_srv" -v b="$best_bare" -v s64="$best_b64" 'BEGIN {
     r = b > 0 ? s / b : 0
-    printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "small JSON L=16 H=2 D=16, req/s vs bare MHD", s, b, r, ">=0.50", (r >= 0.5 ? "met" : "NO")
+    printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "small JSON L=16 H=2 D=16, req/s vs bare MHD", s, b, r, ">=0.40", (r >= 0.4 ? "met" : "NO")
     r = b > 0 ? s64 / b : 0
-    printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "  the same request in b64 (no target)", s64, b, r, "-", "-"
+    printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "  the same request in b64", s64, b, r, ">=0.50", (r >= 0.5 ? "met" : "NO")
 }'
 sort -n -k2 "$TMP/timing.txt" | awk -v reps="$REPS" -v mb="$body_mb" -v LARGE_L="$LARGE_L" '
     { c[NR] = $1; t[NR] = $2; u[NR] = $3; p[NR] = $4; r[NR] = $5 }
     END {
         m = int((NR + 1) / 2)   # median by total
-        out = t[m] > 0 ? (t[m] - c[m]) / t[m] : 1
-        printf "%-44s %10.1f ms %10.1f ms %7.2f %8s %5s\n", "large b64 L=" LARGE_L " H=8 D=64, outside compute", t[m] - c[m], t[m], out, "<0.10", (out < 0.10 ? "met" : "NO")
         after = t[m] - u[m]
         out = after > 0 ? (after - c[m]) / after : 1
-        printf "%-44s %10.1f ms %10.1f ms %7.2f %8s %5s\n", "  the same once the body is in (no target)", after - c[m], after, out, "-", "-"
+        printf "%-44s %10.1f ms %10.1f ms %7.2f %8s %5s\n", "large b64 L=" LARGE_L " H=8 D=64, outside compute", after - c[m], after, out, "<0.10", (out < 0.10 ? "met" : "NO")
+        out = t[m] > 0 ? (t[m] - c[m]) / t[m] : 1
+        printf "%-44s %10.1f ms %10.1f ms %7.2f %8s %5s\n", "  the same with the upload (no target)", t[m] - c[m], t[m], out, "-", "-"
         printf "  (median of %d; request body %s MB; upload %.1f, parse %.1f, compute %.1f, render %.1f ms of total %.1f ms)\n", reps, mb, u[m], p[m], c[m], r[m], t[m]
     }'

@@ -8,6 +8,7 @@
  * also share the keys of one call (pa_attention_run_keys).
  */
 #include "attention_kernel.h"
+#include "cpu.h"
 #include "tile.h"
 
 #include <cblas.h>
@@ -327,8 +328,8 @@ pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, v
     return pa_attention_run_part(a, out, 0, 1, ws, ws_size, err);
 }
 
-pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
-                                int32_t nparts, void *ws, size_t ws_size, pa_error *err)
+static pa_status run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                          int32_t nparts, void *ws, size_t ws_size, pa_error *err)
 {
     call c;
     const pa__plan *p = &c.p;
@@ -387,9 +388,8 @@ static float *partial_states(void *partials)
     return (float *)u;
 }
 
-pa_status pa_attention_run_keys(const pa_attention *a, const pa_attention_out *out, int32_t part,
-                                int32_t nparts, void *partials, void *ws, size_t ws_size,
-                                pa_error *err)
+static pa_status run_keys(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                          int32_t nparts, void *partials, void *ws, size_t ws_size, pa_error *err)
 {
     call c;
     const pa__plan *p = &c.p;
@@ -420,6 +420,25 @@ pa_status pa_attention_run_keys(const pa_attention *a, const pa_attention_out *o
                    partial_states(partials) + part_floats(p) * (size_t)part);
     }
     return PA_STATUS_OK;
+}
+
+pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                                int32_t nparts, void *ws, size_t ws_size, pa_error *err)
+{
+    const unsigned fp = pa__fp_enter();
+    const pa_status st = run_part(a, out, part, nparts, ws, ws_size, err);
+    pa__fp_leave(fp);
+    return st;
+}
+
+pa_status pa_attention_run_keys(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                                int32_t nparts, void *partials, void *ws, size_t ws_size,
+                                pa_error *err)
+{
+    const unsigned fp = pa__fp_enter();
+    const pa_status st = run_keys(a, out, part, nparts, partials, ws, ws_size, err);
+    pa__fp_leave(fp);
+    return st;
 }
 
 pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out, int32_t nparts,

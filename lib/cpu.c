@@ -4,6 +4,9 @@
 #include "posattn.h"
 
 #include <stdatomic.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <xmmintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,4 +37,24 @@ bool pa__cpu_avx512(void)
 const char *pa_kernel_name(void)
 {
     return pa__cpu_avx512() ? "avx512" : "portable";
+}
+
+unsigned pa__fp_enter(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x8000u); /* FTZ */
+    return saved;
+#else
+    return 0;
+#endif
+}
+
+void pa__fp_leave(unsigned saved)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    _mm_setcsr(saved);
+#else
+    (void)saved;
+#endif
 }

@@ -12,4 +12,13 @@
 
 bool pa__cpu_avx512(void);
 
+/* The kernels run with flush-to-zero: a result below float's smallest
+ * normal (1.2e-38) becomes 0 instead of a subnormal, which x86 cores
+ * compute in microcode at ~100 times the cost (ALiBi's far keys, whose
+ * probabilities times small values land there, hit it row after row).
+ * pa__fp_enter sets it on this thread and returns the state to restore
+ * with pa__fp_leave; elsewhere both do nothing. */
+unsigned pa__fp_enter(void);
+void pa__fp_leave(unsigned saved);
+
 #endif

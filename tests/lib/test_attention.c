@@ -334,16 +334,16 @@ static void test_parts_equal_whole(void **state)
     const size_t nq = nout, nk = (size_t)170 * 2 * 8;
     size_t wsz = pa_attention_workspace_size(&f.a);
     void *ws = tu_alloc(wsz, 1);
-    pa_attention_out whole = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4),
-                              tu_alloc(nq, 4), tu_alloc(nk, 4)};
+    pa_attention_out whole = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), tu_alloc(nq, 4),
+                              tu_alloc(nk, 4)};
     TU_ASSERT_STATUS(pa_attention_run(&f.a, &whole, ws, wsz, &err), PA_STATUS_OK, &err);
     for (size_t t = 0; t < sizeof nparts_list / sizeof nparts_list[0]; t++) {
         int n = nparts_list[t];
         pa_attention_out parts = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4),
                                   tu_alloc(nq, 4), tu_alloc(nk, 4)};
         for (int i = n - 1; i >= 0; i--) /* any order */
-            TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &parts, i, n, ws, wsz, &err),
-                             PA_STATUS_OK, &err);
+            TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &parts, i, n, ws, wsz, &err), PA_STATUS_OK,
+                             &err);
         assert_memory_equal(parts.output, whole.output, nout * 4);
         assert_memory_equal(parts.weights, whole.weights, nw * 4);
         assert_memory_equal(parts.logits, whole.logits, nw * 4);
@@ -514,6 +514,33 @@ static void test_overflowing_logits(void **state)
 
 /* pa_attention_run re-validates, refuses a small workspace, and leaves the
  * outputs untouched on error. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <xmmintrin.h>
+
+/* The kernels flush subnormal results to zero (lib/cpu.h) on the caller's
+ * thread for the call only: the caller's floating-point state is the same
+ * afterwards, whether it had flush-to-zero itself or not, and ALiBi's far
+ * keys (probabilities near 1e-38 times values) still match the reference. */
+static void test_fp_state_restored(void **state)
+{
+    (void)state;
+    const unsigned before = _mm_getcsr();
+    for (int c = 0; c < 2; c++) {
+        fixture f;
+        setup_qkv(&f, PA_SCHEME_ALIBI, c == 0 ? 300 : 1, 300, 4, 2, 16, 0, 5100 + (uint64_t)c);
+        f.a.causal = true;
+        _mm_setcsr(before & ~0x8040u); /* neither FTZ nor DAZ */
+        check_against_reference(&f.a, 0);
+        assert_int_equal(_mm_getcsr() & 0x8040u, 0);
+        _mm_setcsr(before | 0x8000u); /* the caller's own FTZ stays */
+        check_against_reference(&f.a, WANT_WEIGHTS);
+        assert_int_equal(_mm_getcsr() & 0x8040u, 0x8000u);
+        _mm_setcsr(before);
+        fixture_free(&f);
+    }
+}
+#endif
+
 static void test_run_errors(void **state)
 {
     (void)state;
@@ -526,8 +553,8 @@ static void test_run_errors(void **state)
     char *ws = tu_alloc(wsz + 1, 1);
     for (size_t i = 0; i < 16; i++)
         out[i] = 42.0f;
-    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz - 1, &err),
-                     PA_STATUS_WORKSPACE_TOO_SMALL, &err);
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz - 1, &err), PA_STATUS_WORKSPACE_TOO_SMALL,
+                     &err);
     TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, NULL, 0, &err), PA_STATUS_WORKSPACE_TOO_SMALL,
                      &err);
     f.a.num_kv_heads = 3;
@@ -536,8 +563,7 @@ static void test_run_errors(void **state)
         assert_true(out[i] == 42.0f);
     f.a.num_kv_heads = 2;
     o.output = NULL;
-    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_INVALID_ARGUMENT,
-                     &err);
+    TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_INVALID_ARGUMENT, &err);
     assert_string_equal(err.field, "output");
     /* An unaligned workspace still works (the library aligns it). */
     o.output = out;
@@ -563,6 +589,9 @@ int main(void)
         cmocka_unit_test(test_parts_equal_whole),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_run_errors),
+#if defined(__x86_64__) && defined(__GNUC__)
+        cmocka_unit_test(test_fp_state_restored),
+#endif
         cmocka_unit_test(test_overflowing_logits),
     };
     return cmocka_run_group_tests_name("attention", tests, NULL, NULL);
