@@ -147,8 +147,8 @@ double ceiling_fma_gflops(int T, const char **width)
     }
 #endif
     *width = lanes == 16 ? "avx512" : lanes == 8 ? "avx2" : "scalar";
-    for (int rep = 0; rep < 5; rep++) {
-        const long iters = 20000000 / lanes * 4;
+    for (int rep = 0; rep < 7; rep++) { /* ~40 ms each: a moment's dip is not the peak */
+        const long iters = 80000000 / lanes * 4;
         double t, gf;
         for (int i = 0; i < T; i++)
             args[i].iters = iters;

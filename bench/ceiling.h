@@ -9,8 +9,9 @@
 
 /* fp32 GFLOP/s of T threads running independent fused multiply-add chains
  * in registers, at the widest vector width the CPU has (AVX-512, else
- * AVX2+FMA, else scalar): the arithmetic ceiling. *width gets "avx512",
- * "avx2" or "scalar". */
+ * AVX2+FMA, else scalar): the arithmetic ceiling, the best of 7 runs of
+ * ~40 ms. *width gets "avx512", "avx2" or "scalar". On a shared host a
+ * caller measures it before and after its rows and keeps the larger. */
 double ceiling_fma_gflops(int T, const char **width);
 
 /* GB/s (1e9 bytes) of T threads summing disjoint slices of one buffer of

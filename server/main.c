@@ -78,6 +78,7 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     /* Parallelism comes from the workers; OpenBLAS threads inside each
@@ -98,7 +99,16 @@ int main(int argc, char **argv)
            PA_VERSION_STRING, cfg.host, port, cfg.workers, cfg.queue_depth);
     fflush(stdout);
 
-    sigwait(&sigs, &sig);
+    /* SIGHUP (a closed terminal, or a reload request) is logged and
+     * ignored: posattnd has nothing to reload, and dying at once would lose
+     * the requests in flight. SIGTERM and SIGINT drain. */
+    for (;;) {
+        sigwait(&sigs, &sig);
+        if (sig != SIGHUP)
+            break;
+        fprintf(stderr, "posattnd: SIGHUP received and ignored (nothing to reload; SIGTERM "
+                        "drains and stops)\n");
+    }
     fprintf(stderr, "posattnd: %s received, draining (timeout %.0f s)\n",
             sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.drain_timeout);
     /* Refuse new work (503, Connection: close) but keep listening, so

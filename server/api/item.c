@@ -17,13 +17,38 @@
 /* ------------------------------------------------------------------------- */
 
 static const char *const attention_fields[] = {
-    "scheme",       "q",           "k",          "v",       "x",
-    "w_q",          "w_k",         "w_v",        "w_o",     "num_heads",
-    "num_kv_heads", "head_dim",    "causal",     "window",  "key_length",
-    "q_positions",  "k_positions", "scale",      "softcap", "sinks",
-    "mask",         "bias",        "chunk_size", "q_norm",  "k_norm",
-    "b_q",          "b_k",         "b_v",        "b_o",     "attention_mask",
-    "query_length", "k_prerotated",
+    "scheme",
+    "q",
+    "k",
+    "v",
+    "x",
+    "w_q",
+    "w_k",
+    "w_v",
+    "w_o",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "causal",
+    "window",
+    "key_length",
+    "q_positions",
+    "k_positions",
+    "scale",
+    "softcap",
+    "sinks",
+    "mask",
+    "bias",
+    "chunk_size",
+    "q_norm",
+    "k_norm",
+    "b_q",
+    "b_k",
+    "b_v",
+    "b_o",
+    "attention_mask",
+    "query_length",
+    "k_prerotated",
 };
 
 void api_item_free(api_item *it)
@@ -103,8 +128,8 @@ static bool parse_qkv(const cJSON *obj, const api_ctx *ctx, api_item *it, api_er
     /* A q whose shape has 4 dims is a batch; anything else is held to 3
      * (and told so), named tensors included. */
     const cJSON *qshape = cJSON_GetObjectItemCaseSensitive(api_member(obj, "q"), "shape");
-    if (!api_get_tensor(api_member(obj, "q"), "q", ctx, cJSON_GetArraySize(qshape) == 4 ? 4 : 3, &it->q,
-                        e))
+    if (!api_get_tensor(api_member(obj, "q"), "q", ctx, cJSON_GetArraySize(qshape) == 4 ? 4 : 3,
+                        &it->q, e))
         return false;
     /* o: the leading batch dim, when there is one; the messages name the
      * dims as the client sent them. */
@@ -215,8 +240,8 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
 
     /* x [B, L, d_model] is a batch (its shape says so, as for q). */
     const cJSON *xshape = cJSON_GetObjectItemCaseSensitive(api_member(obj, "x"), "shape");
-    if (!api_get_tensor(api_member(obj, "x"), "x", ctx, cJSON_GetArraySize(xshape) == 3 ? 3 : 2, &it->x,
-                        e) ||
+    if (!api_get_tensor(api_member(obj, "x"), "x", ctx, cJSON_GetArraySize(xshape) == 3 ? 3 : 2,
+                        &it->x, e) ||
         !api_get_tensor(api_member(obj, "w_q"), "w_q", ctx, 2, &it->w_q, e) ||
         !api_get_tensor(api_member(obj, "w_k"), "w_k", ctx, 2, &it->w_k, e) ||
         !api_get_tensor(api_member(obj, "w_v"), "w_v", ctx, 2, &it->w_v, e))
@@ -356,9 +381,8 @@ static bool parse_positions(const cJSON *obj, const char *name, int32_t want, co
 
 /* A per-sequence length: [B] values in lo .. hi (hi is shape[1] of the
  * tensor named by what), each named when wrong. */
-static bool per_sequence(const cJSON *v, const char *name, int32_t lo, int32_t hi,
-                         const char *what, const api_ctx *ctx, const api_item *it, int32_t **out,
-                         api_err *e)
+static bool per_sequence(const cJSON *v, const char *name, int32_t lo, int32_t hi, const char *what,
+                         const api_ctx *ctx, const api_item *it, int32_t **out, api_err *e)
 {
     int32_t n = 0;
     if (!api_get_int_array(v, name, ctx, out, &n, e))
@@ -372,11 +396,10 @@ static bool per_sequence(const cJSON *v, const char *name, int32_t lo, int32_t h
         char f[32];
         snprintf(f, sizeof f, "%s[%d]", name, (int)b);
         if ((*out)[b] < lo || (*out)[b] > hi)
-            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, f, "%s=%d %s %s.shape[%d]=%d", f,
-                            (int)(*out)[b],
-                            (*out)[b] < lo ? (lo ? "is below 1; 1 up to" : "is negative; 0 up to")
-                                           : "exceeds",
-                            what, it->batched ? 1 : 0, (int)hi);
+            return api_fail(
+                e, ctx, SRV_ERR_OUT_OF_RANGE, f, "%s=%d %s %s.shape[%d]=%d", f, (int)(*out)[b],
+                (*out)[b] < lo ? (lo ? "is below 1; 1 up to" : "is negative; 0 up to") : "exceeds",
+                what, it->batched ? 1 : 0, (int)hi);
     }
     return true;
 }
@@ -427,7 +450,8 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     bool present;
     int32_t iv;
 
-    if ((v = api_member(obj, "causal")) != NULL && !api_get_bool(v, "causal", ctx, &it->att.causal, e))
+    if ((v = api_member(obj, "causal")) != NULL &&
+        !api_get_bool(v, "causal", ctx, &it->att.causal, e))
         return false;
     if (!api_opt_int(obj, "window", ctx, &iv, &present, e))
         return false;
@@ -441,6 +465,13 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     } else {
         if (!api_opt_int(obj, "key_length", ctx, &iv, &present, e))
             return false;
+        /* The library reads a negative key_length as "no padding"; on the
+         * wire that is spelled by leaving the field out. */
+        if (present && iv < 0) {
+            api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "key_length",
+                     "key_length=%d must be 0 or more: leave it out for no padding", (int)iv);
+            return false;
+        }
         if (present)
             it->att.key_length = iv;
     }
@@ -545,7 +576,8 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     if (out->key_lengths != NULL)
         out->input_bytes = api_add_sat(out->input_bytes, (size_t)out->B * sizeof(int32_t));
     if (out->query_lengths != NULL)
-        out->input_bytes = api_add_sat(out->input_bytes, (size_t)(out->B + out->Lq) * sizeof(int32_t));
+        out->input_bytes =
+            api_add_sat(out->input_bytes, (size_t)(out->B + out->Lq) * sizeof(int32_t));
     if (out->q_mrope != NULL)
         out->input_bytes = api_add_sat(
             out->input_bytes,

@@ -21,6 +21,7 @@
     X(METHOD_NOT_ALLOWED, 405)                                                             \
     X(PAYLOAD_TOO_LARGE, 413)                                                              \
     X(INTERNAL, 500)                                                                       \
+    X(NOT_IMPLEMENTED, 501)                                                                \
     X(OVERLOADED, 503)                                                                     \
     X(DRAINING, 503)                                                                       \
     X(TIMEOUT, 504)

@@ -27,10 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Compares in time independent of where the strings differ. */
-static bool equal_const_time(const char *a, const char *b)
+/* Compares a [la] with the string b in time independent of where they
+ * differ. */
+static bool equal_const_time(const char *a, size_t la, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b);
+    size_t lb = strlen(b);
     unsigned char diff = (unsigned char)(la != lb);
     for (size_t i = 0; i < lb; i++)
         diff |= (unsigned char)(a[i < la ? i : 0] ^ b[i]);
@@ -39,13 +40,18 @@ static bool equal_const_time(const char *a, const char *b)
 
 static bool authorized(const srv_http *h, struct MHD_Connection *c)
 {
-    const char *auth, *prefix = "Bearer ";
+    const char *auth = NULL, *prefix = "Bearer ";
+    size_t len = 0, np = strlen(prefix);
     if (h->cfg->api_key[0] == '\0')
         return true;
-    auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (auth == NULL || strncmp(auth, prefix, strlen(prefix)) != 0)
+    /* The header's whole length: a NUL inside it ("Bearer KEY\0junk") must
+     * not end the comparison early. */
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth,
+                                      &len) != MHD_YES ||
+        auth == NULL || len < np || strncmp(auth, prefix, np) != 0)
         return false;
-    return equal_const_time(auth + strlen(prefix), h->cfg->api_key);
+    return equal_const_time(auth + np, len - np, h->cfg->api_key);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -75,6 +81,61 @@ static enum MHD_Result refuse(request *q, struct MHD_Connection *c, srv_error e,
     return MHD_YES;
 }
 
+/* ------------------------------------------------------------------------- */
+/* Framing (RFC 9112 sec. 6)                                                 */
+/* ------------------------------------------------------------------------- */
+
+typedef struct framing {
+    int n_cl, n_te;
+    const char *cl, *te;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    framing *f = cls;
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        f->n_cl++;
+        f->cl = value;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->n_te++;
+        f->te = value;
+    }
+    return MHD_YES;
+}
+
+/* A request whose body's length is ambiguous: two Content-Length headers
+ * (a proxy that reads the last one and posattnd, which would read the
+ * first, see different requests), Content-Length beside Transfer-Encoding,
+ * or a transfer coding other than chunked. False, with the error, status
+ * and message to answer before any body is read; the connection is then
+ * closed, since where the next request would start is unknown. A single
+ * malformed Content-Length (a sign, a list, past 2^64) is refused by
+ * libmicrohttpd itself before this handler runs. */
+static bool framing_ok(struct MHD_Connection *c, srv_error *e, char *msg, size_t cap)
+{
+    framing f = {0, 0, NULL, NULL};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    if (f.n_cl > 1) {
+        *e = SRV_ERR_INVALID_ARGUMENT;
+        snprintf(msg, cap, "Content-Length appears %d times: send it once", f.n_cl);
+        return false;
+    }
+    if (f.n_cl > 0 && f.n_te > 0) {
+        *e = SRV_ERR_INVALID_ARGUMENT;
+        snprintf(msg, cap, "Content-Length and Transfer-Encoding together: send one of them");
+        return false;
+    }
+    if (f.n_te > 1 || (f.te != NULL && strcasecmp(f.te, "chunked") != 0)) {
+        *e = SRV_ERR_NOT_IMPLEMENTED;
+        snprintf(msg, cap, "Transfer-Encoding='%.48s'%s is not supported: only chunked",
+                 f.te != NULL ? f.te : "", f.n_te > 1 ? " (and more)" : "");
+        return false;
+    }
+    return true;
+}
+
 static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const char *url,
                                   const char *method, request *q)
 {
@@ -82,8 +143,13 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     const char *cl;
     char msg[160];
     srv_web_file file;
+    srv_error fe;
 
     q->route = srv_route_find(url, method, &method_ok, q->model, sizeof q->model);
+    if (!framing_ok(c, &fe, msg, sizeof msg)) {
+        q->close = true;
+        return http_send_error(q, fe, NULL, msg);
+    }
     if (q->route == SRV_ROUTE_NOT_FOUND) {
         snprintf(msg, sizeof msg, "no route %.64s %.64s", method, url);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);

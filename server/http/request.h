@@ -69,6 +69,7 @@ struct request {
     bool refused; /* answer refused_error once the body is read and dropped */
     srv_error refused_error;
     char refused_msg[160];
+    bool close; /* answer with Connection: close (framing refused) */
 
     srv_job *job;
     srv_task *tasks;

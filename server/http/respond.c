@@ -121,7 +121,7 @@ enum MHD_Result http_send_reply(request *q)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, srv_routes[q->route].method);
     if (r->http_status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (atomic_load(&q->h->draining))
+    if (atomic_load(&q->h->draining) || q->close)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (q->route == SRV_ROUTE_PAGE || q->route == SRV_ROUTE_WEB) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, SRV_WEB_CACHE_CONTROL);

@@ -43,7 +43,7 @@ static const char *const endpoint_names[] = {
 #define ENDPOINT_OTHER (N_ENDPOINTS - 1)
 
 /* Status codes the service answers, then a class per hundred, then "other". */
-static const int known_codes[] = {200, 400, 401, 404, 405, 413, 500, 503, 504};
+static const int known_codes[] = {200, 400, 401, 404, 405, 413, 500, 501, 503, 504};
 #define N_KNOWN_CODES (sizeof known_codes / sizeof known_codes[0])
 static const char *const code_classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 #define N_CODE_CLASSES (sizeof code_classes / sizeof code_classes[0])

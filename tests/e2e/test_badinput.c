@@ -318,6 +318,10 @@ static const bcase cases[] = {
             "inputs[0].key_length"),
     ITEMERR("window negative", ITEM(NONE "," QKV ",\"window\":-1"), "INVALID_ARGUMENT",
             "inputs[0].window"),
+    ITEMERR("key_length negative", ITEM(NONE "," QKV ",\"key_length\":-1"), "INVALID_ARGUMENT",
+            "inputs[0].key_length"),
+    ITEMERR("chunk_size negative", ITEM(NONE "," QKV ",\"chunk_size\":-2"), "INVALID_ARGUMENT",
+            "inputs[0].chunk_size"),
     /* Heads. */
     ITEMERR("H not divisible by Hkv",
             ITEM(NONE ",\"q\":{\"shape\":[2,3,2],\"data\":[1,2,3,4,5,"

@@ -518,6 +518,24 @@ static void test_drain_under_load(void **state)
     server_stop_ok(s, true);
 }
 
+/* SIGHUP is logged and ignored: the server keeps answering, and SIGTERM
+ * still drains it to exit 0. */
+static void test_sighup_ignored(void **state)
+{
+    static const char *const flags[] = {NULL};
+    server *s = *state;
+    resp r;
+    server_start(s, flags);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(kill(s->pid, SIGHUP), 0);
+        sleep_s(0.2);
+        get(&r, s, "/healthz", NULL);
+        assert_int_equal(r.status, 200);
+        resp_free(&r);
+    }
+    server_stop_ok(s, false);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -526,6 +544,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_timeout_504, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_drain_under_load, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_mid_upload, own_setup, own_teardown),
+        cmocka_unit_test_setup_teardown(test_sighup_ignored, own_setup, own_teardown),
     };
     int rc;
 
