@@ -123,6 +123,17 @@ bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const
     }
     /* Tensor number arrays first, straight to floats (json_lift.h). */
     lifted = srv_lift_scan(body, len, &lift);
+    /* Then JSON as RFC 8259 has it, where cJSON is lenient: over what is
+     * left once the arrays are lifted (the lifter reads numbers in JSON's
+     * own grammar, and leaves any it does not for this check), and over the
+     * body as sent to name the byte of an error. */
+    if (!api_check_json(lifted ? lift.text : body, lifted ? lift.len : len, &e)) {
+        if (lifted)
+            (void)api_check_json(body, len, &e);
+        srv_lift_free(&lift);
+        api_reply_err(reply, &e);
+        return false;
+    }
     if (lifted && lift.bytes > lim->max_request_memory) {
         const size_t mb = (size_t)1 << 20;
         api_fail(&e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",

@@ -6,6 +6,7 @@
 #include "api/json.h"
 
 #include "codec/base64.h"
+#include "codec/json_check.h"
 #include "codec/json_lift.h"
 #include "store/tensor_store.h"
 
@@ -163,6 +164,17 @@ static size_t tree_bytes(const char *body, size_t len, size_t *values)
         1 + count_byte(body, len, ',') + count_byte(body, len, '[') + count_byte(body, len, '{');
     *values = n;
     return api_add_sat(api_mul_sat(n, sizeof(cJSON)), len);
+}
+
+bool api_check_json(const char *body, size_t len, api_err *e)
+{
+    size_t at;
+    const char *why;
+    if (body == NULL || srv_json_check(body, len, &at, &why))
+        return true;
+    api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "",
+             "the request body is not valid JSON at byte %zu of %zu: %s", at, len, why);
+    return false;
 }
 
 cJSON *api_parse_body(const char *body, size_t len, size_t max_memory, api_err *e)
@@ -390,8 +402,7 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
         if (!cJSON_IsString(dtype) ||
             (strcmp(dtype->valuestring, "i32") != 0 && strcmp(dtype->valuestring, "i64") != 0))
             return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, path,
-                            "%s must be \"i32\" or \"i64\" (integers, little-endian in b64)",
-                            path);
+                            "%s must be \"i32\" or \"i64\" (integers, little-endian in b64)", path);
         width = strcmp(dtype->valuestring, "i64") == 0 ? 8 : 4;
     }
     if ((b64 == NULL) == (data == NULL))
@@ -460,8 +471,8 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
             free(bytes);
             free(a);
             snprintf(path, sizeof path, "%s[%zu]", name, i);
-            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, path,
-                            "%s=%lld does not fit in int32", path, (long long)x);
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, path, "%s=%lld does not fit in int32",
+                            path, (long long)x);
         }
         a[i] = (int32_t)x;
     }

@@ -85,6 +85,9 @@ const char *api_json_type(const cJSON *node);
 /* Parses body (len bytes, need not be NUL-terminated) into a JSON object.
  * Rejects anything after the value but whitespace, and (413) a body whose
  * parse tree could need more than max_memory bytes. NULL with *e filled. */
+/* Strict JSON (codec/json_check.h) before any parser: false with a
+ * MALFORMED_JSON error naming the byte and what is wrong there. */
+bool api_check_json(const char *body, size_t len, api_err *e);
 cJSON *api_parse_body(const char *body, size_t len, size_t max_memory, api_err *e);
 
 /* Checks that every member name of obj is in known[0..n) (n <= 64), and that

@@ -52,7 +52,6 @@ static const api_param *scheme_scalar(pa_scheme_type t, const char *name)
     return NULL;
 }
 
-
 /* ------------------------------------------------------------------------- */
 /* The request, translated                                                   */
 /* ------------------------------------------------------------------------- */
@@ -323,9 +322,11 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
         return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, path,
                         "%s='%.32s' is not supported: input %s of model %s is %s", path, datatype,
                         name, rq->model,
-                        floating ? "FP32, FP16, BF16 or FP64" : spec->int32 ? "INT32 or INT64" : want);
-    if (!api_v2_read_shape(cJSON_GetObjectItemCaseSensitive(in, "shape"), name, ctx, &ndim, shape, &count,
-                    e))
+                        floating      ? "FP32, FP16, BF16 or FP64"
+                        : spec->int32 ? "INT32 or INT64"
+                                      : want);
+    if (!api_v2_read_shape(cJSON_GetObjectItemCaseSensitive(in, "shape"), name, ctx, &ndim, shape,
+                           &count, e))
         return false;
     snprintf(path, sizeof path, "%s.shape", name);
     if (spec->role == API_V2_ROLE_POSITIONS && ndim == 2) {
@@ -671,7 +672,8 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
     rq.has_header = header_len >= 0;
     rq.bin = body + hlen;
     rq.bin_len = len - hlen;
-    if ((root = api_parse_body(body, hlen, lim->max_request_memory, &e)) == NULL)
+    if (!api_check_json(body, hlen, &e) ||
+        (root = api_parse_body(body, hlen, lim->max_request_memory, &e)) == NULL)
         goto fail;
 
     /* The /v1 request being built: {"inputs":[{"scheme":{"type":...}, ...}]}. */
