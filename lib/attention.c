@@ -9,6 +9,7 @@
  */
 #include "attention_kernel.h"
 #include "cpu.h"
+#include "softmax.h"
 #include "tile.h"
 
 #include <cblas.h>
@@ -171,6 +172,46 @@ static pa_status add_absolute(const pa__plan *p, const buffers *b, pa_error *err
         return st;
     for (size_t i = 0; i < n; i++)
         b->xp[i] += a->x[i];
+    if (!pa__row_finite(b->xp, n))
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "x",
+                        "x + position encoding overflows float32 (x is within 1 of 3.4e38): "
+                        "scale x down");
+    return PA_STATUS_OK;
+}
+
+/* A projection's result, finite or the error that names its weight. */
+static pa_status projected(const float *y, size_t n, const char *weight, pa_error *err)
+{
+    if (pa__row_finite(y, n))
+        return PA_STATUS_OK;
+    return pa__fail(err, PA_STATUS_OUT_OF_RANGE, weight,
+                    "the %s projection overflows float32 (finite inputs, a product past "
+                    "3.4e38): scale x or %s down",
+                    weight, weight);
+}
+
+/* ALiBi's bias at the farthest pair of positions must be finite: a slope
+ * that makes it -inf would hide keys as a mask does, silently. */
+static pa_status alibi_span(const pa__plan *p, const buffers *b, pa_error *err)
+{
+    int64_t qmin = INT64_MAX, qmax = INT64_MIN, kmin = INT64_MAX, kmax = INT64_MIN, span;
+    float top = 0.0f;
+    for (int32_t i = 0; i < p->Lq; i++) {
+        qmin = b->qpos[i] < qmin ? b->qpos[i] : qmin;
+        qmax = b->qpos[i] > qmax ? b->qpos[i] : qmax;
+    }
+    for (int32_t j = 0; j < p->Lk; j++) {
+        kmin = b->kpos[j] < kmin ? b->kpos[j] : kmin;
+        kmax = b->kpos[j] > kmax ? b->kpos[j] : kmax;
+    }
+    span = qmax - kmin > kmax - qmin ? qmax - kmin : kmax - qmin;
+    for (int32_t h = 0; h < p->H; h++)
+        top = fabsf(b->slopes[h]) > top ? fabsf(b->slopes[h]) : top;
+    if (span > 0 && !isfinite(top * (float)span))
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.slopes",
+                        "the alibi bias overflows float32: slope %g times distance %lld is "
+                        "past 3.4e38",
+                        (double)top, (long long)span);
     return PA_STATUS_OK;
 }
 
@@ -194,7 +235,7 @@ typedef struct call {
     pa__plan p;
     buffers b;
     head_io io;
-    bool overflow;
+    bool overflow, overflow_out;
 } call;
 
 static pa_status check_call(const pa_attention *a, const pa_attention_out *out, int32_t part,
@@ -235,8 +276,9 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
     pa__ws_init_aligned(&w, ws, ws_size);
     layout(p, &w, b);
     fill_positions(p, b);
-    c->overflow = false;
+    c->overflow = c->overflow_out = false;
     b->overflow = &c->overflow;
+    b->overflow_out = &c->overflow_out;
 
     memset(io, 0, sizeof *io);
     io->ldq = p->H * p->D;
@@ -257,6 +299,10 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         project(xin, p->Lq, a->d_model, a->w_q, a->b_q, io->ldq, b->q);
         project(xin, p->Lk, a->d_model, a->w_k, a->b_k, io->ldk, b->k);
         project(xin, p->Lk, a->d_model, a->w_v, a->b_v, io->ldv, b->v);
+        if ((st = projected(b->q, (size_t)p->Lq * io->ldq, "w_q", err)) != PA_STATUS_OK ||
+            (st = projected(b->k, (size_t)p->Lk * io->ldk, "w_k", err)) != PA_STATUS_OK ||
+            (st = projected(b->v, (size_t)p->Lk * io->ldv, "w_v", err)) != PA_STATUS_OK)
+            return st;
         io->Q = b->q;
         io->K = b->k;
         io->V = b->v;
@@ -297,6 +343,8 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         memcpy(out->k_rot, io->K, (size_t)p->Lk * io->ldk * sizeof(float));
     if (p->scheme->type == PA_SCHEME_ALIBI) {
         st = pa_alibi_slopes(&p->scheme->alibi, p->H, b->slopes, err);
+        if (st == PA_STATUS_OK)
+            st = alibi_span(p, b, err);
         if (st != PA_STATUS_OK)
             return st;
     }
@@ -313,6 +361,13 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         }
     }
     return PA_STATUS_OK;
+}
+
+static pa_status output_overflowed(pa_error *err)
+{
+    return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "v",
+                    "the attention output overflows float32 (v's weighted sum passes "
+                    "3.4e38 on the way): scale v down");
 }
 
 static pa_status overflowed(const pa__plan *p, pa_error *err)
@@ -353,8 +408,12 @@ static pa_status run_part(const pa_attention *a, const pa_attention_out *out, in
     }
     if (c.overflow)
         return overflowed(p, err);
-    if (a->w_o != NULL)
+    if (c.overflow_out)
+        return output_overflowed(err);
+    if (a->w_o != NULL) {
         project(c.b.attn, p->Lq, p->H * p->Dv, a->w_o, a->b_o, a->d_out, out->output);
+        return projected(out->output, (size_t)p->Lq * a->d_out, "w_o", err);
+    }
     return PA_STATUS_OK;
 }
 
@@ -447,7 +506,7 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
     pa__plan p;
     buffers b;
     head_io io;
-    bool overflow = false;
+    bool overflow = false, overflow_out = false;
     pa_status st = pa_attention_check(a, err);
     if (st != PA_STATUS_OK)
         return st;
@@ -460,9 +519,12 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
     memset(&b, 0, sizeof b);
     memset(&io, 0, sizeof io);
     b.overflow = &overflow;
+    b.overflow_out = &overflow_out;
     io.out = out->output;
     io.weights = out->weights;
     io.logits = out->logits;
     pa__decode_finish(&p, &b, &io, 0, p.H, partial_states((void *)(uintptr_t)partials), nparts);
-    return overflow ? overflowed(&p, err) : PA_STATUS_OK;
+    if (overflow)
+        return overflowed(&p, err);
+    return overflow_out ? output_overflowed(err) : PA_STATUS_OK;
 }

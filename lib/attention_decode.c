@@ -495,5 +495,7 @@ void pa__decode_finish(const pa__plan *p, const buffers *b, const head_io *io, i
             for (int32_t d = 0; d < Dv; d++)
                 dst[d] += w * s[PA__STATE_O + d];
         }
+        if (!pa__row_finite(dst, (size_t)Dv))
+            *b->overflow_out = true;
     }
 }

@@ -50,16 +50,17 @@ typedef struct buffers {
     float *m, *l;         /* [BQ] running max and denominator */
     float *qrel;          /* [BQ, 2K+1] shaw q . rel_k */
     /* The decode kernel (pa__decode_fits): */
-    float *dq;        /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
-    float *dk;        /* [4, D] four keys of one kv head, normalised or rotated */
-    float *dS;        /* [H*Lq, DEC_BK] one block's logits, then probabilities */
-    float *state;     /* [H*Lq, PA__STATE(Dv)] running state of pa_attention_run */
-    bool *overflow;   /* set when a row's logits were not finite */
-    bool kpos_sorted; /* kpos non-decreasing: each row's visible keys are one run */
-    bool kpos_unit;   /* kpos[j] == kpos[0] + j (the default): lookups by distance are runs */
-    bool pos_small;   /* every position within 2^30: differences fit int32 (lib/bias_row.c) */
-    float *t5_bias;   /* [H, 2*max_distance+1] t5: each head's bias by relative position */
-    float *bins;      /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
+    float *dq;          /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
+    float *dk;          /* [4, D] four keys of one kv head, normalised or rotated */
+    float *dS;          /* [H*Lq, DEC_BK] one block's logits, then probabilities */
+    float *state;       /* [H*Lq, PA__STATE(Dv)] running state of pa_attention_run */
+    bool *overflow;     /* set when a row's logits were not finite */
+    bool *overflow_out; /* set when a row's output was not (inputs finite, a mean past 3.4e38) */
+    bool kpos_sorted;   /* kpos non-decreasing: each row's visible keys are one run */
+    bool kpos_unit;     /* kpos[j] == kpos[0] + j (the default): lookups by distance are runs */
+    bool pos_small;     /* every position within 2^30: differences fit int32 (lib/bias_row.c) */
+    float *t5_bias;     /* [H, 2*max_distance+1] t5: each head's bias by relative position */
+    float *bins;        /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
 } buffers;
 
 typedef struct head_io {

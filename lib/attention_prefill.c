@@ -191,6 +191,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         const float *o = b->O + (size_t)i * Dv;
         float inv = b->l[i] > 0.0f ? 1.0f / b->l[i] : 0.0f;
         pa__row_scale(dst, o, Dv, inv);
+        if (!pa__row_finite(dst, (size_t)Dv))
+            *b->overflow_out = true;
         if (io->weights != NULL) {
             const float *src = store_rows + (size_t)i * p->Lk;
             float *w = io->weights + ((size_t)h * p->Lq + i0 + i) * p->Lk;

@@ -112,6 +112,16 @@ PA__CLONES void pa__row_scale(float *dst, const float *src, int32_t n, float s)
         dst[j] = src[j] * s;
 }
 
+/* x - x is 0 for a finite x and NaN for inf or NaN; the AND over a row
+ * vectorizes (no early exit). */
+PA__CLONES bool pa__row_finite(const float *x, size_t n)
+{
+    int ok = 1;
+    for (size_t j = 0; j < n; j++)
+        ok &= (x[j] - x[j]) == 0.0f;
+    return ok != 0;
+}
+
 PA__CLONES void pa__row_fill(float *row, int32_t n, float v)
 {
     for (int32_t j = 0; j < n; j++)

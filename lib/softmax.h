@@ -5,6 +5,8 @@
 #ifndef PA_SOFTMAX_H
 #define PA_SOFTMAX_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Largest value of row [n] (-inf for an empty or fully masked row). */
@@ -21,6 +23,9 @@ void pa__row_exp_scale(float *row, int32_t n, float m, float scale);
 /* dst[j] = src[j] * s (dst may be src): the rescale of a row's running
  * output when its max moves, and the final division by its sum. */
 void pa__row_scale(float *dst, const float *src, int32_t n, float s);
+
+/* Whether every x[j] is finite (no inf, no NaN). */
+bool pa__row_finite(const float *x, size_t n);
 
 /* row[j] = v: masked ends of a row of logits. */
 void pa__row_fill(float *row, int32_t n, float v);

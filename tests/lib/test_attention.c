@@ -512,8 +512,84 @@ static void test_overflowing_logits(void **state)
     fixture_free(&f);
 }
 
-/* pa_attention_run re-validates, refuses a small workspace, and leaves the
- * outputs untouched on error. */
+/* Finite inputs whose results are not: each an OUT_OF_RANGE naming what
+ * overflowed, never an answer with inf or NaN in it (issue #19). */
+static void expect_out_of_range(const pa_attention *a, size_t nout, const char *field)
+{
+    pa_error err;
+    size_t wsz = pa_attention_workspace_size(a);
+    void *ws = tu_alloc(wsz, 1);
+    pa_attention_out o = {tu_alloc(nout, sizeof(float)), NULL, NULL, NULL, NULL};
+    TU_ASSERT_STATUS(pa_attention_run(a, &o, ws, wsz, &err), PA_STATUS_OUT_OF_RANGE, &err);
+    assert_string_equal(err.field, field);
+    free(o.output);
+    free(ws);
+}
+
+static void test_overflowing_results(void **state)
+{
+    (void)state;
+    fixture f;
+    /* The output: v near 3e38 of one sign, averaged with weights summing
+     * to 1, rounds past float's range; on both kernels (Lq 1: decode). */
+    for (int Lq = 1; Lq <= 20; Lq += 19) {
+        setup_qkv(&f, PA_SCHEME_NONE, Lq, 4, 2, 2, 4, 0, 1400 + (uint64_t)Lq);
+        for (size_t i = 0; i < (size_t)4 * 2 * 4; i++)
+            f.v[i] = 3.4028233e38f;
+        for (size_t i = 0; i < (size_t)Lq * 2 * 4; i++)
+            f.q[i] = 0.0f;       /* equal weights: the mean of equal values... */
+        f.v[0] = 3.4028235e38f;  /* ...with the largest float beside them */
+        f.v[8] = 3.4028235e38f;  /* (key 1, kv head 0) */
+        f.v[16] = 3.4028235e38f; /* (key 2) */
+        f.v[24] = 3.4028235e38f; /* (key 3) */
+        f.a.scale_set = true;
+        f.a.scale = 1.0f;
+        {
+            /* Sums past FLT_MAX: the online output accumulates, then divides. */
+            expect_out_of_range(&f.a, (size_t)Lq * 2 * 4, "v");
+        }
+        fixture_free(&f);
+    }
+    /* Layer mode: a projection of finite x and weights past 3.4e38. */
+    setup_layer(&f, PA_SCHEME_NONE, 3, 4, 2, 2, 2, 0, 3, 1410);
+    f.x[0] = 3e38f;
+    f.wq[0] = 10.0f;
+    expect_out_of_range(&f.a, 3 * 3, "w_q");
+    f.wq[0] = 0.1f;
+    f.wo[0] = 3e38f;
+    f.wo[3] = 3e38f;
+    for (int i = 0; i < 3 * 4; i++)
+        f.x[i] = 1.0f;
+    for (int i = 0; i < 4 * 2 * 2; i++)
+        f.wv[i] = 100.0f;
+    expect_out_of_range(&f.a, 3 * 3, "w_o");
+    fixture_free(&f);
+    /* learned: x + P past 3.4e38 (a table row of 3e38 added to x of 1e38). */
+    setup_layer(&f, PA_SCHEME_LEARNED, 2, 4, 2, 2, 2, 0, 0, 1421);
+    {
+        float table[2 * 4];
+        for (int i = 0; i < 8; i++)
+            table[i] = 3.0e38f;
+        f.scheme.learned.table = table;
+        f.scheme.learned.rows = 2;
+        f.scheme.learned.cols = 4;
+        for (int i = 0; i < 8; i++)
+            f.x[i] = 1.0e38f;
+        expect_out_of_range(&f.a, 2 * 2 * 2, "x");
+    }
+    fixture_free(&f);
+    /* ALiBi: a slope so large that slope * distance is -inf. */
+    setup_qkv(&f, PA_SCHEME_ALIBI, 2, 3, 2, 2, 4, 0, 1430);
+    {
+        const float slopes[2] = {3e38f, 0.5f};
+        f.scheme.alibi.slopes = slopes;
+        f.scheme.alibi.num_slopes = 2;
+        f.a.causal = true;
+        expect_out_of_range(&f.a, 2 * 2 * 4, "scheme.slopes");
+    }
+    fixture_free(&f);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <xmmintrin.h>
 
@@ -541,6 +617,8 @@ static void test_fp_state_restored(void **state)
 }
 #endif
 
+/* pa_attention_run re-validates, refuses a small workspace, and leaves the
+ * outputs untouched on error. */
 static void test_run_errors(void **state)
 {
     (void)state;
@@ -589,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_parts_equal_whole),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_run_errors),
+        cmocka_unit_test(test_overflowing_results),
 #if defined(__x86_64__) && defined(__GNUC__)
         cmocka_unit_test(test_fp_state_restored),
 #endif
