@@ -538,6 +538,7 @@ static bool analyze_prepare(const cJSON *root, const api_ctx *top, srv_job **job
         goto fail;
     }
     job->tasks[0].workspace = ws;
+    need = api_add_sat(need, api_rendered_bytes(need, job->enc)); /* the answer's text */
     need = api_add_sat(api_add_sat(need, ws), aj->sch.bytes);
     if (!api_check_memory(need, lim, &e))
         goto fail;

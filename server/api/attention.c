@@ -258,7 +258,8 @@ static void pad_query_rows(const api_item *it, int32_t ql, int32_t part, pa_atte
             continue;
         for (size_t h = H; h-- > 0;) {
             float *row = m + h * Lq * Lk;
-            memmove(row, m + h * q * Lk, q * Lk * sizeof(float)); /* descending h: no overlap lost */
+            memmove(row, m + h * q * Lk,
+                    q * Lk * sizeof(float)); /* descending h: no overlap lost */
             for (size_t i = q * Lk; i < Lq * Lk; i++)
                 row[i] = r == 0 ? 0.0f : -INFINITY;
         }
@@ -559,6 +560,8 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
             goto fail;
         }
         need = api_add_sat(need, prepare_item(&aj->items[i], i, node, &ctx, out_wire));
+        if (aj->items[i].valid) /* and the answer's text of its results */
+            need = api_add_sat(need, api_rendered_bytes(result_bytes(&aj->items[i].it), enc));
         /* Stop parsing as soon as the request is known to be too big. */
         if (!api_check_memory(need, lim, &e))
             goto fail;

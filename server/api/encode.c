@@ -683,6 +683,8 @@ static bool encode_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
         if (ws > job->tasks[0].workspace)
             job->tasks[0].workspace = ws;
     }
+    /* need is the results' bytes so far: their text too. */
+    need = api_add_sat(need, api_rendered_bytes(need, job->enc));
     need = api_add_sat(api_add_sat(need, ej->sch.bytes), job->tasks[0].workspace);
     if (!api_check_memory(need, lim, &e))
         goto fail;

@@ -6,6 +6,7 @@
 #include "api/json.h"
 
 #include "codec/base64.h"
+#include "codec/fmt_float.h"
 #include "codec/json_check.h"
 #include "codec/json_lift.h"
 #include "store/tensor_store.h"
@@ -749,6 +750,14 @@ bool api_check_result_size(const char *name, int ndim, const int64_t *shape, con
                     ctx->lim->max_tensor_elements);
 }
 
+size_t api_rendered_bytes(size_t result_bytes, srv_encoding enc)
+{
+    const size_t floats = result_bytes / sizeof(float);
+    if (enc == SRV_ENCODING_B64) /* 4 bytes in 5 1/3 characters */
+        return api_add_sat(api_mul_sat(floats / 3 + 1, 16), 64);
+    return api_mul_sat(floats, SRV_FMT_FLOAT_MAX + 1); /* a number and its comma */
+}
+
 bool api_check_memory(size_t need, const srv_limits *lim, api_err *e)
 {
     const size_t mb = (size_t)1 << 20;
@@ -759,7 +768,9 @@ bool api_check_memory(size_t need, const srv_limits *lim, api_err *e)
                         "request needs more memory than can be counted, limit %zu MB",
                         lim->max_request_memory / mb);
     /* Rounded up, so the figure never equals the limit it exceeds. */
-    return api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "", "request needs %zu MB, limit %zu MB",
+    return api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                    "request needs %zu MB (inputs, results, workspaces and the answer's text), "
+                    "limit %zu MB (--max-request-mb); base64 answers take a third of JSON's",
                     need / mb + (need % mb != 0), lim->max_request_memory / mb);
 }
 

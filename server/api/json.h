@@ -160,6 +160,10 @@ size_t api_mul_sat(size_t a, size_t b);
 size_t api_add_sat(size_t a, size_t b);
 
 /* The 413 for a request that needs more than lim->max_request_memory. */
+/* The answer's text for results of result_bytes (float32 bytes) in
+ * encoding enc, at most: JSON numbers at their longest printed length, or
+ * base64's 4/3. Counted in a request's memory before any work. */
+size_t api_rendered_bytes(size_t result_bytes, srv_encoding enc);
 bool api_check_memory(size_t need, const srv_limits *lim, api_err *e);
 
 #endif

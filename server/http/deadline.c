@@ -18,7 +18,7 @@ struct srv_conn {
     int fd;
     atomic_int phase;
     atomic_uint_fast64_t since_ns;
-    bool cut; /* under the set's mutex */
+    atomic_bool cut; /* shut by the sweep, or ended mid-answer (once) */
     srv_conn *prev, *next;
 };
 
@@ -64,6 +64,7 @@ srv_conn *srv_deadlines_open(srv_deadlines *d, int fd, uint64_t now_ns)
         return NULL;
     c->fd = fd;
     atomic_init(&c->phase, SRV_CONN_HEADERS);
+    atomic_init(&c->cut, false);
     atomic_init(&c->since_ns, now_ns);
     pthread_mutex_lock(&d->lock);
     c->next = d->head;
@@ -91,6 +92,19 @@ void srv_deadlines_close(srv_deadlines *d, srv_conn *c)
     free(c);
 }
 
+static void no_linger(int fd)
+{
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){1, 0}, sizeof(struct linger));
+}
+
+bool srv_conn_abort_send(srv_conn *c)
+{
+    if (c == NULL || atomic_load(&c->phase) != SRV_CONN_SEND)
+        return false;
+    no_linger(c->fd);
+    return !atomic_exchange(&c->cut, true);
+}
+
 void srv_conn_set_phase(srv_conn *c, srv_conn_phase phase, uint64_t since_ns)
 {
     if (c == NULL)
@@ -100,9 +114,12 @@ void srv_conn_set_phase(srv_conn *c, srv_conn_phase phase, uint64_t since_ns)
     atomic_store(&c->phase, (int)phase);
 }
 
-size_t srv_deadlines_sweep(srv_deadlines *d, uint64_t now_ns)
+size_t srv_deadlines_sweep(srv_deadlines *d, uint64_t now_ns, size_t cut[SRV_CONN_CUT_PHASES])
 {
     size_t n = 0;
+    if (cut != NULL)
+        for (int k = 0; k < SRV_CONN_CUT_PHASES; k++)
+            cut[k] = 0;
     if (d->limit_ns == 0)
         return 0;
     pthread_mutex_lock(&d->lock);
@@ -110,13 +127,22 @@ size_t srv_deadlines_sweep(srv_deadlines *d, uint64_t now_ns)
         /* Phase before start, the reverse of srv_conn_set_phase. */
         int phase = atomic_load(&c->phase);
         uint64_t since = atomic_load(&c->since_ns);
-        if (c->cut || phase == SRV_CONN_BUSY || now_ns <= since || now_ns - since <= d->limit_ns)
+        if (atomic_load(&c->cut) || phase == SRV_CONN_BUSY || now_ns <= since ||
+            now_ns - since <= d->limit_ns)
             continue;
         /* The read side wakes libmicrohttpd's poll with end-of-stream; it
          * then closes the connection as if the client had. */
+        /* An answer not read in time: no lingering, so that at the close
+         * the kernel drops what is still queued for the client (megabytes)
+         * and resets the connection, instead of trickling it out first. */
+        if (atomic_exchange(&c->cut, true))
+            continue; /* ended mid-answer meanwhile, and counted there */
+        if (phase == SRV_CONN_SEND)
+            no_linger(c->fd);
         shutdown(c->fd, SHUT_RDWR);
-        c->cut = true;
         n++;
+        if (cut != NULL && phase < SRV_CONN_CUT_PHASES)
+            cut[phase]++;
     }
     pthread_mutex_unlock(&d->lock);
     atomic_fetch_add(&d->cut_total, n);

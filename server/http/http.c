@@ -327,10 +327,14 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     request *q = *con_cls;
     double seconds;
     (void)c;
-    (void)toe;
     if (q == NULL)
         return;
     seconds = (double)(srv_now_ns() - q->start_ns) / 1e9;
+    /* Ended before the answer was out (libmicrohttpd's idle timeout on a
+     * client that reads too slowly, or the client gone): reset, not
+     * trickled out, and counted with the sweep's cuts. */
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && srv_conn_abort_send(q->conn_deadline))
+        srv_metrics_connections_cut(h->metrics, "send", 1);
     /* On keep-alive the next request's headers are due from now. */
     srv_conn_set_phase(q->conn_deadline, SRV_CONN_HEADERS, srv_now_ns());
     http_record_answer(q);
@@ -367,7 +371,18 @@ enum { SWEEP_MS = 200 };
 static void sweep(void *arg)
 {
     srv_http *h = arg;
-    srv_deadlines_sweep(h->deadlines, srv_now_ns());
+    size_t cut[SRV_CONN_CUT_PHASES];
+    if (srv_deadlines_sweep(h->deadlines, srv_now_ns(), cut) > 0)
+        for (int k = 0; k < SRV_CONN_CUT_PHASES; k++)
+            if (cut[k] > 0) {
+                static const char *const names[] = {"headers", "body", "send"};
+                srv_metrics_connections_cut(h->metrics, names[k], cut[k]);
+                if (k == SRV_CONN_SEND)
+                    fprintf(stderr,
+                            "posattnd: %zu connection(s) cut: the client had not read its "
+                            "answer within --request-timeout\n",
+                            cut[k]);
+            }
 }
 
 /* ------------------------------------------------------------------------- */

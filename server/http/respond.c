@@ -129,7 +129,8 @@ enum MHD_Result http_send_reply(request *q)
         MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
         MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
     }
-    srv_conn_set_phase(q->conn_deadline, SRV_CONN_BUSY, 0);
+    /* The answer is due to the client within the same bound as its request. */
+    srv_conn_set_phase(q->conn_deadline, SRV_CONN_SEND, srv_now_ns());
     q->status = r->http_status;
     q->bytes_out = r->body_len;
     ret = MHD_queue_response(q->conn, (unsigned)r->http_status, resp);

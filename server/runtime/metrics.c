@@ -73,6 +73,7 @@ struct srv_metrics {
     atomic_uint_fast64_t response_bytes;
     atomic_int_fast64_t queue_depth;
     atomic_int_fast64_t in_flight;
+    atomic_uint_fast64_t cut[3]; /* headers, body, send */
 };
 
 static void histogram_init(histogram *h)
@@ -215,6 +216,15 @@ void srv_metrics_in_flight_add(srv_metrics *m, int64_t delta)
         atomic_fetch_add_explicit(&m->in_flight, delta, memory_order_relaxed);
 }
 
+static const char *const cut_phases[] = {"headers", "body", "send"};
+
+void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n)
+{
+    for (size_t k = 0; m != NULL && k < 3; k++)
+        if (strcmp(phase, cut_phases[k]) == 0)
+            atomic_fetch_add_explicit(&m->cut[k], n, memory_order_relaxed);
+}
+
 int64_t srv_metrics_queue_depth(const srv_metrics *m)
 {
     /* atomic_load takes a pointer to non-const in C11; reading is harmless. */
@@ -329,6 +339,13 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
     fprintf(f, "posattn_queue_depth %" PRId64 "\n", srv_metrics_queue_depth(m));
     header(f, "posattn_in_flight", "gauge", "Requests accepted and not yet answered.");
     fprintf(f, "posattn_in_flight %" PRId64 "\n", srv_metrics_in_flight(m));
+
+    header(f, "posattn_connections_cut_total", "counter",
+           "Connections shut because the client had not sent its request's headers or body, "
+           "or read its answer, within --request-timeout.");
+    for (size_t k = 0; k < 3; k++)
+        fprintf(f, "posattn_connections_cut_total{phase=\"%s\"} %" PRIu64 "\n", cut_phases[k],
+                load(&m->cut[k]));
 
     header(f, "posattn_build_info", "gauge",
            "The posattn version and the kernels this CPU runs (avx512 or portable); always 1.");

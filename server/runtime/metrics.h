@@ -11,6 +11,8 @@
  *   posattn_request_bytes_total / posattn_response_bytes_total   counters
  *   posattn_queue_depth                          gauge: tasks waiting for a worker
  *   posattn_in_flight                            gauge: requests accepted, not yet answered
+ *   posattn_connections_cut_total{phase}         counter: connections shut past
+ *                                                --request-timeout (headers, body, send)
  *   posattn_build_info{version,kernel}           gauge 1
  */
 #ifndef SRV_METRICS_H
@@ -34,6 +36,8 @@ void srv_metrics_queue(srv_metrics *m, double seconds);
 void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds);
 void srv_metrics_queue_depth_add(srv_metrics *m, int64_t delta);
 void srv_metrics_in_flight_add(srv_metrics *m, int64_t delta);
+/* phase: "headers", "body" or "send" (anything else is not counted). */
+void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n);
 int64_t srv_metrics_queue_depth(const srv_metrics *m);
 int64_t srv_metrics_in_flight(const srv_metrics *m);
 

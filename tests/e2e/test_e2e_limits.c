@@ -14,7 +14,12 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -518,6 +523,94 @@ static void test_drain_under_load(void **state)
     server_stop_ok(s, true);
 }
 
+/* A client that reads its answer slowly (2 KB every 0.1 s, into a 4 KB
+ * window: 45 MB would take an hour): the connection is reset about
+ * --request-timeout after the answer was queued (by posattnd's sweep, or by
+ * libmicrohttpd's idle timeout when the window stays shut that long, which
+ * posattnd then turns into a reset too), counted in
+ * posattn_connections_cut_total{phase="send"}, and the server goes on. */
+static void test_slow_reader_cut(void **state)
+{
+    static const char *const flags[] = {"--request-timeout", "1", NULL};
+    static const char body[] =
+        "{\"scheme\":{\"type\":\"sinusoidal\"},\"length\":4096,\"dim\":1024}";
+    static const char *const send_phase[] = {"phase=\"send\"", NULL};
+    server *s = *state;
+    char req[512];
+    struct sockaddr_in a = {0};
+    int fd, rcv = 4096, n;
+    double t0;
+    char *m;
+    resp r;
+
+    server_start(s, flags);
+    n = snprintf(req, sizeof req,
+                 "POST /v1/encode HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                 "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(body), body);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv); /* a small window */
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)s->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    /* The answer (~45 MB of JSON): cut within about a second (whole
+     * seconds, the 200 ms sweep) of being queued, the end of the stream
+     * reaching this slow reader. */
+    t0 = now_s();
+    for (;;) {
+        char buf[2048];
+        ssize_t got = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            break; /* reset (the server drops the rest of the answer) */
+        if (now_s() - t0 > 8)
+            fail_msg("a client reading 20 KB/s was not cut in 8 s");
+        sleep_s(0.1);
+    }
+    print_message("slow reader cut after %.2f s\n", now_s() - t0);
+    assert_true(now_s() - t0 < 4.0);
+    close(fd);
+    m = get_metrics(s);
+    assert_true(metric_sum(m, "posattn_connections_cut_total", send_phase) >= 1);
+    free(m);
+    get(&r, s, "/healthz", NULL);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    server_stop_ok(s, false);
+}
+
+/* The answer's text is part of a request's memory: an encoding whose
+ * float32 values fit --max-request-mb 64 but whose JSON text does not is a
+ * 413 naming the flag before any work; the same in base64 fits. */
+static void test_rendered_memory_counted(void **state)
+{
+    static const char *const flags[] = {"--max-request-mb", "64", NULL};
+    static const char json[] = "{\"scheme\":{\"type\":\"sinusoidal\"},\"length\":2048,"
+                               "\"dim\":2048}";
+    static const char b64[] = "{\"scheme\":{\"type\":\"sinusoidal\"},\"length\":2048,"
+                              "\"dim\":2048,\"output_encoding\":\"b64\"}";
+    server *s = *state;
+    resp r;
+    cJSON *j;
+    const char *msg;
+    server_start(s, flags);
+    /* 4 M floats: 16 MB as float32, about 64 MB as JSON numbers. */
+    post(&r, s, "/v1/encode", json, strlen(json), NULL);
+    check_error(&r, 413, "PAYLOAD_TOO_LARGE", NULL);
+    j = parse_json(&r);
+    msg = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "--max-request-mb"));
+    cJSON_Delete(j);
+    resp_free(&r);
+    post(&r, s, "/v1/encode", b64, strlen(b64), NULL);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    server_stop_ok(s, false);
+}
+
 /* SIGHUP is logged and ignored: the server keeps answering, and SIGTERM
  * still drains it to exit 0. */
 static void test_sighup_ignored(void **state)
@@ -545,6 +638,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_drain_under_load, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_mid_upload, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_sighup_ignored, own_setup, own_teardown),
+        cmocka_unit_test_setup_teardown(test_slow_reader_cut, own_setup, own_teardown),
+        cmocka_unit_test_setup_teardown(test_rendered_memory_counted, own_setup, own_teardown),
     };
     int rc;
 

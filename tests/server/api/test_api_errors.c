@@ -229,8 +229,10 @@ static void test_attention_limits(void **state)
     cJSON_Delete(ans);
     qkv_free(&f);
 
-    /* 768 KB of inputs, 256 KB of output and 2 MB of weights, plus the
-     * workspace: over 2 MB (b64, so that parsing the 1 MB body fits). */
+    /* 768 KB of inputs, 256 KB of output and 2 MB of weights, the
+     * workspace, and the answer's text (589824 floats as JSON numbers of at
+     * most 15 characters and a comma: 9 MB): over 2 MB (b64 inputs, so that
+     * parsing the 1 MB body fits). */
     lim = limits();
     lim.max_request_memory = (size_t)2 << 20;
     qkv_make(&f, 512, 512, 2, 2, 64, 64, 4);
@@ -245,7 +247,9 @@ static void test_attention_limits(void **state)
     }
     ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
     expect_error(ans, status, 413, "PAYLOAD_TOO_LARGE", NULL);
-    assert_string_equal(str_at(ans, "error", "message"), "request needs 4 MB, limit 2 MB");
+    assert_string_equal(str_at(ans, "error", "message"),
+                        "request needs 13 MB (inputs, results, workspaces and the answer's text), "
+                        "limit 2 MB (--max-request-mb); base64 answers take a third of JSON's");
     cJSON_Delete(ans);
 
     /* The same as JSON numbers under a 512 KB limit: their floats alone

@@ -56,15 +56,15 @@ static void test_headers_deadline(void **state)
     cb = srv_deadlines_open(d, b.ours, 11 * S);
     assert_int_equal(srv_deadlines_open_count(d), 2);
     /* Exactly at the limit: not yet. */
-    assert_int_equal(srv_deadlines_sweep(d, 12 * S), 0);
+    assert_int_equal(srv_deadlines_sweep(d, 12 * S, NULL), 0);
     assert_false(peer_sees_eof(&a));
-    assert_int_equal(srv_deadlines_sweep(d, 12 * S + 1), 1);
+    assert_int_equal(srv_deadlines_sweep(d, 12 * S + 1, NULL), 1);
     assert_true(peer_sees_eof(&a));
     assert_false(peer_sees_eof(&b));
     /* Cut once only. */
-    assert_int_equal(srv_deadlines_sweep(d, 20 * S), 1);
+    assert_int_equal(srv_deadlines_sweep(d, 20 * S, NULL), 1);
     assert_true(peer_sees_eof(&b));
-    assert_int_equal(srv_deadlines_sweep(d, 30 * S), 0);
+    assert_int_equal(srv_deadlines_sweep(d, 30 * S, NULL), 0);
     assert_int_equal(srv_deadlines_cut_count(d), 2);
     srv_deadlines_close(d, ca);
     srv_deadlines_close(d, cb);
@@ -83,21 +83,49 @@ static void test_phases(void **state)
     c = srv_deadlines_open(d, a.ours, 0);
     /* Headers done at 1 s: the body has its own 2 s from there. */
     srv_conn_set_phase(c, SRV_CONN_BODY, 1 * S);
-    assert_int_equal(srv_deadlines_sweep(d, 3 * S), 0);
+    assert_int_equal(srv_deadlines_sweep(d, 3 * S, NULL), 0);
     /* Computing: never cut, however long. */
     srv_conn_set_phase(c, SRV_CONN_BUSY, 0);
-    assert_int_equal(srv_deadlines_sweep(d, 100 * S), 0);
+    assert_int_equal(srv_deadlines_sweep(d, 100 * S, NULL), 0);
     /* Answered at 100 s; keep-alive: the next headers are due by 102 s. */
     srv_conn_set_phase(c, SRV_CONN_HEADERS, 100 * S);
-    assert_int_equal(srv_deadlines_sweep(d, 101 * S), 0);
+    assert_int_equal(srv_deadlines_sweep(d, 101 * S, NULL), 0);
     assert_false(peer_sees_eof(&a));
-    assert_int_equal(srv_deadlines_sweep(d, 103 * S), 1);
+    assert_int_equal(srv_deadlines_sweep(d, 103 * S, NULL), 1);
     assert_true(peer_sees_eof(&a));
     srv_deadlines_close(d, c);
     srv_deadlines_close(d, NULL);
     srv_conn_set_phase(NULL, SRV_CONN_BUSY, 0);
     srv_deadlines_free(d);
     close_pair(&a);
+}
+
+/* An answer queued at 200 s must be read by 202 s; the cut is counted in
+ * the send phase. */
+static void test_send_deadline(void **state)
+{
+    srv_deadlines *d = srv_deadlines_new(2 * S);
+    pair a = make_pair(), b = make_pair();
+    srv_conn *ca, *cb;
+    size_t cut[SRV_CONN_CUT_PHASES];
+    (void)state;
+    ca = srv_deadlines_open(d, a.ours, 0);
+    cb = srv_deadlines_open(d, b.ours, 0);
+    srv_conn_set_phase(ca, SRV_CONN_SEND, 200 * S);
+    srv_conn_set_phase(cb, SRV_CONN_BODY, 201 * S);
+    assert_int_equal(srv_deadlines_sweep(d, 202 * S, cut), 0);
+    assert_int_equal(srv_deadlines_sweep(d, 202 * S + 1, cut), 1);
+    assert_int_equal(cut[SRV_CONN_SEND], 1);
+    assert_int_equal(cut[SRV_CONN_BODY], 0);
+    assert_true(peer_sees_eof(&a));
+    assert_int_equal(srv_deadlines_sweep(d, 204 * S, cut), 1);
+    assert_int_equal(cut[SRV_CONN_BODY], 1);
+    assert_int_equal(cut[SRV_CONN_SEND], 0);
+    srv_deadlines_close(d, ca);
+    srv_deadlines_close(d, cb);
+    srv_deadlines_free(d);
+    close_pair(&a);
+    close_pair(&b);
 }
 
 static void test_no_limit(void **state)
@@ -107,7 +135,7 @@ static void test_no_limit(void **state)
     srv_conn *c;
     (void)state;
     c = srv_deadlines_open(d, a.ours, 0);
-    assert_int_equal(srv_deadlines_sweep(d, 1000 * S), 0);
+    assert_int_equal(srv_deadlines_sweep(d, 1000 * S, NULL), 0);
     assert_false(peer_sees_eof(&a));
     srv_deadlines_close(d, c);
     srv_deadlines_free(d);
@@ -152,9 +180,8 @@ static void test_pool_ticker(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_headers_deadline),
-        cmocka_unit_test(test_phases),
-        cmocka_unit_test(test_no_limit),
+        cmocka_unit_test(test_headers_deadline), cmocka_unit_test(test_phases),
+        cmocka_unit_test(test_send_deadline),    cmocka_unit_test(test_no_limit),
         cmocka_unit_test(test_pool_ticker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
