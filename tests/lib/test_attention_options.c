@@ -613,6 +613,31 @@ static void test_all_options(void **state)
     free(bias);
 }
 
+/* Unsorted positions (the tiles are trimmed by walking in from both ends,
+ * not by binary search): a tile whose one visible key sits at its edge at
+ * exactly the causal boundary (kpos == the largest qpos), and a window's
+ * key exactly W away (hidden) beside one W-1 away (visible), both kernels. */
+static void test_unsorted_boundaries(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 4; c++) {
+        fixture f;
+        const int Lq = c % 2 ? 1 : 12; /* decode kernel, tiled kernel */
+        int32_t qpos[12], kpos[5];
+        static const int32_t causal_k[5] = {9, 8, 7, 6, 3}, window_k[5] = {7, 30, 25, 14, 6};
+        setup_qkv(&f, PA_SCHEME_NONE, Lq, 5, 2, 2, 8, 0, 4600 + (uint64_t)c);
+        for (int i = 0; i < Lq; i++)
+            qpos[i] = c < 2 ? 3 - (i % 2) * 5 : 10 - (i % 2) * 20;
+        memcpy(kpos, c < 2 ? causal_k : window_k, sizeof kpos);
+        f.a.q_positions = qpos;
+        f.a.k_positions = kpos;
+        f.a.causal = c < 2;
+        f.a.window = c < 2 ? 0 : 4;
+        check_against_reference(&f.a, c % 2 ? 0 : WANT_WEIGHTS);
+        fixture_free(&f);
+    }
+}
+
 /* The biases by relative position (Shaw's logits and values, T5, ALiBi
  * both ways) over several key tiles, with consecutive positions (the runs
  * of lib/bias_row.c), spaced ones and shuffled ones, near and past each
@@ -912,6 +937,7 @@ int main(void)
         cmocka_unit_test(test_mrope),
         cmocka_unit_test(test_all_options),
         cmocka_unit_test(test_relative_biases),
+        cmocka_unit_test(test_unsorted_boundaries),
         cmocka_unit_test(test_option_errors),
         cmocka_unit_test(test_k_prerotated),
     };

@@ -228,6 +228,10 @@ static void test_compute_queue_and_gauges(void **state)
     srv_metrics_compute(m, NULL, 0.1);
     srv_metrics_queue(m, 0.25);
     srv_metrics_queue(m, 0.5);
+    /* A clock that went backwards, or NaN, counts as zero: in the first
+     * bucket, nothing added to the sum. */
+    srv_metrics_queue(m, -3.0);
+    srv_metrics_queue(m, NAN);
     srv_metrics_queue_depth_add(m, 5);
     srv_metrics_queue_depth_add(m, -2);
     srv_metrics_in_flight_add(m, 7);
@@ -252,9 +256,10 @@ static void test_compute_queue_and_gauges(void **state)
                              "le=\"1\"}") == 0);
     assert_true(sample(text, "posattn_compute_duration_seconds_bucket{scheme=\"analysis\","
                              "le=\"2.5\"}") == 1);
-    assert_true(sample(text, "posattn_queue_duration_seconds_count") == 2);
+    assert_true(sample(text, "posattn_queue_duration_seconds_count") == 4);
     assert_true(has_line(text, "posattn_queue_duration_seconds_sum 0.750000000"));
-    assert_true(sample(text, "posattn_queue_duration_seconds_bucket{le=\"0.25\"}") == 1);
+    assert_true(sample(text, "posattn_queue_duration_seconds_bucket{le=\"0.25\"}") == 3);
+    assert_true(sample(text, "posattn_queue_duration_seconds_bucket{le=\"5e-05\"}") == 2);
     assert_true(has_line(text, "posattn_queue_depth 3"));
     assert_true(has_line(text, "posattn_in_flight 6"));
     free(text);

@@ -641,6 +641,13 @@ static void test_refs(void **state)
                      "vec.1)");
     ref_expect_error(NULL, "{\"ref\":\"nope\"}", 0, "UNKNOWN_TENSOR", "scheme.table.ref",
                      "none are loaded");
+    /* Names match whole: a prefix or an extension of a loaded name is not it. */
+    ref_expect_error(s, "{\"ref\":\"ta\"}", 0, "UNKNOWN_TENSOR", "scheme.table.ref",
+                     "names no loaded tensor");
+    ref_expect_error(s, "{\"ref\":\"tab2\"}", 0, "UNKNOWN_TENSOR", "scheme.table.ref",
+                     "names no loaded tensor");
+    assert_null(srv_tensor_store_find(s, "vec"));
+    assert_null(srv_tensor_store_find(s, "tabs"));
     ref_expect_error(s, "{\"ref\":\"vec.1\"}", 2, "SHAPE_MISMATCH", "scheme.table.ref",
                      "has 1 dimensions, expected 2");
     ref_expect_error(s, "{\"ref\":3}", 0, "INVALID_ARGUMENT", "scheme.table.ref", "a string");

@@ -255,6 +255,13 @@ static void test_errors(void **state)
         "{\"name\":\"v\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
     expect_v2_error("attention-rope", j, strlen(j), -1, 400,
                     "q.shape product 2 does not match data length 1");
+    /* More values than the shape holds is as wrong as fewer. */
+    j = "{\"inputs\":["
+        "{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2,3]},"
+        "{\"name\":\"k\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+        "{\"name\":\"v\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
+    expect_v2_error("attention-rope", j, strlen(j), -1, 400,
+                    "q.shape product 2 does not match data length 3");
     j = "{\"inputs\":[{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"INT32\",\"data\":[1,2]}]}";
     expect_v2_error("attention-rope", j, strlen(j), -1, 400, "q.datatype='INT32'");
     j = "{\"parameters\":{\"rotary_dim\":3},\"inputs\":["
@@ -267,6 +274,8 @@ static void test_errors(void **state)
                     "parameters.max_bias is not a parameter");
     j = "{\"inputs\":[{\"name\":\"slopes\",\"shape\":[2],\"datatype\":\"FP32\",\"data\":[1]}]}";
     expect_v2_error("attention-alibi", j, strlen(j), -1, 400, "slopes.data has 1 values");
+    j = "{\"inputs\":[{\"name\":\"slopes\",\"shape\":[2],\"datatype\":\"FP32\",\"data\":[1,2,3]}]}";
+    expect_v2_error("attention-alibi", j, strlen(j), -1, 400, "slopes.data has 3 values");
     free(buf);
 }
 
