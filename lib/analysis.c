@@ -5,6 +5,7 @@
  * similarity analyses live beside their schemes: rope_offset.c, similarity.c.)
  */
 #include "attention_plan.h"
+#include "softmax.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -257,6 +258,17 @@ static void add_into(float *dst, const float *src, size_t n)
         dst[i] += src[i];
 }
 
+/* Each term is a checked run's logits; their sum (absolute schemes) or
+ * difference (relative ones) can still leave float32. */
+static pa_status position_finite(const float *position, size_t n, pa_error *err)
+{
+    if (pa__row_finite(position, n))
+        return PA_STATUS_OK;
+    return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "position",
+                    "the position term of the logits overflows float32 (its parts are finite, "
+                    "their sum is not): scale the inputs down");
+}
+
 static pa_status decompose_absolute(const pa__plan *p, const pa_decomposition *o, const dec_bufs *b,
                                     pa_error *err)
 {
@@ -320,7 +332,7 @@ static pa_status decompose_absolute(const pa__plan *p, const pa_decomposition *o
     if (o->position_position != NULL)
         memcpy(o->position_position, b->scratch, n * sizeof(float));
     add_into(o->position, b->scratch, n);
-    return PA_STATUS_OK;
+    return position_finite(o->position, n, err);
 }
 
 pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o, void *ws,
@@ -383,6 +395,6 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
             return st;
         for (size_t i = 0; i < n; i++)
             o->position[i] -= o->content[i];
+        return position_finite(o->position, n, err);
     }
-    return PA_STATUS_OK;
 }

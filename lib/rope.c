@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -240,6 +241,13 @@ pa_status pa_rope_check(const pa_rope *r, int32_t head_dim, pa_error *err)
         return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.attention_factor",
                         "scheme.attention_factor=%g must be > 0 (0 means the default)",
                         r->attention_factor);
+    /* cos and sin are returned times the factor in float32: past FLT_MAX
+     * every table entry but the zeros would be infinite. */
+    if (r->attention_factor > FLT_MAX)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.attention_factor",
+                        "scheme.attention_factor=%g is beyond float32's range (%g): cos and sin "
+                        "times it would overflow",
+                        r->attention_factor, (double)FLT_MAX);
 
     pa_status st = PA_STATUS_OK;
     switch (r->scaling) {

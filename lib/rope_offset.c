@@ -108,7 +108,8 @@ pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float
     for (int32_t o = 0; o < n_offsets; o++) {
         pa__rope_rotate_one(r, head_dim, inv_freq, af, base_position + offsets[o], q, qr);
         pa__rope_rotate_one(r, head_dim, inv_freq, af, base_position, k, kr);
-        score[o] = (float)dot(qr, kr, head_dim);
+        const double sc = dot(qr, kr, head_dim);
+        score[o] = (float)sc;
         double lo = INFINITY, hi = -INFINITY;
         for (int32_t j = 0; j < n_positions; j++) {
             pa__rope_rotate_one(r, head_dim, inv_freq, af, positions[j] + offsets[o], q, qr);
@@ -118,6 +119,15 @@ pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float
             hi = fmax(hi, v);
         }
         spread[o] = n_positions > 0 ? (float)(hi - lo) : 0.0f;
+        /* Formed in double, returned in float32: finite or an error. */
+        if (!isfinite(score[o]) || !isfinite(spread[o])) {
+            const bool s = !isfinite(score[o]);
+            snprintf(name, sizeof name, "%s[%d]", s ? "score" : "spread", (int)o);
+            return pa__fail(err, PA_STATUS_OUT_OF_RANGE, name,
+                            "%s=%g at offset %d overflows float32 (q and k are too large for "
+                            "their rotated dot products): scale them down",
+                            name, s ? sc : hi - lo, (int)offsets[o]);
+        }
     }
     return PA_STATUS_OK;
 }

@@ -19,6 +19,7 @@
  * positions the residual is 0 (a max over nothing).
  */
 #include "internal.h"
+#include "softmax.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -189,6 +190,12 @@ pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, in
         for (int32_t i = 1; i < n; i++)
             for (int32_t j = 0; j < i; j++)
                 sim[(size_t)i * (size_t)n + (size_t)j] = sim[(size_t)j * (size_t)n + (size_t)i];
+        /* Sinusoidal rows are bounded (|sim| <= dim); a learned table's
+         * finite rows can still have a dot product past float32. */
+        if (!pa__row_finite(sim, (size_t)n * (size_t)n))
+            return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "similarity",
+                            "the similarity P P^T overflows float32 (the encodings' dot "
+                            "products are beyond 3.4e38): scale the table down");
     }
     if (shift_residual != NULL)
         *shift_residual = residual;

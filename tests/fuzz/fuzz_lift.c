@@ -4,9 +4,16 @@
  * same text (every number through strtod and the same float conversion,
  * row-major, with the recorded nesting; every base64 value decoded the same
  * way), and a body cJSON accepts must stay valid JSON with its markers.
- * A difference aborts. Seeds: tests/fuzz/corpus (real requests).
+ * The lifter must also be exactly as strict as RFC 8259 (json_check.h),
+ * where cJSON is not ("007" is 7 to strtod): every array it lifts passes
+ * srv_json_check, and the server's verdict, srv_json_check over what is
+ * left after the lift, is srv_json_check's verdict over the body as sent
+ * (only the nesting limit may differ: a lifted array is one marker).
+ * A difference aborts. Seeds: tests/fuzz/corpus (real requests, and
+ * strict_* ones with leading zeros, NUL escapes, bad UTF-8, surrogates).
  */
 #include "codec/float32.h"
+#include "codec/json_check.h"
 #include "codec/json_lift.h"
 #include "codec/tensor.h"
 
@@ -44,6 +51,9 @@ static void walk(const cJSON *node, int level, const srv_lifted *it, size_t *at)
 
 static void check_item(const srv_lifted *it)
 {
+    size_t at;
+    const char *why;
+    CHECK(srv_json_check(it->text, it->text_len, &at, &why));
     cJSON *v = cJSON_ParseWithLength(it->text, it->text_len);
     CHECK(v != NULL);
     if (it->b64) {
@@ -65,6 +75,19 @@ static void check_item(const srv_lifted *it)
     cJSON_Delete(v);
 }
 
+/* Lifting never changes whether a body is strict JSON. */
+static void check_strict(const char *body, size_t size, const srv_lift *lift, bool lifted)
+{
+    size_t at, at2;
+    const char *why = NULL, *why2 = NULL;
+    const bool whole = srv_json_check(body, size, &at, &why);
+    const bool rest = lifted ? srv_json_check(lift->text, lift->len, &at2, &why2) : whole;
+    if (whole)
+        CHECK(rest);
+    else if (rest)
+        CHECK(strstr(why, "nesting") != NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -75,7 +98,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(body, data, size);
     body[size] = '\0';
-    if (srv_lift_scan(body, size, &lift)) {
+    const bool lifted = srv_lift_scan(body, size, &lift);
+    check_strict(body, size, &lift, lifted);
+    if (lifted) {
         cJSON *whole = cJSON_ParseWithLength(body, size);
         for (size_t i = 0; i < lift.count; i++)
             check_item(&lift.items[i]);

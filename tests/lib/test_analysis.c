@@ -126,9 +126,8 @@ static void test_permutation(void **state)
     const struct {
         pa_scheme_type t;
         bool layer;
-    } aware[] = {{PA_SCHEME_ROPE, false},       {PA_SCHEME_ALIBI, false},
-                 {PA_SCHEME_T5, false},         {PA_SCHEME_SHAW, false},
-                 {PA_SCHEME_SINUSOIDAL, true},  {PA_SCHEME_LEARNED, true}};
+    } aware[] = {{PA_SCHEME_ROPE, false}, {PA_SCHEME_ALIBI, false},     {PA_SCHEME_T5, false},
+                 {PA_SCHEME_SHAW, false}, {PA_SCHEME_SINUSOIDAL, true}, {PA_SCHEME_LEARNED, true}};
     for (size_t i = 0; i < sizeof aware / sizeof aware[0]; i++) {
         make(&f, aware[i].t, aware[i].layer, L, 2, 8, 10 + i);
         double d = perm_diff(&f.a, perm);
@@ -163,16 +162,16 @@ static void test_permutation_errors(void **state)
                      PA_STATUS_INVALID_ARGUMENT, &err);
     assert_true(d == 123);
     f.a.k_len = 3;
-    TU_ASSERT_STATUS(pa_analyze_permutation(&f.a, perm, ws, n, &d, &err),
-                     PA_STATUS_SHAPE_MISMATCH, &err);
+    TU_ASSERT_STATUS(pa_analyze_permutation(&f.a, perm, ws, n, &d, &err), PA_STATUS_SHAPE_MISMATCH,
+                     &err);
     free(ws);
     fixture_free(&f);
 }
 
 /* Runs the decomposition; checks content + position against the unmasked
  * logits of pa_attention_run; returns the terms for further checks. */
-static void decompose(const pa_attention *a, float *content, float *position, float *cc,
-                      float *cp, float *pc, float *pp)
+static void decompose(const pa_attention *a, float *content, float *position, float *cc, float *cp,
+                      float *pc, float *pp)
 {
     pa_error err;
     int H = a->num_heads, Lq = pa_attention_q_len(a), Lk = pa_attention_k_len(a);
@@ -203,8 +202,8 @@ static void test_decompose_bias_schemes(void **state)
     enum { L = 6, H = 2, D = 4, N = H * L * L };
     float content[N], position[N];
     double want[N];
-    const pa_scheme_type types[] = {PA_SCHEME_NONE, PA_SCHEME_ALIBI, PA_SCHEME_T5,
-                                    PA_SCHEME_SHAW, PA_SCHEME_ROPE};
+    const pa_scheme_type types[] = {PA_SCHEME_NONE, PA_SCHEME_ALIBI, PA_SCHEME_T5, PA_SCHEME_SHAW,
+                                    PA_SCHEME_ROPE};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         fixture f;
         make(&f, types[t], false, L, H, D, 40 + t);
@@ -272,6 +271,40 @@ static void test_decompose_absolute(void **state)
     }
 }
 
+/* Four finite terms whose sum leaves float32: x = p = (E, E) with
+ * identity projections makes each term E^2 * 2 / sqrt(2) = 2.04e38. */
+static void test_decompose_overflow(void **state)
+{
+    (void)state;
+    enum { L = 1, DM = 2, N = 1 };
+    const float E = 1.2e19f;
+    float x[L * DM] = {E, E}, table[DM] = {E, E}, eye[DM * DM] = {1, 0, 0, 1};
+    float content[N], position[N], cc[N], cp[N], pc[N], pp[N];
+    pa_scheme s;
+    pa_attention a;
+    pa_error err;
+    pa_scheme_init(&s, PA_SCHEME_LEARNED);
+    s.learned = (pa_learned){table, 1, DM, 0};
+    pa_attention_init(&a, &s);
+    a.num_heads = 1;
+    a.head_dim = DM;
+    a.x = x;
+    a.seq_len = L;
+    a.d_model = DM;
+    a.w_q = a.w_k = a.w_v = eye;
+    pa_decomposition d = {content, position, cc, cp, pc, pp};
+    size_t n = pa_decompose_workspace_size(&a);
+    void *ws = tu_alloc(n, 1);
+    TU_ASSERT_STATUS(pa_analyze_decompose(&a, &d, ws, n, &err), PA_STATUS_OUT_OF_RANGE, &err);
+    assert_string_equal(err.field, "position");
+    /* Half the size: all finite, and the sum is there. */
+    x[0] = x[1] = table[0] = table[1] = E / 2;
+    TU_ASSERT_STATUS(pa_analyze_decompose(&a, &d, ws, n, &err), PA_STATUS_OK, &err);
+    assert_float_equal(position[0], cp[0] + pc[0] + pp[0], 1e33);
+    assert_true(position[0] > 1.0e38f);
+    free(ws);
+}
+
 static void test_decompose_errors(void **state)
 {
     (void)state;
@@ -285,12 +318,10 @@ static void test_decompose_errors(void **state)
     TU_ASSERT_STATUS(pa_analyze_decompose(&f.a, &d, ws, n - 1 - 64, &err),
                      PA_STATUS_WORKSPACE_TOO_SMALL, &err);
     d.position = NULL;
-    TU_ASSERT_STATUS(pa_analyze_decompose(&f.a, &d, ws, n, &err), PA_STATUS_INVALID_ARGUMENT,
-                     &err);
+    TU_ASSERT_STATUS(pa_analyze_decompose(&f.a, &d, ws, n, &err), PA_STATUS_INVALID_ARGUMENT, &err);
     d.position = p;
     f.a.head_dim = 0;
-    TU_ASSERT_STATUS(pa_analyze_decompose(&f.a, &d, ws, n, &err), PA_STATUS_INVALID_ARGUMENT,
-                     &err);
+    TU_ASSERT_STATUS(pa_analyze_decompose(&f.a, &d, ws, n, &err), PA_STATUS_INVALID_ARGUMENT, &err);
     assert_string_equal(err.field, "head_dim");
     free(ws);
     fixture_free(&f);
@@ -303,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_permutation_errors),
         cmocka_unit_test(test_decompose_bias_schemes),
         cmocka_unit_test(test_decompose_absolute),
+        cmocka_unit_test(test_decompose_overflow),
         cmocka_unit_test(test_decompose_errors),
     };
     return cmocka_run_group_tests_name("analysis", tests, NULL, NULL);

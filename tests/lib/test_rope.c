@@ -11,6 +11,7 @@
 #include "ref_rope.h"
 #include "rope_configs.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -374,6 +375,11 @@ static void test_errors_common(void **state)
     EXPECT_ERROR(&r, 64, PA_STATUS_OUT_OF_RANGE, "scheme.attention_factor", NULL);
     r.attention_factor = INFINITY;
     EXPECT_ERROR(&r, 64, PA_STATUS_INVALID_ARGUMENT, "scheme.attention_factor", NULL);
+    /* Finite in double, infinite as the float32 factor of cos and sin. */
+    r.attention_factor = 1e39;
+    EXPECT_ERROR(&r, 64, PA_STATUS_OUT_OF_RANGE, "scheme.attention_factor", NULL);
+    r.attention_factor = FLT_MAX; /* the largest that is still finite */
+    assert_int_equal(pa_rope_check(&r, 64, &err), PA_STATUS_OK);
 }
 
 static void test_errors_factor(void **state)

@@ -324,10 +324,32 @@ static void test_errors(void **state)
                      PA_STATUS_OUT_OF_RANGE);
 }
 
+/* Finite q and k whose rotated dot product leaves float32. */
+static void test_score_overflow(void **state)
+{
+    (void)state;
+    float q[4], k[4], score[2], spread[2];
+    const int32_t offs[2] = {0, 3};
+    const int32_t pos[2] = {4, 9};
+    pa_error err;
+    pa_rope r = rope_defaults();
+    for (int i = 0; i < 4; i++)
+        q[i] = k[i] = 9.0e18f; /* at offset 0: 4 * 8.1e37 = 3.24e38, finite */
+    TU_ASSERT_STATUS(pa_analyze_rope_offset(&r, 4, q, k, offs, 2, 10, pos, 2, score, spread, &err),
+                     PA_STATUS_OK, &err);
+    assert_true(isfinite(score[0]) && score[0] > 3.0e38f);
+    for (int i = 0; i < 4; i++)
+        q[i] = k[i] = 1.0e19f; /* 4e38 */
+    TU_ASSERT_STATUS(pa_analyze_rope_offset(&r, 4, q, k, offs, 2, 10, pos, 2, score, spread, &err),
+                     PA_STATUS_OUT_OF_RANGE, &err);
+    assert_string_equal(err.field, "score[0]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spread_and_score_vs_reference),
+        cmocka_unit_test(test_score_overflow),
         cmocka_unit_test(test_offset_zero_is_dot),
         cmocka_unit_test(test_score_known_values),
         cmocka_unit_test(test_max_position_is_largest_used),

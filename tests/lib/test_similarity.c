@@ -183,6 +183,29 @@ static void test_learned(void **state)
     free(table);
 }
 
+/* Finite rows whose dot product leaves float32: an error, not inf. */
+static void test_learned_overflow(void **state)
+{
+    (void)state;
+    float table[2 * 2] = {1.0f, 1.0f, 1.0e19f, 1.0e19f};
+    pa_scheme s;
+    pa_scheme_init(&s, PA_SCHEME_LEARNED);
+    s.learned.table = table;
+    s.learned.rows = 2;
+    s.learned.cols = 2;
+    const int32_t pos[2] = {0, 1};
+    /* 1e19 * 1e19 * 2 = 2e38: still finite. */
+    run r = analyze(&s, pos, 2, 2, 0, false);
+    TU_ASSERT_STATUS(r.st, PA_STATUS_OK, &r.err);
+    assert_float_equal(r.sim[3], 2.0e38f, 1e32);
+    free(r.sim);
+    table[2] = table[3] = 1.5e19f; /* 4.5e38 */
+    r = analyze(&s, pos, 2, 2, 0, false);
+    TU_ASSERT_STATUS(r.st, PA_STATUS_OUT_OF_RANGE, &r.err);
+    assert_string_equal(r.err.field, "similarity");
+    free(r.sim);
+}
+
 static void test_empty(void **state)
 {
     (void)state;
@@ -321,10 +344,10 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sinusoidal_sim), cmocka_unit_test(test_sinusoidal_sim_is_toeplitz),
-        cmocka_unit_test(test_shift_residual), cmocka_unit_test(test_learned),
-        cmocka_unit_test(test_empty),          cmocka_unit_test(test_workspace),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_sinusoidal_sim),   cmocka_unit_test(test_sinusoidal_sim_is_toeplitz),
+        cmocka_unit_test(test_shift_residual),   cmocka_unit_test(test_learned),
+        cmocka_unit_test(test_learned_overflow), cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_workspace),        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("similarity", tests, NULL, NULL);
 }

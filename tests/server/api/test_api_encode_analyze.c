@@ -595,6 +595,44 @@ static void test_analyze_rope_offset_and_similarity(void **state)
     cJSON_Delete(ans);
 }
 
+/* Finite inputs whose results leave float32: an error naming the result,
+ * never null (JSON's rendering of inf) in an answer. */
+static void test_analyze_and_encode_overflow(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    cJSON *ans;
+
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"rope\"},"
+               "\"q\":[1e19,1e19,1e19,1e19],\"k\":[1e19,1e19,1e19,1e19],\"offsets\":[0]}",
+               &lim, &status);
+    expect_error(ans, status, 400, "OUT_OF_RANGE", "score[0]");
+    cJSON_Delete(ans);
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"similarity\",\"scheme\":{\"type\":\"learned\",\"table\":"
+               "{\"shape\":[2,2],\"data\":[1,1,3e38,3e38]}},\"length\":2,\"dim\":2}",
+               &lim, &status);
+    expect_error(ans, status, 400, "OUT_OF_RANGE", "similarity");
+    cJSON_Delete(ans);
+    ans = call(&srv_ep_encode,
+               "{\"scheme\":{\"type\":\"rope\",\"attention_factor\":1e300},\"length\":2,"
+               "\"dim\":4}",
+               &lim, &status);
+    expect_error(ans, status, 400, "OUT_OF_RANGE", "scheme.attention_factor");
+    cJSON_Delete(ans);
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"decomposition\",\"scheme\":{\"type\":\"learned\",\"table\":"
+               "{\"shape\":[1,2],\"data\":[1.2e19,1.2e19]}},\"x\":{\"shape\":[1,2],\"data\":"
+               "[1.2e19,1.2e19]},\"num_heads\":1,\"w_q\":{\"shape\":[2,2],\"data\":[1,0,0,1]},"
+               "\"w_k\":{\"shape\":[2,2],\"data\":[1,0,0,1]},\"w_v\":{\"shape\":[2,2],"
+               "\"data\":[1,0,0,1]}}",
+               &lim, &status);
+    expect_error(ans, status, 400, "OUT_OF_RANGE", "position");
+    cJSON_Delete(ans);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -604,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_analyze_permutation),
         cmocka_unit_test(test_analyze_decomposition),
         cmocka_unit_test(test_analyze_rope_offset_and_similarity),
+        cmocka_unit_test(test_analyze_and_encode_overflow),
         cmocka_unit_test(test_encode_options),
         cmocka_unit_test(test_analyze_decomposition_options),
     };
