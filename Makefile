@@ -16,7 +16,7 @@ CC ?= cc
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind \
                 clang libclang-rt-14-dev \
                 libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev \
-                curl python3 python3-numpy nodejs
+                curl python3 python3-numpy python3-yaml python3-jsonschema nodejs
 
 PKG_CFLAGS := $(shell pkg-config --cflags openblas cmocka 2>/dev/null)
 PKG_LIBS_BLAS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)

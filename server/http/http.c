@@ -145,7 +145,8 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     srv_web_file file;
     srv_error fe;
 
-    q->route = srv_route_find(url, method, &method_ok, q->model, sizeof q->model);
+    q->route = srv_route_find(url, method, &method_ok, &q->model);
+    q->v2 = srv_url_is_v2(url);
     if (!framing_ok(c, &fe, msg, sizeof msg)) {
         q->close = true;
         return http_send_error(q, fe, NULL, msg);
@@ -166,8 +167,14 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     if (srv_routes[q->route].api && !authorized(h, c))
         return refuse(q, c, SRV_ERR_UNAUTHORIZED,
                       "a valid API key is required: Authorization: Bearer <key>");
-    if (srv_route_is_v2_model(q->route) && !srv_v2_model_known(q->model)) {
-        srv_v2_unknown_model(q->model, msg, sizeof msg);
+    if (srv_route_is_v2_model(q->route) &&
+        !srv_v2_model_version_known(q->model.name, q->model.version)) {
+        /* [V2] model ready: "4xx" and an empty body for a model that is not. */
+        if (q->route == SRV_ROUTE_V2_MODEL_READY) {
+            http_set_text(&q->reply, 404, "text/plain", "");
+            return http_send_reply(q);
+        }
+        srv_v2_unknown_model(q->model.name, q->model.version, msg, sizeof msg);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
     q->infer_header_len = -1;

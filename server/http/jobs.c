@@ -113,8 +113,9 @@ enum MHD_Result http_start_job(request *q)
         return http_send_error(q, SRV_ERR_DRAINING, NULL,
                                "the server is shutting down; retry on another replica");
     if (q->route == SRV_ROUTE_V2_INFER
-            ? !srv_v2_infer_prepare(q->model, q->body ? q->body + q->body_off : "", q->body_len,
-                                    q->infer_header_len, &h->limits, &q->job, &q->reply)
+            ? !srv_v2_infer_prepare(q->model.name, q->body ? q->body + q->body_off : "",
+                                    q->body_len, q->infer_header_len, &h->limits, &q->job,
+                                    &q->reply)
             : !srv_job_prepare(srv_routes[q->route].ep, q->body ? q->body : "", q->body_len,
                                &h->limits, &q->job, &q->reply))
         return http_send_reply(q);

@@ -53,7 +53,8 @@ struct request {
     srv_route route;
     char method[8];
     char path[128];
-    char model[128];          /* SRV_ROUTE_V2_MODEL..INFER: the model name */
+    srv_route_model model;    /* the v2 model routes: the model's name and version */
+    bool v2;                  /* under /v2: errors in the protocol's shape */
     int64_t infer_header_len; /* Inference-Header-Content-Length, -1 when absent */
     uint64_t start_ns;
     uint64_t deadline_ns;

@@ -45,8 +45,21 @@ void http_record_answer(request *q)
     q->recorded = true;
     if (q->status == 0)
         q->status = 499; /* the client went away before an answer was queued */
-    srv_metrics_request(h->metrics, srv_routes[q->route].label, q->status,
-                        (double)(srv_now_ns() - q->start_ns) / 1e9, q->body_len, q->bytes_out);
+    const double seconds = (double)(srv_now_ns() - q->start_ns) / 1e9;
+    srv_metrics_request(h->metrics, srv_routes[q->route].label, q->status, seconds, q->body_len,
+                        q->bytes_out);
+    if (q->route == SRV_ROUTE_V2_INFER) {
+        /* Triton's phases: the longest wait of a task, the body parsed, the
+         * computation's wall time, the answer rendered. */
+        const double phases[SRV_PHASE_COUNT] = {
+            [SRV_PHASE_QUEUE] = (double)atomic_load(&q->max_queue_us) / 1e6,
+            [SRV_PHASE_INPUT] = (double)q->parse_us / 1e6,
+            [SRV_PHASE_INFER] = (double)srv_request_compute_us(q) / 1e6,
+            [SRV_PHASE_OUTPUT] = (double)q->render_us / 1e6,
+        };
+        srv_metrics_model_infer(h->metrics, srv_v2_model_scheme(q->model.name), q->status == 200,
+                                seconds, phases);
+    }
     if (q->submitted) {
         atomic_fetch_sub(&h->in_flight, 1);
         srv_metrics_in_flight_add(h->metrics, -1);
@@ -82,7 +95,7 @@ enum MHD_Result http_send_reply(request *q)
     srv_reply *r = &q->reply;
     char timing[256];
 
-    if (srv_route_is_v2(q->route))
+    if (q->v2)
         srv_v2_reply_error(r); /* {"error":"..."}, whichever layer refused */
     if (r->body != NULL) {
         resp = MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_FREE);
@@ -188,8 +201,18 @@ enum MHD_Result http_serve_simple(request *q)
         srv_v2_server_metadata(&q->reply);
         break;
     case SRV_ROUTE_V2_MODEL:
-        srv_v2_model_metadata(q->model, &q->reply);
+        srv_v2_model_metadata(q->model.name, &q->reply);
         break;
+    case SRV_ROUTE_V2_STATS:
+    case SRV_ROUTE_V2_MODEL_STATS: {
+        srv_model_counts counts[PA_SCHEME_COUNT];
+        for (int t = 0; t < PA_SCHEME_COUNT; t++)
+            srv_metrics_model_counts(h->metrics, pa_scheme_type_name((pa_scheme_type)t),
+                                     &counts[t]);
+        srv_v2_model_stats(q->route == SRV_ROUTE_V2_STATS ? NULL : q->model.name, counts,
+                           &q->reply);
+        break;
+    }
     case SRV_ROUTE_METRICS: {
         size_t len = 0;
         char *text = srv_metrics_render(h->metrics, &len);

@@ -27,9 +27,11 @@ typedef enum srv_route {
     SRV_ROUTE_V2_SERVER, /* the Open Inference Protocol (v2/v2.h), SRV_ROUTE_V2_* */
     SRV_ROUTE_V2_LIVE,
     SRV_ROUTE_V2_READY,
-    SRV_ROUTE_V2_MODEL, /* /v2/models/{name}...: srv_route_find gives the name */
+    SRV_ROUTE_V2_STATS, /* /v2/models/stats: every model's */
+    SRV_ROUTE_V2_MODEL, /* /v2/models/{name}[/versions/{v}]...: srv_route_find gives both */
     SRV_ROUTE_V2_MODEL_READY,
     SRV_ROUTE_V2_INFER,
+    SRV_ROUTE_V2_MODEL_STATS,
     SRV_ROUTE_PAGE, /* GET /: the web page (server/web/index.html) */
     SRV_ROUTE_WEB,  /* GET /web/NAME: a file of the page; matched by prefix */
     SRV_ROUTE_NOT_FOUND
@@ -45,15 +47,26 @@ typedef struct srv_route_def {
 
 extern const srv_route_def srv_routes[SRV_ROUTE_NOT_FOUND + 1];
 
+/* What a /v2/models/{name}[/versions/{version}][/ready|/infer|/stats]
+ * path names: both cut to fit (never overflowing), version "" when the
+ * path has none. */
+typedef struct srv_route_model {
+    char name[128];
+    char version[32];
+} srv_route_model;
+
 /* The route of url (the path, without the query). *method_ok says whether
  * method is the route's (HEAD for GET too); true for SRV_ROUTE_NOT_FOUND.
- * For the /v2/models/{name} routes the name goes to model (cap bytes,
- * truncated); model is untouched otherwise. */
-srv_route srv_route_find(const char *url, const char *method, bool *method_ok, char *model,
-                         size_t cap);
+ * For the /v2/models/{name} routes *m gets the name and version; *m is
+ * untouched otherwise. "/v2/" is "/v2" (the OpenAPI document's spelling). */
+srv_route srv_route_find(const char *url, const char *method, bool *method_ok, srv_route_model *m);
 
 /* Routes of the Open Inference Protocol, and those that name a model. */
 bool srv_route_is_v2(srv_route r);
 bool srv_route_is_v2_model(srv_route r);
+
+/* Whether url is under /v2 (a route or not): its errors take the
+ * protocol's {"error": "<string>"} shape. */
+bool srv_url_is_v2(const char *url);
 
 #endif

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Latency bucket upper bounds, 50 us to 30 s in steps of about 2.5x; +Inf is
  * implicit. The text is what `le` shows. */
@@ -36,8 +37,8 @@ static const struct {
 #define N_BUCKETS (N_BOUNDS + 1) /* + the +Inf bucket */
 
 static const char *const endpoint_names[] = {
-    "attention", "encode",  "analyze", "schemes",  "tensors",     "healthz",   "readyz",
-    "metrics",   "openapi", "page",    "v2_infer", "v2_metadata", "v2_health", "other",
+    "attention", "encode", "analyze",  "schemes",     "tensors",   "healthz",  "readyz", "metrics",
+    "openapi",   "page",   "v2_infer", "v2_metadata", "v2_health", "v2_stats", "other",
 };
 #define N_ENDPOINTS (sizeof endpoint_names / sizeof endpoint_names[0])
 #define ENDPOINT_OTHER (N_ENDPOINTS - 1)
@@ -74,7 +75,15 @@ struct srv_metrics {
     atomic_int_fast64_t queue_depth;
     atomic_int_fast64_t in_flight;
     atomic_uint_fast64_t cut[3]; /* headers, body, send */
+    struct {
+        atomic_uint_fast64_t n[2], ns[2]; /* fail, success */
+        atomic_uint_fast64_t phase_ns[SRV_PHASE_COUNT];
+        atomic_uint_fast64_t last_ms;
+    } model[PA_SCHEME_COUNT];
 };
+
+static const char *const phase_names[SRV_PHASE_COUNT] = {"queue", "compute_input", "compute_infer",
+                                                         "compute_output"};
 
 static void histogram_init(histogram *h)
 {
@@ -150,6 +159,11 @@ static const char *scheme_label(size_t i)
     return i == SCHEME_ANALYSIS ? "analysis" : "other";
 }
 
+static uint64_t load(atomic_uint_fast64_t *a)
+{
+    return (uint64_t)atomic_load_explicit(a, memory_order_relaxed);
+}
+
 srv_metrics *srv_metrics_new(void)
 {
     srv_metrics *m = malloc(sizeof *m);
@@ -169,6 +183,17 @@ srv_metrics *srv_metrics_new(void)
     atomic_init(&m->response_bytes, 0);
     atomic_init(&m->queue_depth, 0);
     atomic_init(&m->in_flight, 0);
+    for (size_t k = 0; k < 3; k++)
+        atomic_init(&m->cut[k], 0);
+    for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++) {
+        for (int k = 0; k < 2; k++) {
+            atomic_init(&m->model[s].n[k], 0);
+            atomic_init(&m->model[s].ns[k], 0);
+        }
+        for (int p = 0; p < SRV_PHASE_COUNT; p++)
+            atomic_init(&m->model[s].phase_ns[p], 0);
+        atomic_init(&m->model[s].last_ms, 0);
+    }
     return m;
 }
 
@@ -216,6 +241,49 @@ void srv_metrics_in_flight_add(srv_metrics *m, int64_t delta)
         atomic_fetch_add_explicit(&m->in_flight, delta, memory_order_relaxed);
 }
 
+/* Seconds as integer nanoseconds, clamped as histograms clamp them. */
+static uint_fast64_t ns_of(double seconds)
+{
+    if (!(seconds > 0))
+        return 0;
+    if (seconds > MAX_OBSERVATION_SECONDS)
+        seconds = MAX_OBSERVATION_SECONDS;
+    return (uint_fast64_t)llround(seconds * 1e9);
+}
+
+void srv_metrics_model_infer(srv_metrics *m, const char *scheme, bool success, double seconds,
+                             const double phase_seconds[SRV_PHASE_COUNT])
+{
+    size_t s = scheme_index(scheme);
+    struct timespec now;
+    if (m == NULL || s >= (size_t)PA_SCHEME_COUNT)
+        return;
+    atomic_fetch_add_explicit(&m->model[s].n[success], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->model[s].ns[success], ns_of(seconds), memory_order_relaxed);
+    for (int p = 0; success && phase_seconds != NULL && p < SRV_PHASE_COUNT; p++)
+        atomic_fetch_add_explicit(&m->model[s].phase_ns[p], ns_of(phase_seconds[p]),
+                                  memory_order_relaxed);
+    clock_gettime(CLOCK_REALTIME, &now);
+    atomic_store_explicit(&m->model[s].last_ms,
+                          (uint_fast64_t)now.tv_sec * 1000u + (uint_fast64_t)now.tv_nsec / 1000000u,
+                          memory_order_relaxed);
+}
+
+void srv_metrics_model_counts(srv_metrics *m, const char *scheme, srv_model_counts *out)
+{
+    size_t s = scheme_index(scheme);
+    memset(out, 0, sizeof *out);
+    if (m == NULL || s >= (size_t)PA_SCHEME_COUNT)
+        return;
+    out->fail = load(&m->model[s].n[0]);
+    out->success = load(&m->model[s].n[1]);
+    out->fail_ns = load(&m->model[s].ns[0]);
+    out->success_ns = load(&m->model[s].ns[1]);
+    for (int p = 0; p < SRV_PHASE_COUNT; p++)
+        out->phase_ns[p] = load(&m->model[s].phase_ns[p]);
+    out->last_ms = load(&m->model[s].last_ms);
+}
+
 static const char *const cut_phases[] = {"headers", "body", "send"};
 
 void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n)
@@ -238,11 +306,6 @@ int64_t srv_metrics_in_flight(const srv_metrics *m)
     return m ? (int64_t)atomic_load_explicit((atomic_int_fast64_t *)&m->in_flight,
                                              memory_order_relaxed)
              : 0;
-}
-
-static uint64_t load(atomic_uint_fast64_t *a)
-{
-    return (uint64_t)atomic_load_explicit(a, memory_order_relaxed);
 }
 
 static bool histogram_seen(histogram *h)
@@ -346,6 +409,35 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
     for (size_t k = 0; k < 3; k++)
         fprintf(f, "posattn_connections_cut_total{phase=\"%s\"} %" PRIu64 "\n", cut_phases[k],
                 load(&m->cut[k]));
+
+    /* The Open Inference Protocol's statistics, by model: only models that
+     * have been asked for (a bounded set either way). */
+    static const char *const outcomes[2] = {"fail", "success"};
+    header(f, "posattn_v2_inferences_total", "counter",
+           "Open Inference Protocol inference requests, by model scheme and outcome.");
+    for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++)
+        for (int k = 0; k < 2; k++)
+            if (load(&m->model[s].n[0]) + load(&m->model[s].n[1]) > 0)
+                fprintf(f,
+                        "posattn_v2_inferences_total{scheme=\"%s\",outcome=\"%s\"} %" PRIu64 "\n",
+                        scheme_label(s), outcomes[k], load(&m->model[s].n[k]));
+    header(f, "posattn_v2_inference_seconds_total", "counter",
+           "Their durations, first byte to answer, summed.");
+    for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++)
+        for (int k = 0; k < 2; k++)
+            if (load(&m->model[s].n[0]) + load(&m->model[s].n[1]) > 0)
+                fprintf(f,
+                        "posattn_v2_inference_seconds_total{scheme=\"%s\",outcome=\"%s\"} %.9f\n",
+                        scheme_label(s), outcomes[k], (double)load(&m->model[s].ns[k]) / 1e9);
+    header(f, "posattn_v2_phase_seconds_total", "counter",
+           "Successful inferences' time by phase (queue, compute_input, compute_infer, "
+           "compute_output), summed.");
+    for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++)
+        for (int p = 0; p < SRV_PHASE_COUNT; p++)
+            if (load(&m->model[s].n[1]) > 0)
+                fprintf(f, "posattn_v2_phase_seconds_total{scheme=\"%s\",phase=\"%s\"} %.9f\n",
+                        scheme_label(s), phase_names[p],
+                        (double)load(&m->model[s].phase_ns[p]) / 1e9);
 
     header(f, "posattn_build_info", "gauge",
            "The posattn version and the kernels this CPU runs (avx512 or portable); always 1.");

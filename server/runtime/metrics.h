@@ -13,11 +13,20 @@
  *   posattn_in_flight                            gauge: requests accepted, not yet answered
  *   posattn_connections_cut_total{phase}         counter: connections shut past
  *                                                --request-timeout (headers, body, send)
+ *   posattn_v2_inferences_total{scheme,outcome}  counter: Open Inference Protocol
+ *                                                requests by model (its scheme), success or fail
+ *   posattn_v2_inference_seconds_total{scheme,outcome}   counter: their durations
+ *   posattn_v2_phase_seconds_total{scheme,phase} counter: successful ones' queue,
+ *                                                compute_input, compute_infer, compute_output
  *   posattn_build_info{version,kernel}           gauge 1
+ * The v2 counters are what GET /v2/models/.../stats reports (v2/v2.h).
  */
 #ifndef SRV_METRICS_H
 #define SRV_METRICS_H
 
+#include "common/model_stats.h"
+
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,7 +36,8 @@ srv_metrics *srv_metrics_new(void);
 void srv_metrics_free(srv_metrics *m);
 
 /* endpoint: one of "attention", "encode", "analyze", "schemes", "tensors",
- * "healthz", "readyz", "metrics", "openapi", "page", "other" (anything else
+ * "healthz", "readyz", "metrics", "openapi", "page", "v2_infer", "v2_metadata",
+ * "v2_health", "v2_stats", "other" (anything else
  * counts as "other"); code: the HTTP status. */
 void srv_metrics_request(srv_metrics *m, const char *endpoint, int code, double seconds,
                          size_t request_bytes, size_t response_bytes);
@@ -36,6 +46,13 @@ void srv_metrics_queue(srv_metrics *m, double seconds);
 void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds);
 void srv_metrics_queue_depth_add(srv_metrics *m, int64_t delta);
 void srv_metrics_in_flight_add(srv_metrics *m, int64_t delta);
+/* One v2 inference request of the model of scheme (a pa_scheme_type_name;
+ * anything else is not counted): its outcome, whole duration, and, for a
+ * success, its phases (SRV_PHASE_*). */
+void srv_metrics_model_infer(srv_metrics *m, const char *scheme, bool success, double seconds,
+                             const double phase_seconds[SRV_PHASE_COUNT]);
+/* The counters of the model of scheme (zeros for an unknown one). */
+void srv_metrics_model_counts(srv_metrics *m, const char *scheme, srv_model_counts *out);
 /* phase: "headers", "body" or "send" (anything else is not counted). */
 void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n);
 int64_t srv_metrics_queue_depth(const srv_metrics *m);

@@ -39,6 +39,18 @@ bool srv_v2_model_known(const char *name)
     return api_v2_model_type(name, &t);
 }
 
+const char *srv_v2_model_scheme(const char *name)
+{
+    pa_scheme_type t;
+    return api_v2_model_type(name, &t) ? pa_scheme_type_name(t) : NULL;
+}
+
+bool srv_v2_model_version_known(const char *name, const char *version)
+{
+    return srv_v2_model_known(name) &&
+           (version == NULL || version[0] == '\0' || strcmp(version, SRV_V2_MODEL_VERSION) == 0);
+}
+
 static const api_v2_input item_inputs[] = {
     {"q", API_V2_ROLE_TENSOR, 3, false, false},
     {"k", API_V2_ROLE_TENSOR, 3, false, false},
@@ -131,9 +143,15 @@ void api_v2_fail_reply(srv_reply *reply, const api_err *e)
     srv_v2_reply_error(reply);
 }
 
-void srv_v2_unknown_model(const char *name, char *buf, size_t cap)
+void srv_v2_unknown_model(const char *name, const char *version, char *buf, size_t cap)
 {
     char list[128] = "";
+    if (srv_v2_model_known(name)) {
+        snprintf(buf, cap, "model '%s' has no version '%.16s%s': its one version is %s", name,
+                 version != NULL ? version : "",
+                 version != NULL && strlen(version) > 16 ? "..." : "", SRV_V2_MODEL_VERSION);
+        return;
+    }
     for (int t = 0; t < PA_SCHEME_COUNT; t++)
         api_v2_list_add(list, sizeof list, pa_scheme_type_name((pa_scheme_type)t));
     snprintf(buf, cap, "unknown model '%.32s%s'; the models are %s<scheme>, scheme %s",
@@ -145,7 +163,7 @@ void api_v2_unknown_model_reply(const char *name, srv_reply *reply)
 {
     char msg[256];
     api_err e;
-    srv_v2_unknown_model(name, msg, sizeof msg);
+    srv_v2_unknown_model(name, NULL, msg, sizeof msg);
     api_fail(&e, NULL, SRV_ERR_NOT_FOUND, "", "%s", msg);
     api_v2_fail_reply(reply, &e);
 }
@@ -174,7 +192,62 @@ void srv_v2_server_metadata(srv_reply *reply)
     bool ok = root != NULL && cJSON_AddStringToObject(root, "name", "posattn") &&
               cJSON_AddStringToObject(root, "version", PA_VERSION_STRING) &&
               (ext = cJSON_AddArrayToObject(root, "extensions")) != NULL &&
-              cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data"));
+              cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data")) &&
+              cJSON_AddItemToArray(ext, cJSON_CreateString("statistics"));
+    reply_tree(reply, root, ok);
+}
+
+/* {"count": n, "ns": ns}: Triton's $duration_stat. */
+static bool add_duration(cJSON *obj, const char *name, uint64_t n, uint64_t ns)
+{
+    cJSON *d = cJSON_AddObjectToObject(obj, name);
+    return d != NULL && cJSON_AddItemToObject(d, "count", srv_json_int((int64_t)n)) &&
+           cJSON_AddItemToObject(d, "ns", srv_json_int((int64_t)ns));
+}
+
+/* One $model_stat (extension_statistics.md, "Statistics Response JSON
+ * Object"). posattn runs each request as it comes (no dynamic batching),
+ * so execution_count is inference_count and batch_stats is empty; there
+ * is no response cache, so cache_hit and cache_miss are zero. */
+static bool add_model_stat(cJSON *arr, pa_scheme_type t, const srv_model_counts *c)
+{
+    static const char *const phases[SRV_PHASE_COUNT] = {"queue", "compute_input", "compute_infer",
+                                                        "compute_output"};
+    char name[64];
+    cJSON *s = cJSON_CreateObject(), *inf;
+    bool ok;
+    if (s == NULL || !cJSON_AddItemToArray(arr, s))
+        return cJSON_Delete(s), false;
+    snprintf(name, sizeof name, "%s%s", API_V2_MODEL_PREFIX, pa_scheme_type_name(t));
+    ok = cJSON_AddStringToObject(s, "name", name) &&
+         cJSON_AddStringToObject(s, "version", SRV_V2_MODEL_VERSION) &&
+         cJSON_AddItemToObject(s, "last_inference", srv_json_int((int64_t)c->last_ms)) &&
+         cJSON_AddItemToObject(s, "inference_count", srv_json_int((int64_t)c->success)) &&
+         cJSON_AddItemToObject(s, "execution_count", srv_json_int((int64_t)c->success)) &&
+         (inf = cJSON_AddObjectToObject(s, "inference_stats")) != NULL &&
+         add_duration(inf, "success", c->success, c->success_ns) &&
+         add_duration(inf, "fail", c->fail, c->fail_ns);
+    for (int p = 0; ok && p < SRV_PHASE_COUNT; p++)
+        ok = add_duration(inf, phases[p], c->success, c->phase_ns[p]);
+    return ok && add_duration(inf, "cache_hit", 0, 0) && add_duration(inf, "cache_miss", 0, 0) &&
+           cJSON_AddArrayToObject(s, "batch_stats") != NULL;
+}
+
+void srv_v2_model_stats(const char *name, const srv_model_counts counts[PA_SCHEME_COUNT],
+                        srv_reply *reply)
+{
+    pa_scheme_type one;
+    cJSON *root, *arr;
+    bool ok;
+    if (name != NULL && !api_v2_model_type(name, &one)) {
+        api_v2_unknown_model_reply(name, reply);
+        return;
+    }
+    root = cJSON_CreateObject();
+    ok = root != NULL && (arr = cJSON_AddArrayToObject(root, "model_stats")) != NULL;
+    for (int t = 0; ok && t < PA_SCHEME_COUNT; t++)
+        if (name == NULL || (pa_scheme_type)t == one)
+            ok = add_model_stat(arr, (pa_scheme_type)t, &counts[t]);
     reply_tree(reply, root, ok);
 }
 
@@ -202,7 +275,7 @@ void srv_v2_model_metadata(const char *name, srv_reply *reply)
     pa_scheme_type t;
     api_v2_input specs[API_V2_MAX_INPUTS];
     size_t n;
-    cJSON *root, *in, *out;
+    cJSON *root, *in, *out, *vers, *props;
     bool ok;
 
     if (!api_v2_model_type(name, &t)) {
@@ -212,6 +285,8 @@ void srv_v2_model_metadata(const char *name, srv_reply *reply)
     n = api_v2_model_inputs(t, specs);
     root = cJSON_CreateObject();
     ok = root != NULL && cJSON_AddStringToObject(root, "name", name) &&
+         (vers = cJSON_AddArrayToObject(root, "versions")) != NULL &&
+         cJSON_AddItemToArray(vers, cJSON_CreateString(SRV_V2_MODEL_VERSION)) &&
          cJSON_AddStringToObject(root, "platform", "posattn") &&
          (in = cJSON_AddArrayToObject(root, "inputs")) != NULL &&
          (out = cJSON_AddArrayToObject(root, "outputs")) != NULL;
@@ -221,9 +296,20 @@ void srv_v2_model_metadata(const char *name, srv_reply *reply)
                              : specs[i].boolean ? "BOOL"
                                                 : "FP32",
                              specs[i].ndim ? specs[i].ndim : 3);
-    /* output is [Lq, d_out] in layer mode with w_o, [Lq, H, Dv] otherwise. */
-    for (size_t i = 0; ok && i < API_V2_OUTPUTS; i++)
-        ok = add_meta_tensor(out, api_v2_outputs[i].name, "FP32", 3);
+    /* The model's output: [Lq, H, Dv] ([Lq, d_out] in layer mode with w_o),
+     * what an infer request without "outputs" returns ([V2]: "all outputs
+     * produced by the model"). weights, logits (H x Lq x Lk each), q_rot
+     * and k_rot are diagnostics a request names in "outputs"; "properties"
+     * (a string map in the OpenAPI document's metadata_model_response)
+     * lists them. */
+    ok = ok && add_meta_tensor(out, api_v2_outputs[0].name, "FP32", 3) &&
+         (props = cJSON_AddObjectToObject(root, "properties")) != NULL;
+    if (ok) {
+        char list[64] = "";
+        for (size_t i = 1; i < API_V2_OUTPUTS; i++)
+            api_v2_list_add(list, sizeof list, api_v2_outputs[i].name);
+        ok = cJSON_AddStringToObject(props, "diagnostic_outputs", list) != NULL;
+    }
     reply_tree(reply, root, ok);
 }
 
@@ -281,10 +367,11 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
         return;
     }
 
-    /* [V2] "Inference Response JSON Object"; no model_version: posattn does
-     * not version models. parameters carries the timing, as /v1 does. */
+    /* [V2] "Inference Response JSON Object"; parameters carries the timing,
+     * as /v1 does. */
     root = cJSON_CreateObject();
     ok = root != NULL && cJSON_AddStringToObject(root, "model_name", ans->model) &&
+         cJSON_AddStringToObject(root, "model_version", SRV_V2_MODEL_VERSION) &&
          (ans->id == NULL || cJSON_AddStringToObject(root, "id", ans->id)) &&
          (params = cJSON_AddObjectToObject(root, "parameters")) != NULL &&
          cJSON_AddItemToObject(params, "queue_us", srv_json_int((int64_t)r.timing.queue_us)) &&
@@ -339,6 +426,18 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
                 api_v2_fail_reply(reply, &e);
                 return;
             }
+        }
+        if (!ans->binary[i] && !srv_floats_finite(data[i], count)) {
+            /* Masked logits are -inf, which JSON numbers cannot carry (and
+             * the OpenAPI document's tensor_data has no null): the binary
+             * extension can. */
+            api_fail(&e, NULL, SRV_ERR_INVALID_ARGUMENT, "outputs",
+                     "%s holds -inf (masked keys), which JSON cannot carry: ask for it as binary "
+                     "data, {\"name\":\"%s\",\"parameters\":{\"binary_data\":true}}",
+                     name, name);
+            cJSON_Delete(root);
+            api_v2_fail_reply(reply, &e);
+            return;
         }
         bytes[i] = ans->binary[i] ? count * (r.out_wire == SRV_WIRE_F32 ? sizeof(float) : 2) : 0;
         total += bytes[i];

@@ -16,13 +16,21 @@
 
 #include "api/api.h"
 #include "common/reply.h"
+#include "common/model_stats.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* Each model has one version: metadata lists it, answers carry it as
+ * model_version, and the versioned paths take it and no other. */
+#define SRV_V2_MODEL_VERSION "1"
+
 /* True when name is a model ("attention-rope", ...). */
 bool srv_v2_model_known(const char *name);
+
+/* True when name is a model and version is "" (none named) or its one. */
+bool srv_v2_model_version_known(const char *name, const char *version);
 
 /* GET /v2: {"name":"posattn","version":...,"extensions":[...]}. */
 void srv_v2_server_metadata(srv_reply *reply);
@@ -31,8 +39,19 @@ void srv_v2_server_metadata(srv_reply *reply);
 void srv_v2_model_metadata(const char *name, srv_reply *reply);
 
 /* The message of the 404 for an unknown model name (it says which models
- * there are), in buf[cap]; cap >= 160 holds it whole. */
-void srv_v2_unknown_model(const char *name, char *buf, size_t cap);
+ * there are) or, for a known one, an unknown version (NULL or "" for
+ * none), in buf[cap]; cap >= 160 holds it whole. */
+void srv_v2_unknown_model(const char *name, const char *version, char *buf, size_t cap);
+
+/* The scheme (a pa_scheme_type_name) of model name, NULL when unknown: the
+ * key of its counters in runtime/metrics.h. */
+const char *srv_v2_model_scheme(const char *name);
+
+/* GET /v2/models[/{name}[/versions/{v}]]/stats (Triton's statistics
+ * extension): name NULL for every model, counts[] by pa_scheme_type (the
+ * counters /metrics shows, runtime/metrics.h). */
+void srv_v2_model_stats(const char *name, const srv_model_counts counts[PA_SCHEME_COUNT],
+                        srv_reply *reply);
 
 /* POST /v2/models/{name}/infer. body holds len bytes: a JSON header of
  * header_len bytes followed by the binary inputs, or (header_len < 0, no

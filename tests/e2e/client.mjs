@@ -254,7 +254,7 @@ test("400 unknown field", async () => {
 });
 
 test("404 and 405", async () => {
-  assertError(await request("GET", "/v2/attention"), 404, "NOT_FOUND");
+  assertError(await request("GET", "/v3/attention"), 404, "NOT_FOUND");
   const r = await request("GET", "/v1/attention");
   assertError(r, 405, "METHOD_NOT_ALLOWED");
   assert.equal(r.headers.get("allow"), "POST");

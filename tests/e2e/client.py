@@ -270,7 +270,7 @@ class Api(Checks, unittest.TestCase):
         self.assertError(status, ans, 400, "UNKNOWN_FIELD", "colour")
 
     def test_404_405(self):
-        status, _, data = request("GET", "/v2/attention")
+        status, _, data = request("GET", "/v3/attention")
         self.assertError(status, json.loads(data), 404, "NOT_FOUND")
         status, headers, data = request("GET", "/v1/attention")
         self.assertError(status, json.loads(data), 405, "METHOD_NOT_ALLOWED")

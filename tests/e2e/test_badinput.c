@@ -470,7 +470,7 @@ static const bcase cases[] = {
      NULL, false, 0},
     {"POST on GET route", 0, "POST", "/v1/schemes", NULL, "{}", NULL, false, 405,
      "METHOD_NOT_ALLOWED", NULL, false, 0},
-    {"unknown path", 0, "GET", "/v2/attention", NULL, NULL, NULL, false, 404, "NOT_FOUND", NULL,
+    {"unknown path", 0, "GET", "/v3/attention", NULL, NULL, NULL, false, 404, "NOT_FOUND", NULL,
      false, 0},
     {"unknown path with body", 0, "POST", "/v1/attention/", NULL, "{}", NULL, false, 404,
      "NOT_FOUND", NULL, false, 0},

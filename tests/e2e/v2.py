@@ -28,10 +28,27 @@ import sys
 import unittest
 import urllib.parse
 
+import jsonschema
+import yaml
+
 URL = os.environ.get("POSATTN_URL", "http://127.0.0.1:8080").rstrip("/")
 AUTH_URL = os.environ.get("POSATTN_AUTH_URL", "").rstrip("/")
 API_KEY = os.environ.get("POSATTN_AUTH_KEY", "")
 TIMEOUT = 30
+
+
+# The protocol's own schemas (tests/fixtures/oip/SOURCE): every JSON answer
+# below is checked against the one the OpenAPI document gives it.
+_OIP = yaml.safe_load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "..", "fixtures", "oip", "open_inference_rest.yaml")))
+_RESOLVER = jsonschema.RefResolver.from_schema(_OIP)
+
+
+def conform(obj, schema):
+    """obj is valid as the OpenAPI document's components.schemas[schema]."""
+    jsonschema.Draft4Validator({"$ref": "#/components/schemas/" + schema},
+                               resolver=_RESOLVER).validate(obj)
+    return obj
 
 
 def call(method, path, body=None, headers=None, base=URL):
@@ -139,13 +156,11 @@ class Health(unittest.TestCase):
             self.assertEqual((st, body), (200, b""), path)
 
     def test_model_ready_unknown(self):
-        st, h, body = call("GET", "/v2/models/attention-nope/ready")
-        self.assertEqual(st, 404)
-        self.assertEqual(h["Content-Type"], "application/json")
-        err = json.loads(body)
-        self.assertEqual(list(err), ["error"])
-        self.assertIn("attention-nope", err["error"])
-        self.assertIn("rope", err["error"])
+        # required_api.md, "Model Ready": a 4xx and an empty body.
+        for path in ("/v2/models/attention-nope/ready",
+                     "/v2/models/attention-rope/versions/2/ready"):
+            st, _, body = call("GET", path)
+            self.assertEqual((st, body), (404, b""), path)
 
 
 class Metadata(unittest.TestCase):
@@ -153,10 +168,13 @@ class Metadata(unittest.TestCase):
         st, h, body = call("GET", "/v2")
         self.assertEqual(st, 200)
         self.assertEqual(h["Content-Type"], "application/json")
-        meta = json.loads(body)
+        meta = conform(json.loads(body), "metadata_server_response")
         self.assertEqual(sorted(meta), ["extensions", "name", "version"])
         self.assertEqual(meta["name"], "posattn")
-        self.assertEqual(meta["extensions"], ["binary_tensor_data"])
+        self.assertEqual(meta["extensions"], ["binary_tensor_data", "statistics"])
+        # The OpenAPI document's spelling, with the slash.
+        st, _, slash = call("GET", "/v2/")
+        self.assertEqual((st, json.loads(slash)), (200, meta))
         _, _, metrics = call("GET", "/metrics")
         self.assertRegex(metrics.decode(),
                          r'posattn_build_info\{version="%s",kernel="(avx512|portable)"\} 1'
@@ -173,7 +191,7 @@ class Metadata(unittest.TestCase):
                   t("q_norm_weight", "FP32", 1), t("k_norm_weight", "FP32", 1),
                   t("b_q", "FP32", 1), t("b_k", "FP32", 1), t("b_v", "FP32", 1),
                   t("b_o", "FP32", 1)]
-        outputs = [t(n, "FP32", 3) for n in ("output", "weights", "logits", "q_rot", "k_rot")]
+        outputs = [t("output", "FP32", 3)]  # the diagnostics are named in "properties"
         extra = {
             "none": [], "sinusoidal": [], "rope": [t("short_factor", "FP32", 1),
                                                    t("long_factor", "FP32", 1),
@@ -186,20 +204,46 @@ class Metadata(unittest.TestCase):
             name = "attention-" + scheme
             st, _, body = call("GET", "/v2/models/" + name)
             self.assertEqual(st, 200, body)
-            self.assertEqual(json.loads(body), {"name": name, "platform": "posattn",
-                                                "inputs": common + more, "outputs": outputs})
+            conform(json.loads(body), "metadata_model_response")
+            self.assertEqual(json.loads(body), {
+                "name": name, "versions": ["1"], "platform": "posattn",
+                "inputs": common + more, "outputs": outputs,
+                "properties": {"diagnostic_outputs": "weights, logits, q_rot, k_rot"}})
 
     def test_unknown_model(self):
         for path in ("/v2/models/rope", "/v2/models/attention-", "/v2/models/attention-ropes"):
             st, _, body = call("GET", path)
             self.assertEqual(st, 404, path)
-            self.assertEqual(list(json.loads(body)), ["error"])
+            self.assertEqual(list(conform(json.loads(body), "metadata_model_error_response")),
+                             ["error"])
 
-    def test_versions_not_served(self):
-        # Not a route at all: the server's generic 404 (the /v1 error shape).
-        st, _, body = call("GET", "/v2/models/attention-rope/versions/1")
+    def test_versions(self):
+        """The OpenAPI document's versioned paths: version 1 is the model."""
+        _, _, plain = call("GET", "/v2/models/attention-alibi")
+        st, _, body = call("GET", "/v2/models/attention-alibi/versions/1")
+        self.assertEqual((st, body), (200, plain))
+        st, _, body = call("GET", "/v2/models/attention-alibi/versions/1/ready")
+        self.assertEqual((st, body), (200, b""))
+        c = Case(15)
+        st, _, a = post_json("/v2/models/attention-alibi/infer", {"inputs": c.v2_inputs()})
+        self.assertEqual(st, 200, a)
+        st, _, b = post_json("/v2/models/attention-alibi/versions/1/infer",
+                             {"inputs": c.v2_inputs()})
+        self.assertEqual(st, 200, b)
+        a, b = json.loads(a), json.loads(b)
+        self.assertEqual(a["model_version"], "1")
+        self.assertEqual(a["outputs"], b["outputs"])
+        for path in ("/v2/models/attention-alibi/versions/2",
+                     "/v2/models/attention-alibi/versions/01/stats"):
+            st, _, body = call("GET", path)
+            self.assertEqual(st, 404, path)
+            self.assertEqual(json.loads(body),
+                             {"error": "model 'attention-alibi' has no version '%s': its one "
+                                       "version is 1" % path.split("/")[5]})
+        st, _, body = post_json("/v2/models/attention-alibi/versions/7/infer",
+                                {"inputs": c.v2_inputs()})
         self.assertEqual(st, 404)
-        self.assertEqual(json.loads(body)["error"]["code"], "NOT_FOUND")
+        self.assertIn("no version '7'", json.loads(body)["error"])
 
 
 class InferJson(unittest.TestCase):
@@ -213,8 +257,9 @@ class InferJson(unittest.TestCase):
         self.assertEqual(st, 200, body)
         self.assertEqual(h["Content-Type"], "application/json")
         self.assertIsNone(h.get("Inference-Header-Content-Length"))
-        ans = json.loads(body)
-        self.assertEqual(sorted(ans), ["id", "model_name", "outputs", "parameters"])
+        ans = conform(json.loads(body), "inference_response")
+        self.assertEqual(sorted(ans), ["id", "model_name", "model_version", "outputs",
+                                       "parameters"])
         self.assertEqual((ans["id"], ans["model_name"]), ("42", "attention-rope"))
         self.assertEqual(sorted(ans["parameters"]), ["compute_us", "cpu_us", "queue_us"])
         self.assertEqual(len(ans["outputs"]), 1)
@@ -243,21 +288,37 @@ class InferJson(unittest.TestCase):
     def test_outputs_selection_and_order(self):
         c = Case(3)
         names = ["logits", "output", "weights", "q_rot", "k_rot"]
+        # Masked logits are -inf: JSON cannot carry them (tensor_data has no
+        # null), so they are refused as JSON and come back as binary data.
         req = {"inputs": c.v2_inputs(), "outputs": [{"name": n} for n in names],
                "parameters": {"causal": True}}
         st, _, body = post_json("/v2/models/attention-rope/infer", req)
+        self.assertEqual(st, 400, body)
+        self.assertIn('logits holds -inf (masked keys), which JSON cannot carry: ask for it as '
+                      'binary data, {"name":"logits","parameters":{"binary_data":true}}',
+                      json.loads(body)["error"])
+        req["outputs"][0]["parameters"] = {"binary_data": True}
+        st, h, body = post_json("/v2/models/attention-rope/infer", req)
         self.assertEqual(st, 200, body)
-        outs = json.loads(body)["outputs"]
+        ans, raw = split_binary(h, body)
+        outs = ans["outputs"]
         self.assertEqual([o["name"] for o in outs], names)
         want, shapes = v1_attention(c.v1_item({"type": "rope"}, causal=True), names)
         for o in outs:
             self.assertEqual(o["shape"], shapes[o["name"]])
-            if o["name"] == "logits":  # masked logits are -inf: null in JSON
-                got = [float("-inf") if x is None else x for x in o["data"]]
-                self.assertIn(None, o["data"])
+            if o["name"] == "logits":
+                got = raw[:o["parameters"]["binary_data_size"]]
+                self.assertIn(float("-inf"), struct.unpack("<%df" % (len(got) // 4), got))
+                self.assertEqual(got, want["logits"])
             else:
-                got = o["data"]
-            self.assertEqual(le_bytes(got), want[o["name"]], o["name"])
+                self.assertEqual(le_bytes(o["data"]), want[o["name"]], o["name"])
+        # Unmasked logits are finite and come back as JSON numbers.
+        st, _, body = post_json("/v2/models/attention-rope/infer",
+                                {"inputs": c.v2_inputs(), "outputs": [{"name": "logits"}]})
+        self.assertEqual(st, 200, body)
+        want, _ = v1_attention(c.v1_item({"type": "rope"}), ["logits"])
+        ans = conform(json.loads(body), "inference_response")
+        self.assertEqual(le_bytes(ans["outputs"][0]["data"]), want["logits"])
 
     def test_layer_mode_alibi_positions(self):
         rng = random.Random(4)
@@ -435,7 +496,7 @@ class Errors(unittest.TestCase):
         st, h, data = call("POST", path, body, headers)
         self.assertEqual(st, status, data)
         self.assertTrue(h["Content-Type"].startswith("application/json"))
-        obj = json.loads(data)
+        obj = conform(json.loads(data), "inference_error_response")
         self.assertEqual(list(obj), ["error"], obj)
         self.assertIsInstance(obj["error"], str)
         for w in want:
@@ -514,6 +575,19 @@ class Errors(unittest.TestCase):
         self.assertEqual(st, 405)
         self.assertEqual(h["Allow"], "POST")
         self.assertEqual(list(json.loads(data)), ["error"])
+        # The router's own 404s and 405s under /v2 take the protocol's shape.
+        for method, path, status in (("GET", "/v2/nothing", 404), ("GET", "/v2/models", 404),
+                                     ("GET", "/v2/models/attention-rope/infer/x", 404),
+                                     ("DELETE", "/v2/models/attention-rope", 405),
+                                     ("POST", "/v2/health/live", 405)):
+            st, h, data = call(method, path, b"{}" if method == "POST" else None)
+            self.assertEqual(st, status, path)
+            obj = json.loads(data)
+            self.assertEqual(list(obj), ["error"], path)
+            self.assertIsInstance(obj["error"], str)
+        # Outside /v2 the /v1 shape stays.
+        st, _, data = call("GET", "/v2x")
+        self.assertEqual(json.loads(data)["error"]["code"], "NOT_FOUND")
 
 
 @unittest.skipUnless(AUTH_URL, "needs POSATTN_AUTH_URL (harness.sh)")
@@ -557,7 +631,7 @@ class Readme(unittest.TestCase):
     def test_metadata(self):
         lines = run_readme("v2-metadata").splitlines()
         self.assertEqual(lines[0], "200")
-        self.assertEqual(json.loads(lines[1])["extensions"], ["binary_tensor_data"])
+        self.assertEqual(json.loads(lines[1])["extensions"], ["binary_tensor_data", "statistics"])
         meta = json.loads(lines[2])
         self.assertEqual(meta["inputs"][-1], {"name": "slopes", "datatype": "FP32", "shape": [-1]})
 
@@ -584,6 +658,97 @@ class Readme(unittest.TestCase):
         for path in ("/v2:", "/v2/health/live:", "/v2/health/ready:", "/v2/models/{model}:",
                      "/v2/models/{model}/ready:", "/v2/models/{model}/infer:"):
             self.assertIn("\n  %s\n" % path, text.decode())
+
+
+class Conformance(unittest.TestCase):
+    """Answers against the OpenAPI document's schemas (tests/fixtures/oip)."""
+
+    def test_the_check_can_fail(self):
+        # What posattnd sent before: masked logits as null, and /v1's error object.
+        with self.assertRaises(jsonschema.ValidationError):
+            conform({"model_name": "m", "outputs": [
+                {"name": "logits", "shape": [1], "datatype": "FP32", "data": [None]}]},
+                "inference_response")
+        with self.assertRaises(jsonschema.ValidationError):
+            conform({"error": {"code": "NOT_FOUND", "message": "x"}}, "inference_error_response")
+        with self.assertRaises(jsonschema.ValidationError):
+            conform({"name": "m", "platform": "p", "properties": {"n": 1}},
+                    "metadata_model_response")
+
+    def test_every_model_and_error(self):
+        c = Case(17)
+        for scheme in ("none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"):
+            model = "/v2/models/attention-" + scheme
+            _, _, body = call("GET", model + "/versions/1")
+            conform(json.loads(body), "metadata_model_response")
+            st, _, body = post_json(model + "/infer", {"inputs": c.v2_inputs(),
+                                                       "outputs": [{"name": "output"},
+                                                                   {"name": "weights"}]})
+            # Absolute schemes want x; the relative ones' tables are required.
+            conform(json.loads(body), "inference_response" if st == 200
+                    else "inference_error_response")
+        for method, path in (("GET", "/v2/nowhere"), ("DELETE", "/v2"),
+                             ("GET", "/v2/models/attention-rope/versions/3")):
+            st, _, body = call(method, path)
+            self.assertGreaterEqual(st, 400)
+            conform(json.loads(body), "metadata_server_error_response")
+
+
+class Stats(unittest.TestCase):
+    """Triton's statistics extension (extension_statistics.md)."""
+
+    def stat(self, path):
+        st, h, body = call("GET", path)
+        self.assertEqual(st, 200, body)
+        self.assertEqual(h["Content-Type"], "application/json")
+        return json.loads(body)["model_stats"]
+
+    def test_counts_move(self):
+        path = "/v2/models/attention-shaw/stats"
+        before = self.stat(path)
+        self.assertEqual(len(before), 1)
+        b = before[0]
+        self.assertEqual((b["name"], b["version"], b["batch_stats"]), ("attention-shaw", "1", []))
+        self.assertEqual(sorted(b["inference_stats"]),
+                         ["cache_hit", "cache_miss", "compute_infer", "compute_input",
+                          "compute_output", "fail", "queue", "success"])
+        c = Case(16)
+        ins = c.v2_inputs() + [
+            {"name": "rel_k", "shape": [5, 8], "datatype": "FP32", "data": [0.5] * 40}]
+        params = {"max_relative_position": 2}
+        for _ in range(2):
+            st, _, body = post_json("/v2/models/attention-shaw/infer",
+                                    {"inputs": ins, "parameters": params})
+            self.assertEqual(st, 200, body)
+        st, _, _ = post_json("/v2/models/attention-shaw/versions/1/infer", {"inputs": ins[:1]})
+        self.assertEqual(st, 400)
+        after = self.stat("/v2/models/attention-shaw/versions/1/stats")[0]
+        ib, ia = b["inference_stats"], after["inference_stats"]
+        self.assertEqual(after["inference_count"] - b["inference_count"], 2)
+        self.assertEqual(after["execution_count"], after["inference_count"])
+        self.assertEqual(ia["success"]["count"] - ib["success"]["count"], 2)
+        self.assertEqual(ia["fail"]["count"] - ib["fail"]["count"], 1)
+        for phase in ("queue", "compute_input", "compute_infer", "compute_output"):
+            self.assertEqual(ia[phase]["count"], ia["success"]["count"], phase)
+        self.assertGreater(ia["compute_infer"]["ns"], ib["compute_infer"]["ns"])
+        self.assertGreater(ia["success"]["ns"] - ib["success"]["ns"],
+                           ia["compute_infer"]["ns"] - ib["compute_infer"]["ns"])
+        self.assertGreater(after["last_inference"], 1.7e12)  # ms since the epoch
+        # Every model's, from the same counters; and /metrics agrees.
+        every = self.stat("/v2/models/stats")
+        self.assertEqual([m["name"] for m in every],
+                         ["attention-" + s for s in ("none", "sinusoidal", "learned", "shaw",
+                                                     "t5", "rope", "alibi")])
+        self.assertEqual([m for m in every if m["name"] == "attention-shaw"][0]["inference_count"],
+                         after["inference_count"])
+        _, _, text = call("GET", "/metrics")
+        m = re.search(r'posattn_v2_inferences_total\{scheme="shaw",outcome="success"\} (\d+)',
+                      text.decode())
+        self.assertIsNotNone(m)
+        self.assertEqual(int(m.group(1)), after["inference_count"])
+        st, _, body = call("GET", "/v2/models/attention-nope/stats")
+        self.assertEqual(st, 404)
+        self.assertIn("unknown model", json.loads(body)["error"])
 
 
 class Metrics(unittest.TestCase):

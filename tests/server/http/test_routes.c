@@ -5,12 +5,21 @@
 #include "http/routes.h"
 #include "testutil.h"
 
+#include <stdio.h>
 #include <string.h>
 
+static char version[32];
+
+/* model gets the route's model name (cut to 31 bytes), version[] its version. */
 static srv_route find(const char *url, const char *method, bool *ok, char *model)
 {
-    strcpy(model, "untouched");
-    return srv_route_find(url, method, ok, model, 32);
+    srv_route_model m;
+    strcpy(m.name, "untouched");
+    strcpy(m.version, "untouched");
+    srv_route r = srv_route_find(url, method, ok, &m);
+    snprintf(model, 32, "%s", m.name);
+    snprintf(version, sizeof version, "%s", m.version);
+    return r;
 }
 
 static void test_exact_paths(void **state)
@@ -41,11 +50,17 @@ static void test_not_found(void **state)
                                        "/v1/Attention",
                                        "/healthz/x",
                                        "",
-                                       "/v2/",
+                                       "/v2//",
+                                       "/v2/models",
                                        "/v2/models/",
                                        "/v2/models//infer",
-                                       "/v2/models/m/versions/1/infer",
+                                       "/v2/models/m/versions",
+                                       "/v2/models/m/versions/",
+                                       "/v2/models/m/versions//infer",
+                                       "/v2/models/m/versions/1/",
                                        "/v2/models/m/infer/x",
+                                       "/v2/models/m/stats/x",
+                                       "/v2/models/stats/x",
                                        "/webx"};
     bool ok;
     char model[32];
@@ -90,6 +105,40 @@ static void test_v2_models(void **state)
         SRV_ROUTE_V2_INFER);
     assert_int_equal(strlen(model), 31);
     assert_int_equal(find("/v2", "GET", &ok, model), SRV_ROUTE_V2_SERVER);
+    assert_int_equal(find("/v2/", "GET", &ok, model), SRV_ROUTE_V2_SERVER);
+    assert_true(ok);
+    /* The versioned forms name the same routes, with the version. */
+    assert_int_equal(find("/v2/models/attention-rope", "GET", &ok, model), SRV_ROUTE_V2_MODEL);
+    assert_string_equal(version, "");
+    assert_int_equal(find("/v2/models/attention-rope/versions/1", "GET", &ok, model),
+                     SRV_ROUTE_V2_MODEL);
+    assert_string_equal(model, "attention-rope");
+    assert_string_equal(version, "1");
+    assert_int_equal(find("/v2/models/a/versions/12/ready", "GET", &ok, model),
+                     SRV_ROUTE_V2_MODEL_READY);
+    assert_string_equal(model, "a");
+    assert_string_equal(version, "12");
+    assert_int_equal(find("/v2/models/a/versions/x/infer", "POST", &ok, model), SRV_ROUTE_V2_INFER);
+    assert_string_equal(version, "x");
+    assert_int_equal(find("/v2/models/a/stats", "GET", &ok, model), SRV_ROUTE_V2_MODEL_STATS);
+    assert_string_equal(version, "");
+    assert_int_equal(find("/v2/models/a/versions/1/stats", "GET", &ok, model),
+                     SRV_ROUTE_V2_MODEL_STATS);
+    assert_string_equal(version, "1");
+    /* Every model's statistics is not a model named "stats". */
+    assert_int_equal(find("/v2/models/stats", "GET", &ok, model), SRV_ROUTE_V2_STATS);
+    assert_string_equal(model, "untouched");
+    assert_int_equal(find("/v2/models/stats/ready", "GET", &ok, model), SRV_ROUTE_V2_MODEL_READY);
+    assert_string_equal(model, "stats");
+    /* A version longer than its buffer is cut too. */
+    assert_int_equal(
+        find("/v2/models/a/versions/0123456789012345678901234567890123456789", "GET", &ok, model),
+        SRV_ROUTE_V2_MODEL);
+    assert_int_equal(strlen(version), 31);
+    assert_true(srv_url_is_v2("/v2") && srv_url_is_v2("/v2/x") && !srv_url_is_v2("/v2x") &&
+                !srv_url_is_v2("/v1/attention"));
+    assert_true(srv_route_is_v2_model(SRV_ROUTE_V2_MODEL_STATS) &&
+                !srv_route_is_v2_model(SRV_ROUTE_V2_STATS) && srv_route_is_v2(SRV_ROUTE_V2_STATS));
     assert_true(srv_route_is_v2(SRV_ROUTE_V2_SERVER) &&
                 !srv_route_is_v2_model(SRV_ROUTE_V2_SERVER));
     assert_false(srv_route_is_v2(SRV_ROUTE_ATTENTION));

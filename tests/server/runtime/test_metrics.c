@@ -147,6 +147,12 @@ static void test_fresh_render(void **state)
     assert_true(has_line(text, "posattn_queue_depth 0"));
     assert_true(has_line(text, "posattn_in_flight 0"));
     assert_true(has_line(text, "posattn_request_bytes_total 0"));
+    for (int k = 0; k < 3; k++) {
+        static const char *const phases[] = {"headers", "body", "send"};
+        char line[96];
+        snprintf(line, sizeof line, "posattn_connections_cut_total{phase=\"%s\"} 0", phases[k]);
+        assert_true(has_line(text, line));
+    }
     {
         char line[128];
         snprintf(line, sizeof line, "posattn_build_info{version=\"%s\",kernel=\"%s\"} 1",
@@ -300,6 +306,55 @@ static void *hammer(void *arg)
     return NULL;
 }
 
+/* The Open Inference Protocol's per-model counters: what the statistics
+ * extension reads back, and the same figures in the exposition. */
+static void test_model_counters(void **state)
+{
+    (void)state;
+    srv_metrics *m = srv_metrics_new();
+    srv_model_counts c;
+    const double phases[SRV_PHASE_COUNT] = {0.001, 0.002, 0.003, 0.004};
+    char *text = srv_metrics_render(m, NULL);
+    assert_null(strstr(text, "posattn_v2_inferences_total{")); /* none before any */
+    free(text);
+    srv_metrics_model_infer(m, "t5", true, 0.5, phases);
+    srv_metrics_model_infer(m, "t5", true, 0.25, phases);
+    srv_metrics_model_infer(m, "t5", false, 0.125, phases); /* phases of a failure: not counted */
+    srv_metrics_model_infer(m, "rope", false, -1.0, NULL);  /* clamped to 0 */
+    srv_metrics_model_infer(m, "bogus", true, 1.0, phases); /* not a model: dropped */
+    srv_metrics_model_infer(m, NULL, true, 1.0, phases);
+    srv_metrics_model_counts(m, "t5", &c);
+    assert_int_equal(c.success, 2);
+    assert_int_equal(c.fail, 1);
+    assert_int_equal(c.success_ns, 750000000);
+    assert_int_equal(c.fail_ns, 125000000);
+    for (int p = 0; p < SRV_PHASE_COUNT; p++)
+        assert_int_equal(c.phase_ns[p], 2000000 * (p + 1));
+    assert_true(c.last_ms > 1700000000000u); /* wall clock, ms */
+    srv_metrics_model_counts(m, "rope", &c);
+    assert_int_equal(c.success + c.fail * 10 + c.fail_ns, 10);
+    srv_metrics_model_counts(m, "alibi", &c);
+    assert_int_equal(c.success + c.fail + c.last_ms, 0);
+    srv_metrics_model_counts(m, "bogus", &c);
+    assert_int_equal(c.success, 0);
+
+    text = srv_metrics_render(m, NULL);
+    check_exposition(text);
+    assert_true(has_line(text, "posattn_v2_inferences_total{scheme=\"t5\",outcome=\"success\"} 2"));
+    assert_true(has_line(text, "posattn_v2_inferences_total{scheme=\"t5\",outcome=\"fail\"} 1"));
+    assert_true(has_line(text, "posattn_v2_inferences_total{scheme=\"rope\",outcome=\"fail\"} 1"));
+    assert_true(has_line(text,
+                         "posattn_v2_inference_seconds_total{scheme=\"t5\",outcome=\"success\"} "
+                         "0.750000000"));
+    assert_true(has_line(
+        text,
+        "posattn_v2_phase_seconds_total{scheme=\"t5\",phase=\"compute_output\"} 0.008000000"));
+    assert_null(strstr(text, "scheme=\"alibi\",outcome"));
+    assert_null(strstr(text, "posattn_v2_phase_seconds_total{scheme=\"rope\""));
+    free(text);
+    srv_metrics_free(m);
+}
+
 static void test_concurrent_updates(void **state)
 {
     (void)state;
@@ -348,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_fresh_render),
         cmocka_unit_test(test_requests_and_labels),
         cmocka_unit_test(test_compute_queue_and_gauges),
+        cmocka_unit_test(test_model_counters),
         cmocka_unit_test(test_concurrent_updates),
     };
     return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
