@@ -291,7 +291,8 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard server/*/*.h include/*.h lib/*.h)
 # The tensor file header parsers (safetensors, .npy) get their own driver,
 # seeded by the good and malformed files tests/fixtures/make_tensors.py writes.
 FUZZ_ST_BIN := $(BUILD)/fuzz/fuzz_safetensors
-FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c server/store/tensor_file.c server/codec/half.c
+FUZZ_ST_SRC := tests/fuzz/fuzz_safetensors.c server/store/tensor_file.c server/codec/half.c \
+               server/codec/float32.c
 FUZZ_ST_SEEDS := $(abspath $(BUILD)/fixtures/tensors)
 FUZZ_ST_RUN = /usr/bin/python3 tests/fixtures/make_tensors.py $(FUZZ_ST_SEEDS) && \
 	mkdir -p $(BUILD)/fuzz/st-corpus && cd $(BUILD)/fuzz && \

@@ -5,6 +5,7 @@
  */
 #include "store/tensor_file.h"
 
+#include "codec/float32.h"
 #include "codec/half.h"
 
 #include <cjson/cJSON.h>
@@ -29,13 +30,15 @@ const char *srv_dtype_name(srv_dtype d)
         return "BF16";
     case SRV_DTYPE_F64:
         return "F64";
+    case SRV_DTYPE_OTHER:
+        break;
     }
     return "?";
 }
 
 size_t srv_dtype_size(srv_dtype d)
 {
-    return d == SRV_DTYPE_F64 ? 8 : d == SRV_DTYPE_F32 ? 4 : 2;
+    return d == SRV_DTYPE_F64 ? 8 : d == SRV_DTYPE_F32 ? 4 : d == SRV_DTYPE_OTHER ? 0 : 2;
 }
 
 static bool fail(char *err, size_t cap, const char *fmt, ...)
@@ -79,7 +82,7 @@ static bool shape_bytes(int ndim, const int64_t *shape, size_t size, size_t *cou
 {
     size_t c = 1;
     for (int d = 0; d < ndim; d++) {
-        if ((uint64_t)shape[d] > SIZE_MAX / c)
+        if (c != 0 && (uint64_t)shape[d] > SIZE_MAX / c) /* a 0 dim makes it 0 */
             return false;
         c *= (size_t)shape[d];
     }
@@ -94,18 +97,30 @@ static bool shape_bytes(int ndim, const int64_t *shape, size_t size, size_t *cou
 /* safetensors                                                               */
 /* ------------------------------------------------------------------------- */
 
-static bool st_dtype(const char *s, srv_dtype *d)
+/* The safetensors dtypes of whole bytes (safetensors' Dtype enum). The
+ * sub-byte ones (F4, F6_*) pack several elements a byte: a file with them
+ * is refused, as their sizes cannot be checked per element. */
+static bool st_dtype(const char *s, srv_dtype *d, size_t *size)
 {
     static const struct {
         const char *name;
         srv_dtype d;
-    } map[] = {{"F32", SRV_DTYPE_F32},
-               {"F16", SRV_DTYPE_F16},
-               {"BF16", SRV_DTYPE_BF16},
-               {"F64", SRV_DTYPE_F64}};
+        size_t size;
+    } map[] = {
+        {"F32", SRV_DTYPE_F32, 4},       {"F16", SRV_DTYPE_F16, 2},
+        {"BF16", SRV_DTYPE_BF16, 2},     {"F64", SRV_DTYPE_F64, 8},
+        {"BOOL", SRV_DTYPE_OTHER, 1},    {"U8", SRV_DTYPE_OTHER, 1},
+        {"I8", SRV_DTYPE_OTHER, 1},      {"F8_E5M2", SRV_DTYPE_OTHER, 1},
+        {"F8_E4M3", SRV_DTYPE_OTHER, 1}, {"F8_E8M0", SRV_DTYPE_OTHER, 1},
+        {"I16", SRV_DTYPE_OTHER, 2},     {"U16", SRV_DTYPE_OTHER, 2},
+        {"I32", SRV_DTYPE_OTHER, 4},     {"U32", SRV_DTYPE_OTHER, 4},
+        {"I64", SRV_DTYPE_OTHER, 8},     {"U64", SRV_DTYPE_OTHER, 8},
+        {"C64", SRV_DTYPE_OTHER, 8},
+    };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (strcmp(s, map[i].name) == 0) {
             *d = map[i].d;
+            *size = map[i].size;
             return true;
         }
     }
@@ -158,27 +173,29 @@ static bool st_entry(const cJSON *m, size_t data_len, srv_tensor_entry *e, char 
     }
     if (!cJSON_IsString(dt))
         return fail(err, cap, "tensor '%s': dtype is missing or not a string", name);
-    if (!st_dtype(dt->valuestring, &e->dtype))
+    if (!st_dtype(dt->valuestring, &e->dtype, &e->elem_size))
         return fail(err, cap,
-                    "tensor '%s': dtype '%.32s' is not supported (posattnd loads F32, F16, BF16 "
-                    "and F64)",
+                    "tensor '%s': dtype '%.32s' is not a safetensors dtype of whole bytes (BOOL, "
+                    "U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, I16, U16, F16, BF16, I32, U32, F32, C64, "
+                    "F64, I64, U64)",
                     name, dt->valuestring);
+    snprintf(e->dtype_name, sizeof e->dtype_name, "%s", dt->valuestring);
     if (!cJSON_IsArray(shape))
         return fail(err, cap, "tensor '%s': shape is missing or not an array", name);
     e->ndim = cJSON_GetArraySize(shape);
-    if (e->ndim < 1 || e->ndim > SRV_MAX_DIMS)
-        return fail(err, cap, "tensor '%s': shape has %d dimensions; 1 to %d are allowed", name,
+    if (e->ndim > SRV_MAX_DIMS)
+        return fail(err, cap, "tensor '%s': shape has %d dimensions; at most %d are allowed", name,
                     e->ndim, SRV_MAX_DIMS);
     k = 0;
     cJSON_ArrayForEach(c, shape)
     {
         uint64_t v;
-        if (!st_uint(c, &v) || v == 0 || v > INT64_MAX)
-            return fail(err, cap, "tensor '%s': shape[%d] is not a positive integer", name, k);
+        if (!st_uint(c, &v) || v > INT64_MAX)
+            return fail(err, cap, "tensor '%s': shape[%d] is not a non-negative integer", name, k);
         e->shape[k++] = (int64_t)v;
     }
     shape_str(shp, sizeof shp, e->ndim, e->shape);
-    if (!shape_bytes(e->ndim, e->shape, srv_dtype_size(e->dtype), &e->count, &e->nbytes))
+    if (!shape_bytes(e->ndim, e->shape, e->elem_size, &e->count, &e->nbytes))
         return fail(err, cap, "tensor '%s': shape [%s] has more elements than can be addressed",
                     name, shp);
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !st_uint(offs->child, &begin) ||
@@ -199,17 +216,36 @@ static bool st_entry(const cJSON *m, size_t data_len, srv_tensor_entry *e, char 
                     "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape [%s] of %s "
                     "needs %zu",
                     name, (unsigned long long)begin, (unsigned long long)end,
-                    (unsigned long long)(end - begin), shp, srv_dtype_name(e->dtype), e->nbytes);
+                    (unsigned long long)(end - begin), shp, e->dtype_name, e->nbytes);
     snprintf(e->name, sizeof e->name, "%s", name);
     e->offset = (size_t)begin;
     return true;
 }
 
+/* By offset, and an empty tensor before a full one at the same offset. */
 static int cmp_offset(const void *a, const void *b)
 {
     const srv_tensor_entry *x = *(const srv_tensor_entry *const *)a;
     const srv_tensor_entry *y = *(const srv_tensor_entry *const *)b;
-    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : 0;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes ? 1 : 0;
+}
+
+/* "__metadata__": a map of strings to strings (the format's rule). */
+static bool st_metadata(const cJSON *m, char *err, size_t cap)
+{
+    const cJSON *c;
+    if (!cJSON_IsObject(m))
+        return fail(err, cap, "__metadata__ is not an object (it maps strings to strings)");
+    cJSON_ArrayForEach(c, m)
+    {
+        if (!cJSON_IsString(c))
+            return fail(err, cap,
+                        "__metadata__ value '%.64s' is not a string (it maps strings to strings)",
+                        c->string != NULL ? c->string : "");
+    }
+    return true;
 }
 
 bool srv_safetensors_parse(const unsigned char *buf, size_t len, srv_tensor_entry **entries,
@@ -236,6 +272,11 @@ bool srv_safetensors_parse(const unsigned char *buf, size_t len, srv_tensor_entr
     if (hlen < 2)
         return fail(err, cap, "header length %llu is too short for a JSON object",
                     (unsigned long long)hlen);
+    if (buf[8] != '{')
+        return fail(err, cap,
+                    "header begins with byte 0x%02x, not '{' (safetensors: the header MUST "
+                    "begin with '{')",
+                    buf[8]);
     data_len = len - 8 - (size_t)hlen;
     root = cJSON_ParseWithLengthOpts((const char *)buf + 8, (size_t)hlen, &end, false);
     if (root == NULL) {
@@ -244,11 +285,14 @@ bool srv_safetensors_parse(const unsigned char *buf, size_t len, srv_tensor_entr
         return fail(err, cap, "header is not valid JSON (error at byte %zu of %llu)", at,
                     (unsigned long long)hlen);
     }
-    /* Writers pad the header with spaces to align the data. */
+    /* Writers pad the header with spaces (0x20, and only those) to align
+     * the data. */
     for (const char *p = end; p < (const char *)buf + 8 + hlen; p++) {
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            fail(err, cap, "header has text after the JSON object (at byte %zu of %llu)",
-                 (size_t)(p - (const char *)buf - 8), (unsigned long long)hlen);
+        if (*p != ' ') {
+            fail(err, cap,
+                 "header has byte 0x%02x after the JSON object (at byte %zu of %llu); only "
+                 "spaces may pad it",
+                 (unsigned char)*p, (size_t)(p - (const char *)buf - 8), (unsigned long long)hlen);
             goto fail;
         }
     }
@@ -268,8 +312,11 @@ bool srv_safetensors_parse(const unsigned char *buf, size_t len, srv_tensor_entr
     i = 0;
     cJSON_ArrayForEach(m, root)
     {
-        if (strcmp(m->string, "__metadata__") == 0)
+        if (strcmp(m->string, "__metadata__") == 0) {
+            if (!st_metadata(m, err, cap))
+                goto fail;
             continue;
+        }
         if (!st_entry(m, data_len, &es[i], err, cap))
             goto fail;
         for (size_t j = 0; j < i; j++) {
@@ -283,11 +330,33 @@ bool srv_safetensors_parse(const unsigned char *buf, size_t len, srv_tensor_entr
     }
     if (count > 1)
         qsort(order, count, sizeof *order, cmp_offset);
-    for (i = 1; i < count; i++) {
-        const srv_tensor_entry *a = order[i - 1], *b = order[i];
-        if (b->offset < a->offset + a->nbytes) {
-            fail(err, cap, "tensors '%s' [%zu, %zu) and '%s' [%zu, %zu) overlap", a->name,
-                 a->offset, a->offset + a->nbytes, b->name, b->offset, b->offset + b->nbytes);
+    /* The format: "the byte buffer needs to be entirely indexed, and cannot
+     * contain holes". Each tensor begins where the one before it ends. */
+    {
+        size_t at = 0;
+        const srv_tensor_entry *prev = NULL;
+        for (i = 0; i < count; i++) {
+            const srv_tensor_entry *b = order[i];
+            if (b->offset < at) {
+                fail(err, cap, "tensors '%s' [%zu, %zu) and '%s' [%zu, %zu) overlap", prev->name,
+                     prev->offset, at, b->name, b->offset, b->offset + b->nbytes);
+                goto fail;
+            }
+            if (b->offset > at) {
+                fail(err, cap,
+                     "bytes [%zu, %zu) of the data area belong to no tensor (a hole before '%s'); "
+                     "safetensors allows none",
+                     at, b->offset, b->name);
+                goto fail;
+            }
+            at = b->offset + b->nbytes;
+            prev = b;
+        }
+        if (at != data_len) {
+            fail(err, cap,
+                 "%zu bytes follow the last tensor's data (it ends at %zu, the data area is %zu "
+                 "bytes); safetensors allows none",
+                 data_len - at, at, data_len);
             goto fail;
         }
     }
@@ -394,23 +463,27 @@ static bool npy_shape(npy_cur *c, srv_tensor_entry *e, char *err, size_t cap)
     return true;
 }
 
-static bool npy_descr(const char *s, srv_dtype *d, char *err, size_t cap)
+/* descr: a byte order ('<' little, '>' big, '=' or '|' native) and f4, f2
+ * or f8 (NumPy's array-protocol type strings). */
+static bool npy_descr(const char *s, srv_tensor_entry *e, char *err, size_t cap)
 {
-    if (strcmp(s, "<f4") == 0)
-        *d = SRV_DTYPE_F32;
-    else if (strcmp(s, "<f2") == 0)
-        *d = SRV_DTYPE_F16;
-    else if (strcmp(s, "<f8") == 0)
-        *d = SRV_DTYPE_F64;
-    else if (s[0] == '>' &&
-             (strcmp(s + 1, "f4") == 0 || strcmp(s + 1, "f2") == 0 || strcmp(s + 1, "f8") == 0))
-        return fail(err, cap,
-                    "dtype '%s' is big-endian; save it little-endian ('<%s', "
-                    "a.astype('<%s'))",
-                    s, s + 1, s + 1);
+    const char *t = s + 1;
+    if (s[0] != '<' && s[0] != '>' && s[0] != '=' && s[0] != '|')
+        t = s;
+    if (strcmp(t, "f4") == 0)
+        e->dtype = SRV_DTYPE_F32;
+    else if (strcmp(t, "f2") == 0)
+        e->dtype = SRV_DTYPE_F16;
+    else if (strcmp(t, "f8") == 0)
+        e->dtype = SRV_DTYPE_F64;
     else
-        return fail(err, cap, "dtype '%.32s' is not supported (posattnd loads <f4, <f2 and <f8)",
+        return fail(err, cap,
+                    "dtype '%.32s' is not supported (posattnd loads f4, f2 and f8, either byte "
+                    "order)",
                     s);
+    e->elem_size = srv_dtype_size(e->dtype);
+    e->big_endian = s[0] == '>' || ((s[0] == '=' || s[0] == '|') && !srv_host_little_endian());
+    snprintf(e->dtype_name, sizeof e->dtype_name, "%.15s", s);
     return true;
 }
 
@@ -460,15 +533,13 @@ bool srv_npy_parse(const unsigned char *buf, size_t len, srv_tensor_entry *out, 
                 return fail(err, cap,
                             "header 'descr' is not a simple dtype string (structured arrays are "
                             "not supported)");
-            if (!npy_descr(val, &e.dtype, err, cap))
+            if (!npy_descr(val, &e, err, cap))
                 return false;
             have_descr = true;
         } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
             if (npy_word(&c, "True"))
-                return fail(err, cap,
-                            "fortran_order is True; save the array in C order "
-                            "(np.ascontiguousarray)");
-            if (!npy_word(&c, "False"))
+                e.fortran = true;
+            else if (!npy_word(&c, "False"))
                 return fail(err, cap, "header 'fortran_order' is not True or False");
             have_order = true;
         } else if (strcmp(key, "shape") == 0 && !have_shape) {
@@ -489,14 +560,14 @@ bool srv_npy_parse(const unsigned char *buf, size_t len, srv_tensor_entry *out, 
                     : !have_order ? "fortran_order"
                                   : "shape");
     shape_str(shp, sizeof shp, e.ndim, e.shape);
-    if (!shape_bytes(e.ndim, e.shape, srv_dtype_size(e.dtype), &e.count, &e.nbytes))
+    if (!shape_bytes(e.ndim, e.shape, e.elem_size, &e.count, &e.nbytes))
         return fail(err, cap, "shape (%s) has more elements than can be addressed", shp);
     e.offset = start + hlen;
     if (len - e.offset != e.nbytes)
         return fail(err, cap,
                     "%s: shape (%s) of %s needs %zu data bytes, the file has %zu after the header",
                     len - e.offset < e.nbytes ? "truncated data" : "size mismatch", shp,
-                    srv_dtype_name(e.dtype), e.nbytes, len - e.offset);
+                    e.dtype_name, e.nbytes, len - e.offset);
     *out = e;
     return true;
 }
@@ -507,38 +578,103 @@ bool srv_npy_parse(const unsigned char *buf, size_t len, srv_tensor_entry *out, 
 
 /* F16 and BF16 widen through codec/half.h. */
 
+/* Element i of type d at src, in the byte order given. */
+static float load_elem(srv_dtype d, const unsigned char *p, bool big)
+{
+    unsigned char b[8];
+    const size_t n = srv_dtype_size(d);
+    float v;
+    for (size_t k = 0; k < n; k++)
+        b[k] = big ? p[n - 1 - k] : p[k];
+    switch (d) {
+    case SRV_DTYPE_F32: {
+        uint32_t u =
+            (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        memcpy(&v, &u, sizeof v);
+        return v;
+    }
+    case SRV_DTYPE_F16:
+        return srv_f16_to_f32((uint16_t)(b[0] | b[1] << 8));
+    case SRV_DTYPE_BF16:
+        return srv_bf16_to_f32((uint16_t)(b[0] | b[1] << 8));
+    default: {
+        uint64_t u = rd_u64(b);
+        double x;
+        memcpy(&x, &u, sizeof x);
+        return isfinite(x) && fabs(x) <= FLT_MAX ? (float)x : INFINITY;
+    }
+    }
+}
 
 bool srv_dtype_to_f32(srv_dtype d, const unsigned char *src, size_t count, float *dst, size_t *bad)
 {
+    const size_t size = srv_dtype_size(d);
     for (size_t i = 0; i < count; i++) {
-        const unsigned char *p = src + i * srv_dtype_size(d);
-        float v;
-        switch (d) {
-        case SRV_DTYPE_F32: {
-            uint32_t u =
-                (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-            memcpy(&v, &u, sizeof v);
-            break;
-        }
-        case SRV_DTYPE_F16:
-            v = srv_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
-            break;
-        case SRV_DTYPE_BF16:
-            v = srv_bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
-            break;
-        default: {
-            uint64_t u = rd_u64(p);
-            double x;
-            memcpy(&x, &u, sizeof x);
-            v = isfinite(x) && fabs(x) <= FLT_MAX ? (float)x : INFINITY;
-            break;
-        }
-        }
+        float v = load_elem(d, src + i * size, false);
         if (!isfinite(v)) {
             *bad = i;
             return false;
         }
         dst[i] = v;
+    }
+    return true;
+}
+
+bool srv_tensor_entry_servable(const srv_tensor_entry *e, char *err, size_t cap)
+{
+    char shp[128];
+    const char *name = e->name[0] != '\0' ? e->name : "the array";
+    shape_str(shp, sizeof shp, e->ndim, e->shape);
+    if (e->dtype == SRV_DTYPE_OTHER)
+        return fail(err, cap,
+                    "tensor '%s' is %s: posattnd computes with F32, F16, BF16 and F64 (the "
+                    "file's other tensors may be of any dtype)",
+                    name, e->dtype_name);
+    if (e->ndim == 0)
+        return fail(err, cap,
+                    "tensor '%s' is 0-rank (a scalar): posattnd serves 1 to %d dimensions", name,
+                    SRV_MAX_DIMS);
+    if (e->count == 0)
+        return fail(err, cap, "tensor '%s' is empty (shape [%s]): posattnd serves values", name,
+                    shp);
+    return true;
+}
+
+bool srv_tensor_entry_to_f32(const srv_tensor_entry *e, const unsigned char *buf, float *dst,
+                             size_t *bad)
+{
+    const unsigned char *src = buf + e->offset;
+    size_t cstride[SRV_MAX_DIMS], idx[SRV_MAX_DIMS] = {0}, at = 0;
+    if (!e->fortran || e->ndim < 2) {
+        for (size_t i = 0; i < e->count; i++) {
+            float v = load_elem(e->dtype, src + i * e->elem_size, e->big_endian);
+            if (!isfinite(v)) {
+                *bad = i;
+                return false;
+            }
+            dst[i] = v;
+        }
+        return true;
+    }
+    /* Fortran order: the file runs the first index fastest. Walk it in file
+     * order, keeping the multi-index and its C-order position. */
+    cstride[e->ndim - 1] = 1;
+    for (int d = e->ndim - 1; d > 0; d--)
+        cstride[d - 1] = cstride[d] * (size_t)e->shape[d];
+    for (size_t i = 0; i < e->count; i++) {
+        float v = load_elem(e->dtype, src + i * e->elem_size, e->big_endian);
+        if (!isfinite(v)) {
+            *bad = i;
+            return false;
+        }
+        dst[at] = v;
+        for (int d = 0; d < e->ndim; d++) {
+            at += cstride[d];
+            if (++idx[d] < (size_t)e->shape[d])
+                break;
+            at -= cstride[d] * idx[d];
+            idx[d] = 0;
+        }
     }
     return true;
 }

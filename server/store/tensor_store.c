@@ -97,14 +97,18 @@ static bool take_data(const srv_tensor_spec *spec, const mapping *m, const srv_t
     const unsigned char *src = (const unsigned char *)m->p + e->offset;
     size_t bad = 0;
     float *buf;
+    char why[320];
 
+    /* Only the picked tensor must be one posattnd computes with. */
+    if (!srv_tensor_entry_servable(e, why, sizeof why))
+        return fail(err, cap, "%s: %s", spec->path, why);
     t->dtype = e->dtype;
     t->ndim = e->ndim;
     memcpy(t->shape, e->shape, sizeof t->shape);
     t->count = e->count;
     t->file_bytes = e->nbytes;
-    *in_place = e->dtype == SRV_DTYPE_F32 && (uintptr_t)src % sizeof(float) == 0 &&
-                srv_host_little_endian();
+    *in_place = e->dtype == SRV_DTYPE_F32 && !e->big_endian && !e->fortran &&
+                (uintptr_t)src % sizeof(float) == 0 && srv_host_little_endian();
     if (*in_place) {
         const float *f = (const float *)(const void *)src;
         for (size_t i = 0; i < e->count; i++) {
@@ -121,12 +125,12 @@ static bool take_data(const srv_tensor_spec *spec, const mapping *m, const srv_t
     if (buf == NULL)
         return fail(err, cap, "%s: tensor '%s': out of memory converting %zu values", spec->path,
                     e->name[0] ? e->name : spec->name, e->count);
-    if (!srv_dtype_to_f32(e->dtype, src, e->count, buf, &bad)) {
+    if (!srv_tensor_entry_to_f32(e, (const unsigned char *)m->p, buf, &bad)) {
         free(buf);
         return fail(err, cap,
                     "%s: tensor '%s': element %zu of %s is not finite in float32; posattnd needs "
                     "finite values",
-                    spec->path, e->name[0] ? e->name : spec->name, bad, srv_dtype_name(e->dtype));
+                    spec->path, e->name[0] ? e->name : spec->name, bad, e->dtype_name);
     }
     t->data = buf;
     return true;

@@ -132,6 +132,40 @@ class NamedTensors(unittest.TestCase):
         item_ref = self.item(dict(sch, table={"ref": "t5_bias"}), q=q, k=k, v=v)
         self.same("/v1/attention", self.attention(item_inline), self.attention(item_ref))
 
+    def test_checkpoints(self):
+        """wpe.weight of a GPT-2-shaped model.safetensors (among BOOL mask
+        buffers, 0-rank, I64 and empty tensors) and the encoder's
+        relative_attention_bias.weight of a T5-shaped one, by ref, answer as
+        their values inline do."""
+        x = rnd((12, 16), 21)
+        eye = {"shape": [16, 16], "data": [float(i == j) for i in range(16) for j in range(16)]}
+        item = self.item({"type": "learned", "table": inline("gpt2_wpe")}, x=x, w_q=eye, w_k=eye,
+                         w_v=eye, num_heads=2, causal=True)
+        ref = copy.deepcopy(item)
+        ref["scheme"]["table"] = {"ref": "gpt2_wpe"}
+        self.same("/v1/attention", self.attention(item), self.attention(ref))
+        q, k, v = rnd((7, 4, 8), 22), rnd((7, 4, 8), 23), rnd((7, 4, 8), 24)
+        sch = {"type": "t5", "num_buckets": 32, "max_distance": 128, "bidirectional": True}
+        self.same("/v1/attention",
+                  self.attention(self.item(dict(sch, table=inline("t5_rab")), q=q, k=k, v=v)),
+                  self.attention(self.item(dict(sch, table={"ref": "t5_rab"}), q=q, k=k, v=v)))
+
+    def test_npy_orders(self):
+        """Fortran-order and big-endian .npy files serve the array np.save
+        was given (make_tensors.py records its C-order float32 values)."""
+        for name in ("fortran", "big_f4"):  # [rows, cols]: a learned table
+            rows = SERVER["manifest"]["good"][name]["shape"][0]
+            body = {"scheme": {"type": "learned", "table": inline(name)}, "length": rows,
+                    "output_encoding": "b64"}
+            ref = copy.deepcopy(body)
+            ref["scheme"]["table"] = {"ref": name}
+            self.same("/v1/encode", body, ref)
+        inl = self.item({"type": "none"}, q=inline("big_f8_fortran"), k=inline("big_f8_fortran"),
+                        v=inline("big_f8_fortran"))
+        ref = self.item({"type": "none"}, q={"ref": "big_f8_fortran"}, k={"ref": "big_f8_fortran"},
+                        v={"ref": "big_f8_fortran"})
+        self.same("/v1/attention", self.attention(inl), self.attention(ref))
+
     def test_shaw_rel_k_rel_v(self):
         q, k, v = rnd((6, 2, 8), 5), rnd((6, 2, 8), 6), rnd((6, 2, 8), 7)
         sch = {"type": "shaw", "max_relative_position": 3}
@@ -249,7 +283,7 @@ class NamedTensors(unittest.TestCase):
         for case in SERVER["manifest"]["bad"]:
             with self.subTest(file=case["file"]):
                 p = subprocess.run(
-                    [ARGS.bin, "--port", "0", "--tensor", "bad=" + case["file"]],
+                    [ARGS.bin, "--port", "0", "--tensor", "bad=" + case.get("spec", case["file"])],
                     capture_output=True, text=True, timeout=20,
                     env={k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")},
                 )

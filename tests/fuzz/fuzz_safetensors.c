@@ -19,13 +19,20 @@ static void convert(const uint8_t *data, size_t size, const srv_tensor_entry *e)
 {
     float *out;
     size_t bad = 0;
-    if (e->offset > size || e->nbytes > size - e->offset || e->count == 0 ||
-        e->nbytes != e->count * srv_dtype_size(e->dtype) || e->ndim < 1 || e->ndim > SRV_MAX_DIMS)
+    char err[320];
+    if (e->offset > size || e->nbytes > size - e->offset || e->nbytes != e->count * e->elem_size ||
+        e->elem_size == 0 || e->ndim < 0 || e->ndim > SRV_MAX_DIMS ||
+        (e->dtype != SRV_DTYPE_OTHER && e->elem_size != srv_dtype_size(e->dtype)))
         abort(); /* the parser let through something outside the buffer */
+    if (!srv_tensor_entry_servable(e, err, sizeof err)) {
+        if (err[0] == '\0')
+            abort();
+        return;
+    }
     out = malloc(e->count * sizeof *out);
     if (out == NULL)
         return;
-    (void)srv_dtype_to_f32(e->dtype, data + e->offset, e->count, out, &bad);
+    (void)srv_tensor_entry_to_f32(e, data, out, &bad); /* C or Fortran order, either byte order */
     free(out);
 }
 

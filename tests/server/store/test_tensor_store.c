@@ -116,10 +116,31 @@ static void test_safetensors_errors(void **state)
     st_expect_error(b, "too short");
     st_expect_error(st("{" T23("F32", 0, 24) "}", 4096, six, 24), "header length 4096 runs past");
     st_expect_error(st("{" T23("F32", 0, 24), 0, six, 24), "not valid JSON");
-    st_expect_error(st("{" T23("F32", 0, 24) "}  x", 0, six, 24), "text after the JSON");
-    st_expect_error(st("[1, 2]", 0, six, 24), "not a JSON object");
-    st_expect_error(st("{" T23("I64", 0, 24) "}", 0, six, 24), "dtype 'I64' is not supported");
-    st_expect_error(st("{" T23("F8_E4M3", 0, 24) "}", 0, six, 24), "dtype 'F8_E4M3'");
+    st_expect_error(st("{" T23("F32", 0, 24) "}  x", 0, six, 24),
+                    "header has byte 0x78 after the JSON object");
+    /* The format pads with spaces (0x20) only. */
+    st_expect_error(st("{" T23("F32", 0, 24) "}\t", 0, six, 24), "byte 0x09 after the JSON");
+    st_expect_error(st("[1, 2]", 0, six, 24), "begins with byte 0x5b, not '{'");
+    st_expect_error(st(" {" T23("F32", 0, 24) "}", 0, six, 24), "begins with byte 0x20");
+    st_expect_error(st("{" T23("F4", 0, 24) "}", 0, six, 24),
+                    "dtype 'F4' is not a safetensors dtype of whole bytes");
+    st_expect_error(st("{" T23("I64", 0, 24) "}", 0, six, 24), "of I64 needs 48");
+    st_expect_error(st("{" T23("F8_E4M3", 0, 24) "}", 0, six, 24), "of F8_E4M3 needs 6");
+    /* Every byte of the data area belongs to exactly one tensor. */
+    st_expect_error(st("{" T23("F16", 0, 12) ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],"
+                                             "\"data_offsets\":[16,24]}}",
+                       0, six, 24),
+                    "bytes [12, 16) of the data area belong to no tensor (a hole before 'b')");
+    st_expect_error(st("{" T23("F16", 12, 24) "}", 0, six, 24),
+                    "bytes [0, 12) of the data area belong to no tensor");
+    st_expect_error(st("{" T23("F16", 0, 12) "}", 0, six, 24),
+                    "12 bytes follow the last tensor's data (it ends at 12, the data area is 24");
+    st_expect_error(st("{}", 0, six, 4), "4 bytes follow the last tensor's data");
+    st_expect_error(
+        st("{\"__metadata__\":{\"format\":\"pt\",\"step\":3}," T23("F32", 0, 24) "}", 0, six, 24),
+        "__metadata__ value 'step' is not a string");
+    st_expect_error(st("{\"__metadata__\":[1]," T23("F32", 0, 24) "}", 0, six, 24),
+                    "__metadata__ is not an object");
     /* Truncated data: the offsets reach past the end of the file. */
     st_expect_error(st("{" T23("F32", 0, 24) "}", 0, six, 20),
                     "data_offsets [0, 24] are out of range: the data area is 20 bytes");
@@ -135,11 +156,8 @@ static void test_safetensors_errors(void **state)
     st_expect_error(st("{" T23("F32", 0, 24) "," T23("F32", 0, 24) "}", 0, six, 24),
                     "tensor 'a' appears twice");
     st_expect_error(
-        st("{\"a\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]}}", 0, six, 24),
-        "shape[0] is not a positive integer");
-    st_expect_error(
-        st("{\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", 0, six, 24),
-        "0 dimensions");
+        st("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1,3],\"data_offsets\":[0,0]}}", 0, six, 24),
+        "shape[0] is not a non-negative integer");
     st_expect_error(st("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
                        "\"data_offsets\":[0,4]}}",
                        0, six, 24),
@@ -160,6 +178,43 @@ static void test_safetensors_errors(void **state)
     st_expect_error(st("{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 0, six, 24),
                     "dtype is missing");
     st_expect_error(st("{\"a\":3}", 0, six, 24), "not an object");
+}
+
+/* What real checkpoints hold: tensors of dtypes posattnd does not compute
+ * with, empty ones and 0-rank ones parse (and are refused only when
+ * picked, srv_tensor_entry_servable); an empty tensor may share its offset
+ * with the next one. */
+static void test_safetensors_checkpoint_entries(void **state)
+{
+    (void)state;
+    const char *h = "{\"__metadata__\":{\"format\":\"pt\"},"
+                    "\"ids\":{\"dtype\":\"I64\",\"shape\":[1,2],\"data_offsets\":[0,16]},"
+                    "\"mask\":{\"dtype\":\"BOOL\",\"shape\":[2,2],\"data_offsets\":[16,20]},"
+                    "\"none\":{\"dtype\":\"F32\",\"shape\":[0,2],\"data_offsets\":[20,20]},"
+                    "\"step\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[20,24]}}";
+    buf b = st(h, 0, six, 24);
+    srv_tensor_entry *es = NULL;
+    size_t n = 0;
+    char err[320] = "";
+    if (!srv_safetensors_parse(b.p, b.n, &es, &n, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(n, 4);
+    assert_int_equal(es[0].dtype, SRV_DTYPE_OTHER);
+    assert_string_equal(es[0].dtype_name, "I64");
+    assert_int_equal(es[0].elem_size, 8);
+    assert_int_equal(es[1].elem_size, 1);
+    assert_int_equal(es[2].count, 0);
+    assert_int_equal(es[3].ndim, 0);
+    assert_int_equal(es[3].count, 1);
+    assert_false(srv_tensor_entry_servable(&es[0], err, sizeof err));
+    assert_string_equal(err, "tensor 'ids' is I64: posattnd computes with F32, F16, BF16 and F64 "
+                             "(the file's other tensors may be of any dtype)");
+    assert_false(srv_tensor_entry_servable(&es[2], err, sizeof err));
+    assert_string_equal(err, "tensor 'none' is empty (shape [0, 2]): posattnd serves values");
+    assert_false(srv_tensor_entry_servable(&es[3], err, sizeof err));
+    assert_non_null(strstr(err, "tensor 'step' is 0-rank (a scalar)"));
+    free(es);
+    free(b.p);
 }
 
 static void test_safetensors_ok(void **state)
@@ -219,14 +274,13 @@ static void test_npy_errors(void **state)
     b = npy(1, NPY("<f4", "False", "(2, 3)"), six, 24);
     b.p[9] = 0x7f; /* header length 32512+ */
     npy_expect_error(b, "runs past the end");
-    npy_expect_error(npy(1, NPY("<f4", "True", "(2, 3)"), six, 24), "fortran_order is True");
-    npy_expect_error(npy(1, NPY(">f4", "False", "(2, 3)"), six, 24), "'>f4' is big-endian");
     npy_expect_error(npy(1, NPY("<i8", "False", "(3,)"), six, 24), "'<i8' is not supported");
+    npy_expect_error(npy(1, NPY("<c8", "False", "(3,)"), six, 24), "'<c8' is not supported");
     npy_expect_error(npy(1, NPY("|u1", "False", "(3,)"), six, 3), "'|u1' is not supported");
     npy_expect_error(npy(1, NPY("<f4", "False", "(2, 3)"), six, 20),
-                     "truncated data: shape (2, 3) of F32 needs 24 data bytes, the file has 20");
+                     "truncated data: shape (2, 3) of <f4 needs 24 data bytes, the file has 20");
     npy_expect_error(npy(1, NPY("<f4", "False", "(5,)"), six, 24),
-                     "size mismatch: shape (5) of F32 needs 20");
+                     "size mismatch: shape (5) of <f4 needs 20");
     npy_expect_error(npy(1, NPY("<f4", "False", "()"), six, 4), "scalar");
     npy_expect_error(npy(1, NPY("<f4", "False", "(2, 0)"), six, 0), "shape[1] is 0");
     npy_expect_error(npy(1, "{'descr': '<f4', 'shape': (6,), }", six, 24), "lacks 'fortran_order'");
@@ -271,6 +325,73 @@ static void test_npy_ok(void **state)
     assert_int_equal(e.dtype, SRV_DTYPE_F64);
     assert_int_equal(e.ndim, 3);
     free(b.p);
+}
+
+/* np.save of any float array: big-endian and Fortran-order files convert
+ * to the C-order float32 values of the same array. */
+static void test_npy_orders(void **state)
+{
+    (void)state;
+    /* a = [[0.5, -1, 2.25], [3, -4.5, 1e-3]] as NumPy would store it. */
+    const float fort[6] = {six[0], six[3], six[1], six[4], six[2], six[5]};
+    unsigned char be4[24], be8[48], bef[24];
+    float out[6];
+    size_t bad;
+    srv_tensor_entry e;
+    char err[256] = "";
+    for (int i = 0; i < 6; i++) {
+        uint32_t u, v;
+        double x = (double)six[i];
+        uint64_t w;
+        memcpy(&u, &six[i], 4);
+        memcpy(&v, &fort[i], 4);
+        memcpy(&w, &x, 8);
+        for (int k = 0; k < 4; k++) {
+            be4[4 * i + k] = (unsigned char)(u >> (24 - 8 * k));
+            bef[4 * i + k] = (unsigned char)(v >> (24 - 8 * k));
+        }
+        for (int k = 0; k < 8; k++)
+            be8[8 * i + k] = (unsigned char)(w >> (56 - 8 * k));
+    }
+    static const struct {
+        const char *dict;
+        int which; /* 0 le C, 1 le F, 2 be f4 C, 3 be f8 C, 4 be f4 F */
+    } cases[] = {{NPY("<f4", "True", "(2, 3)"), 1},  {NPY(">f4", "False", "(2, 3)"), 2},
+                 {NPY(">f8", "False", "(2, 3)"), 3}, {NPY(">f4", "True", "(2, 3)"), 4},
+                 {NPY("<f4", "True", "(6,)"), 0},    {NPY("=f4", "False", "(2, 3)"), 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const void *data = cases[c].which == 0   ? (const void *)six
+                           : cases[c].which == 1 ? (const void *)fort
+                           : cases[c].which == 2 ? (const void *)be4
+                           : cases[c].which == 3 ? (const void *)be8
+                                                 : (const void *)bef;
+        buf b = npy(1, cases[c].dict, data, cases[c].which == 3 ? 48 : 24);
+        if (!srv_npy_parse(b.p, b.n, &e, err, sizeof err))
+            fail_msg("%s: %s", cases[c].dict, err);
+        assert_true(srv_tensor_entry_servable(&e, err, sizeof err));
+        memset(out, 0, sizeof out);
+        assert_true(srv_tensor_entry_to_f32(&e, b.p, out, &bad));
+        if (memcmp(out, six, sizeof out) != 0)
+            fail_msg("%s: [%g %g %g %g %g %g]", cases[c].dict, (double)out[0], (double)out[1],
+                     (double)out[2], (double)out[3], (double)out[4], (double)out[5]);
+        free(b.p);
+    }
+    /* A 3-D Fortran array: element (i, j, k) at i + 2 j + 6 k in the file. */
+    {
+        float f3[24], c3[24], got[24];
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                for (int k = 0; k < 4; k++) {
+                    float v = (float)(100 * i + 10 * j + k);
+                    f3[i + 2 * j + 6 * k] = v;
+                    c3[(i * 3 + j) * 4 + k] = v;
+                }
+        buf b = npy(1, NPY("<f4", "True", "(2, 3, 4)"), f3, sizeof f3);
+        assert_true(srv_npy_parse(b.p, b.n, &e, err, sizeof err));
+        assert_true(srv_tensor_entry_to_f32(&e, b.p, got, &bad));
+        assert_memory_equal(got, c3, sizeof c3);
+        free(b.p);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -539,7 +660,9 @@ static void test_store_errors(void **state)
             0, six, 24),
          "overlap"},
         {"range.safetensors", st("{" T23("F32", 4, 28) "}", 0, six, 24), "out of range"},
-        {"dtype.safetensors", st("{" T23("U8", 0, 24) "}", 0, six, 24), "dtype 'U8'"},
+        {"dtype.safetensors",
+         st("{\"a\":{\"dtype\":\"U8\",\"shape\":[24],\"data_offsets\":[0,24]}}", 0, six, 24),
+         "tensor 'a' is U8: posattnd computes with F32, F16, BF16 and F64"},
         {"dup.safetensors", st("{" T23("F32", 0, 24) "," T23("F32", 0, 24) "}", 0, six, 24),
          "appears twice"},
         {"size.safetensors", st("{" T23("F32", 0, 16) "}", 0, six, 24), "needs 24"},
@@ -549,10 +672,8 @@ static void test_store_errors(void **state)
          st("{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 0,
             "\x00\x3c\x00\x7e", 4),
          "element 1 of F16 is not finite"},
-        {"fortran.npy", npy(1, NPY("<f4", "True", "(2, 3)"), six, 24), "fortran_order"},
         {"magic.npy", st("{}", 0, six, 24), "\\x93NUMPY"},
         {"trunc.npy", npy(1, NPY("<f4", "False", "(2, 3)"), six, 8), "truncated data"},
-        {"be.npy", npy(1, NPY(">f4", "False", "(2, 3)"), six, 24), "big-endian"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *p = write_file(bad[i].file, bad[i].b);
@@ -579,6 +700,29 @@ static void test_store_errors(void **state)
     load_expect_error(sp, 1, tmpdir, "must end in .safetensors or .npy");
     sp[0] = spec("t", write_file("one.npy", npy(1, NPY("<f4", "False", "(6,)"), six, 24)), "x");
     load_expect_error(sp, 1, "one.npy", "a .npy file holds one array; drop ':x'");
+
+    /* A checkpoint's other tensors may be anything; the picked one may not. */
+    const char *ck = write_file(
+        "ck.safetensors", st("{\"ids\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+                             "\"none\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]},"
+                             "\"one\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[8,12]},"
+                             "\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[12,24]}}",
+                             0, six, 24));
+    srv_tensor_store *s = NULL;
+    char err[512] = "";
+    sp[0] = spec("w", ck, "w");
+    if (!srv_tensor_store_load(sp, 1, &s, err, sizeof err))
+        fail_msg("%s", err);
+    const srv_named_tensor *w = srv_tensor_store_find(s, "w");
+    assert_non_null(w);
+    assert_memory_equal(w->data, six + 3, 3 * sizeof(float));
+    srv_tensor_store_free(s);
+    sp[0] = spec("t", ck, "ids");
+    load_expect_error(sp, 1, ck, "tensor 'ids' is I64");
+    sp[0] = spec("t", ck, "none");
+    load_expect_error(sp, 1, ck, "tensor 'none' is empty (shape [0])");
+    sp[0] = spec("t", ck, "one");
+    load_expect_error(sp, 1, ck, "tensor 'one' is 0-rank");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -772,10 +916,16 @@ static void test_refs_through_api(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_safetensors_errors), cmocka_unit_test(test_safetensors_ok),
-        cmocka_unit_test(test_npy_errors),         cmocka_unit_test(test_npy_ok),
-        cmocka_unit_test(test_conversions),        cmocka_unit_test(test_store_load),
-        cmocka_unit_test(test_store_errors),       cmocka_unit_test(test_refs),
+        cmocka_unit_test(test_safetensors_errors),
+        cmocka_unit_test(test_safetensors_checkpoint_entries),
+        cmocka_unit_test(test_safetensors_ok),
+        cmocka_unit_test(test_npy_errors),
+        cmocka_unit_test(test_npy_ok),
+        cmocka_unit_test(test_npy_orders),
+        cmocka_unit_test(test_conversions),
+        cmocka_unit_test(test_store_load),
+        cmocka_unit_test(test_store_errors),
+        cmocka_unit_test(test_refs),
         cmocka_unit_test(test_refs_through_api),
     };
     return cmocka_run_group_tests_name("tensor_store", tests, make_tmp, remove_tmp);
