@@ -17,7 +17,7 @@ static srv_route find(const char *url, const char *method, bool *ok, char *model
     strcpy(m.name, "untouched");
     strcpy(m.version, "untouched");
     srv_route r = srv_route_find(url, method, ok, &m);
-    snprintf(model, 32, "%s", m.name);
+    snprintf(model, 32, "%.31s", m.name);
     snprintf(version, sizeof version, "%s", m.version);
     return r;
 }
