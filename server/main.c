@@ -16,10 +16,63 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
+
+/* SIGTERM, SIGINT and SIGHUP reach the main thread through a pipe. The
+ * threads posattnd starts block them, but OpenBLAS starts its own threads
+ * before main runs, with nothing blocked: a signal the kernel hands to one
+ * of those would take its default action (the whole process dies, requests
+ * in flight lost) unless a handler is installed. The handler runs on
+ * whichever thread takes the signal and only writes its number here. */
+static int signal_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    const int saved = errno;
+    const unsigned char b = (unsigned char)sig;
+    if (write(signal_pipe[1], &b, 1) < 0) {
+        /* full pipe: a signal is already waiting to be read */
+    }
+    errno = saved;
+}
+
+/* The next signal from the pipe (blocking). */
+static int next_signal(void)
+{
+    unsigned char b;
+    for (;;) {
+        ssize_t n = read(signal_pipe[0], &b, 1);
+        if (n == 1)
+            return b;
+        if (n < 0 && errno != EINTR)
+            return SIGTERM; /* the pipe failed: stop as if told to */
+    }
+}
+
+static bool signals_install(void)
+{
+    struct sigaction sa;
+    if (pipe(signal_pipe) != 0)
+        return false;
+    for (int i = 0; i < 2; i++)
+        (void)fcntl(signal_pipe[i], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    return sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 &&
+           sigaction(SIGHUP, &sa, NULL) == 0;
+}
 
 static double seconds_since(uint64_t t0)
 {
@@ -73,8 +126,14 @@ int main(int argc, char **argv)
                 t->mapped ? " (mapped)" : " (converted)");
     }
 
-    /* Before any thread exists, so that all of them inherit the mask. */
+    /* Before any thread of ours exists, so that all of them inherit the
+     * mask; the handler covers the threads that OpenBLAS started earlier. */
     signal(SIGPIPE, SIG_IGN);
+    if (!signals_install()) {
+        fprintf(stderr, "posattnd: cannot install the signal handlers\n");
+        srv_tensor_store_free(tensors);
+        return 1;
+    }
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
@@ -102,8 +161,9 @@ int main(int argc, char **argv)
     /* SIGHUP (a closed terminal, or a reload request) is logged and
      * ignored: posattnd has nothing to reload, and dying at once would lose
      * the requests in flight. SIGTERM and SIGINT drain. */
+    pthread_sigmask(SIG_UNBLOCK, &sigs, NULL); /* this thread takes them now */
     for (;;) {
-        sigwait(&sigs, &sig);
+        sig = next_signal();
         if (sig != SIGHUP)
             break;
         fprintf(stderr, "posattnd: SIGHUP received and ignored (nothing to reload; SIGTERM "
