@@ -450,13 +450,25 @@ typedef struct pa_attention {
     bool k_prerotated;
 } pa_attention;
 
-/* Optional and required outputs. All caller-owned. */
+/* Optional and required outputs. All caller-owned. Zero the struct before
+ * setting what you want ({0} or memset): NULL is "not wanted", and fields
+ * are added here over time. */
 typedef struct pa_attention_out {
     float *output;  /* required: [Lq, H, Dv]; in layer mode with w_o, [L, d_out] */
     float *weights; /* optional: [H, Lq, Lk] softmax weights */
     float *logits;  /* optional: [H, Lq, Lk] pre-softmax logits, masked = -INFINITY */
     float *q_rot;   /* optional: [Lq, H, D] q as attention sees it (rotated for rope) */
     float *k_rot;   /* optional: [Lk, Hkv, D] */
+    /* Per-row statistics of the softmax weights w_ij, computed inside the
+     * kernels from the running softmax state (no weights matrix is formed):
+     * entropy [H, Lq] = -sum_j w_ij ln w_ij over the visible keys (in nats),
+     * distance [H, Lq] = sum_j w_ij |qpos_i - kpos_j| (the mean attended
+     * distance, in positions). With sinks the w_ij are the returned weights,
+     * which sum to 1 minus the sink's share: the sink is not a key, so it
+     * adds no term to either sum (its share only scales the keys' weights
+     * down). A fully masked row has 0 for both. */
+    float *entropy;  /* optional: [H, Lq] */
+    float *distance; /* optional: [H, Lq] */
 } pa_attention_out;
 
 /* Zeroes *a and sets num_kv_heads 0 (= H), key_length -1, window 0. */

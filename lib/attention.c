@@ -83,6 +83,9 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     b->O = pa__ws_take(w, tq * (size_t)p->Dv, sizeof(float));
     b->m = pa__ws_take(w, tq, sizeof(float));
     b->l = pa__ws_take(w, tq, sizeof(float));
+    b->sa = pa__ws_take(w, tq, sizeof(float));
+    b->sb = pa__ws_take(w, tq, sizeof(float));
+    b->sk = pa__ws_take(w, tq, sizeof(float));
     if (p->scheme->type == PA_SCHEME_SHAW) {
         const size_t nrel = 2 * (size_t)p->scheme->shaw.max_relative_position + 1;
         b->qrel = pa__ws_take(w, tq * nrel, sizeof(float));
@@ -286,6 +289,8 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
     io->ldv = p->Hkv * p->Dv;
     io->weights = out->weights;
     io->logits = out->logits;
+    io->entropy = out->entropy;
+    io->distance = out->distance;
     io->out = a->w_o != NULL ? b->attn : out->output;
 
     if (p->layer) {
@@ -523,6 +528,8 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
     io.out = out->output;
     io.weights = out->weights;
     io.logits = out->logits;
+    io.entropy = out->entropy;
+    io.distance = out->distance;
     pa__decode_finish(&p, &b, &io, 0, p.H, partial_states((void *)(uintptr_t)partials), nparts);
     if (overflow)
         return overflowed(&p, err);

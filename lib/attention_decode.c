@@ -360,6 +360,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
     const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
     const bool prep_k = (p->rope && !a->k_prerotated) || kn.w != NULL;
     const int32_t r0 = h0 * Lq, r1 = h1 * Lq;
+    const bool stats = io->entropy != NULL || io->distance != NULL;
     int32_t qmin = INT32_MAX, qmax = INT32_MIN;
 
     for (int32_t i = 0; i < Lq; i++) {
@@ -373,6 +374,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
         /* A sink is a key with logit s_h and no value (attention_prefill.c). */
         s[0] = sink && a->sinks != NULL ? a->sinks[r / Lq] : -INFINITY;
         s[1] = sink && a->sinks != NULL ? 1.0f : 0.0f;
+        s[PA__STATE_A] = s[PA__STATE_B] = s[PA__STATE_K] = 0.0f; /* over the keys only */
         memset(s + PA__STATE_O, 0, (size_t)Dv * sizeof(float));
     }
 
@@ -431,7 +433,18 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
                 }
                 mnew = tmax > s[0] ? tmax : s[0];
                 alpha = s[0] == -INFINITY ? 0.0f : expf(s[0] - mnew);
-                s[1] = s[1] * alpha + pa__row_exp_sum(row, nk, mnew);
+                if (stats) { /* as in attention_prefill.c */
+                    float spl, spd;
+                    const float e =
+                        pa__row_exp_sum_stats(row, nk, mnew, b->kpos + lo, b->qpos[i], &spl, &spd);
+                    float *sa = s + PA__STATE_A, *sb = s + PA__STATE_B, *sk = s + PA__STATE_K;
+                    *sa = (*sk > 0.0f ? alpha * (*sa + (s[0] - mnew) * *sk) : 0.0f) + spl;
+                    *sb = *sb * alpha + spd;
+                    *sk = *sk * alpha + e;
+                    s[1] = s[1] * alpha + e;
+                } else {
+                    s[1] = s[1] * alpha + pa__row_exp_sum(row, nk, mnew);
+                }
                 s[0] = mnew;
                 if (alpha != 1.0f)
                     pa__row_scale(s + PA__STATE_O, s + PA__STATE_O, Dv, alpha);
@@ -456,21 +469,31 @@ void pa__decode_finish(const pa__plan *p, const buffers *b, const head_io *io, i
     for (int32_t r = h0 * Lq; r < h1 * Lq; r++) {
         const int32_t h = r / Lq, i = r % Lq;
         float *dst = io->out + (size_t)i * p->H * Dv + (size_t)h * Dv;
-        float m = -INFINITY, l = 0.0f;
+        float m = -INFINITY, l = 0.0f, sa = 0.0f, sb = 0.0f, sk = 0.0f;
         for (int32_t k = 0; k < nparts; k++) {
             const float mk = states[k * stride + (size_t)r * st];
             m = mk > m ? mk : m;
         }
         /* Finite inputs whose products overflow give +inf or NaN logits;
-         * the running max or sum then stops being finite. */
+         * the running max or sum then stops being finite. The parts'
+         * statistics merge as their sums do, each rebased to the common max. */
         for (int32_t k = 0; k < nparts; k++) {
             const float *s = states + k * stride + (size_t)r * st;
+            float w;
             if (s[0] == -INFINITY)
                 continue;
-            l += s[1] * (m == INFINITY ? 1.0f : expf(s[0] - m));
+            w = m == INFINITY ? 1.0f : expf(s[0] - m);
+            l += s[1] * w;
+            if (s[PA__STATE_K] > 0.0f) {
+                sa += w * (s[PA__STATE_A] + (s[0] - m) * s[PA__STATE_K]);
+                sb += w * s[PA__STATE_B];
+                sk += w * s[PA__STATE_K];
+            }
         }
         if (!isfinite(l) || m == INFINITY)
             *b->overflow = true;
+        if (io->entropy != NULL || io->distance != NULL)
+            pa__row_stats(l, sk, sa, sb, io->entropy, io->distance, (size_t)r);
         memset(dst, 0, (size_t)Dv * sizeof(float));
         if (io->weights != NULL) {
             /* The row's logits (in weights, or copied from logits) into

@@ -8,6 +8,8 @@
 
 #include "attention_plan.h"
 
+#include <math.h>
+
 /* Queries per block and keys per tile of the tiled kernel. */
 enum { BQ = 64, BK = 256 };
 
@@ -22,9 +24,13 @@ enum { DEC_BK = 64 };
  * tabled by relative position, head by head. */
 enum { T5_TABLE_MAX = 1 << 17, T5_BIAS_MAX = 1 << 20 };
 
-/* A row's online-softmax state: running max and denominator, then from
+/* A row's online-softmax state: running max and denominator, the sums of
+ * the row statistics (PA__STATE_A, _B, _K: buffers.sa, sb, sk), then from
  * float PA__STATE_O (one cache line in, so that rows stay aligned) the Dv
  * floats of its unnormalised output, padded to whole cache lines. */
+#define PA__STATE_A 2
+#define PA__STATE_B 3
+#define PA__STATE_K 4
 #define PA__STATE_O ((size_t)16)
 #define PA__STATE(Dv) (PA__STATE_O + (((size_t)(Dv) + 15) & ~(size_t)15))
 
@@ -48,6 +54,7 @@ typedef struct buffers {
     float *S;             /* [BQ, BK] logits, then probabilities */
     float *O;             /* [BQ, Dv] running output */
     float *m, *l;         /* [BQ] running max and denominator */
+    float *sa, *sb, *sk;  /* [BQ] entropy and distance sums, the keys' denominator */
     float *qrel;          /* [BQ, 2K+1] shaw q . rel_k */
     /* The decode kernel (pa__decode_fits): */
     float *dq;          /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
@@ -68,10 +75,30 @@ typedef struct head_io {
     const float *K; /* [Lk, ldk]; kv head g at column g*D */
     const float *V; /* [Lk, ldv]; kv head g at column g*Dv */
     int ldq, ldk, ldv;
-    float *out;              /* [Lq, H*Dv] */
-    float *weights, *logits; /* [H, Lq, Lk] or NULL */
-    float *q_rot, *k_rot;    /* rope: rotated q and k to return, or NULL */
+    float *out;                /* [Lq, H*Dv] */
+    float *weights, *logits;   /* [H, Lq, Lk] or NULL */
+    float *q_rot, *k_rot;      /* rope: rotated q and k to return, or NULL */
+    float *entropy, *distance; /* [H, Lq] row statistics (pa_attention_out), or NULL */
 } head_io;
+
+/* A row's entropy and mean attended distance from its softmax state: l
+ * the whole sum (with the sink's term), lk the keys' share of it, a =
+ * sum_j p_j (l_j - m) and bd = sum_j p_j |dpos_j| over the keys, with
+ * p_j = exp(l_j - m). H = -sum w ln w = (lk ln l - a) / l, w_j = p_j / l. */
+static inline void pa__row_stats(float l, float lk, float a, float bd, float *entropy,
+                                 float *distance, size_t r)
+{
+    float e = 0.0f, d = 0.0f;
+    if (l > 0.0f && lk > 0.0f) {
+        e = (lk * logf(l) - a) / l;
+        e = e > 0.0f ? e : 0.0f; /* >= 0 exactly; rounding may dip below */
+        d = bd / l;
+    }
+    if (entropy != NULL)
+        entropy[r] = e;
+    if (distance != NULL)
+        distance[r] = d;
+}
 
 /* An RMSNorm (posattn.h): its weight, length (D per head, or the whole
  * projection) and eps, and the whole-row inverse RMS of each token. */

@@ -97,6 +97,39 @@ PA__CLONES static float row_exp_sum(float *row, int32_t n, float m)
     return lane_sum(row, n);
 }
 
+/* Three sums in 16 lanes each; p > 0 selects away p * (-inf) = NaN. */
+PA__CLONES static float row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos,
+                                          int32_t qpos, float *spl, float *spd)
+{
+    float ls[16] = {0}, la[16] = {0}, ld[16] = {0};
+    float s = 0.0f, a = 0.0f, d = 0.0f;
+    const float qf = (float)qpos;
+    int32_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int k = 0; k < 16; k++) {
+            const float x = row[j + k] - m, p = exp_lane(x);
+            row[j + k] = p;
+            ls[k] += p;
+            la[k] += p > 0.0f ? p * x : 0.0f;
+            ld[k] += p * fabsf((float)kpos[j + k] - qf);
+        }
+    for (; j < n; j++) {
+        const float x = row[j] - m, p = exp_lane(x);
+        row[j] = p;
+        s += p;
+        a += p > 0.0f ? p * x : 0.0f;
+        d += p * fabsf((float)kpos[j] - qf);
+    }
+    for (int k = 0; k < 16; k++) {
+        s += ls[k];
+        a += la[k];
+        d += ld[k];
+    }
+    *spl = a;
+    *spd = d;
+    return s;
+}
+
 PA__CLONES static void row_exp_scale(float *row, int32_t n, float m, float scale)
 {
     for (int32_t j = 0; j < n; j++)
@@ -222,6 +255,28 @@ PA_AVX512 static float row_exp_sum_avx512(float *row, int32_t n, float m)
     return _mm512_reduce_add_ps(sum);
 }
 
+PA_AVX512 static float row_exp_sum_stats_avx512(float *row, int32_t n, float m, const int32_t *kpos,
+                                                int32_t qpos, float *spl, float *spd)
+{
+    const __m512 vm = _mm512_set1_ps(m), vq = _mm512_set1_ps((float)qpos);
+    __m512 sum = _mm512_setzero_ps(), sa = _mm512_setzero_ps(), sd = _mm512_setzero_ps();
+    for (int32_t j = 0; j < n; j += 16) {
+        const __mmask16 k = tail16(n - j);
+        const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm);
+        const __m512 e = exp16(x);
+        const __mmask16 live = _mm512_mask_cmp_ps_mask(k, e, _mm512_setzero_ps(), _CMP_GT_OQ);
+        const __m512 dist = _mm512_abs_ps(
+            _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(k, kpos + j)), vq));
+        _mm512_mask_storeu_ps(row + j, k, e);
+        sum = _mm512_mask_add_ps(sum, k, sum, e);
+        sa = _mm512_mask3_fmadd_ps(e, x, sa, live);
+        sd = _mm512_mask3_fmadd_ps(e, dist, sd, live);
+    }
+    *spl = _mm512_reduce_add_ps(sa);
+    *spd = _mm512_reduce_add_ps(sd);
+    return _mm512_reduce_add_ps(sum);
+}
+
 PA_AVX512 static void row_exp_scale_avx512(float *row, int32_t n, float m, float scale)
 {
     const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
@@ -271,6 +326,7 @@ PA_AVX512 static void row_softcap_avx512(float *row, int32_t n, float cap)
 #define PA_HAVE_AVX512() 0
 #define row_max_avx512 row_max
 #define row_exp_sum_avx512 row_exp_sum
+#define row_exp_sum_stats_avx512 row_exp_sum_stats
 #define row_exp_scale_avx512 row_exp_scale
 #endif
 
@@ -282,6 +338,13 @@ float pa__row_max(const float *row, int32_t n)
 float pa__row_exp_sum(float *row, int32_t n, float m)
 {
     return PA_HAVE_AVX512() ? row_exp_sum_avx512(row, n, m) : row_exp_sum(row, n, m);
+}
+
+float pa__row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos, int32_t qpos,
+                            float *spl, float *spd)
+{
+    return PA_HAVE_AVX512() ? row_exp_sum_stats_avx512(row, n, m, kpos, qpos, spl, spd)
+                            : row_exp_sum_stats(row, n, m, kpos, qpos, spl, spd);
 }
 
 void pa__row_exp_scale(float *row, int32_t n, float m, float scale)

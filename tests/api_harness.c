@@ -283,7 +283,7 @@ void qkv_desc(const qkv *f, const pa_scheme *s, pa_attention *a)
 
 void lib_run(const pa_attention *a, size_t n_out, lib_out *o)
 {
-    pa_attention_out out;
+    pa_attention_out out = {0};
     pa_error err;
     size_t ws_size = pa_attention_workspace_size(a);
     void *ws = tu_alloc(ws_size, 1);

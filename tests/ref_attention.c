@@ -15,6 +15,39 @@ static void *xcalloc(size_t n, size_t sz)
     return p;
 }
 
+void ref_attention_stats(const pa_attention *a, double *entropy, double *distance)
+{
+    int H = a->num_heads, layer = a->x != NULL;
+    int Lq = layer ? a->seq_len : a->q_len, Lk = layer ? a->seq_len : a->k_len;
+    double *w = xcalloc((size_t)H * Lq * Lk, sizeof *w);
+    const int32_t *qp = a->q_positions, *kp = a->k_positions;
+    if (layer) {
+        if (!qp)
+            qp = kp;
+        if (!kp)
+            kp = qp;
+    }
+    ref_attention(a, NULL, w, NULL, NULL, NULL);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Lq; i++) {
+            double e = 0.0, d = 0.0;
+            long qi = qp ? qp[i] : Lk - Lq + i;
+            for (int j = 0; j < Lk; j++) {
+                double x = w[((size_t)h * Lq + i) * Lk + j];
+                long kj = kp ? kp[j] : j;
+                if (x > 0.0) {
+                    e -= x * log(x);
+                    d += x * fabs((double)(qi - kj));
+                }
+            }
+            if (entropy)
+                entropy[(size_t)h * Lq + i] = e;
+            if (distance)
+                distance[(size_t)h * Lq + i] = d;
+        }
+    free(w);
+}
+
 int ref_attention_out_len(const pa_attention *a)
 {
     int H = a->num_heads, Dv = a->v_head_dim ? a->v_head_dim : a->head_dim;

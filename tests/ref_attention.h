@@ -12,6 +12,12 @@
 void ref_attention(const pa_attention *a, double *out, double *weights, double *logits,
                    double *q_rot, double *k_rot);
 
+/* The row statistics of pa_attention_out from the reference's weights:
+ * entropy[h, i] = -sum_j w ln w (w > 0), distance[h, i] = sum_j w
+ * |qpos_i - kpos_j|, positions resolved by the documented defaults. Either
+ * may be NULL. */
+void ref_attention_stats(const pa_attention *a, double *entropy, double *distance);
+
 /* Effective sizes, as the reference resolves them. */
 int ref_attention_out_len(const pa_attention *a);
 

@@ -28,8 +28,8 @@ typedef struct att_item {
     size_t first;
     int32_t nparts; /* per sequence: the item's tasks are B * nparts */
     api_item it;
-    srv_wire out_wire;                                /* output_dtype: F32, F16 or BF16 */
-    float *output, *weights, *logits, *q_rot, *k_rot; /* allocated when prepared */
+    srv_wire out_wire;    /* output_dtype: F32, F16 or BF16 */
+    float *res[API_NRES]; /* by result (api_result_names); allocated when prepared */
     /* Decode (at most 8 query rows): the parts split the keys
      * (pa_attention_run_keys) and leave partial states here, partials_size
      * bytes per sequence; the last part of a sequence to finish merges
@@ -51,14 +51,12 @@ typedef struct att_job {
 
 static void free_outputs(att_item *a)
 {
-    free(a->output);
-    free(a->weights);
-    free(a->logits);
-    free(a->q_rot);
-    free(a->k_rot);
+    for (int r = 0; r < API_NRES; r++) {
+        free(a->res[r]);
+        a->res[r] = NULL;
+    }
     free(a->partials);
     free(a->parts_done);
-    a->output = a->weights = a->logits = a->q_rot = a->k_rot = NULL;
     a->partials = NULL;
     a->parts_done = NULL;
 }
@@ -90,33 +88,29 @@ static size_t count_all(const api_item *it, unsigned which)
     return api_mul_sat(api_item_count(it, which), (size_t)it->B);
 }
 
-/* Bytes of the requested results (output is always computed). */
+/* Whether result r is computed: the output always, the others when asked. */
+static bool computed(const api_item *it, int r)
+{
+    return r == 0 || (it->ret & (1u << r)) != 0;
+}
+
+/* Bytes of the computed results. */
 static size_t result_bytes(const api_item *it)
 {
-    static const unsigned extra[] = {API_RET_WEIGHTS, API_RET_LOGITS, API_RET_Q_ROT, API_RET_K_ROT};
-    size_t n = count_all(it, API_RET_OUTPUT);
-    for (size_t r = 0; r < sizeof extra / sizeof extra[0]; r++)
-        if (it->ret & extra[r])
-            n = api_add_sat(n, count_all(it, extra[r]));
+    size_t n = 0;
+    for (int r = 0; r < API_NRES; r++)
+        if (computed(it, r))
+            n = api_add_sat(n, count_all(it, 1u << r));
     return api_mul_sat(n, sizeof(float));
 }
 
 static bool check_results(const api_item *it, const api_ctx *ctx, api_err *e)
 {
-    static const struct {
-        unsigned bit;
-        const char *name;
-    } rs[] = {{API_RET_OUTPUT, "output"},
-              {API_RET_WEIGHTS, "weights"},
-              {API_RET_LOGITS, "logits"},
-              {API_RET_Q_ROT, "q_rot"},
-              {API_RET_K_ROT, "k_rot"}};
     /* In layer mode the projections can be larger than x and the weights. */
-    for (size_t r = 0; r < sizeof rs / sizeof rs[0]; r++) {
+    for (int r = 0; r < API_NRES; r++) {
         int64_t shape[4];
-        int n = api_item_result_shape(it, rs[r].bit, shape);
-        if ((rs[r].bit == API_RET_OUTPUT || (it->ret & rs[r].bit)) &&
-            !api_check_result_size(rs[r].name, n, shape, ctx, e))
+        int n = api_item_result_shape(it, 1u << r, shape);
+        if (computed(it, r) && !api_check_result_size(api_result_names[r], n, shape, ctx, e))
             return false;
     }
     return true;
@@ -176,14 +170,16 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     a->macs = macs * a->it.B;
     /* Short query rows are spread out of the weights after the run, which
      * one task does for all heads. */
-    bool whole = a->it.query_lengths != NULL && (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS));
+    bool whole =
+        a->it.query_lengths != NULL &&
+        (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_ENTROPY | API_RET_DISTANCE));
     if (a->it.att.x == NULL && !whole && lim->parallel_parts > a->it.B &&
         macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
     if (a->nparts > 1) {
         /* Decode: the parts share the keys when the library can split them so. */
         pa_attention s0;
-        pa_attention_out shape = {(float *)1, NULL, NULL, NULL, NULL};
+        pa_attention_out shape = {.output = (float *)1};
         api_item_sequence(&a->it, 0, &s0);
         a->partials_size = pa_attention_partials_size(&s0, &shape, a->nparts);
     }
@@ -209,15 +205,13 @@ fail:
 static bool alloc_outputs(att_item *a, const api_ctx *ctx)
 {
     api_item *it = &a->it;
-    a->output = malloc(count_all(it, API_RET_OUTPUT) * sizeof(float));
-    if (it->ret & API_RET_WEIGHTS)
-        a->weights = malloc(count_all(it, API_RET_WEIGHTS) * sizeof(float));
-    if (it->ret & API_RET_LOGITS)
-        a->logits = malloc(count_all(it, API_RET_LOGITS) * sizeof(float));
-    if (it->ret & API_RET_Q_ROT)
-        a->q_rot = malloc(count_all(it, API_RET_Q_ROT) * sizeof(float));
-    if (it->ret & API_RET_K_ROT)
-        a->k_rot = malloc(count_all(it, API_RET_K_ROT) * sizeof(float));
+    bool ok = true;
+    for (int r = 0; r < API_NRES; r++) {
+        if (computed(it, r)) {
+            a->res[r] = malloc(count_all(it, 1u << r) * sizeof(float));
+            ok = ok && a->res[r] != NULL;
+        }
+    }
     if (a->partials_size > 0) {
         a->partials = malloc(api_mul_sat(a->partials_size, (size_t)it->B));
         a->parts_done = calloc((size_t)it->B, sizeof *a->parts_done);
@@ -229,10 +223,7 @@ static bool alloc_outputs(att_item *a, const api_ctx *ctx)
         for (int32_t b = 0; b < it->B; b++)
             atomic_init(&a->parts_done[b], 0);
     }
-    if (a->output == NULL || ((it->ret & API_RET_WEIGHTS) && a->weights == NULL) ||
-        ((it->ret & API_RET_LOGITS) && a->logits == NULL) ||
-        ((it->ret & API_RET_Q_ROT) && a->q_rot == NULL) ||
-        ((it->ret & API_RET_K_ROT) && a->k_rot == NULL)) {
+    if (!ok) {
         free_outputs(a);
         api_fail(&a->err, ctx, SRV_ERR_INTERNAL, "", "out of memory allocating the results");
         return false;
@@ -249,6 +240,16 @@ static void pad_query_rows(const api_item *it, int32_t ql, int32_t part, pa_atte
     size_t Lq = (size_t)it->Lq, Lk = (size_t)it->Lk, H = (size_t)it->H, q = (size_t)ql;
     if (part != 0)
         return;
+    /* Row statistics [H, q] to [H, Lq], rows past q as a fully masked row's (0). */
+    for (int r = 0; r < 2; r++) {
+        float *s = r == 0 ? out->entropy : out->distance;
+        if (s == NULL)
+            continue;
+        for (size_t h = H; h-- > 0;) {
+            memmove(s + h * Lq, s + h * q, q * sizeof(float));
+            memset(s + h * Lq + q, 0, (Lq - q) * sizeof(float));
+        }
+    }
     memset(out->output + q * H * (size_t)it->Dv, 0, (Lq - q) * H * (size_t)it->Dv * sizeof(float));
     if (out->q_rot != NULL)
         memset(out->q_rot + q * H * (size_t)it->D, 0, (Lq - q) * H * (size_t)it->D * sizeof(float));
@@ -303,11 +304,18 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
     if (!a->valid)
         return;
     api_item_sequence(it, b, &att);
-    out.output = a->output + sb * api_item_count(it, API_RET_OUTPUT);
-    out.weights = a->weights ? a->weights + sb * api_item_count(it, API_RET_WEIGHTS) : NULL;
-    out.logits = a->logits ? a->logits + sb * api_item_count(it, API_RET_LOGITS) : NULL;
-    out.q_rot = a->q_rot ? a->q_rot + sb * api_item_count(it, API_RET_Q_ROT) : NULL;
-    out.k_rot = a->k_rot ? a->k_rot + sb * api_item_count(it, API_RET_K_ROT) : NULL;
+    {
+        float *res[API_NRES];
+        for (int r = 0; r < API_NRES; r++)
+            res[r] = a->res[r] != NULL ? a->res[r] + sb * api_item_count(it, 1u << r) : NULL;
+        out = (pa_attention_out){.output = res[0],
+                                 .weights = res[1],
+                                 .logits = res[2],
+                                 .q_rot = res[3],
+                                 .k_rot = res[4],
+                                 .entropy = res[5],
+                                 .distance = res[6]};
+    }
     if (run_share(a, &att, &out, b, part, ws, ws_size, &pe) == PA_STATUS_OK) {
         if (it->query_lengths != NULL && att.q_len < it->Lq)
             pad_query_rows(it, att.q_len, part, &out);
@@ -350,23 +358,19 @@ static const api_err *item_outcome(const srv_job *job, const att_item *a, api_ta
  * cannot (f16 past 65504): then *e is the item's OUT_OF_RANGE error. */
 static bool overflows(const att_item *a, size_t i, api_err *e)
 {
-    static const char *const names[] = {"output", "weights", "logits", "q_rot", "k_rot"};
     const api_item *it = &a->it;
-    const float *res[] = {it->ret & API_RET_OUTPUT ? a->output : NULL, a->weights, a->logits,
-                          a->q_rot, a->k_rot};
-    const size_t n[] = {count_all(it, API_RET_OUTPUT), count_all(it, API_RET_WEIGHTS),
-                        count_all(it, API_RET_LOGITS), count_all(it, API_RET_Q_ROT),
-                        count_all(it, API_RET_K_ROT)};
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < API_NRES; r++) {
         size_t at;
-        if (res[r] != NULL && srv_wire_overflow(res[r], n[r], a->out_wire, &at)) {
+        const float *res = (it->ret & (1u << r)) ? a->res[r] : NULL;
+        if (res != NULL && srv_wire_overflow(res, count_all(it, 1u << r), a->out_wire, &at)) {
             char prefix[32];
             api_ctx ctx = {NULL, prefix, NULL};
             api_item_prefix(prefix, i);
             api_fail(e, &ctx, SRV_ERR_OUT_OF_RANGE, "output_dtype",
                      "%s holds %.9g at element %zu, past the largest %s (%s): ask for "
                      "output_dtype %s",
-                     names[r], (double)res[r][at], at, a->out_wire == SRV_WIRE_F16 ? "f16" : "bf16",
+                     api_result_names[r], (double)res[at], at,
+                     a->out_wire == SRV_WIRE_F16 ? "f16" : "bf16",
                      a->out_wire == SRV_WIRE_F16 ? "65504" : "3.3895e38",
                      a->out_wire == SRV_WIRE_F16 ? "bf16 or f32" : "f32");
             return true;
@@ -405,16 +409,11 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj, bool *item_error)
     }
     *item_error = false;
     {
-        static const unsigned bits[] = {API_RET_OUTPUT, API_RET_WEIGHTS, API_RET_LOGITS,
-                                        API_RET_Q_ROT, API_RET_K_ROT};
-        static const char *const names[] = {"output", "weights", "logits", "q_rot", "k_rot"};
-        const float *res[] = {it->ret & API_RET_OUTPUT ? a->output : NULL, a->weights, a->logits,
-                              a->q_rot, a->k_rot};
-        for (int r = 0; r < 5; r++) {
+        for (int r = 0; r < API_NRES; r++) {
             int64_t shape[4];
-            int nd = api_item_result_shape(it, bits[r], shape);
-            if (res[r] != NULL &&
-                !srv_tensor_render_as(obj, names[r], res[r], nd, shape, job->enc, a->out_wire))
+            int nd = api_item_result_shape(it, 1u << r, shape);
+            if ((it->ret & (1u << r)) && !srv_tensor_render_as(obj, api_result_names[r], a->res[r],
+                                                               nd, shape, job->enc, a->out_wire))
                 return false;
         }
     }
@@ -441,9 +440,10 @@ static bool att_render(srv_job *job, cJSON *root)
         errors = errors || item_error;
         /* The rendered copy is all that is needed from here on, unless the
          * text of one of them is yet to be written (srv_defer). */
-        if (!srv_defer_uses(aj->items[i].output) && !srv_defer_uses(aj->items[i].weights) &&
-            !srv_defer_uses(aj->items[i].logits) && !srv_defer_uses(aj->items[i].q_rot) &&
-            !srv_defer_uses(aj->items[i].k_rot))
+        bool deferred = false;
+        for (int r = 0; r < API_NRES; r++)
+            deferred = deferred || srv_defer_uses(aj->items[i].res[r]);
+        if (!deferred)
             free_outputs(&aj->items[i]);
     }
     return cJSON_AddBoolToObject(root, "errors", errors) != NULL;
@@ -475,11 +475,8 @@ bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
     out->timed_out = out->timing.timed_out;
     out->it = &a->it;
     out->out_wire = a->out_wire;
-    out->output = a->output;
-    out->weights = a->weights;
-    out->logits = a->logits;
-    out->q_rot = a->q_rot;
-    out->k_rot = a->k_rot;
+    for (int r = 0; r < API_NRES; r++)
+        out->res[r] = a->res[r];
     return true;
 }
 

@@ -30,8 +30,8 @@ typedef struct api_att_result {
     bool timed_out;
     api_task timing;
     const api_item *it;
-    srv_wire out_wire; /* the item's output_dtype */
-    const float *output, *weights, *logits, *q_rot, *k_rot;
+    srv_wire out_wire;          /* the item's output_dtype */
+    const float *res[API_NRES]; /* by result (api_result_names); NULL when not computed */
 } api_att_result;
 bool api_attention_result(const srv_job *job, size_t i, api_att_result *out);
 /* Why item i of a prepared attention job is invalid; NULL when it is valid. */

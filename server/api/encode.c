@@ -464,7 +464,7 @@ static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         break;
     }
     if (st == PA_STATUS_OK && ej->want_bias) {
-        pa_attention_out out;
+        pa_attention_out out = {0};
         size_t nq = (size_t)ej->Lq * ej->H, nk = (size_t)ej->Lk * ej->H;
         float *output;
         ej->zeros = calloc(nq + 2 * nk, sizeof(float));
@@ -486,7 +486,7 @@ static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
     if (st == PA_STATUS_OK && ej->chunk > 0) {
         /* Visible where a zero-input attention call of scheme none leaves a
          * finite logit: the masks exactly as /v1/attention applies them. */
-        pa_attention_out out;
+        pa_attention_out out = {0};
         size_t vq = (size_t)ej->vis.q_len, vk = (size_t)ej->vis.k_len;
         float *zeros = calloc(vq + 2 * vk, sizeof(float)), *output = malloc(vq * sizeof(float));
         float *logits = malloc(vq * vk * sizeof(float));

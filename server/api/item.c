@@ -593,16 +593,11 @@ fail:
     return false;
 }
 
+const char *const api_result_names[API_NRES] = {"output", "weights", "logits",  "q_rot",
+                                                "k_rot",  "entropy", "distance"};
+
 bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, api_err *e)
 {
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } names[] = {{"output", API_RET_OUTPUT},
-                 {"weights", API_RET_WEIGHTS},
-                 {"logits", API_RET_LOGITS},
-                 {"q_rot", API_RET_Q_ROT},
-                 {"k_rot", API_RET_K_ROT}};
     const cJSON *it;
     int i = 0;
 
@@ -613,7 +608,7 @@ bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, ap
     if (!cJSON_IsArray(v))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "return",
                         "return must be an array of names (output, weights, logits, q_rot, "
-                        "k_rot), found %s",
+                        "k_rot, entropy, distance), found %s",
                         api_json_type(v));
     out->ret = 0;
     cJSON_ArrayForEach(it, v)
@@ -624,13 +619,14 @@ bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, ap
         if (!cJSON_IsString(it))
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel, "%s must be a string, found %s",
                             rel, api_json_type(it));
-        while (k < sizeof names / sizeof names[0] && strcmp(names[k].name, it->valuestring) != 0)
+        while (k < API_NRES && strcmp(api_result_names[k], it->valuestring) != 0)
             k++;
-        if (k == sizeof names / sizeof names[0])
+        if (k == API_NRES)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
-                            "%s='%.32s' is not one of output, weights, logits, q_rot, k_rot", rel,
-                            it->valuestring);
-        out->ret |= names[k].bit;
+                            "%s='%.32s' is not one of output, weights, logits, q_rot, k_rot, "
+                            "entropy, distance",
+                            rel, it->valuestring);
+        out->ret |= 1u << k;
     }
     return true;
 }
@@ -709,6 +705,11 @@ int api_item_result_shape(const api_item *it, unsigned which, int64_t shape[4])
         break;
     case API_RET_Q_ROT:
         one[0] = it->Lq, one[1] = it->H, one[2] = it->D;
+        break;
+    case API_RET_ENTROPY:
+    case API_RET_DISTANCE:
+        one[0] = it->H, one[1] = it->Lq;
+        n = 2;
         break;
     default:
         one[0] = it->Lk, one[1] = it->Hkv, one[2] = it->D;

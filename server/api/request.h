@@ -64,14 +64,20 @@ const api_param *api_params(size_t *n);
 /* "json" type names for a kind: "number", "integer", ... */
 const char *api_param_kind_name(api_param_kind k);
 
-/* Return-field bits of an attention item. */
+/* Return-field bits of an attention item: result r is bit 1 << r. */
 enum {
     API_RET_OUTPUT = 1u << 0,
     API_RET_WEIGHTS = 1u << 1,
     API_RET_LOGITS = 1u << 2,
     API_RET_Q_ROT = 1u << 3,
     API_RET_K_ROT = 1u << 4,
+    API_RET_ENTROPY = 1u << 5,
+    API_RET_DISTANCE = 1u << 6,
 };
+enum { API_NRES = 7 };
+/* The results' names in that order: output, weights, logits, q_rot, k_rot,
+ * entropy, distance. */
+extern const char *const api_result_names[API_NRES];
 
 /* An attention item: the descriptor plus every buffer it borrows. */
 typedef struct api_item {
@@ -100,7 +106,7 @@ typedef struct api_item {
     int32_t *default_qpos;  /* Lk-Lq .. Lk-1 when query_length is given without q_positions */
     size_t q_pos_stride, k_pos_stride, mask_stride, bias_stride;
     size_t q_mrope_stride, k_mrope_stride; /* [B, 3, L] M-RoPE rows: 3 L */
-    size_t input_bytes; /* every tensor and array above */
+    size_t input_bytes;                    /* every tensor and array above */
 } api_item;
 
 /* The descriptor of sequence b of a valid item: att with the inputs of
@@ -109,7 +115,8 @@ typedef struct api_item {
 void api_item_sequence(const api_item *it, int32_t b, pa_attention *att);
 /* A result's shape for one of API_RET_*: output [Lq, H, Dv] (or layer
  * mode's), weights and logits [H, Lq, Lk], q_rot [Lq, H, D], k_rot
- * [Lk, Hkv, D]; with a leading B when batched. Returns the rank. */
+ * [Lk, Hkv, D], entropy and distance [H, Lq]; with a leading B when
+ * batched. Returns the rank. */
 int api_item_result_shape(const api_item *it, unsigned which, int64_t shape[4]);
 /* Elements of one sequence's result (saturating). */
 size_t api_item_count(const api_item *it, unsigned which);

@@ -223,6 +223,8 @@ static bool add_shapes(cJSON *root)
         {"logits", "[H, Lq, Lk]", "[B, H, Lq, Lk]"},
         {"q_rot", "[Lq, H, D]", "[B, Lq, H, D]"},
         {"k_rot", "[Lk, Hkv, D]", "[B, Lk, Hkv, D]"},
+        {"entropy", "[H, Lq]", "[B, H, Lq]"},
+        {"distance", "[H, Lq]", "[B, H, Lq]"},
     };
     cJSON *sh = cJSON_AddObjectToObject(root, "shapes");
     if (sh == NULL)
@@ -236,7 +238,8 @@ static bool add_shapes(cJSON *root)
     return cJSON_AddStringToObject(sh, "description",
                                    "row-major; a 4-D q (3-D x) makes the item a batch of B "
                                    "sequences, each equal to the sequence sent alone; "
-                                   "integer arrays may also be {shape, dtype i32|i64, b64}") != NULL;
+                                   "integer arrays may also be {shape, dtype i32|i64, b64}") !=
+           NULL;
 }
 
 static bool render(cJSON *root)
@@ -273,8 +276,7 @@ static void schemes_answer(const srv_limits *lim, srv_reply *reply)
     (void)lim;
     cJSON *root = cJSON_CreateObject();
     char *body = NULL;
-    if (root != NULL && render(root) && add_options(root) && add_dtypes(root) &&
-        add_shapes(root))
+    if (root != NULL && render(root) && add_options(root) && add_dtypes(root) && add_shapes(root))
         body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (body == NULL) {

@@ -518,7 +518,7 @@ static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, api_v2_
         if (k == API_V2_OUTPUTS)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                             "%s='%.64s' is not an output of model %s (outputs: output, weights, "
-                            "logits, q_rot, k_rot)",
+                            "logits, q_rot, k_rot, entropy, distance)",
                             path, name, rq->model);
         for (size_t j = 0; j < ans->n_out; j++)
             if (ans->bits[j] == api_v2_outputs[k].bit)

@@ -32,7 +32,7 @@ extern const api_tensor_source api_v2_segments;
 bool api_v2_read_shape(const cJSON *node, const char *name, const api_ctx *ctx, int *ndim,
                        int64_t *shape, size_t *count, api_err *e);
 
-enum { API_V2_OUTPUTS = 5, API_V2_MAX_INPUTS = 32 };
+enum { API_V2_OUTPUTS = API_NRES, API_V2_MAX_INPUTS = 32 };
 
 /* True when name is "attention-<scheme>"; *t is the scheme. */
 bool api_v2_model_type(const char *name, pa_scheme_type *t);

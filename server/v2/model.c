@@ -94,8 +94,9 @@ size_t api_v2_model_inputs(pa_scheme_type t, api_v2_input *out)
 }
 
 const api_v2_output api_v2_outputs[API_V2_OUTPUTS] = {
-    {"output", API_RET_OUTPUT}, {"weights", API_RET_WEIGHTS}, {"logits", API_RET_LOGITS},
-    {"q_rot", API_RET_Q_ROT},   {"k_rot", API_RET_K_ROT},
+    {"output", API_RET_OUTPUT},     {"weights", API_RET_WEIGHTS}, {"logits", API_RET_LOGITS},
+    {"q_rot", API_RET_Q_ROT},       {"k_rot", API_RET_K_ROT},     {"entropy", API_RET_ENTROPY},
+    {"distance", API_RET_DISTANCE},
 };
 
 void api_v2_list_add(char *buf, size_t cap, const char *s)
@@ -305,7 +306,7 @@ void srv_v2_model_metadata(const char *name, srv_reply *reply)
     ok = ok && add_meta_tensor(out, api_v2_outputs[0].name, "FP32", 3) &&
          (props = cJSON_AddObjectToObject(root, "properties")) != NULL;
     if (ok) {
-        char list[64] = "";
+        char list[96] = "";
         for (size_t i = 1; i < API_V2_OUTPUTS; i++)
             api_v2_list_add(list, sizeof list, api_v2_outputs[i].name);
         ok = cJSON_AddStringToObject(props, "diagnostic_outputs", list) != NULL;
@@ -384,7 +385,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
         int ndim;
         size_t count = 1;
         cJSON *o = cJSON_CreateObject(), *shp = NULL;
-        const char *name = "output";
+        const char *name;
 
         if (o == NULL || !cJSON_AddItemToArray(outs, o)) {
             cJSON_Delete(o);
@@ -393,23 +394,12 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
         }
 
         ndim = api_item_result_shape(it, ans->bits[i], shape);
-        switch (ans->bits[i]) {
-        case API_RET_OUTPUT:
-            data[i] = r.output;
-            break;
-        case API_RET_WEIGHTS:
-        case API_RET_LOGITS:
-            data[i] = ans->bits[i] == API_RET_WEIGHTS ? r.weights : r.logits;
-            name = ans->bits[i] == API_RET_WEIGHTS ? "weights" : "logits";
-            break;
-        case API_RET_Q_ROT:
-            data[i] = r.q_rot;
-            name = "q_rot";
-            break;
-        default:
-            data[i] = r.k_rot;
-            name = "k_rot";
-            break;
+        {
+            int k = 0; /* result k is bit 1 << k (api/request.h) */
+            while (k + 1 < API_NRES && ans->bits[i] != 1u << k)
+                k++;
+            data[i] = r.res[k];
+            name = api_result_names[k];
         }
         for (int d = 0; d < ndim; d++)
             count *= (size_t)shape[d];

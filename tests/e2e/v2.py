@@ -208,7 +208,8 @@ class Metadata(unittest.TestCase):
             self.assertEqual(json.loads(body), {
                 "name": name, "versions": ["1"], "platform": "posattn",
                 "inputs": common + more, "outputs": outputs,
-                "properties": {"diagnostic_outputs": "weights, logits, q_rot, k_rot"}})
+                "properties": {"diagnostic_outputs":
+                               "weights, logits, q_rot, k_rot, entropy, distance"}})
 
     def test_unknown_model(self):
         for path in ("/v2/models/rope", "/v2/models/attention-", "/v2/models/attention-ropes"):
@@ -319,6 +320,21 @@ class InferJson(unittest.TestCase):
         want, _ = v1_attention(c.v1_item({"type": "rope"}), ["logits"])
         ans = conform(json.loads(body), "inference_response")
         self.assertEqual(le_bytes(ans["outputs"][0]["data"]), want["logits"])
+
+    def test_row_statistics(self):
+        """entropy and distance [H, Lq] as outputs, the bytes /v1 returns."""
+        c = Case(18)
+        names = ["entropy", "distance"]
+        st, _, body = post_json("/v2/models/attention-alibi/infer",
+                                {"inputs": c.v2_inputs(), "parameters": {"causal": True},
+                                 "outputs": [{"name": n} for n in names]})
+        self.assertEqual(st, 200, body)
+        outs = conform(json.loads(body), "inference_response")["outputs"]
+        want, shapes = v1_attention(c.v1_item({"type": "alibi"}, causal=True), names)
+        for o in outs:
+            self.assertEqual(o["shape"], shapes[o["name"]])
+            self.assertEqual(len(o["shape"]), 2)
+            self.assertEqual(le_bytes(o["data"]), want[o["name"]], o["name"])
 
     def test_layer_mode_alibi_positions(self):
         rng = random.Random(4)

@@ -100,6 +100,8 @@ void check_against_reference(const pa_attention *a, int want)
     double *rout = tu_alloc(nout, sizeof(double)), *rw = tu_alloc(nw, sizeof(double));
     double *rl = tu_alloc(nw, sizeof(double)), *rq = tu_alloc(nq, sizeof(double));
     double *rk = tu_alloc(nk, sizeof(double));
+    double *re = tu_alloc((size_t)H * Lq, sizeof(double)),
+           *rd = tu_alloc((size_t)H * Lq, sizeof(double));
     size_t wsz;
     void *ws;
 
@@ -116,8 +118,17 @@ void check_against_reference(const pa_attention *a, int want)
         out.q_rot = tu_alloc(nq, sizeof(float));
         out.k_rot = tu_alloc(nk, sizeof(float));
     }
+    if (want & WANT_STATS) {
+        out.entropy = tu_alloc((size_t)H * Lq, sizeof(float));
+        out.distance = tu_alloc((size_t)H * Lq, sizeof(float));
+    }
     TU_ASSERT_STATUS(pa_attention_run(a, &out, ws, wsz, &err), PA_STATUS_OK, &err);
     ref_attention(a, rout, rw, rl, rq, rk);
+    if (want & WANT_STATS) {
+        ref_attention_stats(a, re, rd);
+        TU_ASSERT_CLOSE(out.entropy, re, (size_t)H * Lq, ATOL, RTOL);
+        TU_ASSERT_CLOSE(out.distance, rd, (size_t)H * Lq, ATOL, RTOL);
+    }
 
     TU_ASSERT_CLOSE(out.output, rout, nout, ATOL, RTOL);
     if (out.weights)
@@ -134,6 +145,10 @@ void check_against_reference(const pa_attention *a, int want)
     free(out.logits);
     free(out.q_rot);
     free(out.k_rot);
+    free(out.entropy);
+    free(out.distance);
+    free(re);
+    free(rd);
     free(rout);
     free(rw);
     free(rl);

@@ -35,7 +35,9 @@ void setup_qkv(fixture *f, pa_scheme_type type, int Lq, int Lk, int H, int Hkv, 
 void setup_layer(fixture *f, pa_scheme_type type, int L, int dm, int H, int Hkv, int D, int Dv,
                  int dout, uint64_t seed);
 
-enum { WANT_WEIGHTS = 1, WANT_LOGITS = 2, WANT_ROT = 4, WANT_ALL = 7 };
+/* WANT_STATS: entropy and distance, |got - want| <= ATOL + RTOL |want| too
+ * (entropy in nats, distance in positions). */
+enum { WANT_WEIGHTS = 1, WANT_LOGITS = 2, WANT_ROT = 4, WANT_STATS = 8, WANT_ALL = 15 };
 /* Runs the library and the reference on *a and compares the outputs want
  * asks for (the output always). */
 void check_against_reference(const pa_attention *a, int want);

@@ -122,6 +122,45 @@ static void test_sinks(void **state)
     }
 }
 
+/* Entropy and distance over rows longer than one tile of keys (BK = 256),
+ * where a later tile's larger logit moves the running max and the sums
+ * must follow it; inputs in [-3, 3] so the max moves by whole units. With
+ * and without sinks, causal and windowed, unsorted key positions, and
+ * with the weights asked for or not (the statistics never need them). */
+static void test_stats_long_rows(void **state)
+{
+    (void)state;
+    static const pa_scheme_type types[] = {PA_SCHEME_NONE, PA_SCHEME_ALIBI, PA_SCHEME_ROPE,
+                                           PA_SCHEME_T5};
+    tu_rng r;
+    tu_rng_seed(&r, 3900);
+    for (size_t s = 0; s < sizeof types / sizeof types[0]; s++) {
+        fixture f;
+        float sinks[2] = {(float)tu_uniform(&r, 0, 3), (float)tu_uniform(&r, -2, 1)};
+        int32_t *kp = tu_alloc(700, sizeof(int32_t)), *qp = tu_alloc(70, sizeof(int32_t));
+        setup_qkv(&f, types[s], 70, 700, 2, 1, 16, 0, 3901 + s);
+        add_tables(&f, 2, 16, 16, s);
+        for (size_t i = 0; i < (size_t)70 * 2 * 16; i++)
+            f.q[i] *= 3.0f;
+        if (s == 1 || s == 3) { /* positions that are not the indices */
+            for (int j = 0; j < 700; j++)
+                kp[j] = (j * 37) % 700 * 3;
+            for (int i = 0; i < 70; i++)
+                qp[i] = 1500 + 7 * i;
+            f.a.k_positions = kp;
+            f.a.q_positions = qp;
+        }
+        f.a.sinks = s >= 2 ? sinks : NULL;
+        f.a.causal = s % 2 == 0;
+        f.a.window = s == 2 ? 300 : 0;
+        check_against_reference(&f.a, WANT_STATS);
+        check_against_reference(&f.a, WANT_ALL);
+        free(kp);
+        free(qp);
+        fixture_free(&f);
+    }
+}
+
 /* The sink takes weight from the keys: every row's weights sum to
  * 1 - exp(s - m) / (sum + exp(s - m)) < 1, and a row with every key hidden
  * puts all of it on the sink (zero output, zero weights). */
@@ -571,8 +610,10 @@ static void test_all_options(void **state)
     size_t nout = (size_t)Lq * H * D, nw = (size_t)H * Lq * Lk;
     size_t wsz = pa_attention_workspace_size(&f.a);
     void *ws = tu_alloc(wsz, 1);
-    pa_attention_out whole = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL};
-    pa_attention_out parts = {tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL};
+    pa_attention_out whole = {
+        tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL, NULL, NULL};
+    pa_attention_out parts = {
+        tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL, NULL, NULL};
     TU_ASSERT_STATUS(pa_attention_run(&f.a, &whole, ws, wsz, &err), PA_STATUS_OK, &err);
     for (int i = 0; i < 3; i++)
         TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &parts, i, 3, ws, wsz, &err), PA_STATUS_OK,
@@ -926,6 +967,7 @@ int main(void)
         cmocka_unit_test(test_softcap_bounds_logits),
         cmocka_unit_test(test_sinks),
         cmocka_unit_test(test_sinks_take_weight),
+        cmocka_unit_test(test_stats_long_rows),
         cmocka_unit_test(test_chunk_positions),
         cmocka_unit_test(test_chunk_tiles),
         cmocka_unit_test(test_mask_shared_and_per_head),

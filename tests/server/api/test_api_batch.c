@@ -20,7 +20,9 @@
 
 enum { B = 3, L = 6, H = 4, HKV = 2, D = 8, DV = 6 };
 
-static const char *const RESULTS[] = {"output", "weights", "logits", "q_rot", "k_rot"};
+static const char *const RESULTS[] = {"output", "weights", "logits",  "q_rot",
+                                      "k_rot",  "entropy", "distance"};
+enum { NRESULTS = 7 };
 
 /* Result obj.name (b64 float32) into a fresh buffer; *n its floats. */
 static float *decode(const cJSON *obj, const char *name, size_t *n)
@@ -106,7 +108,7 @@ static cJSON *scheme_case(int c, const float *table)
 
 static cJSON *ret_all(void)
 {
-    return cJSON_CreateStringArray(RESULTS, 5);
+    return cJSON_CreateStringArray(RESULTS, NRESULTS);
 }
 
 /* {"inputs":[items], "output_encoding":"b64"} through the endpoint, with
@@ -129,7 +131,7 @@ static cJSON *run(cJSON **items, int n, int *status)
  * for bit, for every result; and the batched shapes lead with B. */
 static void same_as_items(const cJSON *batched, const cJSON *sep, int n_seq, const char *what)
 {
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < NRESULTS; r++) {
         size_t nb, ns;
         float *fb = decode(batched, RESULTS[r], &nb);
         assert_int_equal(dim(batched, RESULTS[r], 0), n_seq);
@@ -608,7 +610,7 @@ static void test_integer_tensors(void **state)
         if (str_at(output_at(ans[form], 0), "error", "message") != NULL)
             fail_msg("form %d: %s", form, str_at(output_at(ans[form], 0), "error", "message"));
     }
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < NRESULTS; r++) {
         size_t n0, n1;
         float *a = decode(output_at(ans[0], 0), RESULTS[r], &n0);
         float *b = decode(output_at(ans[1], 0), RESULTS[r], &n1);
@@ -673,9 +675,9 @@ static void test_query_length(void **state)
     cJSON *part = run(&item, 1, &status);
     expect_ok(part, status);
     /* rows: per sequence, the row count and row size of each result */
-    const size_t rows[5] = {L, H * L, H * L, L, L};
-    const size_t row_len[5] = {H * DV, L, L, H * D, HKV * D};
-    for (int r = 0; r < 5; r++) {
+    const size_t rows[NRESULTS] = {L, H * L, H * L, L, L, H * L, H * L};
+    const size_t row_len[NRESULTS] = {H * DV, L, L, H * D, HKV * D, 1, 1};
+    for (int r = 0; r < NRESULTS; r++) {
         size_t n0, n1;
         float *a = decode(output_at(full, 0), RESULTS[r], &n0);
         float *b = decode(output_at(part, 0), RESULTS[r], &n1);
@@ -683,16 +685,17 @@ static void test_query_length(void **state)
         for (int q = 0; q < B; q++) {
             for (size_t i = 0; i < rows[r]; i++) {
                 size_t at = ((size_t)q * rows[r] + i) * row_len[r];
-                /* weights and logits rows are [H, Lq]: the query row is i % L */
-                size_t qrow = (r == 1 || r == 2) ? i % L : i;
+                /* weights, logits, entropy and distance rows are [H, Lq]: the
+                 * query row is i % L */
+                size_t qrow = (r == 1 || r == 2 || r == 5 || r == 6) ? i % L : i;
                 if (r == 4 || qrow < (size_t)ql[q]) {
                     if (memcmp(a + at, b + at, row_len[r] * sizeof(float)) != 0)
                         fail_msg("%s: sequence %d row %zu differs", RESULTS[r], q, i);
                 } else {
                     for (size_t j = 0; j < row_len[r]; j++)
                         if (r == 2 ? !(isinf(b[at + j]) && b[at + j] < 0) : b[at + j] != 0.0f)
-                            fail_msg("%s: padding row %zu of sequence %d holds %g", RESULTS[r],
-                                     i, q, (double)b[at + j]);
+                            fail_msg("%s: padding row %zu of sequence %d holds %g", RESULTS[r], i,
+                                     q, (double)b[at + j]);
                 }
             }
         }

@@ -8,6 +8,7 @@
  */
 #include "api_harness.h"
 #include "codec/base64.h"
+#include "ref_attention.h"
 #include "ref_half.h"
 #include "testutil.h"
 
@@ -127,6 +128,61 @@ static void test_all_options_json(void **state)
     assert_true(diff > 1e-2);
     lib_free(&base);
     lib_free(&want);
+    cJSON_Delete(ans);
+    qkv_free(&f);
+}
+
+/* return entropy and distance: [H, Lq] each, equal (within float
+ * rounding) to the double reference's -sum w ln w and sum w |qpos - kpos|,
+ * with sinks, a mask, custom key positions and softcap; asked for alone
+ * (no weights) as well. */
+static void test_row_statistics(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    opts o;
+    pa_scheme s;
+    pa_attention a;
+    int status;
+    const int32_t kpos[9] = {0, 3, 4, 9, 11, 12, 20, 21, 30};
+    const char *names[] = {"entropy", "distance"};
+    double re[4 * 5], rd[4 * 5];
+    float we[4 * 5], wd[4 * 5];
+    qkv_make(&f, 5, 9, 4, 2, 8, 8, 4150);
+    opts_make(&o, 4151);
+    cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"alibi\"}"));
+    cJSON_AddNumberToObject(item, "softcap", 2.5);
+    cJSON_AddItemToObject(item, "sinks", jtensor(o.sinks, 1, 4));
+    cJSON_AddItemToObject(item, "mask", jmask(o.mask, 4, 5, 9, true));
+    cJSON_AddItemToObject(item, "k_positions", jints(kpos, 9));
+    cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(names, 2));
+    cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    expect_ok(ans, status);
+    const cJSON *out = output_at(ans, 0);
+    assert_null(cJSON_GetObjectItemCaseSensitive(out, "output"));
+    {
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(out, "entropy"), "shape");
+        assert_int_equal(cJSON_GetArraySize(shape), 2);
+        assert_int_equal(cJSON_GetArrayItem(shape, 0)->valueint, 4);
+        assert_int_equal(cJSON_GetArrayItem(shape, 1)->valueint, 5);
+    }
+
+    pa_scheme_init(&s, PA_SCHEME_ALIBI);
+    qkv_desc(&f, &s, &a);
+    opts_desc(&o, &a);
+    a.chunk_size = 0;
+    a.bias = NULL;
+    a.causal = false;
+    a.k_positions = kpos;
+    ref_attention_stats(&a, re, rd);
+    for (int i = 0; i < 20; i++) {
+        we[i] = (float)re[i];
+        wd[i] = (float)rd[i];
+    }
+    result_is(out, "entropy", we, 20);
+    result_is(out, "distance", wd, 20);
     cJSON_Delete(ans);
     qkv_free(&f);
 }
@@ -565,8 +621,9 @@ static void test_schemes_document_options(void **state)
     srv_reply reply;
     qkv f;
     int status, n = 0;
-    const char *want[] = {"softcap", "sinks",  "chunk_size", "mask", "bias", "attention_mask",
-                          "k_prerotated", "q_norm", "k_norm", "b_q", "b_k", "b_v", "b_o"};
+    const char *want[] = {"softcap",      "sinks",  "chunk_size", "mask", "bias", "attention_mask",
+                          "k_prerotated", "q_norm", "k_norm",     "b_q",  "b_k",  "b_v",
+                          "b_o"};
     memset(&reply, 0, sizeof reply);
     srv_endpoint_answer(&srv_ep_schemes, &lim, &reply);
     assert_int_equal(reply.http_status, 200);
@@ -597,17 +654,17 @@ static void test_schemes_document_options(void **state)
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "output")), 3);
     /* The shapes table names every tensor of an item and each result. */
     const cJSON *shapes = cJSON_GetObjectItemCaseSensitive(ans, "shapes");
-    static const char *const named[] = {"q", "k", "v", "x", "key_length", "attention_mask",
-                                        "output", "weights", "logits", "q_rot", "k_rot"};
+    static const char *const named[] = {
+        "q",      "k",       "v",      "x",     "key_length", "attention_mask",
+        "output", "weights", "logits", "q_rot", "k_rot"};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
         const cJSON *row = cJSON_GetObjectItemCaseSensitive(shapes, named[i]);
         assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "one")));
         assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "batch")));
     }
-    assert_string_equal(
-        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(shapes, "q"), "batch")),
-        "[B, Lq, H, D]");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            cJSON_GetObjectItemCaseSensitive(shapes, "q"), "batch")),
+                        "[B, Lq, H, D]");
     cJSON_Delete(ans);
     qkv_free(&f);
 }
@@ -616,6 +673,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_options_json),
+        cmocka_unit_test(test_row_statistics),
         cmocka_unit_test(test_mask_forms_and_bias_b64),
         cmocka_unit_test(test_mask_counts_memory),
         cmocka_unit_test(test_option_errors),
