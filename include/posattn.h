@@ -288,6 +288,24 @@ int32_t pa_rope_rotary_dim(const pa_rope *r, int32_t head_dim);
 pa_status pa_rope_inv_freq(const pa_rope *r, int32_t head_dim, int32_t max_position,
                            double *inv_freq, double *attention_factor, pa_error *err);
 
+/* The frequency bands a scaling is built on, in the scaling's own terms
+ * (Hugging Face's _compute_yarn_parameters and _compute_llama3_parameters):
+ *   yarn    the ramp between pair yarn_low (and below: extrapolated, the
+ *           original frequency) and pair yarn_high (and above: interpolated,
+ *           divided by factor): find_correction_dim of beta_fast and
+ *           beta_slow over original_max_position, floored and ceiled when
+ *           truncate is set, clamped to [0, r - 1];
+ *   llama3  wavelengths below original_max_position / high_freq_factor keep
+ *           their frequency, those above original_max_position /
+ *           low_freq_factor are divided by factor, those between blend.
+ * Fields that do not belong to the scheme's scaling are -1. */
+typedef struct pa_rope_bands {
+    double yarn_low, yarn_high;
+    double llama3_high_freq_wavelength, llama3_low_freq_wavelength;
+} pa_rope_bands;
+
+pa_status pa_rope_bands_of(const pa_rope *r, int32_t head_dim, pa_rope_bands *out, pa_error *err);
+
 /* Cos and sin tables, already multiplied by the attention factor:
  * cos_out, sin_out [n, r/2], row p holding cos/sin(positions[p] * inv_freq[i]).
  * max_position as for pa_rope_inv_freq (pass the largest position of the whole

@@ -424,6 +424,28 @@ static void plan_inv_freq(const rope_plan *p, int32_t i0, int32_t i1, double *ou
     }
 }
 
+pa_status pa_rope_bands_of(const pa_rope *r, int32_t head_dim, pa_rope_bands *out, pa_error *err)
+{
+    rope_plan p;
+    pa_status st = pa_rope_check(r, head_dim, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    if (out == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "bands", "bands must not be NULL");
+    plan_init(r, head_dim, 0, &p);
+    out->yarn_low = out->yarn_high = -1.0;
+    out->llama3_high_freq_wavelength = out->llama3_low_freq_wavelength = -1.0;
+    if (r->scaling == PA_ROPE_SCALING_YARN) {
+        /* The ramp as plan_inv_freq uses it: the same numbers. */
+        out->yarn_low = p.ramp_low;
+        out->yarn_high = p.ramp_high;
+    } else if (r->scaling == PA_ROPE_SCALING_LLAMA3) {
+        out->llama3_high_freq_wavelength = p.orig / p.high_freq;
+        out->llama3_low_freq_wavelength = p.orig / p.low_freq;
+    }
+    return PA_STATUS_OK;
+}
+
 pa_status pa_rope_inv_freq(const pa_rope *r, int32_t head_dim, int32_t max_position,
                            double *inv_freq, double *attention_factor, pa_error *err)
 {

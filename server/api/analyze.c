@@ -9,6 +9,11 @@
  *                  `shift` -> similarity [n, n], shift_residual
  *   decomposition  an attention item -> content, position (and the four
  *                  QK terms for absolute schemes) [H, Lq, Lk]
+ *   rope_spectrum  rope `scheme`, `head_dim`, `train_length`, `length` ->
+ *                  per frequency pair: inv_freq (scaled and not),
+ *                  wavelength, rotations within train_length and length,
+ *                  whether training saw a full period; the scaling's
+ *                  bands; the attention factor
  */
 #include "api/job.h"
 #include "api/json.h"
@@ -19,9 +24,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum an_kind { AN_PERMUTATION, AN_ROPE_OFFSET, AN_SIMILARITY, AN_DECOMPOSITION } an_kind;
+typedef enum an_kind {
+    AN_PERMUTATION,
+    AN_ROPE_OFFSET,
+    AN_SIMILARITY,
+    AN_DECOMPOSITION,
+    AN_ROPE_SPECTRUM,
+    AN_KINDS
+} an_kind;
 
-static const char *const an_names[] = {"permutation", "rope_offset", "similarity", "decomposition"};
+static const char *const an_names[AN_KINDS] = {"permutation", "rope_offset", "similarity",
+                                               "decomposition", "rope_spectrum"};
+
+/* The columns of the RoPE spectrum, [r/2] each. */
+enum { SP_INV, SP_INV_BASE, SP_WAVE, SP_ROT_TRAIN, SP_ROT_LEN, SP_COLS };
+static const char *const sp_names[SP_COLS] = {"inv_freq", "inv_freq_unscaled", "wavelength",
+                                              "rotations_train", "rotations_length"};
 
 typedef struct an_job {
     an_kind kind;
@@ -42,6 +60,12 @@ typedef struct an_job {
     int32_t dim, shift;
     float *sim;
     double shift_residual;
+    /* rope_spectrum */
+    int32_t train_length, length, r;
+    double attention_factor;
+    float *spectrum[SP_COLS];
+    int32_t *full_period;
+    pa_rope_bands bands;
 } an_job;
 
 static const char *const term_names[6] = {"content",          "position",
@@ -66,6 +90,9 @@ static void an_destroy(void *impl)
     free(aj->score);
     free(aj->spread);
     free(aj->sim);
+    for (int c = 0; c < SP_COLS; c++)
+        free(aj->spectrum[c]);
+    free(aj->full_period);
     free(aj);
 }
 
@@ -324,6 +351,92 @@ static bool prepare_similarity(const cJSON *root, const api_ctx *ctx, an_job *aj
     return true;
 }
 
+/* train_length: the context the model was trained at (default the scheme's
+ * original_max_position); length: the one to look at (default
+ * train_length). The spectrum is O(r): it is computed here. */
+static bool prepare_rope_spectrum(const cJSON *root, const api_ctx *ctx, an_job *aj, size_t *need,
+                                  api_err *e)
+{
+    const cJSON *v;
+    const pa_rope *rope;
+    pa_rope base;
+    pa_error pe;
+    double *inv, *inv0;
+    int32_t half;
+
+    if (!api_scheme_parse(member(root, "scheme"), ctx, &aj->sch, e))
+        return false;
+    if (aj->sch.s.type != PA_SCHEME_ROPE)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
+                        "the rope_spectrum analysis needs scheme.type 'rope', not '%s'",
+                        pa_scheme_type_name(aj->sch.s.type));
+    rope = &aj->sch.s.rope;
+    if ((v = member(root, "head_dim")) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "head_dim",
+                        "head_dim is required (the rotary dimension defaults to it)");
+    if (!api_get_int(v, "head_dim", ctx, &aj->head_dim, e))
+        return false;
+    if (pa_rope_check(rope, aj->head_dim, &pe) != PA_STATUS_OK ||
+        pa_rope_bands_of(rope, aj->head_dim, &aj->bands, &pe) != PA_STATUS_OK)
+        return api_fail_pa(e, ctx, &pe);
+    aj->train_length = rope->original_max_position;
+    if ((v = member(root, "train_length")) != NULL &&
+        !api_get_int(v, "train_length", ctx, &aj->train_length, e))
+        return false;
+    if (aj->train_length < 1)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "train_length",
+                        v != NULL ? "train_length=%d must be at least 1"
+                                  : "train_length is required: the scheme has no "
+                                    "original_max_position (%d)",
+                        (int)aj->train_length);
+    aj->length = aj->train_length;
+    if ((v = member(root, "length")) != NULL && !api_get_int(v, "length", ctx, &aj->length, e))
+        return false;
+    if (aj->length < 1)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "length", "length=%d must be at least 1",
+                        (int)aj->length);
+    aj->r = pa_rope_rotary_dim(rope, aj->head_dim);
+    half = aj->r / 2;
+    /* The unscaled spectrum: the same base and rotary_dim, no scaling. */
+    base = *rope;
+    base.scaling = PA_ROPE_SCALING_NONE;
+    base.attention_factor = 0.0;
+    inv = malloc((size_t)half * sizeof *inv);
+    inv0 = malloc((size_t)half * sizeof *inv0);
+    for (int c = 0; c < SP_COLS; c++)
+        aj->spectrum[c] = malloc((size_t)half * sizeof(float));
+    aj->full_period = malloc((size_t)half * sizeof(int32_t));
+    bool ok = inv != NULL && inv0 != NULL && aj->full_period != NULL;
+    for (int c = 0; c < SP_COLS; c++)
+        ok = ok && aj->spectrum[c] != NULL;
+    if (!ok) {
+        free(inv);
+        free(inv0);
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+    }
+    /* max_position: the longest context looked at (dynamic and longrope). */
+    if (pa_rope_inv_freq(rope, aj->head_dim, aj->length - 1, inv, &aj->attention_factor, &pe) !=
+            PA_STATUS_OK ||
+        pa_rope_inv_freq(&base, aj->head_dim, aj->length - 1, inv0, NULL, &pe) != PA_STATUS_OK) {
+        free(inv);
+        free(inv0);
+        return api_fail_pa(e, ctx, &pe);
+    }
+    for (int32_t i = 0; i < half; i++) {
+        const double wave = 6.28318530717958647692 / inv[i]; /* 2 pi / inv_freq */
+        aj->spectrum[SP_INV][i] = (float)inv[i];
+        aj->spectrum[SP_INV_BASE][i] = (float)inv0[i];
+        aj->spectrum[SP_WAVE][i] = (float)wave;
+        aj->spectrum[SP_ROT_TRAIN][i] = (float)(aj->train_length / wave);
+        aj->spectrum[SP_ROT_LEN][i] = (float)(aj->length / wave);
+        aj->full_period[i] = wave <= (double)aj->train_length;
+    }
+    free(inv);
+    free(inv0);
+    *need = api_mul_sat((size_t)half, SP_COLS * sizeof(float) + sizeof(int32_t));
+    return true;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Running and rendering                                                     */
 /* ------------------------------------------------------------------------- */
@@ -367,6 +480,9 @@ static void an_run(srv_job *job, size_t i, void *ws, size_t ws_size)
                                     aj->n_positions, aj->score, aj->spread, &pe);
         break;
     }
+    case AN_ROPE_SPECTRUM:
+    case AN_KINDS:
+        break; /* computed at prepare (O(r)) */
     case AN_SIMILARITY: {
         bool sinusoidal = aj->sch.s.type == PA_SCHEME_SINUSOIDAL;
         size_t n = (size_t)aj->n_positions;
@@ -438,6 +554,38 @@ static bool an_render(srv_job *job, cJSON *root)
                    cJSON_AddNumberToObject(root, "shift_residual", aj->shift_residual);
         return true;
     }
+    case AN_ROPE_SPECTRUM: {
+        int64_t n[1] = {aj->r / 2};
+        const pa_rope_bands *b = &aj->bands;
+        cJSON *bands, *o, *shape;
+        bool ok = cJSON_AddStringToObject(root, "scheme", "rope") &&
+                  cJSON_AddStringToObject(root, "scaling",
+                                          pa_rope_scaling_name(aj->sch.s.rope.scaling)) &&
+                  cJSON_AddNumberToObject(root, "head_dim", aj->head_dim) &&
+                  cJSON_AddNumberToObject(root, "rotary_dim", aj->r) &&
+                  cJSON_AddNumberToObject(root, "train_length", aj->train_length) &&
+                  cJSON_AddNumberToObject(root, "length", aj->length) &&
+                  cJSON_AddNumberToObject(root, "attention_factor", aj->attention_factor);
+        for (int c = 0; ok && c < SP_COLS; c++)
+            ok = srv_tensor_render(root, sp_names[c], aj->spectrum[c], 1, n, enc);
+        o = ok ? cJSON_AddObjectToObject(root, "full_period_in_training") : NULL;
+        shape = o != NULL ? cJSON_AddArrayToObject(o, "shape") : NULL;
+        ok = shape != NULL && cJSON_AddItemToArray(shape, cJSON_CreateNumber(aj->r / 2)) &&
+             cJSON_AddStringToObject(o, "datatype", "INT32") &&
+             api_add_int_array(o, "data", aj->full_period, aj->r / 2) &&
+             (bands = cJSON_AddObjectToObject(root, "bands")) != NULL;
+        if (ok && b->yarn_low >= 0.0)
+            ok = cJSON_AddNumberToObject(bands, "yarn_low", b->yarn_low) &&
+                 cJSON_AddNumberToObject(bands, "yarn_high", b->yarn_high);
+        if (ok && b->llama3_low_freq_wavelength >= 0.0)
+            ok = cJSON_AddNumberToObject(bands, "llama3_high_freq_wavelength",
+                                         b->llama3_high_freq_wavelength) &&
+                 cJSON_AddNumberToObject(bands, "llama3_low_freq_wavelength",
+                                         b->llama3_low_freq_wavelength);
+        return ok;
+    }
+    case AN_KINDS:
+        break;
     }
     return false;
 }
@@ -448,6 +596,8 @@ static const char *const rope_offset_fields[] = {
     "analysis", "scheme", "q", "k", "offsets", "base_position", "positions", "output_encoding"};
 static const char *const similarity_fields[] = {"analysis", "scheme", "length",         "positions",
                                                 "dim",      "shift",  "output_encoding"};
+static const char *const spectrum_fields[] = {"analysis",     "scheme", "head_dim",
+                                              "train_length", "length", "output_encoding"};
 
 static bool analyze_prepare(const cJSON *root, const api_ctx *top, srv_job **job_out,
                             srv_reply *reply)
@@ -466,18 +616,19 @@ static bool analyze_prepare(const cJSON *root, const api_ctx *top, srv_job **job
     v = member(root, "analysis");
     if (v == NULL) {
         api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "analysis",
-                 "analysis is required: permutation, rope_offset, similarity or decomposition");
+                 "analysis is required: permutation, rope_offset, similarity, decomposition or "
+                 "rope_spectrum");
         goto fail;
     }
     if (!api_get_string(v, "analysis", &ctx, &name, &e))
         goto fail;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < AN_KINDS; k++)
         if (strcmp(name, an_names[k]) == 0)
             kind = k;
     if (kind < 0) {
         api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "analysis",
-                 "analysis='%.32s' is not permutation, rope_offset, similarity or "
-                 "decomposition",
+                 "analysis='%.32s' is not permutation, rope_offset, similarity, decomposition "
+                 "or rope_spectrum",
                  name);
         goto fail;
     }
@@ -511,6 +662,12 @@ static bool analyze_prepare(const cJSON *root, const api_ctx *top, srv_job **job
                               sizeof rope_offset_fields / sizeof rope_offset_fields[0], "",
                               "a rope_offset analysis", &ctx, &e) &&
              prepare_rope_offset(root, &ctx, aj, &need, &e);
+        break;
+    case AN_ROPE_SPECTRUM:
+        ok = api_check_fields(root, spectrum_fields,
+                              sizeof spectrum_fields / sizeof spectrum_fields[0], "",
+                              "a rope_spectrum analysis", &ctx, &e) &&
+             prepare_rope_spectrum(root, &ctx, aj, &need, &e);
         break;
     default:
         ok = api_check_fields(root, similarity_fields,

@@ -259,6 +259,47 @@ static void test_llama3_known_values(void **state)
     assert_memory_equal(e, inv, sizeof e);
 }
 
+/* The bands of pa_rope_bands_of, from the definitions: HF's
+ * find_correction_dim(n, dim, base, max_pos) = dim ln(max_pos / (n 2 pi)) /
+ * (2 ln base) of beta_fast and beta_slow (floored, ceiled with truncate),
+ * and llama3's orig / high_freq_factor, orig / low_freq_factor. */
+static void test_bands(void **state)
+{
+    (void)state;
+    pa_rope_bands b;
+    pa_error err;
+    pa_rope r = rope_config(PA_ROPE_SCALING_YARN, 0, 128);
+    r.factor = 4.0;
+    TU_ASSERT_STATUS(pa_rope_bands_of(&r, 128, &b, &err), PA_STATUS_OK, &err);
+    /* orig 4096, base 1e4, r 128: 20.94 and 45.03 (test_yarn_known_values) */
+    assert_true(b.yarn_low == 20.0 && b.yarn_high == 46.0);
+    assert_true(b.llama3_low_freq_wavelength == -1.0 && b.llama3_high_freq_wavelength == -1.0);
+    r.truncate = false;
+    r.beta_fast = 16.0;
+    r.beta_slow = 2.0;
+    TU_ASSERT_STATUS(pa_rope_bands_of(&r, 128, &b, &err), PA_STATUS_OK, &err);
+    {
+        const double want_lo = 128.0 * log(4096.0 / (16.0 * 2.0 * PI)) / (2.0 * log(10000.0));
+        const double want_hi = 128.0 * log(4096.0 / (2.0 * 2.0 * PI)) / (2.0 * log(10000.0));
+        assert_true(fabs(b.yarn_low - want_lo) <= 1e-12 && fabs(b.yarn_high - want_hi) <= 1e-12);
+    }
+    pa_rope l = rope_defaults();
+    l.scaling = PA_ROPE_SCALING_LLAMA3;
+    l.base = 500000.0;
+    l.low_freq_factor = 2.0;
+    l.high_freq_factor = 8.0;
+    TU_ASSERT_STATUS(pa_rope_bands_of(&l, 128, &b, &err), PA_STATUS_OK, &err);
+    assert_true(b.llama3_high_freq_wavelength == 8192.0 / 8.0); /* orig 0 means 8192 */
+    assert_true(b.llama3_low_freq_wavelength == 8192.0 / 2.0);
+    assert_true(b.yarn_low == -1.0);
+    l = rope_defaults();
+    TU_ASSERT_STATUS(pa_rope_bands_of(&l, 64, &b, &err), PA_STATUS_OK, &err);
+    assert_true(b.yarn_low == -1.0 && b.llama3_low_freq_wavelength == -1.0);
+    assert_int_equal(pa_rope_bands_of(&l, 64, NULL, &err), PA_STATUS_INVALID_ARGUMENT);
+    l.rotary_dim = 65;
+    assert_int_equal(pa_rope_bands_of(&l, 64, &b, &err), PA_STATUS_INVALID_ARGUMENT);
+}
+
 static void test_longrope_switch_and_attention(void **state)
 {
     (void)state;
@@ -559,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_dynamic_is_stateless),
         cmocka_unit_test(test_yarn_known_values),
         cmocka_unit_test(test_llama3_known_values),
+        cmocka_unit_test(test_bands),
         cmocka_unit_test(test_longrope_switch_and_attention),
         cmocka_unit_test(test_errors_common),
         cmocka_unit_test(test_errors_factor),

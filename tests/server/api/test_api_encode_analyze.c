@@ -9,6 +9,7 @@
 #include "api/api.h"
 #include "api/attention.h"
 #include "codec/tensor.h"
+#include "ref_rope.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -595,6 +596,100 @@ static void test_analyze_rope_offset_and_similarity(void **state)
     cJSON_Delete(ans);
 }
 
+/* rope_spectrum: every column from the reference's inv_freq (double) by
+ * its definition, the bands, the defaults and the errors. */
+static void test_analyze_rope_spectrum(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    pa_scheme s;
+    double inv[8], inv0[8], af;
+    float want[5][8];
+    int32_t full[8];
+    cJSON *ans = call(&srv_ep_analyze,
+                      "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"rope\",\"scaling\":"
+                      "\"yarn\",\"factor\":4,\"original_max_position\":4096},\"head_dim\":16,"
+                      "\"length\":16384}",
+                      &lim, &status);
+    expect_ok(ans, status);
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    s.rope.scaling = PA_ROPE_SCALING_YARN;
+    s.rope.factor = 4.0;
+    s.rope.original_max_position = 4096;
+    ref_rope_inv_freq(&s.rope, 16, 16383, inv, &af);
+    s.rope.scaling = PA_ROPE_SCALING_NONE;
+    ref_rope_inv_freq(&s.rope, 16, 16383, inv0, NULL);
+    for (int i = 0; i < 8; i++) {
+        double wave = 2.0 * 3.14159265358979323846 / inv[i];
+        want[0][i] = (float)inv[i];
+        want[1][i] = (float)inv0[i];
+        want[2][i] = (float)wave;
+        want[3][i] = (float)(4096.0 / wave);
+        want[4][i] = (float)(16384.0 / wave);
+        full[i] = wave <= 4096.0;
+    }
+    result_is(ans, "inv_freq", want[0], 8);
+    result_is(ans, "inv_freq_unscaled", want[1], 8);
+    result_is(ans, "wavelength", want[2], 8);
+    result_is(ans, "rotations_train", want[3], 8);
+    result_is(ans, "rotations_length", want[4], 8);
+    {
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(ans, "full_period_in_training"), "data");
+        int n_full = 0;
+        assert_int_equal(cJSON_GetArraySize(d), 8);
+        for (int i = 0; i < 8; i++) {
+            assert_int_equal(cJSON_GetArrayItem(d, i)->valueint, full[i]);
+            n_full += full[i];
+        }
+        assert_true(n_full > 0 && n_full < 8); /* the split is there */
+    }
+    assert_true(fabs(num(ans, "attention_factor") - af) < 1e-12);
+    assert_int_equal((int)num(ans, "train_length"), 4096);
+    assert_int_equal((int)num(ans, "rotary_dim"), 16);
+    {
+        /* find_correction_dim of 32 and 1 over 4096, base 1e4, r 16:
+         * 2.618 -> 2 and 5.629 -> 6 */
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(ans, "bands");
+        assert_true(num(b, "yarn_low") == 2.0 && num(b, "yarn_high") == 6.0);
+    }
+    cJSON_Delete(ans);
+
+    /* train_length from the request; length defaults to it. */
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"rope\"},\"head_dim\":8,"
+               "\"train_length\":100}",
+               &lim, &status);
+    expect_ok(ans, status);
+    assert_int_equal((int)num(ans, "length"), 100);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ans, "bands")), 0);
+    cJSON_Delete(ans);
+
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"rope\"},\"head_dim\":8}",
+               &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "train_length");
+    cJSON_Delete(ans);
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"alibi\"},\"head_dim\":8}",
+               &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "scheme.type");
+    cJSON_Delete(ans);
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"rope\"},\"train_length\":"
+               "64}",
+               &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "head_dim");
+    cJSON_Delete(ans);
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"rope\"},\"head_dim\":8,"
+               "\"train_length\":64,\"q\":[1]}",
+               &lim, &status);
+    expect_error(ans, status, 400, "UNKNOWN_FIELD", "q");
+    cJSON_Delete(ans);
+}
+
 /* Finite inputs whose results leave float32: an error naming the result,
  * never null (JSON's rendering of inf) in an answer. */
 static void test_analyze_and_encode_overflow(void **state)
@@ -643,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_analyze_decomposition),
         cmocka_unit_test(test_analyze_rope_offset_and_similarity),
         cmocka_unit_test(test_analyze_and_encode_overflow),
+        cmocka_unit_test(test_analyze_rope_spectrum),
         cmocka_unit_test(test_encode_options),
         cmocka_unit_test(test_analyze_decomposition_options),
     };
