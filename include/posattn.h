@@ -487,6 +487,11 @@ typedef struct pa_attention_out {
      * down). A fully masked row has 0 for both. */
     float *entropy;  /* optional: [H, Lq] */
     float *distance; /* optional: [H, Lq] */
+    /* far_share [H, Lq] = sum_j w_ij over the keys with |qpos_i - kpos_j| >
+     * far_distance: the weight a row puts past a distance (say, the
+     * training length), from the same state. */
+    float *far_share;     /* optional: [H, Lq] */
+    int32_t far_distance; /* >= 0; read only with far_share */
 } pa_attention_out;
 
 /* Zeroes *a and sets num_kv_heads 0 (= H), key_length -1, window 0. */

@@ -86,6 +86,7 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     b->sa = pa__ws_take(w, tq, sizeof(float));
     b->sb = pa__ws_take(w, tq, sizeof(float));
     b->sk = pa__ws_take(w, tq, sizeof(float));
+    b->sf = pa__ws_take(w, tq, sizeof(float));
     if (p->scheme->type == PA_SCHEME_SHAW) {
         const size_t nrel = 2 * (size_t)p->scheme->shaw.max_relative_position + 1;
         b->qrel = pa__ws_take(w, tq * nrel, sizeof(float));
@@ -291,6 +292,8 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
     io->logits = out->logits;
     io->entropy = out->entropy;
     io->distance = out->distance;
+    io->far_share = out->far_share;
+    io->far = (float)out->far_distance;
     io->out = a->w_o != NULL ? b->attn : out->output;
 
     if (p->layer) {
@@ -530,6 +533,8 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
     io.logits = out->logits;
     io.entropy = out->entropy;
     io.distance = out->distance;
+    io.far_share = out->far_share;
+    io.far = (float)out->far_distance;
     pa__decode_finish(&p, &b, &io, 0, p.H, partial_states((void *)(uintptr_t)partials), nparts);
     if (overflow)
         return overflowed(&p, err);

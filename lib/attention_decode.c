@@ -360,7 +360,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
     const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
     const bool prep_k = (p->rope && !a->k_prerotated) || kn.w != NULL;
     const int32_t r0 = h0 * Lq, r1 = h1 * Lq;
-    const bool stats = io->entropy != NULL || io->distance != NULL;
+    const bool stats = pa__want_stats(io);
     int32_t qmin = INT32_MAX, qmax = INT32_MIN;
 
     for (int32_t i = 0; i < Lq; i++) {
@@ -374,7 +374,8 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
         /* A sink is a key with logit s_h and no value (attention_prefill.c). */
         s[0] = sink && a->sinks != NULL ? a->sinks[r / Lq] : -INFINITY;
         s[1] = sink && a->sinks != NULL ? 1.0f : 0.0f;
-        s[PA__STATE_A] = s[PA__STATE_B] = s[PA__STATE_K] = 0.0f; /* over the keys only */
+        /* over the keys only */
+        s[PA__STATE_A] = s[PA__STATE_B] = s[PA__STATE_K] = s[PA__STATE_F] = 0.0f;
         memset(s + PA__STATE_O, 0, (size_t)Dv * sizeof(float));
     }
 
@@ -434,12 +435,13 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
                 mnew = tmax > s[0] ? tmax : s[0];
                 alpha = s[0] == -INFINITY ? 0.0f : expf(s[0] - mnew);
                 if (stats) { /* as in attention_prefill.c */
-                    float spl, spd;
-                    const float e =
-                        pa__row_exp_sum_stats(row, nk, mnew, b->kpos + lo, b->qpos[i], &spl, &spd);
+                    float spl, spd, spf;
+                    const float e = pa__row_exp_sum_stats(row, nk, mnew, b->kpos + lo, b->qpos[i],
+                                                          io->far, &spl, &spd, &spf);
                     float *sa = s + PA__STATE_A, *sb = s + PA__STATE_B, *sk = s + PA__STATE_K;
                     *sa = (*sk > 0.0f ? alpha * (*sa + (s[0] - mnew) * *sk) : 0.0f) + spl;
                     *sb = *sb * alpha + spd;
+                    s[PA__STATE_F] = s[PA__STATE_F] * alpha + spf;
                     *sk = *sk * alpha + e;
                     s[1] = s[1] * alpha + e;
                 } else {
@@ -469,7 +471,7 @@ void pa__decode_finish(const pa__plan *p, const buffers *b, const head_io *io, i
     for (int32_t r = h0 * Lq; r < h1 * Lq; r++) {
         const int32_t h = r / Lq, i = r % Lq;
         float *dst = io->out + (size_t)i * p->H * Dv + (size_t)h * Dv;
-        float m = -INFINITY, l = 0.0f, sa = 0.0f, sb = 0.0f, sk = 0.0f;
+        float m = -INFINITY, l = 0.0f, sa = 0.0f, sb = 0.0f, sk = 0.0f, sf = 0.0f;
         for (int32_t k = 0; k < nparts; k++) {
             const float mk = states[k * stride + (size_t)r * st];
             m = mk > m ? mk : m;
@@ -487,13 +489,14 @@ void pa__decode_finish(const pa__plan *p, const buffers *b, const head_io *io, i
             if (s[PA__STATE_K] > 0.0f) {
                 sa += w * (s[PA__STATE_A] + (s[0] - m) * s[PA__STATE_K]);
                 sb += w * s[PA__STATE_B];
+                sf += w * s[PA__STATE_F];
                 sk += w * s[PA__STATE_K];
             }
         }
         if (!isfinite(l) || m == INFINITY)
             *b->overflow = true;
-        if (io->entropy != NULL || io->distance != NULL)
-            pa__row_stats(l, sk, sa, sb, io->entropy, io->distance, (size_t)r);
+        if (pa__want_stats(io))
+            pa__row_stats(l, sk, sa, sb, sf, io, (size_t)r);
         memset(dst, 0, (size_t)Dv * sizeof(float));
         if (io->weights != NULL) {
             /* The row's logits (in weights, or copied from logits) into

@@ -31,31 +31,32 @@ enum { T5_TABLE_MAX = 1 << 17, T5_BIAS_MAX = 1 << 20 };
 #define PA__STATE_A 2
 #define PA__STATE_B 3
 #define PA__STATE_K 4
+#define PA__STATE_F 5
 #define PA__STATE_O ((size_t)16)
 #define PA__STATE(Dv) (PA__STATE_O + (((size_t)(Dv) + 15) & ~(size_t)15))
 
 /* Everything the kernels read besides the caller's tensors, carved from the
  * workspace by layout() (lib/attention.c). */
 typedef struct buffers {
-    float *xp;            /* [L, d_model]: x plus the absolute encoding */
-    float *q, *k, *v;     /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
-    float *kt;            /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
-    float *vhead;         /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
-    float *qblk;          /* [BQ, D] rope or norms: one block of queries (or keys) as
-                         attention sees them */
-    float *q_inv, *k_inv; /* [Lq], [Lk] inverse RMS of each token's whole projection
-                             (q/k norms with a weight of H*D, Hkv*D) */
-    float *attn;          /* [Lq, H*Dv] before w_o */
-    float *cos_q, *sin_q; /* [Lq, r/2] */
-    float *cos_k, *sin_k; /* [Lk, r/2]; may alias the q tables */
-    int32_t *qpos, *kpos; /* [Lq], [Lk] effective positions */
-    float *slopes;        /* [H] alibi */
-    int32_t *t5_bucket;   /* [2*max_distance+1] t5: bucket of each relative position */
-    float *S;             /* [BQ, BK] logits, then probabilities */
-    float *O;             /* [BQ, Dv] running output */
-    float *m, *l;         /* [BQ] running max and denominator */
-    float *sa, *sb, *sk;  /* [BQ] entropy and distance sums, the keys' denominator */
-    float *qrel;          /* [BQ, 2K+1] shaw q . rel_k */
+    float *xp;                /* [L, d_model]: x plus the absolute encoding */
+    float *q, *k, *v;         /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
+    float *kt;                /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
+    float *vhead;             /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
+    float *qblk;              /* [BQ, D] rope or norms: one block of queries (or keys) as
+                             attention sees them */
+    float *q_inv, *k_inv;     /* [Lq], [Lk] inverse RMS of each token's whole projection
+                                 (q/k norms with a weight of H*D, Hkv*D) */
+    float *attn;              /* [Lq, H*Dv] before w_o */
+    float *cos_q, *sin_q;     /* [Lq, r/2] */
+    float *cos_k, *sin_k;     /* [Lk, r/2]; may alias the q tables */
+    int32_t *qpos, *kpos;     /* [Lq], [Lk] effective positions */
+    float *slopes;            /* [H] alibi */
+    int32_t *t5_bucket;       /* [2*max_distance+1] t5: bucket of each relative position */
+    float *S;                 /* [BQ, BK] logits, then probabilities */
+    float *O;                 /* [BQ, Dv] running output */
+    float *m, *l;             /* [BQ] running max and denominator */
+    float *sa, *sb, *sk, *sf; /* [BQ] entropy, distance, far sums; the keys' denominator */
+    float *qrel;              /* [BQ, 2K+1] shaw q . rel_k */
     /* The decode kernel (pa__decode_fits): */
     float *dq;          /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
     float *dk;          /* [4, D] four keys of one kv head, normalised or rotated */
@@ -75,29 +76,39 @@ typedef struct head_io {
     const float *K; /* [Lk, ldk]; kv head g at column g*D */
     const float *V; /* [Lk, ldv]; kv head g at column g*Dv */
     int ldq, ldk, ldv;
-    float *out;                /* [Lq, H*Dv] */
-    float *weights, *logits;   /* [H, Lq, Lk] or NULL */
-    float *q_rot, *k_rot;      /* rope: rotated q and k to return, or NULL */
-    float *entropy, *distance; /* [H, Lq] row statistics (pa_attention_out), or NULL */
+    float *out;                            /* [Lq, H*Dv] */
+    float *weights, *logits;               /* [H, Lq, Lk] or NULL */
+    float *q_rot, *k_rot;                  /* rope: rotated q and k to return, or NULL */
+    float *entropy, *distance, *far_share; /* [H, Lq] row statistics, or NULL */
+    float far;                             /* pa_attention_out.far_distance */
 } head_io;
+
+static inline bool pa__want_stats(const head_io *io)
+{
+    return io->entropy != NULL || io->distance != NULL || io->far_share != NULL;
+}
 
 /* A row's entropy and mean attended distance from its softmax state: l
  * the whole sum (with the sink's term), lk the keys' share of it, a =
  * sum_j p_j (l_j - m) and bd = sum_j p_j |dpos_j| over the keys, with
- * p_j = exp(l_j - m). H = -sum w ln w = (lk ln l - a) / l, w_j = p_j / l. */
-static inline void pa__row_stats(float l, float lk, float a, float bd, float *entropy,
-                                 float *distance, size_t r)
+ * p_j = exp(l_j - m), and bf the far keys' sum (pa_attention_out.far_share).
+ * H = -sum w ln w = (lk ln l - a) / l, w_j = p_j / l. */
+static inline void pa__row_stats(float l, float lk, float a, float bd, float bf, const head_io *io,
+                                 size_t r)
 {
-    float e = 0.0f, d = 0.0f;
+    float e = 0.0f, d = 0.0f, f = 0.0f;
     if (l > 0.0f && lk > 0.0f) {
         e = (lk * logf(l) - a) / l;
         e = e > 0.0f ? e : 0.0f; /* >= 0 exactly; rounding may dip below */
         d = bd / l;
+        f = bf / l;
     }
-    if (entropy != NULL)
-        entropy[r] = e;
-    if (distance != NULL)
-        distance[r] = d;
+    if (io->entropy != NULL)
+        io->entropy[r] = e;
+    if (io->distance != NULL)
+        io->distance[r] = d;
+    if (io->far_share != NULL)
+        io->far_share[r] = f;
 }
 
 /* An RMSNorm (posattn.h): its weight, length (D per head, or the whole

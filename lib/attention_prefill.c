@@ -67,7 +67,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
     const pa_shaw *shaw = p->scheme->type == PA_SCHEME_SHAW ? &p->scheme->shaw : NULL;
     const int32_t nrel = shaw ? 2 * shaw->max_relative_position + 1 : 0;
     bool grouped;
-    const bool stats = io->entropy != NULL || io->distance != NULL;
+    const bool stats = pa__want_stats(io);
     /* Shaw's rel_v by distance (bias_row.h), when the positions allow. */
     float *bins = shaw && shaw->rel_v != NULL && b->pos_small ? b->bins : NULL;
 
@@ -79,7 +79,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         b->m[i] = p->a->sinks != NULL ? p->a->sinks[h] : -INFINITY;
         b->l[i] = p->a->sinks != NULL ? 1.0f : 0.0f;
         /* The statistics' sums run over the keys only. */
-        b->sa[i] = b->sb[i] = b->sk[i] = 0.0f;
+        b->sa[i] = b->sb[i] = b->sk[i] = b->sf[i] = 0.0f;
     }
     memset(b->O, 0, (size_t)nq * Dv * sizeof(float));
     if (bins != NULL)
@@ -140,13 +140,14 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
             alpha = b->m[i] == -INFINITY ? 0.0f : expf(b->m[i] - mnew);
             if (stats) {
                 /* sum p (l - m) moves with m: each old term gains m_old - mnew. */
-                float spl, spd;
-                const float s =
-                    pa__row_exp_sum_stats(row, nk, mnew, b->kpos + j0, b->qpos[i0 + i], &spl, &spd);
+                float spl, spd, spf;
+                const float s = pa__row_exp_sum_stats(row, nk, mnew, b->kpos + j0, b->qpos[i0 + i],
+                                                      io->far, &spl, &spd, &spf);
                 b->sa[i] =
                     (b->sk[i] > 0.0f ? alpha * (b->sa[i] + (b->m[i] - mnew) * b->sk[i]) : 0.0f) +
                     spl;
                 b->sb[i] = b->sb[i] * alpha + spd;
+                b->sf[i] = b->sf[i] * alpha + spf;
                 b->sk[i] = b->sk[i] * alpha + s;
                 b->l[i] = b->l[i] * alpha + s;
             } else {
@@ -210,7 +211,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         if (!pa__row_finite(dst, (size_t)Dv))
             *b->overflow_out = true;
         if (stats)
-            pa__row_stats(b->l[i], b->sk[i], b->sa[i], b->sb[i], io->entropy, io->distance,
+            pa__row_stats(b->l[i], b->sk[i], b->sa[i], b->sb[i], b->sf[i], io,
                           (size_t)h * p->Lq + (size_t)(i0 + i));
         if (io->weights != NULL) {
             const float *src = store_rows + (size_t)i * p->Lk;

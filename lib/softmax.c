@@ -99,34 +99,41 @@ PA__CLONES static float row_exp_sum(float *row, int32_t n, float m)
 
 /* Three sums in 16 lanes each; p > 0 selects away p * (-inf) = NaN. */
 PA__CLONES static float row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos,
-                                          int32_t qpos, float *spl, float *spd)
+                                          int32_t qpos, float far, float *spl, float *spd,
+                                          float *spf)
 {
-    float ls[16] = {0}, la[16] = {0}, ld[16] = {0};
-    float s = 0.0f, a = 0.0f, d = 0.0f;
+    float ls[16] = {0}, la[16] = {0}, ld[16] = {0}, lf[16] = {0};
+    float s = 0.0f, a = 0.0f, d = 0.0f, f = 0.0f;
     const float qf = (float)qpos;
     int32_t j = 0;
     for (; j + 16 <= n; j += 16)
         for (int k = 0; k < 16; k++) {
             const float x = row[j + k] - m, p = exp_lane(x);
+            const float dist = fabsf((float)kpos[j + k] - qf);
             row[j + k] = p;
             ls[k] += p;
             la[k] += p > 0.0f ? p * x : 0.0f;
-            ld[k] += p * fabsf((float)kpos[j + k] - qf);
+            ld[k] += p * dist;
+            lf[k] += dist > far ? p : 0.0f;
         }
     for (; j < n; j++) {
         const float x = row[j] - m, p = exp_lane(x);
+        const float dist = fabsf((float)kpos[j] - qf);
         row[j] = p;
         s += p;
         a += p > 0.0f ? p * x : 0.0f;
-        d += p * fabsf((float)kpos[j] - qf);
+        d += p * dist;
+        f += dist > far ? p : 0.0f;
     }
     for (int k = 0; k < 16; k++) {
         s += ls[k];
         a += la[k];
         d += ld[k];
+        f += lf[k];
     }
     *spl = a;
     *spd = d;
+    *spf = f;
     return s;
 }
 
@@ -256,10 +263,13 @@ PA_AVX512 static float row_exp_sum_avx512(float *row, int32_t n, float m)
 }
 
 PA_AVX512 static float row_exp_sum_stats_avx512(float *row, int32_t n, float m, const int32_t *kpos,
-                                                int32_t qpos, float *spl, float *spd)
+                                                int32_t qpos, float far, float *spl, float *spd,
+                                                float *spf)
 {
-    const __m512 vm = _mm512_set1_ps(m), vq = _mm512_set1_ps((float)qpos);
-    __m512 sum = _mm512_setzero_ps(), sa = _mm512_setzero_ps(), sd = _mm512_setzero_ps();
+    const __m512 vm = _mm512_set1_ps(m), vq = _mm512_set1_ps((float)qpos),
+                 vfar = _mm512_set1_ps(far);
+    __m512 sum = _mm512_setzero_ps(), sa = _mm512_setzero_ps(), sd = _mm512_setzero_ps(),
+           sf = _mm512_setzero_ps();
     for (int32_t j = 0; j < n; j += 16) {
         const __mmask16 k = tail16(n - j);
         const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm);
@@ -271,9 +281,11 @@ PA_AVX512 static float row_exp_sum_stats_avx512(float *row, int32_t n, float m, 
         sum = _mm512_mask_add_ps(sum, k, sum, e);
         sa = _mm512_mask3_fmadd_ps(e, x, sa, live);
         sd = _mm512_mask3_fmadd_ps(e, dist, sd, live);
+        sf = _mm512_mask_add_ps(sf, _mm512_mask_cmp_ps_mask(live, dist, vfar, _CMP_GT_OQ), sf, e);
     }
     *spl = _mm512_reduce_add_ps(sa);
     *spd = _mm512_reduce_add_ps(sd);
+    *spf = _mm512_reduce_add_ps(sf);
     return _mm512_reduce_add_ps(sum);
 }
 
@@ -341,10 +353,10 @@ float pa__row_exp_sum(float *row, int32_t n, float m)
 }
 
 float pa__row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos, int32_t qpos,
-                            float *spl, float *spd)
+                            float far, float *spl, float *spd, float *spf)
 {
-    return PA_HAVE_AVX512() ? row_exp_sum_stats_avx512(row, n, m, kpos, qpos, spl, spd)
-                            : row_exp_sum_stats(row, n, m, kpos, qpos, spl, spd);
+    return PA_HAVE_AVX512() ? row_exp_sum_stats_avx512(row, n, m, kpos, qpos, far, spl, spd, spf)
+                            : row_exp_sum_stats(row, n, m, kpos, qpos, far, spl, spd, spf);
 }
 
 void pa__row_exp_scale(float *row, int32_t n, float m, float scale)

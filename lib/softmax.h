@@ -18,11 +18,12 @@ float pa__row_max(const float *row, int32_t n);
 float pa__row_exp_sum(float *row, int32_t n, float m);
 
 /* pa__row_exp_sum, and over the same pass the sums the row statistics
- * need: *spl = sum_j p_j (row[j] - m) (entropy) and *spd = sum_j p_j
- * |qpos - kpos[j]| (mean distance), p_j = exp(row[j] - m); -inf entries
- * add 0 to both. Positions are subtracted in float (exact below 2^24). */
+ * need: *spl = sum_j p_j (row[j] - m) (entropy), *spd = sum_j p_j
+ * |qpos - kpos[j]| (mean distance) and *spf = sum_j p_j [|qpos - kpos[j]| >
+ * far] (far share), p_j = exp(row[j] - m); -inf entries add 0 to all.
+ * Positions are subtracted in float (exact below 2^24). */
 float pa__row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos, int32_t qpos,
-                            float *spl, float *spd);
+                            float far, float *spl, float *spd, float *spf);
 
 /* row[j] = exp(row[j] - m) * scale, in place (for returned weights). */
 void pa__row_exp_scale(float *row, int32_t n, float m, float scale);

@@ -15,7 +15,21 @@ static void *xcalloc(size_t n, size_t sz)
     return p;
 }
 
+static void stats_of(const pa_attention *a, int far_distance, double *entropy, double *distance,
+                     double *far);
+
 void ref_attention_stats(const pa_attention *a, double *entropy, double *distance)
+{
+    stats_of(a, -1, entropy, distance, NULL);
+}
+
+void ref_attention_far_share(const pa_attention *a, int far_distance, double *far)
+{
+    stats_of(a, far_distance, NULL, NULL, far);
+}
+
+static void stats_of(const pa_attention *a, int far_distance, double *entropy, double *distance,
+                     double *far)
 {
     int H = a->num_heads, layer = a->x != NULL;
     int Lq = layer ? a->seq_len : a->q_len, Lk = layer ? a->seq_len : a->k_len;
@@ -30,7 +44,7 @@ void ref_attention_stats(const pa_attention *a, double *entropy, double *distanc
     ref_attention(a, NULL, w, NULL, NULL, NULL);
     for (int h = 0; h < H; h++)
         for (int i = 0; i < Lq; i++) {
-            double e = 0.0, d = 0.0;
+            double e = 0.0, d = 0.0, f = 0.0;
             long qi = qp ? qp[i] : Lk - Lq + i;
             for (int j = 0; j < Lk; j++) {
                 double x = w[((size_t)h * Lq + i) * Lk + j];
@@ -38,12 +52,16 @@ void ref_attention_stats(const pa_attention *a, double *entropy, double *distanc
                 if (x > 0.0) {
                     e -= x * log(x);
                     d += x * fabs((double)(qi - kj));
+                    if (labs(qi - kj) > far_distance)
+                        f += x;
                 }
             }
             if (entropy)
                 entropy[(size_t)h * Lq + i] = e;
             if (distance)
                 distance[(size_t)h * Lq + i] = d;
+            if (far)
+                far[(size_t)h * Lq + i] = f;
         }
     free(w);
 }

@@ -17,6 +17,8 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
  * |qpos_i - kpos_j|, positions resolved by the documented defaults. Either
  * may be NULL. */
 void ref_attention_stats(const pa_attention *a, double *entropy, double *distance);
+/* far[h, i] = sum_j w over the keys with |qpos_i - kpos_j| > far_distance. */
+void ref_attention_far_share(const pa_attention *a, int far_distance, double *far);
 
 /* Effective sizes, as the reference resolves them. */
 int ref_attention_out_len(const pa_attention *a);

@@ -9,12 +9,15 @@
  *                  `shift` -> similarity [n, n], shift_residual
  *   decomposition  an attention item -> content, position (and the four
  *                  QK terms for absolute schemes) [H, Lq, Lk]
+ *   extrapolation  api/extrapolation.c: entropy, distance and far share by
+ *                  position band at each of several lengths
  *   rope_spectrum  rope `scheme`, `head_dim`, `train_length`, `length` ->
  *                  per frequency pair: inv_freq (scaled and not),
  *                  wavelength, rotations within train_length and length,
  *                  whether training saw a full period; the scaling's
  *                  bands; the attention factor
  */
+#include "api/extrapolation.h"
 #include "api/job.h"
 #include "api/json.h"
 #include "api/request.h"
@@ -616,19 +619,21 @@ static bool analyze_prepare(const cJSON *root, const api_ctx *top, srv_job **job
     v = member(root, "analysis");
     if (v == NULL) {
         api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "analysis",
-                 "analysis is required: permutation, rope_offset, similarity, decomposition or "
-                 "rope_spectrum");
+                 "analysis is required: permutation, rope_offset, similarity, decomposition, "
+                 "rope_spectrum or extrapolation");
         goto fail;
     }
     if (!api_get_string(v, "analysis", &ctx, &name, &e))
         goto fail;
+    if (strcmp(name, "extrapolation") == 0)
+        return api_extrapolation_prepare(root, top, job_out, reply);
     for (int k = 0; k < AN_KINDS; k++)
         if (strcmp(name, an_names[k]) == 0)
             kind = k;
     if (kind < 0) {
         api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "analysis",
-                 "analysis='%.32s' is not permutation, rope_offset, similarity, decomposition "
-                 "or rope_spectrum",
+                 "analysis='%.32s' is not permutation, rope_offset, similarity, decomposition, "
+                 "rope_spectrum or extrapolation",
                  name);
         goto fail;
     }

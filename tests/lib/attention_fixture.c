@@ -101,7 +101,8 @@ void check_against_reference(const pa_attention *a, int want)
     double *rl = tu_alloc(nw, sizeof(double)), *rq = tu_alloc(nq, sizeof(double));
     double *rk = tu_alloc(nk, sizeof(double));
     double *re = tu_alloc((size_t)H * Lq, sizeof(double)),
-           *rd = tu_alloc((size_t)H * Lq, sizeof(double));
+           *rd = tu_alloc((size_t)H * Lq, sizeof(double)),
+           *rf = tu_alloc((size_t)H * Lq, sizeof(double));
     size_t wsz;
     void *ws;
 
@@ -121,6 +122,8 @@ void check_against_reference(const pa_attention *a, int want)
     if (want & WANT_STATS) {
         out.entropy = tu_alloc((size_t)H * Lq, sizeof(float));
         out.distance = tu_alloc((size_t)H * Lq, sizeof(float));
+        out.far_share = tu_alloc((size_t)H * Lq, sizeof(float));
+        out.far_distance = Lk / 3; /* some keys near, some far */
     }
     TU_ASSERT_STATUS(pa_attention_run(a, &out, ws, wsz, &err), PA_STATUS_OK, &err);
     ref_attention(a, rout, rw, rl, rq, rk);
@@ -128,6 +131,8 @@ void check_against_reference(const pa_attention *a, int want)
         ref_attention_stats(a, re, rd);
         TU_ASSERT_CLOSE(out.entropy, re, (size_t)H * Lq, ATOL, RTOL);
         TU_ASSERT_CLOSE(out.distance, rd, (size_t)H * Lq, ATOL, RTOL);
+        ref_attention_far_share(a, out.far_distance, rf);
+        TU_ASSERT_CLOSE(out.far_share, rf, (size_t)H * Lq, ATOL, RTOL);
     }
 
     TU_ASSERT_CLOSE(out.output, rout, nout, ATOL, RTOL);
@@ -147,8 +152,10 @@ void check_against_reference(const pa_attention *a, int want)
     free(out.k_rot);
     free(out.entropy);
     free(out.distance);
+    free(out.far_share);
     free(re);
     free(rd);
+    free(rf);
     free(rout);
     free(rw);
     free(rl);

@@ -340,7 +340,9 @@ static void test_parts_equal_whole(void **state)
                               tu_alloc(nq, 4),
                               tu_alloc(nk, 4),
                               NULL,
-                              NULL};
+                              NULL,
+                              NULL,
+                              0};
     TU_ASSERT_STATUS(pa_attention_run(&f.a, &whole, ws, wsz, &err), PA_STATUS_OK, &err);
     for (size_t t = 0; t < sizeof nparts_list / sizeof nparts_list[0]; t++) {
         int n = nparts_list[t];
@@ -350,7 +352,9 @@ static void test_parts_equal_whole(void **state)
                                   tu_alloc(nq, 4),
                                   tu_alloc(nk, 4),
                                   NULL,
-                                  NULL};
+                                  NULL,
+                                  NULL,
+                                  0};
         for (int i = n - 1; i >= 0; i--) /* any order */
             TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &parts, i, n, ws, wsz, &err), PA_STATUS_OK,
                              &err);
@@ -529,7 +533,8 @@ static void expect_out_of_range(const pa_attention *a, size_t nout, const char *
     pa_error err;
     size_t wsz = pa_attention_workspace_size(a);
     void *ws = tu_alloc(wsz, 1);
-    pa_attention_out o = {tu_alloc(nout, sizeof(float)), NULL, NULL, NULL, NULL, NULL, NULL};
+    pa_attention_out o = {
+        tu_alloc(nout, sizeof(float)), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
     TU_ASSERT_STATUS(pa_attention_run(a, &o, ws, wsz, &err), PA_STATUS_OUT_OF_RANGE, &err);
     assert_string_equal(err.field, field);
     free(o.output);

@@ -33,7 +33,7 @@ static void *workspace(const pa_attention *a, size_t *n)
 /* The decode kernel takes *a when only the output is asked for. */
 static void assert_decodes(const pa_attention *a)
 {
-    pa_attention_out o = {(float *)1, NULL, NULL, NULL, NULL, NULL, NULL};
+    pa_attention_out o = {(float *)1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
     assert_true(pa_attention_partials_size(a, &o, 2) > 0);
 }
 
@@ -43,7 +43,8 @@ static float *run_output(const pa_attention *a)
     pa_error err;
     size_t wsz;
     void *ws = workspace(a, &wsz);
-    pa_attention_out o = {tu_alloc(out_len(a), sizeof(float)), NULL, NULL, NULL, NULL, NULL, NULL};
+    pa_attention_out o = {
+        tu_alloc(out_len(a), sizeof(float)), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
     TU_ASSERT_STATUS(pa_attention_run(a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
     free(ws);
     return o.output;
@@ -56,7 +57,8 @@ static float *run_split(const pa_attention *a, int nparts)
     pa_error err;
     size_t wsz;
     void *ws = workspace(a, &wsz);
-    pa_attention_out o = {tu_alloc(out_len(a), sizeof(float)), NULL, NULL, NULL, NULL, NULL, NULL};
+    pa_attention_out o = {
+        tu_alloc(out_len(a), sizeof(float)), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
     size_t psz = pa_attention_partials_size(a, &o, nparts);
     void *partials;
     assert_true(psz > 0);
@@ -100,7 +102,9 @@ static void check_split_all(const pa_attention *a, int nparts)
                           tu_alloc(nq, 4),
                           tu_alloc(nk, 4),
                           tu_alloc((size_t)H * Lq, 4),
-                          tu_alloc((size_t)H * Lq, 4)};
+                          tu_alloc((size_t)H * Lq, 4),
+                          tu_alloc((size_t)H * Lq, 4),
+                          Lk / 3};
     double *re = tu_alloc((size_t)H * Lq, 8), *rd = tu_alloc((size_t)H * Lq, 8);
     double *rout = tu_alloc(nout, 8), *rw = tu_alloc(nw, 8), *rl = tu_alloc(nw, 8);
     double *rq = tu_alloc(nq, 8), *rk = tu_alloc(nk, 8);
@@ -121,6 +125,9 @@ static void check_split_all(const pa_attention *a, int nparts)
     ref_attention_stats(a, re, rd);
     TU_ASSERT_CLOSE(o.entropy, re, (size_t)H * Lq, ATOL, RTOL);
     TU_ASSERT_CLOSE(o.distance, rd, (size_t)H * Lq, ATOL, RTOL);
+    ref_attention_far_share(a, o.far_distance, rd);
+    TU_ASSERT_CLOSE(o.far_share, rd, (size_t)H * Lq, ATOL, RTOL);
+    free(o.far_share);
     free(o.entropy);
     free(o.distance);
     free(re);
@@ -153,7 +160,7 @@ static void check_all_ways(const pa_attention *a)
         size_t wsz, nw = (size_t)a->num_heads * pa_attention_q_len(a) * pa_attention_k_len(a);
         void *ws = workspace(a, &wsz);
         pa_attention_out o = {
-            tu_alloc(out_len(a), 4), tu_alloc(nw, 4), NULL, NULL, NULL, NULL, NULL};
+            tu_alloc(out_len(a), 4), tu_alloc(nw, 4), NULL, NULL, NULL, NULL, NULL, NULL, 0};
         TU_ASSERT_STATUS(pa_attention_run(a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
         again = o.output;
         assert_memory_equal(again, got, out_len(a) * sizeof(float));
@@ -293,7 +300,7 @@ static void test_k_prerotated(void **state)
         /* k_rot, rotated by the decode kernel for every key */
         size_t nw = (size_t)H * Lq * Lk;
         pa_attention_out o = {
-            tu_alloc(out_len(&f.a), 4), tu_alloc(nw, 4), NULL, NULL, krot, NULL, NULL};
+            tu_alloc(out_len(&f.a), 4), tu_alloc(nw, 4), NULL, NULL, krot, NULL, NULL, NULL, 0};
         TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
         free(o.output);
         free(o.weights);
@@ -333,7 +340,7 @@ static void test_parts_bit_identical(void **state)
     whole = run_output(&f.a);
     parts = tu_alloc(n, sizeof(float));
     for (int np = 2; np <= 9; np++) {
-        pa_attention_out o = {parts, NULL, NULL, NULL, NULL, NULL, NULL};
+        pa_attention_out o = {parts, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
         memset(parts, 0xff, n * sizeof(float));
         for (int p = 0; p < np; p++)
             TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &o, p, np, ws, wsz, &err), PA_STATUS_OK,
@@ -390,7 +397,8 @@ static void test_overflow(void **state)
     f.k[3 + 50 * 2 * 16] = 3e38f;
     ws = workspace(&f.a, &wsz);
     {
-        pa_attention_out o = {tu_alloc(out_len(&f.a), 4), NULL, NULL, NULL, NULL, NULL, NULL};
+        pa_attention_out o = {
+            tu_alloc(out_len(&f.a), 4), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
         TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OUT_OF_RANGE, &err);
         assert_string_equal(err.field, "q");
         psz = pa_attention_partials_size(&f.a, &o, 2);
@@ -416,10 +424,10 @@ static void test_not_split(void **state)
     pa_error err;
     float buf[4096], kr[4096];
     char ws[64];
-    pa_attention_out plain = {buf, NULL, NULL, NULL, NULL, NULL, NULL};
-    pa_attention_out weights = {buf, buf, NULL, NULL, NULL, NULL, NULL};
-    pa_attention_out logits = {buf, NULL, buf, NULL, NULL, NULL, NULL};
-    pa_attention_out krot = {buf, NULL, NULL, NULL, kr, NULL, NULL};
+    pa_attention_out plain = {buf, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+    pa_attention_out weights = {buf, buf, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+    pa_attention_out logits = {buf, NULL, buf, NULL, NULL, NULL, NULL, NULL, 0};
+    pa_attention_out krot = {buf, NULL, NULL, NULL, kr, NULL, NULL, NULL, 0};
 
     setup_qkv(&f, PA_SCHEME_ROPE, 8, 20, 2, 2, 8, 0, 700);
     /* Whatever is returned: the kernel is chosen by shape. */

@@ -611,9 +611,9 @@ static void test_all_options(void **state)
     size_t wsz = pa_attention_workspace_size(&f.a);
     void *ws = tu_alloc(wsz, 1);
     pa_attention_out whole = {
-        tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL, NULL, NULL};
+        tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL, NULL, NULL, NULL, 0};
     pa_attention_out parts = {
-        tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL, NULL, NULL};
+        tu_alloc(nout, 4), tu_alloc(nw, 4), tu_alloc(nw, 4), NULL, NULL, NULL, NULL, NULL, 0};
     TU_ASSERT_STATUS(pa_attention_run(&f.a, &whole, ws, wsz, &err), PA_STATUS_OK, &err);
     for (int i = 0; i < 3; i++)
         TU_ASSERT_STATUS(pa_attention_run_part(&f.a, &parts, i, 3, ws, wsz, &err), PA_STATUS_OK,
