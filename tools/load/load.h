@@ -70,6 +70,7 @@ typedef struct {
     double softcap;     /* > 0: every item's softcap (Gemma 2) */
     int sinks;          /* every item carries sinks [H] (gpt-oss) */
     int chunk;          /* > 0: every item's chunk_size (Llama 4) */
+    char ret[128];      /* --return: the item's "return" list, comma separated; "" = output */
     const char *preset; /* the --preset that set the defaults, or NULL */
     int layer;          /* every scheme in layer mode (x, w_q, w_k, w_v) */
     unsigned long long seed;

@@ -289,6 +289,13 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
             sb_printf(&b, ",\"softcap\":%.17g", c->softcap);
         if (c->chunk > 0)
             sb_printf(&b, ",\"chunk_size\":%d", c->chunk);
+        if (c->ret[0] != '\0') {
+            /* "a,b" as ["a","b"]: names were checked at parse time. */
+            sb_str(&b, ",\"return\":[\"");
+            for (const char *p = c->ret; *p; p++)
+                sb_str(&b, *p == ',' ? "\",\"" : (char[]){*p, '\0'});
+            sb_str(&b, "\"]");
+        }
         if (nb && c->lengths_spread > 0) {
             /* Right padding: sequence b is key_length[b] tokens long. */
             int lo = length - (int)(c->lengths_spread * length);

@@ -54,6 +54,10 @@ static const char USAGE[] =
     "  --softcap C          logit softcapping C * tanh(l / C) on every item (Gemma 2)\n"
     "  --sinks              one attention sink per query head on every item (gpt-oss)\n"
     "  --chunk C            chunked local attention, chunk_size C (Llama 4)\n"
+    "  --return LIST        the results each item asks for, comma separated (output,\n"
+    "                       weights, logits, q_rot, k_rot, entropy, distance; default\n"
+    "                       output): --return output,entropy,distance shows what the\n"
+    "                       row statistics cost\n"
     "  --preset NAME        a model's shape and options as defaults (flags given as\n"
     "                       well win): gemma2 (rope, softcap 50, 8/4 heads of 256),\n"
     "                       gpt-oss (rope:yarn, sinks, 64/8 heads of 64),\n"
@@ -274,6 +278,23 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             if (parse_long(val, 1, 1 << 30, &v))
                 BAD("1..1073741824");
             c->chunk = (int)v;
+        } else if (!strcmp(name, "--return")) {
+            static const char *const known[] = {"output", "weights", "logits",  "q_rot",
+                                                "k_rot",  "entropy", "distance"};
+            char buf[128], *save;
+            if (strlen(val) >= sizeof buf)
+                BAD("too long");
+            snprintf(buf, sizeof buf, "%s", val);
+            for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                size_t k = 0;
+                while (k < sizeof known / sizeof known[0] && strcmp(tok, known[k]) != 0)
+                    k++;
+                if (k == sizeof known / sizeof known[0])
+                    return usage_error("--return: '%s' is not one of output, weights, logits, "
+                                       "q_rot, k_rot, entropy, distance",
+                                       tok);
+            }
+            snprintf(c->ret, sizeof c->ret, "%s", val);
         } else if (!strcmp(name, "--layer"))
             c->layer = 1;
         else if (!strcmp(name, "--allow-remote"))

@@ -54,6 +54,8 @@ static void describe(FILE *f, const load_config *c, const char *nl)
         fprintf(f, "sinks  ");
     if (c->chunk > 0)
         fprintf(f, "chunk %d  ", c->chunk);
+    if (c->ret[0] != '\0')
+        fprintf(f, "return %s  ", c->ret);
     if (c->requests > 0)
         fprintf(f, "%ld requests", c->requests);
     if (c->duration_s > 0)
@@ -147,6 +149,7 @@ int load_report_json(const char *path, const load_config *c, const load_result *
     cJSON_AddNumberToObject(cfg, "softcap", c->softcap);
     cJSON_AddBoolToObject(cfg, "sinks", c->sinks);
     cJSON_AddNumberToObject(cfg, "chunk_size", c->chunk);
+    cJSON_AddStringToObject(cfg, "return", c->ret[0] ? c->ret : "output");
     if (c->preset)
         cJSON_AddStringToObject(cfg, "preset", c->preset);
     cJSON_AddBoolToObject(cfg, "layer", c->layer);

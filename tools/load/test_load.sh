@@ -206,6 +206,27 @@ assert it["scheme"] == {"type": "alibi"} and it["q"]["shape"] == [8, 2, 4], it
     ok "--dump-body writes the first phase's request and exits"
 else bad "--dump-body writes the first phase's request and exits" "$TMP/dump.out"; fi
 
+# 5b. --return puts the result names in every item; the server answers
+# them (entropy and distance [H, L] beside no output); a bad name is refused.
+if "$LOAD" --url http://127.0.0.1:9 --schemes rope --lengths 8 --heads 2 --head-dim 4 \
+        --return entropy,distance --dump-body "$TMP/body_ret.json" >"$TMP/ret.out" 2>&1 &&
+    $PY -c '
+import json, sys
+it = json.load(open(sys.argv[1]))["inputs"][0]
+assert it["return"] == ["entropy", "distance"], it["return"]
+' "$TMP/body_ret.json" >>"$TMP/ret.out" 2>&1 &&
+    "$LOAD" --spawn "$SRV" --schemes rope --lengths 32 --heads 2 --head-dim 16 --requests 3 \
+        --causal --return output,entropy,distance --json "$TMP/ret.json" --quiet >>"$TMP/ret.out" 2>&1 &&
+    $PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["config"]["return"] == "output,entropy,distance", r["config"]
+assert [(x["ok"], x["errors"]) for x in r["results"]] == [(3, 0)], r["results"]
+' "$TMP/ret.json" >>"$TMP/ret.out" 2>&1 &&
+    ! "$LOAD" --url http://127.0.0.1:9 --return output,bogus --requests 1 >>"$TMP/ret.out" 2>&1; then
+    ok "--return entropy,distance: in every item, answered, bad names refused"
+else bad "--return entropy,distance: in every item, answered, bad names refused" "$TMP/ret.out"; fi
+
 # 6. The options of current models: --softcap, --sinks, --chunk go into every
 # item and the server answers them all; the presets set a model's defaults
 # (flags given as well win), rope:mrope sends M-RoPE sections.
