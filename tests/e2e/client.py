@@ -89,9 +89,14 @@ def alibi_slopes(H, max_bias=8.0):
             else 2.0 ** (-max_bias * (2 * (h - n) + 1) / (2 * n)) for h in range(H)]
 
 
-def ref_attention(q, k, v, Lq, Lk, H, Hkv, D, Dv, causal=False, slopes=None):
-    """out [Lq, H, Dv] in double; positions qpos = Lk-Lq+i, kpos = j."""
+def ref_attention(q, k, v, Lq, Lk, H, Hkv, D, Dv, causal=False, slopes=None, stats=None):
+    """out [Lq, H, Dv] in double; positions qpos = Lk-Lq+i, kpos = j. With
+    stats a dict, also its "entropy" and "distance" [H, Lq]: -sum w ln w and
+    sum w |qpos - kpos| of each row's weights."""
     out = [0.0] * (Lq * H * Dv)
+    if stats is not None:
+        stats["entropy"] = [0.0] * (H * Lq)
+        stats["distance"] = [0.0] * (H * Lq)
     scale = 1.0 / math.sqrt(D)
     group = H // Hkv
     for h in range(H):
@@ -114,6 +119,10 @@ def ref_attention(q, k, v, Lq, Lk, H, Hkv, D, Dv, causal=False, slopes=None):
             m = max(live)
             w = [0.0 if x is None else math.exp(x - m) for x in logits]
             z = sum(w)
+            if stats is not None:
+                p = [x / z for x in w]
+                stats["entropy"][h * Lq + i] = -sum(x * math.log(x) for x in p if x > 0)
+                stats["distance"][h * Lq + i] = sum(x * abs(qpos - j) for j, x in enumerate(p))
             for dv in range(Dv):
                 out[(i * H + h) * Dv + dv] = sum(
                     w[j] / z * v[(j * Hkv + kh) * Dv + dv] for j in range(Lk))
@@ -232,6 +241,23 @@ class Api(Checks, unittest.TestCase):
         self.attention([Case(3, 6, 6, 4, 4, 8, scheme="alibi", causal=True),
                         Case(4, 3, 9, 8, 8, 4, scheme="alibi", causal=True),
                         Case(5, 5, 5, 3, 3, 4, scheme="alibi", causal=True)])
+
+    def test_row_statistics_against_reference(self):
+        """return entropy, distance through HTTP: [H, Lq], the reference's
+        -sum w ln w and mean distance (ALiBi causal, NoPE with Lq < Lk)."""
+        for c in (Case(8, 6, 6, 4, 4, 8, scheme="alibi", causal=True), Case(9, 3, 9, 2, 1, 8)):
+            Lq, Lk, H, Hkv, D, Dv = c.dims
+            want = {}
+            ref_attention(c.q, c.k, c.v, Lq, Lk, H, Hkv, D, Dv, c.causal,
+                          alibi_slopes(H) if c.scheme == "alibi" else None, want)
+            item = dict(c.item("s"), **{"return": ["entropy", "distance"]})
+            status, _, ans = post_json("/v1/attention", {"inputs": [item]})
+            self.assertEqual(status, 200, ans)
+            out = ans["outputs"][0]
+            self.assertNotIn("output", out)
+            for name in ("entropy", "distance"):
+                self.assertEqual(out[name]["shape"], [H, Lq])
+                self.assertClose(tensor_values(out[name]), want[name], name)
 
     def test_alibi_slopes_8_heads(self):
         self.assertEqual(alibi_slopes(8), [2.0 ** -i for i in range(1, 9)])
