@@ -5,6 +5,7 @@
  * every accepted request to be answered, then stop.
  */
 #include "runtime/config.h"
+#include "runtime/keys.h"
 #include "http/http.h"
 #include "runtime/metrics.h"
 #include "runtime/pool.h"
@@ -112,6 +113,18 @@ int main(int argc, char **argv)
     rc = srv_config_parse(&cfg, argc, argv, stdout, stderr);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+
+    /* The API keys: a bad key file stops start-up; the keys never reach a
+     * log, only how many there are. */
+    static srv_keys keys;
+    if (!srv_keys_load(&keys, cfg.api_key, cfg.api_key_file, stderr, msg, sizeof msg)) {
+        fprintf(stderr, "posattnd: cannot load the API keys: %s\n", msg);
+        return 1;
+    }
+    cfg.keys = &keys;
+    if (keys.n > 0)
+        fprintf(stderr, "posattnd: %zu API key%s accepted on /v1 and /v2%s\n", keys.n,
+                keys.n == 1 ? "" : "s", cfg.api_key[0] ? " (one from --api-key)" : "");
 
     /* Named tensors before anything starts: a bad file stops start-up. */
     if (!srv_tensor_store_load(cfg.tensors, cfg.n_tensors, &tensors, msg, sizeof msg)) {

@@ -12,6 +12,7 @@
 
 #include "http/request.h"
 #include "http/web.h"
+#include "runtime/keys.h"
 #include "v2/v2.h"
 
 #include <arpa/inet.h>
@@ -27,31 +28,34 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Compares a [la] with the string b in time independent of where they
- * differ. */
-static bool equal_const_time(const char *a, size_t la, const char *b)
-{
-    size_t lb = strlen(b);
-    unsigned char diff = (unsigned char)(la != lb);
-    for (size_t i = 0; i < lb; i++)
-        diff |= (unsigned char)(a[i < la ? i : 0] ^ b[i]);
-    return diff == 0;
-}
-
-static bool authorized(const srv_http *h, struct MHD_Connection *c)
+/* Whether the request carries an accepted key (runtime/keys.h); q->key is
+ * then its index, and a refusal is counted by why. */
+static bool authorized(const srv_http *h, struct MHD_Connection *c, request *q)
 {
     const char *auth = NULL, *prefix = "Bearer ";
     size_t len = 0, np = strlen(prefix);
-    if (h->cfg->api_key[0] == '\0')
+    const srv_keys *keys = h->cfg->keys;
+    if (keys == NULL || keys->n == 0)
         return true;
     /* The header's whole length: a NUL inside it ("Bearer KEY\0junk") must
      * not end the comparison early. */
     if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
                                       strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth,
                                       &len) != MHD_YES ||
-        auth == NULL || len < np || strncmp(auth, prefix, np) != 0)
+        auth == NULL) {
+        srv_metrics_auth_refused(h->metrics, "missing");
         return false;
-    return equal_const_time(auth + np, len - np, h->cfg->api_key);
+    }
+    if (len < np || strncmp(auth, prefix, np) != 0) {
+        srv_metrics_auth_refused(h->metrics, "scheme");
+        return false;
+    }
+    q->key = srv_keys_match(keys, auth + np, len - np);
+    if (q->key < 0) {
+        srv_metrics_auth_refused(h->metrics, "key");
+        return false;
+    }
+    return true;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -164,7 +168,7 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
         snprintf(msg, sizeof msg, "no file %.64s in the web page", url);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
-    if (srv_routes[q->route].api && !authorized(h, c))
+    if (srv_routes[q->route].api && !authorized(h, c, q))
         return refuse(q, c, SRV_ERR_UNAUTHORIZED,
                       "a valid API key is required: Authorization: Bearer <key>");
     if (srv_route_is_v2_model(q->route) &&
@@ -226,6 +230,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         snprintf(q->method, sizeof q->method, "%s", method);
         snprintf(q->path, sizeof q->path, "%s", url);
         atomic_init(&q->remaining, 0);
+        q->key = -1; /* no key yet */
         atomic_init(&q->max_queue_us, 0);
         atomic_init(&q->sum_compute_us, 0);
         atomic_init(&q->first_start_us, UINT64_MAX);
@@ -311,16 +316,21 @@ static void log_access(const request *q, double seconds)
         return;
     gmtime_r(&now, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    /* Which key authorised it, by its line in the key file ("flag" for
+     * --api-key), never the key itself. */
+    char key[24] = "-";
+    if (cfg->keys != NULL)
+        srv_keys_name(cfg->keys, q->key, key, sizeof key);
     if (cfg->log_format == SRV_LOG_JSON)
         fprintf(stderr,
                 "{\"ts\":\"%s\",\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,"
                 "\"bytes_in\":%zu,\"bytes_out\":%zu,\"items\":%zu,\"queue_ms\":%.3f,"
-                "\"compute_ms\":%.3f,\"cpu_ms\":%.3f,\"duration_ms\":%.3f}\n",
+                "\"compute_ms\":%.3f,\"cpu_ms\":%.3f,\"duration_ms\":%.3f,\"key\":\"%s\"}\n",
                 ts, q->method, srv_routes[q->route].path ? srv_routes[q->route].path : "-",
                 q->status, q->body_len, q->bytes_out, q->ntasks,
                 (double)atomic_load(&q->max_queue_us) / 1e3,
                 (double)srv_request_compute_us(q) / 1e3,
-                (double)atomic_load(&q->sum_compute_us) / 1e3, seconds * 1e3);
+                (double)atomic_load(&q->sum_compute_us) / 1e3, seconds * 1e3, key);
     else
         fprintf(stderr, "%s %s %s %d %zu %zu %.3fms\n", ts, q->method,
                 srv_routes[q->route].path ? srv_routes[q->route].path : "-", q->status, q->body_len,

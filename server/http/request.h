@@ -55,6 +55,7 @@ struct request {
     char path[128];
     srv_route_model model;    /* the v2 model routes: the model's name and version */
     bool v2;                  /* under /v2: errors in the protocol's shape */
+    int key;                  /* the accepted API key's index (runtime/keys.h), -1: none */
     int64_t infer_header_len; /* Inference-Header-Content-Length, -1 when absent */
     uint64_t start_ns;
     uint64_t deadline_ns;

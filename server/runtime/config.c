@@ -61,11 +61,14 @@ static const opt options[] = {
     {"max-request-mb", "POSATTN_MAX_REQUEST_MB", OPT_SIZE_MB, FIELD(max_request_memory), 1, 1048576,
      false, "MB", "memory one request may use, workspaces included (default 1024)"},
     {"request-timeout", "POSATTN_REQUEST_TIMEOUT", OPT_SECONDS, FIELD(request_timeout), 0, 86400,
-     false, "S", "seconds for a request's headers, then its body, then its answer (504) (default 30)"},
+     false, "S",
+     "seconds for a request's headers, then its body, then its answer (504) (default 30)"},
     {"drain-timeout", "POSATTN_DRAIN_TIMEOUT", OPT_SECONDS, FIELD(drain_timeout), 0, 86400, false,
      "S", "seconds to finish accepted requests on SIGTERM (default 20)"},
     {"api-key", "POSATTN_API_KEY", OPT_STRING, FIELD(api_key), 0, 255, true, "KEY",
-     "require \"Authorization: Bearer KEY\" on /v1/* and /v2 (default: none)"},
+     "require \"Authorization: Bearer KEY\" on /v1/* and /v2 (development: ps shows it)"},
+    {"api-key-file", "POSATTN_API_KEY_FILE", OPT_STRING, FIELD(api_key_file), 0, 4095, false,
+     "FILE", "accept any key of FILE, one per line (# comments; chmod 600)"},
     {"log-format", "POSATTN_LOG_FORMAT", OPT_LOG_FORMAT, FIELD(log_format), 0, 0, false, "FMT",
      "access log on stderr: json, text or off (default json)"},
     {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",
@@ -84,16 +87,14 @@ static int usable_cores(void)
     FILE *f;
 #ifdef CPU_COUNT
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 &&
-        CPU_COUNT(&set) < n)
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 && CPU_COUNT(&set) < n)
         n = CPU_COUNT(&set);
 #endif
     f = fopen("/sys/fs/cgroup/cpu.max", "r");
     if (f != NULL) {
         char quota[32];
         long period = 0;
-        if (fscanf(f, "%31s %ld", quota, &period) == 2 && strcmp(quota, "max") != 0 &&
-            period > 0) {
+        if (fscanf(f, "%31s %ld", quota, &period) == 2 && strcmp(quota, "max") != 0 && period > 0) {
             long q = strtol(quota, NULL, 10);
             long cpus = (q + period - 1) / period;
             if (q > 0 && cpus < n)

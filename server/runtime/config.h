@@ -13,21 +13,23 @@
 typedef enum srv_log_format { SRV_LOG_JSON = 0, SRV_LOG_TEXT, SRV_LOG_OFF } srv_log_format;
 
 typedef struct srv_config {
-    char host[256];              /* --host, POSATTN_HOST; default 127.0.0.1 */
-    int port;                    /* --port, POSATTN_PORT; default 8080; 0 = any free port */
-    int workers;                 /* --workers, POSATTN_WORKERS; default: usable cores (online,
-                                  * affinity, cgroup CPU quota) */
-    int queue_depth;             /* --queue-depth, POSATTN_QUEUE_DEPTH; default 64 tasks waiting */
-    size_t max_body_bytes;       /* --max-body-mb, POSATTN_MAX_BODY_MB; default 64 MB */
-    size_t max_batch_items;      /* --max-batch-items, POSATTN_MAX_BATCH_ITEMS; default 64 */
-    size_t max_tensor_elements;  /* --max-tensor-elements, POSATTN_MAX_TENSOR_ELEMENTS; default 16M */
-    size_t max_request_memory;   /* --max-request-mb, POSATTN_MAX_REQUEST_MB; default 1024 MB */
-    double request_timeout;      /* --request-timeout (s), POSATTN_REQUEST_TIMEOUT; default 30:
-                                  * bounds the headers, the body and the compute each */
-    double drain_timeout;        /* --drain-timeout (s), POSATTN_DRAIN_TIMEOUT; default 20 */
-    char api_key[256];           /* --api-key, POSATTN_API_KEY; empty = no auth */
-    srv_log_format log_format;   /* --log-format json|text|off, POSATTN_LOG_FORMAT; default json */
-    int blas_threads;            /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
+    char host[256];         /* --host, POSATTN_HOST; default 127.0.0.1 */
+    int port;               /* --port, POSATTN_PORT; default 8080; 0 = any free port */
+    int workers;            /* --workers, POSATTN_WORKERS; default: usable cores (online,
+                             * affinity, cgroup CPU quota) */
+    int queue_depth;        /* --queue-depth, POSATTN_QUEUE_DEPTH; default 64 tasks waiting */
+    size_t max_body_bytes;  /* --max-body-mb, POSATTN_MAX_BODY_MB; default 64 MB */
+    size_t max_batch_items; /* --max-batch-items, POSATTN_MAX_BATCH_ITEMS; default 64 */
+    size_t
+        max_tensor_elements;   /* --max-tensor-elements, POSATTN_MAX_TENSOR_ELEMENTS; default 16M */
+    size_t max_request_memory; /* --max-request-mb, POSATTN_MAX_REQUEST_MB; default 1024 MB */
+    double request_timeout;    /* --request-timeout (s), POSATTN_REQUEST_TIMEOUT; default 30:
+                                * bounds the headers, the body and the compute each */
+    double drain_timeout;      /* --drain-timeout (s), POSATTN_DRAIN_TIMEOUT; default 20 */
+    char api_key[256];         /* --api-key, POSATTN_API_KEY (development); empty = none */
+    char api_key_file[4096];   /* --api-key-file, POSATTN_API_KEY_FILE: keys, one per line */
+    srv_log_format log_format; /* --log-format json|text|off, POSATTN_LOG_FORMAT; default json */
+    int blas_threads;          /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
     /* --tensor NAME=PATH[:TENSOR] (repeatable), POSATTN_TENSORS (entries
      * separated by ';' or newlines); any --tensor replaces the variable's
      * list. Names are unique. Loaded by main.c before listening. */
@@ -36,6 +38,9 @@ typedef struct srv_config {
     /* The loaded store (tensor_store.h), set by main.c after loading and
      * read by the HTTP layer; NULL when no tensor is loaded. Not a flag. */
     const struct srv_tensor_store *tensor_store;
+    /* The keys of --api-key and --api-key-file (runtime/keys.h), set by
+     * main.c before listening; NULL or none: no key is required. */
+    const struct srv_keys *keys;
 } srv_config;
 
 /* Defaults, as documented above. */

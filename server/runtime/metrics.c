@@ -74,7 +74,8 @@ struct srv_metrics {
     atomic_uint_fast64_t response_bytes;
     atomic_int_fast64_t queue_depth;
     atomic_int_fast64_t in_flight;
-    atomic_uint_fast64_t cut[3]; /* headers, body, send */
+    atomic_uint_fast64_t cut[3];          /* headers, body, send */
+    atomic_uint_fast64_t auth_refused[3]; /* missing, scheme, key */
     struct {
         atomic_uint_fast64_t n[2], ns[2]; /* fail, success */
         atomic_uint_fast64_t phase_ns[SRV_PHASE_COUNT];
@@ -183,8 +184,10 @@ srv_metrics *srv_metrics_new(void)
     atomic_init(&m->response_bytes, 0);
     atomic_init(&m->queue_depth, 0);
     atomic_init(&m->in_flight, 0);
-    for (size_t k = 0; k < 3; k++)
+    for (size_t k = 0; k < 3; k++) {
         atomic_init(&m->cut[k], 0);
+        atomic_init(&m->auth_refused[k], 0);
+    }
     for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++) {
         for (int k = 0; k < 2; k++) {
             atomic_init(&m->model[s].n[k], 0);
@@ -282,6 +285,15 @@ void srv_metrics_model_counts(srv_metrics *m, const char *scheme, srv_model_coun
     for (int p = 0; p < SRV_PHASE_COUNT; p++)
         out->phase_ns[p] = load(&m->model[s].phase_ns[p]);
     out->last_ms = load(&m->model[s].last_ms);
+}
+
+static const char *const auth_reasons[] = {"missing", "scheme", "key"};
+
+void srv_metrics_auth_refused(srv_metrics *m, const char *reason)
+{
+    for (size_t k = 0; m != NULL && reason != NULL && k < 3; k++)
+        if (strcmp(reason, auth_reasons[k]) == 0)
+            atomic_fetch_add_explicit(&m->auth_refused[k], 1, memory_order_relaxed);
 }
 
 static const char *const cut_phases[] = {"headers", "body", "send"};
@@ -409,6 +421,13 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
     for (size_t k = 0; k < 3; k++)
         fprintf(f, "posattn_connections_cut_total{phase=\"%s\"} %" PRIu64 "\n", cut_phases[k],
                 load(&m->cut[k]));
+
+    header(f, "posattn_auth_refused_total", "counter",
+           "Requests refused for their API key: no Authorization header (missing), not a Bearer "
+           "token (scheme), a key not accepted (key).");
+    for (size_t k = 0; k < 3; k++)
+        fprintf(f, "posattn_auth_refused_total{reason=\"%s\"} %" PRIu64 "\n", auth_reasons[k],
+                load(&m->auth_refused[k]));
 
     /* The Open Inference Protocol's statistics, by model: only models that
      * have been asked for (a bounded set either way). */

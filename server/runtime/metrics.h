@@ -18,6 +18,9 @@
  *   posattn_v2_inference_seconds_total{scheme,outcome}   counter: their durations
  *   posattn_v2_phase_seconds_total{scheme,phase} counter: successful ones' queue,
  *                                                compute_input, compute_infer, compute_output
+ *   posattn_auth_refused_total{reason}           counter: requests refused 401: no
+ *                                                Authorization header (missing), not
+ *                                                Bearer (scheme), a key not accepted (key)
  *   posattn_build_info{version,kernel}           gauge 1
  * The v2 counters are what GET /v2/models/.../stats reports (v2/v2.h).
  */
@@ -53,6 +56,8 @@ void srv_metrics_model_infer(srv_metrics *m, const char *scheme, bool success, d
                              const double phase_seconds[SRV_PHASE_COUNT]);
 /* The counters of the model of scheme (zeros for an unknown one). */
 void srv_metrics_model_counts(srv_metrics *m, const char *scheme, srv_model_counts *out);
+/* reason: "missing", "scheme" or "key" (anything else is not counted). */
+void srv_metrics_auth_refused(srv_metrics *m, const char *reason);
 /* phase: "headers", "body" or "send" (anything else is not counted). */
 void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n);
 int64_t srv_metrics_queue_depth(const srv_metrics *m);

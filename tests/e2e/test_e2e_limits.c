@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -630,6 +631,92 @@ static void test_sighup_ignored(void **state)
     server_stop_ok(s, false);
 }
 
+/* The value of the metrics sample that starts with series, or -1. */
+static double metric(server *s, const char *series)
+{
+    resp r;
+    double v = -1;
+    const char *p;
+    get(&r, s, "/metrics", NULL);
+    assert_int_equal(r.status, 200);
+    if ((p = strstr(r.body.p, series)) != NULL)
+        v = strtod(p + strlen(series), NULL);
+    resp_free(&r);
+    return v;
+}
+
+/* --api-key-file: both keys of the file work (rotation: the new one added
+ * before the old one goes), a key taken out stops working at the next
+ * start, refusals are counted by reason, and the access log names the
+ * key's line, never the key. */
+static void test_api_key_file(void **state)
+{
+    static const char *const k_old[] = {"Authorization: Bearer old-key-1", NULL};
+    static const char *const k_new[] = {"Authorization: Bearer new-key-2", NULL};
+    static const char *const k_bad[] = {"Authorization: Bearer old-key", NULL};
+    static const char *const basic[] = {"Authorization: Basic b2xkLWtleS0x", NULL};
+    server *s = *state;
+    char path[64];
+    const char *flags[] = {"--api-key-file", path, NULL};
+    FILE *f;
+    resp r;
+    snprintf(path, sizeof path, "/tmp/posattn-keys-%d", (int)getpid());
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("# keys of posattnd\nold-key-1\n\nnew-key-2\n", f);
+    fclose(f);
+    chmod(path, 0600);
+    server_start(s, flags);
+    get(&r, s, "/v1/schemes", k_old);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    get(&r, s, "/v1/schemes", k_new);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    get(&r, s, "/v1/schemes", k_bad);
+    check_error(&r, 401, "UNAUTHORIZED", NULL);
+    resp_free(&r);
+    get(&r, s, "/v1/schemes", basic);
+    check_error(&r, 401, "UNAUTHORIZED", NULL);
+    resp_free(&r);
+    get(&r, s, "/v1/schemes", NULL);
+    check_error(&r, 401, "UNAUTHORIZED", NULL);
+    resp_free(&r);
+    assert_true(metric(s, "posattn_auth_refused_total{reason=\"key\"} ") == 1);
+    assert_true(metric(s, "posattn_auth_refused_total{reason=\"scheme\"} ") == 1);
+    assert_true(metric(s, "posattn_auth_refused_total{reason=\"missing\"} ") == 1);
+    {
+        /* The log: the key's line, never the key. */
+        char text[65536];
+        FILE *lf = fopen(s->log, "r");
+        size_t n;
+        assert_non_null(lf);
+        n = fread(text, 1, sizeof text - 1, lf);
+        text[n] = '\0';
+        fclose(lf);
+        assert_non_null(strstr(text, "\"key\":\"line 2\""));
+        assert_non_null(strstr(text, "\"key\":\"line 4\""));
+        assert_null(strstr(text, "old-key-1"));
+        assert_null(strstr(text, "new-key-2"));
+    }
+    server_stop_ok(s, false);
+
+    /* The old key taken out; after a restart it no longer works. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("new-key-2\n", f);
+    fclose(f);
+    server_start(s, flags);
+    get(&r, s, "/v1/schemes", k_old);
+    check_error(&r, 401, "UNAUTHORIZED", NULL);
+    resp_free(&r);
+    get(&r, s, "/v1/schemes", k_new);
+    assert_int_equal(r.status, 200);
+    resp_free(&r);
+    server_stop_ok(s, false);
+    unlink(path);
+}
+
 /* A thread that posattnd did not create (OpenBLAS starts its pool before
  * main) has SIGTERM unblocked: sent there, the signal must still drain the
  * server to exit 0, never kill it with the default action. kill() of a
@@ -678,6 +765,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_sigterm_mid_upload, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_sighup_ignored, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_at_any_thread, own_setup, own_teardown),
+        cmocka_unit_test_setup_teardown(test_api_key_file, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_slow_reader_cut, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_rendered_memory_counted, own_setup, own_teardown),
     };
