@@ -13,7 +13,7 @@ FROM debian:bookworm-slim AS build
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
        gcc libc6-dev make pkg-config \
-       libopenblas-dev libmicrohttpd-dev libcjson-dev libuv1-dev \
+       libopenblas-dev libmicrohttpd-dev libcjson-dev libuv1-dev libgnutls28-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the daemon is built from, so edits to tests or docs reuse the cache.
@@ -29,7 +29,7 @@ FROM debian:bookworm-slim
 # libopenblas0-pthread is the variant the build linked (openblas-pthread).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-       libopenblas0-pthread libmicrohttpd12 libcjson1 libuv1 \
+       libopenblas0-pthread libmicrohttpd12 libcjson1 libuv1 libgnutls30 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --gid 10001 posattn \
     && useradd --uid 10001 --gid 10001 --no-create-home \

@@ -15,14 +15,14 @@ CC ?= cc
 # Debian packages this tree needs. `make deps` installs the missing ones.
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind \
                 clang libclang-rt-14-dev \
-                libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev \
+                libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev libgnutls28-dev openssl \
                 curl python3 python3-numpy python3-yaml python3-jsonschema nodejs
 
 PKG_CFLAGS := $(shell pkg-config --cflags openblas cmocka 2>/dev/null)
 PKG_LIBS_BLAS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 PKG_LIBS_CMOCKA := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
-SRV_CFLAGS := $(shell pkg-config --cflags libmicrohttpd libcjson libuv 2>/dev/null)
-SRV_LIBS := $(shell pkg-config --libs libmicrohttpd libcjson libuv 2>/dev/null || echo -lmicrohttpd -lcjson -luv) -lpthread
+SRV_CFLAGS := $(shell pkg-config --cflags libmicrohttpd libcjson libuv gnutls 2>/dev/null)
+SRV_LIBS := $(shell pkg-config --libs libmicrohttpd libcjson libuv gnutls 2>/dev/null || echo -lmicrohttpd -lcjson -luv -lgnutls) -lpthread
 CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 
 WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -74,7 +74,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: ui-deps ui-test bench-service e2e-tensors fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: ui-deps ui-test bench-service e2e-tensors e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -204,7 +204,7 @@ ui-test: ui-deps $(POSATTND)
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), the layering check, every unit test and a bench smoke run.
 test: deps
-	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients e2e-tensors \
+	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients e2e-tensors e2e-tls \
 	    load-test unit slowloris overload
 
 # The library's tests run twice: with the kernels this CPU picks (AVX-512
@@ -254,6 +254,10 @@ e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits
 # (NumPy) into the build folder, then requests by {"ref"} against inline.
 e2e-tensors: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/tensors.py -q --bin $(POSATTND) --dir $(BUILD)/fixtures/tensors
+
+# HTTPS: a private CA and server certificate made with openssl at test time.
+e2e-tls: $(POSATTND)
+	@/usr/bin/python3 tests/e2e/tls.py -q --bin $(POSATTND)
 
 # The arrows of the tree (tools/check_layering.py; README, Architecture):
 # lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib),

@@ -167,8 +167,8 @@ int main(int argc, char **argv)
         srv_tensor_store_free(tensors);
         return 1;
     }
-    printf("posattnd %s listening on http://%s:%d (workers %d, queue depth %d)\n",
-           PA_VERSION_STRING, cfg.host, port, cfg.workers, cfg.queue_depth);
+    printf("posattnd %s listening on %s://%s:%d (workers %d, queue depth %d)\n", PA_VERSION_STRING,
+           cfg.tls_cert[0] ? "https" : "http", cfg.host, port, cfg.workers, cfg.queue_depth);
     fflush(stdout);
 
     /* SIGHUP (a closed terminal, or a reload request) is logged and

@@ -53,10 +53,11 @@ PUBLIC = {"posattn.h"}  # include/
 # System headers that belong to one part of the tree (prefix -> folders).
 OWNED = {
     "microhttpd.h": {"http"},
+    "gnutls/": {"http"},
     "uv.h": {"runtime"},
 }
 # Headers lib/ and include/ never include: the server's libraries.
-SERVER_LIBS = re.compile(r"^(microhttpd|cjson/|cJSON|uv\b|uv\.h|curl/|pthread)")
+SERVER_LIBS = re.compile(r"^(microhttpd|gnutls/|cjson/|cJSON|uv\b|uv\.h|curl/|pthread)")
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 
@@ -105,7 +106,8 @@ def check_includes(root):
                                                 ">" if kind == "<" else '"')
             if kind == "<":
                 for lib, owners in OWNED.items():
-                    if inc == lib and folder not in owners:
+                    if (inc == lib or (lib.endswith("/") and inc.startswith(lib))) and \
+                            folder not in owners:
                         errors.append("%s: %s belongs to %s only" %
                                       (where, lib, ", ".join(name(o) for o in sorted(owners))))
                 continue

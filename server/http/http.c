@@ -11,6 +11,7 @@
 #include "http/http.h"
 
 #include "http/request.h"
+#include "http/tls.h"
 #include "http/web.h"
 #include "runtime/keys.h"
 #include "v2/v2.h"
@@ -457,14 +458,34 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
         free(h);
         return NULL;
     }
+    /* HTTPS: the pair is read and checked first (a bad one stops start-up
+     * naming the file); libmicrohttpd does the TLS with GnuTLS. */
+    struct MHD_OptionItem tls_opts[4] = {{MHD_OPTION_END, 0, NULL}};
+    if (cfg->tls_cert[0] != '\0') {
+        char msg[512];
+        if (!srv_tls_load(cfg->tls_cert, cfg->tls_key, &h->tls, msg, sizeof msg)) {
+            fprintf(stderr, "posattnd: cannot serve HTTPS: %s\n", msg);
+            srv_deadlines_free(h->deadlines);
+            free(h);
+            return NULL;
+        }
+        tls_opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls.cert_pem};
+        tls_opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls.key_pem};
+        tls_opts[2] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                              (void *)(uintptr_t)srv_tls_priorities};
+        tls_opts[3] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
     h->daemon = MHD_start_daemon(
         MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-            MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0),
+            MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
+            (cfg->tls_cert[0] != '\0' ? MHD_USE_TLS : 0),
         (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h, MHD_OPTION_ARRAY, tls_opts,
+        MHD_OPTION_END);
     if (h->daemon == NULL) {
+        srv_tls_free(&h->tls);
         fprintf(stderr, "posattnd: cannot listen on %s:%d\n", cfg->host, cfg->port);
         srv_deadlines_free(h->deadlines);
         free(h);
@@ -516,5 +537,6 @@ void srv_http_stop(srv_http *h)
             free(w);
         }
     }
+    srv_tls_free(&h->tls);
     free(h);
 }

@@ -12,6 +12,7 @@
 #include "http/deadline.h"
 #include "http/http.h"
 #include "http/routes.h"
+#include "http/tls.h"
 #include "runtime/config.h"
 #include "runtime/metrics.h"
 #include "runtime/pool.h"
@@ -33,6 +34,7 @@ struct srv_http {
     atomic_int_fast64_t open;      /* requests from first handler call to completion */
     MHD_socket listen_fd;          /* after quiesce: ours to close */
     srv_deadlines *deadlines;      /* every connection's header and body deadline */
+    srv_tls tls;                   /* --tls-cert / --tls-key, read at start (http/tls.h) */
     /* Workspaces of the tiny jobs run on the HTTP threads (start_job), kept
      * for the next one; a slot is taken and refilled with one atomic
      * exchange, so no thread ever waits for one. */

@@ -69,6 +69,10 @@ static const opt options[] = {
      "require \"Authorization: Bearer KEY\" on /v1/* and /v2 (development: ps shows it)"},
     {"api-key-file", "POSATTN_API_KEY_FILE", OPT_STRING, FIELD(api_key_file), 0, 4095, false,
      "FILE", "accept any key of FILE, one per line (# comments; chmod 600)"},
+    {"tls-cert", "POSATTN_TLS_CERT", OPT_STRING, FIELD(tls_cert), 0, 4095, false, "FILE",
+     "serve HTTPS with this PEM certificate chain (with --tls-key)"},
+    {"tls-key", "POSATTN_TLS_KEY", OPT_STRING, FIELD(tls_key), 0, 4095, false, "FILE",
+     "the certificate's PEM private key (no passphrase)"},
     {"log-format", "POSATTN_LOG_FORMAT", OPT_LOG_FORMAT, FIELD(log_format), 0, 0, false, "FMT",
      "access log on stderr: json, text or off (default json)"},
     {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",
@@ -453,6 +457,11 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
         }
         if (!apply(&next, o, name, value, err, prog))
             return -1;
+    }
+    if ((next.tls_cert[0] == '\0') != (next.tls_key[0] == '\0')) {
+        fprintf(err, "%s: --tls-cert and --tls-key go together: %s is missing\n", prog,
+                next.tls_cert[0] ? "--tls-key (POSATTN_TLS_KEY)" : "--tls-cert (POSATTN_TLS_CERT)");
+        return -1;
     }
     *c = next;
     return 0;

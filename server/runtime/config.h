@@ -28,6 +28,8 @@ typedef struct srv_config {
     double drain_timeout;      /* --drain-timeout (s), POSATTN_DRAIN_TIMEOUT; default 20 */
     char api_key[256];         /* --api-key, POSATTN_API_KEY (development); empty = none */
     char api_key_file[4096];   /* --api-key-file, POSATTN_API_KEY_FILE: keys, one per line */
+    char tls_cert[4096];       /* --tls-cert, POSATTN_TLS_CERT: PEM chain; with tls_key, HTTPS */
+    char tls_key[4096];        /* --tls-key, POSATTN_TLS_KEY: its PEM private key */
     srv_log_format log_format; /* --log-format json|text|off, POSATTN_LOG_FORMAT; default json */
     int blas_threads;          /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
     /* --tensor NAME=PATH[:TENSOR] (repeatable), POSATTN_TENSORS (entries

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""tls.py - posattnd over HTTPS (--tls-cert, --tls-key), end to end.
+
+    /usr/bin/python3 tests/e2e/tls.py --bin build/posattnd
+
+Makes a private CA and a server certificate for 127.0.0.1 with openssl (a
+fresh pair each run, in a temporary folder), starts posattnd with them on
+127.0.0.1 (--port 0) and checks:
+  - HTTPS answers with the CA trusted: /healthz, an attention request whose
+    output equals the same request over plain HTTP bit for bit, the API key
+    (401 without it) over TLS;
+  - a client that does not trust the CA fails the handshake; TLS 1.1 is
+    refused; plain HTTP to the TLS port gets no HTTP answer at all;
+  - a client that opens TCP and never finishes the handshake is cut within
+    --request-timeout;
+  - an expired certificate, a key of another certificate, a missing file
+    and a key given as the certificate each stop start-up with exit 1 and a
+    message naming the file; SIGTERM still drains to exit 0.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import warnings
+
+ARGS = None
+TMP = None
+SRV = {}
+
+
+def openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def make_pki(d):
+    """ca.crt, srv.crt/srv.key (CN and IP SAN 127.0.0.1), expired.crt, other.key."""
+    p = lambda n: os.path.join(d, n)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "2",
+            "-subj", "/CN=posattn test CA")
+    openssl("req", *ec, "-keyout", p("srv.key"), "-out", p("srv.csr"), "-subj", "/CN=127.0.0.1")
+    with open(p("ext.cnf"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    for name, days in (("srv.crt", "1"), ("expired.crt", "-1")):
+        openssl("x509", "-req", "-in", p("srv.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+                "-CAcreateserial", "-out", p(name), "-days", days, "-extfile", p("ext.cnf"))
+    openssl("req", *ec, "-keyout", p("other.key"), "-out", p("other.csr"), "-subj", "/CN=x")
+
+
+def start(extra, tls=True):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
+    cmd = [ARGS.bin, "--host", "127.0.0.1", "--port", "0", "--workers", "2", "--log-format",
+           "off", "--request-timeout", "2"] + extra
+    if tls:
+        cmd += ["--tls-cert", os.path.join(TMP, "srv.crt"), "--tls-key", os.path.join(TMP, "srv.key")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = p.stdout.readline()
+    if "listening on" not in line:
+        p.kill()
+        raise RuntimeError("posattnd did not start: %r %s" % (line, p.stderr.read()))
+    url = line.split("listening on ")[1].split()[0]
+    return p, int(url.rsplit(":", 1)[1]), url
+
+
+def trusted():
+    ctx = ssl.create_default_context(cafile=os.path.join(TMP, "ca.crt"))
+    return ctx
+
+
+def call(port, method, path, body=None, headers=None, ctx=None, tls=True):
+    if tls:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ctx or trusted())
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+ITEM = {"inputs": [{"scheme": {"type": "rope"}, "causal": True,
+                    "q": {"shape": [2, 1, 2], "data": [1, 0, 0, 1]},
+                    "k": {"shape": [2, 1, 2], "data": [1, 0, 0, 1]},
+                    "v": {"shape": [2, 1, 2], "data": [1, 2, 3, 4]}}],
+        "output_encoding": "b64"}
+
+
+class Tls(unittest.TestCase):
+    def test_answers_over_https(self):
+        port = SRV["port"]
+        st, body = call(port, "GET", "/healthz")
+        self.assertEqual((st, json.loads(body)), (200, {"status": "ok"}))
+        self.assertTrue(SRV["url"].startswith("https://127.0.0.1:"), SRV["url"])
+        key = {"Authorization": "Bearer tls-e2e", "Content-Type": "application/json"}
+        st, body = call(port, "POST", "/v1/attention", json.dumps(ITEM), key)
+        self.assertEqual(st, 200, body)
+        st2, plain = call(SRV["plain_port"], "POST", "/v1/attention", json.dumps(ITEM), key,
+                          tls=False)
+        self.assertEqual(st2, 200, plain)
+        a, b = json.loads(body), json.loads(plain)
+        self.assertEqual(a["outputs"][0]["output"], b["outputs"][0]["output"])
+        st, body = call(port, "POST", "/v1/attention", json.dumps(ITEM),
+                        {"Content-Type": "application/json"})
+        self.assertEqual(st, 401, body)
+
+    def test_untrusted_client_fails(self):
+        ctx = ssl.create_default_context()  # the system's CAs, not ours
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            call(SRV["port"], "GET", "/healthz", ctx=ctx)
+
+    def test_old_tls_refused(self):
+        ctx = trusted()
+        with warnings.catch_warnings():  # the old versions are deprecated: that is the point
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1
+            ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+        ctx.set_ciphers("ALL:@SECLEVEL=0")
+        with self.assertRaises((ssl.SSLError, ConnectionResetError)):
+            call(SRV["port"], "GET", "/healthz", ctx=ctx)
+        ctx = trusted()
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        st, _ = call(SRV["port"], "GET", "/healthz", ctx=ctx)  # 1.2 is fine
+        self.assertEqual(st, 200)
+
+    def test_plain_http_gets_no_answer(self):
+        with socket.create_connection(("127.0.0.1", SRV["port"]), timeout=10) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            try:
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    got += chunk
+            except (ConnectionResetError, socket.timeout):
+                pass
+        self.assertNotIn(b"HTTP/", got)
+        self.assertNotIn(b"status", got)
+
+    def test_stalled_handshake_is_cut(self):
+        t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", SRV["port"]), timeout=15) as s:
+            s.sendall(b"\x16\x03\x01")  # the start of a ClientHello, then nothing
+            try:
+                while s.recv(4096):
+                    pass
+            except ConnectionResetError:
+                pass
+        took = time.monotonic() - t0
+        self.assertLess(took, 2.0 + 2.5, "cut after %.1f s (--request-timeout 2)" % took)
+
+    def test_bad_pairs_stop_start_up(self):
+        d = TMP
+        cases = [("expired.crt", "srv.key", "expired.crt", "expired on"),
+                 ("srv.crt", "other.key", "other.key", "does not belong to the certificate"),
+                 ("missing.crt", "srv.key", "missing.crt", "cannot open the TLS certificate"),
+                 ("srv.key", "srv.key", "srv.key", "not a PEM certificate")]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
+        for cert, key, named, phrase in cases:
+            with self.subTest(cert=cert, key=key):
+                p = subprocess.run([ARGS.bin, "--port", "0", "--tls-cert", os.path.join(d, cert),
+                                    "--tls-key", os.path.join(d, key)],
+                                   capture_output=True, text=True, timeout=20, env=env)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertEqual(p.stdout, "")
+                self.assertIn(os.path.join(d, named), p.stderr)
+                self.assertIn(phrase, p.stderr)
+
+
+def main():
+    global ARGS, TMP
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build/posattnd")
+    ap.add_argument("-q", action="store_true")
+    ARGS = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        TMP = d
+        make_pki(d)
+        p, SRV["port"], SRV["url"] = start(["--api-key", "tls-e2e"])
+        q, SRV["plain_port"], _ = start(["--api-key", "tls-e2e"], tls=False)
+        try:
+            suite = unittest.defaultTestLoader.loadTestsFromTestCase(Tls)
+            ok = unittest.TextTestRunner(verbosity=1 if ARGS.q else 2).run(suite).wasSuccessful()
+        finally:
+            codes = []
+            for proc in (p, q):
+                proc.terminate()
+                try:
+                    codes.append(proc.wait(timeout=15))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    codes.append(-9)
+        if codes[0] != 0:
+            print("posattnd over TLS exited %d on SIGTERM, expected 0" % codes[0])
+            ok = False
+    print("e2e-tls: %s" % ("ok" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
