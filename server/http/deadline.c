@@ -18,7 +18,8 @@ struct srv_conn {
     int fd;
     atomic_int phase;
     atomic_uint_fast64_t since_ns;
-    atomic_bool cut; /* shut by the sweep, or ended mid-answer (once) */
+    atomic_bool cut;    /* shut by the sweep, or ended mid-answer (once) */
+    atomic_bool served; /* carried a request */
     srv_conn *prev, *next;
 };
 
@@ -65,6 +66,7 @@ srv_conn *srv_deadlines_open(srv_deadlines *d, int fd, uint64_t now_ns)
     c->fd = fd;
     atomic_init(&c->phase, SRV_CONN_HEADERS);
     atomic_init(&c->cut, false);
+    atomic_init(&c->served, false);
     atomic_init(&c->since_ns, now_ns);
     pthread_mutex_lock(&d->lock);
     c->next = d->head;
@@ -161,4 +163,25 @@ size_t srv_deadlines_open_count(srv_deadlines *d)
 uint64_t srv_deadlines_cut_count(srv_deadlines *d)
 {
     return atomic_load(&d->cut_total);
+}
+
+bool srv_conn_was_cut(srv_conn *c)
+{
+    return c != NULL && atomic_load(&c->cut);
+}
+
+void srv_conn_mark_served(srv_conn *c)
+{
+    if (c != NULL)
+        atomic_store(&c->served, true);
+}
+
+bool srv_conn_served(srv_conn *c)
+{
+    return c != NULL && atomic_load(&c->served);
+}
+
+uint64_t srv_conn_since(srv_conn *c)
+{
+    return c != NULL ? (uint64_t)atomic_load(&c->since_ns) : 0;
 }

@@ -47,6 +47,15 @@ void srv_deadlines_close(srv_deadlines *d, srv_conn *c);
  * cut it (so that the caller counts each cut once). */
 bool srv_conn_abort_send(srv_conn *c);
 
+/* Whether the sweep (or srv_conn_abort_send) has cut c. */
+bool srv_conn_was_cut(srv_conn *c);
+
+/* Records that c carried a request; srv_conn_served says whether one did,
+ * srv_conn_since when its current phase began (the open, before any). */
+void srv_conn_mark_served(srv_conn *c);
+bool srv_conn_served(srv_conn *c);
+uint64_t srv_conn_since(srv_conn *c);
+
 /* Moves c (NULL: no-op) into phase since since_ns. Called by the thread that
  * serves the connection; safe against a concurrent sweep. */
 void srv_conn_set_phase(srv_conn *c, srv_conn_phase phase, uint64_t since_ns);

@@ -242,6 +242,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             const union MHD_ConnectionInfo *ci =
                 MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
             q->conn_deadline = ci != NULL ? ci->socket_context : NULL;
+            srv_conn_mark_served(q->conn_deadline);
         }
         srv_conn_set_phase(q->conn_deadline, SRV_CONN_BODY, q->start_ns);
         return first_call(h, c, url, method, q);
@@ -379,6 +380,17 @@ static void notify_connection(void *cls, struct MHD_Connection *c, void **socket
         *socket_context =
             ci != NULL ? srv_deadlines_open(h->deadlines, ci->connect_fd, srv_now_ns()) : NULL;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (h->tls.cert_pem != NULL && !srv_conn_served(*socket_context)) {
+            /* A TLS connection that closed without a request: its handshake
+             * failed (an untrusted certificate, an old version, plain HTTP
+             * on the port, a TCP probe, the peer gone) or never finished in
+             * --request-timeout. */
+            const uint64_t open_ns = srv_now_ns() - srv_conn_since(*socket_context);
+            const bool late =
+                srv_conn_was_cut(*socket_context) ||
+                (h->cfg->request_timeout > 0 && (double)open_ns >= h->cfg->request_timeout * 1e9);
+            srv_metrics_tls_failed(h->metrics, late ? "timeout" : "failed");
+        }
         srv_deadlines_close(h->deadlines, *socket_context);
         *socket_context = NULL;
     }

@@ -76,6 +76,7 @@ struct srv_metrics {
     atomic_int_fast64_t in_flight;
     atomic_uint_fast64_t cut[3];          /* headers, body, send */
     atomic_uint_fast64_t auth_refused[3]; /* missing, scheme, key */
+    atomic_uint_fast64_t tls_failed[2];   /* failed, timeout */
     struct {
         atomic_uint_fast64_t n[2], ns[2]; /* fail, success */
         atomic_uint_fast64_t phase_ns[SRV_PHASE_COUNT];
@@ -188,6 +189,8 @@ srv_metrics *srv_metrics_new(void)
         atomic_init(&m->cut[k], 0);
         atomic_init(&m->auth_refused[k], 0);
     }
+    atomic_init(&m->tls_failed[0], 0);
+    atomic_init(&m->tls_failed[1], 0);
     for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++) {
         for (int k = 0; k < 2; k++) {
             atomic_init(&m->model[s].n[k], 0);
@@ -294,6 +297,15 @@ void srv_metrics_auth_refused(srv_metrics *m, const char *reason)
     for (size_t k = 0; m != NULL && reason != NULL && k < 3; k++)
         if (strcmp(reason, auth_reasons[k]) == 0)
             atomic_fetch_add_explicit(&m->auth_refused[k], 1, memory_order_relaxed);
+}
+
+static const char *const tls_reasons[] = {"failed", "timeout"};
+
+void srv_metrics_tls_failed(srv_metrics *m, const char *reason)
+{
+    for (size_t k = 0; m != NULL && reason != NULL && k < 2; k++)
+        if (strcmp(reason, tls_reasons[k]) == 0)
+            atomic_fetch_add_explicit(&m->tls_failed[k], 1, memory_order_relaxed);
 }
 
 static const char *const cut_phases[] = {"headers", "body", "send"};
@@ -428,6 +440,13 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
     for (size_t k = 0; k < 3; k++)
         fprintf(f, "posattn_auth_refused_total{reason=\"%s\"} %" PRIu64 "\n", auth_reasons[k],
                 load(&m->auth_refused[k]));
+
+    header(f, "posattn_tls_handshake_failures_total", "counter",
+           "TLS connections closed before their handshake completed: failed (the peer or a "
+           "protocol error), timeout (cut past --request-timeout).");
+    for (size_t k = 0; k < 2; k++)
+        fprintf(f, "posattn_tls_handshake_failures_total{reason=\"%s\"} %" PRIu64 "\n",
+                tls_reasons[k], load(&m->tls_failed[k]));
 
     /* The Open Inference Protocol's statistics, by model: only models that
      * have been asked for (a bounded set either way). */

@@ -21,6 +21,9 @@
  *   posattn_auth_refused_total{reason}           counter: requests refused 401: no
  *                                                Authorization header (missing), not
  *                                                Bearer (scheme), a key not accepted (key)
+ *   posattn_tls_handshake_failures_total{reason} counter: TLS connections closed before
+ *                                                their handshake completed: failed (the peer or
+ *                                                a protocol error), timeout (cut by the sweep)
  *   posattn_build_info{version,kernel}           gauge 1
  * The v2 counters are what GET /v2/models/.../stats reports (v2/v2.h).
  */
@@ -56,6 +59,8 @@ void srv_metrics_model_infer(srv_metrics *m, const char *scheme, bool success, d
                              const double phase_seconds[SRV_PHASE_COUNT]);
 /* The counters of the model of scheme (zeros for an unknown one). */
 void srv_metrics_model_counts(srv_metrics *m, const char *scheme, srv_model_counts *out);
+/* reason: "failed" or "timeout" (anything else is not counted). */
+void srv_metrics_tls_failed(srv_metrics *m, const char *reason);
 /* reason: "missing", "scheme" or "key" (anything else is not counted). */
 void srv_metrics_auth_refused(srv_metrics *m, const char *reason);
 /* phase: "headers", "body" or "send" (anything else is not counted). */

@@ -95,6 +95,18 @@ ITEM = {"inputs": [{"scheme": {"type": "rope"}, "causal": True,
         "output_encoding": "b64"}
 
 
+def tls_failures():
+    """posattn_tls_handshake_failures_total by reason, from /metrics over TLS."""
+    st, body = call(SRV["port"], "GET", "/metrics")
+    assert st == 200
+    out = {}
+    for line in body.decode().splitlines():
+        if line.startswith("posattn_tls_handshake_failures_total{reason=\""):
+            reason = line.split('"')[1]
+            out[reason] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 class Tls(unittest.TestCase):
     def test_answers_over_https(self):
         port = SRV["port"]
@@ -114,9 +126,14 @@ class Tls(unittest.TestCase):
         self.assertEqual(st, 401, body)
 
     def test_untrusted_client_fails(self):
+        before = tls_failures()
         ctx = ssl.create_default_context()  # the system's CAs, not ours
         with self.assertRaises(ssl.SSLCertVerificationError):
             call(SRV["port"], "GET", "/healthz", ctx=ctx)
+        time.sleep(0.2)
+        after = tls_failures()  # counted by reason; this metrics call itself is not
+        self.assertEqual(after["failed"] - before["failed"], 1)
+        self.assertEqual(after["timeout"], before["timeout"])
 
     def test_old_tls_refused(self):
         ctx = trusted()
@@ -148,6 +165,7 @@ class Tls(unittest.TestCase):
         self.assertNotIn(b"status", got)
 
     def test_stalled_handshake_is_cut(self):
+        before = tls_failures()
         t0 = time.monotonic()
         with socket.create_connection(("127.0.0.1", SRV["port"]), timeout=15) as s:
             s.sendall(b"\x16\x03\x01")  # the start of a ClientHello, then nothing
@@ -158,6 +176,26 @@ class Tls(unittest.TestCase):
                 pass
         took = time.monotonic() - t0
         self.assertLess(took, 2.0 + 2.5, "cut after %.1f s (--request-timeout 2)" % took)
+        time.sleep(0.2)
+        self.assertEqual(tls_failures()["timeout"] - before["timeout"], 1)
+
+    def test_load_tool_over_https(self):
+        """posattn-load --cacert against the TLS port: every request 200."""
+        load = os.path.join(os.path.dirname(ARGS.bin), "posattn-load")
+        out = os.path.join(TMP, "load.json")
+        p = subprocess.run([load, "--url", SRV["url"], "--cacert", os.path.join(TMP, "ca.crt"),
+                            "--api-key", "tls-e2e", "--schemes", "rope", "--lengths", "16",
+                            "--heads", "2", "--head-dim", "8", "--requests", "5", "--quiet",
+                            "--json", out], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
+        with open(out) as f:
+            r = json.load(f)
+        self.assertEqual([(x["ok"], x["errors"]) for x in r["results"]], [(5, 0)], r["results"])
+        # Without the CA the handshake fails and the tool says so.
+        p = subprocess.run([load, "--url", SRV["url"], "--api-key", "tls-e2e", "--schemes", "rope",
+                            "--lengths", "16", "--requests", "1", "--quiet"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
 
     def test_bad_pairs_stop_start_up(self):
         d = TMP

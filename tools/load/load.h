@@ -71,6 +71,7 @@ typedef struct {
     int sinks;          /* every item carries sinks [H] (gpt-oss) */
     int chunk;          /* > 0: every item's chunk_size (Llama 4) */
     char ret[128];      /* --return: the item's "return" list, comma separated; "" = output */
+    const char *cacert; /* --cacert: the CA that signed an https server's certificate */
     const char *preset; /* the --preset that set the defaults, or NULL */
     int layer;          /* every scheme in layer mode (x, w_q, w_k, w_v) */
     unsigned long long seed;
@@ -144,5 +145,8 @@ double load_now_s(void);
 
 /* Set by SIGINT: phases stop starting requests and the run reports what it has. */
 extern volatile sig_atomic_t load_interrupted;
+
+/* The TLS settings of c (--cacert) on a curl handle. */
+void load_curl_tls(void *curl, const load_config *c);
 
 #endif

@@ -25,6 +25,7 @@ static const char USAGE[] =
     "\n"
     "  --url URL            target (default http://127.0.0.1:8080); loopback only\n"
     "  --allow-remote       allow a non-loopback --url\n"
+    "  --cacert FILE        an https --url's CA certificate (PEM), for a private CA\n"
     "  --spawn PATH         start PATH (posattnd) on a free 127.0.0.1 port, stop it at the end\n"
     "  --server-arg ARG     pass ARG to the spawned server (repeatable)\n"
     "  --api-key KEY        send Authorization: Bearer KEY\n"
@@ -166,6 +167,7 @@ static int healthz(const load_config *c)
     if (!h)
         return -1;
     snprintf(url, sizeof url, "%s/healthz", c->url);
+    load_curl_tls(h, c);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
@@ -303,6 +305,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             c->quiet = 1;
         else if (!strcmp(name, "--url"))
             c->url = val, *url_given = 1;
+        else if (!strcmp(name, "--cacert"))
+            c->cacert = val;
         else if (!strcmp(name, "--spawn"))
             c->spawn = val;
         else if (!strcmp(name, "--server-arg")) {

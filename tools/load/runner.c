@@ -280,6 +280,7 @@ int load_metrics_read(const load_config *c, const char *label, load_server_split
     if (!h)
         return -1;
     snprintf(url, sizeof url, "%s/metrics", c->url);
+    load_curl_tls(h, c);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
@@ -373,6 +374,7 @@ int load_run_phase(const load_config *c, const char *scheme, int length, int con
         s->h = curl_easy_init();
         if (!s->h)
             goto out;
+        load_curl_tls(s->h, c);
         curl_easy_setopt(s->h, CURLOPT_URL, d.url);
         curl_easy_setopt(s->h, CURLOPT_HTTPHEADER, d.headers);
         curl_easy_setopt(s->h, CURLOPT_NOSIGNAL, 1L);
@@ -413,4 +415,10 @@ out:
     for (int v = 0; v < N_VARIANTS; v++)
         free(d.bodies[v]);
     return rc;
+}
+
+void load_curl_tls(void *curl, const load_config *c)
+{
+    if (c->cacert != NULL)
+        curl_easy_setopt((CURL *)curl, CURLOPT_CAINFO, c->cacert);
 }
