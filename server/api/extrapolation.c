@@ -39,7 +39,7 @@ typedef struct ex_job {
     pa_attention at; /* the descriptor at the longest length */
     bool layer;
     float *gauss[4]; /* gaussian inputs: q, k, v or x, w_q, w_k, w_v */
-    int32_t train_length, band, *lengths, n_lengths, H;
+    int32_t train_length, band, *lengths, n_lengths, Lmax, H;
     float *stats[EX_STATS]; /* [H, Lmax] for the length being run */
     /* results: per length, per band (then the whole length), per head */
     double *mean; /* [n_lengths][max_bands + 1][EX_STATS][H] */
@@ -316,6 +316,7 @@ static bool ex_prepare(const cJSON *root, const api_ctx *top, srv_job **job_out,
         goto fail;
     }
     x->H = x->at.num_heads;
+    x->Lmax = Lmax;
     {
         pa_attention a;
         at_length(x, Lmax, &a);
@@ -362,14 +363,12 @@ static void ex_run(srv_job *job, size_t i, void *ws, size_t ws_size)
     ex_job *x = job->impl;
     const int32_t H = x->H, per_band = EX_STATS * H;
     const size_t per_len = ((size_t)x->max_bands + 1) * (size_t)per_band;
-    int32_t Lmax = 0;
+    const int32_t Lmax = x->Lmax;
     float *out;
     size_t out_per_row;
     api_err e;
     pa_error pe;
 
-    for (int32_t k = 0; k < x->n_lengths; k++)
-        Lmax = x->lengths[k] > Lmax ? x->lengths[k] : Lmax;
     out_per_row = x->at.w_o ? (size_t)x->at.d_out
                             : (size_t)H * (x->at.v_head_dim ? x->at.v_head_dim : x->at.head_dim);
     out = malloc((size_t)Lmax * out_per_row * sizeof(float));

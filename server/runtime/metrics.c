@@ -290,31 +290,38 @@ void srv_metrics_model_counts(srv_metrics *m, const char *scheme, srv_model_coun
     out->last_ms = load(&m->model[s].last_ms);
 }
 
-static const char *const auth_reasons[] = {"missing", "scheme", "key"};
+/* The counters with one label of a fixed set of values: cuts by phase,
+ * refused keys and failed TLS connections by reason. */
+static const char *const cut_phases[] = {"headers", "body", "send", NULL};
+static const char *const auth_reasons[] = {"missing", "scheme", "key", NULL};
+static const char *const tls_reasons[] = {"failed", "timeout", NULL};
+
+/* Adds n to counts[k] where values[k] is value (a NULL-ended list); a
+ * value not in it is not counted. */
+static void bump(atomic_uint_fast64_t *counts, const char *const *values, const char *value,
+                 uint64_t n)
+{
+    for (size_t k = 0; value != NULL && values[k] != NULL; k++)
+        if (strcmp(value, values[k]) == 0)
+            atomic_fetch_add_explicit(&counts[k], n, memory_order_relaxed);
+}
 
 void srv_metrics_auth_refused(srv_metrics *m, const char *reason)
 {
-    for (size_t k = 0; m != NULL && reason != NULL && k < 3; k++)
-        if (strcmp(reason, auth_reasons[k]) == 0)
-            atomic_fetch_add_explicit(&m->auth_refused[k], 1, memory_order_relaxed);
+    if (m != NULL)
+        bump(m->auth_refused, auth_reasons, reason, 1);
 }
-
-static const char *const tls_reasons[] = {"failed", "timeout"};
 
 void srv_metrics_tls_failed(srv_metrics *m, const char *reason)
 {
-    for (size_t k = 0; m != NULL && reason != NULL && k < 2; k++)
-        if (strcmp(reason, tls_reasons[k]) == 0)
-            atomic_fetch_add_explicit(&m->tls_failed[k], 1, memory_order_relaxed);
+    if (m != NULL)
+        bump(m->tls_failed, tls_reasons, reason, 1);
 }
-
-static const char *const cut_phases[] = {"headers", "body", "send"};
 
 void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n)
 {
-    for (size_t k = 0; m != NULL && k < 3; k++)
-        if (strcmp(phase, cut_phases[k]) == 0)
-            atomic_fetch_add_explicit(&m->cut[k], n, memory_order_relaxed);
+    if (m != NULL)
+        bump(m->cut, cut_phases, phase, n);
 }
 
 int64_t srv_metrics_queue_depth(const srv_metrics *m)
@@ -366,6 +373,15 @@ static void header(FILE *f, const char *family, const char *type, const char *he
 
 /* Series with labels appear once they have been observed, so the page stays
  * short; unlabelled series are always there. */
+/* A counter family with one label, every value written (0 included). */
+static void labelled(FILE *f, const char *name, const char *help, const char *label,
+                     const char *const *values, atomic_uint_fast64_t *counts)
+{
+    header(f, name, "counter", help);
+    for (size_t k = 0; values[k] != NULL; k++)
+        fprintf(f, "%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[k], load(&counts[k]));
+}
+
 char *srv_metrics_render(srv_metrics *m, size_t *len)
 {
     char *buf = NULL;
@@ -427,26 +443,18 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
     header(f, "posattn_in_flight", "gauge", "Requests accepted and not yet answered.");
     fprintf(f, "posattn_in_flight %" PRId64 "\n", srv_metrics_in_flight(m));
 
-    header(f, "posattn_connections_cut_total", "counter",
-           "Connections shut because the client had not sent its request's headers or body, "
-           "or read its answer, within --request-timeout.");
-    for (size_t k = 0; k < 3; k++)
-        fprintf(f, "posattn_connections_cut_total{phase=\"%s\"} %" PRIu64 "\n", cut_phases[k],
-                load(&m->cut[k]));
-
-    header(f, "posattn_auth_refused_total", "counter",
-           "Requests refused for their API key: no Authorization header (missing), not a Bearer "
-           "token (scheme), a key not accepted (key).");
-    for (size_t k = 0; k < 3; k++)
-        fprintf(f, "posattn_auth_refused_total{reason=\"%s\"} %" PRIu64 "\n", auth_reasons[k],
-                load(&m->auth_refused[k]));
-
-    header(f, "posattn_tls_handshake_failures_total", "counter",
-           "TLS connections closed before their handshake completed: failed (the peer or a "
-           "protocol error), timeout (cut past --request-timeout).");
-    for (size_t k = 0; k < 2; k++)
-        fprintf(f, "posattn_tls_handshake_failures_total{reason=\"%s\"} %" PRIu64 "\n",
-                tls_reasons[k], load(&m->tls_failed[k]));
+    labelled(f, "posattn_connections_cut_total",
+             "Connections shut because the client had not sent its request's headers or body, "
+             "or read its answer, within --request-timeout.",
+             "phase", cut_phases, m->cut);
+    labelled(f, "posattn_auth_refused_total",
+             "Requests refused for their API key: no Authorization header (missing), not a Bearer "
+             "token (scheme), a key not accepted (key).",
+             "reason", auth_reasons, m->auth_refused);
+    labelled(f, "posattn_tls_handshake_failures_total",
+             "TLS connections closed without carrying a request: the handshake failed (failed: "
+             "the peer or a protocol error) or did not finish within --request-timeout (timeout).",
+             "reason", tls_reasons, m->tls_failed);
 
     /* The Open Inference Protocol's statistics, by model: only models that
      * have been asked for (a bounded set either way). */

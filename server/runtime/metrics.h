@@ -21,9 +21,9 @@
  *   posattn_auth_refused_total{reason}           counter: requests refused 401: no
  *                                                Authorization header (missing), not
  *                                                Bearer (scheme), a key not accepted (key)
- *   posattn_tls_handshake_failures_total{reason} counter: TLS connections closed before
- *                                                their handshake completed: failed (the peer or
- *                                                a protocol error), timeout (cut by the sweep)
+ *   posattn_tls_handshake_failures_total{reason} counter: TLS connections closed without a
+ *                                                request: failed (the peer or a protocol
+ *                                                error), timeout (not done in --request-timeout)
  *   posattn_build_info{version,kernel}           gauge 1
  * The v2 counters are what GET /v2/models/.../stats reports (v2/v2.h).
  */
