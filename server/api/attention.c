@@ -379,7 +379,9 @@ static bool overflows(const att_item *a, size_t i, api_err *e)
     return false;
 }
 
-static bool render_item(srv_job *job, size_t i, cJSON *obj, bool *item_error)
+/* Renders item i into obj; *status is the HTTP status of its error, 0 when
+ * it succeeded. */
+static bool render_item(srv_job *job, size_t i, cJSON *obj, int *status)
 {
     att_job *aj = job->impl;
     att_item *a = &aj->items[i];
@@ -392,22 +394,26 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj, bool *item_error)
         cJSON_Delete(id);
         return false;
     }
-    *item_error = true;
-    if (fail != NULL)
+    if (fail != NULL) {
+        *status = srv_error_http_status(fail->code);
         return api_render_error(obj, fail);
+    }
     if (t.timed_out) {
         api_err e;
         char field[32];
         snprintf(field, sizeof field, "inputs[%zu]", i);
         api_timeout_err(&e, field);
+        *status = srv_error_http_status(e.code);
         return api_render_error(obj, &e);
     }
     {
         api_err e;
-        if (overflows(a, i, &e))
+        if (overflows(a, i, &e)) {
+            *status = srv_error_http_status(e.code);
             return api_render_error(obj, &e);
+        }
     }
-    *item_error = false;
+    *status = 0;
     {
         for (int r = 0; r < API_NRES; r++) {
             int64_t shape[4];
@@ -420,10 +426,15 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj, bool *item_error)
     return api_render_timing(obj, &t);
 }
 
+/* The answer's status: 200 when any item succeeded (a partial failure says
+ * errors: true in the body); when every item failed, their status, or 400
+ * when they differ, so that a client that only looks at the status (curl -f,
+ * raise_for_status, fetch().ok) sees the failure. */
 static bool att_render(srv_job *job, cJSON *root)
 {
     att_job *aj = job->impl;
     bool errors = false;
+    int all_failed = -1; /* -1 none seen, 0 one succeeded, else the status */
     cJSON *outputs = cJSON_AddArrayToObject(root, "outputs");
 
     if (outputs == NULL)
@@ -434,10 +445,16 @@ static bool att_render(srv_job *job, cJSON *root)
             cJSON_Delete(obj);
             return false;
         }
-        bool item_error;
-        if (!render_item(job, i, obj, &item_error))
+        int st;
+        if (!render_item(job, i, obj, &st))
             return false;
-        errors = errors || item_error;
+        errors = errors || st != 0;
+        if (st == 0)
+            all_failed = 0;
+        else if (all_failed == -1)
+            all_failed = st;
+        else if (all_failed != 0 && all_failed != st)
+            all_failed = 400;
         /* The rendered copy is all that is needed from here on, unless the
          * text of one of them is yet to be written (srv_defer). */
         bool deferred = false;
@@ -446,6 +463,8 @@ static bool att_render(srv_job *job, cJSON *root)
         if (!deferred)
             free_outputs(&aj->items[i]);
     }
+    if (all_failed > 0)
+        job->status = all_failed;
     return cJSON_AddBoolToObject(root, "errors", errors) != NULL;
 }
 

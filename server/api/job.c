@@ -328,7 +328,7 @@ void srv_job_finish(srv_job *job, srv_reply *reply)
         srv_reply_error(reply, SRV_ERR_INTERNAL, NULL, "out of memory rendering the answer");
         return;
     }
-    srv_reply_json(reply, 200, body, len);
+    srv_reply_json(reply, job->status != 0 ? job->status : 200, body, len);
 }
 
 void srv_job_free(srv_job *job)

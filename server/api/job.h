@@ -39,7 +39,8 @@ typedef struct api_task {
 struct srv_endpoint {
     const char *name; /* "attention" */
     /* The answer renders each task's error and timing itself (a batch: the
-     * answer stays 200 when an item fails); otherwise the single task's
+     * answer is 200 when an item succeeds, render sets job->status when none
+     * did); otherwise the single task's
      * failure or timeout is the whole answer and its timing is added. */
     bool batch;
     /* Parses and validates root (a JSON object) into *job with
@@ -65,6 +66,7 @@ struct srv_job {
     size_t n_tasks;
     api_task *tasks;
     void *impl; /* the endpoint's own state, freed by ep->destroy */
+    int status; /* the answer's HTTP status when render sets it; 0 is 200 */
     /* Another protocol's answer to the same job (v2/model.c): when view is
      * set, srv_job_finish calls it instead of rendering the /v1 answer, and
      * srv_job_free frees view_ctx with view_free. */

@@ -389,7 +389,7 @@ class Options(unittest.TestCase):
                 ({"bias": jtensor(self.bias.T)}, "SHAPE_MISMATCH", "inputs[0].bias.shape")]:
             st, _, body = call("POST", "/v1/attention",
                                json.dumps({"inputs": [dict(base, **extra)]}).encode())
-            self.assertEqual(st, 200, body)
+            self.assertEqual(st, 400, body)  # the only item failed: its status
             err = json.loads(body)["outputs"][0]["error"]
             self.assertEqual((err["code"], err["field"]), (code, field), err)
         st, _, body = call("POST", "/v2/models/attention-none/infer", json.dumps(

@@ -222,10 +222,11 @@ class NamedTensors(unittest.TestCase):
         self.assertEqual(got["wpe"]["tensor"], "")  # .npy
 
     def item_error(self, item):
-        """The error of a one-item batch: item errors answer 200 with
-        "errors": true (the batch convention), as for inline tensors."""
+        """The error of a one-item batch: every item failed, so the answer
+        has the item's status (400 for these) and "errors": true, as for
+        inline tensors."""
         status, body = request("POST", "/v1/attention", self.attention(item))
-        self.assertEqual(status, 200, body)
+        self.assertEqual(status, 400, body)
         self.assertTrue(body.get("errors"), body)
         return body["outputs"][0]["error"]
 

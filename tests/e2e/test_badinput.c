@@ -131,10 +131,12 @@ static void gen_raw_bad_length(sbuf *b)
     {                                                                                              \
         n, 0, "POST", path, NULL, body, NULL, false, st, code, field, false, 0                     \
     }
-#define ITEMERR(n, body, code, field)                                                              \
+/* A one-item batch whose item fails: the answer has the item's status. */
+#define ITEMERR_ST(n, body, st, code, field)                                                       \
     {                                                                                              \
-        n, 0, "POST", A, NULL, body, NULL, false, 200, code, field, true, 0                        \
+        n, 0, "POST", A, NULL, body, NULL, false, st, code, field, true, 0                         \
     }
+#define ITEMERR(n, body, code, field) ITEMERR_ST(n, body, 400, code, field)
 #define GEN(n, path, g, st, code, field)                                                           \
     {                                                                                              \
         n, 0, "POST", path, NULL, NULL, g, false, st, code, field, false, 0                        \
@@ -309,14 +311,14 @@ static const bcase cases[] = {
             ITEM(NONE ",\"q\":{\"shape\":[4294967296,4294967296,"
                       "4294967296],\"data\":[1]},\"k\":" T222 ",\"v\":" T222),
             "*", "*"),
-    ITEMERR("dims 2^31 each",
+    ITEMERR_ST("dims 2^31 each",
             ITEM(NONE ",\"q\":{\"shape\":[2147483647,2147483647,2147483647],"
                       "\"b64\":\"" B64_8 "\"},\"k\":" T222 ",\"v\":" T222),
-            "*", "*"),
-    ITEMERR("over max tensor elements",
+            413, "*", "*"),
+    ITEMERR_ST("over max tensor elements",
             ITEM(NONE ",\"q\":{\"shape\":[4096,64,128],\"b64\":\"" B64_8 "\"},\"k\":" T222
                       ",\"v\":" T222),
-            "PAYLOAD_TOO_LARGE", "*"),
+            413, "PAYLOAD_TOO_LARGE", "*"),
     /* Out-of-range numbers, NaN/Infinity spelled in ways JSON allows. */
     ITEMERR("data 1e39 (over float)",
             ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,"

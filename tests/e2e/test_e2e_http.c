@@ -366,6 +366,55 @@ static void test_error_400_shape_mismatch(void **state)
     acase_free(&c);
 }
 
+/* A batch's status: 200 while any item succeeds (errors: true marks the
+ * failures), the items' own status when every one fails, 400 when those
+ * differ -- so curl -f and raise_for_status() see an all-failed batch. */
+static void test_batch_status(void **state)
+{
+#define GOOD_ITEM                                                                                  \
+    "{\"scheme\":{\"type\":\"none\"},\"q\":{\"shape\":[2,1,2],\"data\":[1,2,3,4]},"                \
+    "\"k\":{\"shape\":[2,1,2],\"data\":[1,2,3,4]},\"v\":{\"shape\":[2,1,2],\"data\":[1,2,3,4]}}"
+#define BAD_400 "{\"scheme\":{\"type\":\"nope\"},\"q\":{\"shape\":[1,1,1],\"data\":[1]}}"
+#define BAD_413                                                                                    \
+    "{\"scheme\":{\"type\":\"none\"},\"q\":{\"shape\":[4096,64,128],\"b64\":\"AAAAAAAAAAA=\"},"    \
+    "\"k\":{\"shape\":[2,1,2],\"data\":[1,2,3,4]},\"v\":{\"shape\":[2,1,2],\"data\":[1,2,3,4]}}"
+    static const struct {
+        const char *body;
+        long status;
+        const char *code0; /* outputs[0].error.code, NULL when it succeeds */
+    } t[] = {
+        {"{\"inputs\":[" GOOD_ITEM "," BAD_400 "]}", 200, NULL},
+        {"{\"inputs\":[" BAD_400 "," GOOD_ITEM "]}", 200, "INVALID_ARGUMENT"},
+        {"{\"inputs\":[" BAD_400 "]}", 400, "INVALID_ARGUMENT"},
+        {"{\"inputs\":[" BAD_413 "]}", 413, "PAYLOAD_TOO_LARGE"},
+        {"{\"inputs\":[" BAD_413 "," BAD_413 "]}", 413, "PAYLOAD_TOO_LARGE"},
+        {"{\"inputs\":[" BAD_413 "," BAD_400 "]}", 400, "PAYLOAD_TOO_LARGE"},
+        {"{\"inputs\":[" BAD_400 "," BAD_413 "]}", 400, "INVALID_ARGUMENT"},
+    };
+#undef GOOD_ITEM
+#undef BAD_400
+#undef BAD_413
+    (void)state;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        resp r;
+        cJSON *j, *o0;
+        post(&r, &main_srv, "/v1/attention", t[i].body, strlen(t[i].body), NULL);
+        if (r.status != t[i].status)
+            fail_msg("case %zu: HTTP %ld, want %ld: %.300s", i, r.status, t[i].status, r.body.p);
+        j = parse_json(&r);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "errors")));
+        o0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "outputs"), 0);
+        if (t[i].code0 == NULL) {
+            assert_null(cJSON_GetObjectItemCaseSensitive(o0, "error"));
+            assert_non_null(cJSON_GetObjectItemCaseSensitive(o0, "output"));
+        } else {
+            check_item_error(&r, 0, t[i].code0, "inputs[0]");
+        }
+        cJSON_Delete(j);
+        resp_free(&r);
+    }
+}
+
 /* /v1/encode and /v1/analyze against the library in this process. */
 static void test_encode_analyze(void **state)
 {
@@ -640,6 +689,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_attention_item_error),
         cmocka_unit_test(test_error_400),
         cmocka_unit_test(test_error_400_shape_mismatch),
+        cmocka_unit_test(test_batch_status),
         cmocka_unit_test(test_encode_analyze),
         cmocka_unit_test(test_error_404_405),
         cmocka_unit_test(test_openapi),

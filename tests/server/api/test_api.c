@@ -117,7 +117,7 @@ static void test_attention_mixed_batch(void **state)
     items[4] = qkv_item(&f4, scheme_of("{\"type\":\"none\"}"));
     cJSON_AddNumberToObject(items[4], "scale", 0.5);
     ans = call_json(&srv_ep_attention, batch(items, 5), &lim, &status);
-    expect_ok(ans, status);
+    expect_batch_status(ans, status);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ans, "outputs")), 5);
 
     /* The invalid item names the field and the values. */

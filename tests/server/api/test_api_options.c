@@ -302,7 +302,7 @@ static void test_option_errors(void **state)
         cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
         cJSON_AddItemToObject(item, bad[i].member, cJSON_Parse(bad[i].json));
         cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
-        expect_ok(ans, status); /* a batch: the item carries the error */
+        expect_batch_status(ans, status);
         expect_item_error(ans, 0, bad[i].code, bad[i].field);
         cJSON_Delete(ans);
     }
@@ -428,7 +428,7 @@ static void test_norms_and_biases(void **state)
         cJSON_AddNumberToObject(item, "num_kv_heads", 1);
         cJSON_AddItemToObject(item, bad[i].member, cJSON_Parse(bad[i].json));
         ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
-        expect_ok(ans, status);
+        expect_batch_status(ans, status);
         expect_item_error(ans, 0, bad[i].code, bad[i].field);
         cJSON_Delete(ans);
     }
@@ -505,7 +505,7 @@ static void test_mrope(void **state)
         if (bad[i].qpos != NULL)
             cJSON_AddItemToObject(item, "q_positions", cJSON_Parse(bad[i].qpos));
         cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
-        expect_ok(ans, status);
+        expect_batch_status(ans, status);
         expect_item_error(ans, 0, bad[i].code, bad[i].field);
         cJSON_Delete(ans);
     }
@@ -594,7 +594,7 @@ static void test_output_dtype(void **state)
         cJSON *item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
         cJSON_AddStringToObject(item, "output_dtype", bf ? "bf16" : "f16");
         cJSON *ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
-        expect_ok(ans, status);
+        expect_batch_status(ans, status);
         if (bf) {
             assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(ans, "errors")));
         } else {
