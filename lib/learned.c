@@ -28,14 +28,29 @@ static pa_status check_table(const pa_learned *l, pa_error *err)
     return PA_STATUS_OK;
 }
 
-/* Every position's row in [0, rows). positions NULL stands for 0 .. n-1.
- * The sum is formed in 64 bits so a huge offset cannot wrap into range. */
+/* Every position's row in [0, rows). positions NULL stands for 0 .. n-1:
+ * then the caller sent no positions, so the error names what it did send
+ * (the table, or its offset) and where the positions came from. The sum is
+ * formed in 64 bits so a huge offset cannot wrap into range. */
 static pa_status check_rows(const pa_learned *l, const int32_t *positions, int32_t n,
                             const char *positions_field, pa_error *err)
 {
     for (int32_t i = 0; i < n; i++) {
         int32_t pos = positions != NULL ? positions[i] : i;
         int64_t row = (int64_t)pos + (int64_t)l->offset;
+        if (positions == NULL && row >= (int64_t)l->rows)
+            return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.table.shape[0]",
+                            "scheme.table has %d rows, too few for the default %s 0..%d (one per "
+                            "token, offset %d): send a table of at least %" PRId64
+                            " rows, or %s within it",
+                            (int)l->rows, positions_field, (int)n - 1, (int)l->offset,
+                            (int64_t)n + l->offset, positions_field);
+        if (positions == NULL && row < 0)
+            return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.offset",
+                            "scheme.offset=%d puts the default %s 0..%d at rows %" PRId64
+                            "..%" PRId64 ", before the table's first row",
+                            (int)l->offset, positions_field, (int)n - 1, (int64_t)l->offset,
+                            (int64_t)n - 1 + l->offset);
         if (row < 0 || row >= (int64_t)l->rows) {
             char field[64];
             snprintf(field, sizeof field, "%s[%d]", positions_field, (int)i);

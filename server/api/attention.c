@@ -552,7 +552,8 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
     }
     if (n > lim->max_batch_items) {
         api_fail(&e, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "inputs",
-                 "inputs has %zu items; the limit is %zu per request", n, lim->max_batch_items);
+                 "inputs has %zu items; the limit is %zu per request " SRV_LIMIT_BATCH, n,
+                 lim->max_batch_items);
         goto fail;
     }
 

@@ -255,9 +255,10 @@ static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej,
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "num_heads",
                             "num_heads is required for scheme 'alibi'");
         if ((size_t)ej->H > ctx->lim->max_tensor_elements)
-            return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "num_heads",
-                            "num_heads=%d is more than the %zu values allowed per tensor",
-                            (int)ej->H, ctx->lim->max_tensor_elements);
+            return api_fail(
+                e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "num_heads",
+                "num_heads=%d is more than the %zu values allowed per tensor " SRV_LIMIT_TENSOR,
+                (int)ej->H, ctx->lim->max_tensor_elements);
         if ((ej->slopes = malloc((size_t)ej->H * sizeof(float))) == NULL)
             return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
         if (pa_alibi_slopes(&s->alibi, ej->H, ej->slopes, &pe) != PA_STATUS_OK)

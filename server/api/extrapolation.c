@@ -160,7 +160,7 @@ static bool prepare_gaussian(const cJSON *root, const api_ctx *ctx, ex_job *x, i
         if (n[i] > ctx->lim->max_tensor_elements)
             return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "lengths",
                             "the gaussian inputs at length %d need %zu values in one tensor, "
-                            "above --max-tensor-elements %zu",
+                            "above the limit of %zu " SRV_LIMIT_TENSOR,
                             (int)Lmax, n[i], ctx->lim->max_tensor_elements);
         *bytes = api_add_sat(*bytes, api_mul_sat(n[i], sizeof(float)));
     }

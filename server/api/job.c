@@ -137,7 +137,8 @@ bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const
     if (lifted && lift.bytes > lim->max_request_memory) {
         const size_t mb = (size_t)1 << 20;
         api_fail(&e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
-                 "request needs %zu MB to parse (its tensor numbers as float32), limit %zu MB",
+                 "request needs %zu MB to parse (its tensor numbers as float32), limit %zu "
+                 "MB " SRV_LIMIT_MEMORY,
                  lift.bytes / mb + (lift.bytes % mb != 0), lim->max_request_memory / mb);
         srv_lift_free(&lift);
         api_reply_err(reply, &e);

@@ -166,14 +166,45 @@ static size_t tree_bytes(const char *body, size_t len, size_t *values)
     return api_add_sat(api_mul_sat(n, sizeof(cJSON)), len);
 }
 
+/* Writes the bytes around offset at of body into out as
+ * `after "..." before "..."` (up to 24 bytes each side, bytes outside
+ * printable ASCII as \xNN), so that a person finds the place without
+ * counting bytes. */
+static void json_near(const char *body, size_t len, size_t at, char *out, size_t cap)
+{
+    enum { SIDE = 24 };
+    char side[2][SIDE * 4 + 1];
+    size_t from[2] = {at > SIDE ? at - SIDE : 0, at},
+           to[2] = {at, at + SIDE < len ? at + SIDE : len};
+    for (int s = 0; s < 2; s++) {
+        size_t o = 0;
+        for (size_t i = from[s]; i < to[s]; i++) {
+            unsigned char c = (unsigned char)body[i];
+            if (c >= 0x20 && c < 0x7f && c != '\\')
+                side[s][o++] = (char)c;
+            else
+                o += (size_t)snprintf(side[s] + o, sizeof side[s] - o, "\\x%02x", c);
+        }
+        side[s][o] = '\0';
+    }
+    if (at == 0)
+        snprintf(out, cap, "before '%s'", side[1]);
+    else if (at >= len)
+        snprintf(out, cap, "at the end, after '%s'", side[0]);
+    else
+        snprintf(out, cap, "after '%s', before '%s'", side[0], side[1]);
+}
+
 bool api_check_json(const char *body, size_t len, api_err *e)
 {
     size_t at;
     const char *why;
+    char near[256];
     if (body == NULL || srv_json_check(body, len, &at, &why))
         return true;
+    json_near(body, len, at, near, sizeof near);
     api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "",
-             "the request body is not valid JSON at byte %zu of %zu: %s", at, len, why);
+             "the request body is not valid JSON at byte %zu of %zu (%s): %s", at, len, near, why);
     return false;
 }
 
@@ -194,19 +225,22 @@ cJSON *api_parse_body(const char *body, size_t len, size_t max_memory, api_err *
     tree = tree_bytes(body, len, &values);
     if (tree > max_memory) {
         const size_t mb = (size_t)1 << 20;
-        api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
-                 "request needs %zu MB to parse (up to %zu JSON values), limit %zu MB; send "
-                 "large tensors as b64",
-                 tree / mb + (tree % mb != 0), values, max_memory / mb);
+        api_fail(
+            e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+            "request needs %zu MB to parse (up to %zu JSON values), limit %zu MB " SRV_LIMIT_MEMORY
+            "; send large tensors as b64",
+            tree / mb + (tree % mb != 0), values, max_memory / mb);
         return NULL;
     }
     root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (root == NULL) {
+        /* srv_json_check has passed the text (grammar and nesting), so
+         * this is a limit of cJSON's own, named by the place it stopped. */
         size_t at = end != NULL && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        char near[256];
+        json_near(body, len, at, near, sizeof near);
         api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "",
-                 "the request body is not valid JSON (error at byte %zu of %zu; nesting is "
-                 "limited to %d levels)",
-                 at, len, CJSON_NESTING_LIMIT);
+                 "the request body could not be parsed at byte %zu of %zu (%s)", at, len, near);
         return NULL;
     }
     for (i = (size_t)(end - body); i < len; i++) {
@@ -353,8 +387,8 @@ static bool array_len(const cJSON *v, const char *name, const api_ctx *ctx, int3
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s must not be empty", name);
     if (count > ctx->lim->max_tensor_elements || count > (size_t)INT32_MAX)
         return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
-                        "%s has %zu values; the limit per array is %zu", name, count,
-                        ctx->lim->max_tensor_elements);
+                        "%s has %zu values; the limit per array is %zu " SRV_LIMIT_TENSOR, name,
+                        count, ctx->lim->max_tensor_elements);
     *n = (int32_t)count;
     return true;
 }
@@ -395,8 +429,8 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
     count = (size_t)dims[0] * (size_t)dims[1];
     if (count > ctx->lim->max_tensor_elements)
         return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
-                        "%s has %zu values; the limit per array is %zu", name, count,
-                        ctx->lim->max_tensor_elements);
+                        "%s has %zu values; the limit per array is %zu " SRV_LIMIT_TENSOR, name,
+                        count, ctx->lim->max_tensor_elements);
     if (dtype != NULL) {
         snprintf(path, sizeof path, "%s.dtype", name);
         if (!cJSON_IsString(dtype) ||
@@ -571,9 +605,10 @@ bool api_get_length(const cJSON *root, const char *len_name, const char *pos_nam
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, len_name, "%s=%d must be at least 1",
                             len_name, (int)len);
         if ((size_t)len > ctx->lim->max_tensor_elements)
-            return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, len_name,
-                            "%s=%d is more than the %zu values allowed per tensor", len_name,
-                            (int)len, ctx->lim->max_tensor_elements);
+            return api_fail(
+                e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, len_name,
+                "%s=%d is more than the %zu values allowed per tensor " SRV_LIMIT_TENSOR, len_name,
+                (int)len, ctx->lim->max_tensor_elements);
         *n = len;
     }
     if (pv != NULL) {

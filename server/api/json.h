@@ -24,7 +24,7 @@
 #endif
 
 /* Field paths and messages; the reply layer caps what it sends anyway. */
-enum { API_FIELD_MAX = 192, API_MESSAGE_MAX = 512 };
+enum { API_FIELD_MAX = 192, API_MESSAGE_MAX = 1024 };
 
 /* An error as the API reports it: {"code","message","field"}. */
 typedef struct api_err {

@@ -28,8 +28,8 @@ bool api_check_result_size(const char *name, int ndim, const int64_t *shape, con
             used += (size_t)w;
     }
     return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
-                    "%s [%s] would have %zu values; the limit per tensor is %zu", name, dims, n,
-                    ctx->lim->max_tensor_elements);
+                    "%s [%s] would have %zu values; the limit per tensor is %zu " SRV_LIMIT_TENSOR,
+                    name, dims, n, ctx->lim->max_tensor_elements);
 }
 
 size_t api_rendered_bytes(size_t result_bytes, srv_encoding enc)
@@ -46,12 +46,13 @@ bool api_check_memory(size_t need, const srv_limits *lim, api_err *e)
     if (need <= lim->max_request_memory)
         return true;
     if (need == SIZE_MAX)
-        return api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
-                        "request needs more memory than can be counted, limit %zu MB",
-                        lim->max_request_memory / mb);
+        return api_fail(
+            e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+            "request needs more memory than can be counted, limit %zu MB " SRV_LIMIT_MEMORY,
+            lim->max_request_memory / mb);
     /* Rounded up, so the figure never equals the limit it exceeds. */
     return api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
                     "request needs %zu MB (inputs, results, workspaces and the answer's text), "
-                    "limit %zu MB (--max-request-mb); base64 answers take a third of JSON's",
+                    "limit %zu MB " SRV_LIMIT_MEMORY "; base64 answers take a third of JSON's",
                     need / mb + (need % mb != 0), lim->max_request_memory / mb);
 }

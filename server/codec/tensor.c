@@ -541,8 +541,8 @@ static bool lifted_to_half(float *buf, size_t count, srv_wire w, const srv_lifte
         while (p < end && (*p == '[' || *p == ']' || *p == ',' || *p == ' ' || *p == '\t' ||
                            *p == '\n' || *p == '\r'))
             p++;
-        while (p + len < end && p[len] != ',' && p[len] != ']' && p[len] != ' ' &&
-               p[len] != '\t' && p[len] != '\n' && p[len] != '\r')
+        while (p + len < end && p[len] != ',' && p[len] != ']' && p[len] != ' ' && p[len] != '\t' &&
+               p[len] != '\n' && p[len] != '\r')
             len++;
         if (srv_f32_is_tie(buf[i], bf16)) {
             if (len == 0 || len >= sizeof num) /* not a number this scan understands */
@@ -640,17 +640,19 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
         if ((uint64_t)shape[k] > SIZE_MAX / count) {
             shape_string(shp, sizeof shp, ndim, shape);
             join_path(path, field, ".shape");
-            return fail(err, SRV_ERR_PAYLOAD_TOO_LARGE, path,
-                        "%s %s has more elements than can be addressed (limit %zu)", path, shp,
-                        max_elements);
+            return fail(
+                err, SRV_ERR_PAYLOAD_TOO_LARGE, path,
+                "%s %s has more elements than can be addressed (the limit is %zu " SRV_LIMIT_TENSOR
+                ")",
+                path, shp, max_elements);
         }
         count *= (size_t)shape[k];
     }
     if (count > max_elements || count > SIZE_MAX / sizeof(float)) {
         shape_string(shp, sizeof shp, ndim, shape);
         return fail(err, SRV_ERR_PAYLOAD_TOO_LARGE, field,
-                    "%s has %zu elements (shape %s), more than the limit of %zu", field, count, shp,
-                    max_elements);
+                    "%s has %zu elements (shape %s), more than the limit of %zu " SRV_LIMIT_TENSOR,
+                    field, count, shp, max_elements);
     }
 
     if (data && b64) {
@@ -671,9 +673,10 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
      * through the checks below, for the message). */
     bool narrow = et.wire == SRV_WIRE_F16 || et.wire == SRV_WIRE_BF16;
     const srv_lifted *lf = narrow && data ? srv_lift_find(data) : NULL; /* before the take */
-    float *buf = (kind == SRV_ELEM_BOOL && b64 != NULL) || (et.wire != SRV_WIRE_F32 && !(narrow && data))
-                     ? NULL /* base64 of another width */
-                     : srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
+    float *buf =
+        (kind == SRV_ELEM_BOOL && b64 != NULL) || (et.wire != SRV_WIRE_F32 && !(narrow && data))
+            ? NULL /* base64 of another width */
+            : srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
     if (buf != NULL && narrow && !lifted_to_half(buf, count, et.wire, lf)) {
         free(buf); /* a tie or out of range: the text path decides, and says why */
         buf = NULL;

@@ -201,7 +201,8 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
         char *end;
         unsigned long long n = strtoull(cl, &end, 10);
         if (n > h->cfg->max_body_bytes) {
-            snprintf(msg, sizeof msg, "body of %llu bytes exceeds the limit of %zu bytes", n,
+            snprintf(msg, sizeof msg,
+                     "body of %llu bytes exceeds the limit of %zu bytes " SRV_LIMIT_BODY, n,
                      h->cfg->max_body_bytes);
             /* Reading and dropping a body is worth it only while it is small:
              * a huge one is refused at once and the connection closed. */
@@ -299,8 +300,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (q->refused)
         return http_send_error(q, q->refused_error, NULL, q->refused_msg);
     if (q->body_too_large) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "body exceeds the limit of %zu bytes", h->cfg->max_body_bytes);
+        char msg[160];
+        snprintf(msg, sizeof msg, "body exceeds the limit of %zu bytes " SRV_LIMIT_BODY,
+                 h->cfg->max_body_bytes);
         return http_send_error(q, SRV_ERR_PAYLOAD_TOO_LARGE, NULL, msg);
     }
     if (srv_routes[q->route].method[0] == 'P')
@@ -504,7 +506,10 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
         MHD_OPTION_END);
     if (h->daemon == NULL) {
         srv_tls_free(&h->tls);
-        fprintf(stderr, "posattnd: cannot listen on %s:%d\n", cfg->host, cfg->port);
+        fprintf(stderr,
+                "posattnd: cannot listen on %s:%d (is another server using it?): choose another "
+                "port with --port N or POSATTN_PORT=N (0 picks any free port)\n",
+                cfg->host, cfg->port);
         srv_deadlines_free(h->deadlines);
         free(h);
         return NULL;

@@ -21,7 +21,8 @@
 static bool is_segment(const api_tensor_source *src, const cJSON *v)
 {
     (void)src;
-    const cJSON *s = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, API_V2_SEGMENT_KEY) : NULL;
+    const cJSON *s =
+        cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, API_V2_SEGMENT_KEY) : NULL;
     return s != NULL && cJSON_IsString(s) && (s->type & cJSON_IsReference) != 0;
 }
 
@@ -63,8 +64,8 @@ bool api_v2_read_shape(const cJSON *node, const char *name, const api_ctx *ctx, 
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is empty", path);
     if (c > ctx->lim->max_tensor_elements)
         return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, name,
-                        "%s has %zu elements, more than the limit of %zu", name, c,
-                        ctx->lim->max_tensor_elements);
+                        "%s has %zu elements, more than the limit of %zu " SRV_LIMIT_TENSOR, name,
+                        c, ctx->lim->max_tensor_elements);
     *ndim = n;
     *count = c;
     return true;
@@ -80,8 +81,8 @@ static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const c
 
     (void)src;
     memset(&t, 0, sizeof t);
-    if (!api_v2_read_shape(cJSON_GetObjectItemCaseSensitive(v, "shape"), name, ctx, &t.ndim, t.shape,
-                    &t.count, e))
+    if (!api_v2_read_shape(cJSON_GetObjectItemCaseSensitive(v, "shape"), name, ctx, &t.ndim,
+                           t.shape, &t.count, e))
         return false;
     snprintf(path, sizeof path, "%s.shape", name);
     if (want_ndim > 0 && t.ndim != want_ndim)

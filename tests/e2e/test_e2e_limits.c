@@ -62,6 +62,18 @@ static int own_teardown(void **state)
     return 0;
 }
 
+/* Asserts that the answer's error message contains part (a 413 names the
+ * flag and the variable of the limit it hit). */
+static void check_message_has(const resp *r, const char *part)
+{
+    cJSON *j = parse_json(r);
+    const char *m = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "error"), "message"));
+    if (m == NULL || strstr(m, part) == NULL)
+        fail_msg("message '%s' does not say '%s'", m ? m : "-", part);
+    cJSON_Delete(j);
+}
+
 /* 401 with --api-key; 413 by body size, tensor size and request memory. */
 static void test_auth_and_limits(void **state)
 {
@@ -142,12 +154,15 @@ static void test_auth_and_limits(void **state)
     sb_puts(&big, "\"}");
     post(&r, s, "/v1/attention", big.p, big.len, good_expect);
     check_error(&r, 413, "PAYLOAD_TOO_LARGE", NULL);
+    check_message_has(&r, "--max-body-mb or POSATTN_MAX_BODY_MB");
     resp_free(&r);
     post(&r, s, "/v1/attention", big.p, big.len, good);
     check_error(&r, 413, "PAYLOAD_TOO_LARGE", NULL);
+    check_message_has(&r, "--max-body-mb or POSATTN_MAX_BODY_MB");
     resp_free(&r);
     post(&r, s, "/v1/attention", big.p, big.len, good_chunked);
     check_error(&r, 413, "PAYLOAD_TOO_LARGE", NULL);
+    check_message_has(&r, "--max-body-mb or POSATTN_MAX_BODY_MB");
     resp_free(&r);
     sb_free(&big);
 
@@ -160,6 +175,7 @@ static void test_auth_and_limits(void **state)
         sb_request(&b, t, 5, ENC_FLAT, false);
         post(&r, s, "/v1/attention", b.p, b.len, good);
         check_error(&r, 413, "PAYLOAD_TOO_LARGE", "inputs");
+        check_message_has(&r, "--max-batch-items or POSATTN_MAX_BATCH_ITEMS");
         resp_free(&r);
         sb_free(&b);
         for (int i = 0; i < 5; i++)

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define SENTINEL 12345.0f
 
 static void assert_untouched(const float *x, size_t n)
@@ -174,15 +173,29 @@ static void test_internal_check(void **state)
 
     /* NULL positions stand for the default 0 .. n-1. */
     TU_ASSERT_STATUS(pa__learned_check(&l, 4, NULL, 10, "q_positions", &err), PA_STATUS_OK, &err);
+    /* Too short for them: the error names the table the caller sent, not
+     * the positions it did not. */
     TU_ASSERT_STATUS(pa__learned_check(&l, 4, NULL, 11, "q_positions", &err),
                      PA_STATUS_OUT_OF_RANGE, &err);
-    assert_string_equal(err.field, "q_positions[10]");
+    assert_string_equal(err.field, "scheme.table.shape[0]");
+    assert_string_equal(err.message,
+                        "scheme.table has 10 rows, too few for the default q_positions 0..10 (one "
+                        "per token, offset 0): send a table of at least 11 rows, or q_positions "
+                        "within it");
     l.offset = 2;
+    TU_ASSERT_STATUS(pa__learned_check(&l, 4, NULL, 8, "q_positions", &err), PA_STATUS_OK, &err);
     TU_ASSERT_STATUS(pa__learned_check(&l, 4, NULL, 9, "q_positions", &err), PA_STATUS_OUT_OF_RANGE,
                      &err);
-    assert_string_equal(err.field, "q_positions[8]");
-    assert_string_equal(err.message,
-                        "position 8 + offset 2 = row 10 is outside the learned table of 10 rows");
+    assert_string_equal(err.field, "scheme.table.shape[0]");
+    assert_non_null(strstr(err.message, "0..8 (one per token, offset 2): send a table of at least "
+                                        "11 rows"));
+    l.offset = -1;
+    TU_ASSERT_STATUS(pa__learned_check(&l, 4, NULL, 3, "q_positions", &err), PA_STATUS_OUT_OF_RANGE,
+                     &err);
+    assert_string_equal(err.field, "scheme.offset");
+    assert_string_equal(err.message, "scheme.offset=-1 puts the default q_positions 0..2 at rows "
+                                     "-1..1, before the table's first row");
+    l.offset = 2;
     TU_ASSERT_STATUS(pa__learned_check(&l, 4, NULL, 0, "q_positions", NULL), PA_STATUS_OK, NULL);
 }
 

@@ -70,6 +70,48 @@ static void test_attention_request_errors(void **state)
     }
 }
 
+/* A MALFORMED_JSON message names the cause and shows the bytes around the
+ * place; nesting is mentioned only when it is the cause. */
+static void test_malformed_json_messages(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body, *has, *lacks;
+    } cases[] = {
+        {"hello", "before 'hello'", "nesting"},
+        {"{\"inputs\":[1,}", "after '{\"inputs\":[1,', before '}'", "nesting"},
+        {"{\"inputs\":[", "at the end, after '{\"inputs\":['", "nesting"},
+        {"{\"inputs\":[\x01]}", "before '\\x01]}'", "nesting"},
+        {"{\"a\":\"0123456789012345678901234567890123456789\" x}",
+         "after '8901234567890123456789\" ', before 'x}'", NULL},
+    };
+    srv_limits lim = limits();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status;
+        cJSON *ans = call(&srv_ep_attention, cases[i].body, &lim, &status);
+        const char *msg = str_at(ans, "error", "message");
+        expect_error(ans, status, 400, "MALFORMED_JSON", NULL);
+        if (strstr(msg, cases[i].has) == NULL ||
+            (cases[i].lacks != NULL && strstr(msg, cases[i].lacks) != NULL))
+            fail_msg("%s: message '%s' should say \"%s\"%s%s", cases[i].body, msg, cases[i].has,
+                     cases[i].lacks ? " and not " : "", cases[i].lacks ? cases[i].lacks : "");
+        cJSON_Delete(ans);
+    }
+    {
+        size_t depth = 1001;
+        char *body = tu_alloc(2 * depth + 1, 1);
+        int status;
+        cJSON *ans;
+        memset(body, '[', depth);
+        memset(body + depth, ']', depth);
+        ans = call(&srv_ep_attention, body, &lim, &status);
+        expect_error(ans, status, 400, "MALFORMED_JSON", NULL);
+        assert_non_null(strstr(str_at(ans, "error", "message"), "nesting"));
+        cJSON_Delete(ans);
+        free(body);
+    }
+}
+
 /* Items wrong in themselves get their own error; the request answers 200. */
 static void test_attention_item_errors(void **state)
 {
@@ -84,6 +126,12 @@ static void test_attention_item_errors(void **state)
         const char *code, *field, *message_part;
     } cases[] = {
         {"{" NONE QKV3 ",\"foo\":1}", "UNKNOWN_FIELD", "inputs[0].foo", "'foo'"},
+        /* The whole list of known names, to the last. */
+        {"{" NONE QKV3 ",\"bar\":1}", "UNKNOWN_FIELD", "inputs[0].bar",
+         "(known: scheme, q, k, v, x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, head_dim, "
+         "causal, window, key_length, q_positions, k_positions, scale, softcap, sinks, mask, "
+         "bias, chunk_size, q_norm, k_norm, b_q, b_k, b_v, b_o, attention_mask, query_length, "
+         "k_prerotated, id, return, output_dtype)"},
         {"{\"scheme\":{\"type\":\"rope\",\"table\":1}," QKV3 "}", "UNKNOWN_FIELD",
          "inputs[0].scheme.table", "scheme 'rope'"},
         {"{\"scheme\":{\"type\":\"rope\",\"base\":\"big\"}," QKV3 "}", "INVALID_ARGUMENT",
@@ -173,6 +221,15 @@ static void test_attention_item_errors(void **state)
          "\"w_q\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
          "\"w_k\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
          "\"w_v\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]}}",
+         "OUT_OF_RANGE", "inputs[0].scheme.table.shape[0]",
+         "scheme.table has 1 rows, too few for the default k_positions 0..1"},
+        /* Positions the caller sent are named as sent. */
+        {"{\"scheme\":{\"type\":\"learned\",\"table\":{\"shape\":[2,4],\"data\":[1,2,3,4,5,6,7,8]}}"
+         ","
+         "\"num_heads\":2,\"x\":{\"shape\":[2,4],\"data\":[1,2,3,4,5,6,7,8]},\"k_positions\":[0,2],"
+         "\"w_q\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
+         "\"w_k\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
+         "\"w_v\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]}}",
          "OUT_OF_RANGE", "inputs[0].k_positions[1]", "outside the learned table"},
         {"7", "INVALID_ARGUMENT", "inputs[0]", "object"},
     };
@@ -218,13 +275,14 @@ static void test_attention_limits(void **state)
     item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
     cJSON_AddItemToObject(item, "return", cJSON_CreateStringArray(ret, 1));
     ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
-    expect_ok(ans, status);
+    assert_int_equal(status, 413); /* the only item failed: its status */
     expect_item_error(ans, 0, "PAYLOAD_TOO_LARGE", "inputs[0].weights");
     cJSON_Delete(ans);
 
     lim.max_tensor_elements = 100; /* q itself is too big */
     item = qkv_item(&f, scheme_of("{\"type\":\"none\"}"));
     ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    assert_int_equal(status, 413);
     expect_item_error(ans, 0, "PAYLOAD_TOO_LARGE", "inputs[0].q");
     cJSON_Delete(ans);
     qkv_free(&f);
@@ -247,9 +305,11 @@ static void test_attention_limits(void **state)
     }
     ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
     expect_error(ans, status, 413, "PAYLOAD_TOO_LARGE", NULL);
-    assert_string_equal(str_at(ans, "error", "message"),
-                        "request needs 13 MB (inputs, results, workspaces and the answer's text), "
-                        "limit 2 MB (--max-request-mb); base64 answers take a third of JSON's");
+    assert_string_equal(
+        str_at(ans, "error", "message"),
+        "request needs 13 MB (inputs, results, workspaces and the answer's text), "
+        "limit 2 MB (set by --max-request-mb or POSATTN_MAX_REQUEST_MB); base64 answers "
+        "take a third of JSON's");
     cJSON_Delete(ans);
 
     /* The same as JSON numbers under a 512 KB limit: their floats alone
@@ -331,6 +391,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_request_errors),
+        cmocka_unit_test(test_malformed_json_messages),
         cmocka_unit_test(test_attention_item_errors),
         cmocka_unit_test(test_attention_limits),
         cmocka_unit_test(test_job_timing_and_timeout),

@@ -3,8 +3,10 @@
  * --version, and every kind of bad value. */
 #include "testutil.h"
 
+#include "common/errors.h"
 #include "runtime/config.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +279,38 @@ static void test_tensors(void **state)
     fclose(devnull);
 }
 
+/* The flag and variable a 413 names (SRV_LIMIT_*) set the limit it names:
+ * "(set by --max-body-mb or POSATTN_MAX_BODY_MB)" with 3 sets 3 MB both ways. */
+static void test_limit_names(void **state)
+{
+    static const struct {
+        const char *text;
+        size_t off; /* the srv_config field the limit is */
+        size_t scale;
+    } t[] = {
+        {SRV_LIMIT_BODY, offsetof(srv_config, max_body_bytes), MB},
+        {SRV_LIMIT_BATCH, offsetof(srv_config, max_batch_items), 1},
+        {SRV_LIMIT_TENSOR, offsetof(srv_config, max_tensor_elements), 1},
+        {SRV_LIMIT_MEMORY, offsetof(srv_config, max_request_memory), MB},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char flag[64], env[64];
+        assert_int_equal(sscanf(t[i].text, "(set by %63s or %63[A-Z_])", flag, env), 2);
+        const char *args[] = {flag, "3", NULL};
+        run r = parse(args);
+        assert_int_equal(r.rc, 0);
+        assert_int_equal(*(size_t *)((char *)&r.c + t[i].off), 3 * t[i].scale);
+        run_free(&r);
+        setenv(env, "5", 1);
+        r = parse(NULL);
+        unsetenv(env);
+        assert_int_equal(r.rc, 0);
+        assert_int_equal(*(size_t *)((char *)&r.c + t[i].off), 5 * t[i].scale);
+        run_free(&r);
+    }
+}
+
 static void test_help_and_version(void **state)
 {
     (void)state;
@@ -448,6 +482,7 @@ int main(void)
         cmocka_unit_test_setup(test_flags_both_forms, clear_env),
         cmocka_unit_test_setup(test_env_and_precedence, clear_env),
         cmocka_unit_test_setup(test_tensors, clear_env),
+        cmocka_unit_test_setup(test_limit_names, clear_env),
         cmocka_unit_test_setup(test_help_and_version, clear_env),
         cmocka_unit_test_setup(test_bad_values, clear_env),
     };
