@@ -18,6 +18,17 @@ DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrin
                 libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev libgnutls28-dev openssl \
                 curl python3 python3-numpy python3-yaml python3-jsonschema nodejs
 
+# A build on a machine without them stops here, saying what to run, rather
+# than at the first missing header. Targets that install them, and those
+# that need no compiler, are not held back.
+DEPS_PC := libmicrohttpd libcjson libuv gnutls openblas cmocka libcurl
+ifneq ($(filter-out deps deps-peers ui-deps run test clean format help,$(or $(MAKECMDGOALS),all)),)
+MISSING_PC := $(shell for m in $(DEPS_PC); do pkg-config --exists $$m 2>/dev/null || echo $$m; done)
+ifneq ($(MISSING_PC),)
+$(error the libraries $(MISSING_PC) are not installed: run `make deps` first (it installs the Debian packages; `make run` and `make test` do it themselves))
+endif
+endif
+
 PKG_CFLAGS := $(shell pkg-config --cflags openblas cmocka 2>/dev/null)
 PKG_LIBS_BLAS := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 PKG_LIBS_CMOCKA := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
@@ -74,7 +85,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: ui-deps ui-test bench-service e2e-tensors e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: build ui-deps ui-test bench-service e2e-tensors e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -186,10 +197,14 @@ $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/bench/ceiling.o $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $^ -o $@ $(LIBS) -lpthread
 
-# make run: install, build, serve on 127.0.0.1:8080 (flags: make run ARGS="--workers 4").
+# make run: install, build (the server and posattn-load), serve on
+# 127.0.0.1:8080. POSATTN_HOST and POSATTN_PORT (or PORT=) choose another
+# address; more flags with ARGS="--workers 4".
+RUN_HOST = $(or $(POSATTN_HOST),127.0.0.1)
+RUN_PORT = $(or $(PORT),$(POSATTN_PORT),8080)
 run: deps
-	$(MAKE) --no-print-directory $(POSATTND)
-	exec $(POSATTND) --host 127.0.0.1 --port 8080 $(ARGS)
+	@$(MAKE) -s --no-print-directory $(POSATTND) $(LOAD_BIN)
+	exec $(POSATTND) --host $(RUN_HOST) --port $(RUN_PORT) $(ARGS)
 
 # The web page in headless Chromium (tests/ui/ui-test.mjs, playwright-core):
 # screenshots in $(BUILD)/ui. Chromium is only needed here, not by make test.
@@ -202,10 +217,19 @@ ui-test: ui-deps $(POSATTND)
 	@POSATTND=$(POSATTND) UI_OUT=$(BUILD)/ui node tests/ui/ui-test.mjs
 
 # make test: the README's command and CI's. Deps first, then a warning-free
-# build (-Werror), the layering check, every unit test and a bench smoke run.
+# build (-Werror), and every suite: the layering check, a bench smoke run,
+# the end-to-end clients, the unit tests, the slow-client and overload runs.
+# tests/run-suites.py prints one line per suite and an overall count; each
+# suite's whole output is in $(BUILD)/test-logs/SUITE.log (V=1 shows it too).
+TEST_SUITES := build check-layering bench-smoke e2e-clients e2e-tensors e2e-tls load-test unit \
+               slowloris overload
 test: deps
-	$(MAKE) --no-print-directory WERROR=1 check-layering bench-smoke e2e-clients e2e-tensors e2e-tls \
-	    load-test unit slowloris overload
+	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) -- \
+	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
+
+# Everything make test needs, built (the first suite, so that a compiler
+# error is reported as the build's).
+build: $(POSATTND) $(LOAD_BIN) $(TEST_BIN) $(BENCH_BIN) $(BARE_MHD)
 
 # The library's tests run twice: with the kernels this CPU picks (AVX-512
 # where it has it) and with the portable ones (POSATTN_KERNEL=portable).

@@ -172,6 +172,19 @@ int main(int argc, char **argv)
     }
     printf("posattnd %s listening on %s://%s:%d (workers %d, queue depth %d)\n", PA_VERSION_STRING,
            cfg.tls_cert[0] ? "https" : "http", cfg.host, port, cfg.workers, cfg.queue_depth);
+    /* Where to go next (the first line stays the one scripts read the port
+     * from). A wildcard host is reached through the loopback address. */
+    {
+        const char *scheme = cfg.tls_cert[0] ? "https" : "http";
+        const char *h = strcmp(cfg.host, "0.0.0.0") == 0 ? "127.0.0.1"
+                        : strcmp(cfg.host, "::") == 0    ? "[::1]"
+                                                         : cfg.host;
+        const char *l = strchr(h, ':') != NULL && h[0] != '[' ? "[" : "";
+        const char *r = l[0] ? "]" : "";
+        printf("  API       %s://%s%s%s:%d/v1/schemes (and /v2, /metrics, /openapi.yaml)\n"
+               "  web page  %s://%s%s%s:%d/\n",
+               scheme, l, h, r, port, scheme, l, h, r, port);
+    }
     fflush(stdout);
 
     /* SIGHUP (a closed terminal, or a reload request) is logged and

@@ -26,6 +26,7 @@ import struct
 import sys
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 
 URL = os.environ.get("POSATTN_URL", "http://127.0.0.1:8080").rstrip("/")
@@ -353,6 +354,38 @@ class Api(Checks, unittest.TestCase):
         self.assertIn("yaml", headers["Content-Type"])
         self.assertRegex(body.decode(), r"(?m)^openapi: ")
         self.assertIn("/v1/attention:", body.decode())
+
+
+class StartUp(unittest.TestCase):
+    """What posattnd says when it starts: where the API and the web page are,
+    and, when the port is taken, which flag and variable choose another."""
+
+    BIN = os.environ.get("POSATTND", "build/posattnd")
+
+    def test_prints_the_urls(self):
+        import subprocess
+        p = subprocess.Popen([self.BIN, "--host", "127.0.0.1", "--port", "0", "--workers", "1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             env={"PATH": os.environ.get("PATH", "")})
+        try:
+            first = p.stdout.readline()
+            port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+) ", first).group(1))
+            api, web = p.stdout.readline(), p.stdout.readline()
+            self.assertIn(f"http://127.0.0.1:{port}/v1/schemes", api)
+            self.assertIn(f"web page  http://127.0.0.1:{port}/", web)
+        finally:
+            p.terminate()
+            self.assertEqual(p.wait(15), 0)
+
+    def test_port_in_use_names_the_flag(self):
+        import subprocess
+        port = urllib.parse.urlsplit(URL).port
+        r = subprocess.run([self.BIN, "--host", "127.0.0.1", "--port", str(port)],
+                           capture_output=True, text=True, timeout=15,
+                           env={"PATH": os.environ.get("PATH", "")})
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}", r.stderr)
+        self.assertIn("--port N or POSATTN_PORT=N", r.stderr)
 
 
 def examples(lang):
