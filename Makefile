@@ -16,7 +16,7 @@ CC ?= cc
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind \
                 clang libclang-rt-14-dev \
                 libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev libgnutls28-dev openssl \
-                curl python3 python3-numpy python3-yaml python3-jsonschema nodejs
+                curl python3 python3-numpy python3-yaml python3-jsonschema python3-pip nodejs
 
 # A build on a machine without them stops here, saying what to run, rather
 # than at the first missing header. Targets that install them, and those
@@ -221,8 +221,8 @@ ui-test: ui-deps $(POSATTND)
 # the end-to-end clients, the unit tests, the slow-client and overload runs.
 # tests/run-suites.py prints one line per suite and an overall count; each
 # suite's whole output is in $(BUILD)/test-logs/SUITE.log (V=1 shows it too).
-TEST_SUITES := build check-layering bench-smoke e2e-clients e2e-tensors e2e-tls load-test unit \
-               slowloris overload
+TEST_SUITES := build check-layering bench-smoke e2e-clients client-python client-js openapi-test \
+               e2e-tensors e2e-tls load-test unit slowloris overload
 test: deps
 	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) -- \
 	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
@@ -478,6 +478,9 @@ clean:
 
 # Container, compose, Kubernetes and load-balancer targets.
 -include deploy/deploy.mk
+# The clients (clients/python, clients/js) and openapi.yaml's validation and
+# conformance test, each against live servers; all part of make test.
+include clients/python.mk clients/js.mk tests/openapi/openapi.mk
 
 -include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

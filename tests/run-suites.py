@@ -35,6 +35,9 @@ PY_RAN = re.compile(r"^Ran (\d+) tests? in ", re.M)
 PY_FAILED = re.compile(r"^FAILED \(([^)]*)\)$", re.M)
 NODE_PASS = re.compile(r"^# pass (\d+)$", re.M)
 NODE_FAIL = re.compile(r"^# fail (\d+)$", re.M)
+# cmocka's ERROR lines, unittest's FAIL:/ERROR: headers and assertion lines,
+# node's "not ok", shell checks' "FAIL ...".
+FAILURE_LINE = re.compile(r"^(ERROR|FAIL|\[  ERROR|\[  FAILED|AssertionError|not ok|.*error:)")
 
 
 def count(text):
@@ -115,8 +118,13 @@ def main():
             failed_suites.append(s)
             if not a.verbose:
                 lines = text.rstrip("\n").split("\n")
-                print(f"---- {s}: the last {min(40, len(lines))} lines of {log_path} ----")
-                print("\n".join(lines[-40:]))
+                # The lines that say what failed, wherever they are, then the end.
+                said = [l for l in lines if FAILURE_LINE.search(l)][:30]
+                if said:
+                    print(f"---- {s}: failure lines of {log_path} ----")
+                    print("\n".join(said))
+                print(f"---- {s}: the last {min(25, len(lines))} lines ----")
+                print("\n".join(lines[-25:]))
                 print("----", flush=True)
 
     summary = {"passed": total_p, "failed": total_f, "suites": len(suites),

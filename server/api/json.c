@@ -445,16 +445,26 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
                         width == 8 ? "int64" : "int32");
     if (data != NULL) {
         int32_t got = 0;
+        /* A plain array of numbers was lifted before cJSON as floats
+         * (json_lift.h): read its own text, as integers. */
+        const srv_lifted *lfd = srv_lift_find(data);
+        cJSON *orig_data = lfd != NULL ? cJSON_ParseWithLength(lfd->text, lfd->text_len) : NULL;
+        bool ok;
+        if (lfd != NULL) {
+            if (orig_data == NULL)
+                return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
+            data = orig_data;
+        }
+        snprintf(path, sizeof path, "%s.data", name);
         if (rank == 2 && cJSON_IsArray(data) && cJSON_IsArray(data->child)) {
-            snprintf(path, sizeof path, "%s.data", name);
-            if (!api_get_int_rows(data, path, ctx, rows, out, &got, e))
-                return false;
+            ok = api_get_int_rows(data, path, ctx, rows, out, &got, e);
         } else {
-            snprintf(path, sizeof path, "%s.data", name);
-            if (!api_get_int_array(data, path, ctx, out, &got, e))
-                return false;
+            ok = api_get_int_array(data, path, ctx, out, &got, e);
             got = (size_t)got == count ? (int32_t)dims[1] : -1;
         }
+        cJSON_Delete(orig_data);
+        if (!ok)
+            return false;
         if (got != dims[1]) {
             free(*out);
             *out = NULL;

@@ -378,7 +378,7 @@ static const bcase cases[] = {
                  "\"w_q\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
                  "\"w_k\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]},"
                  "\"w_v\":{\"shape\":[4,4],\"data\":[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]}"),
-            "OUT_OF_RANGE", "inputs[0].k_positions[1]"),
+            "OUT_OF_RANGE", "inputs[0].scheme.table.shape[0]"),
     POST("encode learned position past table", E,
          "{\"scheme\":{\"type\":\"learned\",\"table\":{\"shape\":[2,2],\"data\":[1,2,3,4]}},"
          "\"positions\":[0,5]}",
