@@ -52,7 +52,7 @@ LIB_SRC := $(wildcard lib/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A := $(BUILD)/libposattn.a
 
-# server/ in layers, one folder each (README, Architecture; make check-layering).
+# server/ in layers, one folder each (docs/architecture.md; make check-layering).
 SRV_DIRS := common codec store api v2 runtime http
 SRV_SRC := $(foreach d,$(SRV_DIRS),$(wildcard server/$(d)/*.c))
 SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o $(BUILD)/server/embed_web.o
@@ -85,7 +85,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: build ui-deps ui-test bench-service e2e-tensors e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: build readme-test ui-deps ui-test bench-service e2e-tensors e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -222,10 +222,17 @@ ui-test: ui-deps $(POSATTND)
 # tests/run-suites.py prints one line per suite and an overall count; each
 # suite's whole output is in $(BUILD)/test-logs/SUITE.log (V=1 shows it too).
 TEST_SUITES := build check-layering bench-smoke e2e-clients client-python client-js openapi-test \
-               e2e-tensors e2e-tls load-test unit slowloris overload
+               e2e-tensors e2e-tls readme-test load-test unit slowloris overload
 test: deps
 	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) -- \
 	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
+
+# README's quickstart run as written (make run on a free port through
+# POSATTN_PORT, then its curl and Python blocks against it), and every
+# relative link of README.md, docs/ and the clients' pages resolving.
+readme-test: $(POSATTND) $(LOAD_BIN)
+	@/usr/bin/python3 tests/readme/links.py
+	@/usr/bin/python3 tests/readme/quickstart.py --build $(BUILD)
 
 # Everything make test needs, built (the first suite, so that a compiler
 # error is reported as the build's).
@@ -283,7 +290,7 @@ e2e-tensors: $(POSATTND)
 e2e-tls: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/tls.py -q --bin $(POSATTND)
 
-# The arrows of the tree (tools/check_layering.py; README, Architecture):
+# The arrows of the tree (tools/check_layering.py; docs/architecture.md):
 # lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib),
 # server/'s folders include only the folders below them, and no server files
 # use each other's symbols in a circle (nm over the objects). The self-test

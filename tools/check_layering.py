@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """check_layering.py - the arrows of posattn's source tree, checked.
 
-The tree is its architecture (README, "Architecture"):
+The tree is its architecture (docs/architecture.md):
 
     server/main.c -> http/ -> runtime/, v2/ -> api/ -> store/ -> codec/ -> common/ -> include/ <- lib/
 

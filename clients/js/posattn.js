@@ -1,4 +1,4 @@
-// posattn.js - a small client for posattnd (README "The service: posattnd",
+// posattn.js - a small client for posattnd (docs/api.md,
 // openapi.yaml), one ES module for Node 20 and browsers with no dependencies.
 // Tensors go out as base64 little-endian float32 and come back as
 // Float32Array; errors are thrown as PosattnError. Requests use the global

@@ -11,7 +11,7 @@
 // POSATTN_AUTH_URL / POSATTN_AUTH_KEY (set by harness.sh) enable 401 and 413.
 // Tolerance: |got - want| <= 1e-5 + 1e-4 |want|.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -21,7 +21,11 @@ const URL_BASE = (process.env.POSATTN_URL || "http://127.0.0.1:8080").replace(/\
 const AUTH_URL = (process.env.POSATTN_AUTH_URL || "").replace(/\/$/, "");
 const API_KEY = process.env.POSATTN_AUTH_KEY || "";
 const HERE = dirname(fileURLToPath(import.meta.url));
-const EXAMPLES = process.env.E2E_EXAMPLES || join(HERE, "..", "..", "README.md");
+// The pages whose marked examples are run (E2E_EXAMPLES: a list with ":").
+const EXAMPLES = process.env.E2E_EXAMPLES ||
+  [join(HERE, "..", "..", "README.md"),
+   ...readdirSync(join(HERE, "..", "..", "docs")).filter((f) => f.endsWith(".md")).sort()
+     .map((f) => join(HERE, "..", "..", "docs", f))].join(":");
 const README_URL = "http://127.0.0.1:8080";
 const ATOL = 1e-5;
 const RTOL = 1e-4;
@@ -319,7 +323,7 @@ test("openapi.yaml", async () => {
 // --- the README example ---------------------------------------------------------------
 
 function example(lang, name) {
-  const text = readFileSync(EXAMPLES, "utf8");
+  const text = EXAMPLES.split(":").map((p) => readFileSync(p, "utf8")).join("\n");
   const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   const m = text.match(new RegExp(`<!-- e2e: ${esc(lang)} ${esc(name)} -->\\s*\`\`\`\\w*\\n([\\s\\S]*?)\\n\`\`\``));
   assert.ok(m, `no ${lang} example named ${name} in ${EXAMPLES}`);

@@ -15,7 +15,8 @@ URL=${URL%/}
 AUTH_URL=${POSATTN_AUTH_URL:-}
 API_KEY=${POSATTN_AUTH_KEY:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
-EXAMPLES=${E2E_EXAMPLES:-$HERE/../../README.md}
+# The pages whose marked examples are run (a list with ":").
+EXAMPLES=${E2E_EXAMPLES:-$(printf '%s:' "$HERE/../../README.md" "$HERE"/../../docs/*.md)}
 README_URL=http://127.0.0.1:8080
 # Debian's python3 (a version manager's shim on PATH can take 100 ms a call).
 PY=/usr/bin/python3
@@ -30,7 +31,7 @@ bad() { failed=$((failed + 1)); printf 'FAIL %s: %s\n' "$1" "$2"; }
 example() {
     "$PY" - "$EXAMPLES" "$1" <<'EOF'
 import re, sys
-text = open(sys.argv[1], encoding="utf-8").read()
+text = "\n".join(open(p, encoding="utf-8").read() for p in sys.argv[1].split(":") if p)
 m = re.search(r"<!-- e2e: curl %s -->\s*```\w*\n(.*?)\n```" % re.escape(sys.argv[2]), text, re.S)
 if not m:
     sys.exit("no curl example named %s in %s" % (sys.argv[2], sys.argv[1]))

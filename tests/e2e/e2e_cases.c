@@ -396,16 +396,16 @@ void run_batch(const server *s, acase *cs, int n, enc in, bool b64_out, resp *r)
     cJSON_Delete(j);
 }
 
-/* The HTTP status a batch answer must have (README, "Status codes"): 200
- * when any item succeeded; when all failed, their status, or 400 when they
- * differ. Item statuses from their codes, written out here on their own. */
+/* The HTTP status a batch answer must have (docs/api.md, "Routes": the status follows the items):
+ * 200 when any item succeeded; when all failed, their status, or 400 when they differ. Item
+ * statuses from their codes, written out here on their own. */
 static int item_code_status(const char *code)
 {
     static const struct {
         const char *code;
         int status;
-    } t[] = {{"PAYLOAD_TOO_LARGE", 413}, {"TIMEOUT", 504},   {"OVERLOADED", 503},
-             {"DRAINING", 503},          {"INTERNAL", 500},  {"NOT_FOUND", 404},
+    } t[] = {{"PAYLOAD_TOO_LARGE", 413}, {"TIMEOUT", 504},        {"OVERLOADED", 503},
+             {"DRAINING", 503},          {"INTERNAL", 500},       {"NOT_FOUND", 404},
              {"UNAUTHORIZED", 401},      {"NOT_IMPLEMENTED", 501}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (strcmp(code, t[i].code) == 0)

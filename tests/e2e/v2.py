@@ -625,15 +625,25 @@ class Auth(unittest.TestCase):
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLES = os.environ.get("E2E_EXAMPLES", os.path.join(HERE, "..", "..", "README.md"))
+# The pages whose marked examples are run (E2E_EXAMPLES: a list with ":").
+EXAMPLES = os.environ.get("E2E_EXAMPLES") or ":".join(
+    [os.path.join(HERE, "..", "..", "README.md")] +
+    sorted(__import__("glob").glob(os.path.join(HERE, "..", "..", "docs", "*.md"))))
+
+
+def read_examples():
+    text = ""
+    for path in EXAMPLES.split(":"):
+        with open(path, encoding="utf-8") as f:
+            text += f.read() + "\n"
+    return text
 
 
 def run_readme(name):
     """Runs the sh block after <!-- e2e: curl NAME --> in README.md against URL."""
     import subprocess
 
-    with open(EXAMPLES, encoding="utf-8") as f:
-        text = f.read()
+    text = read_examples()
     m = re.search(r"<!-- e2e: curl %s -->\s*```\w*\n(.*?)\n```" % re.escape(name), text, re.S)
     assert m, "no curl example named %s in %s" % (name, EXAMPLES)
     code = m.group(1).replace("http://127.0.0.1:8080", URL)
