@@ -68,7 +68,7 @@ TEST_BIN := $(addprefix $(BUILD)/tests/,$(notdir $(TEST_SRC:.c=)))
 ifneq ($(words $(TEST_BIN)),$(words $(sort $(TEST_BIN))))
 $(error two test files share a name: $(sort $(notdir $(TEST_SRC))))
 endif
-TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c tests/e2e_server.c))
+TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c tests/e2e_server.c tests/batch_status.c))
 # Helpers linked only into the test binaries that use them (see below).
 TEST_E2E_OBJ := $(BUILD)/tests/e2e/e2e_http.o $(BUILD)/tests/e2e/e2e_cases.o
 TEST_API_OBJ := $(BUILD)/tests/api_harness.o

@@ -1,5 +1,6 @@
 /* api_harness.c - see api_harness.h. */
 #include "api_harness.h"
+#include "batch_status.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -213,37 +214,6 @@ void expect_error(const cJSON *ans, int status, int want_status, const char *cod
         assert_non_null(f);
         assert_string_equal(f, field);
     }
-}
-
-/* The HTTP status a batch answer must have (docs/api.md, "Routes": the status follows the items):
- * 200 when any item succeeded; when all failed, their status, or 400 when they differ. Item
- * statuses from their codes, written out here on their own. */
-static int item_code_status(const char *code)
-{
-    static const struct {
-        const char *code;
-        int status;
-    } t[] = {{"PAYLOAD_TOO_LARGE", 413}, {"TIMEOUT", 504},        {"OVERLOADED", 503},
-             {"DRAINING", 503},          {"INTERNAL", 500},       {"NOT_FOUND", 404},
-             {"UNAUTHORIZED", 401},      {"NOT_IMPLEMENTED", 501}};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(code, t[i].code) == 0)
-            return t[i].status;
-    return 400;
-}
-
-int batch_status_of(const cJSON *ans)
-{
-    const cJSON *o;
-    int st = -1;
-    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(ans, "outputs"))
-    {
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
-        const char *code = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "code"));
-        int s = code != NULL ? item_code_status(code) : 200;
-        st = st == -1 || st == s ? s : (st == 200 || s == 200 ? 200 : 400);
-    }
-    return st == -1 ? 200 : st;
 }
 
 void expect_batch_status(const cJSON *ans, int status)

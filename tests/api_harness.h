@@ -55,9 +55,7 @@ void expect_ok(const cJSON *ans, int status);
 void expect_error(const cJSON *ans, int status, int want_status, const char *code,
                   const char *field);
 void expect_item_error(const cJSON *ans, int i, const char *code, const char *field);
-/* The status a batch answer must have: 200 when an item succeeded, else the
- * items' status (400 when they differ); and a check that status is it. */
-int batch_status_of(const cJSON *ans);
+/* Checks that status is the one a batch answer must have (batch_status.h). */
 void expect_batch_status(const cJSON *ans, int status);
 
 /* q [Lq, H, D], k [Lk, Hkv, D], v [Lk, Hkv, Dv] in [-1, 1] from a seed. */
