@@ -21,8 +21,14 @@ DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrin
 # A build on a machine without them stops here, saying what to run, rather
 # than at the first missing header. Targets that install them, and those
 # that need no compiler, are not held back.
-DEPS_PC := libmicrohttpd libcjson libuv gnutls openblas cmocka libcurl
-ifneq ($(filter-out deps deps-peers ui-deps run test clean format help,$(or $(MAKECMDGOALS),all)),)
+# The server alone (the image's build stage: make BUILD=/build /build/posattnd)
+# needs no cmocka or libcurl.
+DEPS_PC := libmicrohttpd libcjson libuv gnutls openblas
+MAKE_GOALS := $(filter-out deps deps-peers ui-deps run test clean format help,$(or $(MAKECMDGOALS),all))
+ifneq ($(filter-out lib $(BUILD)/posattnd $(BUILD)/libposattn.a,$(MAKE_GOALS)),)
+DEPS_PC += cmocka libcurl
+endif
+ifneq ($(MAKE_GOALS),)
 MISSING_PC := $(shell for m in $(DEPS_PC); do pkg-config --exists $$m 2>/dev/null || echo $$m; done)
 ifneq ($(MISSING_PC),)
 $(error the libraries $(MISSING_PC) are not installed: run `make deps` first (it installs the Debian packages; `make run` and `make test` do it themselves))
@@ -222,7 +228,7 @@ ui-test: ui-deps $(POSATTND)
 # tests/run-suites.py prints one line per suite and an overall count; each
 # suite's whole output is in $(BUILD)/test-logs/SUITE.log (V=1 shows it too).
 TEST_SUITES := build check-layering bench-smoke e2e-clients client-python client-js openapi-test \
-               e2e-tensors e2e-tls readme-test load-test unit slowloris overload
+               monitor-test e2e-tensors e2e-tls readme-test load-test unit slowloris overload
 test: deps
 	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) -- \
 	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
@@ -485,6 +491,9 @@ clean:
 
 # Container, compose, Kubernetes and load-balancer targets.
 -include deploy/deploy.mk
+# Prometheus: its configs and rules checked, a live /metrics linted and
+# scraped (monitor-test, in make test), its image for the compose stack.
+include deploy/prometheus.mk
 # The clients (clients/python, clients/js) and openapi.yaml's validation and
 # conformance test, each against live servers; all part of make test.
 include clients/python.mk clients/js.mk tests/openapi/openapi.mk

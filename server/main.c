@@ -161,6 +161,8 @@ int main(int argc, char **argv)
     openblas_set_num_threads(cfg.blas_threads);
 
     metrics = srv_metrics_new();
+    if (metrics)
+        srv_metrics_set_queue_limit(metrics, cfg.queue_depth);
     pool = metrics ? srv_pool_start(cfg.workers, cfg.queue_depth) : NULL;
     http = pool ? srv_http_start(&cfg, pool, metrics, &port) : NULL;
     if (http == NULL) {
@@ -207,6 +209,7 @@ int main(int argc, char **argv)
      * moment. Then stop accepting connections and let the open requests
      * (bodies still arriving, refusals being sent) finish; answers now close
      * their connections, so this ends. */
+    srv_metrics_set_draining(metrics);
     srv_http_drain(http);
     t0 = srv_now_ns();
     while (srv_http_in_flight(http) > 0 && seconds_since(t0) < cfg.drain_timeout)

@@ -9,7 +9,7 @@ overall line at the end: what `make test` and `.ci/run` show.
 Each SUITE runs as `MAKE ARGS... SUITE`, its output in DIR/SUITE.log (and on
 the terminal too with --verbose, as `make test V=1` asks). The tests a suite
 ran are counted from the lines the runners print themselves:
-  cmocka (tests/run-unit.sh)  "unit: N passed, M failed"
+  cmocka (tests/run-unit.sh), shell checks  "NAME: N passed, M failed"
   Python unittest             "Ran N tests" and "FAILED (failures=F, errors=E)"
   node --test                 "# pass N", "# fail M"
 A suite that prints none of these (a shell check, a load run) counts as one
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-UNIT = re.compile(r"^unit[^:\n]*: (\d+) passed, (\d+) failed$", re.M)
+UNIT = re.compile(r"^[\w ,=-]+: (\d+) passed, (\d+) failed$", re.M)
 PY_RAN = re.compile(r"^Ran (\d+) tests? in ", re.M)
 PY_FAILED = re.compile(r"^FAILED \(([^)]*)\)$", re.M)
 NODE_PASS = re.compile(r"^# pass (\d+)$", re.M)

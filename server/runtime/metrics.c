@@ -74,6 +74,8 @@ struct srv_metrics {
     atomic_uint_fast64_t response_bytes;
     atomic_int_fast64_t queue_depth;
     atomic_int_fast64_t in_flight;
+    atomic_int_fast64_t queue_limit; /* --queue-depth */
+    atomic_bool draining;
     atomic_uint_fast64_t cut[3];          /* headers, body, send */
     atomic_uint_fast64_t auth_refused[3]; /* missing, scheme, key */
     atomic_uint_fast64_t tls_failed[2];   /* failed, timeout */
@@ -185,6 +187,8 @@ srv_metrics *srv_metrics_new(void)
     atomic_init(&m->response_bytes, 0);
     atomic_init(&m->queue_depth, 0);
     atomic_init(&m->in_flight, 0);
+    atomic_init(&m->queue_limit, 0);
+    atomic_init(&m->draining, false);
     for (size_t k = 0; k < 3; k++) {
         atomic_init(&m->cut[k], 0);
         atomic_init(&m->auth_refused[k], 0);
@@ -332,6 +336,16 @@ int64_t srv_metrics_queue_depth(const srv_metrics *m)
              : 0;
 }
 
+void srv_metrics_set_queue_limit(srv_metrics *m, int64_t tasks)
+{
+    atomic_store(&m->queue_limit, tasks);
+}
+
+void srv_metrics_set_draining(srv_metrics *m)
+{
+    atomic_store(&m->draining, true);
+}
+
 int64_t srv_metrics_in_flight(const srv_metrics *m)
 {
     return m ? (int64_t)atomic_load_explicit((atomic_int_fast64_t *)&m->in_flight,
@@ -442,6 +456,12 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
     fprintf(f, "posattn_queue_depth %" PRId64 "\n", srv_metrics_queue_depth(m));
     header(f, "posattn_in_flight", "gauge", "Requests accepted and not yet answered.");
     fprintf(f, "posattn_in_flight %" PRId64 "\n", srv_metrics_in_flight(m));
+    header(f, "posattn_queue_limit", "gauge",
+           "Tasks that may wait for a worker before new work is refused with 503 (--queue-depth).");
+    fprintf(f, "posattn_queue_limit %" PRId64 "\n", (int64_t)atomic_load(&m->queue_limit));
+    header(f, "posattn_draining", "gauge",
+           "1 from SIGTERM or SIGINT until exit (readyz and new work answer 503), else 0.");
+    fprintf(f, "posattn_draining %d\n", atomic_load(&m->draining) ? 1 : 0);
 
     labelled(f, "posattn_connections_cut_total",
              "Connections shut because the client had not sent its request's headers or body, "

@@ -11,6 +11,8 @@
  *   posattn_request_bytes_total / posattn_response_bytes_total   counters
  *   posattn_queue_depth                          gauge: tasks waiting for a worker
  *   posattn_in_flight                            gauge: requests accepted, not yet answered
+ *   posattn_queue_limit                          gauge: --queue-depth
+ *   posattn_draining                             gauge: 1 from SIGTERM/SIGINT until exit
  *   posattn_connections_cut_total{phase}         counter: connections shut past
  *                                                --request-timeout (headers, body, send)
  *   posattn_v2_inferences_total{scheme,outcome}  counter: Open Inference Protocol
@@ -65,6 +67,10 @@ void srv_metrics_tls_failed(srv_metrics *m, const char *reason);
 void srv_metrics_auth_refused(srv_metrics *m, const char *reason);
 /* phase: "headers", "body" or "send" (anything else is not counted). */
 void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n);
+/* --queue-depth, shown as posattn_queue_limit (set once at start). */
+void srv_metrics_set_queue_limit(srv_metrics *m, int64_t tasks);
+/* The drain has begun: posattn_draining is 1 from now on. */
+void srv_metrics_set_draining(srv_metrics *m);
 int64_t srv_metrics_queue_depth(const srv_metrics *m);
 int64_t srv_metrics_in_flight(const srv_metrics *m);
 

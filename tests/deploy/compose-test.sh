@@ -7,12 +7,17 @@
 # running, the balancer published on 127.0.0.1 only, a bounded load through
 # nginx with every answer right and all 3 replicas serving (nginx's access
 # log against the replicas' own addresses), then a replica stopped with
-# `podman stop` mid-load: no request fails and it exits 0 (drained). Then
+# `podman stop` mid-load: no request fails and it exits 0 (drained). In
+# between, Prometheus (deploy/prometheus/, on its own 127.0.0.1 port) must
+# scrape all 3 replicas, evaluate every rule, and answer /api/v1/query with
+# a p99 compute time (histogram_quantile, and the recording rule) for each
+# scheme loaded (tests/monitor/promquery.py polls its API). Then
 # `podman-compose down` and the project network removed; the containers and
 # the network are removed on every exit path, by the project's label.
 #
-# Environment: POSATTN_IMAGE, POSATTN_LB_IMAGE (the compose file's defaults
-# otherwise), COMPOSE_REQUESTS (300), COMPOSE_CONCURRENCY (6).
+# Environment: POSATTN_IMAGE, POSATTN_LB_IMAGE, POSATTN_PROM_IMAGE (the
+# compose file's defaults otherwise), COMPOSE_REQUESTS (300),
+# COMPOSE_CONCURRENCY (6).
 set -u
 TEST_NAME=compose-test
 # shellcheck source=tests/deploy/common.sh
@@ -43,11 +48,12 @@ on_exit "rm -rf '$tmp'"
 on_exit kill_stale_containers
 on_exit cleanup
 
-export POSATTN_LB_PORT
+export POSATTN_LB_PORT POSATTN_PROM_PORT
 POSATTN_LB_PORT=$(free_port)
+POSATTN_PROM_PORT=$(free_port)
 # Three replicas share this machine's cores.
 export POSATTN_WORKERS=1
-log "project $project, balancer on 127.0.0.1:$POSATTN_LB_PORT"
+log "project $project, balancer on 127.0.0.1:$POSATTN_LB_PORT, prometheus on 127.0.0.1:$POSATTN_PROM_PORT"
 compose up -d >"$tmp/up.log" 2>&1
 up_rc=$?
 # shellcheck disable=SC2046 # a list of IDs
@@ -97,6 +103,52 @@ n=$(field "len(s['served'])")
 check "nginx sent requests to these 3 replicas only ($n addresses)" test "$n" -eq 3
 n=$(field "sum(s['statuses'].values()) - s['statuses'].get('200', 0)")
 check "nginx answered no request with an error ($n)" test "$n" -eq 0
+
+# Prometheus: the replicas found by DNS and scraped, every rule evaluated,
+# and a p99 per scheme. rate() needs each series to grow between scrapes
+# (every 2 s), so after the first scrapes rope, alibi and none requests go
+# through nginx in rounds a scrape apart.
+prom="http://127.0.0.1:$POSATTN_PROM_PORT"
+prom_name=${project}_prometheus_1
+mapping=$(pm port "$prom_name")
+check "prometheus published on 127.0.0.1 only ($mapping)" test "$mapping" = "9090/tcp -> 127.0.0.1:$POSATTN_PROM_PORT"
+pq() { # pq MSG ARGS...: a tests/monitor/promquery.py check against $prom
+    local msg=$1 out
+    shift
+    if out=$("$PYTHON" "$ROOT/tests/monitor/promquery.py" "$prom" "$@" --timeout 40); then
+        pass "$msg: $out"
+    else
+        fail "$msg: $out"
+    fi
+}
+if wait_http "$prom/-/ready" 60; then
+    pq "prometheus scrapes the 3 replicas" 'count(up{job="posattnd"} == 1)' --equals 3
+    bad=0
+    for round in 1 2 3 4; do
+        for scheme in rope alibi none; do
+            for _ in 1 2 3 4 5 6; do
+                code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$lb/v1/attention" \
+                    -H 'Content-Type: application/json' -d '{"inputs":[{"scheme":{"type":"'"$scheme"'"},
+                    "q":{"shape":[2,1,2],"data":[1,0,0,0]},"k":{"shape":[2,1,2],"data":[1,0,0,1]},
+                    "v":{"shape":[2,1,2],"data":[1,2,3,4]}}]}')
+                [ "$code" = 200 ] || bad=$((bad + 1))
+            done
+        done
+        [ "$round" = 4 ] || sleep 2.2
+    done
+    check "72 rope, alibi and none requests through nginx answered 200 ($bad did not)" test "$bad" -eq 0
+    pq "histogram_quantile gives a p99 compute time per scheme" \
+        'histogram_quantile(0.99, sum by (scheme, le) (rate(posattn_compute_duration_seconds_bucket[1m])))' \
+        --label scheme --want rope,alibi,none
+    pq "the recording rule of rules.yml gives the same schemes" \
+        'job_scheme:posattn_compute_duration_seconds:p99_5m{job="posattnd"}' --label scheme --want rope,alibi,none
+    pq "each replica's rope tasks are in Prometheus" \
+        'count(count by (instance) (posattn_compute_duration_seconds_count{scheme="rope"}))' --equals 3
+    pq "prometheus evaluates every rule, no alert active" --rules-ok
+else
+    pm logs "$prom_name" 2>&1 | tail -20 >&2
+    fail "prometheus did not answer /-/ready on 127.0.0.1:$POSATTN_PROM_PORT"
+fi
 
 # A replica stopped mid-load: SIGTERM, drain, exit 0; nginx fails over.
 victim=${project}_posattnd_3

@@ -339,6 +339,8 @@ typedef struct drain_ctx {
     long readyz_status, new_status;
     char new_code[32];
     double metrics_in_flight;
+    double draining_before, draining_during; /* posattn_draining */
+    double queue_limit;                      /* posattn_queue_limit */
     int accepted_polls;
 } drain_ctx;
 
@@ -370,6 +372,8 @@ static void drain_tick(void *arg, double t)
         double accepted =
             metric_sum(m, "posattn_in_flight", none) + metric_sum(m, "posattn_requests_total", att);
         d->metrics_in_flight = metric_sum(m, "posattn_in_flight", none);
+        d->draining_before = metric_sum(m, "posattn_draining", none);
+        d->queue_limit = metric_sum(m, "posattn_queue_limit", none);
         free(m);
         d->accepted_polls = accepted >= DRAIN_N ? d->accepted_polls + 1 : 0;
         if (d->accepted_polls < 2 && now_s() - d->uploaded_at < 10.0)
@@ -397,6 +401,12 @@ static void drain_tick(void *arg, double t)
             cJSON_Delete(j);
         }
         resp_free(&r);
+        {
+            static const char *const none[] = {NULL};
+            char *m = get_metrics(d->s);
+            d->draining_during = metric_sum(m, "posattn_draining", none);
+            free(m);
+        }
     }
 }
 
@@ -517,6 +527,9 @@ static void test_drain_under_load(void **state)
     assert_int_equal(d.readyz_status, 503);
     assert_int_equal(d.new_status, 503);
     assert_string_equal(d.new_code, "DRAINING");
+    /* The gauges the drain and queue alerts read (deploy/prometheus). */
+    assert_true(d.draining_before == 0 && d.draining_during == 1);
+    assert_true(d.queue_limit == 64); /* --queue-depth 64 */
     if (d.metrics_in_flight < 1)
         fail_msg("posattn_in_flight was %g with %d requests in flight", d.metrics_in_flight,
                  DRAIN_N);

@@ -131,6 +131,8 @@ static void test_fresh_render(void **state)
         {"posattn_response_bytes_total", "counter"},
         {"posattn_queue_depth", "gauge"},
         {"posattn_in_flight", "gauge"},
+        {"posattn_queue_limit", "gauge"},
+        {"posattn_draining", "gauge"},
         {"posattn_build_info", "gauge"},
     };
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
@@ -146,6 +148,8 @@ static void test_fresh_render(void **state)
     assert_true(has_line(text, "posattn_queue_duration_seconds_count 0"));
     assert_true(has_line(text, "posattn_queue_depth 0"));
     assert_true(has_line(text, "posattn_in_flight 0"));
+    assert_true(has_line(text, "posattn_queue_limit 0"));
+    assert_true(has_line(text, "posattn_draining 0"));
     assert_true(has_line(text, "posattn_request_bytes_total 0"));
     for (int k = 0; k < 3; k++) {
         static const char *const phases[] = {"headers", "body", "send"};
@@ -241,6 +245,8 @@ static void test_compute_queue_and_gauges(void **state)
     srv_metrics_queue_depth_add(m, 5);
     srv_metrics_queue_depth_add(m, -2);
     srv_metrics_in_flight_add(m, 7);
+    srv_metrics_set_queue_limit(m, 64);
+    srv_metrics_set_draining(m);
     srv_metrics_in_flight_add(m, -1);
     assert_int_equal(srv_metrics_queue_depth(m), 3);
     assert_int_equal(srv_metrics_in_flight(m), 6);
@@ -268,6 +274,8 @@ static void test_compute_queue_and_gauges(void **state)
     assert_true(sample(text, "posattn_queue_duration_seconds_bucket{le=\"5e-05\"}") == 2);
     assert_true(has_line(text, "posattn_queue_depth 3"));
     assert_true(has_line(text, "posattn_in_flight 6"));
+    assert_true(has_line(text, "posattn_queue_limit 64"));
+    assert_true(has_line(text, "posattn_draining 1"));
     free(text);
 
     /* NULL metrics are ignored everywhere. */
