@@ -214,12 +214,12 @@ run: deps
 
 # The web page in headless Chromium (tests/ui/ui-test.mjs, playwright-core):
 # screenshots in $(BUILD)/ui. Chromium is only needed here, not by make test.
-UI_PACKAGES := chromium nodejs
+UI_PACKAGES := chromium nodejs openssl
 ui-deps:
 	@$(call apt_install,$(UI_PACKAGES))
 	@[ -d tests/ui/node_modules/playwright-core ] || (cd tests/ui && npm ci --no-audit --no-fund)
 
-ui-test: ui-deps $(POSATTND)
+ui-test: ui-deps $(POSATTND) $(LOAD_BIN)
 	@POSATTND=$(POSATTND) UI_OUT=$(BUILD)/ui node tests/ui/ui-test.mjs
 
 # make test: the README's command and CI's. Deps first, then a warning-free

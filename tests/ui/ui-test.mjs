@@ -7,13 +7,23 @@
 // read back from each canvas), values the page shows must equal the same
 // values fetched by this test straight from the API, moving a control must
 // change the plot, the keyboard must reach the controls, and a 390 px wide
-// viewport must not overflow. Screenshots go to build/ui/ (UI_OUT).
+// viewport must not overflow. A second tab opened at /#live must land on
+// its section and show a p99 history at once; the openapi.yaml viewer
+// (/web/openapi.html) must show the file with an anchor per path. Then
+// posattn-load (beside posattnd, or POSATTN_LOAD) writes an HTML report
+// whose latency charts must be on a log axis with a switch to linear, and
+// a second posattnd with --tls-cert/--tls-key (a CA made by openssl for this
+// run) must serve the page over HTTPS with every API call answered.
+// Screenshots go to build/ui/ (UI_OUT).
+//
+//   POSATTND=build/posattnd node tests/ui/ui-test.mjs   (or make ui-test)
+//   UI_WEB_DIR=DIR: the page's files from DIR (see routeWeb below)
 //
 // Exits 0 only when every check passed; the last line is
 // "ui: N passed, M failed". Bounded by UI_TIMEOUT seconds (default 240); the
-// server and the browser are stopped on every exit path.
+// servers and the browsers are stopped on every exit path.
 
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,10 +36,15 @@ const OUT = path.resolve(ROOT, process.env.UI_OUT || 'build/ui');
 const TIMEOUT_S = Number(process.env.UI_TIMEOUT || 240);
 const KEY = 'ui-test-key';
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+// posattn-load, for its HTML report's charts: beside posattnd unless POSATTN_LOAD says.
+const LOAD = path.resolve(ROOT, process.env.POSATTN_LOAD || path.join(path.dirname(POSATTND), 'posattn-load'));
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
-let server = null, serverErr = '', serverExit = null, context = null, userDir = null, base = '';
+// Each posattnd started: {name, proc, err (its last stderr), exit}.
+const servers = [];
+let context = null, tlsBrowser = null, base = '';
+const tmpDirs = [];
 let passed = 0, failed = 0;
 const consoleErrors = [];
 
@@ -37,13 +52,19 @@ function log(msg) { process.stdout.write(msg + '\n'); }
 
 async function cleanup() {
   if (context) { await context.close().catch(() => {}); context = null; }
-  if (server && server.exitCode === null) {
-    server.kill('SIGTERM');
-    const t = setTimeout(() => server.kill('SIGKILL'), 15000);
-    serverExit = await new Promise((res) => server.once('exit', (code, sig) => res(sig || code)));
+  if (tlsBrowser) { await tlsBrowser.close().catch(() => {}); tlsBrowser = null; }
+  for (const s of servers) {
+    if (s.proc.exitCode !== null || s.proc.signalCode !== null) {
+      if (s.exit === null) s.exit = s.proc.signalCode || s.proc.exitCode;
+      continue;
+    }
+    const gone = new Promise((res) => s.proc.once('exit', (code, sig) => res(sig || code)));
+    s.proc.kill('SIGTERM');
+    const t = setTimeout(() => s.proc.kill('SIGKILL'), 15000);
+    s.exit = await gone;
     clearTimeout(t);
   }
-  if (userDir) fs.rmSync(userDir, { recursive: true, force: true });
+  for (const d of tmpDirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 }
 
 const watchdog = setTimeout(async () => {
@@ -73,23 +94,37 @@ function close(a, b, rel = 1e-5, abs = 1e-6, what = 'value') {
 
 // ------------------------------------------------------------ the server
 
-function startServer() {
+// Starts posattnd (with --api-key; extra flags after) and resolves to its
+// base URL, http:// or https:// as its first stdout line says.
+function startServer(name, extra = []) {
   const env = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('POSATTN_')) env[k] = v;
   env.OPENBLAS_NUM_THREADS = '1';
-  server = spawn(POSATTND, ['--host', '127.0.0.1', '--port', '0', '--api-key', KEY, '--workers', '2',
-    '--log-format', 'off'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  server.stderr.on('data', (d) => { serverErr = (serverErr + d).slice(-4000); });
+  const proc = spawn(POSATTND, ['--host', '127.0.0.1', '--port', '0', '--api-key', KEY, '--workers', '2',
+    '--log-format', 'off', ...extra], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const s = { name, proc, err: '', exit: null };
+  servers.push(s);
+  proc.stderr.on('data', (d) => { s.err = (s.err + d).slice(-4000); });
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('posattnd printed no port within 10 s: ' + serverErr)), 10000);
+    const t = setTimeout(() => reject(new Error(`${name} printed no port within 10 s: ${s.err}`)), 10000);
     let out = '';
-    server.stdout.on('data', (d) => {
+    proc.stdout.on('data', (d) => {
       out += d;
-      const m = /http:\/\/([\d.]+):(\d+)/.exec(out);
-      if (m) { clearTimeout(t); resolve(`http://127.0.0.1:${m[2]}`); }
+      const m = /(https?):\/\/([\d.]+):(\d+)/.exec(out);
+      if (m) { clearTimeout(t); resolve(`${m[1]}://127.0.0.1:${m[3]}`); }
     });
-    server.once('exit', (code) => { clearTimeout(t); reject(new Error(`posattnd exited (${code}): ${serverErr}`)); });
+    proc.once('exit', (code) => { clearTimeout(t); reject(new Error(`${name} exited (${code}): ${s.err}`)); });
   });
+}
+
+// Runs a program to its end (bounded); rejects with its stderr on failure.
+function runProgram(file, args, timeout = 30000) {
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('POSATTN_')) env[k] = v;
+  env.OPENBLAS_NUM_THREADS = '1';
+  return new Promise((resolve, reject) => execFile(file, args, { env, timeout }, (e, out, err) =>
+    (e ? reject(new Error(`${path.basename(file)} ${args[0]}: ${e.message.split('\n')[0]} ${String(err).slice(-400)}`))
+      : resolve(out))));
 }
 
 async function api(p, body) {
@@ -103,15 +138,31 @@ async function api(p, body) {
   return p === '/metrics' ? text : JSON.parse(text);
 }
 
+// UI_WEB_DIR=DIR: the page's files (GET /, GET /web/NAME) come from DIR
+// where it has them, with the server's own status and headers, instead of
+// the copies compiled into posattnd: to try page changes without a rebuild,
+// or to see the checks fail on older files (git show HEAD:server/http/web/app.js).
+async function routeWeb(ctx) {
+  const dir = process.env.UI_WEB_DIR;
+  if (!dir) return;
+  await ctx.route((u) => /^\/(web\/[\w.-]+)?$/.test(u.pathname), async (route) => {
+    const u = new URL(route.request().url());
+    const file = path.join(dir, u.pathname === '/' ? 'index.html' : u.pathname.slice(5));
+    if (!fs.existsSync(file)) return route.continue();
+    await route.fulfill({ response: await route.fetch(), body: fs.readFileSync(file) });
+  });
+}
+
 // ------------------------------------------------------------ page helpers
 
 let page;
 const posted = [];   // every POST the page makes: {url, body}
 
-async function settle(id, timeout = 30000) {
-  await page.waitForFunction((s) => document.getElementById(s).dataset.state === 'ready', id, { timeout })
+const PANELS = ['sinusoidal', 'rope', 'bias', 'attention', 'extrap', 'live'];
+async function settle(id, timeout = 30000, pg = page) {
+  await pg.waitForFunction((s) => document.getElementById(s).dataset.state === 'ready', id, { timeout })
     .catch(async () => {
-      const st = await page.evaluate((s) => [document.getElementById(s).dataset.state,
+      const st = await pg.evaluate((s) => [document.getElementById(s).dataset.state,
         document.querySelector(`#${s} .status`).textContent], id);
       throw new Error(`panel #${id} not ready: state ${st[0]}, status "${st[1]}"`);
     });
@@ -166,13 +217,15 @@ async function slider(id, value) {   // by keyboard, as a person would
 
 async function run() {
   fs.mkdirSync(OUT, { recursive: true });
-  base = await startServer();
+  base = await startServer('posattnd');
   log(`ui: posattnd at ${base}`);
-  userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posattn-ui-'));
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posattn-ui-'));
+  tmpDirs.push(userDir);
   context = await chromium.launchPersistentContext(userDir, {
     executablePath: CHROMIUM, headless: true, args: FLAGS,
     viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1,
   });
+  await routeWeb(context);
   page = context.pages()[0] || await context.newPage();
   page.setDefaultTimeout(30000);
   page.on('console', (m) => { if (m.type() === 'error' && !/401/.test(m.text())) consoleErrors.push(m.text()); });
@@ -200,7 +253,7 @@ async function run() {
     await page.focus('#api-key');
     await page.keyboard.type(KEY);
     await page.keyboard.press('Enter');
-    for (const s of ['sinusoidal', 'rope', 'bias', 'attention', 'extrap', 'live']) await settle(s);
+    for (const s of PANELS) await settle(s);
     assert(await page.isHidden('#banner'), 'banner still shown');
     const stored = await page.evaluate(() => sessionStorage.getItem('posattn-api-key'));
     assert(stored === KEY, `sessionStorage has ${stored}`);
@@ -584,23 +637,72 @@ async function run() {
   });
   await page.locator('#extrap').screenshot({ path: path.join(OUT, 'extrapolation.png') });
 
-  await check('live: load button sends 20 per scheme; counts follow /metrics', async () => {
-    const itemsOf = (text, s) => Number((new RegExp(`^posattn_items_total\\{scheme="${s}"\\} (\\S+)$`, 'm')
-      .exec(text) || [0, 0])[1]);
-    const before = itemsOf(await api('/metrics'), 'shaw');
+  const itemsOf = (text, s) => Number((new RegExp(`^posattn_items_total\\{scheme="${s}"\\} (\\S+)$`, 'm')
+    .exec(text) || [0, 0])[1]);
+  await check('live: load button sends 20 requests for every scheme of /v1/schemes; counts follow /metrics', async () => {
+    const names = (await api('/v1/schemes')).schemes.map((s) => s.name);
+    assert(names.includes('sinusoidal') && names.includes('learned'), `schemes ${names}`);
+    const m0 = await api('/metrics');
     await page.click('#live-load');
-    await page.waitForFunction(() => /^sent 100 requests|error/.test(
+    await page.waitForFunction(() => /^sent \d+ requests|error/.test(
       document.getElementById('live-load-result').textContent +
       (document.getElementById('live-load-result').classList.contains('error') ? ' error' : '')),
     null, { timeout: 60000 }).catch(() => {});
     const res = await page.textContent('#live-load-result');
-    assert(/^sent 100 requests/.test(res), `load result "${res}"`);
-    const after = itemsOf(await api('/metrics'), 'shaw');
-    const shown = Number(await page.textContent('#live-schemes tr[data-scheme="shaw"] td'));
-    assert(shown >= before + 20 && shown <= after, `shaw items shown ${shown}, /metrics ${before} -> ${after}`);
+    assert(res.startsWith(`sent ${20 * names.length} requests (20 per scheme`), `load result "${res}"`);
+    const m1 = await api('/metrics');
+    for (const s of names) {
+      const got = itemsOf(m1, s) - itemsOf(m0, s);
+      assert(got >= 20, `${s}: ${got} items computed during the load, not 20`);
+      const shown = Number(await page.textContent(`#live-schemes tr[data-scheme="${s}"] td`));
+      assert(shown >= itemsOf(m0, s) + 20 && shown <= itemsOf(m1, s),
+        `${s} items shown ${shown}, /metrics ${itemsOf(m0, s)} -> ${itemsOf(m1, s)}`);
+    }
     const p50 = await page.textContent('#live-schemes tr[data-scheme="shaw"] td:nth-child(4)');
     assert(/\d/.test(p50), `p50 "${p50}"`);
   });
+  await check('live: items/s and req/s are over the labelled window, not the last refresh', async () => {
+    // A refresh a second after the load (none in between): the last interval
+    // holds no items, the 60 s window holds the load's 20 per scheme.
+    await page.uncheck('#live-auto');
+    await page.selectOption('#live-window', '60');
+    await page.waitForTimeout(1200);
+    await page.click('#live-refresh');
+    await settle('live');
+    const label = await page.textContent('#live-window-label');
+    const m = /^\(last ([\d.]+) s\)$/.exec(label);
+    assert(m, `window label "${label}"`);
+    const rows = [['#live-schemes tr[data-scheme="shaw"]', 'shaw items', 20],
+      ['#live-endpoints tr[data-endpoint="attention"]', 'attention requests', 100]];
+    for (const [sel, what] of rows) {
+      const r = Number(await page.textContent(`${sel} td:nth-child(3)`));
+      assert(r > 0, `${what}/s shows ${r} beside p50 ${await page.textContent(`${sel} td:nth-child(4)`)} ${label}`);
+    }
+    // The rate is the window's count over the window's length, the label's.
+    const span = Number(await page.getAttribute('#live', 'data-window-s'));
+    close(Number(m[1]), span, 6e-3, 0, 'window length in the label (3 digits)');
+    for (const [sel, what, min] of [...rows, ['#live-schemes tr[data-scheme="learned"]', 'learned items', 20]]) {
+      const n = Number(await page.getAttribute(sel, 'data-window-count'));
+      const r = Number(await page.textContent(`${sel} td:nth-child(3)`));
+      assert(n >= min, `${what} in the window: ${n}`);
+      close(r, n / span, 6e-3, 0, `${what}/s (shown to 3 digits)`);
+    }
+  });
+  await check('live: the p99 line goes on over the window while no new items arrive', async () => {
+    for (let i = 0; i < 2; i++) {
+      await page.waitForTimeout(300);
+      await page.click('#live-refresh');
+      await settle('live');
+    }
+    const series = JSON.parse(await page.getAttribute('#live-p99-plot', 'data-series'));
+    const shaw = series.shaw;
+    assert(shaw && shaw.length >= 3, `shaw p99 points: ${JSON.stringify(shaw)}`);
+    const lastTwo = shaw.slice(-2).map((p) => p[1]);
+    assert(lastTwo.every((v) => v > 0), `shaw p99 at the last two refreshes: ${lastTwo}`);
+    await drawn('#live-p99-plot', 0.01, 4);
+  });
+  await page.selectOption('#live-window', '10');
+  await page.check('#live-auto');
   await check('live: the rate and p99 plots refresh by themselves', async () => {
     const before = await pixels('#live-rate-plot');
     await page.waitForTimeout(4500);
@@ -634,6 +736,106 @@ async function run() {
     await page.check('#live-auto');
   });
   await page.locator('#live').screenshot({ path: path.join(OUT, 'live.png') });
+
+  // ------------------------------------------- a fresh page, at /#live
+  // A second tab opened straight at the live section, the key already in
+  // its sessionStorage, as a person coming back with a bookmark.
+  const p2 = await context.newPage();
+  p2.setDefaultTimeout(30000);
+  p2.on('pageerror', (e) => consoleErrors.push(String(e)));
+  await p2.addInitScript((k) => { if (location.origin !== 'null') sessionStorage.setItem('posattn-api-key', k); }, KEY);
+  await p2.goto(base + '/#live');
+  await check('live, first look: the p99 chart starts at the since-start values and fills at once', async () => {
+    await settle('live', 30000, p2);
+    const t0 = Date.now();
+    const first = JSON.parse(await p2.getAttribute('#live-p99-plot', 'data-series'));
+    assert(first && first.shaw && first.shaw.length >= 1, `p99 series at the first refresh: ${JSON.stringify(first)}`);
+    // histogram_quantile(0.99) of shaw since start, as the page's first point.
+    const text = await api('/metrics');
+    const b = [...text.matchAll(/^posattn_compute_duration_seconds_bucket\{scheme="shaw",le="([^"]+)"\} (\S+)$/mg)]
+      .map((m) => [Number(m[1]), Number(m[2])]);
+    const n = b[b.length - 1][1], rank = 0.99 * n;
+    let lo = 0, below = 0, want = null;
+    for (const [le, c] of b) {
+      if (c >= rank) { want = lo + (le - lo) * (rank - below) / (c - below); break; }
+      lo = le; below = c;
+    }
+    close(first.shaw[0][1], want * 1e6, 1e-6, 1e-9, 'first shaw p99 point (\u00b5s)');
+    // The first seconds are sampled every 0.5 s: points, not one lonely refresh.
+    await p2.waitForFunction(() => JSON.parse(document.getElementById('live-p99-plot').dataset.series).shaw.length >= 3,
+      null, { timeout: 1800 }).catch(() => {});
+    const pts = JSON.parse(await p2.getAttribute('#live-p99-plot', 'data-series')).shaw.length;
+    assert(pts >= 3, `${pts} refreshes ${((Date.now() - t0) / 1000).toFixed(1)} s after the first`);
+    const label = await p2.textContent('#live-window-label');
+    assert(/^\((last [\d.]+ s|since start: the first refresh)\)$/.test(label), `window label "${label}"`);
+    await drawn('#live-p99-plot', 0.01, 4);
+  });
+  await check('a deep link (/#live) lands on its section after the plots above it arrived', async () => {
+    for (const s of PANELS) await settle(s, 30000, p2);
+    await p2.waitForTimeout(700);
+    const [top, y] = await p2.evaluate(() => [document.getElementById('live').getBoundingClientRect().top, scrollY]);
+    assert(top >= -1 && top <= 40, `#live is ${Math.round(top)} px from the top of the viewport (scrollY ${y})`);
+    // Scrolling by hand is left alone: the page does not pull back.
+    await p2.mouse.move(600, 400);
+    await p2.mouse.wheel(0, -300);
+    await p2.waitForTimeout(300);
+    await p2.evaluate(() => window.dispatchEvent(new Event('resize')));
+    await p2.waitForTimeout(300);
+    const after = await p2.evaluate(() => document.getElementById('live').getBoundingClientRect().top);
+    assert(after > top + 200, `after a wheel up #live is at ${Math.round(after)} px`);
+  });
+  await page.bringToFront();
+
+  // ------------------------------------------------- the openapi viewer
+  await check('the header link shows openapi.yaml readably: the text, an anchor per path, $ref links', async () => {
+    const yaml = await (await fetch(base + '/openapi.yaml')).text();
+    const href = await p2.$$eval('header a', (as) => as.filter((a) => a.textContent.trim() === 'openapi.yaml')
+      .map((a) => a.getAttribute('href')).join());
+    assert(href === '/web/openapi.html', `header link goes to ${href}`);
+    await p2.bringToFront();
+    await p2.click('header a[href="/web/openapi.html"]');
+    await p2.waitForURL(base + '/web/openapi.html', { timeout: 10000 });
+    await settle('spec', 15000, p2);
+    const shown = await p2.textContent('#spec-text');
+    assert(shown === yaml, `the text shown differs from /openapi.yaml (${shown.length} and ${yaml.length} chars)`);
+    const paths = [...yaml.matchAll(/^ {2}(\/\S*):\s*$/mg)].map((m) => m[1]);
+    assert(paths.length >= 10 && paths.includes('/v1/attention'), `paths in the YAML: ${paths}`);
+    const anchors = await p2.evaluate((ps) => ps.map((p) => {
+      const el = document.getElementById(p), a = el && el.querySelector('a');
+      const toc = [...document.querySelectorAll('#spec-toc a')].some((t) => t.getAttribute('href') === '#' + p);
+      return [p, !!el, a ? a.getAttribute('href') : null, el ? el.textContent.trim() : '', toc];
+    }), paths);
+    for (const [p, has, h, text, toc] of anchors)
+      assert(has && h === '#' + p && text === p + ':' && toc, `path ${p}: anchor ${has}, link ${h}, "${text}", toc ${toc}`);
+    const refs = await p2.$$eval('#spec-text a.ref', (as) => as.map((a) => [a.getAttribute('href'),
+      !!document.getElementById(a.getAttribute('href').slice(1))]));
+    const want = (yaml.match(/#\/components\/[\w-]+\/[\w.-]+/g) || []).length;
+    assert(refs.length === want && want > 50, `${refs.length} $ref links for ${want} refs in the YAML`);
+    const dangling = refs.filter(([, ok]) => !ok).map(([h]) => h);
+    assert(!dangling.length, `$ref links to nothing: ${dangling.slice(0, 5)}`);
+    // A $ref link moves to its component.
+    await p2.click('#spec-text a.ref[href="#/components/schemas/AttentionRequest"] >> nth=0');
+    const top = await p2.evaluate(() => document.getElementById('/components/schemas/AttentionRequest')
+      .getBoundingClientRect().top);
+    assert(top >= -1 && top <= 40, `AttentionRequest is ${Math.round(top)} px from the top`);
+    const ext = await p2.evaluate((o) => performance.getEntriesByType('resource').map((r) => r.name)
+      .filter((u) => !u.startsWith(o + '/')), base);
+    assert(!ext.length, `resources from elsewhere: ${ext}`);
+    const h = (await fetch(base + '/web/openapi.html')).headers;
+    assert(h.get('content-type') === 'text/html; charset=utf-8' && /default-src 'self'/.test(h.get('content-security-policy')),
+      `headers ${h.get('content-type')}, ${h.get('content-security-policy')}`);
+  });
+  await check('a deep link into openapi.html (#/v1/analyze) lands on that path once the text arrived', async () => {
+    await p2.goto('about:blank');
+    await p2.goto(base + '/web/openapi.html#/v1/analyze');
+    await settle('spec', 15000, p2);
+    await p2.waitForTimeout(200);
+    const top = await p2.evaluate(() => document.getElementById('/v1/analyze').getBoundingClientRect().top);
+    assert(top >= -1 && top <= 40, `/v1/analyze is ${Math.round(top)} px from the top`);
+    await p2.screenshot({ path: path.join(OUT, 'openapi.png') });
+  });
+  await p2.close();
+  await page.bringToFront();
 
   // ---------------------------------------------------- keyboard and phone
   await check('keyboard: Tab reaches the key field, sliders, selects, plots and buttons', async () => {
@@ -690,6 +892,133 @@ async function run() {
     await drawn('#circle', 0.01, 4);
   });
 
+  // ------------------------------------------- posattn-load's HTML report
+  await check('posattn-load --html: latency charts on a log axis by default, a checkbox for linear', async () => {
+    assert(fs.existsSync(LOAD), `${LOAD} is missing: build it first (make ${path.relative(ROOT, LOAD)})`);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'posattn-ui-load-'));
+    tmpDirs.push(dir);
+    const out = path.join(dir, 'report.html');
+    // Two lengths whose latencies differ some 30-fold: on a linear axis the
+    // short one's bars are a few pixels.
+    await runProgram(LOAD, ['--spawn', POSATTND, '--schemes', 'none', '--lengths', '8,768', '--heads', '4',
+      '--head-dim', '32', '--requests', '30', '--concurrency', '1', '--encoding', 'b64', '--html', out, '--quiet'], 90000);
+    const html = fs.readFileSync(out, 'utf8');
+    assert(!/<script|\b(src|href)=/i.test(html), 'the report has scripts or external resources');
+    const p3 = await context.newPage();
+    await p3.setContent(html);
+    const chart = () => p3.evaluate(() => [...document.querySelectorAll('figure svg')].slice(0, 3).map((svg) => {
+      const g = [...svg.querySelectorAll('g')].find((e) => getComputedStyle(e).display !== 'none');
+      const root = g || svg;
+      return {
+        scale: g ? g.getAttribute('class') : null,
+        unit: [...root.querySelectorAll('text[transform^="rotate(-90"]')].map((t) => t.textContent).join(),
+        ticks: [...root.querySelectorAll('line')].map((l, i) => [Number(root.querySelectorAll('line + text')[i].textContent),
+          Number(l.getAttribute('y1'))]),
+        bars: [...root.querySelectorAll('rect')].filter((r) => r.querySelector('title')).map((r) =>
+          [Number(/: (\S+) /.exec(r.querySelector('title').textContent)[1]), Number(r.getAttribute('y')),
+            Number(r.getAttribute('height'))]),
+      };
+    }));
+    // Every bar's top on the axis its ticks draw: y linear in log10(v) (log)
+    // or in v (linear), within rounding to pixels.
+    const onAxis = (c, f, what) => {
+      assert(c.ticks.length >= 2 && c.bars.length >= 8, `${what}: ${c.ticks.length} ticks, ${c.bars.length} bars`);
+      const [a, b] = [c.ticks[0], c.ticks[c.ticks.length - 1]];
+      const Y = (v) => a[1] + (f(v) - f(a[0])) / (f(b[0]) - f(a[0])) * (b[1] - a[1]);
+      for (const [v, y] of c.ticks) assert(Math.abs(Y(v) - y) <= 1.01, `${what}: tick ${v} at y ${y}, not ${Y(v)}`);
+      for (const [v, y] of c.bars) if (v > 0) assert(Math.abs(Y(v) - y) <= 1.51, `${what}: bar ${v} at y ${y}, not ${Y(v)}`);
+      return Math.min(...c.bars.filter(([v]) => v > 0).map(([, , h]) => h));
+    };
+    const [lat, thr, srv] = await chart();
+    assert(lat.scale === 'scale-log' && /log scale/.test(lat.unit), `latency chart shows ${lat.scale} (${lat.unit})`);
+    assert(srv.scale === 'scale-log', `server time chart shows ${srv.scale}`);
+    assert(thr.scale === null, 'the throughput chart should keep its one linear axis');
+    for (const [v] of lat.ticks)
+      assert([1, 2, 5].some((m) => Math.abs(v / 10 ** Math.floor(Math.log10(v) + 1e-9) - m) < 1e-6), `log tick ${v}`);
+    const vs = lat.bars.map(([v]) => v);
+    assert(Math.max(...vs) / Math.min(...vs) > 5, `latencies ${Math.min(...vs)}..${Math.max(...vs)} ms: too close to show`);
+    const logMin = onAxis(lat, Math.log10, 'log latency');
+    assert(logMin >= 15, `the smallest latency bar is ${logMin} px high on the log axis`);
+    await p3.screenshot({ path: path.join(OUT, 'load-report-log.png'), fullPage: true });
+    await p3.click('label[for="linear-axes"]');
+    const [lin, , srvLin] = await chart();
+    assert(lin.scale === 'scale-lin' && !/log/.test(lin.unit) && srvLin.scale === 'scale-lin',
+      `after the switch: ${lin.scale}, ${srvLin.scale} (${lin.unit})`);
+    assert(lin.ticks[0][0] === 0, `linear axis starts at ${lin.ticks[0][0]}`);
+    const linMin = onAxis(lin, (v) => v, 'linear latency');
+    assert(linMin < logMin, `smallest bar ${linMin} px linear, ${logMin} px log`);
+    await p3.screenshot({ path: path.join(OUT, 'load-report-linear.png'), fullPage: true });
+    await p3.close();
+  });
+
+  // --------------------------------------------------------------- HTTPS
+  await check('over HTTPS (--tls-cert/--tls-key, a private CA): the page works, same-origin API calls succeed', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'posattn-ui-tls-'));
+    tmpDirs.push(dir);
+    const p = (n) => path.join(dir, n), ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+    await runProgram('openssl', ['req', '-x509', ...ec, '-keyout', p('ca.key'), '-out', p('ca.crt'), '-days', '2',
+      '-subj', '/CN=posattn ui test CA']);
+    await runProgram('openssl', ['req', ...ec, '-keyout', p('srv.key'), '-out', p('srv.csr'), '-subj', '/CN=127.0.0.1']);
+    fs.writeFileSync(p('ext.cnf'), 'subjectAltName=IP:127.0.0.1\n');
+    await runProgram('openssl', ['x509', '-req', '-in', p('srv.csr'), '-CA', p('ca.crt'), '-CAkey', p('ca.key'),
+      '-CAcreateserial', '-out', p('srv.crt'), '-days', '1', '-extfile', p('ext.cnf')]);
+    const tbase = await startServer('posattnd (TLS)', ['--tls-cert', p('srv.crt'), '--tls-key', p('srv.key')]);
+    assert(tbase.startsWith('https://127.0.0.1:'), `TLS posattnd says ${tbase}`);
+    log(`ui: posattnd (TLS) at ${tbase}`);
+    // The CA is this run's own: Chromium is told to take the certificate
+    // (the handshake, the certificate's issuer and the origin are checked below).
+    tlsBrowser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+    const ctx = await tlsBrowser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
+    await routeWeb(ctx);
+    const tp = await ctx.newPage();
+    tp.setDefaultTimeout(30000);
+    const answers = [], failures = [], errors = [];
+    let tls = null;   // the TLS details of the first API answer
+    tp.on('response', (r) => {
+      answers.push([r.url(), r.status(), r.request().method()]);
+      if (!tls && /\/v1\//.test(r.url())) tls = r.securityDetails();
+    });
+    tp.on('requestfailed', (r) => failures.push(`${r.url()}: ${r.failure() && r.failure().errorText}`));
+    tp.on('pageerror', (e) => errors.push(String(e)));
+    tp.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await tp.addInitScript((k) => { if (location.origin !== 'null') sessionStorage.setItem('posattn-api-key', k); }, KEY);
+    const resp = await tp.goto(tbase + '/');
+    assert(resp.status() === 200, `GET / over HTTPS: ${resp.status()}`);
+    for (const s of PANELS) await settle(s, 30000, tp);
+    const sec = await tls;
+    assert(sec && /^TLS 1\.[23]$/.test(sec.protocol) && sec.issuer === 'posattn ui test CA' && sec.subjectName === '127.0.0.1',
+      `TLS details ${JSON.stringify(sec)}`);
+    assert(await tp.evaluate(() => location.protocol === 'https:' && window.isSecureContext), 'not a secure context');
+    await tp.click('#live-load');
+    await tp.waitForFunction(() => /^sent \d+ requests|error/.test(document.getElementById('live-load-result').textContent +
+      (document.getElementById('live-load-result').classList.contains('error') ? ' error' : '')), null, { timeout: 60000 })
+      .catch(() => {});
+    const res = await tp.textContent('#live-load-result');
+    assert(/^sent \d+ requests/.test(res), `load over HTTPS: "${res}"`);
+    await settle('live', 30000, tp);
+    for (const id of ['sin-sim-map', 'rope-score-plot', 'att-rope', 'live-rate-plot']) {
+      const px = await tp.$eval('#' + id, (c) => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && !(d[i] > 245 && d[i + 1] > 245 && d[i + 2] > 245)) n++;
+        return n / (d.length / 4);
+      });
+      assert(px > 0.01, `#${id} blank over HTTPS`);
+    }
+    await tp.goto(tbase + '/web/openapi.html');
+    await settle('spec', 15000, tp);
+    const api_ = answers.filter(([u]) => /\/(v1\/|metrics|openapi\.yaml)/.test(u));
+    for (const want of ['/v1/encode', '/v1/analyze', '/v1/attention', '/v1/schemes', '/metrics', '/openapi.yaml'])
+      assert(api_.some(([u]) => u.startsWith(tbase + want)), `no ${want} over HTTPS`);
+    const bad = answers.filter(([u, st]) => !u.startsWith(tbase + '/') || st !== 200);
+    assert(!bad.length, `answers not 200 from ${tbase}: ${JSON.stringify(bad.slice(0, 3))}`);
+    assert(!failures.length && !errors.length, `failed: ${failures.slice(0, 3)} ${errors.slice(0, 3)}`);
+    await tp.goto(tbase + '/#live');
+    await settle('live', 30000, tp);
+    await tp.screenshot({ path: path.join(OUT, 'https.png') });
+    await ctx.close();
+  });
+
   await check('no script errors in the console', async () => {
     assert(!consoleErrors.length, consoleErrors.slice(0, 3).join(' | '));
   });
@@ -706,12 +1035,14 @@ try {
 }
 // posattnd drains and exits 0 on SIGTERM; anything else (a sanitizer report
 // included, when POSATTND is an ASan build) is a failure.
-if (serverExit !== null && serverExit !== 0) {
-  failed++;
-  log(`FAIL posattnd exited with ${serverExit} on SIGTERM: ${serverErr.trim().split('\n').slice(-8).join(' | ')}`);
-} else if (serverExit === 0) {
-  passed++;
-  log('ok   posattnd exited 0 on SIGTERM');
+for (const s of servers) {
+  if (s.exit !== null && s.exit !== 0) {
+    failed++;
+    log(`FAIL ${s.name} exited with ${s.exit} on SIGTERM: ${s.err.trim().split('\n').slice(-8).join(' | ')}`);
+  } else if (s.exit === 0) {
+    passed++;
+    log(`ok   ${s.name} exited 0 on SIGTERM`);
+  }
 }
 log(`ui: screenshots in ${path.relative(process.cwd(), OUT) || '.'}`);
 log(`ui: ${passed} passed, ${failed} failed`);

@@ -1,6 +1,7 @@
 /* report.c - posattn-load's outputs: the terminal table, --json, --csv,
- * --html (a self-contained page with inline SVG charts, no scripts) and
- * --svg (the main charts as one standalone SVG image).
+ * --html (a self-contained page with inline SVG charts, no scripts; latency
+ * axes log scale, a checkbox switches them to linear) and --svg (the main
+ * charts as one standalone SVG image, latency on a log scale).
  */
 #include "load.h"
 
@@ -307,23 +308,92 @@ static int bars_width(int n, int n_series)
     return width < 480 ? 480 : width;
 }
 
+/* The y scales a bar chart can draw. A latency chart is log by default: a
+ * p50 of 0.05 ms beside a p99.9 of 40 ms is a bar of 0.3 px on a linear
+ * axis. The HTML report draws both, in <g class="scale-log"> and <g
+ * class="scale-lin">, and a checkbox (CSS only, no script) shows one. */
+enum { SCALE_LIN = 1, SCALE_LOG = 2 };
+
+/* One y scale of a chart: linear from 0 to hi, or log10 from 10^lo to 10^hi. */
+typedef struct {
+    int log;
+    double lo, hi;
+} y_scale;
+
+static y_scale scale_of(int log, double vmin_pos, double vmax)
+{
+    y_scale s = {log, 0, nice_ceil(vmax)};
+    if (log) {
+        if (!(vmin_pos > 0) || !(vmax > 0))
+            vmin_pos = vmax = 1;
+        /* The smallest bar stands at least a factor 2 above the axis. */
+        s.lo = floor(log10(vmin_pos / 2));
+        s.hi = ceil(log10(vmax));
+        if (s.hi <= s.lo)
+            s.hi = s.lo + 1;
+    }
+    return s;
+}
+
+/* The bar height of v in a plot plot_h high: 0 for v <= 0 on a log scale. */
+static int scale_px(const y_scale *s, double v, int plot_h)
+{
+    double f;
+    if (s->log)
+        f = v > 0 ? (log10(v) - s->lo) / (s->hi - s->lo) : 0;
+    else
+        f = s->hi > 0 ? v / s->hi : 0;
+    f = f < 0 ? 0 : f > 1 ? 1 : f;
+    return (int)(plot_h * f + 0.5);
+}
+
+/* Grid lines and their labels: fifths of a linear scale; whole decades of a
+ * log one, with 2 and 5 between them when it spans three decades or less. */
+static void scale_ticks(FILE *f, const y_scale *s, int left, int right_x, int top, int plot_h)
+{
+    double v[64];
+    int n = 0;
+    if (!s->log) {
+        for (int t = 0; t <= 5; t++)
+            v[n++] = s->hi * t / 5;
+    } else {
+        for (int e = (int)s->lo; e <= (int)s->hi && n < 60; e++)
+            for (int k = 0; k < 3 && n < 60; k++) {
+                static const double m[] = {1, 2, 5};
+                if (k > 0 && (s->hi - s->lo > 3 || e == (int)s->hi))
+                    break;
+                v[n++] = m[k] * pow(10, e);
+            }
+    }
+    for (int i = 0; i < n; i++) {
+        int y = top + plot_h - scale_px(s, v[i], plot_h);
+        fprintf(f,
+                "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
+                "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%g</text>\n",
+                left, right_x, y, y, left - 6, y + 4, v[i]);
+    }
+}
+
 /* A grouped bar chart: one group per phase, n_series bars in each; an <svg>
- * element at vertical offset y (ignored when it is the outermost). */
+ * element at vertical offset y (ignored when it is the outermost). scales
+ * (SCALE_LIN, SCALE_LOG or both) says which y axes to draw. */
 static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const load_config *c,
                      const load_result *r, int n, const char *const *series, int n_series,
-                     double (*value)(const load_config *, const load_result *, int))
+                     double (*value)(const load_config *, const load_result *, int), int scales)
 {
     const int left = 70, right = 20, top = 40, bottom = 90, plot_h = 260;
     int step = bar_step(n, n_series);
     int group_w = step * n_series + step;
     int width = bars_width(n, n_series);
     int height = top + plot_h + bottom;
-    double vmax = 0;
+    double vmax = 0, vmin = 0;
     for (int i = 0; i < n; i++)
-        for (int s = 0; s < n_series; s++)
-            if (value(c, &r[i], s) > vmax)
-                vmax = value(c, &r[i], s);
-    vmax = nice_ceil(vmax);
+        for (int s = 0; s < n_series; s++) {
+            double v = value(c, &r[i], s);
+            vmax = v > vmax ? v : vmax;
+            if (v > 0 && (vmin == 0 || v < vmin))
+                vmin = v;
+        }
 
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"%d\" width=\"%d\" height=\"%d\" "
@@ -332,30 +402,38 @@ static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const
     fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">", left);
     html_escape(f, title);
     fprintf(f, "</text>\n");
-    for (int t = 0; t <= 5; t++) {
-        double v = vmax * t / 5;
-        int y = top + plot_h - (int)(plot_h * t / 5);
+    for (int pass = 0; pass < 2; pass++) {
+        int log = pass == 0;
+        if (!(scales & (log ? SCALE_LOG : SCALE_LIN)))
+            continue;
+        y_scale ys = scale_of(log, vmin, vmax);
+        int both = (scales & SCALE_LOG) && (scales & SCALE_LIN);
+        if (both)
+            fprintf(f, "<g class=\"%s\">\n", log ? "scale-log" : "scale-lin");
+        scale_ticks(f, &ys, left, width - right, top, plot_h);
         fprintf(f,
-                "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
-                "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%g</text>\n",
-                left, width - right, y, y, left - 6, y + 4, v);
+                "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">",
+                top + plot_h / 2, top + plot_h / 2);
+        html_escape(f, unit);
+        fprintf(f, "%s</text>\n", log ? " (log scale)" : "");
+        for (int i = 0; i < n; i++) {
+            int gx = left + i * group_w + step / 2;
+            for (int s = 0; s < n_series; s++) {
+                double v = value(c, &r[i], s);
+                int h = scale_px(&ys, v, plot_h);
+                fprintf(f,
+                        "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
+                        "<title>%s: %.4g %s</title></rect>\n",
+                        gx + step * s, top + plot_h - h, step - 2, h, COLORS[s % 8], series[s], v,
+                        unit);
+            }
+        }
+        if (both)
+            fprintf(f, "</g>\n");
     }
-    fprintf(f, "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">",
-            top + plot_h / 2, top + plot_h / 2);
-    html_escape(f, unit);
-    fprintf(f, "</text>\n");
     for (int i = 0; i < n; i++) {
         int gx = left + i * group_w + step / 2;
         char label[96];
-        for (int s = 0; s < n_series; s++) {
-            double v = value(c, &r[i], s);
-            int h = (int)(plot_h * v / vmax + 0.5);
-            fprintf(f,
-                    "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
-                    "<title>%s: %.4g %s</title></rect>\n",
-                    gx + step * s, top + plot_h - h, step - 2, h, COLORS[s % 8], series[s], v,
-                    unit);
-        }
         phase_label(label, sizeof label, c, &r[i]);
         int lx = gx + step / 2 * n_series, ly = top + plot_h + 14;
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" transform=\"rotate(-35 %d %d)\">",
@@ -465,12 +543,14 @@ int load_report_html(const char *path, const load_config *c, const load_result *
     FILE *f = open_out(path);
     if (!f)
         return -1;
-    fprintf(f,
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>posattn-load report"
-            "</title>\n<style>body{font-family:sans-serif;margin:2em;color:#222}"
-            "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
-            "padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child{text-align:"
-            "left}figure{margin:1.5em 0}</style></head><body>\n<h1>posattn-load report</h1>\n<p>");
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>posattn-load report"
+               "</title>\n<style>body{font-family:sans-serif;margin:2em;color:#222}"
+               "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
+               "padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child{text-align:"
+               "left}figure{margin:1.5em 0}#linear-axes{margin:1.2em .4em 0 0}"
+               ".scale-lin{display:none}#linear-axes:checked~figure .scale-lin{display:inline}"
+               "#linear-axes:checked~figure .scale-log{display:none}"
+               "</style></head><body>\n<h1>posattn-load report</h1>\n<p>");
     describe(f, c, "");
     fprintf(f, "</p>\n<table><tr><th>scheme</th><th>L</th><th>conc</th><th>req/s</th>"
                "<th>items/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th>"
@@ -498,15 +578,19 @@ int load_report_html(const char *path, const load_config *c, const load_result *
         else
             fprintf(f, "<td>-</td><td>-</td><td>-</td></tr>\n");
     }
-    fprintf(f, "</table>\n<figure>\n");
+    /* The switch of the latency axes: a checkbox the figures after it follow
+     * in CSS (see svg_bars), so the page stays free of scripts. */
+    fprintf(f, "</table>\n<input type=\"checkbox\" id=\"linear-axes\"> <label "
+               "for=\"linear-axes\">linear latency axes (log scale by default, so that small "
+               "latencies stay visible)</label>\n<figure>\n");
     svg_bars(f, 0, "Client latency percentiles (successful requests)", "ms", c, r, n, lat_series, 4,
-             latency_value);
+             latency_value, SCALE_LOG | SCALE_LIN);
     fprintf(f, "</figure>\n<figure>\n");
     svg_bars(f, 0, "Throughput", "per second", c, r, n, thr_series, c->batch > 1 ? 2 : 1,
-             throughput_value);
+             throughput_value, SCALE_LIN);
     fprintf(f, "</figure>\n<figure>\n");
-    svg_bars(f, 0, "Server time (mean queue and compute per task, request total)", "ms", c, r, n,
-             split_series, 3, split_value);
+    svg_bars(f, 0, "Server time (mean per task; request total)", "ms", c, r, n, split_series, 3,
+             split_value, SCALE_LOG | SCALE_LIN);
     fprintf(f, "</figure>\n");
     if (c->n_concurrency > 1) {
         fprintf(f, "<figure>\n");
@@ -548,12 +632,12 @@ int load_report_svg(const char *path, const load_config *c, const load_result *r
         free(text);
     }
     svg_bars(f, caption, "Client latency percentiles (successful requests)", "ms", c, r, n,
-             lat_series, 4, latency_value);
+             lat_series, 4, latency_value, SCALE_LOG);
     if (conc)
         svg_concurrency(f, caption + BARS_HEIGHT, c, r, n);
     else
         svg_bars(f, caption + BARS_HEIGHT, "Throughput", "requests/s", c, r, n, thr_series, 1,
-                 throughput_value);
+                 throughput_value, SCALE_LIN);
     fprintf(f, "</svg>\n");
     return close_out(f);
 }

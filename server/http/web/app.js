@@ -37,8 +37,11 @@ async function call(path, body) {
   if (!r.ok) {
     let msg = `HTTP ${r.status}`;
     try {
-      const j = JSON.parse(text);
-      if (j.error) msg = `${j.error.code}: ${j.error.message}` + (j.error.field ? ` (${j.error.field})` : '');
+      // A batch whose every item failed answers with the items' status and
+      // the batch's own body: the first item's error says why.
+      const j = JSON.parse(text), items = Array.isArray(j.outputs) ? j.outputs : [];
+      const e = j.error || (items.find((o) => o && o.error) || {}).error;
+      if (e) msg = `${e.code}: ${e.message}` + (e.field ? ` (${e.field})` : '');
     } catch (e) { /* not JSON */ }
     throw new ApiError(`${path}: ${msg}`);
   }
@@ -51,6 +54,25 @@ function banner(text) {
   b.textContent = text;
   b.hidden = !text;
 }
+
+// A deep link (/#live) is scrolled to before the plots above its section
+// have arrived, and each plot that arrives pushes the section down. So until
+// the person scrolls, clicks or types (or 30 s have passed; 3 s after a
+// link within the page, when the plots are there), the target is scrolled
+// back into place whenever the page's height changes.
+const follow = { el: null, until: 0 };
+function followHash(ms) {
+  const id = decodeURIComponent(location.hash.slice(1));
+  follow.el = id ? document.getElementById(id) : null;
+  follow.until = performance.now() + ms;
+}
+followHash(30000);
+window.addEventListener('hashchange', () => followHash(3000));
+for (const ev of ['wheel', 'touchstart', 'keydown', 'mousedown'])
+  window.addEventListener(ev, () => { follow.el = null; }, { passive: true, capture: true });
+new ResizeObserver(() => {
+  if (follow.el && performance.now() < follow.until) follow.el.scrollIntoView({ block: 'start' });
+}).observe(document.body);
 
 // A section that re-runs fn when asked; stale answers are dropped.
 function panel(sectionId, statusId, fn) {
@@ -550,9 +572,9 @@ $('att-x-apply').addEventListener('click', () => {
 
 const ratePlot = new LinePlot($('live-rate'), { title: 'Requests per second, by endpoint', id: 'live-rate-plot',
   xLabel: 'seconds ago', yLabel: 'requests/s' });
-const p99Plot = new LinePlot($('live-p99'), { title: 'p99 compute time per scheme, each refresh (\u00b5s)',
+const p99Plot = new LinePlot($('live-p99'), { title: 'p99 compute time per scheme over the window (\u00b5s)',
   id: 'live-p99-plot', xLabel: 'seconds ago', yLabel: 'p99 (\u00b5s, log)', markers: true, logY: true });
-const snaps = [];   // {t, m}: the parsed /metrics of each refresh, newest last
+const snaps = [];   // {t, m}: the parsed /metrics of each refresh, newest last (90 s of them)
 
 function parseMetrics(text) {
   const m = { req: {}, items: {}, compute: {}, duration: {}, gauges: {} };
@@ -618,81 +640,138 @@ function rows(tbody, list) {
   }));
 }
 
+// The snapshot that starts the window of snaps[i]: the oldest one not older
+// than W seconds before it (W = 0: the oldest kept), or null when snaps[i]
+// is the first. A gap longer than the window (the tab was hidden) falls
+// back to the snapshot just before.
+function windowStart(i, W) {
+  if (i === 0) return null;
+  const t = snaps[i].t;
+  if (!W) return snaps[0];
+  return snaps.slice(0, i).find((s) => s.t >= t - W - 0.5) || snaps[i - 1];
+}
+
 function drawLive() {
   if (!snaps.length) return;
-  const { t, m } = snaps[snaps.length - 1];
-  const prev = snaps.length > 1 ? snaps[snaps.length - 2] : null;
+  const last = snaps.length - 1, { t, m } = snaps[last];
   const W = num('live-window');
-  // The window starts at the oldest snapshot not older than W seconds.
-  const from = W ? snaps.find((s) => s.t >= t - W - 0.5) : null;
-  const base = from && from !== snaps[snaps.length - 1] ? from : null;
-  const label = W ? (base ? `(last ${fmt(t - base.t, 2)} s)` : '(waiting for a second refresh)') : '(since start)';
+  const base = windowStart(last, W), span = base ? t - base.t : 0;
+  // Percentiles over the window (W > 0) or since the server started; rates
+  // over the same window (since start: over the snapshots this page kept).
+  // The first refresh has nothing to subtract: it shows since-start values.
+  const label = !base ? '(since start: the first refresh)'
+    : W ? `(last ${fmt(span, 3)} s)` : `(since start; rates over the last ${fmt(span, 3)} s)`;
   $('live-window-label').textContent = label;
   $('live-window-label2').textContent = label;
-  const rate = (now, before) => (prev && t > prev.t ? Math.max(0, (now - (before || 0)) / (t - prev.t)) : null);
-  const q = (h, before, p) => quantile(W ? (base ? minus(h || [], before) : []) : h || [], p);
+  const inWindow = (now, before) => (base ? Math.max(0, now - (before || 0)) : null);
+  const rate = (n) => (n === null || !(span > 0) ? null : n / span);
+  const q = (h, before, p) => quantile(W && base ? minus(h || [], before) : h || [], p);
   const schemes = Object.keys(m.items).filter((s) => m.items[s] > 0);
-  rows($('live-schemes').tBodies[0], schemes.map((s) => {
-    const b = base && base.m.compute[s];
-    const r = rate(m.items[s], prev && prev.m.items[s]);
+  const sn = schemes.map((s) => inWindow(m.items[s], base && base.m.items[s]));
+  rows($('live-schemes').tBodies[0], schemes.map((s, j) => {
+    const b = base && base.m.compute[s], r = rate(sn[j]);
     return [s, String(m.items[s]), r === null ? '-' : fmt(r, 3), dur(q(m.compute[s], b, 0.5)),
       dur(q(m.compute[s], b, 0.9)), dur(q(m.compute[s], b, 0.99))];
   }));
-  for (const tr of $('live-schemes').tBodies[0].rows) tr.dataset.scheme = tr.cells[0].textContent;
+  [...$('live-schemes').tBodies[0].rows].forEach((tr, j) => {
+    tr.dataset.scheme = schemes[j];
+    tr.dataset.windowCount = String(sn[j]);   // for the tests: the rate is this over data-window-s
+  });
   const eps = Object.keys(m.req).filter((e) => m.req[e] > 0);
-  rows($('live-endpoints').tBodies[0], eps.map((e) => {
-    const b = base && base.m.duration[e];
-    const r = rate(m.req[e], prev && prev.m.req[e]);
+  const en = eps.map((e) => inWindow(m.req[e], base && base.m.req[e]));
+  rows($('live-endpoints').tBodies[0], eps.map((e, j) => {
+    const b = base && base.m.duration[e], r = rate(en[j]);
     return [e, String(m.req[e]), r === null ? '-' : fmt(r, 3), dur(q(m.duration[e], b, 0.5)),
       dur(q(m.duration[e], b, 0.99))];
   }));
-  for (const tr of $('live-endpoints').tBodies[0].rows) tr.dataset.endpoint = tr.cells[0].textContent;
-  // Over time: each refresh against the one before it.
+  [...$('live-endpoints').tBodies[0].rows].forEach((tr, j) => {
+    tr.dataset.endpoint = eps[j];
+    tr.dataset.windowCount = String(en[j]);
+  });
+  $('live').dataset.windowS = String(span);
+  // Requests/s over time: each refresh against the one before it.
   const pairs = snaps.slice(1).map((s, i) => [snaps[i], s]);
-  const span = pairs.length ? { xMin: -(t - pairs[0][1].t), xMax: 0 } : {};
+  const xSpan = { xMin: -Math.max(t - snaps[0].t, 10), xMax: 0 };   // at least 10 s wide
   const shown = ['attention', 'analyze', 'encode', 'metrics', 'page'].filter((e) => eps.includes(e));
   ratePlot.set(shown.map((e, j) => ({ name: e, color: SERIES[j], x: pairs.map(([, b]) => -(t - b.t)),
     y: pairs.map(([a, b]) => Math.max(0, ((b.m.req[e] || 0) - (a.m.req[e] || 0)) / (b.t - a.t))) })),
-  Object.assign({ yMin: 0 }, span));
+  Object.assign({ yMin: 0 }, xSpan));
+  // p99 over time: at each refresh, over the window chosen above as of that
+  // refresh, so a line goes on while its items are in the window; the first
+  // point is the since-start value, so the chart has a history at once.
   const busy = schemes.filter((s) => s !== 'analysis');
-  p99Plot.set(busy.map((s, j) => ({ name: s, color: SERIES[j % SERIES.length], x: pairs.map(([, b]) => -(t - b.t)),
-    y: pairs.map(([a, b]) => {
-      const v = quantile(minus(b.m.compute[s] || [], a.m.compute[s]), 0.99);
-      return v === null ? null : v * 1e6;
-    }) })), Object.assign({ yMin: 0 }, span));
+  const p99 = busy.map((s) => snaps.map((snap, i) => {
+    const b = windowStart(i, W), h = snap.m.compute[s] || [];
+    if (i === 0 && W && !snap.first) return null;   // the oldest kept, no longer the first
+    const v = quantile(W && b ? minus(h, b.m.compute[s]) : h, 0.99);
+    return v === null ? null : v * 1e6;
+  }));
+  p99Plot.set(busy.map((s, j) => ({ name: s, color: SERIES[j % SERIES.length],
+    x: snaps.map((snap) => -(t - snap.t)), y: p99[j] })), Object.assign({ yMin: 0 }, xSpan));
+  $('live-p99-plot').dataset.series = JSON.stringify(Object.fromEntries(busy.map((s, j) =>
+    [s, snaps.map((snap, i) => [-(t - snap.t), p99[j][i]])])));
   $('live-gauges').textContent = `posattnd ${m.gauges.version || '?'}: ${m.gauges.posattn_queue_depth} tasks queued, ` +
     `${m.gauges.posattn_in_flight} requests in flight`;
 }
 
+let liveAt = 0;   // when the last refresh started (performance.now)
 const livePanel = panel('live', 'live-status', async (current) => {
+  liveAt = performance.now();
   const text = await api('/metrics');
   if (!current()) return;
-  snaps.push({ t: performance.now() / 1000, m: parseMetrics(text) });
-  while (snaps.length > 61) snaps.shift();
+  const now = performance.now() / 1000;
+  snaps.push({ t: now, m: parseMetrics(text), first: !snaps.length });
+  // Enough for the longest window (60 s) and the plots' minute and a half.
+  while (snaps.length > 2 && snaps[1].t < now - 90) snaps.shift();
   drawLive();
   return `updated ${new Date().toLocaleTimeString()}`;
 });
 $('live-window').addEventListener('change', drawLive);
 $('live-refresh').addEventListener('click', () => livePanel.run());
 $('live-controls').addEventListener('submit', (e) => e.preventDefault());
+// Sampling starts with the page (the first refresh is with the other
+// panels below): every 0.5 s from the first answer to the tenth, so the
+// plots have points soon after a first look, then every 2 s (and every
+// 2 s while there is no answer yet, e.g. before the API key is given).
 setInterval(() => {
+  const fast = snaps.length > 0 && snaps.length < 10;
+  if (performance.now() - liveAt < (fast ? 450 : 1950)) return;
   if ($('live-auto').checked && !document.hidden) livePanel.run();
-}, 2000);
+}, 500);
+
+// One request body per scheme of GET /v1/schemes. Relative schemes take q,
+// k, v; the absolute ones (sinusoidal, learned: added to the embeddings)
+// need layer mode, x and the projections, and learned its table of rows.
+function loadItem(type, g) {
+  const L = 32, D = 16, DL = NH * D;   // length, head dim; d_model of layer mode
+  const t = (...shape) => ({ shape, data: round(g(shape.reduce((a, b) => a * b, 1))) });
+  const w = () => ({ shape: [DL, NH * D], data: round(g(DL * NH * D, 1 / Math.sqrt(DL))) });
+  const qkv = () => ({ q: t(L, NH, D), k: t(L, NH, D), v: t(L, NH, D) });
+  const layer = () => ({ x: t(L, DL), w_q: w(), w_k: w(), w_v: w(), num_heads: NH });
+  switch (type) {
+  case 't5': return Object.assign({ scheme: { type, table: t(32, NH) } }, qkv());
+  case 'shaw': return Object.assign({ scheme: { type, max_relative_position: 8, rel_k: t(17, D) } }, qkv());
+  case 'sinusoidal': return Object.assign({ scheme: { type } }, layer());
+  case 'learned': return Object.assign({ scheme: { type, table: t(L, DL) } }, layer());
+  default: return Object.assign({ scheme: { type } }, qkv());
+  }
+}
 
 $('live-load').addEventListener('click', async () => {
-  const res = $('live-load-result'), g = rng(11), L = 32, D = 16;
-  const t = (n) => ({ shape: [L, NH, D], data: round(g(L * NH * D)) });
-  const q = t(), k = t(), v = t();
-  const schemes = [{ type: 'none' }, { type: 'rope' }, { type: 'alibi' },
-    { type: 't5', table: { shape: [32, NH], data: round(g(32 * NH)) } },
-    { type: 'shaw', max_relative_position: 8, rel_k: { shape: [17, D], data: round(g(17 * D)) } }];
-  res.textContent = 'sending 100 requests\u2026';
+  const res = $('live-load-result'), g = rng(11), N = 20;
+  res.textContent = 'sending\u2026';
   res.classList.remove('error');
   try {
-    await Promise.all(schemes.flatMap((scheme) => Array.from({ length: 20 }, () =>
-      api('/v1/attention', { inputs: [{ scheme, q, k, v, causal: true }], output_encoding: 'b64' }))));
+    const names = (await api('/v1/schemes')).schemes.map((s) => s.name);
+    const bodies = names.map((type) => ({ inputs: [Object.assign(loadItem(type, g), { causal: true })],
+      output_encoding: 'b64' }));
+    res.textContent = `sending ${N * names.length} requests\u2026`;
+    await Promise.all(bodies.flatMap((body) => Array.from({ length: N }, () =>
+      api('/v1/attention', body))));
     await livePanel.run();
-    res.textContent = `sent 100 requests (20 per scheme) at ${new Date().toLocaleTimeString()}`;
+    res.textContent = `sent ${N * names.length} requests (${N} per scheme: ${names.join(', ')}) at ` +
+      new Date().toLocaleTimeString();
+    res.dataset.schemes = names.join(',');
   } catch (e) {
     res.textContent = e.message;
     res.classList.add('error');
