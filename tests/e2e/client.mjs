@@ -11,10 +11,12 @@
 // POSATTN_AUTH_URL / POSATTN_AUTH_KEY (set by harness.sh) enable 401 and 413.
 // Tolerance: |got - want| <= 1e-5 + 1e-4 |want|.
 import assert from "node:assert/strict";
-import { readFileSync, readdirSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { execFileSync } from "node:child_process";
+import { tmpdir } from "node:os";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { format } from "node:util";
 
 const URL_BASE = (process.env.POSATTN_URL || "http://127.0.0.1:8080").replace(/\/$/, "");
@@ -329,6 +331,23 @@ function example(lang, name) {
   assert.ok(m, `no ${lang} example named ${name} in ${EXAMPLES}`);
   return m[1];
 }
+
+test("docs/api.md's example of the JS client runs as written", () => {
+  const root = join(HERE, "..", "..");
+  const code = example("jsclient", "attention").replaceAll(README_URL, URL_BASE)
+    .replace('"./clients/js/posattn.js"', JSON.stringify(pathToFileURL(join(root, "clients", "js", "posattn.js")).href));
+  const dir = mkdtempSync(join(tmpdir(), "posattn-jsclient-"));
+  try {
+    const file = join(dir, "example.mjs");
+    writeFileSync(file, code);
+    const out = execFileSync("node", [file], { encoding: "utf8", timeout: 30000 });
+    const want = code.split("\n").filter((l) => l.includes("console.log("))
+      .map((l) => l.slice(l.lastIndexOf("//") + 2).trim());
+    assert.deepEqual(out.trim().split("\n"), want);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test("README JS example runs as written", async () => {
   const code = example("js", "attention").replaceAll(README_URL, URL_BASE);

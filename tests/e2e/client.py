@@ -407,6 +407,19 @@ def examples(lang):
 
 
 class ReadmeExamples(Checks, unittest.TestCase):
+    def test_python_client_example(self):
+        """docs/api.md's example of the Python client, as written: what it
+        prints is what the comments on its print lines say."""
+        import subprocess
+        [(_, code)] = [(n, c) for n, c in examples("pyclient") if n == "attention"]
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "clients", "python"))
+        p = subprocess.run(["/usr/bin/python3", "-c", code.replace(README_URL, URL)],
+                           capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        want = [re.search(r"#\s*(.*)$", l).group(1).strip() for l in code.split("\n")
+                if l.strip().startswith("print(")]
+        self.assertEqual(p.stdout.strip().split("\n"), want)
+
     def test_python_examples(self):
         blocks = dict(examples("python"))
         self.assertIn("attention", blocks)
