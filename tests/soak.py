@@ -5,8 +5,9 @@ Starts posattnd on 127.0.0.1 (port 0), then for --seconds (default 180) keeps
 a fixed rate of --rate requests/s (default 40, spread over 4 keep-alive
 clients) going: POST /v1/attention with one of rope, alibi, t5, shaw or none
 (JSON and base64 tensors, L=128 H=4 D=64, causal), and every tenth request
-a bad one that must get its 400 (malformed JSON) or its item error in a 200
-batch (unknown scheme, bad base64), so the error paths are soaked too, plus a
+a bad one that must get its 400: malformed JSON, or a one-item batch whose
+item fails (unknown scheme, bad base64: errors true, and the item's 400 as
+the answer's status), so the error paths are soaked too, plus a
 GET /metrics now and then. Samples VmRSS every --sample seconds.
 
 Fails (exit 1) on any unexpected answer or transport error, on falling
@@ -80,11 +81,12 @@ def bodies(seed):
                                                  "q": t(vals[0]), "k": t(vals[1]),
                                                  "v": t(vals[2])}],
                                      "output_encoding": enc}).encode(), 200))
-    bad = [(b'{"inputs":[{"scheme":{"type":"rope"},"q":{"shape":[2,1,2],"data":[1,2,3]}', 400),
+    # (body, status, whether it is a batch whose items carry the errors)
+    bad = [(b'{"inputs":[{"scheme":{"type":"rope"},"q":{"shape":[2,1,2],"data":[1,2,3]}', 400, False),
            (b'{"inputs":[{"scheme":{"type":"nope"},"q":{"shape":[1,1,2],"data":[1,2]},'
-            b'"k":{"shape":[1,1,2],"data":[1,2]},"v":{"shape":[1,1,2],"data":[1,2]}}]}', 200),
+            b'"k":{"shape":[1,1,2],"data":[1,2]},"v":{"shape":[1,1,2],"data":[1,2]}}]}', 400, True),
            (b'{"inputs":[{"scheme":{"type":"rope"},"q":{"shape":[1,1,2],"b64":"!!"},'
-            b'"k":{"shape":[1,1,2],"data":[1,2]},"v":{"shape":[1,1,2],"data":[1,2]}}]}', 200)]
+            b'"k":{"shape":[1,1,2],"data":[1,2]},"v":{"shape":[1,1,2],"data":[1,2]}}]}', 400, True)]
     return good, bad
 
 
@@ -120,7 +122,7 @@ def client(idx, port, good, bad, interval, deadline, stats):
         if i % 50 == 0:
             kind, method, path, body, want = "metrics", "GET", "/metrics", None, 200
         elif i % 10 == 0:
-            body, want = rng.choice(bad)
+            body, want, item_errors = rng.choice(bad)
             kind, method, path = "bad", "POST", "/v1/attention"
         else:
             body, want = good[rng.randrange(len(good))]
@@ -135,7 +137,7 @@ def client(idx, port, good, bad, interval, deadline, stats):
             ok = r.status == want
             if ok and kind == "attention":
                 ok = json.loads(data).get("errors") is False
-            elif ok and kind == "bad" and want == 200:  # an item error, in a 200 batch
+            elif ok and kind == "bad" and item_errors:  # every item failed: their 400
                 ok = json.loads(data).get("errors") is True
             stats.add(kind, ok, time.monotonic() - t0, f"HTTP {r.status}: {data[:160]!r}")
         except (OSError, http.client.HTTPException, ValueError) as e:
