@@ -501,7 +501,7 @@ static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, api_v2_
         size_t k = 0;
         bool binary = binary_all;
 
-        snprintf(at, sizeof at, "api_v2_outputs[%zu]", i);
+        snprintf(at, sizeof at, "outputs[%zu]", i);
         if (!cJSON_IsObject(o))
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at,
                             "%s must be an object {name, parameters}, found %s", at,

@@ -142,8 +142,19 @@ class Tls(unittest.TestCase):
             ctx.minimum_version = ssl.TLSVersion.TLSv1
             ctx.maximum_version = ssl.TLSVersion.TLSv1_1
         ctx.set_ciphers("ALL:@SECLEVEL=0")
-        with self.assertRaises((ssl.SSLError, ConnectionResetError)):
+        before = tls_failures()
+        # The client offers 1.1 and the server ends the handshake: an EOF, a
+        # reset or the server's protocol_version alert. A refusal of the
+        # client's own (no protocols available) would not show the server
+        # refusing, so it fails the test, and the server must count it.
+        with self.assertRaises((ssl.SSLZeroReturnError, ssl.SSLEOFError, ssl.SSLError,
+                                ConnectionResetError)) as cm:
             call(SRV["port"], "GET", "/healthz", ctx=ctx)
+        reason = getattr(cm.exception, "reason", None) or ""
+        self.assertNotIn(reason, ("NO_PROTOCOLS_AVAILABLE", "UNSUPPORTED_PROTOCOL",
+                                  "NO_CIPHERS_AVAILABLE"), cm.exception)
+        time.sleep(0.2)
+        self.assertEqual(tls_failures()["failed"] - before["failed"], 1)
         ctx = trusted()
         ctx.maximum_version = ssl.TLSVersion.TLSv1_2
         st, _ = call(SRV["port"], "GET", "/healthz", ctx=ctx)  # 1.2 is fine

@@ -204,7 +204,8 @@ static void test_binary_misaligned_is_copied(void **state)
     free(buf);
 }
 
-/* One request that must fail: its status and error message. */
+/* One request that must fail: its status and error message (which contains
+ * needle; a needle that starts with '^' must start the message). */
 static void expect_v2_error(const char *model, const char *body, size_t len, int64_t hlen,
                             int status, const char *needle)
 {
@@ -223,7 +224,8 @@ static void expect_v2_error(const char *model, const char *body, size_t len, int
     err = cJSON_GetObjectItem(ans, "error");
     assert_true(cJSON_IsString(err));
     assert_int_equal(cJSON_GetArraySize(ans), 1);
-    if (strstr(err->valuestring, needle) == NULL)
+    if (needle[0] == '^' ? strncmp(err->valuestring, needle + 1, strlen(needle + 1)) != 0
+                         : strstr(err->valuestring, needle) == NULL)
         fail_msg("error '%s' does not contain '%s'", err->valuestring, needle);
     cJSON_Delete(ans);
     srv_reply_free(&reply);
@@ -276,6 +278,14 @@ static void test_errors(void **state)
     expect_v2_error("attention-alibi", j, strlen(j), -1, 400, "slopes.data has 1 values");
     j = "{\"inputs\":[{\"name\":\"slopes\",\"shape\":[2],\"datatype\":\"FP32\",\"data\":[1,2,3]}]}";
     expect_v2_error("attention-alibi", j, strlen(j), -1, 400, "slopes.data has 3 values");
+    /* An output's errors name it as the request does (outputs[i]). */
+    j = "{\"outputs\":[{\"name\":\"output\",\"extra\":1}],\"inputs\":["
+        "{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+        "{\"name\":\"k\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+        "{\"name\":\"v\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
+    expect_v2_error("attention-rope", j, strlen(j), -1, 400, "^outputs[0] has no field 'extra'");
+    j = "{\"outputs\":[7],\"inputs\":[]}";
+    expect_v2_error("attention-rope", j, strlen(j), -1, 400, "^outputs[0] must be an object");
     free(buf);
 }
 
