@@ -17,7 +17,7 @@
 # folder removed on every exit path.
 #
 # Environment: POSATTND (default build/posattnd), NGINX (default: nginx on
-# PATH or /usr/sbin/nginx), LB_REQUESTS (900), LB_CONCURRENCY (8), LB_KEEP=1
+# PATH or /usr/sbin/nginx), LB_REQUESTS (1500), LB_CONCURRENCY (8), LB_KEEP=1
 # keeps the temporary folder (logs, rendered config) for a look afterwards.
 set -u
 TEST_NAME="lb-test"
@@ -27,7 +27,7 @@ TEST_NAME="lb-test"
 POSATTND=${POSATTND:-build/posattnd}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 CONF=${NGINX_CONF:-deploy/nginx.conf}
-REQUESTS=${LB_REQUESTS:-900}
+REQUESTS=${LB_REQUESTS:-1500}
 CONCURRENCY=${LB_CONCURRENCY:-8}
 
 [ -x "$POSATTND" ] || die "$POSATTND is not an executable (make $POSATTND)"
@@ -127,15 +127,17 @@ wait_http "$lb/lb-healthz" 10 || { dump nginx.err; die "nginx did not start"; }
 check "GET /healthz through nginx answers 200" wait_http "$lb/healthz" 10
 
 # B's drain: a request sent to B directly keeps one of its workers busy for
-# about a second (a 2 MB body in layer mode, parsed in milliseconds and never
-# split over workers, then attention over [3072, 8, 64]); 0.3 s after it
-# starts, SIGTERM. While B finishes it, B answers new requests 503 and nginx
-# must send them to C instead.
-"$PYTHON" "$DEPLOY_TESTS/load.py" --heavy-body "$tmp/heavy.json" 3072,8,64
+# about half a second here (a 2.7 MB body in layer mode, parsed in
+# milliseconds and never split over workers, then attention over
+# [4096, 8, 64]); 0.1 s after it starts, when it is computing, SIGTERM.
+# (At [3072, 8, 64] and 0.3 s, a fast CPU had finished the request before
+# SIGTERM: B had nothing to drain and no 503 reached nginx.) While B
+# finishes it, B answers new requests 503 and nginx must send them to C.
+"$PYTHON" "$DEPLOY_TESTS/load.py" --heavy-body "$tmp/heavy.json" 4096,8,64
 cat >"$tmp/drain-b.sh" <<SCRIPT
-curl -s -o /dev/null -w '%{http_code}' --max-time 60 -H 'Content-Type: application/json' \\
+curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 60 -H 'Content-Type: application/json' \\
     --data-binary @$tmp/heavy.json http://127.0.0.1:$port_b/v1/attention >$tmp/heavy.code &
-sleep 0.3
+sleep 0.1
 kill -TERM $pid_b
 wait
 SCRIPT
@@ -156,8 +158,11 @@ while kill -0 "$pid_b" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0
 wait "$pid_b" 2>/dev/null
 rc_b=$?
 check "replica B exited 0 after SIGTERM (drained), got $rc_b" test "$rc_b" -eq 0
-code=$(cat "$tmp/heavy.code" 2>/dev/null)
+read -r code took <"$tmp/heavy.code" 2>/dev/null
 check "B answered the request in flight at SIGTERM (HTTP $code)" test "$code" = 200
+# It must have outlasted the 0.1 s before SIGTERM, or there was nothing to drain.
+check "that request was still computing at SIGTERM (it took ${took:-?} s)" \
+    "$PYTHON" -c 'import sys; sys.exit(not float(sys.argv[1]) > 0.12)' "${took:-0}"
 ended=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["events"][1]["ended_after_answers"])' "$tmp/load.json")
 check "B's drain was over before the load (after $ended of $REQUESTS answers)" test "$ended" -lt "$REQUESTS"
 check "replica A is gone (SIGKILL)" sh -c "! kill -0 $pid_a 2>/dev/null"
