@@ -161,8 +161,7 @@ int main(int argc, char **argv)
     openblas_set_num_threads(cfg.blas_threads);
 
     metrics = srv_metrics_new();
-    if (metrics)
-        srv_metrics_set_queue_limit(metrics, cfg.queue_depth);
+    srv_metrics_set_queue_limit(metrics, cfg.queue_depth);
     pool = metrics ? srv_pool_start(cfg.workers, cfg.queue_depth) : NULL;
     http = pool ? srv_http_start(&cfg, pool, metrics, &port) : NULL;
     if (http == NULL) {

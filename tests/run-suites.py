@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-UNIT = re.compile(r"^[\w ,=-]+: (\d+) passed, (\d+) failed$", re.M)
+SUMMARY = re.compile(r"^[\w ,=-]+: (\d+) passed, (\d+) failed$", re.M)
 PY_RAN = re.compile(r"^Ran (\d+) tests? in ", re.M)
 PY_FAILED = re.compile(r"^FAILED \(([^)]*)\)$", re.M)
 NODE_PASS = re.compile(r"^# pass (\d+)$", re.M)
@@ -44,7 +44,7 @@ def count(text):
     """(passed, failed, found) from the runners' own summary lines."""
     passed = failed = 0
     found = False
-    for m in UNIT.finditer(text):
+    for m in SUMMARY.finditer(text):
         passed += int(m.group(1))
         failed += int(m.group(2))
         found = True

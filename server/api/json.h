@@ -1,7 +1,8 @@
 /* json.h - private to api/: the error record every endpoint fills, the
- * parser's context, and the readers of request JSON (api/json.c): the body,
- * member names, typed values and tensors, each error naming the field and
- * the value found. The lowest file of api/: it knows no endpoint and no job.
+ * parser's context, and the readers of request JSON: the body
+ * (api/body.c), member names, typed values and tensors (api/json.c), each
+ * error naming the field and the value found. The lowest files of api/:
+ * they know no endpoint and no job.
  */
 #ifndef SRV_API_JSON_H
 #define SRV_API_JSON_H

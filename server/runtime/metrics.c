@@ -338,12 +338,14 @@ int64_t srv_metrics_queue_depth(const srv_metrics *m)
 
 void srv_metrics_set_queue_limit(srv_metrics *m, int64_t tasks)
 {
-    atomic_store(&m->queue_limit, tasks);
+    if (m != NULL)
+        atomic_store(&m->queue_limit, tasks);
 }
 
 void srv_metrics_set_draining(srv_metrics *m)
 {
-    atomic_store(&m->draining, true);
+    if (m != NULL)
+        atomic_store(&m->draining, true);
 }
 
 int64_t srv_metrics_in_flight(const srv_metrics *m)

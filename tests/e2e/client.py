@@ -33,18 +33,7 @@ URL = os.environ.get("POSATTN_URL", "http://127.0.0.1:8080").rstrip("/")
 AUTH_URL = os.environ.get("POSATTN_AUTH_URL", "").rstrip("/")
 API_KEY = os.environ.get("POSATTN_AUTH_KEY", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The pages whose marked examples are run (E2E_EXAMPLES: a list with ":").
-EXAMPLES = os.environ.get("E2E_EXAMPLES") or ":".join(
-    [os.path.join(HERE, "..", "..", "README.md")] +
-    sorted(__import__("glob").glob(os.path.join(HERE, "..", "..", "docs", "*.md"))))
-
-
-def read_examples():
-    text = ""
-    for path in EXAMPLES.split(":"):
-        with open(path, encoding="utf-8") as f:
-            text += f.read() + "\n"
-    return text
+from examples import examples  # noqa: E402  (tests/e2e/examples.py)
 README_URL = "http://127.0.0.1:8080"
 ATOL, RTOL = 1e-5, 1e-4
 TIMEOUT = 30
@@ -397,13 +386,6 @@ class StartUp(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn(f"cannot listen on 127.0.0.1:{port}", r.stderr)
         self.assertIn("--port N or POSATTN_PORT=N", r.stderr)
-
-
-def examples(lang):
-    """The (name, code) blocks of README.md and docs/ marked <!-- e2e: lang name -->."""
-    text = read_examples()
-    pat = r"<!-- e2e: %s (\S+) -->\s*```\w*\n(.*?)\n```" % re.escape(lang)
-    return re.findall(pat, text, re.S)
 
 
 class ReadmeExamples(Checks, unittest.TestCase):

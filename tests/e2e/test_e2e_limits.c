@@ -191,6 +191,17 @@ static void test_auth_and_limits(void **state)
         post(&r, s, "/v1/attention", b.p, b.len, good);
         assert_int_equal(r.status, 413); /* the only item failed: its status */
         check_item_error(&r, 0, "PAYLOAD_TOO_LARGE", "inputs[0].q");
+        {
+            cJSON *j = parse_json(&r);
+            const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "outputs"), 0), "error"),
+                "message"));
+            if (m == NULL ||
+                strstr(m, "--max-tensor-elements or POSATTN_MAX_TENSOR_ELEMENTS") == NULL)
+                fail_msg("413 message '%s' does not name its flag", m ? m : "-");
+            cJSON_Delete(j);
+        }
         resp_free(&r);
         sb_free(&b);
         acase_free(&t);

@@ -625,18 +625,7 @@ class Auth(unittest.TestCase):
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The pages whose marked examples are run (E2E_EXAMPLES: a list with ":").
-EXAMPLES = os.environ.get("E2E_EXAMPLES") or ":".join(
-    [os.path.join(HERE, "..", "..", "README.md")] +
-    sorted(__import__("glob").glob(os.path.join(HERE, "..", "..", "docs", "*.md"))))
-
-
-def read_examples():
-    text = ""
-    for path in EXAMPLES.split(":"):
-        with open(path, encoding="utf-8") as f:
-            text += f.read() + "\n"
-    return text
+from examples import EXAMPLES, read_examples  # noqa: E402  (tests/e2e/examples.py)
 
 
 def run_readme(name):

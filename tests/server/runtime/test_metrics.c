@@ -284,6 +284,8 @@ static void test_compute_queue_and_gauges(void **state)
     srv_metrics_compute(NULL, "rope", 1);
     srv_metrics_queue_depth_add(NULL, 1);
     srv_metrics_in_flight_add(NULL, 1);
+    srv_metrics_set_queue_limit(NULL, 1);
+    srv_metrics_set_draining(NULL);
     assert_int_equal(srv_metrics_queue_depth(NULL), 0);
     assert_null(srv_metrics_render(NULL, NULL));
     srv_metrics_free(m);
