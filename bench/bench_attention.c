@@ -35,7 +35,7 @@
  */
 #include "posattn.h"
 #include "ceiling.h"
-#include "tile.h" /* benchmarks may reach inside lib/, as tests do */
+#include "tile.h" /* lib/'s test-only interface to its tile kernels */
 
 #include <cblas.h>
 #include <math.h>

@@ -5,6 +5,10 @@
  * so both products read their right operand row by row. On x86-64 CPUs with
  * AVX-512 they run register-blocked FMA micro-kernels; elsewhere they call
  * OpenBLAS's sgemm with the same operands, so results agree to rounding.
+ *
+ * Private to lib/, and a test-only interface: tests/lib/test_tile.c checks
+ * the kernels and bench/bench_attention.c measures them as a ceiling of
+ * attention; nothing else outside lib/ includes it (tools/check_layering.py).
  */
 #ifndef PA_TILE_H
 #define PA_TILE_H

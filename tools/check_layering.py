@@ -9,9 +9,14 @@ The tree is its architecture (docs/architecture.md):
 may include its own headers and those of the folders below it, never those
 above it; every server file names the header it
 includes by folder ("codec/tensor.h"), so the folder shows in the line.
-Only include/ is public: nothing outside lib/ and tests/ reaches into lib/.
-libmicrohttpd belongs to http/, libuv to runtime/; lib/ and include/ use
-libc, libm and CBLAS only.
+Only include/ is public: nothing outside lib/ and tests/ reaches into lib/,
+but for bench/ including a lib/ header that declares itself a test-only
+interface ("test-only interface" in its opening comment). A server header
+that opens with "private to X/" is included only from server/X/. bench/
+includes include/, its own files, tests/' reference helpers and the
+server's codec/ (the benchmarks of the wire formats); tools/ includes its
+own files and include/. libmicrohttpd belongs to http/, libuv to runtime/;
+lib/ and include/ use libc, libm and CBLAS only.
 
 With --objects DIR (the build folder's server/, after a build), the
 references between object files (nm: which file's symbol another file
@@ -148,6 +153,69 @@ def check_includes(root):
         for n, kind, inc in includes(path):
             if kind == '"' and (inc.startswith("lib/") or inc in private):
                 errors.append("%s:%d: includes \"%s\": only include/ is public" % (rel, n, inc))
+    errors += check_private(root)
+    errors += check_bench_tools(root)
+    return errors
+
+
+def opening(path, lines=16):
+    """The first lines of a file (its opening comment), as one string."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return " ".join(f.readline() for _ in range(lines))
+
+
+PRIVATE = re.compile(r"^/\* [\w.]+ - private to (\w+)/")
+
+
+def check_private(root):
+    """A header that says "private to X/" is included only from server/X/."""
+    errors = []
+    owner = {}
+    for path in sources(root, "server", (".h",)):
+        m = PRIVATE.search(opening(path, 1))
+        if m:
+            owner[os.path.relpath(path, os.path.join(root, "server"))] = m.group(1)
+    for path in sources(root, "server"):
+        rel = os.path.relpath(path, root)
+        folder = folder_of(root, path)
+        for n, kind, inc in includes(path):
+            if kind == '"' and inc in owner and owner[inc] != folder:
+                errors.append("%s:%d: includes \"%s\", which is private to %s/: use the header %s/ "
+                              "offers to others (api/protocol.h, api/api.h, ...)" %
+                              (rel, n, inc, owner[inc], owner[inc]))
+    return errors
+
+
+def test_only(root, inc):
+    path = os.path.join(root, "lib", inc)
+    return os.path.exists(path) and "test-only interface" in opening(path)
+
+
+def check_bench_tools(root):
+    """bench/ and tools/ keep to the public API (and their own files)."""
+    errors = []
+    for sub in ("bench", "tools"):
+        for path in sources(root, sub):
+            rel = os.path.relpath(path, root)
+            here = os.path.dirname(path)
+            for n, kind, inc in includes(path):
+                if kind != '"' or inc in PUBLIC or os.path.exists(os.path.join(here, inc)):
+                    continue
+                where = "%s:%d: includes \"%s\"" % (rel, n, inc)
+                if sub == "bench":
+                    if os.path.exists(os.path.join(root, "tests", inc)) and "/" not in inc:
+                        continue  # the double-precision references
+                    if inc.startswith("codec/"):
+                        continue  # the benchmarks of the wire formats
+                    if os.path.exists(os.path.join(root, "lib", inc)):
+                        if not test_only(root, inc):
+                            errors.append("%s: lib/'s private headers are not for bench/ (only "
+                                          "those that declare a test-only interface)" % where)
+                        continue
+                    errors.append("%s: bench/ includes include/, its own files, tests/' "
+                                  "references and server/codec/ only" % where)
+                else:
+                    errors.append("%s: tools/ includes include/ and its own files only" % where)
     return errors
 
 
@@ -235,14 +303,21 @@ def self_test(root):
         ("server/api/job.c", "#include <microhttpd.h>\n", "microhttpd.h belongs to"),
         ("server/http/http.c", '#include "internal.h"\n', "name their headers by folder"),
         ("lib/rope.c", "#include <cjson/cJSON.h>\n", "libc, libm and CBLAS only"),
+        ("server/v2/model.c", '#include "api/json.h"\n', "private to api/"),
+        ("server/runtime/metrics.c", '#include "api/job.h"\n', "private to api/"),
+        ("server/main.c", '#include "http/request.h"\n', "private to http/"),
+        ("bench/bench_decode.c", '#include "attention_kernel.h"\n', "lib/'s private headers"),
+        ("bench/bench_decode.c", '#include "api/json.h"\n', "bench/ includes include/"),
+        ("tools/load/hist.c", '#include "codec/tensor.h"\n', "tools/ includes include/"),
     ]
     if check_includes(root):
         print("self-test: the tree itself fails the check", file=sys.stderr)
         return 1
     for path, line, want in plants:
         with tempfile.TemporaryDirectory() as tmp:
-            for sub in ("server", "lib", "include"):
-                shutil.copytree(os.path.join(root, sub), os.path.join(tmp, sub))
+            for sub in ("server", "lib", "include", "bench", "tools", "tests"):
+                shutil.copytree(os.path.join(root, sub), os.path.join(tmp, sub),
+                                ignore=shutil.ignore_patterns("node_modules", "corpus*"))
             with open(os.path.join(tmp, path), "a", encoding="utf-8") as f:
                 f.write(line)
             errs = check_includes(tmp)

@@ -447,7 +447,7 @@ static bool prepare_rope_spectrum(const cJSON *root, const api_ctx *ctx, an_job 
 static void an_run(srv_job *job, size_t i, void *ws, size_t ws_size)
 {
     an_job *aj = job->impl;
-    api_ctx ctx = {NULL, "", NULL};
+    api_ctx ctx = {NULL, "", NULL, NULL};
     pa_error pe;
     pa_status st = PA_STATUS_OK;
     api_err e;
@@ -606,7 +606,7 @@ static bool analyze_prepare(const cJSON *root, const api_ctx *top, srv_job **job
                             srv_reply *reply)
 {
     const srv_limits *lim = top->lim;
-    api_ctx ctx = {lim, "", top->source};
+    api_ctx ctx = {lim, "", top->source, top->lift};
     api_err e;
     srv_job *job = NULL;
     an_job *aj = NULL;

@@ -83,6 +83,87 @@ void srv_job_set_timed_out(srv_job *job, size_t i);
 void srv_job_finish(srv_job *job, srv_reply *reply);
 void srv_job_free(srv_job *job);
 
+/* ------------------------------------------------------------------------- */
+/* Wire protocols                                                            */
+/* ------------------------------------------------------------------------- */
+
+/* One model's inference counters, as a protocol's statistics report them
+ * (the Open Inference Protocol's statistics extension, Triton's
+ * extension_statistics.md) and /metrics exposes them: runtime/metrics.c
+ * keeps them, the protocol renders them, http/ carries them between. The
+ * phases of a successful inference, summed in nanoseconds, by Triton's
+ * names: queue (tasks waiting for a worker, the longest of a request's),
+ * compute_input (the body parsed into tensors), compute_infer (the
+ * computation, first task's start to last one's end), compute_output (the
+ * answer rendered). */
+typedef enum srv_model_phase {
+    SRV_PHASE_QUEUE,
+    SRV_PHASE_INPUT,
+    SRV_PHASE_INFER,
+    SRV_PHASE_OUTPUT,
+    SRV_PHASE_COUNT
+} srv_model_phase;
+
+typedef struct srv_model_counts {
+    uint64_t success, fail;       /* inference requests answered 200, and otherwise */
+    uint64_t success_ns, fail_ns; /* their whole durations, summed */
+    uint64_t phase_ns[SRV_PHASE_COUNT];
+    uint64_t last_ms; /* the last inference, ms since the epoch; 0 before any */
+} srv_model_counts;
+
+/* The {name} and {version} segments of a route's path ("" when the path
+ * has none), cut to fit. */
+typedef struct srv_route_params {
+    char name[128];
+    char version[32];
+} srv_route_params;
+
+/* What a protocol's route sees of the server and the request. */
+typedef struct srv_protocol_ctx {
+    const srv_limits *lim;
+    const srv_route_params *params;
+    bool ready; /* the server takes work: not draining, queue not full (/readyz) */
+    /* The counters of the models keyed key (NULL: every model's in turn is
+     * not offered; ask per key). */
+    void (*counts)(void *arg, const char *key, srv_model_counts *out);
+    void *counts_arg;
+} srv_protocol_ctx;
+
+/* A wire protocol that answers routes of its own (v2/: the Open Inference
+ * Protocol, srv_v2_protocol). The HTTP layer's route table names the
+ * protocol and the operation (the protocol's own number) of each of its
+ * rows, and http/ does the rest through this record without knowing which
+ * protocol it is: adding one is a folder that defines its record, and
+ * table rows. */
+typedef struct srv_protocol {
+    const char *name;   /* "v2" */
+    const char *prefix; /* every path under it ("/v2", "/v2/...") answers errors
+                           in the protocol's shape, a route or not */
+    /* A request header whose value is a byte count that frames the body
+     * (NULL: none): the body's first that many bytes are one part (a JSON
+     * header) and the rest another (binary tensors), which http/ places at
+     * a 16-byte aligned address. An answer sets reply->len_header to say
+     * the same of itself. */
+    const char *framing_header;
+    /* Whether the route's path parameters name something the protocol has
+     * (called only for rows whose path has a {name}): true, or false with
+     * the 404 message in msg[cap], or msg "" for a 404 with no body. */
+    bool (*check)(int op, const srv_route_params *p, char *msg, size_t cap);
+    /* The answer of a route without a body (GET). */
+    void (*answer)(int op, const srv_protocol_ctx *pc, srv_reply *reply);
+    /* A route with a body (POST): the job, as srv_job_prepare makes one.
+     * framing is the framing header's value, -1 when it is absent. The
+     * body must outlive the job (binary tensors are read in place). */
+    bool (*prepare)(int op, const srv_protocol_ctx *pc, const char *body, size_t len,
+                    int64_t framing, srv_job **job, srv_reply *reply);
+    /* Rewrites an error reply of the /v1 form into the protocol's own,
+     * keeping its status; other replies are left alone. */
+    void (*error_shape)(srv_reply *reply);
+    /* The model counters a request of the route counts in (a key of
+     * srv_protocol_ctx.counts), or NULL when it counts in none. */
+    const char *(*model_key)(int op, const srv_route_params *p);
+} srv_protocol;
+
 /* Whether ep takes a request body (POST: srv_job_prepare) or answers at
  * once (GET: srv_endpoint_answer). */
 bool srv_endpoint_takes_body(const srv_endpoint *ep);

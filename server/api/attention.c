@@ -146,6 +146,7 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     ctx.lim = lim;
     ctx.prefix = prefix;
     ctx.source = top->source;
+    ctx.lift = top->lift;
     if (!api_item_parse(node, &ctx, extra, 3, &a->it, &a->err))
         goto fail;
     a->out_wire = out_wire;
@@ -293,7 +294,7 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
     pa_error pe;
     api_err e;
     char prefix[32];
-    api_ctx ctx = {NULL, prefix, NULL};
+    api_ctx ctx = {NULL, prefix, NULL, NULL};
 
     pa_attention att;
     const api_item *it = &a->it;
@@ -364,7 +365,7 @@ static bool overflows(const att_item *a, size_t i, api_err *e)
         const float *res = (it->ret & (1u << r)) ? a->res[r] : NULL;
         if (res != NULL && srv_wire_overflow(res, count_all(it, 1u << r), a->out_wire, &at)) {
             char prefix[32];
-            api_ctx ctx = {NULL, prefix, NULL};
+            api_ctx ctx = {NULL, prefix, NULL, NULL};
             api_item_prefix(prefix, i);
             api_fail(e, &ctx, SRV_ERR_OUT_OF_RANGE, "output_dtype",
                      "%s holds %.9g at element %zu, past the largest %s (%s): ask for "
@@ -481,6 +482,7 @@ bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
 {
     const att_job *aj;
     const att_item *a;
+    api_task timing;
     if (job == NULL || job->ep != &srv_ep_attention || i >= ((const att_job *)job->impl)->n)
         return false;
     aj = job->impl;
@@ -490,13 +492,27 @@ bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
         out->err = &a->err;
         return true;
     }
-    out->err = item_outcome(job, a, &out->timing);
-    out->timed_out = out->timing.timed_out;
-    out->it = &a->it;
+    memset(&timing, 0, sizeof timing);
+    out->err = item_outcome(job, a, &timing);
+    out->timed_out = timing.timed_out;
+    out->queue_us = timing.queue_us;
+    out->compute_us = timing.compute_us;
+    out->cpu_us = timing.cpu_us;
     out->out_wire = a->out_wire;
-    for (int r = 0; r < API_NRES; r++)
+    for (int r = 0; r < API_NRES; r++) {
         out->res[r] = a->res[r];
+        out->ndim[r] = api_item_result_shape(&a->it, 1u << r, out->shape[r]);
+    }
     return true;
+}
+
+const api_item *api_attention_item(const srv_job *job, size_t i)
+{
+    const att_job *aj;
+    if (job == NULL || job->ep != &srv_ep_attention || i >= ((const att_job *)job->impl)->n)
+        return NULL;
+    aj = job->impl;
+    return aj->items[i].valid ? &aj->items[i].it : NULL;
 }
 
 const api_err *api_attention_item_error(const srv_job *job, size_t i)
@@ -513,7 +529,7 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
 {
     static const char *const top[] = {"inputs", "output_encoding", "output_dtype"};
     const srv_limits *lim = top_ctx->lim;
-    api_ctx ctx = {lim, "", top_ctx->source};
+    api_ctx ctx = {lim, "", top_ctx->source, top_ctx->lift};
     api_err e;
     const cJSON *inputs, *node, *v;
     srv_encoding enc = SRV_ENCODING_JSON;
@@ -596,7 +612,7 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
     for (size_t k = 0, t = 0; k < n; k++) {
         att_item *a = &aj->items[k];
         char prefix[32];
-        api_ctx ictx = {lim, prefix, NULL};
+        api_ctx ictx = {lim, prefix, NULL, NULL};
         api_item_prefix(prefix, k);
         if (a->valid && !alloc_outputs(a, &ictx))
             a->valid = false;

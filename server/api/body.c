@@ -1,10 +1,12 @@
-/* body.c - the request body as JSON: checked against RFC 8259's grammar
- * (codec/json_check.h, which cJSON is lenient about), its parse tree bounded
- * by the request's memory limit, syntax errors shown with the bytes around
- * them. The member-name checks and the typed readers of its values are in
- * api/json.c.
+/* body.c - see api/protocol.h: the one reader of request bodies for every
+ * protocol. Tensor arrays lifted, the rest checked against RFC 8259's
+ * grammar (codec/json_check.h, which cJSON is lenient about), its parse
+ * tree bounded by the request's memory limit, then parsed; syntax errors
+ * shown with the bytes around them. The member-name checks and the typed
+ * readers of its values are in api/json.c.
  */
 #include "api/json.h"
+#include "api/protocol.h"
 
 #include "codec/json_check.h"
 
@@ -14,30 +16,6 @@
 static bool is_json_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-/* An upper bound on the bytes cJSON allocates for body: one node per value
- * (a value is first in its container or follows a comma) plus copies of the
- * strings, which are shorter than the body. */
-static size_t count_byte(const char *s, size_t len, char c)
-{
-    size_t n = 0;
-    const char *p = s, *end = s + len;
-    /* memchr runs at memory speed; a byte loop was a tenth of the server
-     * time of a large base64 request. */
-    while (p < end && (p = memchr(p, c, (size_t)(end - p))) != NULL) {
-        n++;
-        p++;
-    }
-    return n;
-}
-
-static size_t tree_bytes(const char *body, size_t len, size_t *values)
-{
-    size_t n =
-        1 + count_byte(body, len, ',') + count_byte(body, len, '[') + count_byte(body, len, '{');
-    *values = n;
-    return api_add_sat(api_mul_sat(n, sizeof(cJSON)), len);
 }
 
 /* Writes the bytes around offset at of body into out as
@@ -69,12 +47,14 @@ static void json_near(const char *body, size_t len, size_t at, char *out, size_t
         snprintf(out, cap, "after '%s', before '%s'", side[0], side[1]);
 }
 
-bool api_check_json(const char *body, size_t len, api_err *e)
+/* The RFC 8259 check: true with *values, the JSON values of body (the
+ * nodes cJSON will make of it); false with MALFORMED_JSON naming the byte. */
+static bool check_json(const char *body, size_t len, size_t *values, api_err *e)
 {
     size_t at;
     const char *why;
     char near[256];
-    if (body == NULL || srv_json_check(body, len, &at, &why))
+    if (srv_json_check(body, len, &at, &why, values))
         return true;
     json_near(body, len, at, near, sizeof near);
     api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "",
@@ -82,21 +62,17 @@ bool api_check_json(const char *body, size_t len, api_err *e)
     return false;
 }
 
-cJSON *api_parse_body(const char *body, size_t len, size_t max_memory, api_err *e)
+/* cJSON's parse of a checked body of `values` JSON values, its tree bounded
+ * by max_memory first: it is the one allocation the request memory bound
+ * cannot see later, and a body of "0,0,0,..." makes it 30 times the body
+ * (one node per value plus copies of the strings, which are shorter than
+ * the body). */
+static cJSON *parse_json(const char *body, size_t len, size_t values, size_t max_memory, api_err *e)
 {
     const char *end = NULL;
-    size_t i = 0, values, tree;
+    size_t i, tree = api_add_sat(api_mul_sat(values, sizeof(cJSON)), len);
     cJSON *root;
 
-    while (body != NULL && i < len && is_json_space(body[i]))
-        i++;
-    if (body == NULL || i == len) {
-        api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "", "the request body is empty");
-        return NULL;
-    }
-    /* The parse tree is the one allocation the request memory bound cannot
-     * see later, and a body of "0,0,0,..." makes it 30 times the body. */
-    tree = tree_bytes(body, len, &values);
     if (tree > max_memory) {
         const size_t mb = (size_t)1 << 20;
         api_fail(
@@ -132,4 +108,64 @@ cJSON *api_parse_body(const char *body, size_t len, size_t max_memory, api_err *
         return NULL;
     }
     return root;
+}
+
+bool api_body_read(const char *body, size_t len, const srv_limits *lim, bool lift, api_body *out,
+                   api_err *e)
+{
+    size_t values = 0;
+    const char *text;
+    size_t text_len;
+
+    memset(out, 0, sizeof *out);
+    if (body == NULL) {
+        /* A body of white space only is named by the check below. */
+        api_fail(e, NULL, SRV_ERR_MALFORMED_JSON, "", "the request body is empty");
+        return false;
+    }
+    /* Tensor number arrays first, straight to floats (json_lift.h). */
+    out->lifted = lift && srv_lift_scan(body, len, &out->lift);
+    text = out->lifted ? out->lift.text : body;
+    text_len = out->lifted ? out->lift.len : len;
+    /* Then JSON as RFC 8259 has it, where cJSON is lenient: over what is
+     * left once the arrays are lifted (the lifter reads numbers in JSON's
+     * own grammar, and leaves any it does not for this check); an error is
+     * named at its byte in the body as sent. */
+    if (!check_json(text, text_len, &values, e)) {
+        if (out->lifted)
+            (void)check_json(body, len, NULL, e);
+        goto fail;
+    }
+    if (out->lifted && out->lift.bytes > lim->max_request_memory) {
+        const size_t mb = (size_t)1 << 20;
+        api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                 "request needs %zu MB to parse (its tensor numbers as float32), limit %zu "
+                 "MB " SRV_LIMIT_MEMORY,
+                 out->lift.bytes / mb + (out->lift.bytes % mb != 0), lim->max_request_memory / mb);
+        goto fail;
+    }
+    out->root = parse_json(text, text_len, values,
+                           lim->max_request_memory - (out->lifted ? out->lift.bytes : 0), e);
+    if (out->root == NULL && out->lifted) {
+        /* Report cJSON's error at its place in the body as sent. */
+        srv_lift_free(&out->lift);
+        out->lifted = false;
+        if (check_json(body, len, &values, e))
+            out->root = parse_json(body, len, values, lim->max_request_memory, e);
+    }
+    if (out->root == NULL)
+        goto fail;
+    return true;
+fail:
+    api_body_free(out);
+    return false;
+}
+
+void api_body_free(api_body *b)
+{
+    if (b == NULL)
+        return;
+    cJSON_Delete(b->root);
+    srv_lift_free(&b->lift);
+    memset(b, 0, sizeof *b);
 }

@@ -396,7 +396,7 @@ static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
 {
     enc_job *ej = job->impl;
     const pa_scheme *s = &ej->sch.s;
-    api_ctx ctx = {NULL, "", NULL};
+    api_ctx ctx = {NULL, "", NULL, NULL};
     pa_error pe;
     pa_status st = PA_STATUS_OK;
     api_err e;
@@ -602,7 +602,7 @@ static bool encode_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
                                       "num_heads",   "q_length",        "k_length",   "q_positions",
                                       "k_positions", "output_encoding", "chunk_size", "causal"};
     const srv_limits *lim = top_ctx->lim;
-    api_ctx ctx = {lim, "", top_ctx->source};
+    api_ctx ctx = {lim, "", top_ctx->source, top_ctx->lift};
     api_err e;
     srv_job *job = NULL;
     enc_job *ej = NULL;

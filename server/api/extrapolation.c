@@ -233,7 +233,7 @@ static bool ex_prepare(const cJSON *root, const api_ctx *top, srv_job **job_out,
     static const char *const gauss_fields[] = {"analysis", "id",           "scheme", "train_length",
                                                "lengths",  "band",         "inputs", "num_heads",
                                                "head_dim", "num_kv_heads", "seed",   "causal"};
-    api_ctx ctx = {top->lim, "", top->source};
+    api_ctx ctx = {top->lim, "", top->source, top->lift};
     api_err e;
     srv_job *job = api_job_new(&srv_ep_extrapolation, 1);
     ex_job *x = calloc(1, sizeof *x);
@@ -393,7 +393,7 @@ static void ex_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         o.far_distance = x->train_length;
         if (pa_attention_run(&a, &o, ws, ws_size, &pe) != PA_STATUS_OK) {
             char f[32];
-            api_ctx ctx = {NULL, f, NULL};
+            api_ctx ctx = {NULL, f, NULL, NULL};
             snprintf(f, sizeof f, "lengths[%d]", (int)k);
             api_fail_pa(&e, &ctx, &pe);
             api_task_fail(job, i, &e);

@@ -11,7 +11,7 @@
 #include "api/job.h"
 
 #include "api/json.h"
-#include "codec/json_lift.h"
+#include "api/protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,60 +110,33 @@ void srv_endpoint_answer(const srv_endpoint *ep, const srv_limits *lim, srv_repl
 bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const srv_limits *lim,
                      srv_job **job, srv_reply *reply)
 {
-    api_ctx ctx = {lim, "", NULL};
     api_err e;
-    cJSON *root;
-    srv_lift lift;
-    bool ok, lifted;
+    api_body b;
+    bool ok;
 
     *job = NULL;
     if (!srv_endpoint_takes_body(ep)) {
         srv_reply_error(reply, SRV_ERR_NOT_FOUND, NULL, "no such endpoint");
         return false;
     }
-    /* Tensor number arrays first, straight to floats (json_lift.h). */
-    lifted = srv_lift_scan(body, len, &lift);
-    /* Then JSON as RFC 8259 has it, where cJSON is lenient: over what is
-     * left once the arrays are lifted (the lifter reads numbers in JSON's
-     * own grammar, and leaves any it does not for this check), and over the
-     * body as sent to name the byte of an error. */
-    if (!api_check_json(lifted ? lift.text : body, lifted ? lift.len : len, &e)) {
-        if (lifted)
-            (void)api_check_json(body, len, &e);
-        srv_lift_free(&lift);
+    if (!api_body_read(body, len, lim, true, &b, &e)) {
         api_reply_err(reply, &e);
         return false;
     }
-    if (lifted && lift.bytes > lim->max_request_memory) {
-        const size_t mb = (size_t)1 << 20;
-        api_fail(&e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
-                 "request needs %zu MB to parse (its tensor numbers as float32), limit %zu "
-                 "MB " SRV_LIMIT_MEMORY,
-                 lift.bytes / mb + (lift.bytes % mb != 0), lim->max_request_memory / mb);
-        srv_lift_free(&lift);
-        api_reply_err(reply, &e);
-        return false;
-    }
-    root = api_parse_body(lifted ? lift.text : body, lifted ? lift.len : len,
-                          lim->max_request_memory - (lifted ? lift.bytes : 0), &e);
-    if (root == NULL && lifted) {
-        /* Report a syntax error at its place in the body as sent. */
-        srv_lift_free(&lift);
-        lifted = false;
-        root = api_parse_body(body, len, lim->max_request_memory, &e);
-    }
-    if (root == NULL) {
-        api_reply_err(reply, &e);
-        return false;
-    }
-    srv_lift_set_current(lifted ? &lift : NULL);
-    ok = ep->prepare(root, &ctx, job, reply);
+    api_ctx ctx = {lim, "", NULL, b.lifted ? &b.lift : NULL};
+    ok = ep->prepare(b.root, &ctx, job, reply);
     /* The tree (with any JSON tensor data) goes now: the job keeps only
      * parsed floats and duplicated ids. */
-    srv_lift_set_current(NULL);
-    cJSON_Delete(root);
-    srv_lift_free(&lift);
+    api_body_free(&b);
     return ok;
+}
+
+void api_job_set_view(srv_job *job, api_job_view view, void (*view_free)(void *view_ctx),
+                      void *view_ctx)
+{
+    job->view = view;
+    job->view_free = view_free;
+    job->view_ctx = view_ctx;
 }
 
 size_t srv_job_task_count(const srv_job *job)

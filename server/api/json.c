@@ -320,7 +320,7 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
         int32_t got = 0;
         /* A plain array of numbers was lifted before cJSON as floats
          * (json_lift.h): read its own text, as integers. */
-        const srv_lifted *lfd = srv_lift_find(data);
+        const srv_lifted *lfd = srv_lift_find(ctx->lift, data);
         cJSON *orig_data = lfd != NULL ? cJSON_ParseWithLength(lfd->text, lfd->text_len) : NULL;
         bool ok;
         if (lfd != NULL) {
@@ -349,7 +349,7 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
     }
     snprintf(path, sizeof path, "%s.b64", name);
     /* Decoded before cJSON as float32 bytes (json_lift.h): its own text. */
-    const srv_lifted *lf = srv_lift_find(b64);
+    const srv_lifted *lf = srv_lift_find(ctx->lift, b64);
     cJSON *orig = lf != NULL ? cJSON_ParseWithLength(lf->text, lf->text_len) : NULL;
     if (lf != NULL) {
         if (orig == NULL)
@@ -611,8 +611,8 @@ bool api_get_tensor_as(const cJSON *v, const char *name, const api_ctx *ctx, int
                         name);
     if (srv_tensor_is_ref(v)
             ? !srv_tensor_store_ref(ctx->lim->tensors, v, path, want_ndim, &t, &rep)
-            : !srv_tensor_parse_as(v, path, want_ndim, ctx->lim->max_tensor_elements, kind, &t,
-                                   &rep))
+            : !srv_tensor_parse_as(v, path, want_ndim, ctx->lim->max_tensor_elements, kind,
+                                   ctx->lift, &t, &rep))
         return api_fail_reply(e, &rep);
     srv_reply_free(&rep); /* in case the parser left anything in it */
     for (int d = 0; d < t.ndim; d++) {

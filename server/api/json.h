@@ -1,13 +1,14 @@
-/* json.h - private to api/: the error record every endpoint fills, the
- * parser's context, and the readers of request JSON: the body
- * (api/body.c), member names, typed values and tensors (api/json.c), each
- * error naming the field and the value found. The lowest files of api/:
- * they know no endpoint and no job.
+/* json.h - private to api/: the readers of request JSON that only api/'s
+ * endpoints use (tensors, arrays, lengths, encodings, limits), each error
+ * naming the field and the value found; api/protocol.h has the error
+ * record, the parser's context, the body reader and the readers protocols
+ * use too. The lowest files of api/: they know no endpoint and no job.
  */
 #ifndef SRV_API_JSON_H
 #define SRV_API_JSON_H
 
 #include "api/api.h"
+#include "api/protocol.h"
 #include "codec/tensor.h"
 #include "common/errors.h"
 #include "common/reply.h"
@@ -18,58 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__GNUC__)
-#define API_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define API_PRINTF(f, a)
-#endif
-
-/* Field paths and messages; the reply layer caps what it sends anyway. */
-enum { API_FIELD_MAX = 192, API_MESSAGE_MAX = 1024 };
-
-/* An error as the API reports it: {"code","message","field"}. */
-typedef struct api_err {
-    srv_error code;
-    char field[API_FIELD_MAX];
-    char message[API_MESSAGE_MAX];
-} api_err;
-
-/* Where a parser is: the limits, and the path prefix of the object it reads
- * ("inputs[2]" for a batch item, "" for a top-level request). Error fields
- * are prefix + "." + name; messages use the name relative to the prefix,
- * as the core library's messages do ("k.shape[1]=3 does not divide ..."). */
-typedef struct api_tensor_source api_tensor_source;
-typedef struct api_ctx {
-    const srv_limits *lim;
-    const char *prefix;
-    const api_tensor_source *source; /* NULL: tensors are in the JSON (or named) */
-} api_ctx;
-
-/* Tensors that are not in the JSON text: the protocol layer that owns some
- * bytes (v2/: the binary part of an infer request) puts nodes of its own in
- * the tree it hands to a preparer, and api_get_tensor asks the ctx's source
- * about each tensor node before reading it as JSON. The api layer never
- * knows who the source is; arrows point down. */
-struct api_tensor_source {
-    /* True when node is one of the source's tensor nodes. */
-    bool (*owns)(const api_tensor_source *src, const cJSON *node);
-    /* Reads such a node as api_get_tensor_as does (same contract). */
-    bool (*get)(const api_tensor_source *src, const cJSON *node, const char *name,
-                const api_ctx *ctx, int want_ndim, srv_elem kind, srv_tensor *out, api_err *e);
-};
-
-/* Fills *e with code, field = ctx prefix + name, and the formatted message.
- * Returns false, so parsers write `return api_fail(...)`. */
-bool api_fail(api_err *e, const api_ctx *ctx, srv_error code, const char *name, const char *fmt,
-              ...) API_PRINTF(5, 6);
 /* Same, from a core library error: its field gets the ctx prefix. */
 bool api_fail_pa(api_err *e, const api_ctx *ctx, const pa_error *pe);
 /* Copies the error of a failed srv_tensor_parse (whose reply holds it) into
  * *e and frees the reply. */
 bool api_fail_reply(api_err *e, srv_reply *reply);
-/* Fills *reply with *e. */
-void api_reply_err(srv_reply *reply, const api_err *e);
-
 /* Joins ctx prefix and name into buf: "inputs[2].k" or "k". */
 const char *api_path(char *buf, size_t cap, const api_ctx *ctx, const char *name);
 /* "inputs[i]" into buf (at least 32 bytes), without printf: it is on every
@@ -80,37 +34,6 @@ const char *api_item_prefix(char *buf, size_t i);
  * printer would give them after its sprintf("%1.15g") and sscanf. */
 cJSON *api_id_node(const cJSON *id);
 
-/* "string", "number", "array", ... for messages. */
-const char *api_json_type(const cJSON *node);
-
-/* Parses body (len bytes, need not be NUL-terminated) into a JSON object.
- * Rejects anything after the value but whitespace, and (413) a body whose
- * parse tree could need more than max_memory bytes. NULL with *e filled. */
-/* Strict JSON (codec/json_check.h) before any parser: false with a
- * MALFORMED_JSON error naming the byte and what is wrong there. */
-bool api_check_json(const char *body, size_t len, api_err *e);
-cJSON *api_parse_body(const char *body, size_t len, size_t max_memory, api_err *e);
-
-/* Checks that every member name of obj is in known[0..n) (n <= 64), and that
- * none repeats. On an unknown name: UNKNOWN_FIELD naming it and listing the
- * known ones. parent is obj's path relative to ctx ("scheme", or "" for the
- * ctx object itself); what describes obj in the message ("the request",
- * "an attention item", "scheme 'rope'"). */
-/* obj's member name, or NULL; an optional int member (*present says
- * whether it was there). */
-const cJSON *api_member(const cJSON *obj, const char *name);
-bool api_opt_int(const cJSON *obj, const char *name, const api_ctx *ctx, int32_t *out,
-                 bool *present, api_err *e);
-bool api_check_fields(const cJSON *obj, const char *const *known, size_t n, const char *parent,
-                      const char *what, const api_ctx *ctx, api_err *e);
-
-/* Readers of one member value. name is the path relative to ctx (for the
- * error). Each fails with INVALID_ARGUMENT naming the type found. */
-bool api_get_int(const cJSON *v, const char *name, const api_ctx *ctx, int32_t *out, api_err *e);
-bool api_get_number(const cJSON *v, const char *name, const api_ctx *ctx, double *out, api_err *e);
-bool api_get_bool(const cJSON *v, const char *name, const api_ctx *ctx, bool *out, api_err *e);
-bool api_get_string(const cJSON *v, const char *name, const api_ctx *ctx, const char **out,
-                    api_err *e);
 /* Arrays of int32 / finite float values, 1 .. lim->max_tensor_elements long;
  * *out malloc'd (caller frees). */
 bool api_get_int_array(const cJSON *v, const char *name, const api_ctx *ctx, int32_t **out,
@@ -155,10 +78,6 @@ bool api_get_tensor_as(const cJSON *v, const char *name, const api_ctx *ctx, int
  * PAYLOAD_TOO_LARGE naming the result when over. Shapes are non-negative. */
 bool api_check_result_size(const char *name, int ndim, const int64_t *shape, const api_ctx *ctx,
                            api_err *e);
-
-/* a * b and a + b in size_t, saturating at SIZE_MAX (memory estimates). */
-size_t api_mul_sat(size_t a, size_t b);
-size_t api_add_sat(size_t a, size_t b);
 
 /* The 413 for a request that needs more than lim->max_request_memory. */
 /* The answer's text for results of result_bytes (float32 bytes) in

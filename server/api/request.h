@@ -7,6 +7,7 @@
 #define SRV_API_REQUEST_H
 
 #include "api/json.h"
+#include "api/protocol.h"
 #include "codec/tensor.h"
 #include "posattn.h"
 
@@ -36,48 +37,6 @@ void api_scheme_free(api_scheme *s);
 size_t api_tensor_bytes(const srv_tensor *t);
 /* Frees a parsed tensor (unless borrowed) and leaves it empty. */
 void api_tensor_release(srv_tensor *t);
-
-/* A scheme parameter as requests name it, for the parser and GET /v1/schemes. */
-typedef enum api_param_kind {
-    API_PARAM_NUMBER, /* double */
-    API_PARAM_INT,    /* int32 */
-    API_PARAM_BOOL,
-    API_PARAM_ENUM,         /* a name: layout, scaling */
-    API_PARAM_TENSOR,       /* 2-D tensor */
-    API_PARAM_NUMBER_ARRAY, /* plain JSON array of numbers */
-    API_PARAM_INT_ARRAY,    /* plain JSON array of integers (mrope_section) */
-} api_param_kind;
-
-typedef struct api_param {
-    pa_scheme_type type;
-    const char *name;
-    api_param_kind kind;
-    size_t offset;     /* of the value in pa_scheme (number, int, bool, enum) */
-    unsigned scalings; /* rope: bit mask of scalings it applies to; 0 = all */
-    const char *shape; /* tensors and arrays: "[num_buckets, H]" */
-    const char *need;  /* "required", "optional", "required for attention" */
-    const char *doc;   /* one line */
-} api_param;
-
-/* The parameter table, in documentation order. */
-const api_param *api_params(size_t *n);
-/* "json" type names for a kind: "number", "integer", ... */
-const char *api_param_kind_name(api_param_kind k);
-
-/* Return-field bits of an attention item: result r is bit 1 << r. */
-enum {
-    API_RET_OUTPUT = 1u << 0,
-    API_RET_WEIGHTS = 1u << 1,
-    API_RET_LOGITS = 1u << 2,
-    API_RET_Q_ROT = 1u << 3,
-    API_RET_K_ROT = 1u << 4,
-    API_RET_ENTROPY = 1u << 5,
-    API_RET_DISTANCE = 1u << 6,
-};
-enum { API_NRES = 7 };
-/* The results' names in that order: output, weights, logits, q_rot, k_rot,
- * entropy, distance. */
-extern const char *const api_result_names[API_NRES];
 
 /* An attention item: the descriptor plus every buffer it borrows. */
 typedef struct api_item {

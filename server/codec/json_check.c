@@ -207,10 +207,11 @@ static bool literal(scan *c, const char *word)
 }
 
 /* Values iteratively: the open containers in `open` ('[' or '{'). */
-bool srv_json_check(const char *text, size_t len, size_t *at, const char **why)
+bool srv_json_check(const char *text, size_t len, size_t *at, const char **why, size_t *values)
 {
     char open[SRV_JSON_MAX_DEPTH];
     int depth = 0;
+    size_t count = 0;
     scan c = {(const unsigned char *)text, len, 0, NULL};
     bool ok = false;
 
@@ -221,6 +222,7 @@ bool srv_json_check(const char *text, size_t len, size_t *at, const char **why)
             fail(&c, "the text ends where a value should be");
             break;
         }
+        count++;
         switch (c.s[c.i]) {
         case '{':
         case '[':
@@ -312,6 +314,8 @@ out:
     if (!ok) {
         *at = c.i;
         *why = c.why;
+    } else if (values != NULL) {
+        *values = count;
     }
     return ok;
 }

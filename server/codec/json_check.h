@@ -18,8 +18,10 @@
 #define SRV_JSON_MAX_DEPTH 1000
 
 /* True when text [len] is one JSON value with optional white space around
- * it. Otherwise *at is the offset of the first byte that is wrong and *why
- * says what is wrong there (a static string). */
-bool srv_json_check(const char *text, size_t len, size_t *at, const char **why);
+ * it; then *values (when values is not NULL) is how many JSON values it
+ * holds, containers and members' values included: the nodes a parser makes
+ * of it. Otherwise *at is the offset of the first byte that is wrong and
+ * *why says what is wrong there (a static string). */
+bool srv_json_check(const char *text, size_t len, size_t *at, const char **why, size_t *values);
 
 #endif

@@ -10,8 +10,6 @@
 
 enum { MARKER = 0x01 };
 
-static _Thread_local srv_lift *current;
-
 static bool is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -516,30 +514,28 @@ void srv_lift_free(srv_lift *lift)
     memset(lift, 0, sizeof *lift);
 }
 
-void srv_lift_set_current(srv_lift *lift)
-{
-    current = lift;
-}
-
-const srv_lifted *srv_lift_find(const cJSON *node)
+const srv_lifted *srv_lift_find(const srv_lift *lift, const cJSON *node)
 {
     const char *v;
     char *end;
     unsigned long long i;
-    if (current == NULL || !cJSON_IsString(node) || node->valuestring == NULL)
+    if (lift == NULL || !cJSON_IsString(node) || node->valuestring == NULL)
         return NULL;
     v = node->valuestring;
     if ((unsigned char)v[0] != MARKER || !is_digit(v[1]))
         return NULL;
     i = strtoull(v + 1, &end, 10);
-    if (*end != '\0' || i >= current->count)
+    if (*end != '\0' || i >= lift->count)
         return NULL;
-    return &current->items[i];
+    return &lift->items[i];
 }
 
-float *srv_lift_take(const cJSON *node, bool b64, int ndim, const int64_t *shape, size_t count)
+float *srv_lift_take(const srv_lift *lift, const cJSON *node, bool b64, int ndim,
+                     const int64_t *shape, size_t count)
 {
-    srv_lifted *it = (srv_lifted *)srv_lift_find(node);
+    /* The lift is const to its readers; taking moves one array's ownership
+     * out of it, which only the parse of that request does. */
+    srv_lifted *it = (srv_lifted *)srv_lift_find(lift, node);
     float *data;
     if (it == NULL || it->data == NULL || it->b64 != b64 || it->n != count)
         return NULL;

@@ -57,17 +57,17 @@ typedef struct srv_lift {
 bool srv_lift_scan(const char *body, size_t len, srv_lift *lift);
 void srv_lift_free(srv_lift *lift);
 
-/* The lift that srv_lift_find consults on this thread (NULL: none), set
- * around the parse of one request. */
-void srv_lift_set_current(srv_lift *lift);
-/* The lifted value a marker node stands for, or NULL when node is not a
- * marker of the current lift. */
-const srv_lifted *srv_lift_find(const cJSON *node);
+/* The lifted value a marker node stands for in lift, or NULL when node is
+ * not one of its markers (or lift is NULL). The lift travels with the
+ * request being parsed (api/'s parser context), never in a global. */
+const srv_lifted *srv_lift_find(const srv_lift *lift, const cJSON *node);
 /* The floats of a marker node when they fit the tensor: numbers flat with
  * count values or nested exactly as shape, or base64 of count floats (b64
  * says which the tensor holds). The caller owns them (malloc'd) from then
- * on. NULL when node is not a marker or does not fit (srv_lift_find then
- * gives its text, for the usual checks and error). */
-float *srv_lift_take(const cJSON *node, bool b64, int ndim, const int64_t *shape, size_t count);
+ * on: the lift gives them up, so the same marker is taken once. NULL when
+ * node is not a marker or does not fit (srv_lift_find then gives its text,
+ * for the usual checks and error). */
+float *srv_lift_take(const srv_lift *lift, const cJSON *node, bool b64, int ndim,
+                     const int64_t *shape, size_t count);
 
 #endif

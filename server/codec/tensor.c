@@ -289,12 +289,12 @@ static bool fill_nested(const cJSON *node, int level, int ndim, const int64_t *s
     return true;
 }
 
-static bool parse_data(const cJSON *data, const char *field, int ndim, const int64_t *shape,
-                       size_t count, elem_type et, float *out, srv_reply *err)
+static bool parse_data(const cJSON *data, const srv_lift *lift, const char *field, int ndim,
+                       const int64_t *shape, size_t count, elem_type et, float *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     join_path(path, field, ".data");
-    const srv_lifted *lf = srv_lift_find(data);
+    const srv_lifted *lf = srv_lift_find(lift, data);
     if (lf != NULL) {
         /* Parsed before cJSON (json_lift.h) but not fitting the shape (or
          * a "data" holding base64): the array's own text goes through the
@@ -302,7 +302,7 @@ static bool parse_data(const cJSON *data, const char *field, int ndim, const int
         cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
         if (tree == NULL)
             return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
-        bool ok = parse_data(tree, field, ndim, shape, count, et, out, err);
+        bool ok = parse_data(tree, NULL, field, ndim, shape, count, et, out, err);
         cJSON_Delete(tree);
         return ok;
     }
@@ -336,20 +336,20 @@ static bool floats_finite(const float *out, size_t count, const char *field, ele
 static bool b64_bools(const unsigned char *bytes, size_t count, const char *field, float *out,
                       srv_reply *err);
 
-static bool parse_b64(const cJSON *b64, const char *field, int ndim, const int64_t *shape,
-                      size_t count, elem_type et, float *out, srv_reply *err)
+static bool parse_b64(const cJSON *b64, const srv_lift *lift, const char *field, int ndim,
+                      const int64_t *shape, size_t count, elem_type et, float *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     char shp[128];
     join_path(path, field, ".b64");
-    const srv_lifted *lf = srv_lift_find(b64);
+    const srv_lifted *lf = srv_lift_find(lift, b64);
     if (lf != NULL) {
         /* Decoded before cJSON (json_lift.h) but of another size (or a
          * "b64" holding numbers): the usual checks on its own text. */
         cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
         if (tree == NULL)
             return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
-        bool ok = parse_b64(tree, field, ndim, shape, count, et, out, err);
+        bool ok = parse_b64(tree, NULL, field, ndim, shape, count, et, out, err);
         cJSON_Delete(tree);
         return ok;
     }
@@ -506,7 +506,8 @@ static bool floats_finite(const float *out, size_t count, const char *field, ele
 bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
                       srv_tensor *out, srv_reply *err)
 {
-    return srv_tensor_parse_as(node, field, want_ndim, max_elements, SRV_ELEM_FLOAT, out, err);
+    return srv_tensor_parse_as(node, field, want_ndim, max_elements, SRV_ELEM_FLOAT, NULL, out,
+                               err);
 }
 
 /* Lifted numbers (float32, rounded once from their text) to f16 or bf16
@@ -559,7 +560,7 @@ static bool lifted_to_half(float *buf, size_t count, srv_wire w, const srv_lifte
 }
 
 bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
-                         srv_elem kind, srv_tensor *out, srv_reply *err)
+                         srv_elem kind, const srv_lift *lift, srv_tensor *out, srv_reply *err)
 {
     char path[PATH_MAX_LEN];
     elem_type et = {kind, SRV_WIRE_F32};
@@ -672,11 +673,11 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
      * lifted numbers of a mask only when each is 0 or 1 (else its text goes
      * through the checks below, for the message). */
     bool narrow = et.wire == SRV_WIRE_F16 || et.wire == SRV_WIRE_BF16;
-    const srv_lifted *lf = narrow && data ? srv_lift_find(data) : NULL; /* before the take */
+    const srv_lifted *lf = narrow && data ? srv_lift_find(lift, data) : NULL; /* before the take */
     float *buf =
         (kind == SRV_ELEM_BOOL && b64 != NULL) || (et.wire != SRV_WIRE_F32 && !(narrow && data))
             ? NULL /* base64 of another width */
-            : srv_lift_take(data ? data : b64, b64 != NULL, ndim, shape, count);
+            : srv_lift_take(lift, data ? data : b64, b64 != NULL, ndim, shape, count);
     if (buf != NULL && narrow && !lifted_to_half(buf, count, et.wire, lf)) {
         free(buf); /* a tie or out of range: the text path decides, and says why */
         buf = NULL;
@@ -700,8 +701,8 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
         if (!buf)
             return fail(err, SRV_ERR_INTERNAL, field, "out of memory for %s (%zu bytes)", field,
                         count * sizeof(float));
-        ok = data ? parse_data(data, field, ndim, shape, count, et, buf, err)
-                  : parse_b64(b64, field, ndim, shape, count, et, buf, err);
+        ok = data ? parse_data(data, lift, field, ndim, shape, count, et, buf, err)
+                  : parse_b64(b64, lift, field, ndim, shape, count, et, buf, err);
     }
     if (!ok) {
         free(buf);

@@ -12,6 +12,8 @@
 #include "codec/float32.h" /* SRV_MAX_DIMS */
 #include "common/reply.h"
 
+struct srv_lift; /* codec/json_lift.h */
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -59,9 +61,12 @@ size_t srv_wire_size(srv_wire w);
 /* srv_tensor_parse for values of kind `kind`. A tensor may name its wire
  * type with "dtype" ("f32", "f16", "bf16", "f64") or "datatype" ("FP32",
  * "FP16", "BF16", "FP64"; the two must agree when both are given); a mask
- * is "BOOL" (or "bool"). */
+ * is "BOOL" (or "bool"). lift, when not NULL, is the lift of the body node
+ * was parsed from (codec/json_lift.h): a marker in data or b64 takes its
+ * floats from there. */
 bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, size_t max_elements,
-                         srv_elem kind, srv_tensor *out, srv_reply *err);
+                         srv_elem kind, const struct srv_lift *lift, srv_tensor *out,
+                         srv_reply *err);
 
 /* Frees data unless borrowed; leaves t empty. */
 void srv_tensor_free(srv_tensor *t);

@@ -71,7 +71,8 @@ void srv_reply_json(srv_reply *r, int http_status, char *body, size_t len)
     r->body = body;
     r->body_len = body ? len : 0;
     r->error = SRV_ERR_INTERNAL;
-    r->infer_header_len = 0;
+    r->len_header = NULL;
+    r->len_value = 0;
 }
 
 void srv_reply_error(srv_reply *r, srv_error e, const char *field, const char *fmt, ...)
@@ -95,7 +96,8 @@ void srv_reply_error(srv_reply *r, srv_error e, const char *field, const char *f
     r->error = e;
     r->body = NULL;
     r->body_len = 0;
-    r->infer_header_len = 0;
+    r->len_header = NULL;
+    r->len_value = 0;
 
     cJSON *root = cJSON_CreateObject();
     cJSON *obj = cJSON_AddObjectToObject(root, "error");
@@ -125,5 +127,6 @@ void srv_reply_free(srv_reply *r)
     free(r->body);
     r->body = NULL;
     r->body_len = 0;
-    r->infer_header_len = 0;
+    r->len_header = NULL;
+    r->len_value = 0;
 }

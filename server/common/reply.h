@@ -13,10 +13,14 @@ typedef struct srv_reply {
     const char *content_type; /* static string */
     char *body;               /* malloc'd, owned by the reply; may be NULL when empty */
     size_t body_len;
-    srv_error error;          /* meaningful when http_status >= 400 */
-    /* > 0: the body is a JSON header of this many bytes followed by binary
-     * tensors (Open Inference Protocol: Inference-Header-Content-Length). */
-    size_t infer_header_len;
+    srv_error error; /* meaningful when http_status >= 400 */
+    /* A header whose value is a byte count framing the body (static name,
+     * NULL for none): the protocol that rendered the answer says with it
+     * where one part of the body ends (the Open Inference Protocol's
+     * Inference-Header-Content-Length: a JSON header of len_value bytes,
+     * then binary tensors). */
+    const char *len_header;
+    size_t len_value;
 } srv_reply;
 
 /* Sets a JSON body; takes ownership of body (malloc'd). */

@@ -14,7 +14,6 @@
 #include "http/tls.h"
 #include "http/web.h"
 #include "runtime/keys.h"
-#include "v2/v2.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -150,8 +149,9 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     srv_web_file file;
     srv_error fe;
 
-    q->route = srv_route_find(url, method, &method_ok, &q->model);
-    q->v2 = srv_url_is_v2(url);
+    q->route = srv_route_find(url, method, &method_ok, &q->params);
+    q->shape = srv_url_protocol(url);
+    const srv_route_def *d = &srv_routes[q->route];
     if (!framing_ok(c, &fe, msg, sizeof msg)) {
         q->close = true;
         return http_send_error(q, fe, NULL, msg);
@@ -172,28 +172,25 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     if (srv_routes[q->route].api && !authorized(h, c, q))
         return refuse(q, c, SRV_ERR_UNAUTHORIZED,
                       "a valid API key is required: Authorization: Bearer <key>");
-    if (srv_route_is_v2_model(q->route) &&
-        !srv_v2_model_version_known(q->model.name, q->model.version)) {
-        /* [V2] model ready: "4xx" and an empty body for a model that is not. */
-        if (q->route == SRV_ROUTE_V2_MODEL_READY) {
+    if (d->proto != NULL && srv_route_has_params(q->route) &&
+        !d->proto->check(d->op, &q->params, msg, sizeof msg)) {
+        if (msg[0] == '\0') { /* a bare 404: no body */
             http_set_text(&q->reply, 404, "text/plain", "");
             return http_send_reply(q);
         }
-        srv_v2_unknown_model(q->model.name, q->model.version, msg, sizeof msg);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
-    q->infer_header_len = -1;
-    if (q->route == SRV_ROUTE_V2_INFER &&
-        (cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length")) !=
-            NULL) {
+    q->framing = -1;
+    if (d->proto != NULL && d->proto->framing_header != NULL &&
+        (cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, d->proto->framing_header)) != NULL) {
         char *end;
         unsigned long long n = strtoull(cl, &end, 10);
         if (cl[0] < '0' || cl[0] > '9' || *end != '\0' || n > (unsigned long long)INT64_MAX) {
-            snprintf(msg, sizeof msg, "Inference-Header-Content-Length='%.32s' is not a byte count",
+            snprintf(msg, sizeof msg, "%s='%.32s' is not a byte count", d->proto->framing_header,
                      cl);
             return refuse(q, c, SRV_ERR_INVALID_ARGUMENT, msg);
         }
-        q->infer_header_len = (int64_t)n;
+        q->framing = (int64_t)n;
         q->body_off = (16 - (size_t)(n % 16)) % 16;
     }
     cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -232,7 +229,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         snprintf(q->method, sizeof q->method, "%s", method);
         snprintf(q->path, sizeof q->path, "%s", url);
         atomic_init(&q->remaining, 0);
-        q->key = -1; /* no key yet */
+        q->key = -1;     /* no key yet */
+        q->framing = -1; /* no framing header */
         atomic_init(&q->max_queue_us, 0);
         atomic_init(&q->sum_compute_us, 0);
         atomic_init(&q->first_start_us, UINT64_MAX);

@@ -1,12 +1,10 @@
-/* jobs.c - see request.h: a request's body into a job (srv_job_prepare, or
- * srv_v2_infer_prepare for the Open Inference Protocol), its tasks on the
+/* jobs.c - see request.h: a request's body into a job (srv_job_prepare for
+ * an endpoint of api/, the route's protocol's prepare for its own), its tasks on the
  * worker pool with the connection suspended, and the answer rendered on the
  * pool's loop thread when the last task is done. A tiny job runs on the HTTP
  * thread itself.
  */
 #include "http/request.h"
-
-#include "v2/v2.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -112,12 +110,17 @@ enum MHD_Result http_start_job(request *q)
     if (atomic_load(&h->draining))
         return http_send_error(q, SRV_ERR_DRAINING, NULL,
                                "the server is shutting down; retry on another replica");
-    if (q->route == SRV_ROUTE_V2_INFER
-            ? !srv_v2_infer_prepare(q->model.name, q->body ? q->body + q->body_off : "",
-                                    q->body_len, q->infer_header_len, &h->limits, &q->job,
-                                    &q->reply)
-            : !srv_job_prepare(srv_routes[q->route].ep, q->body ? q->body : "", q->body_len,
-                               &h->limits, &q->job, &q->reply))
+    const srv_route_def *d = &srv_routes[q->route];
+    const char *body = q->body != NULL ? q->body + q->body_off : "";
+    bool prepared;
+    if (d->proto != NULL) {
+        srv_protocol_ctx pc;
+        http_protocol_ctx(q, &pc);
+        prepared = d->proto->prepare(d->op, &pc, body, q->body_len, q->framing, &q->job, &q->reply);
+    } else {
+        prepared = srv_job_prepare(d->ep, body, q->body_len, &h->limits, &q->job, &q->reply);
+    }
+    if (!prepared)
         return http_send_reply(q);
     q->parse_us = (srv_now_ns() - t0) / 1000u;
     n = srv_job_task_count(q->job);

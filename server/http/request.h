@@ -55,10 +55,10 @@ struct request {
     srv_route route;
     char method[8];
     char path[128];
-    srv_route_model model;    /* the v2 model routes: the model's name and version */
-    bool v2;                  /* under /v2: errors in the protocol's shape */
-    int key;                  /* the accepted API key's index (runtime/keys.h), -1: none */
-    int64_t infer_header_len; /* Inference-Header-Content-Length, -1 when absent */
+    srv_route_params params;   /* the path's {name} and {version} */
+    const srv_protocol *shape; /* under a protocol's prefix: its errors' shape, or NULL */
+    int key;                   /* the accepted API key's index (runtime/keys.h), -1: none */
+    int64_t framing;           /* the route's framing header (a byte count), -1 when absent */
     uint64_t start_ns;
     uint64_t deadline_ns;
     /* Server-Timing phases (us): first header byte to the whole body in,
@@ -67,8 +67,8 @@ struct request {
 
     char *body;
     size_t body_len, body_cap;
-    size_t body_off; /* the body starts here in the buffer, so that the binary
-                        part of a v2 request is 16-byte aligned (v2/v2.h) */
+    size_t body_off; /* the body starts here in the buffer, so that the part
+                        after a framed header is 16-byte aligned (api/api.h) */
     bool body_too_large;
     bool refused; /* answer refused_error once the body is read and dropped */
     srv_error refused_error;
@@ -105,8 +105,11 @@ void http_set_text(srv_reply *r, int status, const char *type, const char *text)
 void http_record_answer(request *q);
 /* The whole body is in: prepares the job and runs it (jobs.c). */
 enum MHD_Result http_start_job(request *q);
-/* A route without a job: health, metrics, the page, GET endpoints of the API. */
+/* A route without a job: health, metrics, the page, GET endpoints of the
+ * API, a protocol's GET routes. */
 enum MHD_Result http_serve_simple(request *q);
+/* What the route's protocol sees of q and the server (respond.c). */
+void http_protocol_ctx(request *q, srv_protocol_ctx *pc);
 /* The request's compute wall time: its first task's start to its last
  * one's end (0 before any ran); sum_compute_us is the CPU time (jobs.c). */
 static inline uint64_t srv_request_compute_us(const request *q)

@@ -7,7 +7,6 @@
 #include "http/request.h"
 
 #include "http/web.h"
-#include "v2/v2.h"
 
 #include <microhttpd.h>
 #include <stdatomic.h>
@@ -48,7 +47,11 @@ void http_record_answer(request *q)
     const double seconds = (double)(srv_now_ns() - q->start_ns) / 1e9;
     srv_metrics_request(h->metrics, srv_routes[q->route].label, q->status, seconds, q->body_len,
                         q->bytes_out);
-    if (q->route == SRV_ROUTE_V2_INFER) {
+    const srv_route_def *d = &srv_routes[q->route];
+    const char *model = d->proto != NULL && d->proto->model_key != NULL
+                            ? d->proto->model_key(d->op, &q->params)
+                            : NULL;
+    if (model != NULL) {
         /* Triton's phases: the longest wait of a task, the body parsed, the
          * computation's wall time, the answer rendered. */
         const double phases[SRV_PHASE_COUNT] = {
@@ -57,8 +60,7 @@ void http_record_answer(request *q)
             [SRV_PHASE_INFER] = (double)srv_request_compute_us(q) / 1e6,
             [SRV_PHASE_OUTPUT] = (double)q->render_us / 1e6,
         };
-        srv_metrics_model_infer(h->metrics, srv_v2_model_scheme(q->model.name), q->status == 200,
-                                seconds, phases);
+        srv_metrics_model_infer(h->metrics, model, q->status == 200, seconds, phases);
     }
     if (q->submitted) {
         atomic_fetch_sub(&h->in_flight, 1);
@@ -95,8 +97,8 @@ enum MHD_Result http_send_reply(request *q)
     srv_reply *r = &q->reply;
     char timing[256];
 
-    if (q->v2)
-        srv_v2_reply_error(r); /* {"error":"..."}, whichever layer refused */
+    if (q->shape != NULL)
+        q->shape->error_shape(r); /* the protocol's shape, whichever layer refused */
     if (r->body != NULL) {
         resp = MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_FREE);
         if (resp != NULL)
@@ -108,10 +110,10 @@ enum MHD_Result http_send_reply(request *q)
         return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type ? r->content_type : "application/json");
-    if (r->infer_header_len > 0) {
+    if (r->len_header != NULL) {
         char n[24];
-        snprintf(n, sizeof n, "%zu", r->infer_header_len);
-        MHD_add_response_header(resp, "Inference-Header-Content-Length", n);
+        snprintf(n, sizeof n, "%zu", r->len_value);
+        MHD_add_response_header(resp, r->len_header, n);
     }
     {
         uint64_t total_us = (srv_now_ns() - q->start_ns + 500) / 1000;
@@ -170,11 +172,33 @@ static bool ready(srv_http *h)
     return !atomic_load(&h->draining) && srv_pool_queued(h->pool) < srv_pool_max_queued(h->pool);
 }
 
+/* A protocol's model counters (srv_protocol_ctx.counts). */
+static void model_counts(void *arg, const char *key, srv_model_counts *out)
+{
+    srv_metrics_model_counts(arg, key, out);
+}
+
+void http_protocol_ctx(request *q, srv_protocol_ctx *pc)
+{
+    pc->lim = &q->h->limits;
+    pc->params = &q->params;
+    pc->ready = ready(q->h);
+    pc->counts = model_counts;
+    pc->counts_arg = q->h->metrics;
+}
+
 enum MHD_Result http_serve_simple(request *q)
 {
     srv_http *h = q->h;
-    if (srv_routes[q->route].ep != NULL) { /* GET /v1/schemes, /v1/tensors */
-        srv_endpoint_answer(srv_routes[q->route].ep, &h->limits, &q->reply);
+    const srv_route_def *d = &srv_routes[q->route];
+    if (d->ep != NULL) { /* GET /v1/schemes, /v1/tensors */
+        srv_endpoint_answer(d->ep, &h->limits, &q->reply);
+        return http_send_reply(q);
+    }
+    if (d->proto != NULL) {
+        srv_protocol_ctx pc;
+        http_protocol_ctx(q, &pc);
+        d->proto->answer(d->op, &pc, &q->reply);
         return http_send_reply(q);
     }
     switch (q->route) {
@@ -189,30 +213,6 @@ enum MHD_Result http_serve_simple(request *q)
         else
             http_set_text(&q->reply, 200, "application/json", "{\"status\":\"ready\"}");
         break;
-    /* [V2] health: 200 is true, 4xx false, the body empty; ready as /readyz. */
-    case SRV_ROUTE_V2_LIVE:
-        http_set_text(&q->reply, 200, "text/plain", "");
-        break;
-    case SRV_ROUTE_V2_READY:
-    case SRV_ROUTE_V2_MODEL_READY:
-        http_set_text(&q->reply, ready(h) ? 200 : 400, "text/plain", "");
-        break;
-    case SRV_ROUTE_V2_SERVER:
-        srv_v2_server_metadata(&q->reply);
-        break;
-    case SRV_ROUTE_V2_MODEL:
-        srv_v2_model_metadata(q->model.name, &q->reply);
-        break;
-    case SRV_ROUTE_V2_STATS:
-    case SRV_ROUTE_V2_MODEL_STATS: {
-        srv_model_counts counts[PA_SCHEME_COUNT];
-        for (int t = 0; t < PA_SCHEME_COUNT; t++)
-            srv_metrics_model_counts(h->metrics, pa_scheme_type_name((pa_scheme_type)t),
-                                     &counts[t]);
-        srv_v2_model_stats(q->route == SRV_ROUTE_V2_STATS ? NULL : q->model.name, counts,
-                           &q->reply);
-        break;
-    }
     case SRV_ROUTE_METRICS: {
         size_t len = 0;
         char *text = srv_metrics_render(h->metrics, &len);

@@ -2,11 +2,14 @@
 #include "http/routes.h"
 
 #include "api/api.h"
+#include "v2/v2.h"
 
 #include <stdio.h>
 #include <string.h>
 
-const srv_route_def srv_routes[SRV_ROUTE_NOT_FOUND + 1] = {
+#define V2 &srv_v2_protocol
+const srv_route_def srv_routes[] = {
+    [SRV_ROUTE_NOT_FOUND] = {NULL, NULL, "other", false, NULL, NULL, 0},
     [SRV_ROUTE_ATTENTION] = {"/v1/attention", "POST", "attention", true, &srv_ep_attention},
     [SRV_ROUTE_ENCODE] = {"/v1/encode", "POST", "encode", true, &srv_ep_encode},
     [SRV_ROUTE_ANALYZE] = {"/v1/analyze", "POST", "analyze", true, &srv_ep_analyze},
@@ -16,42 +19,48 @@ const srv_route_def srv_routes[SRV_ROUTE_NOT_FOUND + 1] = {
     [SRV_ROUTE_READYZ] = {"/readyz", "GET", "readyz", false},
     [SRV_ROUTE_METRICS] = {"/metrics", "GET", "metrics", false},
     [SRV_ROUTE_OPENAPI] = {"/openapi.yaml", "GET", "openapi", false},
-    [SRV_ROUTE_V2_SERVER] = {"/v2", "GET", "v2_metadata", true},
-    [SRV_ROUTE_V2_LIVE] = {"/v2/health/live", "GET", "v2_health", false},
-    [SRV_ROUTE_V2_READY] = {"/v2/health/ready", "GET", "v2_health", false},
-    [SRV_ROUTE_V2_STATS] = {"/v2/models/stats", "GET", "v2_stats", true},
-    [SRV_ROUTE_V2_MODEL] = {"/v2/models/{name}", "GET", "v2_metadata", true},
-    [SRV_ROUTE_V2_MODEL_READY] = {"/v2/models/{name}/ready", "GET", "v2_health", false},
-    [SRV_ROUTE_V2_INFER] = {"/v2/models/{name}/infer", "POST", "v2_infer", true},
-    [SRV_ROUTE_V2_MODEL_STATS] = {"/v2/models/{name}/stats", "GET", "v2_stats", true},
     [SRV_ROUTE_PAGE] = {"/", "GET", "page", false},
     [SRV_ROUTE_WEB] = {"/web/", "GET", "page", false},
-    [SRV_ROUTE_NOT_FOUND] = {NULL, NULL, "other", false},
+    /* The Open Inference Protocol (v2/v2.h). The OpenAPI document spells
+     * the server's metadata "/v2/"; "/v2/models/stats" is every model's,
+     * before the {name} rows take "stats" for a name. */
+    {"/v2", "GET", "v2_metadata", true, NULL, V2, SRV_V2_OP_SERVER},
+    {"/v2/", "GET", "v2_metadata", true, NULL, V2, SRV_V2_OP_SERVER},
+    {"/v2/health/live", "GET", "v2_health", false, NULL, V2, SRV_V2_OP_LIVE},
+    {"/v2/health/ready", "GET", "v2_health", false, NULL, V2, SRV_V2_OP_READY},
+    {"/v2/models/stats", "GET", "v2_stats", true, NULL, V2, SRV_V2_OP_STATS},
+    {"/v2/models/{name}", "GET", "v2_metadata", true, NULL, V2, SRV_V2_OP_MODEL},
+    {"/v2/models/{name}/ready", "GET", "v2_health", false, NULL, V2, SRV_V2_OP_MODEL_READY},
+    {"/v2/models/{name}/infer", "POST", "v2_infer", true, NULL, V2, SRV_V2_OP_INFER},
+    {"/v2/models/{name}/stats", "GET", "v2_stats", true, NULL, V2, SRV_V2_OP_MODEL_STATS},
+    {"/v2/models/{name}/versions/{version}", "GET", "v2_metadata", true, NULL, V2, SRV_V2_OP_MODEL},
+    {"/v2/models/{name}/versions/{version}/ready", "GET", "v2_health", false, NULL, V2,
+     SRV_V2_OP_MODEL_READY},
+    {"/v2/models/{name}/versions/{version}/infer", "POST", "v2_infer", true, NULL, V2,
+     SRV_V2_OP_INFER},
+    {"/v2/models/{name}/versions/{version}/stats", "GET", "v2_stats", true, NULL, V2,
+     SRV_V2_OP_MODEL_STATS},
+    {NULL, NULL, NULL, false, NULL, NULL, 0},
 };
+#undef V2
 
-bool srv_route_is_v2(srv_route r)
+/* The protocols of the rows, for srv_url_protocol. */
+static const srv_protocol *const protocols[] = {&srv_v2_protocol};
+
+const srv_protocol *srv_url_protocol(const char *url)
 {
-    return r >= SRV_ROUTE_V2_SERVER && r <= SRV_ROUTE_V2_MODEL_STATS;
+    for (size_t i = 0; i < sizeof protocols / sizeof *protocols; i++) {
+        size_t n = strlen(protocols[i]->prefix);
+        if (strncmp(url, protocols[i]->prefix, n) == 0 && (url[n] == '\0' || url[n] == '/'))
+            return protocols[i];
+    }
+    return NULL;
 }
 
-bool srv_route_is_v2_model(srv_route r)
+bool srv_route_has_params(srv_route r)
 {
-    return r >= SRV_ROUTE_V2_MODEL && r <= SRV_ROUTE_V2_MODEL_STATS;
-}
-
-bool srv_url_is_v2(const char *url)
-{
-    return strncmp(url, "/v2", 3) == 0 && (url[3] == '\0' || url[3] == '/');
-}
-
-/* The next segment of a path at *p (up to '/' or the end): its length, *p
- * moved past it. */
-static size_t segment(const char **p)
-{
-    const char *s = *p, *slash = strchr(s, '/');
-    size_t n = slash != NULL ? (size_t)(slash - s) : strlen(s);
-    *p = s + n;
-    return n;
+    return r > SRV_ROUTE_NOT_FOUND && srv_routes[r].path != NULL &&
+           strchr(srv_routes[r].path, '{') != NULL;
 }
 
 static void copy_cut(char *dst, size_t cap, const char *src, size_t n)
@@ -59,56 +68,45 @@ static void copy_cut(char *dst, size_t cap, const char *src, size_t n)
     snprintf(dst, cap, "%.*s", (int)(n < cap ? n : cap - 1), src);
 }
 
-/* /v2/models/{name}[/versions/{version}][/ready|/infer|/stats]: the route,
- * name and version in *m ([V2] and the OpenAPI document define the
- * versioned form; the statistics extension adds /stats). */
-static srv_route v2_model_route(const char *url, srv_route_model *m)
+/* Whether url matches the row's path, segment by segment; the parameters'
+ * values into *p. */
+static bool match(const char *path, const char *url, srv_route_params *p)
 {
-    static const char prefix[] = "/v2/models/";
-    const char *p = url + sizeof prefix - 1, *name = p, *version = "";
-    size_t n, nv = 0;
-    if (strncmp(url, prefix, sizeof prefix - 1) != 0)
-        return SRV_ROUTE_NOT_FOUND;
-    n = segment(&p);
-    if (n == 0 || (*p == '\0' && strcmp(name, "stats") == 0))
-        return SRV_ROUTE_NOT_FOUND; /* /v2/models/stats is every model's */
-    if (strncmp(p, "/versions/", 10) == 0) {
-        p += 10;
-        version = p;
-        if ((nv = segment(&p)) == 0)
-            return SRV_ROUTE_NOT_FOUND;
+    while (*path != '\0') {
+        if (path[0] == '{') {
+            const char *close = strchr(path, '}');
+            size_t n = strcspn(url, "/");
+            if (close == NULL || n == 0)
+                return false;
+            if (strncmp(path, "{name}", 6) == 0)
+                copy_cut(p->name, sizeof p->name, url, n);
+            else
+                copy_cut(p->version, sizeof p->version, url, n);
+            path = close + 1;
+            url += n;
+            continue;
+        }
+        if (*path++ != *url++)
+            return false;
     }
-    copy_cut(m->name, sizeof m->name, name, n);
-    copy_cut(m->version, sizeof m->version, version, nv);
-    if (*p == '\0')
-        return SRV_ROUTE_V2_MODEL;
-    if (strcmp(p, "/ready") == 0)
-        return SRV_ROUTE_V2_MODEL_READY;
-    if (strcmp(p, "/stats") == 0)
-        return SRV_ROUTE_V2_MODEL_STATS;
-    return strcmp(p, "/infer") == 0 ? SRV_ROUTE_V2_INFER : SRV_ROUTE_NOT_FOUND;
+    return *url == '\0';
 }
 
-srv_route srv_route_find(const char *url, const char *method, bool *method_ok, srv_route_model *m)
+srv_route srv_route_find(const char *url, const char *method, bool *method_ok, srv_route_params *p)
 {
-    srv_route_model found;
-    srv_route v2 = v2_model_route(url, &found);
-    if (strcmp(url, "/v2/") == 0)
-        url = "/v2";
-    for (int i = 0; i < SRV_ROUTE_NOT_FOUND; i++) {
+    for (srv_route i = SRV_ROUTE_NOT_FOUND + 1; srv_routes[i].path != NULL; i++) {
         const srv_route_def *d = &srv_routes[i];
-        bool match =
-            i == (int)v2 || (v2 == SRV_ROUTE_NOT_FOUND && !srv_route_is_v2_model((srv_route)i) &&
-                             (i == SRV_ROUTE_WEB ? strncmp(url, d->path, strlen(d->path)) == 0
-                                                 : strcmp(url, d->path) == 0));
-        if (match) {
+        srv_route_params found = {"", ""};
+        bool hit = i == SRV_ROUTE_WEB ? strncmp(url, d->path, strlen(d->path)) == 0
+                                      : match(d->path, url, &found);
+        if (hit) {
             *method_ok = strcmp(method, d->method) == 0 ||
                          (strcmp(method, "HEAD") == 0 && strcmp(d->method, "GET") == 0);
-            if (srv_route_is_v2_model((srv_route)i))
-                *m = found;
-            return (srv_route)i;
+            *p = found;
+            return i;
         }
     }
     *method_ok = true;
+    memset(p, 0, sizeof *p);
     return SRV_ROUTE_NOT_FOUND;
 }

@@ -1,10 +1,12 @@
 /* routes.h - the URL paths posattnd answers, and which one a request names.
  *
  * One table (srv_routes) gives each route its path, method, metrics label,
- * whether it needs the API key and, for the JSON API, the endpoint of api/
- * that answers it: http.c hands a route with an endpoint to api/ without
- * knowing which one it is, so a new endpoint is a new file in api/ and a
- * row here.
+ * whether it needs the API key, and what answers it: an endpoint of api/
+ * (the /v1 JSON API), a wire protocol's record and operation (api/api.h's
+ * srv_protocol: /v2), or http/ itself (health, metrics, the page). http.c
+ * hands a route to its endpoint or protocol without knowing which one it
+ * is, so a new endpoint is a file in api/ and a row here, and a new
+ * protocol a folder and rows here.
  */
 #ifndef SRV_ROUTES_H
 #define SRV_ROUTES_H
@@ -14,7 +16,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum srv_route {
+/* A row of srv_routes. The rows http/ answers itself are named; the rows
+ * from SRV_ROUTE_PROTOCOLS on are the protocols'. */
+typedef int srv_route;
+enum {
+    SRV_ROUTE_NOT_FOUND, /* no route: path NULL */
     SRV_ROUTE_ATTENTION,
     SRV_ROUTE_ENCODE,
     SRV_ROUTE_ANALYZE,
@@ -24,49 +30,37 @@ typedef enum srv_route {
     SRV_ROUTE_READYZ,
     SRV_ROUTE_METRICS,
     SRV_ROUTE_OPENAPI,
-    SRV_ROUTE_V2_SERVER, /* the Open Inference Protocol (v2/v2.h), SRV_ROUTE_V2_* */
-    SRV_ROUTE_V2_LIVE,
-    SRV_ROUTE_V2_READY,
-    SRV_ROUTE_V2_STATS, /* /v2/models/stats: every model's */
-    SRV_ROUTE_V2_MODEL, /* /v2/models/{name}[/versions/{v}]...: srv_route_find gives both */
-    SRV_ROUTE_V2_MODEL_READY,
-    SRV_ROUTE_V2_INFER,
-    SRV_ROUTE_V2_MODEL_STATS,
-    SRV_ROUTE_PAGE, /* GET /: the web page (server/web/index.html) */
+    SRV_ROUTE_PAGE, /* GET /: the web page (server/http/web/index.html) */
     SRV_ROUTE_WEB,  /* GET /web/NAME: a file of the page; matched by prefix */
-    SRV_ROUTE_NOT_FOUND
-} srv_route;
+    SRV_ROUTE_PROTOCOLS
+};
 
 typedef struct srv_route_def {
-    const char *path;       /* NULL for SRV_ROUTE_NOT_FOUND */
-    const char *method;     /* "GET" routes answer HEAD too */
-    const char *label;      /* metrics endpoint label */
-    bool api;               /* needs the API key when one is set */
-    const srv_endpoint *ep; /* the JSON API endpoint that answers it; NULL for the others */
+    /* Segments match exactly, except "{name}" and "{version}", which match
+     * any one non-empty segment (srv_route_params); the first row that
+     * matches is the route. NULL for SRV_ROUTE_NOT_FOUND and the end. */
+    const char *path;
+    const char *method;        /* "GET" routes answer HEAD too */
+    const char *label;         /* metrics endpoint label */
+    bool api;                  /* needs the API key when one is set */
+    const srv_endpoint *ep;    /* the JSON API endpoint that answers it, or NULL */
+    const srv_protocol *proto; /* the protocol that answers it, or NULL */
+    int op;                    /* which of proto's routes */
 } srv_route_def;
 
-extern const srv_route_def srv_routes[SRV_ROUTE_NOT_FOUND + 1];
-
-/* What a /v2/models/{name}[/versions/{version}][/ready|/infer|/stats]
- * path names: both cut to fit (never overflowing), version "" when the
- * path has none. */
-typedef struct srv_route_model {
-    char name[128];
-    char version[32];
-} srv_route_model;
+/* Indexed by srv_route; ends with a row whose path is NULL. */
+extern const srv_route_def srv_routes[];
 
 /* The route of url (the path, without the query). *method_ok says whether
  * method is the route's (HEAD for GET too); true for SRV_ROUTE_NOT_FOUND.
- * For the /v2/models/{name} routes *m gets the name and version; *m is
- * untouched otherwise. "/v2/" is "/v2" (the OpenAPI document's spelling). */
-srv_route srv_route_find(const char *url, const char *method, bool *method_ok, srv_route_model *m);
+ * *p gets the path's {name} and {version} ("" when the route has none). */
+srv_route srv_route_find(const char *url, const char *method, bool *method_ok, srv_route_params *p);
 
-/* Routes of the Open Inference Protocol, and those that name a model. */
-bool srv_route_is_v2(srv_route r);
-bool srv_route_is_v2_model(srv_route r);
+/* Whether the route's path has parameters ({name}). */
+bool srv_route_has_params(srv_route r);
 
-/* Whether url is under /v2 (a route or not): its errors take the
- * protocol's {"error": "<string>"} shape. */
-bool srv_url_is_v2(const char *url);
+/* The protocol whose prefix url is under ("/v2" or "/v2/..."), a route or
+ * not: its errors take that protocol's shape. NULL for none. */
+const srv_protocol *srv_url_protocol(const char *url);
 
 #endif

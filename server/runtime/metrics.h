@@ -32,7 +32,7 @@
 #ifndef SRV_METRICS_H
 #define SRV_METRICS_H
 
-#include "common/model_stats.h"
+#include "api/api.h"
 
 #include <stdbool.h>
 #include <stddef.h>

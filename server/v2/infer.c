@@ -64,9 +64,9 @@ typedef struct v2_req {
     const char *bin;      /* the binary part of the body */
     size_t bin_len, bin_used;
     bool has_header; /* Inference-Header-Content-Length was given */
-    api_v2_input specs[API_V2_MAX_INPUTS];
+    v2_input specs[V2_MAX_INPUTS];
     size_t n_specs;
-    bool seen[API_V2_MAX_INPUTS];
+    bool seen[V2_MAX_INPUTS];
 } v2_req;
 
 static bool add_ref(cJSON *parent, const char *name, const cJSON *node)
@@ -148,10 +148,10 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
             size_t np;
             const api_param *all = api_params(&np);
             for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
-                api_v2_list_add(list, sizeof list, options[i].name);
+                v2_list_add(list, sizeof list, options[i].name);
             for (size_t i = 0; i < np; i++)
                 if (scheme_scalar(rq->type, all[i].name) == &all[i])
-                    api_v2_list_add(list, sizeof list, all[i].name);
+                    v2_list_add(list, sizeof list, all[i].name);
             return api_fail(e, rq->ctx, SRV_ERR_UNKNOWN_FIELD, path,
                             "%s is not a parameter of model %s (known: %s)", path, rq->model, list);
         }
@@ -268,7 +268,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     char at[32], path[API_FIELD_MAX], names[256] = "", shp[160] = "";
     const char *name = NULL, *datatype = NULL, *want;
     const cJSON *data, *params, *v, *size_node = NULL;
-    const api_v2_input *spec = NULL;
+    const v2_input *spec = NULL;
     int64_t shape[SRV_MAX_DIMS];
     int ndim = 0;
     size_t count = 0, k, bytes = 0;
@@ -293,7 +293,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
             spec = &rq->specs[k];
     if (spec == NULL) {
         for (k = 0; k < rq->n_specs; k++)
-            api_v2_list_add(names, sizeof names, rq->specs[k].name);
+            v2_list_add(names, sizeof names, rq->specs[k].name);
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                         "%s='%.64s' is not an input of model %s (inputs: %s)", path, name,
                         rq->model, names);
@@ -307,7 +307,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     /* Tensors travel as FP32, FP16, BF16 or FP64 and are computed in
      * float32; positions are INT32 or INT64 (held to int32), a mask BOOL,
      * the scheme's number arrays FP32. */
-    bool floating = !spec->int32 && !spec->boolean && spec->role != API_V2_ROLE_SCHEME_ARRAY;
+    bool floating = !spec->int32 && !spec->boolean && spec->role != V2_ROLE_SCHEME_ARRAY;
     want = spec->int32 ? "INT32" : spec->boolean ? "BOOL" : "FP32";
     snprintf(path, sizeof path, "%s.datatype", name);
     if ((v = cJSON_GetObjectItemCaseSensitive(in, "datatype")) == NULL)
@@ -325,11 +325,11 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                         floating      ? "FP32, FP16, BF16 or FP64"
                         : spec->int32 ? "INT32 or INT64"
                                       : want);
-    if (!api_v2_read_shape(cJSON_GetObjectItemCaseSensitive(in, "shape"), name, ctx, &ndim, shape,
-                           &count, e))
+    if (!v2_read_shape(cJSON_GetObjectItemCaseSensitive(in, "shape"), name, ctx, &ndim, shape,
+                       &count, e))
         return false;
     snprintf(path, sizeof path, "%s.shape", name);
-    if (spec->role == API_V2_ROLE_POSITIONS && ndim == 2) {
+    if (spec->role == V2_ROLE_POSITIONS && ndim == 2) {
         /* M-RoPE rows [3, L] (rope with mrope_section) */
         if (shape[0] != 3)
             return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
@@ -394,9 +394,9 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     }
 
     switch (spec->role) {
-    case API_V2_ROLE_TENSOR:
-    case API_V2_ROLE_SCHEME_TENSOR:
-    case API_V2_ROLE_NORM_WEIGHT:
+    case V2_ROLE_TENSOR:
+    case V2_ROLE_SCHEME_TENSOR:
+    case V2_ROLE_NORM_WEIGHT:
         node = cJSON_CreateObject();
         if (node == NULL || !add_ref(node, "shape", cJSON_GetObjectItemCaseSensitive(in, "shape")))
             return cJSON_Delete(node), oom(e);
@@ -415,7 +415,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
             if (s == NULL)
                 return cJSON_Delete(node), oom(e);
             s->valuedouble = (double)bytes;
-            cJSON_AddItemToObject(node, API_V2_SEGMENT_KEY, s);
+            cJSON_AddItemToObject(node, V2_SEGMENT_KEY, s);
         }
         break;
     default: {
@@ -456,21 +456,19 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
         break;
     }
     }
-    parent = spec->role == API_V2_ROLE_SCHEME_TENSOR || spec->role == API_V2_ROLE_SCHEME_ARRAY
-                 ? rq->scheme
-             : spec->role == API_V2_ROLE_NORM_WEIGHT ? norm_object(rq->item, spec->name)
-                                                     : rq->item;
+    parent = spec->role == V2_ROLE_SCHEME_TENSOR || spec->role == V2_ROLE_SCHEME_ARRAY ? rq->scheme
+             : spec->role == V2_ROLE_NORM_WEIGHT ? norm_object(rq->item, spec->name)
+                                                 : rq->item;
     if (parent == NULL ||
-        !cJSON_AddItemToObject(parent,
-                               spec->role == API_V2_ROLE_NORM_WEIGHT ? "weight" : spec->name, node))
+        !cJSON_AddItemToObject(parent, spec->role == V2_ROLE_NORM_WEIGHT ? "weight" : spec->name,
+                               node))
         return cJSON_Delete(node), oom(e);
     return true;
 }
 
 /* [V2] $request_output list -> the item's "return" and the answer's order
  * and encodings ([BIN] "binary_data", default "binary_data_output"). */
-static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, api_v2_answer *ans,
-                         api_err *e)
+static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, v2_answer *ans, api_err *e)
 {
     static const char *const fields[] = {"name", "parameters"};
     static const char *const pfields[] = {"binary_data"};
@@ -513,15 +511,15 @@ static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, api_v2_
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required", path);
         if (!api_get_string(v, path, ctx, &name, e))
             return false;
-        while (k < API_V2_OUTPUTS && strcmp(api_v2_outputs[k].name, name) != 0)
+        while (k < V2_OUTPUTS && strcmp(v2_outputs[k].name, name) != 0)
             k++;
-        if (k == API_V2_OUTPUTS)
+        if (k == V2_OUTPUTS)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                             "%s='%.64s' is not an output of model %s (outputs: output, weights, "
                             "logits, q_rot, k_rot, entropy, distance)",
                             path, name, rq->model);
         for (size_t j = 0; j < ans->n_out; j++)
-            if (ans->bits[j] == api_v2_outputs[k].bit)
+            if (ans->bits[j] == v2_outputs[k].bit)
                 return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                                 "output '%s' is requested more than once", name);
         if ((p = cJSON_GetObjectItemCaseSensitive(o, "parameters")) != NULL) {
@@ -536,7 +534,7 @@ static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, api_v2_
                 !api_get_bool(v, path, ctx, &binary, e))
                 return false;
         }
-        ans->bits[ans->n_out] = api_v2_outputs[k].bit;
+        ans->bits[ans->n_out] = v2_outputs[k].bit;
         ans->binary[ans->n_out++] = binary;
         if (!cJSON_AddItemToArray(ret, cJSON_CreateString(name)))
             return oom(e);
@@ -588,7 +586,7 @@ static void rename_fields(api_err *e, pa_scheme_type t)
 }
 
 /* Everything but the job: parses root into rq's /v1 item and *ans. */
-static bool translate(v2_req *rq, const cJSON *root, api_v2_answer *ans, api_err *e)
+static bool translate(v2_req *rq, const cJSON *root, v2_answer *ans, api_err *e)
 {
     static const char *const fields[] = {"id", "model_name", "parameters", "inputs", "outputs"};
     const api_ctx *ctx = rq->ctx;
@@ -637,10 +635,11 @@ static bool translate(v2_req *rq, const cJSON *root, api_v2_answer *ans, api_err
 bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64_t header_len,
                           const srv_limits *lim, srv_job **job_out, srv_reply *reply)
 {
-    api_ctx ctx = {lim, "", &api_v2_segments};
+    api_ctx ctx = {lim, "", &v2_segments, NULL};
+    api_body b = {0};
     api_err e;
     v2_req rq;
-    api_v2_answer *ans = NULL;
+    v2_answer *ans = NULL;
     cJSON *root = NULL, *v1 = NULL, *list;
     srv_job *job = NULL;
     size_t hlen;
@@ -648,8 +647,8 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
 
     *job_out = NULL;
     memset(&rq, 0, sizeof rq);
-    if (!api_v2_model_type(model, &rq.type)) {
-        api_v2_unknown_model_reply(model, reply);
+    if (!v2_model_type(model, &rq.type)) {
+        v2_unknown_model_reply(model, reply);
         return false;
     }
     rq.model = model;
@@ -672,9 +671,11 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
     rq.has_header = header_len >= 0;
     rq.bin = body + hlen;
     rq.bin_len = len - hlen;
-    if (!api_check_json(body, hlen, &e) ||
-        (root = api_parse_body(body, hlen, lim->max_request_memory, &e)) == NULL)
+    /* The JSON header; its "data" arrays are not lifted, since the
+     * translation below reads them as nodes. */
+    if (!api_body_read(body, hlen, lim, false, &b, &e))
         goto fail;
+    root = b.root;
 
     /* The /v1 request being built: {"inputs":[{"scheme":{"type":...}, ...}]}. */
     ans = calloc(1, sizeof *ans);
@@ -695,7 +696,7 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
         oom(&e);
         goto fail;
     }
-    rq.n_specs = api_v2_model_inputs(rq.type, rq.specs);
+    rq.n_specs = v2_model_inputs(rq.type, rq.specs);
     if (!translate(&rq, root, ans, &e))
         goto fail;
 
@@ -708,23 +709,21 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
         e = *ie;
         goto fail;
     }
-    job->view = api_v2_view;
-    job->view_free = api_v2_answer_free;
-    job->view_ctx = ans;
+    api_job_set_view(job, v2_view, v2_answer_free, ans);
     ans = NULL;
     *job_out = job;
     job = NULL;
     cJSON_Delete(v1);
-    cJSON_Delete(root);
+    api_body_free(&b);
     return true;
 
 fail:
     rename_fields(&e, rq.type);
-    api_v2_fail_reply(reply, &e);
+    v2_fail_reply(reply, &e);
 done:
     srv_job_free(job);
-    api_v2_answer_free(ans);
+    v2_answer_free(ans);
     cJSON_Delete(v1);
-    cJSON_Delete(root);
+    api_body_free(&b);
     return false;
 }

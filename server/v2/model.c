@@ -26,23 +26,23 @@ static const char octet_type[] = "application/octet-stream";
 /* Models, their inputs, parameters and outputs                              */
 /* ------------------------------------------------------------------------- */
 
-bool api_v2_model_type(const char *name, pa_scheme_type *t)
+bool v2_model_type(const char *name, pa_scheme_type *t)
 {
-    size_t n = strlen(API_V2_MODEL_PREFIX);
-    return name != NULL && strncmp(name, API_V2_MODEL_PREFIX, n) == 0 &&
+    size_t n = strlen(V2_MODEL_PREFIX);
+    return name != NULL && strncmp(name, V2_MODEL_PREFIX, n) == 0 &&
            pa_scheme_type_from_name(name + n, t) && strcmp(pa_scheme_type_name(*t), name + n) == 0;
 }
 
 bool srv_v2_model_known(const char *name)
 {
     pa_scheme_type t;
-    return api_v2_model_type(name, &t);
+    return v2_model_type(name, &t);
 }
 
 const char *srv_v2_model_scheme(const char *name)
 {
     pa_scheme_type t;
-    return api_v2_model_type(name, &t) ? pa_scheme_type_name(t) : NULL;
+    return v2_model_type(name, &t) ? pa_scheme_type_name(t) : NULL;
 }
 
 bool srv_v2_model_version_known(const char *name, const char *version)
@@ -51,55 +51,55 @@ bool srv_v2_model_version_known(const char *name, const char *version)
            (version == NULL || version[0] == '\0' || strcmp(version, SRV_V2_MODEL_VERSION) == 0);
 }
 
-static const api_v2_input item_inputs[] = {
-    {"q", API_V2_ROLE_TENSOR, 3, false, false},
-    {"k", API_V2_ROLE_TENSOR, 3, false, false},
-    {"v", API_V2_ROLE_TENSOR, 3, false, false},
-    {"x", API_V2_ROLE_TENSOR, 2, false, false},
-    {"w_q", API_V2_ROLE_TENSOR, 2, false, false},
-    {"w_k", API_V2_ROLE_TENSOR, 2, false, false},
-    {"w_v", API_V2_ROLE_TENSOR, 2, false, false},
-    {"w_o", API_V2_ROLE_TENSOR, 2, false, false},
-    {"q_positions", API_V2_ROLE_POSITIONS, 1, true, false},
-    {"k_positions", API_V2_ROLE_POSITIONS, 1, true, false},
-    {"sinks", API_V2_ROLE_TENSOR, 1, false, false},
-    {"mask", API_V2_ROLE_TENSOR, 0, false, true},
-    {"bias", API_V2_ROLE_TENSOR, 0, false, false},
-    {"q_norm_weight", API_V2_ROLE_NORM_WEIGHT, 1, false, false},
-    {"k_norm_weight", API_V2_ROLE_NORM_WEIGHT, 1, false, false},
-    {"b_q", API_V2_ROLE_TENSOR, 1, false, false},
-    {"b_k", API_V2_ROLE_TENSOR, 1, false, false},
-    {"b_v", API_V2_ROLE_TENSOR, 1, false, false},
-    {"b_o", API_V2_ROLE_TENSOR, 1, false, false},
+static const v2_input item_inputs[] = {
+    {"q", V2_ROLE_TENSOR, 3, false, false},
+    {"k", V2_ROLE_TENSOR, 3, false, false},
+    {"v", V2_ROLE_TENSOR, 3, false, false},
+    {"x", V2_ROLE_TENSOR, 2, false, false},
+    {"w_q", V2_ROLE_TENSOR, 2, false, false},
+    {"w_k", V2_ROLE_TENSOR, 2, false, false},
+    {"w_v", V2_ROLE_TENSOR, 2, false, false},
+    {"w_o", V2_ROLE_TENSOR, 2, false, false},
+    {"q_positions", V2_ROLE_POSITIONS, 1, true, false},
+    {"k_positions", V2_ROLE_POSITIONS, 1, true, false},
+    {"sinks", V2_ROLE_TENSOR, 1, false, false},
+    {"mask", V2_ROLE_TENSOR, 0, false, true},
+    {"bias", V2_ROLE_TENSOR, 0, false, false},
+    {"q_norm_weight", V2_ROLE_NORM_WEIGHT, 1, false, false},
+    {"k_norm_weight", V2_ROLE_NORM_WEIGHT, 1, false, false},
+    {"b_q", V2_ROLE_TENSOR, 1, false, false},
+    {"b_k", V2_ROLE_TENSOR, 1, false, false},
+    {"b_v", V2_ROLE_TENSOR, 1, false, false},
+    {"b_o", V2_ROLE_TENSOR, 1, false, false},
 };
 
 /* The inputs of model type t: the item's, then its scheme's tensors. */
-size_t api_v2_model_inputs(pa_scheme_type t, api_v2_input *out)
+size_t v2_model_inputs(pa_scheme_type t, v2_input *out)
 {
     size_t n = 0, np;
     const api_param *p = api_params(&np);
     for (size_t i = 0; i < sizeof item_inputs / sizeof item_inputs[0]; i++)
         out[n++] = item_inputs[i];
-    for (size_t i = 0; i < np && n < API_V2_MAX_INPUTS; i++) {
+    for (size_t i = 0; i < np && n < V2_MAX_INPUTS; i++) {
         if (p[i].type != t)
             continue;
         if (p[i].kind == API_PARAM_TENSOR)
-            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_TENSOR, 2, false, false};
+            out[n++] = (v2_input){p[i].name, V2_ROLE_SCHEME_TENSOR, 2, false, false};
         else if (p[i].kind == API_PARAM_INT_ARRAY)
-            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_ARRAY, 1, true, false};
+            out[n++] = (v2_input){p[i].name, V2_ROLE_SCHEME_ARRAY, 1, true, false};
         else if (p[i].kind == API_PARAM_NUMBER_ARRAY)
-            out[n++] = (api_v2_input){p[i].name, API_V2_ROLE_SCHEME_ARRAY, 1, false, false};
+            out[n++] = (v2_input){p[i].name, V2_ROLE_SCHEME_ARRAY, 1, false, false};
     }
     return n;
 }
 
-const api_v2_output api_v2_outputs[API_V2_OUTPUTS] = {
+const v2_output v2_outputs[V2_OUTPUTS] = {
     {"output", API_RET_OUTPUT},     {"weights", API_RET_WEIGHTS}, {"logits", API_RET_LOGITS},
     {"q_rot", API_RET_Q_ROT},       {"k_rot", API_RET_K_ROT},     {"entropy", API_RET_ENTROPY},
     {"distance", API_RET_DISTANCE},
 };
 
-void api_v2_list_add(char *buf, size_t cap, const char *s)
+void v2_list_add(char *buf, size_t cap, const char *s)
 {
     size_t used = strlen(buf);
     if (used + 1 < cap)
@@ -135,10 +135,11 @@ void srv_v2_reply_error(srv_reply *r)
     r->body = body;
     r->body_len = strlen(body);
     r->content_type = "application/json";
-    r->infer_header_len = 0;
+    r->len_header = NULL;
+    r->len_value = 0;
 }
 
-void api_v2_fail_reply(srv_reply *reply, const api_err *e)
+void v2_fail_reply(srv_reply *reply, const api_err *e)
 {
     api_reply_err(reply, e);
     srv_v2_reply_error(reply);
@@ -154,19 +155,19 @@ void srv_v2_unknown_model(const char *name, const char *version, char *buf, size
         return;
     }
     for (int t = 0; t < PA_SCHEME_COUNT; t++)
-        api_v2_list_add(list, sizeof list, pa_scheme_type_name((pa_scheme_type)t));
+        v2_list_add(list, sizeof list, pa_scheme_type_name((pa_scheme_type)t));
     snprintf(buf, cap, "unknown model '%.32s%s'; the models are %s<scheme>, scheme %s",
              name != NULL ? name : "", name != NULL && strlen(name) > 32 ? "..." : "",
-             API_V2_MODEL_PREFIX, list);
+             V2_MODEL_PREFIX, list);
 }
 
-void api_v2_unknown_model_reply(const char *name, srv_reply *reply)
+void v2_unknown_model_reply(const char *name, srv_reply *reply)
 {
     char msg[256];
     api_err e;
     srv_v2_unknown_model(name, NULL, msg, sizeof msg);
     api_fail(&e, NULL, SRV_ERR_NOT_FOUND, "", "%s", msg);
-    api_v2_fail_reply(reply, &e);
+    v2_fail_reply(reply, &e);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -219,7 +220,7 @@ static bool add_model_stat(cJSON *arr, pa_scheme_type t, const srv_model_counts 
     bool ok;
     if (s == NULL || !cJSON_AddItemToArray(arr, s))
         return cJSON_Delete(s), false;
-    snprintf(name, sizeof name, "%s%s", API_V2_MODEL_PREFIX, pa_scheme_type_name(t));
+    snprintf(name, sizeof name, "%s%s", V2_MODEL_PREFIX, pa_scheme_type_name(t));
     ok = cJSON_AddStringToObject(s, "name", name) &&
          cJSON_AddStringToObject(s, "version", SRV_V2_MODEL_VERSION) &&
          cJSON_AddItemToObject(s, "last_inference", srv_json_int((int64_t)c->last_ms)) &&
@@ -240,8 +241,8 @@ void srv_v2_model_stats(const char *name, const srv_model_counts counts[PA_SCHEM
     pa_scheme_type one;
     cJSON *root, *arr;
     bool ok;
-    if (name != NULL && !api_v2_model_type(name, &one)) {
-        api_v2_unknown_model_reply(name, reply);
+    if (name != NULL && !v2_model_type(name, &one)) {
+        v2_unknown_model_reply(name, reply);
         return;
     }
     root = cJSON_CreateObject();
@@ -274,16 +275,16 @@ static bool add_meta_tensor(cJSON *arr, const char *name, const char *datatype, 
 void srv_v2_model_metadata(const char *name, srv_reply *reply)
 {
     pa_scheme_type t;
-    api_v2_input specs[API_V2_MAX_INPUTS];
+    v2_input specs[V2_MAX_INPUTS];
     size_t n;
     cJSON *root, *in, *out, *vers, *props;
     bool ok;
 
-    if (!api_v2_model_type(name, &t)) {
-        api_v2_unknown_model_reply(name, reply);
+    if (!v2_model_type(name, &t)) {
+        v2_unknown_model_reply(name, reply);
         return;
     }
-    n = api_v2_model_inputs(t, specs);
+    n = v2_model_inputs(t, specs);
     root = cJSON_CreateObject();
     ok = root != NULL && cJSON_AddStringToObject(root, "name", name) &&
          (vers = cJSON_AddArrayToObject(root, "versions")) != NULL &&
@@ -303,20 +304,20 @@ void srv_v2_model_metadata(const char *name, srv_reply *reply)
      * and k_rot are diagnostics a request names in "outputs"; "properties"
      * (a string map in the OpenAPI document's metadata_model_response)
      * lists them. */
-    ok = ok && add_meta_tensor(out, api_v2_outputs[0].name, "FP32", 3) &&
+    ok = ok && add_meta_tensor(out, v2_outputs[0].name, "FP32", 3) &&
          (props = cJSON_AddObjectToObject(root, "properties")) != NULL;
     if (ok) {
         char list[96] = "";
-        for (size_t i = 1; i < API_V2_OUTPUTS; i++)
-            api_v2_list_add(list, sizeof list, api_v2_outputs[i].name);
+        for (size_t i = 1; i < V2_OUTPUTS; i++)
+            v2_list_add(list, sizeof list, v2_outputs[i].name);
         ok = cJSON_AddStringToObject(props, "diagnostic_outputs", list) != NULL;
     }
     reply_tree(reply, root, ok);
 }
 
-void api_v2_answer_free(void *p)
+void v2_answer_free(void *p)
 {
-    api_v2_answer *ans = p;
+    v2_answer *ans = p;
     if (ans == NULL)
         return;
     free(ans->id);
@@ -342,12 +343,12 @@ static bool add_json_data(cJSON *obj, const float *data, int ndim, const int64_t
     return true;
 }
 
-void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
+void v2_view(srv_job *job, void *vctx, srv_reply *reply)
 {
-    const api_v2_answer *ans = vctx;
+    const v2_answer *ans = vctx;
     api_att_result r;
-    const float *data[API_V2_OUTPUTS];
-    size_t bytes[API_V2_OUTPUTS], total = 0, hlen;
+    const float *data[V2_OUTPUTS];
+    size_t bytes[V2_OUTPUTS], total = 0, hlen;
     cJSON *root = NULL, *outs, *params;
     char *json = NULL, *body;
     api_err e;
@@ -355,7 +356,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
 
     if (!api_attention_result(job, 0, &r)) {
         api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "no attention result to render");
-        api_v2_fail_reply(reply, &e);
+        v2_fail_reply(reply, &e);
         return;
     }
     if (r.err != NULL || r.timed_out) {
@@ -364,7 +365,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
         else
             api_fail(&e, NULL, SRV_ERR_TIMEOUT, "",
                      "the request deadline passed before the inference could run");
-        api_v2_fail_reply(reply, &e);
+        v2_fail_reply(reply, &e);
         return;
     }
 
@@ -375,13 +376,12 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
          cJSON_AddStringToObject(root, "model_version", SRV_V2_MODEL_VERSION) &&
          (ans->id == NULL || cJSON_AddStringToObject(root, "id", ans->id)) &&
          (params = cJSON_AddObjectToObject(root, "parameters")) != NULL &&
-         cJSON_AddItemToObject(params, "queue_us", srv_json_int((int64_t)r.timing.queue_us)) &&
-         cJSON_AddItemToObject(params, "compute_us", srv_json_int((int64_t)r.timing.compute_us)) &&
-         cJSON_AddItemToObject(params, "cpu_us", srv_json_int((int64_t)r.timing.cpu_us)) &&
+         cJSON_AddItemToObject(params, "queue_us", srv_json_int((int64_t)r.queue_us)) &&
+         cJSON_AddItemToObject(params, "compute_us", srv_json_int((int64_t)r.compute_us)) &&
+         cJSON_AddItemToObject(params, "cpu_us", srv_json_int((int64_t)r.cpu_us)) &&
          (outs = cJSON_AddArrayToObject(root, "outputs")) != NULL;
     for (size_t i = 0; ok && i < ans->n_out; i++) {
-        const api_item *it = r.it;
-        int64_t shape[4];
+        const int64_t *shape;
         int ndim;
         size_t count = 1;
         cJSON *o = cJSON_CreateObject(), *shp = NULL;
@@ -393,11 +393,12 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
             break;
         }
 
-        ndim = api_item_result_shape(it, ans->bits[i], shape);
         {
-            int k = 0; /* result k is bit 1 << k (api/request.h) */
+            int k = 0; /* result k is bit 1 << k (api/protocol.h) */
             while (k + 1 < API_NRES && ans->bits[i] != 1u << k)
                 k++;
+            ndim = r.ndim[k];
+            shape = r.shape[k];
             data[i] = r.res[k];
             name = api_result_names[k];
         }
@@ -413,7 +414,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
                          r.out_wire == SRV_WIRE_F16 ? "FP16" : "BF16",
                          r.out_wire == SRV_WIRE_F16 ? "bf16 or f32" : "f32");
                 cJSON_Delete(root);
-                api_v2_fail_reply(reply, &e);
+                v2_fail_reply(reply, &e);
                 return;
             }
         }
@@ -426,7 +427,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
                      "data, {\"name\":\"%s\",\"parameters\":{\"binary_data\":true}}",
                      name, name);
             cJSON_Delete(root);
-            api_v2_fail_reply(reply, &e);
+            v2_fail_reply(reply, &e);
             return;
         }
         bytes[i] = ans->binary[i] ? count * (r.out_wire == SRV_WIRE_F32 ? sizeof(float) : 2) : 0;
@@ -452,7 +453,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
     cJSON_Delete(root);
     if (json == NULL) {
         api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory rendering the answer");
-        api_v2_fail_reply(reply, &e);
+        v2_fail_reply(reply, &e);
         return;
     }
     hlen = strlen(json);
@@ -466,7 +467,7 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
     if (body == NULL) {
         cJSON_free(json);
         api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory rendering the answer");
-        api_v2_fail_reply(reply, &e);
+        v2_fail_reply(reply, &e);
         return;
     }
     memcpy(body, json, hlen);
@@ -493,5 +494,6 @@ void api_v2_view(srv_job *job, void *vctx, srv_reply *reply)
     }
     srv_reply_json(reply, 200, body, total);
     reply->content_type = octet_type;
-    reply->infer_header_len = hlen;
+    reply->len_header = V2_FRAMING_HEADER;
+    reply->len_value = hlen;
 }

@@ -21,15 +21,14 @@
 static bool is_segment(const api_tensor_source *src, const cJSON *v)
 {
     (void)src;
-    const cJSON *s =
-        cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, API_V2_SEGMENT_KEY) : NULL;
+    const cJSON *s = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, V2_SEGMENT_KEY) : NULL;
     return s != NULL && cJSON_IsString(s) && (s->type & cJSON_IsReference) != 0;
 }
 
 /* Reads a protocol shape: 1..SRV_MAX_DIMS integers in [1, INT32_MAX] whose
  * product is at most max_tensor_elements. name is the input's name. */
-bool api_v2_read_shape(const cJSON *node, const char *name, const api_ctx *ctx, int *ndim,
-                       int64_t *shape, size_t *count, api_err *e)
+bool v2_read_shape(const cJSON *node, const char *name, const api_ctx *ctx, int *ndim,
+                   int64_t *shape, size_t *count, api_err *e)
 {
     char path[64], dim[80];
     const cJSON *d;
@@ -75,14 +74,14 @@ static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const c
                            const api_ctx *ctx, int want_ndim, srv_elem kind, srv_tensor *out,
                            api_err *e)
 {
-    const cJSON *seg = cJSON_GetObjectItemCaseSensitive(v, API_V2_SEGMENT_KEY);
+    const cJSON *seg = cJSON_GetObjectItemCaseSensitive(v, V2_SEGMENT_KEY);
     srv_tensor t;
     char path[64];
 
     (void)src;
     memset(&t, 0, sizeof t);
-    if (!api_v2_read_shape(cJSON_GetObjectItemCaseSensitive(v, "shape"), name, ctx, &t.ndim,
-                           t.shape, &t.count, e))
+    if (!v2_read_shape(cJSON_GetObjectItemCaseSensitive(v, "shape"), name, ctx, &t.ndim, t.shape,
+                       &t.count, e))
         return false;
     snprintf(path, sizeof path, "%s.shape", name);
     if (want_ndim > 0 && t.ndim != want_ndim)
@@ -176,4 +175,4 @@ static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const c
     return true;
 }
 
-const api_tensor_source api_v2_segments = {is_segment, segment_tensor};
+const api_tensor_source v2_segments = {is_segment, segment_tensor};

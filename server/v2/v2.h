@@ -11,16 +11,30 @@
  * Errors are {"error":"<message>"} with the status of the /v1 error code
  * (400 bad request, 404 unknown model, 413, 503, 504, ...).
  */
-#ifndef SRV_API_V2_H
-#define SRV_API_V2_H
+#ifndef SRV_V2_H
+#define SRV_V2_H
 
 #include "api/api.h"
 #include "common/reply.h"
-#include "common/model_stats.h"
+#include "posattn.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The protocol as http/ serves it (v2/protocol.c): the record its route
+ * rows name, with the operation of each row. */
+extern const srv_protocol srv_v2_protocol;
+typedef enum srv_v2_op {
+    SRV_V2_OP_SERVER,      /* GET /v2: server metadata */
+    SRV_V2_OP_LIVE,        /* GET /v2/health/live */
+    SRV_V2_OP_READY,       /* GET /v2/health/ready */
+    SRV_V2_OP_STATS,       /* GET /v2/models/stats: every model's */
+    SRV_V2_OP_MODEL,       /* GET /v2/models/{name}[/versions/{version}] */
+    SRV_V2_OP_MODEL_READY, /* GET .../ready */
+    SRV_V2_OP_INFER,       /* POST .../infer */
+    SRV_V2_OP_MODEL_STATS, /* GET .../stats */
+} srv_v2_op;
 
 /* Each model has one version: metadata lists it, answers carry it as
  * model_version, and the versioned paths take it and no other. */
@@ -59,7 +73,8 @@ void srv_v2_model_stats(const char *name, const srv_model_counts counts[PA_SCHEM
  * body in place when they are 4-byte aligned: body must outlive *job. On
  * success *job is an attention job whose srv_job_finish renders the
  * protocol's answer (JSON, or JSON header + binary outputs with
- * reply->infer_header_len set and Content-Type application/octet-stream).
+ * reply->len_header "Inference-Header-Content-Length" and reply->len_value
+ * set, Content-Type application/octet-stream).
  * On failure fills *reply with a protocol error and returns false. */
 bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64_t header_len,
                           const srv_limits *lim, srv_job **job, srv_reply *reply);

@@ -53,7 +53,7 @@ static void check_item(const srv_lifted *it)
 {
     size_t at;
     const char *why;
-    CHECK(srv_json_check(it->text, it->text_len, &at, &why));
+    CHECK(srv_json_check(it->text, it->text_len, &at, &why, NULL));
     cJSON *v = cJSON_ParseWithLength(it->text, it->text_len);
     CHECK(v != NULL);
     if (it->b64) {
@@ -80,8 +80,8 @@ static void check_strict(const char *body, size_t size, const srv_lift *lift, bo
 {
     size_t at, at2;
     const char *why = NULL, *why2 = NULL;
-    const bool whole = srv_json_check(body, size, &at, &why);
-    const bool rest = lifted ? srv_json_check(lift->text, lift->len, &at2, &why2) : whole;
+    const bool whole = srv_json_check(body, size, &at, &why, NULL);
+    const bool rest = lifted ? srv_json_check(lift->text, lift->len, &at2, &why2, NULL) : whole;
     if (whole)
         CHECK(rest);
     else if (rest)

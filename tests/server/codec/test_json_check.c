@@ -18,7 +18,7 @@ static bool ok(const char *doc)
 {
     size_t at;
     const char *why;
-    return srv_json_check(doc, strlen(doc), &at, &why);
+    return srv_json_check(doc, strlen(doc), &at, &why, NULL);
 }
 
 static void test_valid(void **state)
@@ -115,7 +115,7 @@ static void test_invalid(void **state)
     for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
         size_t at = 12345;
         const char *why = NULL;
-        if (srv_json_check(docs[i].doc, strlen(docs[i].doc), &at, &why))
+        if (srv_json_check(docs[i].doc, strlen(docs[i].doc), &at, &why, NULL))
             fail_msg("accepted invalid JSON #%zu: %s", i, docs[i].doc);
         if (at != docs[i].at || why == NULL || strstr(why, docs[i].why) == NULL)
             fail_msg("#%zu %s: at %zu (%s), want at %zu (%s)", i, docs[i].doc, at, why ? why : "-",
@@ -126,7 +126,7 @@ static void test_invalid(void **state)
         static const char nul[] = "\"a\0b\"";
         size_t at;
         const char *why;
-        assert_false(srv_json_check(nul, sizeof nul - 1, &at, &why));
+        assert_false(srv_json_check(nul, sizeof nul - 1, &at, &why, NULL));
         assert_int_equal(at, 2);
     }
 }
@@ -143,7 +143,7 @@ static void test_depth(void **state)
         memset(doc, '[', (size_t)n);
         memset(doc + n, ']', (size_t)n);
         doc[2 * n] = '\0';
-        assert_int_equal(srv_json_check(doc, 2 * (size_t)n, &at, &why), n == 1000);
+        assert_int_equal(srv_json_check(doc, 2 * (size_t)n, &at, &why, NULL), n == 1000);
     }
     free(doc);
 }
@@ -164,7 +164,7 @@ static void test_every_byte(void **state)
             doc[0] = '"';
             doc[1 + pos] = (char)b;
             doc[12] = '"';
-            if (srv_json_check(doc, 13, &at, &why) != want)
+            if (srv_json_check(doc, 13, &at, &why, NULL) != want)
                 fail_msg("byte 0x%02x at %d: %s", b, pos, want ? "refused" : "accepted");
             if (!want && b != '"' && at != (size_t)(1 + pos))
                 fail_msg("byte 0x%02x at %d: refused at %zu", b, pos, at);
@@ -172,12 +172,57 @@ static void test_every_byte(void **state)
     }
 }
 
+/* Counts the nodes a parser makes: the count the request memory bound uses
+ * for the parse tree before cJSON runs (api/body.c). Each document's count
+ * is checked against cJSON's own tree, and commas and brackets inside
+ * strings are not values. */
+static size_t tree_nodes(const cJSON *n)
+{
+    size_t c = 1;
+    for (const cJSON *k = n->child; k != NULL; k = k->next)
+        c += tree_nodes(k);
+    return c;
+}
+
+static void test_value_count(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *doc;
+        size_t values;
+    } docs[] = {
+        {"0", 1},
+        {"[]", 1},
+        {"{}", 1},
+        {"[1,2,3]", 4},
+        {"{\"a\":1,\"b\":[true,null]}", 5},
+        {"[[1,2],[3,4],[]]", 8},
+        {"{\"s\":\"a,b[c{d\"}", 2},
+        {" { \"x\" : { \"y\" : [ 0 , -1.5e3 , \"\" ] } } ", 6},
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        size_t at, values = 12345;
+        const char *why;
+        cJSON *tree = cJSON_Parse(docs[i].doc);
+        assert_non_null(tree);
+        assert_true(srv_json_check(docs[i].doc, strlen(docs[i].doc), &at, &why, &values));
+        if (values != docs[i].values || values != tree_nodes(tree))
+            fail_msg("%s: %zu values counted, %zu expected, cJSON made %zu nodes", docs[i].doc,
+                     values, docs[i].values, tree_nodes(tree));
+        cJSON_Delete(tree);
+    }
+    /* A refused document leaves the count alone. */
+    size_t at, values = 7;
+    const char *why;
+    assert_false(srv_json_check("[1,", 3, &at, &why, &values));
+    assert_int_equal(values, 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_invalid),
-        cmocka_unit_test(test_depth),
+        cmocka_unit_test(test_value_count), cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_invalid),     cmocka_unit_test(test_depth),
         cmocka_unit_test(test_every_byte),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,10 +36,8 @@ static size_t parse_t(const char *body, bool use_lift, outcome *o)
     size_t n = lifted ? lift.count : 0;
     memset(o, 0, sizeof *o);
     assert_non_null(root);
-    srv_lift_set_current(lifted ? &lift : NULL);
-    o->ok = srv_tensor_parse(cJSON_GetObjectItemCaseSensitive(root, "t"), "t", 0, 1u << 20, &o->t,
-                             &o->err);
-    srv_lift_set_current(NULL);
+    o->ok = srv_tensor_parse_as(cJSON_GetObjectItemCaseSensitive(root, "t"), "t", 0, 1u << 20,
+                                SRV_ELEM_FLOAT, lifted ? &lift : NULL, &o->t, &o->err);
     cJSON_Delete(root);
     if (lifted)
         srv_lift_free(&lift);
@@ -328,16 +326,14 @@ static void test_markers_unforgeable(void **state)
                        "0\",\"t\":{\"shape\":[1],\"data\":[1]}}";
     assert_false(srv_lift_scan(raw, strlen(raw), &lift));
 
-    /* Without the lift in force, a marker is just a string. */
+    /* Without its lift, a marker is just a string. */
     const char *body = "{\"t\":{\"shape\":[2],\"data\":[1,2]}}";
     assert_true(srv_lift_scan(body, strlen(body), &lift));
     cJSON *root = cJSON_Parse(lift.text);
     const cJSON *data =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "t"), "data");
-    assert_null(srv_lift_find(data));
-    srv_lift_set_current(&lift);
-    assert_true(srv_lift_find(data) == &lift.items[0]);
-    srv_lift_set_current(NULL);
+    assert_null(srv_lift_find(NULL, data));
+    assert_true(srv_lift_find(&lift, data) == &lift.items[0]);
     cJSON_Delete(root);
     srv_lift_free(&lift);
 }

@@ -25,7 +25,7 @@ static float *parse(const char *json, srv_elem kind, size_t *n, srv_reply *err)
     srv_tensor t = {0};
     assert_non_null(node);
     memset(err, 0, sizeof *err);
-    bool ok = srv_tensor_parse_as(node, FIELD, 0, 1 << 20, kind, &t, err);
+    bool ok = srv_tensor_parse_as(node, FIELD, 0, 1 << 20, kind, NULL, &t, err);
     cJSON_Delete(node);
     if (!ok)
         return NULL;

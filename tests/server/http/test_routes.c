@@ -1,9 +1,11 @@
 /* test_routes.c - server/http/routes.c: which route a method and path name, the
- * model name of the v2 model routes, and the table's own consistency: its
- * endpoints and how each may be used. */
+ * path parameters of the protocol routes ({name}, {version}: the v2 models),
+ * and the table's own consistency: its endpoints, its protocol rows, and how
+ * each may be used. */
 #include "api/api.h"
 #include "http/routes.h"
 #include "testutil.h"
+#include "v2/v2.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +15,7 @@ static char version[32];
 /* model gets the route's model name (cut to 31 bytes), version[] its version. */
 static srv_route find(const char *url, const char *method, bool *ok, char *model)
 {
-    srv_route_model m;
+    srv_route_params m;
     strcpy(m.name, "untouched");
     strcpy(m.version, "untouched");
     srv_route r = srv_route_find(url, method, ok, &m);
@@ -22,18 +24,25 @@ static srv_route find(const char *url, const char *method, bool *ok, char *model
     return r;
 }
 
+/* The v2 operation of the route url names, -1 when it is no v2 route. */
+static int v2op(const char *url, const char *method, bool *ok, char *model)
+{
+    srv_route r = find(url, method, ok, model);
+    return srv_routes[r].proto == &srv_v2_protocol ? srv_routes[r].op : -1;
+}
+
 static void test_exact_paths(void **state)
 {
     (void)state;
     bool ok;
     char model[32];
-    for (int i = 0; i < SRV_ROUTE_NOT_FOUND; i++) {
+    for (int i = SRV_ROUTE_NOT_FOUND + 1; srv_routes[i].path != NULL; i++) {
         const srv_route_def *d = &srv_routes[i];
-        if (srv_route_is_v2_model((srv_route)i))
+        if (srv_route_has_params(i))
             continue; /* their paths hold a {name} */
         assert_int_equal(find(d->path, d->method, &ok, model), i);
         assert_true(ok);
-        assert_string_equal(model, "untouched");
+        assert_string_equal(model, ""); /* no parameters */
         /* HEAD answers where GET does; other methods are refused. */
         assert_int_equal(find(d->path, "HEAD", &ok, model), i);
         assert_true(ok == (strcmp(d->method, "GET") == 0));
@@ -88,60 +97,61 @@ static void test_v2_models(void **state)
     (void)state;
     bool ok;
     char model[32];
-    assert_int_equal(find("/v2/models/attention-rope", "GET", &ok, model), SRV_ROUTE_V2_MODEL);
+    assert_int_equal(v2op("/v2/models/attention-rope", "GET", &ok, model), SRV_V2_OP_MODEL);
     assert_true(ok);
     assert_string_equal(model, "attention-rope");
-    assert_int_equal(find("/v2/models/attention-t5/ready", "GET", &ok, model),
-                     SRV_ROUTE_V2_MODEL_READY);
+    assert_int_equal(v2op("/v2/models/attention-t5/ready", "GET", &ok, model),
+                     SRV_V2_OP_MODEL_READY);
     assert_string_equal(model, "attention-t5");
-    assert_int_equal(find("/v2/models/x/infer", "POST", &ok, model), SRV_ROUTE_V2_INFER);
+    assert_int_equal(v2op("/v2/models/x/infer", "POST", &ok, model), SRV_V2_OP_INFER);
     assert_true(ok);
     assert_string_equal(model, "x");
-    assert_int_equal(find("/v2/models/x/infer", "GET", &ok, model), SRV_ROUTE_V2_INFER);
+    assert_int_equal(v2op("/v2/models/x/infer", "GET", &ok, model), SRV_V2_OP_INFER);
     assert_false(ok);
     /* A name longer than the buffer is cut, never overflows it. */
     assert_int_equal(
-        find("/v2/models/0123456789012345678901234567890123456789/infer", "POST", &ok, model),
-        SRV_ROUTE_V2_INFER);
+        v2op("/v2/models/0123456789012345678901234567890123456789/infer", "POST", &ok, model),
+        SRV_V2_OP_INFER);
     assert_int_equal(strlen(model), 31);
-    assert_int_equal(find("/v2", "GET", &ok, model), SRV_ROUTE_V2_SERVER);
-    assert_int_equal(find("/v2/", "GET", &ok, model), SRV_ROUTE_V2_SERVER);
+    assert_int_equal(v2op("/v2", "GET", &ok, model), SRV_V2_OP_SERVER);
+    assert_int_equal(v2op("/v2/", "GET", &ok, model), SRV_V2_OP_SERVER);
     assert_true(ok);
     /* The versioned forms name the same routes, with the version. */
-    assert_int_equal(find("/v2/models/attention-rope", "GET", &ok, model), SRV_ROUTE_V2_MODEL);
+    assert_int_equal(v2op("/v2/models/attention-rope", "GET", &ok, model), SRV_V2_OP_MODEL);
     assert_string_equal(version, "");
-    assert_int_equal(find("/v2/models/attention-rope/versions/1", "GET", &ok, model),
-                     SRV_ROUTE_V2_MODEL);
+    assert_int_equal(v2op("/v2/models/attention-rope/versions/1", "GET", &ok, model),
+                     SRV_V2_OP_MODEL);
     assert_string_equal(model, "attention-rope");
     assert_string_equal(version, "1");
-    assert_int_equal(find("/v2/models/a/versions/12/ready", "GET", &ok, model),
-                     SRV_ROUTE_V2_MODEL_READY);
+    assert_int_equal(v2op("/v2/models/a/versions/12/ready", "GET", &ok, model),
+                     SRV_V2_OP_MODEL_READY);
     assert_string_equal(model, "a");
     assert_string_equal(version, "12");
-    assert_int_equal(find("/v2/models/a/versions/x/infer", "POST", &ok, model), SRV_ROUTE_V2_INFER);
+    assert_int_equal(v2op("/v2/models/a/versions/x/infer", "POST", &ok, model), SRV_V2_OP_INFER);
     assert_string_equal(version, "x");
-    assert_int_equal(find("/v2/models/a/stats", "GET", &ok, model), SRV_ROUTE_V2_MODEL_STATS);
+    assert_int_equal(v2op("/v2/models/a/stats", "GET", &ok, model), SRV_V2_OP_MODEL_STATS);
     assert_string_equal(version, "");
-    assert_int_equal(find("/v2/models/a/versions/1/stats", "GET", &ok, model),
-                     SRV_ROUTE_V2_MODEL_STATS);
+    assert_int_equal(v2op("/v2/models/a/versions/1/stats", "GET", &ok, model),
+                     SRV_V2_OP_MODEL_STATS);
     assert_string_equal(version, "1");
     /* Every model's statistics is not a model named "stats". */
-    assert_int_equal(find("/v2/models/stats", "GET", &ok, model), SRV_ROUTE_V2_STATS);
-    assert_string_equal(model, "untouched");
-    assert_int_equal(find("/v2/models/stats/ready", "GET", &ok, model), SRV_ROUTE_V2_MODEL_READY);
+    assert_int_equal(v2op("/v2/models/stats", "GET", &ok, model), SRV_V2_OP_STATS);
+    assert_string_equal(model, "");
+    assert_int_equal(v2op("/v2/models/stats/ready", "GET", &ok, model), SRV_V2_OP_MODEL_READY);
     assert_string_equal(model, "stats");
     /* A version longer than its buffer is cut too. */
     assert_int_equal(
-        find("/v2/models/a/versions/0123456789012345678901234567890123456789", "GET", &ok, model),
-        SRV_ROUTE_V2_MODEL);
+        v2op("/v2/models/a/versions/0123456789012345678901234567890123456789", "GET", &ok, model),
+        SRV_V2_OP_MODEL);
     assert_int_equal(strlen(version), 31);
-    assert_true(srv_url_is_v2("/v2") && srv_url_is_v2("/v2/x") && !srv_url_is_v2("/v2x") &&
-                !srv_url_is_v2("/v1/attention"));
-    assert_true(srv_route_is_v2_model(SRV_ROUTE_V2_MODEL_STATS) &&
-                !srv_route_is_v2_model(SRV_ROUTE_V2_STATS) && srv_route_is_v2(SRV_ROUTE_V2_STATS));
-    assert_true(srv_route_is_v2(SRV_ROUTE_V2_SERVER) &&
-                !srv_route_is_v2_model(SRV_ROUTE_V2_SERVER));
-    assert_false(srv_route_is_v2(SRV_ROUTE_ATTENTION));
+    /* Errors of any path under /v2 take the protocol's shape. */
+    assert_true(srv_url_protocol("/v2") == &srv_v2_protocol &&
+                srv_url_protocol("/v2/x") == &srv_v2_protocol && srv_url_protocol("/v2x") == NULL &&
+                srv_url_protocol("/v1/attention") == NULL);
+    assert_true(srv_route_has_params(find("/v2/models/a/stats", "GET", &ok, model)) &&
+                !srv_route_has_params(find("/v2/models/stats", "GET", &ok, model)) &&
+                !srv_route_has_params(find("/v2", "GET", &ok, model)) &&
+                !srv_route_has_params(SRV_ROUTE_ATTENTION));
 }
 
 /* Every route has a path, a method and a label; the API routes are the
@@ -149,9 +159,13 @@ static void test_v2_models(void **state)
 static void test_table(void **state)
 {
     (void)state;
-    for (int i = 0; i < SRV_ROUTE_NOT_FOUND; i++) {
+    for (int i = SRV_ROUTE_NOT_FOUND + 1; srv_routes[i].path != NULL; i++) {
         const srv_route_def *d = &srv_routes[i];
-        assert_non_null(d->path);
+        /* answered by at most one of an endpoint and a protocol, and a
+         * protocol's row by the protocol's prefix */
+        assert_false(d->ep != NULL && d->proto != NULL);
+        if (d->proto != NULL)
+            assert_true(srv_url_protocol(d->path) == d->proto);
         assert_non_null(d->label);
         assert_true(strcmp(d->method, "GET") == 0 || strcmp(d->method, "POST") == 0);
         bool versioned = strncmp(d->path, "/v1/", 4) == 0 || strncmp(d->path, "/v2", 3) == 0;
@@ -159,6 +173,7 @@ static void test_table(void **state)
         assert_true(d->api == (versioned && !probe));
     }
     assert_null(srv_routes[SRV_ROUTE_NOT_FOUND].path);
+    assert_null(srv_routes[SRV_ROUTE_NOT_FOUND].proto);
 }
 
 /* The dispatch table: every /v1 route, and only those, names the api/
@@ -172,7 +187,7 @@ static void test_endpoints(void **state)
                             .max_tensor_elements = 1024,
                             .max_request_memory = 1 << 20,
                             .parallel_parts = 1};
-    for (int i = 0; i < SRV_ROUTE_NOT_FOUND; i++) {
+    for (int i = SRV_ROUTE_NOT_FOUND + 1; srv_routes[i].path != NULL; i++) {
         const srv_route_def *d = &srv_routes[i];
         srv_reply r;
         srv_job *job = (srv_job *)&r; /* must be set to NULL on refusal */

@@ -128,7 +128,7 @@ static void test_binary_borrowed_and_exact(void **state)
     char *buf = malloc(hlen + 3 * sizeof in.q + 16);
     srv_job *job = NULL;
     srv_reply reply;
-    api_att_result r;
+    const api_item *it;
     cJSON *head, *outs;
     size_t len;
 
@@ -141,19 +141,20 @@ static void test_binary_borrowed_and_exact(void **state)
         srv_v2_infer_prepare("attention-rope", buf, len, (int64_t)hlen, &lim, &job, &reply));
 
     /* q, k and v are the body's bytes, not copies. */
-    assert_true(api_attention_result(job, 0, &r));
-    assert_true(r.it->q.borrowed && r.it->k.borrowed && r.it->v.borrowed);
-    assert_ptr_equal(r.it->q.data, (const void *)(buf + hlen));
-    assert_ptr_equal(r.it->v.data, (const void *)(buf + hlen + 2 * sizeof in.q));
+    assert_non_null(it = api_attention_item(job, 0));
+    assert_true(it->q.borrowed && it->k.borrowed && it->v.borrowed);
+    assert_ptr_equal(it->q.data, (const void *)(buf + hlen));
+    assert_ptr_equal(it->v.data, (const void *)(buf + hlen + 2 * sizeof in.q));
 
     run_tasks(job);
     srv_job_finish(job, &reply);
     srv_job_free(job);
     assert_int_equal(reply.http_status, 200);
     assert_string_equal(reply.content_type, "application/octet-stream");
-    assert_true(reply.infer_header_len > 0);
-    assert_int_equal(reply.body_len, reply.infer_header_len + sizeof want_out + sizeof want_w);
-    head = cJSON_ParseWithLength(reply.body, reply.infer_header_len);
+    assert_true(reply.len_value > 0);
+    assert_string_equal(reply.len_header, "Inference-Header-Content-Length");
+    assert_int_equal(reply.body_len, reply.len_value + sizeof want_out + sizeof want_w);
+    head = cJSON_ParseWithLength(reply.body, reply.len_value);
     assert_non_null(head);
     outs = cJSON_GetObjectItem(head, "outputs");
     assert_int_equal(cJSON_GetArraySize(outs), 2);
@@ -164,9 +165,8 @@ static void test_binary_borrowed_and_exact(void **state)
                             "binary_data_size")
             ->valueint,
         (int)sizeof want_w);
-    assert_memory_equal(reply.body + reply.infer_header_len, want_out, sizeof want_out);
-    assert_memory_equal(reply.body + reply.infer_header_len + sizeof want_out, want_w,
-                        sizeof want_w);
+    assert_memory_equal(reply.body + reply.len_value, want_out, sizeof want_out);
+    assert_memory_equal(reply.body + reply.len_value + sizeof want_out, want_w, sizeof want_w);
     cJSON_Delete(head);
     srv_reply_free(&reply);
     free(buf);
@@ -182,7 +182,7 @@ static void test_binary_misaligned_is_copied(void **state)
     char *buf = malloc(hlen + 3 * sizeof in.q + 16);
     srv_job *job = NULL;
     srv_reply reply;
-    api_att_result r;
+    const api_item *it;
     size_t len;
 
     assert_non_null(buf);
@@ -192,14 +192,14 @@ static void test_binary_misaligned_is_copied(void **state)
     memset(&reply, 0, sizeof reply);
     assert_true(
         srv_v2_infer_prepare("attention-rope", buf + 1, len, (int64_t)hlen, &lim, &job, &reply));
-    assert_true(api_attention_result(job, 0, &r));
-    assert_false(r.it->q.borrowed);
-    assert_memory_equal(r.it->q.data, in.q, sizeof in.q);
+    assert_non_null(it = api_attention_item(job, 0));
+    assert_false(it->q.borrowed);
+    assert_memory_equal(it->q.data, in.q, sizeof in.q);
     run_tasks(job);
     srv_job_finish(job, &reply);
     srv_job_free(job);
     assert_int_equal(reply.http_status, 200);
-    assert_memory_equal(reply.body + reply.infer_header_len, want_out, sizeof want_out);
+    assert_memory_equal(reply.body + reply.len_value, want_out, sizeof want_out);
     srv_reply_free(&reply);
     free(buf);
 }
@@ -475,12 +475,12 @@ static void test_options(void **state)
     srv_job_finish(job, &reply);
     srv_job_free(job);
     assert_int_equal(reply.http_status, 200);
-    assert_int_equal(reply.body_len, reply.infer_header_len + sizeof(float) * want.n_out);
+    assert_int_equal(reply.body_len, reply.len_value + sizeof(float) * want.n_out);
     {
         /* The binary part starts right after the JSON header: any alignment. */
         for (size_t i = 0; i < want.n_out; i++) {
             float got;
-            memcpy(&got, reply.body + reply.infer_header_len + i * sizeof got, sizeof got);
+            memcpy(&got, reply.body + reply.len_value + i * sizeof got, sizeof got);
             assert_true(got == want.out[i]); /* the same kernel on the same bytes */
         }
     }
@@ -509,8 +509,7 @@ static void test_options(void **state)
         srv_job_finish(job, &reply);
         srv_job_free(job);
         assert_int_equal(reply.http_status, 200);
-        assert_memory_equal(reply.body + reply.infer_header_len, want.out,
-                            sizeof(float) * want.n_out);
+        assert_memory_equal(reply.body + reply.len_value, want.out, sizeof(float) * want.n_out);
         srv_reply_free(&reply);
         free(buf2);
     }
