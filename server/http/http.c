@@ -10,6 +10,8 @@
  */
 #include "http/http.h"
 
+#include "http/jobs.h"
+#include "http/respond.h"
 #include "http/request.h"
 #include "http/tls.h"
 #include "http/web.h"

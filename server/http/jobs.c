@@ -4,6 +4,8 @@
  * pool's loop thread when the last task is done. A tiny job runs on the HTTP
  * thread itself.
  */
+#include "http/jobs.h"
+#include "http/respond.h"
 #include "http/request.h"
 
 #include <microhttpd.h>

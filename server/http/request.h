@@ -1,8 +1,9 @@
 /* request.h - private to http/: the server and one request's record as the
  * three files of the HTTP layer share them. http.c owns the daemon and a
- * request's life (route, refuse, receive, log); jobs.c hands a prepared job
- * to the pool and resumes the connection when it is done; respond.c builds
- * and queues the response and answers the routes that need no job.
+ * request's life (route, refuse, receive, log); jobs.c (jobs.h) hands a
+ * prepared job to the pool and resumes the connection when it is done;
+ * respond.c (respond.h) builds and queues the response and answers the
+ * routes that need no job.
  */
 #ifndef SRV_HTTP_REQUEST_H
 #define SRV_HTTP_REQUEST_H
@@ -94,22 +95,6 @@ struct request {
     size_t bytes_out;
 };
 
-/* Queues q->reply as the response (headers: content type, Server-Timing,
- * Retry-After, Allow, ...), counting the request as answered. */
-enum MHD_Result http_send_reply(request *q);
-/* Replaces q->reply with the error e and sends it. */
-enum MHD_Result http_send_error(request *q, srv_error e, const char *field, const char *msg);
-/* A static text answer (copied). */
-void http_set_text(srv_reply *r, int status, const char *type, const char *text);
-/* Counts the request in the metrics, once (see respond.c). */
-void http_record_answer(request *q);
-/* The whole body is in: prepares the job and runs it (jobs.c). */
-enum MHD_Result http_start_job(request *q);
-/* A route without a job: health, metrics, the page, GET endpoints of the
- * API, a protocol's GET routes. */
-enum MHD_Result http_serve_simple(request *q);
-/* What the route's protocol sees of q and the server (respond.c). */
-void http_protocol_ctx(request *q, srv_protocol_ctx *pc);
 /* The request's compute wall time: its first task's start to its last
  * one's end (0 before any ran); sum_compute_us is the CPU time (jobs.c). */
 static inline uint64_t srv_request_compute_us(const request *q)

@@ -4,6 +4,7 @@
  * need no job (health, metrics, OpenAPI, the web page, GET endpoints of the
  * API through their api/ records).
  */
+#include "http/respond.h"
 #include "http/request.h"
 
 #include "http/web.h"
