@@ -76,9 +76,12 @@ $(error two test files share a name: $(sort $(notdir $(TEST_SRC))))
 endif
 TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/testutil.c tests/e2e_server.c tests/batch_status.c))
 # Helpers linked only into the test binaries that use them (see below).
-TEST_E2E_OBJ := $(BUILD)/tests/e2e/e2e_http.o $(BUILD)/tests/e2e/e2e_cases.o
+# tests/e2e/e2e_http.c is the end-to-end tests' one HTTP client (libcurl and
+# raw sockets); tests/e2e_server.c, in TEST_COMMON_OBJ, starts posattnd.
+TEST_HTTP_OBJ := $(BUILD)/tests/e2e/e2e_http.o
+TEST_E2E_OBJ := $(TEST_HTTP_OBJ) $(BUILD)/tests/e2e/e2e_cases.o
 TEST_API_OBJ := $(BUILD)/tests/api_harness.o
-TEST_BADINPUT_OBJ := $(BUILD)/tests/e2e/badinput_table.o
+TEST_BADINPUT_OBJ := $(TEST_HTTP_OBJ) $(BUILD)/tests/e2e/badinput_table.o
 TEST_ATT_OBJ := $(BUILD)/tests/lib/attention_fixture.o
 
 LOAD_SRC := $(wildcard tools/load/*.c)

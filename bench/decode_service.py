@@ -22,11 +22,13 @@ import json
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import posattnd  # noqa: E402  (tests/posattnd.py)
 
 
 def main():
@@ -49,23 +51,17 @@ def main():
                             ("kb", (B, L // B, Hkv, D)), ("vb", (B, L // B, Hkv, D))):
             files[name] = os.path.join(tmp, name + ".npy")
             np.save(files[name], rng.uniform(-1, 1, shape).astype("<f4"))
-        cmd = [a.posattnd, "--host", "127.0.0.1", "--port", "0", "--workers", "2",
-               "--log-format", "off"]
+        args = ["--workers", "2"]
         for name, path in files.items():
-            cmd += ["--tensor", "%s=%s" % (name, path)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
-        srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env)
+            args += ["--tensor", "%s=%s" % (name, path)]
         try:
-            line = srv.stdout.readline()
-            if "http://" not in line:
-                print("decode_service: posattnd did not start: %s %s" % (line, srv.stderr.read()),
-                      file=sys.stderr)
-                return 1
-            url = line.split("http://")[1].split()[0]
-
+            srv = posattnd.start(a.posattnd, args, timeout=120)
+        except posattnd.StartError as e:
+            print("decode_service: posattnd did not start: %s" % e, file=sys.stderr)
+            return 1
+        try:
             def post(body):
-                req = urllib.request.Request("http://%s/v1/attention" % url, data=body,
+                req = urllib.request.Request(srv.url + "/v1/attention", data=body,
                                              headers={"Content-Type": "application/json"})
                 t0 = time.perf_counter()
                 with urllib.request.urlopen(req, timeout=300) as r:
@@ -110,8 +106,8 @@ def main():
                     name, best, statistics.median(comp), gb / (best / 1e3) if best > 0 else 0,
                     statistics.median(wall)))
         finally:
-            srv.terminate()
-            srv.wait(timeout=30)
+            if srv.stop(30) != 0:  # reported, not a failure of the benchmark (as before)
+                print("decode_service: " + srv.failure(), file=sys.stderr)
     return 0
 
 

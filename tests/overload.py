@@ -34,30 +34,16 @@ import base64
 import http.client
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
 
 import numpy as np
 
+import posattnd
+
 WORKERS, QUEUE, REQUEST_MB, BODY_MB = 2, 4, 16, 2
 L, H, D = 512, 2, 32
-
-
-def start_server(path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
-    p = subprocess.Popen([path, "--host", "127.0.0.1", "--port", "0",
-                          "--workers", str(WORKERS), "--queue-depth", str(QUEUE),
-                          "--max-request-mb", str(REQUEST_MB), "--max-body-mb", str(BODY_MB),
-                          "--log-format", "off"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    line = p.stdout.readline().decode()
-    marker = "listening on http://127.0.0.1:"
-    if marker not in line:
-        p.kill()
-        sys.exit(f"overload: unexpected first line from posattnd: {line!r}")
-    return p, int(line.split(marker)[1].split()[0])
 
 
 def status_kb(pid, field):
@@ -153,7 +139,13 @@ def main():
 
     inputs = [make_input(seed) for seed in (1, 2, 3)]
     bodies = [b for b, _ in inputs]
-    proc, port = start_server(a.posattnd)
+    try:
+        srv = posattnd.start(a.posattnd, ["--workers", str(WORKERS), "--queue-depth", str(QUEUE),
+                                          "--max-request-mb", str(REQUEST_MB),
+                                          "--max-body-mb", str(BODY_MB)])
+    except posattnd.StartError as e:
+        sys.exit(f"overload: {e}")
+    port = srv.port
     ok = True
     try:
         # One request of each input first, so "before" includes the workers'
@@ -166,7 +158,7 @@ def main():
             if r.status != 200:
                 sys.exit(f"overload: warm-up request answered {r.status}")
         c.close()
-        rss_before = status_kb(proc.pid, "VmRSS")
+        rss_before = status_kb(srv.pid, "VmRSS")
 
         jobs = list(range(a.requests))
         results, go = [], threading.Event()
@@ -182,8 +174,8 @@ def main():
         time.sleep(0.2)
         in_flight = metric(port, "posattn_in_flight")
         queue_depth = metric(port, "posattn_queue_depth")
-        rss_peak = status_kb(proc.pid, "VmHWM")
-        rss_after = status_kb(proc.pid, "VmRSS")
+        rss_peak = status_kb(srv.pid, "VmHWM")
+        rss_after = status_kb(srv.pid, "VmRSS")
 
         refs = [reference(*x) for _, x in inputs]
         accepted = [r for r in results if r[1] == 200]
@@ -235,13 +227,10 @@ def main():
                 rss_peak > bound_kb or in_flight != 0 or queue_depth != 0):
             ok = False
     finally:
-        proc.terminate()
-        try:
-            rc = proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = "killed"
-    print(f"  posattnd exit status after SIGTERM: {rc}")
+        rc = srv.stop(20)
+    print(f"  posattnd exit status after SIGTERM: {'killed' if srv.killed else rc}")
+    if rc != 0:
+        print(srv.failure())
     ok = ok and rc == 0
     print("overload: " + ("PASS" if ok else "FAIL"))
     return 0 if ok else 1

@@ -25,30 +25,17 @@ import json
 import os
 import select
 import socket
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
 
+import posattnd
+
 SMALL = json.dumps({"inputs": [{"scheme": {"type": "rope"}, "causal": True,
                                 "q": {"shape": [2, 1, 2], "data": [1, 0, 0, 0]},
                                 "k": {"shape": [2, 1, 2], "data": [1, 0, 0, 1]},
                                 "v": {"shape": [2, 1, 2], "data": [1, 2, 3, 4]}}]}).encode()
-
-
-def start_server(path, timeout):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
-    p = subprocess.Popen([path, "--host", "127.0.0.1", "--port", "0", "--workers", "2",
-                          "--request-timeout", str(timeout), "--log-format", "off"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    line = p.stdout.readline().decode()
-    marker = "listening on http://127.0.0.1:"
-    if marker not in line:
-        p.kill()
-        sys.exit(f"slowloris: unexpected first line from posattnd: {line!r}")
-    port = int(line.split(marker)[1].split()[0])
-    return p, port
 
 
 def percentile(xs, q):
@@ -165,16 +152,19 @@ def main():
     if a.seconds < 1.8 * a.timeout + 2:
         sys.exit("slowloris: --seconds must be at least 1.8 * --timeout + 2 (the keep-alive probe)")
 
-    proc = None
+    srv = None
     if a.url:
         url = a.url.rstrip("/")
         if not url.startswith("http://127.0.0.1:"):
             sys.exit("slowloris: 127.0.0.1 only")
         port = int(url.rsplit(":", 1)[1])
     else:
-        proc, port = start_server(a.posattnd, a.timeout)
-        url = f"http://127.0.0.1:{port}"
-    rss0 = rss_kb(proc)
+        try:
+            srv = posattnd.start(a.posattnd, ["--workers", "2", "--request-timeout", str(a.timeout)])
+        except posattnd.StartError as e:
+            sys.exit(f"slowloris: {e}")
+        port, url = srv.port, srv.url
+    rss0 = rss_kb(srv)
 
     body = b'{"inputs":[]}' + b" " * 4000
     head_slow = (b"POST /v1/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
@@ -229,7 +219,7 @@ def main():
     stop.set()
     th.join(10)
     ka_th.join(max(0.0, a.timeout * 2.8 + 2 - (time.monotonic() - t_start)))
-    rss1 = rss_kb(proc)
+    rss1 = rss_kb(srv)
 
     limit = a.timeout + 2.0
     ok = True
@@ -264,23 +254,20 @@ def main():
     for c in conns:
         if c.closed_at is None:
             c.s.close()
-    if proc is not None:
-        proc.terminate()
-        try:
-            rc = proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = "killed"
-        print(f"  posattnd exit status after SIGTERM: {rc}")
+    if srv is not None:
+        rc = srv.stop(15)
+        print(f"  posattnd exit status after SIGTERM: {'killed' if srv.killed else rc}")
+        if rc != 0:
+            print(srv.failure())
         ok = ok and rc == 0
     print("slowloris: " + ("PASS" if ok else "FAIL"))
     return 0 if ok else 1
 
 
-def rss_kb(proc):
-    if proc is None:
+def rss_kb(srv):
+    if srv is None:
         return None
-    with open(f"/proc/{proc.pid}/status") as f:
+    with open(f"/proc/{srv.pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])

@@ -27,10 +27,11 @@ import json
 import os
 import random
 import struct
-import subprocess
 import sys
 import threading
 import time
+
+import posattnd
 
 L, H, D = 128, 4, 64
 SCHEMES = [{"type": "rope"}, {"type": "alibi"},
@@ -41,19 +42,6 @@ SCHEMES = [{"type": "rope"}, {"type": "alibi"},
            {"type": "none"}]
 CLIENTS = 4
 MARGIN_KB, MARGIN_FRAC = 8 * 1024, 0.10
-
-
-def start_server(path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
-    p = subprocess.Popen([path, "--host", "127.0.0.1", "--port", "0", "--workers", "2",
-                          "--log-format", "off"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    line = p.stdout.readline().decode()
-    marker = "listening on http://127.0.0.1:"
-    if marker not in line:
-        p.kill()
-        sys.exit(f"soak: unexpected first line from posattnd: {line!r}")
-    return p, int(line.split(marker)[1].split()[0])
 
 
 def rss_kb(pid):
@@ -167,11 +155,15 @@ def main():
         sys.exit("soak: --seconds in 20..3600, --rate in 1..1000, --sample in 0.5..60")
 
     good, bad = bodies(7)
-    proc, port = start_server(a.posattnd)
+    try:
+        srv = posattnd.start(a.posattnd, ["--workers", "2"])
+    except posattnd.StartError as e:
+        sys.exit(f"soak: {e}")
+    port = srv.port
     ok = True
     samples = []
     try:
-        rss0 = rss_kb(proc.pid)
+        rss0 = rss_kb(srv.pid)
         stats = Stats()
         t0 = time.monotonic()
         deadline = t0 + a.seconds
@@ -184,13 +176,13 @@ def main():
         while any(t.is_alive() for t in threads):
             now = time.monotonic()
             if now >= next_sample:
-                samples.append((now - t0, rss_kb(proc.pid)))
+                samples.append((now - t0, rss_kb(srv.pid)))
                 next_sample += a.sample
             time.sleep(min(0.2, max(0.0, next_sample - time.monotonic())))
         for t in threads:
             t.join(60)
         elapsed = time.monotonic() - t0
-        samples.append((elapsed, rss_kb(proc.pid)))
+        samples.append((elapsed, rss_kb(srv.pid)))
 
         warm = max(10.0, a.seconds / 4)
         after = [kb for t, kb in samples if t >= warm]
@@ -215,13 +207,10 @@ def main():
         if stats.failures or rate < 0.8 * a.rate or peak - base > allowed:
             ok = False
     finally:
-        proc.terminate()
-        try:
-            rc = proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = "killed"
-    print(f"  posattnd exit status after SIGTERM: {rc}")
+        rc = srv.stop(30)
+    print(f"  posattnd exit status after SIGTERM: {'killed' if srv.killed else rc}")
+    if rc != 0:
+        print(srv.failure())
     ok = ok and rc == 0
     print("soak: " + ("PASS" if ok else "FAIL"))
     return 0 if ok else 1

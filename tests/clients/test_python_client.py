@@ -50,8 +50,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CLIENT_SRC = os.path.join(ROOT, "clients", "python")
 sys.path.insert(0, CLIENT_SRC)  # the source tree; test_pip_install checks an installed copy
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # tests/posattnd.py starts the private servers
 
 import posattn  # noqa: E402
+import posattnd  # noqa: E402
 
 URL = os.environ.get("POSATTN_URL", "http://127.0.0.1:8080").rstrip("/")
 AUTH_URL = os.environ.get("POSATTN_AUTH_URL", "").rstrip("/")
@@ -121,31 +123,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start_server(args):
-    """A private posattnd on 127.0.0.1, any free port: (process, url)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
-    p = subprocess.Popen([POSATTND, "--host", "127.0.0.1", "--port", "0", "--log-format", "off"]
-                         + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=env)
-    line = p.stdout.readline()  # "posattnd ... listening on http(s)://127.0.0.1:PORT ..."
-    if "listening on" not in line:
-        p.kill()
-        raise RuntimeError("posattnd did not start: %r %s" % (line, p.stderr.read()))
-    return p, line.split("listening on ")[1].split()[0]
-
-
-def stop_server(testcase, p):
-    p.terminate()
-    try:
-        rc = p.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = -9
-    p.stdout.close()
-    p.stderr.close()
-    testcase.assertEqual(rc, 0, "posattnd exit status after SIGTERM")
 
 
 class Case(unittest.TestCase):
@@ -505,15 +482,16 @@ class Https(Case):
         cls.tmp = tempfile.TemporaryDirectory()
         make_pki(cls.tmp.name)
         cls.ca = os.path.join(cls.tmp.name, "ca.crt")
-        cls.proc, cls.url = start_server([
+        cls.srv = posattnd.start(POSATTND, [
             "--workers", "1", "--api-key", "tls-key",
             "--tls-cert", os.path.join(cls.tmp.name, "srv.crt"),
             "--tls-key", os.path.join(cls.tmp.name, "srv.key")])
+        cls.url = cls.srv.url
 
     @classmethod
     def tearDownClass(cls):
         try:
-            stop_server(unittest.TestCase(), cls.proc)
+            cls.srv.stop(check=True)
         finally:
             cls.tmp.cleanup()
 
@@ -565,12 +543,13 @@ class NamedTensorsAndOverload(Case):
             path = os.path.join(cls.tmp.name, name + ".npy")
             np.save(path, a)
             args += ["--tensor", "big_%s=%s" % (name, path)]
-        cls.proc, cls.url = start_server(args)
+        cls.srv = posattnd.start(POSATTND, args)
+        cls.url = cls.srv.url
 
     @classmethod
     def tearDownClass(cls):
         try:
-            stop_server(unittest.TestCase(), cls.proc)
+            cls.srv.stop(check=True)
         finally:
             cls.tmp.cleanup()
 

@@ -1,7 +1,8 @@
 /* badinput_table.h - how tests/e2e/test_badinput.c's table is run: one row
  * (bcase) is one request to one of two posattnd children, sent with libcurl
- * or as raw bytes on a fresh socket, and the status, error.code and
- * error.field it must get back. Also /healthz and a child's RSS.
+ * or as raw bytes on a fresh socket (both through tests/e2e/e2e_http.h), and
+ * the status, error.code and error.field it must get back. Also /healthz and
+ * a child's RSS.
  *
  * Every request has a timeout; a transport error fails the running cmocka
  * test. The rows themselves, and the test, are in tests/e2e/test_badinput.c.
@@ -9,24 +10,11 @@
 #ifndef TESTS_BADINPUT_TABLE_H
 #define TESTS_BADINPUT_TABLE_H
 
-#include "e2e_server.h"
+#include "e2e_http.h" /* sbuf, server */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
-
-/* A growable string; {0} is empty, p is NUL-terminated once anything is put. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-void sb_put(sbuf *b, const char *s, size_t n);
-void sb_puts(sbuf *b, const char *s);
-void sb_repeat(sbuf *b, const char *s, size_t times);
-void sb_free(sbuf *b);
-
-typedef e2e_server server; /* tests/e2e_server.c */
 
 extern server servers[2]; /* [0] open, [1] with --api-key */
 

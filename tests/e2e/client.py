@@ -34,6 +34,8 @@ AUTH_URL = os.environ.get("POSATTN_AUTH_URL", "").rstrip("/")
 API_KEY = os.environ.get("POSATTN_AUTH_KEY", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
 from examples import examples  # noqa: E402  (tests/e2e/examples.py)
+sys.path.insert(0, os.path.join(HERE, ".."))
+import posattnd  # noqa: E402  (tests/posattnd.py)
 README_URL = "http://127.0.0.1:8080"
 ATOL, RTOL = 1e-5, 1e-4
 TIMEOUT = 30
@@ -363,19 +365,16 @@ class StartUp(unittest.TestCase):
     BIN = os.environ.get("POSATTND", "build/posattnd")
 
     def test_prints_the_urls(self):
-        import subprocess
-        p = subprocess.Popen([self.BIN, "--host", "127.0.0.1", "--port", "0", "--workers", "1"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        srv = posattnd.start(self.BIN, ["--workers", "1"], log_format=None,
                              env={"PATH": os.environ.get("PATH", "")})
         try:
-            first = p.stdout.readline()
+            # posattnd writes the three lines at once (one fflush).
+            first, api, web = (srv.stdout_text().splitlines() + ["", "", ""])[:3]
             port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+) ", first).group(1))
-            api, web = p.stdout.readline(), p.stdout.readline()
             self.assertIn(f"http://127.0.0.1:{port}/v1/schemes", api)
             self.assertIn(f"web page  http://127.0.0.1:{port}/", web)
         finally:
-            p.terminate()
-            self.assertEqual(p.wait(15), 0)
+            self.assertEqual(srv.stop(15), 0, srv.failure())
 
     def test_port_in_use_names_the_flag(self):
         import subprocess

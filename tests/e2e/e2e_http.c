@@ -2,7 +2,10 @@
 #include "e2e_http.h"
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -10,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,10 +78,25 @@ sb_printf(sbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+void sb_repeat(sbuf *b, const char *s, size_t times)
+{
+    for (size_t i = 0; i < times; i++)
+        sb_puts(b, s);
+}
+
 void sb_free(sbuf *b)
 {
     free(b->p);
     memset(b, 0, sizeof *b);
+}
+
+const char *find_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay != '\0'; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return hay;
+    return NULL;
 }
 
 static void server_dump_log(const server *s)
@@ -188,14 +207,79 @@ void xfer_cleanup(xfer *x)
 }
 
 /* One blocking request; *r receives the answer (free with resp_free). */
-void http_do(resp *r, const char *method, const char *url, const char *body, size_t len,
-             const char *const *hdrs)
+void http_request(resp *r, const char *method, const char *url, const char *body, size_t len,
+                  const char *const *hdrs, long timeout_ms)
 {
     xfer x;
-    xfer_init(&x, method, url, body, len, hdrs, 30000L);
+    xfer_init(&x, method, url, body, len, hdrs, timeout_ms);
     xfer_finish(&x, curl_easy_perform(x.e));
     *r = x.r;
     xfer_cleanup(&x);
+}
+
+void http_do(resp *r, const char *method, const char *url, const char *body, size_t len,
+             const char *const *hdrs)
+{
+    http_request(r, method, url, body, len, hdrs, 30000L);
+}
+
+void raw_exchange(stream *st, int port, const char *req, size_t len, double wait_s, bool one_answer)
+{
+    struct sockaddr_in a = {0};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    double t0 = now_s();
+    memset(st, 0, sizeof *st);
+    assert_true(fd >= 0);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    (void)!send(fd, req, len, MSG_NOSIGNAL); /* it may answer and close first */
+    for (;;) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        char buf[4096];
+        int left_ms = (int)((t0 + wait_s - now_s()) * 1000);
+        ssize_t got;
+        if (left_ms <= 0)
+            break;
+        if (poll(&pf, 1, left_ms) <= 0)
+            continue;
+        got = recv(fd, buf, sizeof buf, 0);
+        if (got <= 0) {
+            st->closed = true;
+            break;
+        }
+        sb_put(&st->in, buf, (size_t)got);
+        const char *eoh = strstr(st->in.p, "\r\n\r\n");
+        if (eoh != NULL && st->answer_len == 0) {
+            const char *cl = find_nocase(st->in.p, "\r\nContent-Length:");
+            if (cl != NULL && cl < eoh)
+                st->answer_len = (size_t)(eoh + 4 - st->in.p) + strtoul(cl + 17, NULL, 10);
+        }
+        if (one_answer && st->answer_len != 0 && st->in.len >= st->answer_len)
+            break;
+    }
+    st->seconds = now_s() - t0;
+    close(fd);
+}
+
+long raw_answer(const stream *st, const char **body, size_t *body_len)
+{
+    long status = 0;
+    if (st->in.p == NULL || sscanf(st->in.p, "HTTP/1.%*d %ld", &status) != 1)
+        return 0;
+    if (body != NULL) {
+        const char *eoh = strstr(st->in.p, "\r\n\r\n");
+        *body = NULL;
+        *body_len = 0;
+        if (eoh != NULL) {
+            size_t head = (size_t)(eoh + 4 - st->in.p);
+            *body = eoh + 4;
+            *body_len = st->answer_len != 0 && st->answer_len < st->in.len ? st->answer_len - head
+                                                                           : st->in.len - head;
+        }
+    }
+    return status;
 }
 
 /* Runs n transfers concurrently until all are done or timeout_s passes.
@@ -378,6 +462,11 @@ static void find_binary(const char *argv0)
                  argv0);
     else
         snprintf(posattnd_path, sizeof posattnd_path, "build/posattnd");
+}
+
+const char *e2e_posattnd_path(void)
+{
+    return posattnd_path;
 }
 
 int e2e_http_init(const char *argv0, const char *name)

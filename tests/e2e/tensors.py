@@ -25,12 +25,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import posattnd  # noqa: E402  (tests/posattnd.py)
+
 TIMEOUT = 30
 ARGS = None
 SERVER = {}
@@ -63,22 +65,7 @@ def rnd(shape, seed):
 
 
 def start_server(bin_path, flags):
-    p = subprocess.Popen(
-        [bin_path, "--host", "127.0.0.1", "--port", "0", "--workers", "2", "--log-format", "off"]
-        + flags,
-        stdout=subprocess.PIPE,
-        stderr=SERVER["stderr"],
-        text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")},
-    )
-    line = p.stdout.readline()
-    if "listening on http://" not in line:
-        p.kill()
-        p.wait(timeout=10)
-        SERVER["stderr"].seek(0)
-        raise RuntimeError("posattnd did not start: %r %s" % (line, SERVER["stderr"].read()))
-    url = line.split("listening on ")[1].split()[0]
-    return p, url
+    return posattnd.start(bin_path, ["--workers", "2"] + flags)
 
 
 class NamedTensors(unittest.TestCase):
@@ -260,8 +247,9 @@ class NamedTensors(unittest.TestCase):
         self.assertEqual(err["field"], "inputs[0].scheme.table.shape")
 
     def test_list_needs_the_api_key(self):
-        p, url = start_server(ARGS.bin, ["--api-key", "k-e2e", "--tensor",
-                                         "wpe=" + SERVER["manifest"]["good"]["wpe"]["spec"]])
+        srv = start_server(ARGS.bin, ["--api-key", "k-e2e", "--tensor",
+                                      "wpe=" + SERVER["manifest"]["good"]["wpe"]["spec"]])
+        url = srv.url
         try:
             def get(headers):
                 req = urllib.request.Request(url + "/v1/tensors", headers=headers)
@@ -277,8 +265,7 @@ class NamedTensors(unittest.TestCase):
             self.assertEqual(status, 200, body)
             self.assertEqual([t["name"] for t in body["tensors"]], ["wpe"])
         finally:
-            p.terminate()
-            self.assertEqual(p.wait(timeout=15), 0)
+            self.assertEqual(srv.stop(15), 0, srv.failure())
 
     def test_bad_files_stop_start_up(self):
         for case in SERVER["manifest"]["bad"]:
@@ -323,20 +310,15 @@ def main():
     flags = []
     for name, t in SERVER["manifest"]["good"].items():
         flags += ["--tensor", "%s=%s" % (name, t["spec"])]
-    SERVER["stderr"] = tempfile.TemporaryFile(mode="w+")
-    proc, SERVER["url"] = start_server(ARGS.bin, flags)
+    srv = start_server(ARGS.bin, flags)
+    SERVER["url"] = srv.url
     try:
         suite = unittest.defaultTestLoader.loadTestsFromTestCase(NamedTensors)
         ok = unittest.TextTestRunner(verbosity=1 if ARGS.q else 2).run(suite).wasSuccessful()
     finally:
-        proc.terminate()
-        try:
-            rc = proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = -1
+        rc = srv.stop(15)
     if rc != 0:
-        print("posattnd exited %d after SIGTERM" % rc, file=sys.stderr)
+        print(srv.failure(), file=sys.stderr)
         ok = False
     print("e2e-tensors: %s" % ("ok" if ok else "FAILED"))
     return 0 if ok else 1

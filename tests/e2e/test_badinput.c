@@ -5,8 +5,9 @@
  * server must still answer /healthz, and running the table three times must
  * not grow its RSS beyond a small margin (figures printed).
  *
- * This file holds the rows and the test; tests/badinput_table.c sends a row
- * and checks its answer. The binary is $POSATTND, else posattnd beside this
+ * This file holds the rows and the test; tests/e2e/badinput_table.c sends a
+ * row (through the e2e HTTP harness, tests/e2e/e2e_http.c) and checks its
+ * answer. The binary is $POSATTND, else posattnd beside this
  * test's build folder (<BUILD>/tests/test_badinput -> <BUILD>/posattnd), else
  * build/posattnd. Every request has a timeout; servers die with the test
  * (PR_SET_PDEATHSIG).
@@ -17,12 +18,9 @@
 
 #include <curl/curl.h>
 
-#include <signal.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define API_KEY "s3cret-key"
 /* RSS may grow by this much between the first and the third pass. Under
@@ -36,8 +34,6 @@
 #else
 #define RSS_CHECKED 1
 #endif
-
-static char posattnd_path[4096];
 
 /* ------------------------------------------------------------------------- */
 /* Bodies                                                                    */
@@ -312,13 +308,13 @@ static const bcase cases[] = {
                       "4294967296],\"data\":[1]},\"k\":" T222 ",\"v\":" T222),
             "*", "*"),
     ITEMERR_ST("dims 2^31 each",
-            ITEM(NONE ",\"q\":{\"shape\":[2147483647,2147483647,2147483647],"
-                      "\"b64\":\"" B64_8 "\"},\"k\":" T222 ",\"v\":" T222),
-            413, "*", "*"),
+               ITEM(NONE ",\"q\":{\"shape\":[2147483647,2147483647,2147483647],"
+                         "\"b64\":\"" B64_8 "\"},\"k\":" T222 ",\"v\":" T222),
+               413, "*", "*"),
     ITEMERR_ST("over max tensor elements",
-            ITEM(NONE ",\"q\":{\"shape\":[4096,64,128],\"b64\":\"" B64_8 "\"},\"k\":" T222
-                      ",\"v\":" T222),
-            413, "PAYLOAD_TOO_LARGE", "*"),
+               ITEM(NONE ",\"q\":{\"shape\":[4096,64,128],\"b64\":\"" B64_8 "\"},\"k\":" T222
+                         ",\"v\":" T222),
+               413, "PAYLOAD_TOO_LARGE", "*"),
     /* Out-of-range numbers, NaN/Infinity spelled in ways JSON allows. */
     ITEMERR("data 1e39 (over float)",
             ITEM(NONE ",\"q\":{\"shape\":[2,2,2],\"data\":[1,2,3,4,5,"
@@ -514,8 +510,8 @@ static void test_badinput_table(void **state)
     size_t failed = 0;
     bool verbose = getenv("BADINPUT_VERBOSE") != NULL;
 
-    e2e_server_start(&servers[0], posattnd_path, open_flags);
-    e2e_server_start(&servers[1], posattnd_path, key_flags);
+    e2e_server_start(&servers[0], e2e_posattnd_path(), open_flags);
+    e2e_server_start(&servers[1], e2e_posattnd_path(), key_flags);
     assert_int_equal(healthz_status(&servers[0]), 200);
     rss[0] = rss_kb(servers[0].pid);
     for (int pass = 0; pass < 3; pass++) {
@@ -551,19 +547,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void find_binary(const char *argv0)
-{
-    const char *env = getenv("POSATTND");
-    const char *slash = strrchr(argv0, '/');
-    if (env != NULL && env[0] != '\0')
-        snprintf(posattnd_path, sizeof posattnd_path, "%s", env);
-    else if (slash != NULL)
-        snprintf(posattnd_path, sizeof posattnd_path, "%.*s/../posattnd", (int)(slash - argv0),
-                 argv0);
-    else
-        snprintf(posattnd_path, sizeof posattnd_path, "build/posattnd");
-}
-
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -571,14 +554,8 @@ int main(int argc, char **argv)
     };
     int rc;
     (void)argc;
-    find_binary(argv[0]);
-    if (access(posattnd_path, X_OK) != 0) {
-        fprintf(stderr, "test_badinput: %s is not an executable (build it, or set POSATTND)\n",
-                posattnd_path);
+    if (e2e_http_init(argv[0], "test_badinput") != 0)
         return 1;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = cmocka_run_group_tests_name("badinput", tests, NULL, NULL);
     curl_global_cleanup();
     return rc;

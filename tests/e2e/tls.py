@@ -31,6 +31,9 @@ import time
 import unittest
 import warnings
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import posattnd  # noqa: E402  (tests/posattnd.py)
+
 ARGS = None
 TMP = None
 SRV = {}
@@ -56,18 +59,10 @@ def make_pki(d):
 
 
 def start(extra, tls=True):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
-    cmd = [ARGS.bin, "--host", "127.0.0.1", "--port", "0", "--workers", "2", "--log-format",
-           "off", "--request-timeout", "2"] + extra
+    args = ["--workers", "2", "--request-timeout", "2"] + extra
     if tls:
-        cmd += ["--tls-cert", os.path.join(TMP, "srv.crt"), "--tls-key", os.path.join(TMP, "srv.key")]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    line = p.stdout.readline()
-    if "listening on" not in line:
-        p.kill()
-        raise RuntimeError("posattnd did not start: %r %s" % (line, p.stderr.read()))
-    url = line.split("listening on ")[1].split()[0]
-    return p, int(url.rsplit(":", 1)[1]), url
+        args += ["--tls-cert", os.path.join(TMP, "srv.crt"), "--tls-key", os.path.join(TMP, "srv.key")]
+    return posattnd.start(ARGS.bin, args)
 
 
 def trusted():
@@ -235,22 +230,18 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         TMP = d
         make_pki(d)
-        p, SRV["port"], SRV["url"] = start(["--api-key", "tls-e2e"])
-        q, SRV["plain_port"], _ = start(["--api-key", "tls-e2e"], tls=False)
+        p = start(["--api-key", "tls-e2e"])
+        SRV["port"], SRV["url"] = p.port, p.url
+        q = start(["--api-key", "tls-e2e"], tls=False)
+        SRV["plain_port"] = q.port
         try:
             suite = unittest.defaultTestLoader.loadTestsFromTestCase(Tls)
             ok = unittest.TextTestRunner(verbosity=1 if ARGS.q else 2).run(suite).wasSuccessful()
         finally:
-            codes = []
-            for proc in (p, q):
-                proc.terminate()
-                try:
-                    codes.append(proc.wait(timeout=15))
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    codes.append(-9)
+            codes = [srv.stop(15) for srv in (p, q)]
         if codes[0] != 0:
             print("posattnd over TLS exited %d on SIGTERM, expected 0" % codes[0])
+            print(p.failure())
             ok = False
     print("e2e-tls: %s" % ("ok" if ok else "FAILED"))
     return 0 if ok else 1
