@@ -48,10 +48,14 @@ static bool authorized(const srv_http *h, struct MHD_Connection *c, request *q)
         srv_metrics_auth_refused(h->metrics, "missing");
         return false;
     }
-    if (len < np || strncmp(auth, prefix, np) != 0) {
+    /* RFC 9110 sec. 11.1: the scheme is case-insensitive, and one or more
+     * spaces follow it. */
+    if (len < np || strncasecmp(auth, prefix, np) != 0) {
         srv_metrics_auth_refused(h->metrics, "scheme");
         return false;
     }
+    while (np < len && auth[np] == ' ')
+        np++;
     q->key = srv_keys_match(keys, auth + np, len - np);
     if (q->key < 0) {
         srv_metrics_auth_refused(h->metrics, "key");
@@ -85,6 +89,43 @@ static enum MHD_Result refuse(request *q, struct MHD_Connection *c, srv_error e,
     q->refused_error = e;
     snprintf(q->refused_msg, sizeof q->refused_msg, "%s", msg);
     return MHD_YES;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The path                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* libmicrohttpd's percent-decoding of the path (and of query arguments),
+ * except that %00 and %25 stay as they are: a NUL would end the path the
+ * handler sees, so "/healthz%00junk" would answer as /healthz and a front
+ * proxy's path rules would not mean what they say. Kept escaped, "%00" can
+ * only come from an encoded NUL (a '%' of the client's stays "%25"), which
+ * first_call refuses; no route has a '%', so neither aliases a route. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    char *out = s;
+    (void)cls;
+    (void)c;
+    for (const char *in = s; *in != '\0';) {
+        int hi = in[0] == '%' ? hex_digit(in[1]) : -1, lo = hi >= 0 ? hex_digit(in[2]) : -1;
+        int v = hi * 16 + lo;
+        if (lo >= 0 && v != 0 && v != '%') {
+            *out++ = (char)v;
+            in += 3;
+        } else {
+            *out++ = *in++;
+        }
+    }
+    *out = '\0';
+    return (size_t)(out - s);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -157,6 +198,10 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     if (!framing_ok(c, &fe, msg, sizeof msg)) {
         q->close = true;
         return http_send_error(q, fe, NULL, msg);
+    }
+    if (strstr(url, "%00") != NULL) {
+        snprintf(msg, sizeof msg, "the path %.64s holds %%00 (a NUL byte): no path has one", url);
+        return refuse(q, c, SRV_ERR_INVALID_ARGUMENT, msg);
     }
     if (q->route == SRV_ROUTE_NOT_FOUND) {
         snprintf(msg, sizeof msg, "no route %.64s %.64s", method, url);
@@ -502,8 +547,8 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
         (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h, MHD_OPTION_ARRAY, tls_opts,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
+        NULL, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (h->daemon == NULL) {
         srv_tls_free(&h->tls);
         fprintf(stderr,

@@ -475,6 +475,20 @@ static const bcase cases[] = {
     {"dot-dot path", 0, "GET", "/../../etc/passwd", NULL, NULL, NULL, false, 404, "NOT_FOUND", NULL,
      false, 0},
     {"query string", 0, "GET", "/healthz?x=1", NULL, NULL, NULL, false, 200, NULL, NULL, false, 0},
+    /* An encoded NUL would end the path the handler sees: refused, never a
+     * route (#29). An encoded '%' stays itself; other escapes decode. */
+    {"NUL in the path", 0, "GET", "/healthz%00junk", NULL, NULL, NULL, false, 400,
+     "INVALID_ARGUMENT", NULL, false, 0},
+    {"NUL in an API path", 0, "GET", "/v1/schemes%00x", NULL, NULL, NULL, false, 400,
+     "INVALID_ARGUMENT", NULL, false, 0},
+    {"NUL in a page path", 0, "GET", "/web/app.js%00.html", NULL, NULL, NULL, false, 400,
+     "INVALID_ARGUMENT", NULL, false, 0},
+    {"NUL at the end", 0, "GET", "/healthz%00", NULL, NULL, NULL, false, 400, "INVALID_ARGUMENT",
+     NULL, false, 0},
+    {"an encoded percent", 0, "GET", "/healthz%2500", NULL, NULL, NULL, false, 404, "NOT_FOUND",
+     NULL, false, 0},
+    {"an encoded letter", 0, "GET", "/he%61lthz", NULL, NULL, NULL, false, 200, NULL, NULL, false,
+     0},
     /* API key (server 1 runs with --api-key). */
     {"no API key", 1, "POST", A, NULL, ITEM(NONE "," QKV), NULL, false, 401, "UNAUTHORIZED", NULL,
      false, 0},
@@ -490,6 +504,13 @@ static const bcase cases[] = {
      "UNAUTHORIZED", NULL, false, 0},
     {"good API key", 1, "GET", "/v1/schemes", "Authorization: Bearer " API_KEY, NULL, NULL, false,
      200, NULL, NULL, false, 0},
+    /* RFC 9110: the scheme is case-insensitive, one or more spaces follow. */
+    {"bearer in lower case", 1, "GET", "/v1/schemes", "Authorization: bearer " API_KEY, NULL, NULL,
+     false, 200, NULL, NULL, false, 0},
+    {"BEARER and two spaces", 1, "GET", "/v1/schemes", "Authorization: BEARER  " API_KEY, NULL,
+     NULL, false, 200, NULL, NULL, false, 0},
+    {"Bearer without a space", 1, "GET", "/v1/schemes", "Authorization: Bearer" API_KEY, NULL, NULL,
+     false, 401, "UNAUTHORIZED", NULL, false, 0},
     {"healthz needs no key", 1, "GET", "/healthz", NULL, NULL, NULL, false, 200, NULL, NULL, false,
      0},
     /* And the valid neighbours of the limits. */
