@@ -278,8 +278,20 @@ static bool prepare_rope_offset(const cJSON *root, const api_ctx *ctx, an_job *a
     return true;
 }
 
-static bool prepare_similarity(const cJSON *root, const api_ctx *ctx, an_job *aj, size_t *ws,
-                               size_t *need, api_err *e)
+/* bytes of results about to be allocated, with their text and the
+ * scheme's tables, against the request memory limit: checked before an
+ * allocation proportional to a number of the request, so that a refusal
+ * costs no work; the whole request is checked again once its size is
+ * known. */
+static bool fits(const an_job *aj, size_t bytes, srv_encoding enc, const api_ctx *ctx, api_err *e)
+{
+    return api_check_memory(
+        api_add_sat(api_add_sat(bytes, api_rendered_bytes(bytes, enc)), aj->sch.bytes), ctx->lim,
+        e);
+}
+
+static bool prepare_similarity(const cJSON *root, const api_ctx *ctx, srv_encoding enc, an_job *aj,
+                               size_t *ws, size_t *need, api_err *e)
 {
     const pa_scheme *s;
     const cJSON *v;
@@ -301,6 +313,15 @@ static bool prepare_similarity(const cJSON *root, const api_ctx *ctx, an_job *aj
     if (aj->n_positions == 0)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "length",
                         "length (or positions) is required");
+    /* The answer [n, n], bounded before the positions are made. */
+    shape[0] = shape[1] = aj->n_positions;
+    if (!api_check_result_size("similarity", 2, shape, ctx, e) ||
+        !fits(aj,
+              api_add_sat(api_mul_sat(api_mul_sat((size_t)aj->n_positions, (size_t)aj->n_positions),
+                                      sizeof(float)),
+                          (size_t)aj->n_positions * sizeof(int32_t)),
+              enc, ctx, e))
+        return false;
     if (aj->positions == NULL && (aj->positions = api_range_positions(0, aj->n_positions)) == NULL)
         return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
 
@@ -344,9 +365,6 @@ static bool prepare_similarity(const cJSON *root, const api_ctx *ctx, an_job *aj
                                     e))
             return false;
     }
-    shape[0] = shape[1] = aj->n_positions;
-    if (!api_check_result_size("similarity", 2, shape, ctx, e))
-        return false;
     *ws = pa_similarity_workspace_size(aj->n_positions, aj->dim);
     *need =
         api_mul_sat(api_mul_sat((size_t)aj->n_positions, (size_t)aj->n_positions), sizeof(float));
@@ -356,16 +374,16 @@ static bool prepare_similarity(const cJSON *root, const api_ctx *ctx, an_job *aj
 
 /* train_length: the context the model was trained at (default the scheme's
  * original_max_position); length: the one to look at (default
- * train_length). The spectrum is O(r): it is computed here. */
-static bool prepare_rope_spectrum(const cJSON *root, const api_ctx *ctx, an_job *aj, size_t *need,
-                                  api_err *e)
+ * train_length). Sized and bounded from head_dim before anything is
+ * allocated or computed (an analysis of head_dim 2^30 would otherwise take
+ * minutes and gigabytes before its 413); spectrum_fill computes it in the
+ * task. */
+static bool prepare_rope_spectrum(const cJSON *root, const api_ctx *ctx, srv_encoding enc,
+                                  an_job *aj, size_t *need, api_err *e)
 {
     const cJSON *v;
     const pa_rope *rope;
-    pa_rope base;
     pa_error pe;
-    double *inv, *inv0;
-    int32_t half;
 
     if (!api_scheme_parse(member(root, "scheme"), ctx, &aj->sch, e))
         return false;
@@ -379,6 +397,15 @@ static bool prepare_rope_spectrum(const cJSON *root, const api_ctx *ctx, an_job 
                         "head_dim is required (the rotary dimension defaults to it)");
     if (!api_get_int(v, "head_dim", ctx, &aj->head_dim, e))
         return false;
+    if (aj->head_dim > 0) {
+        /* The arrays of the answer: [r/2] each, counted before any work. */
+        int32_t r = pa_rope_rotary_dim(rope, aj->head_dim); /* checked below */
+        int64_t shape[1] = {(r > 0 && r < aj->head_dim ? r : aj->head_dim) / 2};
+        size_t bytes = api_mul_sat((size_t)(shape[0] > 0 ? shape[0] : 0),
+                                   SP_COLS * sizeof(float) + sizeof(int32_t));
+        if (!api_check_result_size("inv_freq", 1, shape, ctx, e) || !fits(aj, bytes, enc, ctx, e))
+            return false;
+    }
     if (pa_rope_check(rope, aj->head_dim, &pe) != PA_STATUS_OK ||
         pa_rope_bands_of(rope, aj->head_dim, &aj->bands, &pe) != PA_STATUS_OK)
         return api_fail_pa(e, ctx, &pe);
@@ -399,33 +426,44 @@ static bool prepare_rope_spectrum(const cJSON *root, const api_ctx *ctx, an_job 
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "length", "length=%d must be at least 1",
                         (int)aj->length);
     aj->r = pa_rope_rotary_dim(rope, aj->head_dim);
-    half = aj->r / 2;
+    *need = api_mul_sat((size_t)(aj->r / 2), SP_COLS * sizeof(float) + sizeof(int32_t));
+    return true;
+}
+
+/* The spectrum of a prepared rope_spectrum analysis (O(r)), in the task;
+ * *oom set when memory ran out. */
+static pa_status spectrum_fill(an_job *aj, bool *oom, pa_error *pe)
+{
+    const pa_rope *rope = &aj->sch.s.rope;
+    int32_t half = aj->r / 2;
+    pa_rope base;
+    pa_status st;
+    double *inv, *inv0;
+    bool ok;
+
     /* The unscaled spectrum: the same base and rotary_dim, no scaling. */
     base = *rope;
     base.scaling = PA_ROPE_SCALING_NONE;
     base.attention_factor = 0.0;
-    inv = malloc((size_t)half * sizeof *inv);
-    inv0 = malloc((size_t)half * sizeof *inv0);
+    inv = malloc((size_t)(half ? half : 1) * sizeof *inv);
+    inv0 = malloc((size_t)(half ? half : 1) * sizeof *inv0);
     for (int c = 0; c < SP_COLS; c++)
-        aj->spectrum[c] = malloc((size_t)half * sizeof(float));
-    aj->full_period = malloc((size_t)half * sizeof(int32_t));
-    bool ok = inv != NULL && inv0 != NULL && aj->full_period != NULL;
+        aj->spectrum[c] = malloc((size_t)(half ? half : 1) * sizeof(float));
+    aj->full_period = malloc((size_t)(half ? half : 1) * sizeof(int32_t));
+    ok = inv != NULL && inv0 != NULL && aj->full_period != NULL;
     for (int c = 0; c < SP_COLS; c++)
         ok = ok && aj->spectrum[c] != NULL;
     if (!ok) {
         free(inv);
         free(inv0);
-        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+        *oom = true;
+        return PA_STATUS_OK;
     }
     /* max_position: the longest context looked at (dynamic and longrope). */
-    if (pa_rope_inv_freq(rope, aj->head_dim, aj->length - 1, inv, &aj->attention_factor, &pe) !=
-            PA_STATUS_OK ||
-        pa_rope_inv_freq(&base, aj->head_dim, aj->length - 1, inv0, NULL, &pe) != PA_STATUS_OK) {
-        free(inv);
-        free(inv0);
-        return api_fail_pa(e, ctx, &pe);
-    }
-    for (int32_t i = 0; i < half; i++) {
+    st = pa_rope_inv_freq(rope, aj->head_dim, aj->length - 1, inv, &aj->attention_factor, pe);
+    if (st == PA_STATUS_OK)
+        st = pa_rope_inv_freq(&base, aj->head_dim, aj->length - 1, inv0, NULL, pe);
+    for (int32_t i = 0; st == PA_STATUS_OK && i < half; i++) {
         const double wave = 6.28318530717958647692 / inv[i]; /* 2 pi / inv_freq */
         aj->spectrum[SP_INV][i] = (float)inv[i];
         aj->spectrum[SP_INV_BASE][i] = (float)inv0[i];
@@ -436,8 +474,7 @@ static bool prepare_rope_spectrum(const cJSON *root, const api_ctx *ctx, an_job 
     }
     free(inv);
     free(inv0);
-    *need = api_mul_sat((size_t)half, SP_COLS * sizeof(float) + sizeof(int32_t));
-    return true;
+    return st;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -483,9 +520,15 @@ static void an_run(srv_job *job, size_t i, void *ws, size_t ws_size)
                                     aj->n_positions, aj->score, aj->spread, &pe);
         break;
     }
-    case AN_ROPE_SPECTRUM:
+    case AN_ROPE_SPECTRUM: {
+        bool oom = false;
+        st = spectrum_fill(aj, &oom, &pe);
+        if (oom)
+            goto oom;
+        break;
+    }
     case AN_KINDS:
-        break; /* computed at prepare (O(r)) */
+        break;
     case AN_SIMILARITY: {
         bool sinusoidal = aj->sch.s.type == PA_SCHEME_SINUSOIDAL;
         size_t n = (size_t)aj->n_positions;
@@ -672,13 +715,13 @@ static bool analyze_prepare(const cJSON *root, const api_ctx *top, srv_job **job
         ok = api_check_fields(root, spectrum_fields,
                               sizeof spectrum_fields / sizeof spectrum_fields[0], "",
                               "a rope_spectrum analysis", &ctx, &e) &&
-             prepare_rope_spectrum(root, &ctx, aj, &need, &e);
+             prepare_rope_spectrum(root, &ctx, job->enc, aj, &need, &e);
         break;
     default:
         ok = api_check_fields(root, similarity_fields,
                               sizeof similarity_fields / sizeof similarity_fields[0], "",
                               "a similarity analysis", &ctx, &e) &&
-             prepare_similarity(root, &ctx, aj, &ws, &need, &e);
+             prepare_similarity(root, &ctx, job->enc, aj, &ws, &need, &e);
         break;
     }
     if (!ok)

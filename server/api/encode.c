@@ -31,6 +31,7 @@
 
 typedef struct enc_job {
     api_scheme sch;
+    srv_encoding enc; /* the answer's, for the memory bound before any work */
     /* absolute schemes and rope */
     int32_t n, dim;
     int32_t *positions;
@@ -129,6 +130,18 @@ static unsigned fields_of(pa_scheme_type t)
     }
 }
 
+/* bytes of results about to be allocated, with their text and the
+ * scheme's tables, against the request memory limit: checked before an
+ * allocation proportional to a number of the request (num_heads, a length),
+ * so that a refusal costs no work. The whole request is checked again once
+ * its size is known. */
+static bool fits(const enc_job *ej, size_t bytes, const api_ctx *ctx, api_err *e)
+{
+    return api_check_memory(
+        api_add_sat(api_add_sat(bytes, api_rendered_bytes(bytes, ej->enc)), ej->sch.bytes),
+        ctx->lim, e);
+}
+
 static bool opt_positive(const cJSON *root, const char *name, const api_ctx *ctx, int32_t *out,
                          bool *present, api_err *e)
 {
@@ -180,10 +193,24 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "length",
                         "length (or positions) is required for scheme '%s'",
                         pa_scheme_type_name(s->type));
-    if (ej->positions == NULL && (ej->positions = api_range_positions(0, ej->n)) == NULL)
-        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
     if (!opt_positive(root, "dim", ctx, &ej->dim, &has_dim, e))
         return false;
+    /* The positions and, when dim is given, the encoding: [n, dim], or
+     * rope's cos and sin [n, r/2] each (never more than the final count). */
+    {
+        size_t enc_bytes = 0;
+        if (has_dim && s->type == PA_SCHEME_SINUSOIDAL)
+            enc_bytes = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
+        else if (has_dim && s->type == PA_SCHEME_ROPE) {
+            int32_t r = pa_rope_rotary_dim(&s->rope, ej->dim); /* checked later */
+            r = r > 0 && r < ej->dim ? r : ej->dim;
+            enc_bytes = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)r), sizeof(float));
+        }
+        if (!fits(ej, api_add_sat(api_mul_sat((size_t)ej->n, sizeof(int32_t)), enc_bytes), ctx, e))
+            return false;
+    }
+    if (ej->positions == NULL && (ej->positions = api_range_positions(0, ej->n)) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
 
     if (s->type == PA_SCHEME_LEARNED) {
         if (s->learned.table == NULL)
@@ -259,6 +286,8 @@ static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej,
                 e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "num_heads",
                 "num_heads=%d is more than the %zu values allowed per tensor " SRV_LIMIT_TENSOR,
                 (int)ej->H, ctx->lim->max_tensor_elements);
+        if (!fits(ej, (size_t)ej->H * sizeof(float), ctx, e))
+            return false;
         if ((ej->slopes = malloc((size_t)ej->H * sizeof(float))) == NULL)
             return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
         if (pa_alibi_slopes(&s->alibi, ej->H, ej->slopes, &pe) != PA_STATUS_OK)
@@ -300,6 +329,9 @@ static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej,
                         "scheme '%s'",
                         pa_scheme_type_name(s->type));
     }
+    if (!fits(ej, api_mul_sat(api_add_sat((size_t)ej->Lq, (size_t)ej->Lk), sizeof(int32_t)), ctx,
+              e))
+        return false;
     if (ej->k_positions == NULL && (ej->k_positions = api_range_positions(0, ej->Lk)) == NULL)
         return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
     if (ej->q_positions == NULL && (ej->q_positions = api_range_positions(
@@ -623,6 +655,7 @@ static bool encode_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "output_encoding")) != NULL &&
         !api_get_encoding(v, &ctx, &job->enc, &e))
         goto fail;
+    ej->enc = job->enc;
     if (!api_scheme_parse(cJSON_GetObjectItemCaseSensitive(root, "scheme"), &ctx, &ej->sch, &e))
         goto fail;
     job->tasks[0].scheme_name = pa_scheme_type_name(ej->sch.s.type);

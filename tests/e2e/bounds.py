@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""bounds.py - a request over the memory limit is refused before any work.
+
+For each endpoint whose work grows with a number of the request rather
+than with its bytes (num_heads, a length, head_dim), a request just over
+--max-request-mb (the first size, doubling from a small one, that a probe
+server refuses; the size before it was answered 200) and one far over
+(beyond every limit) are sent to a fresh server. Each must be refused with
+413 PAYLOAD_TOO_LARGE naming the flag that sets the limit, and refusing
+both must grow the server's resident memory by less than 4 MB and take
+well under a second: nothing proportional to the request's numbers is
+allocated or computed before the check (#29 item 1; before it, a
+rope_spectrum of head_dim 2^24 took 1.6 s and 320 MB, alibi num_heads
+2^24 64 MB, before their 413s).
+
+Starts its own servers (tests/posattnd.py); the binary is $POSATTND
+(default build/posattnd). Part of make test's e2e-clients.
+"""
+import json
+import os
+import sys
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import posattnd  # noqa: E402
+
+BIN = os.environ.get("POSATTND", "build/posattnd")
+LIMIT_MB = 16
+FLAGS = ["--workers", "1", "--max-request-mb", str(LIMIT_MB)]
+
+# endpoint, a body for size n, the first n to try, a far-over n
+CASES = [
+    ("alibi slopes", "/v1/encode",
+     lambda n: {"scheme": {"type": "alibi"}, "num_heads": n}, 1024, 1 << 24),
+    ("alibi bias", "/v1/encode",
+     lambda n: {"scheme": {"type": "alibi"}, "num_heads": 8, "q_length": n, "k_length": n},
+     64, 4096),
+    ("sinusoidal", "/v1/encode",
+     lambda n: {"scheme": {"type": "sinusoidal"}, "length": n, "dim": 64}, 1024, 1 << 24),
+    ("rope", "/v1/encode",
+     lambda n: {"scheme": {"type": "rope"}, "length": n, "dim": 64}, 1024, 1 << 24),
+    ("shaw index", "/v1/encode",
+     lambda n: {"scheme": {"type": "shaw", "max_relative_position": 8}, "q_length": n,
+                "k_length": n}, 64, 4096),
+    ("rope_spectrum", "/v1/analyze",
+     lambda n: {"analysis": "rope_spectrum", "scheme": {"type": "rope"}, "head_dim": n,
+                "train_length": 4096}, 1024, 1 << 30),
+    ("similarity", "/v1/analyze",
+     lambda n: {"analysis": "similarity", "scheme": {"type": "sinusoidal"}, "length": n,
+                "dim": 16}, 64, 1 << 20),
+]
+
+
+def post(url, path, obj):
+    req = urllib.request.Request(url + path, data=json.dumps(obj).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for %d" % pid)
+
+
+class Bounds(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.probe = posattnd.start(BIN, FLAGS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.probe.stop(check=True)
+
+    def just_over(self, path, body, n):
+        """The first n (doubling) the probe refuses; the one before passed."""
+        last_ok = None
+        for _ in range(40):
+            status, text = post(self.probe.url, path, body(n))
+            if status == 413:
+                self.assertIsNotNone(last_ok, "%s: refused already at n=%d" % (path, n))
+                return n
+            self.assertEqual(status, 200, text[:300])
+            last_ok = n
+            n *= 2
+        self.fail("%s: never refused" % path)
+
+    def test_refused_before_any_work(self):
+        for name, path, body, n0, far in CASES:
+            with self.subTest(name):
+                n = self.just_over(path, body, n0)
+                srv = posattnd.start(BIN, FLAGS)
+                try:
+                    before = rss_kb(srv.pid)
+                    t0 = time.monotonic()
+                    for size in (n, far):
+                        status, text = post(srv.url, path, body(size))
+                        self.assertEqual(status, 413, "%s n=%d: %s" % (name, size, text[:300]))
+                        err = json.loads(text)["error"]
+                        self.assertEqual(err["code"], "PAYLOAD_TOO_LARGE")
+                        self.assertTrue("--max-request-mb" in err["message"] or
+                                        "--max-tensor-elements" in err["message"],
+                                        err["message"])
+                    seconds = time.monotonic() - t0
+                    grew = rss_kb(srv.pid) - before
+                finally:
+                    srv.stop(check=True)
+                self.assertLess(grew, 4096, "%s: the refusals of n=%d and n=%d grew the "
+                                "server by %d kB" % (name, n, far, grew))
+                self.assertLess(seconds, 1.0, "%s: the refusals took %.2f s" % (name, seconds))
+
+
+if __name__ == "__main__":
+    unittest.main()
