@@ -189,8 +189,9 @@ $(TEST_BIN): $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) \
 	    $(CURL_LIBS) $(LIBS)
 $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
-$(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_api_encode_analyze \
-    $(BUILD)/tests/test_api_v2 $(BUILD)/tests/test_api_options $(BUILD)/tests/test_api_batch: $(TEST_API_OBJ)
+$(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
+    $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_api_v2 \
+    $(BUILD)/tests/test_api_options $(BUILD)/tests/test_api_batch: $(TEST_API_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
 $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_options $(BUILD)/tests/test_attention_decode: $(TEST_ATT_OBJ)
 
