@@ -195,7 +195,8 @@ $(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encod
     $(BUILD)/tests/test_api_options $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_API_OBJ)
 $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_BATCH_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
-$(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_options $(BUILD)/tests/test_attention_decode: $(TEST_ATT_OBJ)
+$(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/test_attention_options \
+    $(BUILD)/tests/test_attention_decode: $(TEST_ATT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
