@@ -79,6 +79,7 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 TEST_E2E_OBJ := $(BUILD)/tests/e2e/e2e_http.o $(BUILD)/tests/e2e/e2e_cases.o
 TEST_API_OBJ := $(BUILD)/tests/api_harness.o
 TEST_BATCH_OBJ := $(BUILD)/tests/server/api/batch_fixture.o
+TEST_STORE_OBJ := $(BUILD)/tests/server/store/tensor_bytes.o
 TEST_BADINPUT_OBJ := $(BUILD)/tests/e2e/badinput_table.o
 TEST_ATT_OBJ := $(BUILD)/tests/lib/attention_fixture.o
 
@@ -194,6 +195,7 @@ $(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encod
     $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_api_v2 \
     $(BUILD)/tests/test_api_options $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_API_OBJ)
 $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_BATCH_OBJ)
+$(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store: $(TEST_STORE_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
 $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/test_attention_options \
     $(BUILD)/tests/test_attention_decode: $(TEST_ATT_OBJ)
@@ -504,5 +506,5 @@ clean:
 # only the Makefile and the daemon's sources.)
 -include clients/python.mk clients/js.mk tests/openapi/openapi.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:
