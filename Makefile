@@ -190,7 +190,8 @@ $(foreach t,$(TEST_SRC),$(eval $(BUILD)/tests/$(notdir $(t:.c=)): $(BUILD)/$(t:.
 $(TEST_BIN): $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) \
 	    $(CURL_LIBS) $(LIBS)
-$(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
+$(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_e2e_drain \
+    $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
 $(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
     $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_api_v2 \
     $(BUILD)/tests/test_api_options $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_API_OBJ)
@@ -288,9 +289,10 @@ SOAK_SECONDS ?= 180
 soak: $(POSATTND)
 	@/usr/bin/python3 tests/soak.py --posattnd $(POSATTND) --seconds $(SOAK_SECONDS)
 
-e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits
+e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_e2e_drain
 	@$(BUILD)/tests/test_e2e_http
 	@$(BUILD)/tests/test_e2e_limits
+	@$(BUILD)/tests/test_e2e_drain
 	@$(MAKE) --no-print-directory e2e-clients
 
 # Named tensors (--tensor): fixtures written by tests/fixtures/make_tensors.py
