@@ -81,6 +81,8 @@ TEST_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/ref_*.c tests/te
 TEST_HTTP_OBJ := $(BUILD)/tests/e2e/e2e_http.o
 TEST_E2E_OBJ := $(TEST_HTTP_OBJ) $(BUILD)/tests/e2e/e2e_cases.o
 TEST_API_OBJ := $(BUILD)/tests/api_harness.o
+TEST_BATCH_OBJ := $(BUILD)/tests/server/api/batch_fixture.o
+TEST_STORE_OBJ := $(BUILD)/tests/server/store/tensor_bytes.o
 TEST_BADINPUT_OBJ := $(TEST_HTTP_OBJ) $(BUILD)/tests/e2e/badinput_table.o
 TEST_ATT_OBJ := $(BUILD)/tests/lib/attention_fixture.o
 
@@ -191,11 +193,17 @@ $(foreach t,$(TEST_SRC),$(eval $(BUILD)/tests/$(notdir $(t:.c=)): $(BUILD)/$(t:.
 $(TEST_BIN): $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	$(CC) $(ALL_LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(PKG_LIBS_CMOCKA) $(SRV_LIBS) \
 	    $(CURL_LIBS) $(LIBS)
-$(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
-$(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_api_encode_analyze \
-    $(BUILD)/tests/test_infer $(BUILD)/tests/test_protocol $(BUILD)/tests/test_api_options $(BUILD)/tests/test_api_batch: $(TEST_API_OBJ)
+$(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_e2e_drain \
+    $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
+$(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
+    $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_infer \
+    $(BUILD)/tests/test_protocol $(BUILD)/tests/test_api_options $(BUILD)/tests/test_batch \
+    $(BUILD)/tests/test_batch_positions: $(TEST_API_OBJ)
+$(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_BATCH_OBJ)
+$(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store: $(TEST_STORE_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
-$(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_options $(BUILD)/tests/test_attention_decode: $(TEST_ATT_OBJ)
+$(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/test_attention_options \
+    $(BUILD)/tests/test_attention_decode: $(TEST_ATT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
@@ -286,9 +294,10 @@ SOAK_SECONDS ?= 180
 soak: $(POSATTND)
 	@/usr/bin/python3 tests/soak.py --posattnd $(POSATTND) --seconds $(SOAK_SECONDS)
 
-e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits
+e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_e2e_drain
 	@$(BUILD)/tests/test_e2e_http
 	@$(BUILD)/tests/test_e2e_limits
+	@$(BUILD)/tests/test_e2e_drain
 	@$(MAKE) --no-print-directory e2e-clients
 
 # Named tensors (--tensor): fixtures written by tests/fixtures/make_tensors.py
@@ -504,5 +513,5 @@ clean:
 # only the Makefile and the daemon's sources.)
 -include clients/python.mk clients/js.mk tests/openapi/openapi.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

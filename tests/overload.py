@@ -24,7 +24,7 @@ Prints the figures: sent, accepted, completed, refused, refusal latency,
 RSS before / peak / after.
 
 SIGTERM *during* load (accepted requests complete, new ones get 503
-DRAINING, exit 0) is tests/e2e/test_e2e_limits.c: test_drain_under_load.
+DRAINING, exit 0) is tests/e2e/test_e2e_drain.c: test_drain_under_load.
 
 Standard library and NumPy; 127.0.0.1 only; bounded in count and time.
   tests/overload.py [--posattnd build/posattnd] [--requests 240] [--concurrency 48]

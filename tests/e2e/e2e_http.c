@@ -348,6 +348,22 @@ void server_kill(server *s)
     e2e_server_kill(s);
 }
 
+int own_setup(void **state)
+{
+    server *s = calloc(1, sizeof *s);
+    s->pid = -1;
+    s->out_fd = -1;
+    *state = s;
+    return 0;
+}
+
+int own_teardown(void **state)
+{
+    server_kill(*state);
+    free(*state);
+    return 0;
+}
+
 void url_of(char *out, size_t cap, const server *s, const char *path)
 {
     snprintf(out, cap, "%s%s", s->url, path);

@@ -85,6 +85,11 @@ void multi_run(xfer *xs, int n, double timeout_s, void (*tick)(void *ctx, double
 void server_start(server *s, const char *const *flags);
 void server_stop_ok(server *s, bool already_signalled);
 void server_kill(server *s);
+/* A cmocka setup and teardown for tests that start their own server: *state
+ * is a server not started yet; own_teardown kills one a failed test left
+ * running, and frees it. */
+int own_setup(void **state);
+int own_teardown(void **state);
 
 /* Requests to a started server; a transport error fails the test. */
 void url_of(char *out, size_t cap, const server *s, const char *path);

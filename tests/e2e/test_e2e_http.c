@@ -4,7 +4,7 @@
  * pa_attention_run called in this process on the same inputs; then errors,
  * encode/analyze, 404/405, openapi.yaml, the web page, /metrics and the
  * access log, and a clean stop on SIGTERM. Tests that need a server with
- * other flags are in test_e2e_limits.c.
+ * other flags are in test_e2e_limits.c and test_e2e_drain.c.
  *
  * The binary is $POSATTND, else posattnd beside this test's build folder
  * (<BUILD>/tests/test_e2e_http -> <BUILD>/posattnd), else build/posattnd.

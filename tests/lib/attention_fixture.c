@@ -192,3 +192,33 @@ void add_tables(fixture *f, int H, int D, int Dv, uint64_t seed)
         break;
     }
 }
+
+const pa_scheme_type qkv_schemes[] = {PA_SCHEME_NONE, PA_SCHEME_ROPE, PA_SCHEME_ALIBI, PA_SCHEME_T5,
+                                      PA_SCHEME_SHAW};
+
+/* Runs a and returns its weights [H, Lq, Lk] (tu_alloc'd) and, in *out,
+ * its output (tu_alloc'd). */
+float *run_weights(const pa_attention *a, float **out)
+{
+    pa_error err;
+    int H = a->num_heads, Dv = a->v_head_dim ? a->v_head_dim : a->head_dim;
+    int Lq = pa_attention_q_len(a), Lk = pa_attention_k_len(a);
+    pa_attention_out o = {0};
+    size_t wsz = pa_attention_workspace_size(a);
+    void *ws = tu_alloc(wsz, 1);
+    o.output = tu_alloc((size_t)Lq * H * Dv, sizeof(float));
+    o.weights = tu_alloc((size_t)H * Lq * Lk, sizeof(float));
+    TU_ASSERT_STATUS(pa_attention_run(a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+    free(ws);
+    *out = o.output;
+    return o.weights;
+}
+
+/* A random 0/1 mask [planes, Lq, Lk] with about `keep` of the entries 1. */
+uint8_t *rand_mask(tu_rng *r, size_t n, double keep)
+{
+    uint8_t *m = tu_alloc(n, 1);
+    for (size_t i = 0; i < n; i++)
+        m[i] = tu_uniform(r, 0, 1) < keep;
+    return m;
+}

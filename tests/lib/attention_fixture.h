@@ -1,6 +1,7 @@
 /* attention_fixture.h - random attention cases and their check against the
  * double-precision reference (tests/ref_attention.c), shared by
- * tests/lib/test_attention.c and tests/lib/test_attention_options.c.
+ * tests/lib/test_attention.c, test_attention_mask.c, test_attention_options.c
+ * and test_attention_decode.c.
  *
  * Tolerance: float32 kernels against double, inputs in [-1, 1]:
  * |got - want| <= ATOL + RTOL |want| for outputs, weights and logits.
@@ -43,5 +44,13 @@ enum { WANT_WEIGHTS = 1, WANT_LOGITS = 2, WANT_ROT = 4, WANT_STATS = 8, WANT_ALL
 void check_against_reference(const pa_attention *a, int want);
 /* Fills the scheme tables the fixture's type needs (t5, shaw). */
 void add_tables(fixture *f, int H, int D, int Dv, uint64_t seed);
+
+/* The schemes of q/k/v mode (the absolute ones need layer mode). */
+extern const pa_scheme_type qkv_schemes[5];
+/* Runs a and returns its weights [H, Lq, Lk] (tu_alloc'd) and, in *out,
+ * its output (tu_alloc'd). */
+float *run_weights(const pa_attention *a, float **out);
+/* A random 0/1 mask [planes, Lq, Lk] with about `keep` of the entries 1. */
+uint8_t *rand_mask(tu_rng *r, size_t n, double keep);
 
 #endif

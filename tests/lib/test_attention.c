@@ -15,9 +15,6 @@
 
 /* ------------------------------------------------------------------------- */
 
-static const pa_scheme_type qkv_schemes[] = {PA_SCHEME_NONE, PA_SCHEME_ROPE, PA_SCHEME_ALIBI,
-                                             PA_SCHEME_T5, PA_SCHEME_SHAW};
-
 static void test_each_scheme_qkv(void **state)
 {
     (void)state;

@@ -177,14 +177,6 @@ static void check_all_ways(const pa_attention *a)
     check_split_all(a, 3);
 }
 
-static uint8_t *rand_mask(tu_rng *r, size_t n, double keep)
-{
-    uint8_t *m = tu_alloc(n, 1);
-    for (size_t i = 0; i < n; i++)
-        m[i] = tu_uniform(r, 0, 1) < keep;
-    return m;
-}
-
 /* ------------------------------------------------------------------------- */
 
 /* Each scheme, over lengths around the block of 64 keys, with multi-head,

@@ -7,7 +7,7 @@
  * inputs (the JSON round trip of "%.9g" is exact for float32, so the
  * tolerance, 1e-6 + 1e-6 |want|, only absorbs nothing but formatting).
  * Errors are test_api_errors.c; /v1/encode and /v1/analyze are
- * test_api_encode_analyze.c.
+ * test_encode.c, test_analyze.c and test_extrapolation.c.
  */
 #include "api_harness.h"
 #include "api/api.h"

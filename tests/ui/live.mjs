@@ -1,0 +1,110 @@
+// live.mjs - the browser test of the Live service panel
+// (tests/ui/ui-test.mjs): the load button's requests counted as /metrics
+// counts them, rates over the labelled window, the p99 line over time, and
+// percentiles equal to histogram_quantile of /metrics.
+
+import path from 'node:path';
+import { OUT, check, assert, close, api } from './harness.mjs';
+import { page, settle, pixels, drawn } from './page.mjs';
+
+export async function liveChecks() {
+  const itemsOf = (text, s) => Number((new RegExp(`^posattn_items_total\\{scheme="${s}"\\} (\\S+)$`, 'm')
+    .exec(text) || [0, 0])[1]);
+  await check('live: load button sends 20 requests for every scheme of /v1/schemes; counts follow /metrics', async () => {
+    const names = (await api('/v1/schemes')).schemes.map((s) => s.name);
+    assert(names.includes('sinusoidal') && names.includes('learned'), `schemes ${names}`);
+    const m0 = await api('/metrics');
+    await page.click('#live-load');
+    await page.waitForFunction(() => /^sent \d+ requests|error/.test(
+      document.getElementById('live-load-result').textContent +
+      (document.getElementById('live-load-result').classList.contains('error') ? ' error' : '')),
+    null, { timeout: 60000 }).catch(() => {});
+    const res = await page.textContent('#live-load-result');
+    assert(res.startsWith(`sent ${20 * names.length} requests (20 per scheme`), `load result "${res}"`);
+    const m1 = await api('/metrics');
+    for (const s of names) {
+      const got = itemsOf(m1, s) - itemsOf(m0, s);
+      assert(got >= 20, `${s}: ${got} items computed during the load, not 20`);
+      const shown = Number(await page.textContent(`#live-schemes tr[data-scheme="${s}"] td`));
+      assert(shown >= itemsOf(m0, s) + 20 && shown <= itemsOf(m1, s),
+        `${s} items shown ${shown}, /metrics ${itemsOf(m0, s)} -> ${itemsOf(m1, s)}`);
+    }
+    const p50 = await page.textContent('#live-schemes tr[data-scheme="shaw"] td:nth-child(4)');
+    assert(/\d/.test(p50), `p50 "${p50}"`);
+  });
+  await check('live: items/s and req/s are over the labelled window, not the last refresh', async () => {
+    // A refresh a second after the load (none in between): the last interval
+    // holds no items, the 60 s window holds the load's 20 per scheme.
+    await page.uncheck('#live-auto');
+    await page.selectOption('#live-window', '60');
+    await page.waitForTimeout(1200);
+    await page.click('#live-refresh');
+    await settle('live');
+    const label = await page.textContent('#live-window-label');
+    const m = /^\(last ([\d.]+) s\)$/.exec(label);
+    assert(m, `window label "${label}"`);
+    const rows = [['#live-schemes tr[data-scheme="shaw"]', 'shaw items', 20],
+      ['#live-endpoints tr[data-endpoint="attention"]', 'attention requests', 100]];
+    for (const [sel, what] of rows) {
+      const r = Number(await page.textContent(`${sel} td:nth-child(3)`));
+      assert(r > 0, `${what}/s shows ${r} beside p50 ${await page.textContent(`${sel} td:nth-child(4)`)} ${label}`);
+    }
+    // The rate is the window's count over the window's length, the label's.
+    const span = Number(await page.getAttribute('#live', 'data-window-s'));
+    close(Number(m[1]), span, 6e-3, 0, 'window length in the label (3 digits)');
+    for (const [sel, what, min] of [...rows, ['#live-schemes tr[data-scheme="learned"]', 'learned items', 20]]) {
+      const n = Number(await page.getAttribute(sel, 'data-window-count'));
+      const r = Number(await page.textContent(`${sel} td:nth-child(3)`));
+      assert(n >= min, `${what} in the window: ${n}`);
+      close(r, n / span, 6e-3, 0, `${what}/s (shown to 3 digits)`);
+    }
+  });
+  await check('live: the p99 line goes on over the window while no new items arrive', async () => {
+    for (let i = 0; i < 2; i++) {
+      await page.waitForTimeout(300);
+      await page.click('#live-refresh');
+      await settle('live');
+    }
+    const series = JSON.parse(await page.getAttribute('#live-p99-plot', 'data-series'));
+    const shaw = series.shaw;
+    assert(shaw && shaw.length >= 3, `shaw p99 points: ${JSON.stringify(shaw)}`);
+    const lastTwo = shaw.slice(-2).map((p) => p[1]);
+    assert(lastTwo.every((v) => v > 0), `shaw p99 at the last two refreshes: ${lastTwo}`);
+    await drawn('#live-p99-plot', 0.01, 4);
+  });
+  await page.selectOption('#live-window', '10');
+  await page.check('#live-auto');
+  await check('live: the rate and p99 plots refresh by themselves', async () => {
+    const before = await pixels('#live-rate-plot');
+    await page.waitForTimeout(4500);
+    const after = await drawn('#live-rate-plot', 0.01, 4);
+    assert(after.hash !== before.hash, 'rate plot did not change in 4.5 s');
+    await drawn('#live-p99-plot', 0.01, 4);
+    const label = await page.textContent('#live-window-label');
+    assert(/last [\d.]+ s/.test(label), `window label "${label}"`);
+  });
+  await check('live: since-start percentiles equal histogram_quantile of /metrics', async () => {
+    await page.selectOption('#live-window', '0');
+    await page.uncheck('#live-auto');
+    await page.click('#live-refresh');
+    await settle('live');
+    const text = await api('/metrics');
+    // p50 of shaw's compute time, as Prometheus computes it; the page's refresh
+    // and this fetch see the same buckets (no shaw items since the load).
+    const b = [...text.matchAll(/^posattn_compute_duration_seconds_bucket\{scheme="shaw",le="([^"]+)"\} (\S+)$/mg)]
+      .map((m) => [Number(m[1]), Number(m[2])]);
+    const n = b[b.length - 1][1], rank = 0.5 * n;
+    let lo = 0, below = 0, want = null;
+    for (const [le, c] of b) {
+      if (c >= rank) { want = lo + (le - lo) * (rank - below) / (c - below); break; }
+      lo = le; below = c;
+    }
+    const shown = await page.textContent('#live-schemes tr[data-scheme="shaw"] td:nth-child(4)');
+    const m = /^([\d.e+-]+) (µs|ms|s)$/.exec(shown);
+    assert(m, `p50 cell "${shown}"`);
+    const secs = Number(m[1]) * { 'µs': 1e-6, ms: 1e-3, s: 1 }[m[2]];
+    close(secs, want, 6e-3, 0, 'shaw p50 compute time (s), shown to 3 digits');
+    await page.check('#live-auto');
+  });
+  await page.locator('#live').screenshot({ path: path.join(OUT, 'live.png') });
+}
