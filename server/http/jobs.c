@@ -57,6 +57,21 @@ static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
         ;
 }
 
+/* On the pool's loop thread: task a was dropped from the queue at its
+ * request's deadline (runtime/pool.h) and never ran; done follows. */
+static void task_expired(void *arg, uint64_t queue_us)
+{
+    task_arg *a = arg;
+    request *q = a->req;
+    uint64_t prev;
+    srv_metrics_queue(q->h->metrics, (double)queue_us / 1e6);
+    srv_metrics_queue_depth_add(q->h->metrics, -1);
+    srv_job_set_timed_out(q->job, a->index);
+    prev = atomic_load(&q->max_queue_us);
+    while (queue_us > prev && !atomic_compare_exchange_weak(&q->max_queue_us, &prev, queue_us))
+        ;
+}
+
 /* On the pool's loop thread. */
 static void task_done(void *arg)
 {
@@ -130,13 +145,17 @@ enum MHD_Result http_start_job(request *q)
     q->args = calloc(n ? n : 1, sizeof *q->args);
     if (q->tasks == NULL || q->args == NULL)
         return http_send_error(q, SRV_ERR_INTERNAL, NULL, "out of memory");
+    q->deadline_ns = q->start_ns + (uint64_t)(h->cfg->request_timeout * 1e9);
     for (size_t i = 0; i < n; i++) {
         q->args[i] = (task_arg){q, i};
-        q->tasks[i] = (srv_task){task_run, task_done, &q->args[i], 0};
+        q->tasks[i] = (srv_task){.run = task_run,
+                                 .done = task_done,
+                                 .arg = &q->args[i],
+                                 .deadline_ns = q->deadline_ns,
+                                 .expired = task_expired};
     }
     q->ntasks = n;
     atomic_store(&q->remaining, n);
-    q->deadline_ns = q->start_ns + (uint64_t)(h->cfg->request_timeout * 1e9);
     if (n == 0) { /* nothing to compute */
         finish_job(q);
         return http_send_reply(q);

@@ -1,5 +1,11 @@
 /* pool.c - see pool.h.
  *
+ * Deadlines: each task handed to libuv with a deadline is on a list the
+ * loop thread keeps (in_libuv); every EXPIRY_MS while that list holds any,
+ * a timer cancels (uv_cancel) the ones whose deadline passed and that no
+ * worker has taken yet, so a request queued behind long work is answered at
+ * its deadline instead of when a worker frees up.
+ *
  * uv_queue_work must be called on the loop's own thread, so submissions go
  * through a mutex-protected list and a uv_async_t wake-up. Each worker keeps
  * one srv_workspace for its whole life: a fresh allocation per request would
@@ -19,13 +25,18 @@ typedef struct pool_item {
     uv_work_t work; /* first: the libuv callbacks get &work */
     srv_task *task;
     srv_pool *pool;
-    struct pool_item *next;
+    struct pool_item *next;          /* the submission list */
+    struct pool_item *lprev, *lnext; /* in_libuv, loop thread only */
 } pool_item;
+
+enum { EXPIRY_MS = 100 };
 
 struct srv_pool {
     uv_loop_t loop;
     uv_async_t wake;
-    uv_timer_t timer; /* the ticker's */
+    uv_timer_t timer;   /* the ticker's */
+    uv_timer_t expiry;  /* cancels tasks past their deadline */
+    pool_item in_libuv; /* sentinel: handed to libuv with a deadline, not done */
     uv_thread_t thread;
     pthread_mutex_t lock;
     pool_item *head, *tail; /* submitted, not yet handed to libuv */
@@ -57,14 +68,43 @@ static void work_cb(uv_work_t *w)
     it->task->run(it->task->arg, queue_us, &worker_ws);
 }
 
+static void unlink_item(pool_item *it)
+{
+    if (it->lnext != NULL) {
+        it->lprev->lnext = it->lnext;
+        it->lnext->lprev = it->lprev;
+        it->lprev = it->lnext = NULL;
+    }
+}
+
 static void after_work_cb(uv_work_t *w, int status)
 {
     pool_item *it = (pool_item *)w;
     srv_pool *p = it->pool;
-    (void)status; /* never cancelled: uv_cancel is not used */
+    unlink_item(it);
+    if (status == UV_ECANCELED) { /* dropped at its deadline, never run */
+        atomic_fetch_sub(&p->queued, 1);
+        it->task->expired(it->task->arg, (srv_now_ns() - it->task->submitted_ns) / 1000u);
+    }
     it->task->done(it->task->arg);
     atomic_fetch_sub(&p->pending, 1);
     free(it);
+}
+
+/* Cancels the tasks past their deadline that no worker has taken (libuv
+ * refuses to cancel one that started: it runs to its end). */
+static void expiry_cb(uv_timer_t *t)
+{
+    srv_pool *p = t->data;
+    const uint64_t now = srv_now_ns();
+    pool_item *it = p->in_libuv.lnext, *next;
+    for (; it != &p->in_libuv; it = next) {
+        next = it->lnext;
+        if (now > it->task->deadline_ns && uv_cancel((uv_req_t *)&it->work) != 0)
+            unlink_item(it); /* started: nothing more to do for it here */
+    }
+    if (p->in_libuv.lnext == &p->in_libuv)
+        uv_timer_stop(&p->expiry);
 }
 
 static void timer_cb(uv_timer_t *t)
@@ -105,12 +145,20 @@ static void wake_cb(uv_async_t *a)
             /* Cannot happen with valid callbacks; run it here rather than lose it. */
             work_cb(&list->work);
             after_work_cb(&list->work, 0);
+        } else if (list->task->deadline_ns != 0 && list->task->expired != NULL) {
+            list->lprev = p->in_libuv.lprev;
+            list->lnext = &p->in_libuv;
+            p->in_libuv.lprev->lnext = list;
+            p->in_libuv.lprev = list;
+            if (!uv_is_active((uv_handle_t *)&p->expiry) && !stopping)
+                uv_timer_start(&p->expiry, expiry_cb, EXPIRY_MS, EXPIRY_MS);
         }
         list = next;
     }
     if (stopping) {
         uv_close((uv_handle_t *)&p->wake, NULL);
         uv_close((uv_handle_t *)&p->timer, NULL);
+        uv_close((uv_handle_t *)&p->expiry, NULL);
     }
 }
 
@@ -142,6 +190,9 @@ srv_pool *srv_pool_start(int workers, int max_queued)
     p->wake.data = p;
     uv_timer_init(&p->loop, &p->timer); /* cannot fail */
     p->timer.data = p;
+    uv_timer_init(&p->loop, &p->expiry);
+    p->expiry.data = p;
+    p->in_libuv.lprev = p->in_libuv.lnext = &p->in_libuv;
     if (uv_thread_create(&p->thread, loop_main, p) != 0)
         goto fail_async;
     return p;
@@ -149,6 +200,7 @@ srv_pool *srv_pool_start(int workers, int max_queued)
 fail_async:
     uv_close((uv_handle_t *)&p->wake, NULL);
     uv_close((uv_handle_t *)&p->timer, NULL);
+    uv_close((uv_handle_t *)&p->expiry, NULL);
     uv_run(&p->loop, UV_RUN_DEFAULT);
 fail_loop:
     uv_loop_close(&p->loop);

@@ -20,9 +20,15 @@ typedef struct srv_task {
     /* Runs on a worker thread with that thread's reusable workspace.
      * queue_us is the time the task waited for a worker. */
     void (*run)(void *arg, uint64_t queue_us, srv_workspace *ws);
-    /* Runs on the pool's loop thread after run returned. */
+    /* Runs on the pool's loop thread after run returned (or expired). */
     void (*done)(void *arg);
     void *arg;
+    /* A task not taken by a worker by deadline_ns (srv_now_ns's clock; 0:
+     * none) is dropped within about 0.1 s of it: expired(arg, queue_us)
+     * runs on the loop thread instead of run, then done. A task that a
+     * worker took runs to its end. expired NULL: never dropped. */
+    uint64_t deadline_ns;
+    void (*expired)(void *arg, uint64_t queue_us);
     /* Filled by the pool. */
     uint64_t submitted_ns;
 } srv_task;

@@ -140,6 +140,76 @@ static void test_timeout_504(void **state)
     server_stop_ok(s, false);
 }
 
+/* Deadlines fire in the queue (#29 item 2): behind one long task on the one
+ * worker (an extrapolation over three 16384-token lengths of one head:
+ * seconds on any CPU, its inputs made in milliseconds), requests sent
+ * while it computes are answered 504 at their deadline (--request-timeout
+ * 0.5 s; the pool drops waiting tasks within 0.1 s of it), not when the
+ * worker frees up; the long one, taken in time, runs to its end and
+ * answers 200. Before, the queued ones waited for it. */
+typedef struct queue_ctx {
+    server *s;
+    sbuf *body;
+    resp late[2];
+    int sent;
+} queue_ctx;
+
+static void queue_tick(void *arg, double t)
+{
+    queue_ctx *d = arg;
+    char url[256];
+    if (d->sent > 0 || t < 0.3)
+        return;
+    url_of(url, sizeof url, d->s, "/v1/analyze");
+    for (; d->sent < 2; d->sent++)
+        http_do(&d->late[d->sent], "POST", url, d->body->p, d->body->len, NULL);
+}
+
+static void test_deadline_in_queue(void **state)
+{
+    static const char *const flags[] = {"--workers", "1", "--request-timeout", "0.5", NULL};
+    static const char long_body[] =
+        "{\"analysis\":\"extrapolation\",\"scheme\":{\"type\":\"rope\"},\"train_length\":1024,"
+        "\"lengths\":[16384,16384,16384],\"inputs\":\"gaussian\",\"num_heads\":1,\"head_dim\":64,"
+        "\"seed\":1}";
+    server *s = *state;
+    acase c;
+    sbuf body = {0};
+    xfer x;
+    char url[256];
+    queue_ctx d;
+
+    server_start(s, flags);
+    acase_init(&c, "queued", PA_SCHEME_ROPE, 256, 256, 4, 4, 32, 32, 18);
+    sb_analysis(&body, "decomposition", &c, ENC_FLAT);
+    url_of(url, sizeof url, s, "/v1/analyze");
+    xfer_init(&x, "POST", url, long_body, strlen(long_body), NULL, 600000L);
+    memset(&d, 0, sizeof d);
+    d.s = s;
+    d.body = &body;
+    multi_run(&x, 1, 600.0, queue_tick, &d);
+    assert_int_equal(d.sent, 2);
+    if (x.r.status != 200)
+        fail_msg("the long request: HTTP %ld: %.300s", x.r.status, x.r.body.p ? x.r.body.p : "");
+    for (int i = 0; i < 2; i++) {
+        check_error(&d.late[i], 504, "TIMEOUT", NULL);
+        print_message("queued request %d: 504 after %.2f s, %.2f s before the long one ended\n", i,
+                      d.late[i].seconds, x.r.done_at - d.late[i].done_at);
+        /* Answered at its deadline, while the worker was still busy with
+         * the long one (which takes seconds more, on any CPU). */
+        if (d.late[i].done_at + 1.0 >= x.r.done_at)
+            fail_msg("queued request %d was answered %.2f s after it was sent, only %.2f s "
+                     "before the long one ended",
+                     i, d.late[i].seconds, x.r.done_at - d.late[i].done_at);
+        resp_free(&d.late[i]);
+    }
+    resp_free(&x.r);
+    xfer_cleanup(&x);
+    sb_free(&body);
+    acase_free(&c);
+    server_stop_ok(s, false);
+}
+
 /* Drain under load: SIGTERM while requests are in flight. /readyz turns 503,
  * new requests get 503, every accepted request completes with the right
  * numbers, and the process exits 0. */
@@ -493,6 +563,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_queue_full_503, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_timeout_504, own_setup, own_teardown),
+        cmocka_unit_test_setup_teardown(test_deadline_in_queue, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_drain_under_load, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_mid_upload, own_setup, own_teardown),
         cmocka_unit_test_setup_teardown(test_sighup_ignored, own_setup, own_teardown),

@@ -1,7 +1,9 @@
 /* test_pool.c - server/runtime/pool.c: the bound on waiting tasks. Behind a
  * worker that is busy, exactly max_queued tasks are accepted and the next
  * is refused; a batch larger than the queue still runs on an idle pool; and
- * every accepted task runs and completes once.
+ * every accepted task runs and completes once. Deadlines: a task still
+ * waiting at its deadline is dropped (expired, then done, never run) while
+ * the worker is still busy; one taken before its deadline runs.
  */
 #include "testutil.h"
 
@@ -56,7 +58,7 @@ static void test_queue_bound(void **state)
 {
     (void)state;
     enum { DEPTH = 3 };
-    srv_task busy = {blocking_run, count_done, NULL, 0}, waiting[DEPTH + 1], big[DEPTH + 2];
+    srv_task busy = {.run = blocking_run, .done = count_done}, waiting[DEPTH + 1], big[DEPTH + 2];
     srv_pool *p = srv_pool_start(1, DEPTH);
     assert_non_null(p);
     atomic_store(&started, 0);
@@ -67,7 +69,7 @@ static void test_queue_bound(void **state)
     assert_true(srv_pool_submit(p, &busy, 1));
     wait_until(&started, 1); /* the one worker is taken */
     for (int i = 0; i <= DEPTH; i++)
-        waiting[i] = (srv_task){quick_run, count_done, NULL, 0};
+        waiting[i] = (srv_task){.run = quick_run, .done = count_done};
     int accepted = 0;
     int64_t queued_then;
     bool next_taken;
@@ -90,7 +92,7 @@ static void test_queue_bound(void **state)
 
     /* Idle: one batch larger than the queue runs whole. */
     for (int i = 0; i < DEPTH + 2; i++)
-        big[i] = (srv_task){quick_run, count_done, NULL, 0};
+        big[i] = (srv_task){.run = quick_run, .done = count_done};
     assert_true(srv_pool_submit(p, big, DEPTH + 2));
     wait_until(&done, 1 + DEPTH + DEPTH + 2);
     srv_pool_stop(p);
@@ -98,10 +100,74 @@ static void test_queue_bound(void **state)
     assert_int_equal(atomic_load(&done), 1 + DEPTH + DEPTH + 2);
 }
 
+static atomic_int expired;
+static atomic_uint_fast64_t expired_queue_us;
+
+static void count_expired(void *arg, uint64_t queue_us)
+{
+    (void)arg;
+    atomic_store(&expired_queue_us, queue_us);
+    atomic_fetch_add(&expired, 1);
+}
+
+static void open_gate(void)
+{
+    pthread_mutex_lock(&gate_lock);
+    gate_open = true;
+    pthread_cond_broadcast(&gate_cond);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+static void test_deadline_in_the_queue(void **state)
+{
+    (void)state;
+    srv_task busy = {.run = blocking_run, .done = count_done}, late[3], timely;
+    srv_pool *p = srv_pool_start(1, 8);
+    const uint64_t t0 = srv_now_ns();
+    assert_non_null(p);
+    atomic_store(&started, 0);
+    atomic_store(&ran, 0);
+    atomic_store(&done, 0);
+    atomic_store(&expired, 0);
+    gate_open = false;
+    /* The busy one has a deadline too: it started, so it is never dropped. */
+    busy.deadline_ns = t0 + 1;
+    busy.expired = count_expired;
+    assert_true(srv_pool_submit(p, &busy, 1));
+    wait_until(&started, 1);
+    for (int i = 0; i < 3; i++)
+        late[i] = (srv_task){.run = quick_run,
+                             .done = count_done,
+                             .deadline_ns = srv_now_ns() + 50 * 1000000u,
+                             .expired = count_expired};
+    assert_true(srv_pool_submit(p, late, 3));
+    /* Dropped at their deadline while the worker is still busy. */
+    wait_until(&done, 3);
+    const int expired_then = atomic_load(&expired), ran_then = atomic_load(&ran);
+    const int64_t queued_then = srv_pool_queued(p);
+    const uint64_t waited_us = atomic_load(&expired_queue_us);
+    /* A task with no deadline (or expired NULL) waits as long as it takes. */
+    timely = (srv_task){.run = quick_run, .done = count_done, .deadline_ns = t0 + 1};
+    assert_true(srv_pool_submit(p, &timely, 1));
+    nanosleep(&(struct timespec){0, 300 * 1000000}, NULL);
+    const int timely_done_early = atomic_load(&done) - 3;
+    open_gate();
+    wait_until(&done, 5);
+    srv_pool_stop(p);
+    assert_int_equal(expired_then, 3);
+    assert_int_equal(ran_then, 0);
+    assert_int_equal(queued_then, 0);
+    assert_true(waited_us >= 50000);
+    assert_int_equal(timely_done_early, 0);
+    assert_int_equal(atomic_load(&ran), 2); /* busy and timely */
+    assert_int_equal(atomic_load(&expired), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queue_bound),
+        cmocka_unit_test(test_deadline_in_the_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
