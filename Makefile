@@ -195,9 +195,9 @@ $(TEST_BIN): $(TEST_COMMON_OBJ) $(SRV_OBJ) $(LIB_A)
 	    $(CURL_LIBS) $(LIBS)
 $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_e2e_drain \
     $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
-$(BUILD)/tests/test_api $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
+$(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
     $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_infer \
-    $(BUILD)/tests/test_protocol $(BUILD)/tests/test_api_options $(BUILD)/tests/test_batch \
+    $(BUILD)/tests/test_protocol $(BUILD)/tests/test_item_options $(BUILD)/tests/test_batch \
     $(BUILD)/tests/test_batch_positions: $(TEST_API_OBJ)
 $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_BATCH_OBJ)
 $(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store: $(TEST_STORE_OBJ)

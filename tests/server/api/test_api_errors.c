@@ -2,7 +2,7 @@
  * /v1/attention requests that fail: wrong as a whole (4xx with code, HTTP
  * status and field), wrong items (their own error in a 200 answer), size
  * limits, and job timing with timed-out items. Requests go through
- * tests/api_harness.c; the answers that succeed are test_api.c.
+ * tests/api_harness.c; the answers that succeed are test_api_attention.c.
  */
 #include "api_harness.h"
 #include "api/api.h"

@@ -1,4 +1,4 @@
-/* test_api.c - the JSON API (server/api/) without HTTP, POST /v1/attention
+/* test_api_attention.c - the JSON API (server/api/) without HTTP, POST /v1/attention
  * answers: every output, mixed batches, layer mode, b64 in and out, ids, a
  * large item split into parts; and GET /v1/schemes and the worker
  * workspace. Requests go through tests/api_harness.c (srv_job_prepare, every

@@ -1,4 +1,4 @@
-/* test_api_options.c - the options of current models in POST /v1/attention
+/* test_item_options.c - the options of current models in POST /v1/attention
  * (softcap, sinks, chunk_size, mask, bias) without HTTP: JSON and base64
  * forms of each, their answers against the core library called directly on
  * the same descriptor (tolerance 1e-6 + 1e-6 |want|, formatting only), the
