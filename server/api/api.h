@@ -34,6 +34,7 @@ typedef struct srv_limits {
     /* Named tensors loaded at start-up, for {"ref":"NAME"} (store/tensor_store.h);
      * NULL when none are loaded. Read-only, shared by every thread. */
     const struct srv_tensor_store *tensors;
+    double max_request_gflop; /* estimated compute of a request (2 x its multiply-adds); 0: none */
 } srv_limits;
 
 /* A growable per-worker scratch buffer, reused across tasks so that pages

@@ -40,7 +40,6 @@ typedef struct ex_job {
     bool layer;
     float *gauss[4]; /* gaussian inputs: q, k, v or x, w_q, w_k, w_v */
     int32_t train_length, band, *lengths, n_lengths, Lmax, H;
-    float *stats[EX_STATS]; /* [H, Lmax] for the length being run */
     /* results: per length, per band (then the whole length), per head */
     double *mean; /* [n_lengths][max_bands + 1][EX_STATS][H] */
     int32_t max_bands;
@@ -56,8 +55,6 @@ static void ex_destroy(void *impl)
     api_scheme_free(&x->sch);
     for (int i = 0; i < 4; i++)
         free(x->gauss[i]);
-    for (int s = 0; s < EX_STATS; s++)
-        free(x->stats[s]);
     free(x->lengths);
     free(x->mean);
     free(x);
@@ -235,20 +232,17 @@ static bool ex_prepare(const cJSON *root, const api_ctx *top, srv_job **job_out,
                                                "head_dim", "num_kv_heads", "seed",   "causal"};
     api_ctx ctx = {top->lim, "", top->source, top->lift};
     api_err e;
-    srv_job *job = api_job_new(&srv_ep_extrapolation, 1);
+    srv_job *job = NULL;
     ex_job *x = calloc(1, sizeof *x);
     const cJSON *v, *inputs = member(root, "inputs");
     const bool gaussian = cJSON_IsString(inputs);
     int32_t Lmax = 0;
     size_t bytes = 0, ws = 0, per_len;
 
-    if (job == NULL || x == NULL) {
-        free(x);
+    if (x == NULL) {
         api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
         goto fail;
     }
-    job->impl = x;
-    job->tasks[0].scheme_name = "analysis";
     if ((v = member(root, "train_length")) == NULL) {
         api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "train_length",
                  "train_length is required: the context the model was trained at");
@@ -292,6 +286,15 @@ static bool ex_prepare(const cJSON *root, const api_ctx *top, srv_job **job_out,
         if (x->lengths[i] > Lmax)
             Lmax = x->lengths[i];
     }
+    /* One task per length: the pool interleaves them with other requests,
+     * and a deadline drops those not started (runtime/pool.h). */
+    if ((job = api_job_new(&srv_ep_extrapolation, (size_t)x->n_lengths)) == NULL) {
+        api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+        goto fail;
+    }
+    job->impl = x; /* the job's now: srv_job_free frees it */
+    for (int32_t i = 0; i < x->n_lengths; i++)
+        job->tasks[i].scheme_name = "analysis";
     if (gaussian) {
         if (strcmp(inputs->valuestring, "gaussian") != 0) {
             api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "inputs",
@@ -329,92 +332,111 @@ static bool ex_prepare(const cJSON *root, const api_ctx *top, srv_job **job_out,
     }
     x->max_bands = (Lmax + x->band - 1) / x->band;
     per_len = api_mul_sat(api_mul_sat((size_t)x->max_bands + 1, EX_STATS), (size_t)x->H);
-    /* The output of a run is [L, H*Dv] (or d_out), the statistics 3 x [H, L]. */
+    /* A run's output is [L, H*Dv] (or d_out), its statistics 3 x [H, L],
+     * and as many runs as there are workers go at once. */
     {
         const int32_t Dv = x->at.v_head_dim ? x->at.v_head_dim : x->at.head_dim;
         size_t out = api_mul_sat((size_t)Lmax, (size_t)(x->at.w_o ? x->at.d_out : x->H * Dv));
-        size_t need = api_add_sat(bytes, api_mul_sat(out, sizeof(float)));
-        need = api_add_sat(
-            need, api_mul_sat(api_mul_sat((size_t)Lmax, (size_t)x->H), EX_STATS * sizeof(float)));
+        size_t run = api_add_sat(api_mul_sat(out, sizeof(float)), ws);
+        size_t concurrent = (size_t)x->n_lengths;
+        size_t need;
+        if (ctx.lim->parallel_parts > 0 && concurrent > (size_t)ctx.lim->parallel_parts)
+            concurrent = (size_t)ctx.lim->parallel_parts;
+        run = api_add_sat(
+            run, api_mul_sat(api_mul_sat((size_t)Lmax, (size_t)x->H), EX_STATS * sizeof(float)));
+        need = api_add_sat(bytes, api_mul_sat(run, concurrent));
         need = api_add_sat(need, api_mul_sat(api_mul_sat(per_len, (size_t)x->n_lengths), 32));
-        need = api_add_sat(api_add_sat(need, ws), x->sch.bytes);
+        need = api_add_sat(need, x->sch.bytes);
         if (!api_check_memory(need, ctx.lim, &e))
             goto fail;
+    }
+    /* Each length's cost, for the compute bound: attention's products (the
+     * causal mask's savings not counted) and layer mode's projections. */
+    for (int32_t i = 0; i < x->n_lengths; i++) {
+        pa_attention a;
+        const double L = x->lengths[i];
+        const double D = x->at.head_dim, Dv = x->at.v_head_dim ? x->at.v_head_dim : D;
+        double macs = L * L * (D + Dv) * x->H;
+        if (x->layer)
+            macs += L * x->at.d_model * (double)(x->H * D + 2.0 * x->at.num_kv_heads * D) +
+                    (x->at.w_o ? L * (double)x->H * Dv * x->at.d_out : 0.0);
+        at_length(x, x->lengths[i], &a);
+        job->tasks[i].cost = macs;
+        job->tasks[i].workspace = pa_attention_workspace_size(&a);
     }
     x->mean = calloc((size_t)x->n_lengths * per_len, sizeof(double));
     if (x->mean == NULL) {
         api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
         goto fail;
     }
-    job->tasks[0].workspace = ws;
     *job_out = job;
     return true;
 
 fail:
+    if (job == NULL)
+        ex_destroy(x);
     srv_job_free(job);
     api_reply_err(reply, &e);
     return false;
 }
 
-/* Per length: run with the statistics, then the means of each band and of
- * all rows, in double. */
+/* Length i: run with the statistics, then the means of each band and of
+ * all rows, in double, into its own slice of x->mean. */
 static void ex_run(srv_job *job, size_t i, void *ws, size_t ws_size)
 {
     ex_job *x = job->impl;
-    const int32_t H = x->H, per_band = EX_STATS * H;
+    const int32_t H = x->H, per_band = EX_STATS * H, L = x->lengths[i];
     const size_t per_len = ((size_t)x->max_bands + 1) * (size_t)per_band;
-    const int32_t Lmax = x->Lmax;
-    float *out;
+    double *m = x->mean + i * per_len;
+    float *out, *stats[EX_STATS];
     size_t out_per_row;
+    pa_attention a;
+    pa_attention_out o = {0};
     api_err e;
     pa_error pe;
 
     out_per_row = x->at.w_o ? (size_t)x->at.d_out
                             : (size_t)H * (x->at.v_head_dim ? x->at.v_head_dim : x->at.head_dim);
-    out = malloc((size_t)Lmax * out_per_row * sizeof(float));
+    out = malloc((size_t)L * out_per_row * sizeof(float));
     for (int s = 0; s < EX_STATS; s++)
-        x->stats[s] = malloc((size_t)H * Lmax * sizeof(float));
-    if (out == NULL || x->stats[0] == NULL || x->stats[1] == NULL || x->stats[2] == NULL) {
-        free(out);
+        stats[s] = malloc((size_t)H * L * sizeof(float));
+    if (out == NULL || stats[0] == NULL || stats[1] == NULL || stats[2] == NULL) {
         api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory running the analysis");
         api_task_fail(job, i, &e);
-        return;
+        goto done;
     }
-    for (int32_t k = 0; k < x->n_lengths; k++) {
-        const int32_t L = x->lengths[k];
-        pa_attention a;
-        pa_attention_out o = {0};
-        double *m = x->mean + (size_t)k * per_len;
-        at_length(x, L, &a);
-        o.output = out;
-        o.entropy = x->stats[EX_ENTROPY];
-        o.distance = x->stats[EX_DISTANCE];
-        o.far_share = x->stats[EX_FAR];
-        o.far_distance = x->train_length;
-        if (pa_attention_run(&a, &o, ws, ws_size, &pe) != PA_STATUS_OK) {
-            char f[32];
-            api_ctx ctx = {NULL, f, NULL, NULL};
-            snprintf(f, sizeof f, "lengths[%d]", (int)k);
-            api_fail_pa(&e, &ctx, &pe);
-            api_task_fail(job, i, &e);
-            break;
-        }
-        for (int s = 0; s < EX_STATS; s++)
-            for (int32_t h = 0; h < H; h++) {
-                const float *row = x->stats[s] + (size_t)h * L;
-                double all = 0.0;
-                for (int32_t b = 0; b * x->band < L; b++) {
-                    const int32_t r0 = b * x->band, r1 = r0 + x->band < L ? r0 + x->band : L;
-                    double sum = 0.0;
-                    for (int32_t r = r0; r < r1; r++)
-                        sum += row[r];
-                    all += sum;
-                    m[(size_t)b * per_band + (size_t)s * H + h] = sum / (r1 - r0);
-                }
-                m[(size_t)x->max_bands * per_band + (size_t)s * H + h] = all / L;
+    at_length(x, L, &a);
+    o.output = out;
+    o.entropy = stats[EX_ENTROPY];
+    o.distance = stats[EX_DISTANCE];
+    o.far_share = stats[EX_FAR];
+    o.far_distance = x->train_length;
+    if (pa_attention_run(&a, &o, ws, ws_size, &pe) != PA_STATUS_OK) {
+        char f[32];
+        api_ctx ctx = {NULL, f, NULL, NULL};
+        snprintf(f, sizeof f, "lengths[%d]", (int)i);
+        api_fail_pa(&e, &ctx, &pe);
+        api_task_fail(job, i, &e);
+        goto done;
+    }
+    for (int s = 0; s < EX_STATS; s++)
+        for (int32_t h = 0; h < H; h++) {
+            const float *row = stats[s] + (size_t)h * L;
+            double all = 0.0;
+            for (int32_t b = 0; b * x->band < L; b++) {
+                const int32_t r0 = b * x->band, r1 = r0 + x->band < L ? r0 + x->band : L;
+                double sum = 0.0;
+                for (int32_t r = r0; r < r1; r++)
+                    sum += row[r];
+                all += sum;
+                m[(size_t)b * per_band + (size_t)s * H + h] = sum / (r1 - r0);
             }
-    }
+            m[(size_t)x->max_bands * per_band + (size_t)s * H + h] = all / L;
+        }
+done:
     free(out);
+    for (int s = 0; s < EX_STATS; s++)
+        free(stats[s]);
 }
 
 static cJSON *doubles(const double *v, int32_t n)

@@ -125,10 +125,32 @@ bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const
     }
     api_ctx ctx = {lim, "", NULL, b.lifted ? &b.lift : NULL};
     ok = ep->prepare(b.root, &ctx, job, reply);
+    if (ok && !api_job_check_cost(*job, lim, &e)) {
+        srv_job_free(*job);
+        *job = NULL;
+        api_reply_err(reply, &e);
+        ok = false;
+    }
     /* The tree (with any JSON tensor data) goes now: the job keeps only
      * parsed floats and duplicated ids. */
     api_body_free(&b);
     return ok;
+}
+
+bool api_job_check_cost(const srv_job *job, const srv_limits *lim, api_err *e)
+{
+    double macs = 0.0, gflop;
+    if (job == NULL || lim->max_request_gflop <= 0.0)
+        return true;
+    for (size_t i = 0; i < job->n_tasks; i++)
+        macs += job->tasks[i].cost > 0.0 ? job->tasks[i].cost : job->tasks[i].macs;
+    gflop = 2.0 * macs / 1e9;
+    if (gflop <= lim->max_request_gflop)
+        return true;
+    return api_fail(e, NULL, SRV_ERR_PAYLOAD_TOO_LARGE, "",
+                    "request needs an estimated %.0f GFLOP of compute (from its shapes), limit "
+                    "%.0f GFLOP " SRV_LIMIT_COMPUTE,
+                    gflop < 1.0 ? 1.0 : gflop, lim->max_request_gflop);
 }
 
 void api_job_set_view(srv_job *job, api_job_view view, void (*view_free)(void *view_ctx),
@@ -250,6 +272,27 @@ void api_timeout_err(api_err *e, const char *field)
              field[0] ? "item" : "request");
 }
 
+/* The timing of a request of several tasks (an extrapolation's lengths):
+ * the longest wait, the wall time from the first start to the last end,
+ * and the run times summed. */
+static bool render_merged_timing(cJSON *root, const srv_job *job)
+{
+    api_task m = job->tasks[0];
+    for (size_t i = 1; i < job->n_tasks; i++) {
+        const api_task *t = &job->tasks[i];
+        if (t->queue_us > m.queue_us)
+            m.queue_us = t->queue_us;
+        if (t->start_us < m.start_us)
+            m.start_us = t->start_us;
+        if (t->end_us > m.end_us)
+            m.end_us = t->end_us;
+        m.cpu_us += t->cpu_us;
+    }
+    if (job->n_tasks > 1)
+        m.compute_us = m.end_us - m.start_us;
+    return api_render_timing(root, &m);
+}
+
 void srv_job_finish(srv_job *job, srv_reply *reply)
 {
     srv_defer defer = {0};
@@ -267,25 +310,27 @@ void srv_job_finish(srv_job *job, srv_reply *reply)
         return;
     }
     if (!job->ep->batch) {
-        /* A single task: its failure is the whole answer. */
-        const api_task *t = &job->tasks[0];
+        /* Not a batch: a task's failure (the first), or else a task's
+         * timeout, is the whole answer. */
         api_err e;
-        if (t->timed_out && !t->failed) {
-            api_timeout_err(&e, "");
-            api_reply_err(reply, &e);
-            return;
-        }
-        if (t->failed) {
-            api_reply_err(reply, &t->err);
-            return;
-        }
+        for (size_t i = 0; i < job->n_tasks; i++)
+            if (job->tasks[i].failed) {
+                api_reply_err(reply, &job->tasks[i].err);
+                return;
+            }
+        for (size_t i = 0; i < job->n_tasks; i++)
+            if (job->tasks[i].timed_out) {
+                api_timeout_err(&e, "");
+                api_reply_err(reply, &e);
+                return;
+            }
     }
     /* Large base64 outputs are encoded straight into the final text
      * (srv_defer in tensor.h): the job's outputs live until it is freed. */
     srv_defer_set_current(&defer);
     root = cJSON_CreateObject();
     ok = root != NULL && job->ep->render(job, root) &&
-         (job->ep->batch || api_render_timing(root, &job->tasks[0]));
+         (job->ep->batch || render_merged_timing(root, job));
     srv_defer_set_current(NULL);
     body = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);

@@ -29,8 +29,12 @@ typedef struct api_task {
      * compute_us is the wall time from the first start to the last end,
      * cpu_us the summed run times, queue_us the longest wait. */
     uint64_t queue_us, compute_us, cpu_us, start_us, end_us;
-    size_t workspace;        /* bytes srv_job_run_task reserves before running */
-    double macs;             /* multiply-adds it computes; 0 when not estimated */
+    size_t workspace; /* bytes srv_job_run_task reserves before running */
+    double macs;      /* multiply-adds it computes; 0 when not estimated */
+    /* Multiply-adds it may ask for, for the compute bound (api_job_check_cost)
+     * when macs does not say (macs is also what schedules small jobs on the
+     * HTTP thread); 0: macs. */
+    double cost;
     const char *scheme_name; /* static: metrics label */
 } api_task;
 

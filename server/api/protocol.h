@@ -220,6 +220,13 @@ typedef struct api_att_result {
 } api_att_result;
 bool api_attention_result(const srv_job *job, size_t i, api_att_result *out);
 
+/* The request's compute bound: the job's estimated multiply-adds (each
+ * task's cost, or its macs), doubled, against lim->max_request_gflop.
+ * False with a 413 PAYLOAD_TOO_LARGE naming the estimate, the limit and
+ * the flag that sets it. srv_job_prepare checks every /v1 job; a protocol
+ * that prepares an attention job itself checks it with this. */
+bool api_job_check_cost(const srv_job *job, const srv_limits *lim, api_err *e);
+
 /* A protocol's own answer to a job: srv_job_finish calls view instead of
  * rendering the /v1 answer, and srv_job_free frees view_ctx with view_free
  * (which may be NULL). Set once, after a successful prepare. */

@@ -38,6 +38,7 @@ typedef enum srv_error {
 #define SRV_LIMIT_BATCH "(set by --max-batch-items or POSATTN_MAX_BATCH_ITEMS)"
 #define SRV_LIMIT_TENSOR "(set by --max-tensor-elements or POSATTN_MAX_TENSOR_ELEMENTS)"
 #define SRV_LIMIT_MEMORY "(set by --max-request-mb or POSATTN_MAX_REQUEST_MB)"
+#define SRV_LIMIT_COMPUTE "(set by --max-request-gflop or POSATTN_MAX_REQUEST_GFLOP)"
 
 const char *srv_error_code(srv_error e);
 int srv_error_http_status(srv_error e);

@@ -500,6 +500,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     h->limits.max_batch_items = cfg->max_batch_items;
     h->limits.max_tensor_elements = cfg->max_tensor_elements;
     h->limits.max_request_memory = cfg->max_request_memory;
+    h->limits.max_request_gflop = (double)cfg->max_request_gflop;
     h->limits.parallel_parts = cfg->workers;
     h->limits.tensors = cfg->tensor_store;
     atomic_init(&h->draining, false);

@@ -60,6 +60,9 @@ static const opt options[] = {
      1099511627776.0, false, "N", "floats in any one tensor (default 16777216)"},
     {"max-request-mb", "POSATTN_MAX_REQUEST_MB", OPT_SIZE_MB, FIELD(max_request_memory), 1, 1048576,
      false, "MB", "memory one request may use, workspaces included (default 1024)"},
+    {"max-request-gflop", "POSATTN_MAX_REQUEST_GFLOP", OPT_SIZE, FIELD(max_request_gflop), 1, 1e9,
+     false, "N",
+     "estimated compute one request may ask for, in GFLOP (default 2000: seconds, not minutes)"},
     {"request-timeout", "POSATTN_REQUEST_TIMEOUT", OPT_SECONDS, FIELD(request_timeout), 0, 86400,
      false, "S",
      "seconds for a request's headers, then its body, then its answer (504) (default 30)"},
@@ -122,6 +125,7 @@ void srv_config_defaults(srv_config *c)
     c->max_batch_items = 64;
     c->max_tensor_elements = (size_t)16 << 20;
     c->max_request_memory = 1024 * MB;
+    c->max_request_gflop = 2000;
     c->request_timeout = 30;
     c->drain_timeout = 20;
     c->api_key[0] = '\0';

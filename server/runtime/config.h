@@ -23,6 +23,8 @@ typedef struct srv_config {
     size_t
         max_tensor_elements;   /* --max-tensor-elements, POSATTN_MAX_TENSOR_ELEMENTS; default 16M */
     size_t max_request_memory; /* --max-request-mb, POSATTN_MAX_REQUEST_MB; default 1024 MB */
+    size_t max_request_gflop;  /* --max-request-gflop, POSATTN_MAX_REQUEST_GFLOP; default 2000:
+                                * a request's estimated compute (api_job_check_cost) */
     double request_timeout;    /* --request-timeout (s), POSATTN_REQUEST_TIMEOUT; default 30:
                                 * bounds the headers, the body and the compute each */
     double drain_timeout;      /* --drain-timeout (s), POSATTN_DRAIN_TIMEOUT; default 20 */

@@ -709,6 +709,8 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
         e = *ie;
         goto fail;
     }
+    if (!api_job_check_cost(job, lim, &e))
+        goto fail;
     api_job_set_view(job, v2_view, v2_answer_free, ans);
     ans = NULL;
     *job_out = job;

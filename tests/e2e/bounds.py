@@ -13,9 +13,16 @@ allocated or computed before the check (#29 item 1; before it, a
 rope_spectrum of head_dim 2^24 took 1.6 s and 320 MB, alibi num_heads
 2^24 64 MB, before their 413s).
 
+The compute a request may ask for is bounded the same way (#29 item 3):
+with --max-request-gflop, a 400-byte extrapolation over 64 lengths of
+16384 tokens, or a /v1/attention or /v2 infer request whose shapes need
+more, is refused at once with 413 naming the estimate and the flag, while
+the same requests just under the limit are answered.
+
 Starts its own servers (tests/posattnd.py); the binary is $POSATTND
 (default build/posattnd). Part of make test's e2e-clients.
 """
+import base64
 import json
 import os
 import sys
@@ -117,6 +124,78 @@ class Bounds(unittest.TestCase):
                 self.assertLess(grew, 4096, "%s: the refusals of n=%d and n=%d grew the "
                                 "server by %d kB" % (name, n, far, grew))
                 self.assertLess(seconds, 1.0, "%s: the refusals took %.2f s" % (name, seconds))
+
+
+def attention_v1(L, H=8, D=64):
+    t = {"shape": [L, H, D], "b64": base64.b64encode(bytes(4 * L * H * D)).decode()}
+    return {"inputs": [{"scheme": {"type": "none"}, "q": t, "k": t, "v": t}],
+            "output_encoding": "b64"}
+
+
+def infer_v2(L, H=8, D=64):
+    raw = bytes(4 * L * H * D)
+    inputs = [{"name": n, "shape": [L, H, D], "datatype": "FP32",
+               "parameters": {"binary_data_size": len(raw)}} for n in ("q", "k", "v")]
+    header = json.dumps({"inputs": inputs}).encode()
+    return header, header + raw * 3
+
+
+class ComputeBound(unittest.TestCase):
+    """--max-request-gflop 4: attention of L tokens, 8 heads of 64 costs an
+    estimated 4 L^2 * 512 / 1e9 GFLOP (QK^T and PV, causal savings not
+    counted): L=1024 is 2.1, L=2048 8.6."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = posattnd.start(BIN, ["--workers", "1", "--max-request-gflop", "4"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop(check=True)
+
+    def refused(self, status, text, want_gflop):
+        self.assertEqual(status, 413, text[:300])
+        err = json.loads(text)["error"]
+        msg = err["message"] if isinstance(err, dict) else err  # /v2: a string
+        self.assertIn("estimated %d GFLOP" % want_gflop, msg)
+        self.assertIn("limit 4 GFLOP", msg)
+        self.assertIn("--max-request-gflop", msg)
+
+    def test_extrapolation(self):
+        body = {"analysis": "extrapolation", "scheme": {"type": "rope"}, "train_length": 1024,
+                "lengths": [16384] * 64, "inputs": "gaussian", "num_heads": 8, "head_dim": 64,
+                "seed": 1}
+        t0 = time.monotonic()
+        status, text = post(self.srv.url, "/v1/analyze", body)
+        self.assertLess(time.monotonic() - t0, 1.0)
+        self.refused(status, text, 35184)
+        body["lengths"] = [512, 1024]  # 0.13 + 0.54: answered
+        status, text = post(self.srv.url, "/v1/analyze", body)
+        self.assertEqual(status, 200, text[:300])
+        self.assertEqual(len(json.loads(text)["lengths"]), 2)
+
+    def test_attention_v1(self):
+        status, text = post(self.srv.url, "/v1/attention", attention_v1(2048))
+        self.refused(status, text, 9)
+        status, text = post(self.srv.url, "/v1/attention", attention_v1(1024))
+        self.assertEqual(status, 200, text[:300])
+
+    def test_infer_v2(self):
+        for L, ok in ((2048, False), (1024, True)):
+            header, body = infer_v2(L)
+            req = urllib.request.Request(
+                self.srv.url + "/v2/models/attention-none/infer", data=body,
+                headers={"Content-Type": "application/octet-stream",
+                         "Inference-Header-Content-Length": str(len(header))})
+            try:
+                with urllib.request.urlopen(req, timeout=120) as r:
+                    status, text = r.status, r.read()
+            except urllib.error.HTTPError as e:
+                status, text = e.code, e.read()
+            if ok:
+                self.assertEqual(status, 200, text[:300])
+            else:
+                self.refused(status, text, 9)
 
 
 if __name__ == "__main__":

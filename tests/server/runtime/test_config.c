@@ -292,6 +292,7 @@ static void test_limit_names(void **state)
         {SRV_LIMIT_BATCH, offsetof(srv_config, max_batch_items), 1},
         {SRV_LIMIT_TENSOR, offsetof(srv_config, max_tensor_elements), 1},
         {SRV_LIMIT_MEMORY, offsetof(srv_config, max_request_memory), MB},
+        {SRV_LIMIT_COMPUTE, offsetof(srv_config, max_request_gflop), 1},
     };
     (void)state;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
