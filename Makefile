@@ -269,7 +269,8 @@ unit: $(TEST_BIN) $(POSATTND)
 E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "node --test tests/e2e/client.mjs" "/usr/bin/python3 tests/e2e/v2.py -q" \
                "/usr/bin/python3 tests/e2e/options.py -q" \
-               "/usr/bin/python3 tests/e2e/bounds.py -q"
+               "/usr/bin/python3 tests/e2e/bounds.py -q" \
+               "/usr/bin/python3 tests/e2e/key_rotation.py -q"
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
 	echo "e2e-clients: ok"

@@ -22,7 +22,9 @@
 #include <stdbool.h>
 #include <string.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -46,17 +48,67 @@ static void on_signal(int sig)
     errno = saved;
 }
 
-/* The next signal from the pipe (blocking). */
-static int next_signal(void)
+/* The next signal from the pipe, or 0 when none came within timeout_ms. */
+static int next_signal(int timeout_ms)
 {
     unsigned char b;
     for (;;) {
-        ssize_t n = read(signal_pipe[0], &b, 1);
+        struct pollfd p = {signal_pipe[0], POLLIN, 0};
+        int r = poll(&p, 1, timeout_ms);
+        if (r == 0)
+            return 0;
+        if (r < 0 && errno == EINTR)
+            continue;
+        ssize_t n = r > 0 ? read(signal_pipe[0], &b, 1) : -1;
         if (n == 1)
             return b;
-        if (n < 0 && errno != EINTR)
+        if (n < 0 && errno != EINTR && errno != EAGAIN)
             return SIGTERM; /* the pipe failed: stop as if told to */
     }
+}
+
+/* What identifies a version of the key file: a write in place changes its
+ * mtime or size, a rename over it its inode. */
+typedef struct file_stamp {
+    bool ok;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+} file_stamp;
+
+static file_stamp stamp_of(const char *path)
+{
+    struct stat st;
+    file_stamp s = {false, 0, 0, 0, {0, 0}};
+    if (path[0] != '\0' && stat(path, &st) == 0)
+        s = (file_stamp){true, st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+    return s;
+}
+
+static bool stamp_equal(const file_stamp *a, const file_stamp *b)
+{
+    return a->ok == b->ok && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Reads the keys again (SIGHUP, or the file changed) and puts them in force
+ * at once; a file that does not load keeps the old set, and says why. */
+static void reload_keys(const srv_config *cfg, srv_keyring *ring, const char *why)
+{
+    static srv_keys keys; /* main thread only */
+    char msg[1024];
+    if (!srv_keys_load(&keys, cfg->api_key, cfg->api_key_file, stderr, msg, sizeof msg)) {
+        fprintf(stderr, "posattnd: %s, but the API keys did not load; the old ones stay: %s\n", why,
+                msg);
+        return;
+    }
+    if (!srv_keyring_swap(ring, &keys)) {
+        fprintf(stderr, "posattnd: %s, but out of memory; the old API keys stay\n", why);
+        return;
+    }
+    fprintf(stderr, "posattnd: %s: %zu API key%s now accepted\n", why, keys.n,
+            keys.n == 1 ? "" : "s");
 }
 
 static bool signals_install(void)
@@ -124,7 +176,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "posattnd: cannot load the API keys: %s\n", msg);
         return 1;
     }
-    cfg.keys = &keys;
+    file_stamp key_file = stamp_of(cfg.api_key_file);
+    srv_keyring *keyring = NULL;
     if (keys.n > 0)
         fprintf(stderr, "posattnd: %zu API key%s accepted on /v1 and /v2%s\n", keys.n,
                 keys.n == 1 ? "" : "s", cfg.api_key[0] ? " (one from --api-key)" : "");
@@ -160,7 +213,9 @@ int main(int argc, char **argv)
      * worker would oversubscribe the cores. */
     openblas_set_num_threads(cfg.blas_threads);
 
-    metrics = srv_metrics_new();
+    keyring = srv_keyring_new(&keys);
+    cfg.keys = keyring;
+    metrics = keyring ? srv_metrics_new() : NULL;
     srv_metrics_set_queue_limit(metrics, cfg.queue_depth);
     pool = metrics ? srv_pool_start(cfg.workers, cfg.queue_depth) : NULL;
     http = pool ? srv_http_start(&cfg, pool, metrics, &port) : NULL;
@@ -169,6 +224,7 @@ int main(int argc, char **argv)
         srv_pool_stop(pool);
         srv_metrics_free(metrics);
         srv_tensor_store_free(tensors);
+        srv_keyring_free(keyring);
         return 1;
     }
     printf("posattnd %s listening on %s://%s:%d (workers %d, queue depth %d)\n", PA_VERSION_STRING,
@@ -188,16 +244,30 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
 
-    /* SIGHUP (a closed terminal, or a reload request) is logged and
-     * ignored: posattnd has nothing to reload, and dying at once would lose
-     * the requests in flight. SIGTERM and SIGINT drain. */
+    /* SIGHUP reloads the API key file, as does a change to it (checked
+     * every second): keys rotate without a restart. With no key file,
+     * SIGHUP (a closed terminal) is logged and ignored: dying at once would
+     * lose the requests in flight. SIGTERM and SIGINT drain. */
     pthread_sigmask(SIG_UNBLOCK, &sigs, NULL); /* this thread takes them now */
     for (;;) {
-        sig = next_signal();
+        sig = next_signal(cfg.api_key_file[0] != '\0' ? 1000 : -1);
+        if (sig == 0) {
+            file_stamp now = stamp_of(cfg.api_key_file);
+            if (!stamp_equal(&now, &key_file)) {
+                key_file = now;
+                reload_keys(&cfg, keyring, "the API key file changed");
+            }
+            continue;
+        }
         if (sig != SIGHUP)
             break;
-        fprintf(stderr, "posattnd: SIGHUP received and ignored (nothing to reload; SIGTERM "
-                        "drains and stops)\n");
+        if (cfg.api_key_file[0] != '\0') {
+            key_file = stamp_of(cfg.api_key_file);
+            reload_keys(&cfg, keyring, "SIGHUP received");
+            continue;
+        }
+        fprintf(stderr, "posattnd: SIGHUP received and ignored (no --api-key-file to reload; "
+                        "SIGTERM drains and stops)\n");
     }
     fprintf(stderr, "posattnd: %s received, draining (timeout %.0f s)\n",
             sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.drain_timeout);
@@ -227,6 +297,7 @@ int main(int argc, char **argv)
     srv_pool_stop(pool);
     srv_metrics_free(metrics);
     srv_tensor_store_free(tensors);
+    srv_keyring_free(keyring);
     fprintf(stderr, "posattnd: stopped\n");
     return 0;
 }

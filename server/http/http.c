@@ -30,15 +30,29 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Whether the request carries an accepted key (runtime/keys.h); q->key is
- * then its index, and a refusal is counted by why. */
+/* Whether the request carries a key of the set in force (runtime/keys.h,
+ * which a reload may replace at any moment: this request sees the old set
+ * or the new one); q->key_name then names it for the log, and a refusal is
+ * counted by why. */
+static bool key_ok(const srv_http *h, struct MHD_Connection *c, request *q, const srv_keys *keys);
+
 static bool authorized(const srv_http *h, struct MHD_Connection *c, request *q)
+{
+    const srv_keys *keys;
+    bool ok;
+    if (h->cfg->keys == NULL)
+        return true;
+    keys = srv_keyring_acquire(h->cfg->keys);
+    ok = keys->n == 0 || key_ok(h, c, q, keys);
+    srv_keyring_release(h->cfg->keys);
+    return ok;
+}
+
+static bool key_ok(const srv_http *h, struct MHD_Connection *c, request *q, const srv_keys *keys)
 {
     const char *auth = NULL, *prefix = "Bearer ";
     size_t len = 0, np = strlen(prefix);
-    const srv_keys *keys = h->cfg->keys;
-    if (keys == NULL || keys->n == 0)
-        return true;
+    int i;
     /* The header's whole length: a NUL inside it ("Bearer KEY\0junk") must
      * not end the comparison early. */
     if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
@@ -56,11 +70,12 @@ static bool authorized(const srv_http *h, struct MHD_Connection *c, request *q)
     }
     while (np < len && auth[np] == ' ')
         np++;
-    q->key = srv_keys_match(keys, auth + np, len - np);
-    if (q->key < 0) {
+    i = srv_keys_match(keys, auth + np, len - np);
+    if (i < 0) {
         srv_metrics_auth_refused(h->metrics, "key");
         return false;
     }
+    srv_keys_name(keys, i, q->key_name, sizeof q->key_name);
     return true;
 }
 
@@ -276,7 +291,6 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         snprintf(q->method, sizeof q->method, "%s", method);
         snprintf(q->path, sizeof q->path, "%s", url);
         atomic_init(&q->remaining, 0);
-        q->key = -1;     /* no key yet */
         q->framing = -1; /* no framing header */
         atomic_init(&q->max_queue_us, 0);
         atomic_init(&q->sum_compute_us, 0);
@@ -367,9 +381,7 @@ static void log_access(const request *q, double seconds)
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
     /* Which key authorised it, by its line in the key file ("flag" for
      * --api-key), never the key itself. */
-    char key[24] = "-";
-    if (cfg->keys != NULL)
-        srv_keys_name(cfg->keys, q->key, key, sizeof key);
+    const char *key = q->key_name[0] != '\0' ? q->key_name : "-";
     if (cfg->log_format == SRV_LOG_JSON)
         fprintf(stderr,
                 "{\"ts\":\"%s\",\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,"

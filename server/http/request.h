@@ -58,7 +58,7 @@ struct request {
     char path[128];
     srv_route_params params;   /* the path's {name} and {version} */
     const srv_protocol *shape; /* under a protocol's prefix: its errors' shape, or NULL */
-    int key;                   /* the accepted API key's index (runtime/keys.h), -1: none */
+    char key_name[24];         /* the accepted API key ("line N", "flag"); "": none */
     int64_t framing;           /* the route's framing header (a byte count), -1 when absent */
     uint64_t start_ns;
     uint64_t deadline_ns;

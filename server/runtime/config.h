@@ -44,7 +44,7 @@ typedef struct srv_config {
     const struct srv_tensor_store *tensor_store;
     /* The keys of --api-key and --api-key-file (runtime/keys.h), set by
      * main.c before listening; NULL or none: no key is required. */
-    const struct srv_keys *keys;
+    struct srv_keyring *keys;
 } srv_config;
 
 /* Defaults, as documented above. */

@@ -1,6 +1,10 @@
 /* keys.c - see keys.h. */
 #include "runtime/keys.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -121,4 +125,67 @@ void srv_keys_name(const srv_keys *k, int i, char *buf, size_t cap)
         snprintf(buf, cap, "flag");
     else
         snprintf(buf, cap, "line %d", k->line[i]);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The keyring                                                               */
+/* ------------------------------------------------------------------------- */
+
+struct srv_keyring {
+    _Atomic(srv_keys *) current;
+    atomic_int readers; /* holding a set from srv_keyring_acquire */
+};
+
+srv_keyring *srv_keyring_new(const srv_keys *initial)
+{
+    srv_keyring *r = calloc(1, sizeof *r);
+    srv_keys *k = malloc(sizeof *k);
+    if (r == NULL || k == NULL) {
+        free(r);
+        free(k);
+        return NULL;
+    }
+    *k = *initial;
+    atomic_init(&r->current, k);
+    atomic_init(&r->readers, 0);
+    return r;
+}
+
+void srv_keyring_free(srv_keyring *r)
+{
+    if (r == NULL)
+        return;
+    free(atomic_load(&r->current));
+    free(r);
+}
+
+const srv_keys *srv_keyring_acquire(srv_keyring *r)
+{
+    /* Counted before the load: a writer that sees no readers after its
+     * exchange knows no one can still hold the old set. */
+    atomic_fetch_add(&r->readers, 1);
+    return atomic_load(&r->current);
+}
+
+void srv_keyring_release(srv_keyring *r)
+{
+    atomic_fetch_sub(&r->readers, 1);
+}
+
+bool srv_keyring_swap(srv_keyring *r, const srv_keys *keys)
+{
+    srv_keys *k = malloc(sizeof *k), *old;
+    if (k == NULL)
+        return false;
+    *k = *keys;
+    old = atomic_exchange(&r->current, k);
+    /* A reader counted now took the new set or is about to finish with the
+     * old one: wait out the count once it drops to zero. Holds last a
+     * lookup, so this is microseconds even under load. */
+    while (atomic_load(&r->readers) != 0) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    free(old);
+    return true;
 }

@@ -1,7 +1,9 @@
 /* keys.h - the API keys posattnd accepts: --api-key (one, for development)
  * and --api-key-file (one per line, any of them accepted, so a new key can
- * be added before the old one is removed). Read once, before the server
- * listens; a key is never logged, only its number (keys_match).
+ * be added before the old one is removed). Read before the server listens,
+ * and again on SIGHUP or when the file changes (main.c): the set in force
+ * lives in a keyring that swaps sets atomically. A key is never logged,
+ * only its number (keys_match).
  */
 #ifndef SRV_KEYS_H
 #define SRV_KEYS_H
@@ -36,5 +38,25 @@ int srv_keys_match(const srv_keys *k, const char *cand, size_t len);
 
 /* How the access log names key i: "flag" or "line N". */
 void srv_keys_name(const srv_keys *k, int i, char *buf, size_t cap);
+
+/* The set of keys in force, read by the HTTP threads while one thread (the
+ * main thread, on SIGHUP or a changed file) replaces it. A request sees
+ * either the old set or the new one, never neither: readers take the set
+ * with one atomic load, and a replaced set is freed only once no reader
+ * holds it. */
+typedef struct srv_keyring srv_keyring;
+
+/* A keyring holding a copy of *initial; NULL on allocation failure. */
+srv_keyring *srv_keyring_new(const srv_keys *initial);
+/* Frees it and its set; no reader may hold it. NULL is a no-op. */
+void srv_keyring_free(srv_keyring *r);
+/* The set in force, valid until the matching srv_keyring_release; keep the
+ * hold short (a lookup). Lock-free; any thread. */
+const srv_keys *srv_keyring_acquire(srv_keyring *r);
+void srv_keyring_release(srv_keyring *r);
+/* Puts a copy of *keys in force and frees the set it replaces once no
+ * reader holds it (waiting for those that do: each holds it for a lookup).
+ * One writer at a time. False (the old set stays) on allocation failure. */
+bool srv_keyring_swap(srv_keyring *r, const srv_keys *keys);
 
 #endif

@@ -4,10 +4,13 @@
 #include "runtime/keys.h"
 #include "testutil.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -140,9 +143,62 @@ static void test_permission_warning(void **state)
     free(text);
 }
 
+/* The keyring: a reader holding the set in force keeps it alive through a
+ * swap (the swap returns only after the release), readers after the swap
+ * see the new set, and the swap copies what it is given. */
+typedef struct swapper {
+    srv_keyring *ring;
+    srv_keys keys;
+    atomic_bool done;
+} swapper;
+
+static void *swap_thread(void *arg)
+{
+    swapper *w = arg;
+    assert_true(srv_keyring_swap(w->ring, &w->keys));
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+static void test_keyring(void **state)
+{
+    (void)state;
+    srv_keys a, b;
+    char err[256];
+    swapper w;
+    pthread_t t;
+    assert_true(srv_keys_load(&a, "key-a", NULL, NULL, err, sizeof err));
+    assert_true(srv_keys_load(&b, "key-b", NULL, NULL, err, sizeof err));
+    w.ring = srv_keyring_new(&a);
+    assert_non_null(w.ring);
+    w.keys = b;
+    atomic_init(&w.done, false);
+    memset(&a, 0, sizeof a); /* the ring holds a copy */
+
+    const srv_keys *held = srv_keyring_acquire(w.ring);
+    assert_int_equal(srv_keys_match(held, "key-a", 5), 0);
+    assert_int_equal(pthread_create(&t, NULL, swap_thread, &w), 0);
+    nanosleep(&(struct timespec){0, 100 * 1000000}, NULL);
+    /* The swap waits for this hold; the held set is still whole. */
+    const bool done_while_held = atomic_load(&w.done);
+    const int still_a = srv_keys_match(held, "key-a", 5);
+    srv_keyring_release(w.ring);
+    pthread_join(t, NULL);
+    assert_false(done_while_held);
+    assert_int_equal(still_a, 0);
+    assert_true(atomic_load(&w.done));
+    held = srv_keyring_acquire(w.ring);
+    assert_int_equal(srv_keys_match(held, "key-b", 5), 0);
+    assert_int_equal(srv_keys_match(held, "key-a", 5), -1);
+    srv_keyring_release(w.ring);
+    srv_keyring_free(w.ring);
+    srv_keyring_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keyring),
         cmocka_unit_test(test_file_grammar),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_permission_warning),
