@@ -520,7 +520,15 @@ float pa_attention_scale(const pa_attention *a);
  * it return PA_STATUS_OUT_OF_RANGE after the fact (field "q", or "x" in layer
  * mode); the outputs are then unspecified, never silently NaN-free garbage. ws is at least
  * pa_attention_workspace_size(a) bytes, aligned to 64 bytes ideally (16 at least). Single-threaded
- * apart from what the CBLAS library does inside sgemm. */
+ * apart from what the CBLAS library does inside sgemm.
+ *
+ * Subnormals: on x86-64 the call sets flush-to-zero (FTZ, not DAZ) on the
+ * calling thread for its duration and restores the caller's MXCSR after.
+ * Inputs that are subnormal are read as they are; a result, or an
+ * intermediate product, below float32's smallest normal (about 1.2e-38)
+ * becomes 0, so an output, weight or logit that small reads as 0 (the
+ * reference's value differs from it by less than 1.2e-38). The same holds
+ * for every pa_attention_* call that runs the kernels. */
 pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
                            size_t ws_size, pa_error *err);
 

@@ -3,6 +3,7 @@
 #include "ref_encodings.h"
 #include "ref_rope.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,8 +284,13 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                     break;
                 case PA_SCHEME_T5:
                     bias =
-                        s->t5.table[(size_t)ref_t5_bucket((int)rel, s->t5.bidirectional,
-                                                          s->t5.num_buckets, s->t5.max_distance) *
+                        /* A distance past int32 is past max_distance too:
+                         * held to int32, its bucket is the same. */
+                        s->t5.table[(size_t)ref_t5_bucket(rel > INT_MAX    ? INT_MAX
+                                                          : rel < -INT_MAX ? -INT_MAX
+                                                                           : (int)rel,
+                                                          s->t5.bidirectional, s->t5.num_buckets,
+                                                          s->t5.max_distance) *
                                         H +
                                     h];
                     break;

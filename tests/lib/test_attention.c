@@ -628,6 +628,27 @@ static void test_fp_state_restored(void **state)
         fixture_free(&f);
     }
 }
+
+/* Flush-to-zero is for results only: subnormal inputs are read as they are
+ * (denormals-are-zero would read them as 0). A q of subnormal values times
+ * keys near 1e38 gives logits near 1; under DAZ they would be 0. Both
+ * kernels (decode, Lq <= 8, and tiled), against the reference. */
+static void test_subnormal_inputs_read(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 2; c++) {
+        const int Lq = c == 0 ? 3 : 20, Lk = 24, H = 2, D = 8;
+        fixture f;
+        setup_qkv(&f, PA_SCHEME_NONE, Lq, Lk, H, H, D, 0, 5150 + (uint64_t)c);
+        for (int i = 0; i < Lq * H * D; i++)
+            f.q[i] = (i % D == 0) ? (float)(1e-39 * (1 + i % 5)) : 0.0f; /* subnormal */
+        for (int j = 0; j < Lk * H * D; j++)
+            f.k[j] = (j % D == 0) ? (float)(1e38 * (0.5 + 0.02 * (j % 7))) : 1.0f;
+        assert_true(fpclassify(f.q[0]) == FP_SUBNORMAL);
+        check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS);
+        fixture_free(&f);
+    }
+}
 #endif
 
 /* pa_attention_run re-validates, refuses a small workspace, and leaves the
@@ -683,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_overflowing_results),
 #if defined(__x86_64__) && defined(__GNUC__)
         cmocka_unit_test(test_fp_state_restored),
+        cmocka_unit_test(test_subnormal_inputs_read),
 #endif
         cmocka_unit_test(test_overflowing_logits),
     };

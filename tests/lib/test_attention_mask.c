@@ -11,6 +11,7 @@
  * off by one) moves the answer well past that.
  */
 #include "attention_fixture.h"
+#include "ref_attention.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -143,6 +144,38 @@ static void test_mask_shared_and_per_head(void **state)
             free(mask);
         }
     }
+}
+
+/* Per-head masks on the tiled kernel (Lq > 8): each head sees its own band
+ * of keys, [16 h, 16 h + 12), so a plane found at the wrong offset (a
+ * stride of Lk instead of Lq Lk between heads) shows another head's band
+ * and hides keys this one may see. */
+static void test_mask_per_head_prefill(void **state)
+{
+    (void)state;
+    enum { Lq = 40, Lk = 64, H = 4 };
+    uint8_t *mask = tu_alloc((size_t)H * Lq * Lk, 1);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Lq; i++)
+            for (int j = 0; j < Lk; j++)
+                mask[((size_t)h * Lq + i) * Lk + j] = j >= 16 * h && j < 16 * h + 12;
+    for (size_t s = 0; s < sizeof qkv_schemes / sizeof qkv_schemes[0]; s++) {
+        fixture f;
+        float *out, *w;
+        setup_qkv(&f, qkv_schemes[s], Lq, Lk, H, 2, 8, 0, 3450 + s);
+        add_tables(&f, H, 8, 8, s);
+        f.a.mask = mask;
+        f.a.mask_heads = H;
+        check_against_reference(&f.a, WANT_ALL);
+        w = run_weights(&f.a, &out);
+        /* head 3, query 30: its band only, and all of it */
+        for (int j = 0; j < Lk; j++)
+            assert_true((w[((size_t)3 * Lq + 30) * Lk + j] > 0.0f) == (j >= 48 && j < 60));
+        free(out);
+        free(w);
+        fixture_free(&f);
+    }
+    free(mask);
 }
 
 /* 1 lets a query attend and 0 hides (SDPA's and ONNX's boolean masks): a
@@ -290,14 +323,69 @@ static void test_relative_biases(void **state)
     }
 }
 
+/* Query positions past 2^30 with key positions past -2^30: the distance
+ * (more than 2^31) does not fit int32, and the biases take the wide path
+ * (lib/attention.c's pos_small is false by the queries alone; the keys
+ * are within 2^30), against the reference: Shaw's clipping and T5's bucket
+ * of a positive distance, and ALiBi's logits (a wrapped distance flips the
+ * bias's sign). */
+static void test_relative_biases_far_queries(void **state)
+{
+    (void)state;
+    enum { Lq = 12, Lk = 300, H = 2, D = 8 };
+    int32_t qpos[Lq], kpos[Lk];
+    for (int i = 0; i < Lq; i++)
+        qpos[i] = (1 << 30) + (1 << 29) + 7 * i;
+    for (int j = 0; j < Lk; j++)
+        kpos[j] = -(1 << 30) + j;
+    for (int c = 0; c < 3; c++) {
+        fixture f;
+        const pa_scheme_type t = c == 0 ? PA_SCHEME_SHAW : c == 1 ? PA_SCHEME_T5 : PA_SCHEME_ALIBI;
+        setup_qkv(&f, t, Lq, Lk, H, 1, D, 0, 4600 + (uint64_t)c);
+        if (t == PA_SCHEME_SHAW)
+            f.scheme.shaw.max_relative_position = 3;
+        add_tables(&f, H, D, D, 4610 + (uint64_t)c);
+        f.a.q_positions = qpos;
+        f.a.k_positions = kpos;
+        if (t != PA_SCHEME_ALIBI) {
+            check_against_reference(&f.a, WANT_ALL);
+        } else {
+            /* ALiBi's biases of about -10^8 differ by less than float's
+             * spacing there, so its weights say nothing; its logits (the
+             * bias's sign and size) do, to float's relative precision. */
+            const size_t n = (size_t)H * Lq * Lk;
+            pa_attention_out o = {0};
+            pa_error err;
+            size_t wsz = pa_attention_workspace_size(&f.a);
+            void *ws = tu_alloc(wsz, 1);
+            double *rl = tu_alloc(n, sizeof(double)), *rout = tu_alloc((size_t)Lq * H * D, 8),
+                   *rw = tu_alloc(n, sizeof(double));
+            o.output = tu_alloc((size_t)Lq * H * D, sizeof(float));
+            o.logits = tu_alloc(n, sizeof(float));
+            TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+            ref_attention(&f.a, rout, rw, rl, NULL, NULL);
+            TU_ASSERT_CLOSE(o.logits, rl, n, 0.0, 1e-6);
+            free(o.output);
+            free(o.logits);
+            free(ws);
+            free(rl);
+            free(rout);
+            free(rw);
+        }
+        fixture_free(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_relative_biases_far_queries),
         cmocka_unit_test(test_softcap_each_scheme),
         cmocka_unit_test(test_softcap_bounds_logits),
         cmocka_unit_test(test_chunk_positions),
         cmocka_unit_test(test_chunk_tiles),
         cmocka_unit_test(test_mask_shared_and_per_head),
+        cmocka_unit_test(test_mask_per_head_prefill),
         cmocka_unit_test(test_mask_polarity),
         cmocka_unit_test(test_mask_document_tiles),
         cmocka_unit_test(test_bias),

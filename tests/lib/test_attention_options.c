@@ -569,19 +569,20 @@ static void all_out_free(all_out *r)
 }
 
 /* k_prerotated: keys the library rotated itself (its k_rot), given back as
- * k with k_prerotated, give the same answer bit for bit: decode (Lq = 1)
- * and prefill shapes, GQA, custom positions, plain rope, YaRN, partial
+ * k with k_prerotated, give the same answer bit for bit: the decode kernel
+ * (Lq <= 8) and the tiled one (Lq = 20, where rotating the keys twice
+ * would go unseen by the decode shapes), GQA, custom positions, plain rope, YaRN, partial
  * rotary_dim, GPT-J layout and M-RoPE rows; k_rot then returns k as given.
  * Given unrotated keys it answers differently (the flag is read). */
 static void test_k_prerotated(void **state)
 {
     (void)state;
-    static const int shapes[][2] = {{1, 33}, {5, 12}};
+    static const int shapes[][2] = {{1, 33}, {5, 12}, {20, 40}};
     for (int c = 0; c < 5; c++) {
-        for (int sh = 0; sh < 2; sh++) {
+        for (int sh = 0; sh < 3; sh++) {
             const int Lq = shapes[sh][0], Lk = shapes[sh][1], D = 16;
             fixture f;
-            int32_t qp[5], kp[33], qm[3 * 5], km[3 * 33];
+            int32_t qp[20], kp[40], qm[3 * 20], km[3 * 40];
             all_out plain, pre;
             setup_qkv(&f, PA_SCHEME_ROPE, Lq, Lk, 4, 2, D, 0, 4200 + (uint64_t)(10 * c + sh));
             for (int i = 0; i < Lq; i++)

@@ -387,9 +387,56 @@ static void test_job_timing_and_timeout(void **state)
     assert_string_equal(srv_job_task_scheme(NULL, 0), "none");
 }
 
+/* output_dtype f16: a finite value the type cannot hold is the item's
+ * OUT_OF_RANGE naming the result, whichever result holds it (output,
+ * logits, q_rot, k_rot) and whichever its sign; a logit of -180000 from
+ * overflow must not pass for a masked key's -inf. q, k and v are [1, 1, 4]
+ * with rope at position 0 (no rotation: q_rot is q, k_rot is k). */
+static void test_f16_overflow_every_result(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *q, *k, *v, *ret, *result;
+        const char *value;
+    } cases[] = {
+        {"0.1,0.1,0.1,0.1", "0.1,0.1,0.1,0.1", "-70000,1,1,1", "\"output\"", "output", "-70000"},
+        {"300,300,300,300", "300,300,300,300", "1,1,1,1", "\"output\",\"logits\"", "logits",
+         "180000"},
+        {"300,300,300,300", "-300,-300,-300,-300", "1,1,1,1", "\"output\",\"logits\"", "logits",
+         "-180000"},
+        {"70000,0,0,0", "1e-6,0,0,0", "1,1,1,1", "\"output\",\"q_rot\"", "q_rot", "70000"},
+        {"1e-6,0,0,0", "-70000,0,0,0", "1,1,1,1", "\"output\",\"k_rot\"", "k_rot", "-70000"},
+    };
+    srv_limits lim = limits();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char body[1024], want[64];
+        int status;
+        snprintf(body, sizeof body,
+                 "{\"inputs\":[{\"scheme\":{\"type\":\"rope\"},\"q\":{\"shape\":[1,1,4],"
+                 "\"data\":[%s]},\"k\":{\"shape\":[1,1,4],\"data\":[%s]},\"v\":{\"shape\":[1,"
+                 "1,4],\"data\":[%s]},\"return\":[%s],\"output_dtype\":\"f16\"}]}",
+                 cases[c].q, cases[c].k, cases[c].v, cases[c].ret);
+        cJSON *ans = call(&srv_ep_attention, body, &lim, &status);
+        expect_item_error(ans, 0, "OUT_OF_RANGE", "inputs[0].output_dtype");
+        const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "error"), "message"));
+        snprintf(want, sizeof want, "%s holds %s", cases[c].result, cases[c].value);
+        if (msg == NULL || strstr(msg, want) == NULL || strstr(msg, "65504") == NULL)
+            fail_msg("case %zu: '%s' does not say '%s'", c, msg ? msg : "(none)", want);
+        cJSON_Delete(ans);
+        /* The same request in f32 answers. */
+        char *f16 = strstr(body, "\"f16\"");
+        memcpy(f16, "\"f32\"", 5);
+        ans = call(&srv_ep_attention, body, &lim, &status);
+        expect_ok(ans, status);
+        cJSON_Delete(ans);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_overflow_every_result),
         cmocka_unit_test(test_attention_request_errors),
         cmocka_unit_test(test_malformed_json_messages),
         cmocka_unit_test(test_attention_item_errors),

@@ -129,6 +129,20 @@ static void test_narrow_edges(void **state)
     assert_int_equal(srv_f64_to_bf16(3.4e38), 0x7f80);
     assert_int_equal(srv_f64_to_bf16(-0.0), 0x8000);
     assert_int_equal(srv_f64_to_bf16(NAN) & 0x7fc0, 0x7fc0);
+    /* A NaN whose payload is only in the bits the narrowing drops (the low
+     * 13 of f16, the low 16 of bf16) stays a NaN, quiet, sign kept: without
+     * the quiet bit forced it would come out an infinity. */
+    static const uint32_t payload_nans[] = {0x7f800001u, 0x7f801fffu, 0xff800001u, 0x7f80ffffu};
+    for (size_t i = 0; i < sizeof payload_nans / sizeof *payload_nans; i++) {
+        float f;
+        memcpy(&f, &payload_nans[i], sizeof f);
+        const uint16_t h = srv_f32_to_f16(f), b = srv_f32_to_bf16(f);
+        assert_int_equal(h & 0x7e00u, 0x7e00u);
+        assert_int_equal(h >> 15, payload_nans[i] >> 31);
+        assert_int_equal(b & 0x7fc0u, 0x7fc0u);
+        assert_int_equal(b >> 15, payload_nans[i] >> 31);
+        assert_true(isnan(srv_f16_to_f32(h)) && isnan(srv_bf16_to_f32(b)));
+    }
     assert_int_equal(srv_f64_to_bf16(0x1p-133), 0x0001); /* bf16's smallest subnormal */
     assert_int_equal(srv_f64_to_bf16(0x1p-134), 0x0000);
     /* 1 + 2^-11 is f16's midpoint between 1 and 1 + 2^-10; a hair above
