@@ -125,6 +125,12 @@ pid_nginx=$!
 lb="http://127.0.0.1:$lb_port"
 wait_http "$lb/lb-healthz" 10 || { dump nginx.err; die "nginx did not start"; }
 check "GET /healthz through nginx answers 200" wait_http "$lb/healthz" 10
+# A malformed Content-Length: libmicrohttpd 0.9.75 answers it with its
+# header block written twice (docs/running.md); nginx refuses it first.
+check "nginx answers a malformed Content-Length with one 400" \
+    "$PYTHON" "$(dirname "$0")/one_answer.py" "$lb_port"
+check "(posattnd alone writes that answer's header block twice)" \
+    sh -c "! '$PYTHON' '$(dirname "$0")/one_answer.py' '$port_c' 2>/dev/null"
 
 # B's drain: a request sent to B directly keeps one of its workers busy for
 # about half a second here (a 2.7 MB body in layer mode, parsed in
