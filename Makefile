@@ -200,7 +200,8 @@ $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/
     $(BUILD)/tests/test_protocol $(BUILD)/tests/test_item_options $(BUILD)/tests/test_batch \
     $(BUILD)/tests/test_batch_positions: $(TEST_API_OBJ)
 $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_BATCH_OBJ)
-$(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store: $(TEST_STORE_OBJ)
+$(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store \
+    $(BUILD)/tests/test_tensors: $(TEST_STORE_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
 $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/test_attention_options \
     $(BUILD)/tests/test_attention_decode: $(TEST_ATT_OBJ)
