@@ -257,11 +257,17 @@ bool api_render_timing(cJSON *obj, const api_task *t)
 
 bool api_render_error(cJSON *obj, const api_err *e)
 {
+    /* Messages quote request text cut at a byte limit, perhaps inside a
+     * character: the answer stays valid UTF-8, as srv_reply_error keeps a
+     * whole request's error. */
+    char message[API_MESSAGE_MAX], field[API_FIELD_MAX];
     cJSON *err = cJSON_AddObjectToObject(obj, "error");
+    srv_utf8_copy(message, sizeof message, e->message);
+    srv_utf8_copy(field, sizeof field, e->field);
     if (err == NULL || !cJSON_AddStringToObject(err, "code", srv_error_code(e->code)) ||
-        !cJSON_AddStringToObject(err, "message", e->message))
+        !cJSON_AddStringToObject(err, "message", message))
         return false;
-    return e->field[0] == '\0' || cJSON_AddStringToObject(err, "field", e->field) != NULL;
+    return field[0] == '\0' || cJSON_AddStringToObject(err, "field", field) != NULL;
 }
 
 void api_timeout_err(api_err *e, const char *field)

@@ -27,7 +27,7 @@ enum { MESSAGE_MAX = 1024, FIELD_MAX = 256 };
 /* Copies at most cap-1 bytes of src into dst, replacing every byte that is not
  * part of a well-formed UTF-8 sequence by '?', so the body stays valid JSON
  * for strict parsers whatever the request contained. */
-static void copy_utf8(char *dst, size_t cap, const char *src)
+void srv_utf8_copy(char *dst, size_t cap, const char *src)
 {
     const unsigned char *s = (const unsigned char *)src;
     size_t o = 0;
@@ -89,7 +89,7 @@ void srv_reply_error(srv_reply *r, srv_error e, const char *field, const char *f
         raw[0] = '\0';
     else if ((size_t)n >= sizeof raw)
         memcpy(raw + sizeof raw - 4, "...", 4);
-    copy_utf8(message, sizeof message, raw);
+    srv_utf8_copy(message, sizeof message, raw);
 
     r->http_status = srv_error_http_status(e);
     r->content_type = json_type;
@@ -104,7 +104,7 @@ void srv_reply_error(srv_reply *r, srv_error e, const char *field, const char *f
     bool ok = obj && cJSON_AddStringToObject(obj, "code", srv_error_code(e)) &&
               cJSON_AddStringToObject(obj, "message", message);
     if (ok && field && field[0]) {
-        copy_utf8(field_clean, sizeof field_clean, field);
+        srv_utf8_copy(field_clean, sizeof field_clean, field);
         ok = cJSON_AddStringToObject(obj, "field", field_clean) != NULL;
     }
     char *body = ok ? cJSON_PrintUnformatted(root) : NULL;

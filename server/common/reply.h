@@ -36,4 +36,11 @@ void srv_reply_error(srv_reply *r, srv_error e, const char *field, const char *f
     ;
 void srv_reply_free(srv_reply *r);
 
+/* Copies at most cap-1 bytes of src (NUL-terminated) into dst (cap >= 1),
+ * replacing every byte that is not part of a well-formed UTF-8 sequence by
+ * '?' and stopping before a sequence that does not fit: text that quotes a
+ * request (cut at a byte limit, perhaps inside a character) stays valid in
+ * a JSON answer. */
+void srv_utf8_copy(char *dst, size_t cap, const char *src);
+
 #endif

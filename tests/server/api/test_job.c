@@ -575,6 +575,64 @@ static void test_render_helpers(void **state)
     cJSON_Delete(o2);
 }
 
+/* True when s is well-formed UTF-8 (RFC 3629). */
+static bool utf8_ok(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        unsigned c = p[i];
+        size_t n = c < 0x80                 ? 1
+                   : c >= 0xC2 && c <= 0xDF ? 2
+                   : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4
+                                            : 0;
+        if (n == 0 || i + n > len)
+            return false;
+        for (size_t k = 1; k < n; k++)
+            if ((p[i + k] & 0xC0) != 0x80)
+                return false;
+        i += n;
+    }
+    return true;
+}
+
+/* An item error that quotes request text cut at a byte limit (an unknown
+ * name cut at 64 bytes in the middle of an e-acute) is rendered into a batch
+ * answer by api_render_error. The reply layer cleans such text for a whole
+ * request's error (srv_reply_error: "so the body stays valid JSON for
+ * strict parsers"); the item's error must come out as valid UTF-8 too. */
+static void test_render_error_keeps_utf8(void **state)
+{
+    (void)state;
+    static const char *const known[] = {"q"};
+    char name[80], text[128];
+    srv_limits lim = lim_of();
+    api_ctx ctx = {&lim, "inputs[0]", NULL, NULL};
+    api_err e;
+    srv_reply r;
+    memset(name, 'a', 63);
+    snprintf(name + 63, sizeof name - 63,
+             "\xc3\xa9"
+             "b"); /* "é" at bytes 63 and 64 */
+    snprintf(text, sizeof text, "{\"%s\":1}", name);
+    cJSON *o = cJSON_Parse(text);
+    assert_false(api_check_fields(o, known, 1, "", "an attention item", &ctx, &e));
+    cJSON_Delete(o);
+    /* A whole request's error: cleaned by the reply layer. */
+    memset(&r, 0, sizeof r);
+    api_reply_err(&r, &e);
+    assert_true(utf8_ok(r.body, r.body_len));
+    srv_reply_free(&r);
+    /* A batch item's error. */
+    o = cJSON_CreateObject();
+    assert_true(api_render_error(o, &e));
+    char *body = cJSON_PrintUnformatted(o);
+    if (!utf8_ok(body, strlen(body)))
+        fail_msg("not UTF-8: %s", body);
+    cJSON_free(body);
+    cJSON_Delete(o);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Workspaces                                                                */
 /* ------------------------------------------------------------------------- */
@@ -667,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_finish_batch),
         cmocka_unit_test(test_view_and_free),
         cmocka_unit_test(test_render_helpers),
+        cmocka_unit_test(test_render_error_keeps_utf8),
         cmocka_unit_test(test_workspace_reserve),
         cmocka_unit_test(test_workspace_reserve_fails),
     };
