@@ -339,3 +339,21 @@ cJSON *scheme_of(const char *json)
     assert_non_null(s);
     return s;
 }
+
+void api_err_is(const api_err *e, srv_error code, const char *field, ...)
+{
+    va_list ap;
+    const char *w, *missing = NULL;
+    if (e->code != code)
+        fail_msg("code %s, wanted %s (%s: %s)", srv_error_code(e->code), srv_error_code(code),
+                 e->field, e->message);
+    if (strcmp(e->field, field) != 0)
+        fail_msg("field '%s', wanted '%s' (%s)", e->field, field, e->message);
+    va_start(ap, field);
+    while (missing == NULL && (w = va_arg(ap, const char *)) != NULL)
+        if (strstr(e->message, w) == NULL)
+            missing = w;
+    va_end(ap);
+    if (missing != NULL)
+        fail_msg("message '%s' lacks '%s'", e->message, missing);
+}

@@ -55,6 +55,11 @@ void expect_ok(const cJSON *ans, int status);
 void expect_error(const cJSON *ans, int status, int want_status, const char *code,
                   const char *field);
 void expect_item_error(const cJSON *ans, int i, const char *code, const char *field);
+/* An api_err (not a reply) has code and field, and its message holds each
+ * of the words given (up to a NULL). */
+void api_err_is(const api_err *e, srv_error code, const char *field, ...);
+#define ERR_IS(e, code, field, ...)                                                                \
+    api_err_is((e), (code), (field), __VA_ARGS__, (const char *)NULL)
 /* Checks that status is the one a batch answer must have (batch_status.h). */
 void expect_batch_status(const cJSON *ans, int status);
 

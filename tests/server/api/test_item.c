@@ -6,6 +6,7 @@
 #include "api/json.h"
 #include "api/protocol.h"
 #include "api/request.h"
+#include "api_harness.h" /* ERR_IS */
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -23,26 +24,6 @@ static srv_limits lim_of(void)
                       .parallel_parts = 1};
     return lim;
 }
-
-/* e has code and field, and its message holds each word (NULL-terminated). */
-static void err_is(const api_err *e, srv_error code, const char *field, ...)
-{
-    va_list ap;
-    const char *w, *missing = NULL;
-    if (e->code != code)
-        fail_msg("code %s, wanted %s (%s: %s)", srv_error_code(e->code), srv_error_code(code),
-                 e->field, e->message);
-    if (strcmp(e->field, field) != 0)
-        fail_msg("field '%s', wanted '%s' (%s)", e->field, field, e->message);
-    va_start(ap, field);
-    while (missing == NULL && (w = va_arg(ap, const char *)) != NULL)
-        if (strstr(e->message, w) == NULL)
-            missing = w;
-    va_end(ap);
-    if (missing != NULL)
-        fail_msg("message '%s' lacks '%s'", e->message, missing);
-}
-#define ERR_IS(e, code, field, ...) err_is((e), (code), (field), __VA_ARGS__, (const char *)NULL)
 
 /* {"shape":[...], "data":[...]}: element i is (i % 17) / 8 - 1 + seed. */
 static cJSON *tensor(double seed, int ndim, ...)
@@ -72,7 +53,7 @@ static cJSON *js(const char *text)
 }
 
 /* A q/k/v item, 3-D (B = 0) or a batch of B. */
-static cJSON *qkv_item(const char *scheme, int B, int Lq, int Lk, int H, int Hkv, int D, int Dv)
+static cJSON *item_of_qkv(const char *scheme, int B, int Lq, int Lk, int H, int Hkv, int D, int Dv)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "scheme", js(scheme));
@@ -135,7 +116,7 @@ static void test_qkv_sizes(void **state)
 {
     (void)state;
     api_item it;
-    parse_ok(qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6), &it);
+    parse_ok(item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6), &it);
     assert_int_equal(it.Lq, 5);
     assert_int_equal(it.Lk, 7);
     assert_int_equal(it.H, 4);
@@ -165,7 +146,7 @@ static void test_qkv_sizes(void **state)
     assert_null(it.q.data);
 
     /* Explicit counts that agree, the caller's extra names, options. */
-    cJSON *o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    cJSON *o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_AddNumberToObject(o, "num_heads", 4);
     cJSON_AddNumberToObject(o, "num_kv_heads", 2);
     cJSON_AddNumberToObject(o, "head_dim", 8);
@@ -189,55 +170,55 @@ static void test_qkv_sizes(void **state)
 static void test_qkv_errors(void **state)
 {
     (void)state;
-    cJSON *o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    cJSON *o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_ReplaceItemInObjectCaseSensitive(o, "k", tensor(0, 3, 7, 2, 6));
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].k.shape",
                 "k.shape[2]=6 does not equal q.shape[2]=8 (head_dim)");
-    o = qkv_item(NONE, 0, 5, 7, 4, 3, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 3, 8, 6);
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].k.shape",
                 "k.shape[1]=3 does not divide num_heads=4");
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_ReplaceItemInObjectCaseSensitive(o, "v", tensor(0, 3, 6, 2, 6));
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].v.shape",
                 "v.shape[0]=6 does not equal k.shape[0]=7 (keys)");
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_ReplaceItemInObjectCaseSensitive(o, "v", tensor(0, 3, 7, 1, 6));
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].v.shape",
                 "v.shape[1]=1 does not equal k.shape[1]=2 (num_kv_heads)");
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_AddNumberToObject(o, "num_heads", 2);
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].num_heads",
                 "num_heads=2 does not match q.shape[1]=4");
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_AddNumberToObject(o, "head_dim", 0);
     PARSE_FAILS(o, SRV_ERR_INVALID_ARGUMENT, "inputs[0].head_dim", "head_dim=0 must be at least 1");
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_AddNumberToObject(o, "key_length", -1);
     PARSE_FAILS(o, SRV_ERR_INVALID_ARGUMENT, "inputs[0].key_length",
                 "key_length=-1 must be 0 or more");
-    o = with(qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6), "q_positions", "[0,1,2,3]");
+    o = with(item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6), "q_positions", "[0,1,2,3]");
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].q_positions",
                 "q_positions has 4 values but q.shape[0]=5");
-    o = with(qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6), "k_positions", "[[0,1,2,3,4,5,6]]");
+    o = with(item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6), "k_positions", "[[0,1,2,3,4,5,6]]");
     PARSE_FAILS(o, SRV_ERR_INVALID_ARGUMENT, "inputs[0].k_positions",
                 "only for scheme rope with mrope_section");
 
     /* Which inputs an item needs. */
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_DeleteItemFromObjectCaseSensitive(o, "q");
     PARSE_FAILS(o, SRV_ERR_INVALID_ARGUMENT, "inputs[0].q", "q is required");
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_DeleteItemFromObjectCaseSensitive(o, "v");
     PARSE_FAILS(o, SRV_ERR_INVALID_ARGUMENT, "inputs[0].v", "v is required with q");
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_AddItemToObject(o, "w_o", tensor(0, 2, 24, 4));
     PARSE_FAILS(o, SRV_ERR_INVALID_ARGUMENT, "inputs[0].w_o", "w_o is a layer-mode input");
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_DeleteItemFromObjectCaseSensitive(o, "scheme");
     PARSE_FAILS(o, SRV_ERR_INVALID_ARGUMENT, "inputs[0].scheme", "scheme is required");
 
     /* Names: unknown ones refused (the caller's extras are known). */
-    o = qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6);
     cJSON_AddNumberToObject(o, "heads", 4);
     PARSE_FAILS(o, SRV_ERR_UNKNOWN_FIELD, "inputs[0].heads",
                 "an attention item has no field 'heads'", "num_heads", "return");
@@ -245,29 +226,29 @@ static void test_qkv_errors(void **state)
                 "an attention item must be an object, found array");
 
     /* The core library's check, its field under the item's prefix. */
-    o = qkv_item("{\"type\":\"rope\",\"rotary_dim\":3}", 0, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv("{\"type\":\"rope\",\"rotary_dim\":3}", 0, 5, 7, 4, 2, 8, 6);
     PARSE_FAILS(o, SRV_ERR_INVALID_ARGUMENT, "inputs[0].scheme.rotary_dim", "rotary_dim");
 
     /* A batch: the leading dims must agree. */
-    o = qkv_item(NONE, 2, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 2, 5, 7, 4, 2, 8, 6);
     cJSON_ReplaceItemInObjectCaseSensitive(o, "k", tensor(0, 4, 3, 7, 2, 8));
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].k.shape",
                 "k.shape[0]=3 does not equal q.shape[0]=2 (batch)");
-    o = qkv_item(NONE, 2, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 2, 5, 7, 4, 2, 8, 6);
     cJSON_ReplaceItemInObjectCaseSensitive(o, "k", tensor(0, 4, 2, 7, 2, 6));
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].k.shape",
                 "k.shape[3]=6 does not equal q.shape[3]=8 (head_dim)");
-    o = qkv_item(NONE, 2, 5, 7, 4, 2, 8, 6);
+    o = item_of_qkv(NONE, 2, 5, 7, 4, 2, 8, 6);
     cJSON_AddNumberToObject(o, "num_kv_heads", 4);
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].num_kv_heads",
                 "num_kv_heads=4 does not match k.shape[2]=2");
-    o = with(qkv_item(NONE, 2, 5, 7, 4, 2, 8, 6), "key_length", "[7,8]");
+    o = with(item_of_qkv(NONE, 2, 5, 7, 4, 2, 8, 6), "key_length", "[7,8]");
     PARSE_FAILS(o, SRV_ERR_OUT_OF_RANGE, "inputs[0].key_length[1]",
                 "key_length[1]=8 exceeds k.shape[1]=7");
-    o = with(qkv_item(NONE, 2, 5, 7, 4, 2, 8, 6), "key_length", "[7,7,7]");
+    o = with(item_of_qkv(NONE, 2, 5, 7, 4, 2, 8, 6), "key_length", "[7,7,7]");
     PARSE_FAILS(o, SRV_ERR_SHAPE_MISMATCH, "inputs[0].key_length",
                 "key_length has 3 values but the batch has 2 sequences");
-    o = with(qkv_item(NONE, 2, 5, 7, 4, 2, 8, 6), "query_length", "[1,0]");
+    o = with(item_of_qkv(NONE, 2, 5, 7, 4, 2, 8, 6), "query_length", "[1,0]");
     PARSE_FAILS(o, SRV_ERR_OUT_OF_RANGE, "inputs[0].query_length[1]",
                 "query_length[1]=0 is below 1; 1 up to q.shape[1]=5");
 }
@@ -353,7 +334,7 @@ static void test_layer_mode(void **state)
 /* Results                                                                   */
 /* ------------------------------------------------------------------------- */
 
-static void shape_is(const api_item *it, unsigned which, int ndim, ...)
+static void result_shape_is(const api_item *it, unsigned which, int ndim, ...)
 {
     int64_t shape[4];
     va_list ap;
@@ -377,14 +358,14 @@ static void test_result_shapes_and_counts(void **state)
     (void)state;
     api_item it;
     /* Lq 5, Lk 7, H 4, Hkv 2, D 8, Dv 6: every dim distinct. */
-    parse_ok(qkv_item(NONE, 0, 5, 7, 4, 2, 8, 6), &it);
-    shape_is(&it, API_RET_OUTPUT, 3, 5, 4, 6);
-    shape_is(&it, API_RET_WEIGHTS, 3, 4, 5, 7);
-    shape_is(&it, API_RET_LOGITS, 3, 4, 5, 7);
-    shape_is(&it, API_RET_Q_ROT, 3, 5, 4, 8);
-    shape_is(&it, API_RET_K_ROT, 3, 7, 2, 8);
-    shape_is(&it, API_RET_ENTROPY, 2, 4, 5);
-    shape_is(&it, API_RET_DISTANCE, 2, 4, 5);
+    parse_ok(item_of_qkv(NONE, 0, 5, 7, 4, 2, 8, 6), &it);
+    result_shape_is(&it, API_RET_OUTPUT, 3, 5, 4, 6);
+    result_shape_is(&it, API_RET_WEIGHTS, 3, 4, 5, 7);
+    result_shape_is(&it, API_RET_LOGITS, 3, 4, 5, 7);
+    result_shape_is(&it, API_RET_Q_ROT, 3, 5, 4, 8);
+    result_shape_is(&it, API_RET_K_ROT, 3, 7, 2, 8);
+    result_shape_is(&it, API_RET_ENTROPY, 2, 4, 5);
+    result_shape_is(&it, API_RET_DISTANCE, 2, 4, 5);
     assert_int_equal(api_item_count(&it, API_RET_OUTPUT), 5 * 4 * 6);
     assert_int_equal(api_item_count(&it, API_RET_WEIGHTS), 4 * 5 * 7);
     assert_int_equal(api_item_count(&it, API_RET_Q_ROT), 5 * 4 * 8);
@@ -393,13 +374,13 @@ static void test_result_shapes_and_counts(void **state)
     api_item_free(&it);
 
     /* A batch of 3: a leading B, and counts of one sequence. */
-    parse_ok(qkv_item(NONE, 3, 5, 7, 4, 2, 8, 6), &it);
+    parse_ok(item_of_qkv(NONE, 3, 5, 7, 4, 2, 8, 6), &it);
     assert_int_equal(it.B, 3);
     assert_true(it.batched);
-    shape_is(&it, API_RET_OUTPUT, 4, 3, 5, 4, 6);
-    shape_is(&it, API_RET_LOGITS, 4, 3, 4, 5, 7);
-    shape_is(&it, API_RET_K_ROT, 4, 3, 7, 2, 8);
-    shape_is(&it, API_RET_DISTANCE, 3, 3, 4, 5);
+    result_shape_is(&it, API_RET_OUTPUT, 4, 3, 5, 4, 6);
+    result_shape_is(&it, API_RET_LOGITS, 4, 3, 4, 5, 7);
+    result_shape_is(&it, API_RET_K_ROT, 4, 3, 7, 2, 8);
+    result_shape_is(&it, API_RET_DISTANCE, 3, 3, 4, 5);
     assert_int_equal(api_item_count(&it, API_RET_OUTPUT), 5 * 4 * 6);
     assert_int_equal(api_item_count(&it, API_RET_WEIGHTS), 4 * 5 * 7);
     assert_int_equal(api_item_count(&it, API_RET_ENTROPY), 4 * 5);
@@ -415,8 +396,8 @@ static void test_result_shapes_and_counts(void **state)
     cJSON_AddItemToObject(o, "w_o", tensor(0, 2, 12, 10));
     cJSON_AddNumberToObject(o, "num_heads", 2);
     parse_ok(o, &it);
-    shape_is(&it, API_RET_OUTPUT, 3, 2, 6, 10);
-    shape_is(&it, API_RET_WEIGHTS, 4, 2, 2, 6, 6);
+    result_shape_is(&it, API_RET_OUTPUT, 3, 2, 6, 10);
+    result_shape_is(&it, API_RET_WEIGHTS, 4, 2, 2, 6, 6);
     assert_int_equal(api_item_count(&it, API_RET_OUTPUT), 6 * 10);
     api_item_free(&it);
 
@@ -439,7 +420,7 @@ static void test_sequence_strides(void **state)
     (void)state;
     api_item it;
     pa_attention a;
-    cJSON *o = qkv_item(NONE, 3, 2, 5, 2, 1, 4, 3);
+    cJSON *o = item_of_qkv(NONE, 3, 2, 5, 2, 1, 4, 3);
     with(o, "q_positions", "[[3,4],[13,14],[23,24]]");
     with(o, "k_positions", "[[0,1,2,3,4],[10,11,12,13,14],[20,21,22,23,24]]");
     with(o, "key_length", "[5,4,3]");
@@ -477,7 +458,7 @@ static void test_sequence_strides(void **state)
     api_item_free(&it);
 
     /* Shared positions (one [Lk] row) and no per-sequence lengths. */
-    o = qkv_item(NONE, 3, 2, 5, 2, 1, 4, 3);
+    o = item_of_qkv(NONE, 3, 2, 5, 2, 1, 4, 3);
     with(o, "k_positions", "[7,8,9,10,11]");
     cJSON_AddNumberToObject(o, "key_length", 4);
     parse_ok(o, &it);
@@ -499,7 +480,7 @@ static void test_sequence_strides_mrope_and_layer(void **state)
     (void)state;
     api_item it;
     pa_attention a;
-    cJSON *o = qkv_item("{\"type\":\"rope\",\"mrope_section\":[1,1,0]}", 2, 2, 3, 2, 2, 4, 4);
+    cJSON *o = item_of_qkv("{\"type\":\"rope\",\"mrope_section\":[1,1,0]}", 2, 2, 3, 2, 2, 4, 4);
     with(o, "q_positions", "[[[1,2],[3,4],[5,6]],[[11,12],[13,14],[15,16]]]");
     with(o, "k_positions", "[[[0,1,2],[0,1,2],[0,1,2]],[[10,11,12],[10,11,12],[10,11,12]]]");
     parse_ok(o, &it);

@@ -7,6 +7,7 @@
 #include "api/protocol.h"
 #include "codec/base64.h"
 #include "codec/fmt_float.h"
+#include "api_harness.h" /* ERR_IS */
 #include "testutil.h"
 
 #include <float.h>
@@ -23,26 +24,6 @@ static srv_limits lim_of(size_t max_elements, size_t memory)
                       .parallel_parts = 1};
     return lim;
 }
-
-/* e has code and field, and its message holds each word (NULL-terminated). */
-static void err_is(const api_err *e, srv_error code, const char *field, ...)
-{
-    va_list ap;
-    const char *w, *missing = NULL;
-    if (e->code != code)
-        fail_msg("code %s, wanted %s (%s: %s)", srv_error_code(e->code), srv_error_code(code),
-                 e->field, e->message);
-    if (strcmp(e->field, field) != 0)
-        fail_msg("field '%s', wanted '%s' (%s)", e->field, field, e->message);
-    va_start(ap, field);
-    while (missing == NULL && (w = va_arg(ap, const char *)) != NULL)
-        if (strstr(e->message, w) == NULL)
-            missing = w;
-    va_end(ap);
-    if (missing != NULL)
-        fail_msg("message '%s' lacks '%s'", e->message, missing);
-}
-#define ERR_IS(e, code, field, ...) err_is((e), (code), (field), __VA_ARGS__, (const char *)NULL)
 
 static void test_result_size(void **state)
 {
