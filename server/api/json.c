@@ -270,6 +270,36 @@ static bool array_len(const cJSON *v, const char *name, const api_ctx *ctx, int3
  * "b64":"..."} (little-endian), or with "data" instead of "b64": *out
  * [rows * n] int32 values (an i64 outside int32 is OUT_OF_RANGE). rank is
  * the rank the caller wants (1, or 2 with rows). */
+/* count little-endian int32 or int64 (width 4 or 8) values, each held to
+ * int32 naming the element that is not, into *out (malloc'd). */
+static bool ints_from_le(const unsigned char *bytes, size_t count, size_t width, const char *name,
+                         const api_ctx *ctx, int32_t **out, api_err *e)
+{
+    char path[API_FIELD_MAX];
+    int32_t *a = malloc((count ? count : 1) * sizeof *a);
+    if (a == NULL)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
+    for (size_t i = 0; i < count; i++) {
+        const unsigned char *p = bytes + i * width;
+        uint64_t u = 0;
+        int64_t x;
+        for (size_t k = 0; k < width; k++)
+            u |= (uint64_t)p[k] << (8 * k);
+        x = width == 8 ? (int64_t)u : (int64_t)(int32_t)(uint32_t)u;
+        if (x < INT32_MIN || x > INT32_MAX) {
+            free(a);
+            snprintf(path, sizeof path, "%s[%zu]", name, i);
+            /* The words of a JSON number out of range (int_value). */
+            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, path,
+                            "%s=%lld is outside the int32 range [%d, %d]", path, (long long)x,
+                            (int)INT32_MIN, (int)INT32_MAX);
+        }
+        a[i] = (int32_t)x;
+    }
+    *out = a;
+    return true;
+}
+
 static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int rank, int rows,
                        int32_t **out, int32_t *n, api_err *e)
 {
@@ -282,7 +312,11 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
     int64_t dims[2] = {1, 0};
     size_t count, width = 4;
 
-    if (!api_check_fields(v, fields, 4, name, name, ctx, e))
+    /* A protocol's own bytes (a /v2 binary segment) carry shape and dtype
+     * like the others, and no data or b64. */
+    const bool sourced =
+        ctx->source != NULL && ctx->source->bytes != NULL && ctx->source->owns(ctx->source, v);
+    if (!sourced && !api_check_fields(v, fields, 4, name, name, ctx, e))
         return false;
     snprintf(path, sizeof path, "%s.shape", name);
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != rank)
@@ -311,6 +345,17 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
             return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, path,
                             "%s must be \"i32\" or \"i64\" (integers, little-endian in b64)", path);
         width = strcmp(dtype->valuestring, "i64") == 0 ? 8 : 4;
+    }
+    if (sourced) {
+        size_t len = 0;
+        const unsigned char *bytes = ctx->source->bytes(ctx->source, v, &len);
+        if (len != count * width)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name,
+                            "%s: %zu bytes for %zu values of %zu bytes", name, len, count, width);
+        if (!ints_from_le(bytes, count, width, name, ctx, out, e))
+            return false;
+        *n = (int32_t)dims[1];
+        return true;
     }
     if ((b64 == NULL) == (data == NULL))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
@@ -362,39 +407,21 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
     }
     size_t len = strlen(b64->valuestring), got = 0, cap = count * width;
     unsigned char *bytes = malloc(cap + 3);
-    int32_t *a = malloc(count * sizeof *a);
     bool decoded = bytes != NULL && srv_b64_decode(b64->valuestring, len, bytes, cap + 3, &got);
+    bool ok;
     cJSON_Delete(orig);
-    if (bytes == NULL || a == NULL) {
-        free(bytes);
-        free(a);
+    if (bytes == NULL)
         return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
-    }
     if (!decoded || got != cap) {
         free(bytes);
-        free(a);
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                         "%s must be base64 of %zu bytes (%zu %s values), found %zu characters",
                         path, cap, count, width == 8 ? "int64" : "int32", len);
     }
-    for (size_t i = 0; i < count; i++) {
-        const unsigned char *p = bytes + i * width;
-        uint64_t u = 0;
-        int64_t x;
-        for (size_t k = 0; k < width; k++)
-            u |= (uint64_t)p[k] << (8 * k);
-        x = width == 8 ? (int64_t)u : (int64_t)(int32_t)(uint32_t)u;
-        if (x < INT32_MIN || x > INT32_MAX) {
-            free(bytes);
-            free(a);
-            snprintf(path, sizeof path, "%s[%zu]", name, i);
-            return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, path, "%s=%lld does not fit in int32",
-                            path, (long long)x);
-        }
-        a[i] = (int32_t)x;
-    }
+    ok = ints_from_le(bytes, count, width, name, ctx, out, e);
     free(bytes);
-    *out = a;
+    if (!ok)
+        return false;
     *n = (int32_t)dims[1];
     return true;
 }
@@ -444,6 +471,22 @@ bool api_get_float_array(const cJSON *v, const char *name, const api_ctx *ctx, f
     float *a;
     const cJSON *it;
     char elem[API_FIELD_MAX];
+
+    if (ctx->source != NULL && ctx->source->owns(ctx->source, v)) { /* a /v2 binary segment */
+        srv_tensor t;
+        if (!ctx->source->get(ctx->source, v, name, ctx, 1, SRV_ELEM_FLOAT, &t, e))
+            return false;
+        a = malloc((t.count ? t.count : 1) * sizeof *a);
+        if (a == NULL) {
+            srv_tensor_free(&t);
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
+        }
+        memcpy(a, t.data, t.count * sizeof *a);
+        *n = (int32_t)t.count;
+        srv_tensor_free(&t);
+        *out = a;
+        return true;
+    }
 
     if (!array_len(v, name, ctx, &count, e))
         return false;

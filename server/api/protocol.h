@@ -67,9 +67,15 @@ typedef struct api_ctx {
 struct api_tensor_source {
     /* True when node is one of the source's tensor nodes. */
     bool (*owns)(const api_tensor_source *src, const cJSON *node);
-    /* Reads such a node as api_get_tensor_as does (same contract). */
+    /* Reads such a node as api_get_tensor_as does (same contract). Also
+     * what api_get_float_array reads of such a node (a 1-D float tensor). */
     bool (*get)(const api_tensor_source *src, const cJSON *node, const char *name,
                 const api_ctx *ctx, int want_ndim, srv_elem kind, srv_tensor *out, api_err *e);
+    /* The raw little-endian bytes of such a node and their count: what the
+     * integer readers (api_get_int_array, api_get_int_rows) decode when the
+     * node also has "shape" ([n], or [rows, n]) and "dtype" ("i32", the
+     * default, or "i64"), as a tensor of integers in base64 would. */
+    const unsigned char *(*bytes)(const api_tensor_source *src, const cJSON *node, size_t *len);
 };
 
 /* Fills *e with code, field = ctx prefix + name, and the formatted message.

@@ -1,9 +1,12 @@
 /* infer.c - see v2/v2.h. A thin translation: an infer request
- * becomes the /v1 attention item it stands for (a cJSON tree whose tensor
- * nodes refer to the request's own nodes, or to its binary segments), which
- * the /v1 parser validates and the /v1 attention job computes; v2/model.c
- * renders the answer (the job's view). The binary segments reach the /v1
- * parser as a tensor source (v2/segments.c).
+ * becomes the /v1 attention item it stands for, which the /v1 parser
+ * validates and the /v1 attention job computes; v2/model.c renders the
+ * answer (the job's view). The item is a handful of nodes (the item, its
+ * scheme, norms and return list) whose members are references to the
+ * request's own nodes: no value of the request is copied into a node of its
+ * own. Binary segments (tensors, integer and number arrays) reach the /v1
+ * readers through a tensor source (v2/segments.c), which reads their bytes
+ * in place or widens them once.
  *
  * Protocol references (quoted by name in comments below):
  *   [V2]  kserve/kserve docs/predict-api/v2/required_api.md, "HTTP/REST":
@@ -161,97 +164,6 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
             return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
     }
     return true;
-}
-
-/* The values of data (flat, or nested one level) as three JSON arrays of
- * cols numbers each, the M-RoPE rows /v1 takes; NULL when they do not fit
- * (or memory ran out). Values are copied; their types the /v1 parser
- * checks. */
-static cJSON *position_rows(const cJSON *data, int64_t cols)
-{
-    cJSON *rows, *row = NULL;
-    int64_t at = 0;
-    bool nested;
-    const cJSON *r, *x;
-    if (!cJSON_IsArray(data))
-        return NULL;
-    nested = cJSON_IsArray(data->child);
-    if ((rows = cJSON_CreateArray()) == NULL)
-        return NULL;
-    cJSON_ArrayForEach(r, data)
-    {
-        /* flat: r is a value; nested: r is a row of values */
-        for (x = nested ? r->child : r; x != NULL; x = nested ? x->next : NULL) {
-            cJSON *v;
-            if (at == 3 * cols)
-                goto fail;
-            if (at % cols == 0) {
-                if ((row = cJSON_CreateArray()) == NULL)
-                    goto fail;
-                if (!cJSON_AddItemToArray(rows, row)) {
-                    cJSON_Delete(row);
-                    goto fail;
-                }
-            }
-            if ((v = cJSON_Duplicate(x, false)) == NULL)
-                goto fail;
-            if (!cJSON_AddItemToArray(row, v)) {
-                cJSON_Delete(v);
-                goto fail;
-            }
-            at++;
-        }
-        if (nested && at % cols != 0)
-            goto fail;
-    }
-    if (at != 3 * cols)
-        goto fail;
-    return rows;
-fail:
-    cJSON_Delete(rows);
-    return NULL;
-}
-
-/* A JSON array of the n values of a binary segment (int32 or float32). */
-static cJSON *segment_array(const char *p, size_t n, bool int32, bool int64)
-{
-    cJSON *arr = cJSON_CreateArray();
-    for (size_t i = 0; arr != NULL && i < n; i++) {
-        unsigned char b[4];
-        uint32_t u;
-        cJSON *num;
-        if (int64) { /* a JSON number: /v1 holds it to int32, naming the element */
-            uint64_t w = 0;
-            int64_t iv;
-            for (int k = 0; k < 8; k++)
-                w |= (uint64_t)(unsigned char)p[8 * i + (size_t)k] << (8 * k);
-            memcpy(&iv, &w, 8);
-            num = cJSON_CreateNumber((double)iv);
-            if (num == NULL || !cJSON_AddItemToArray(arr, num)) {
-                cJSON_Delete(num);
-                cJSON_Delete(arr);
-                arr = NULL;
-            }
-            continue;
-        }
-        memcpy(b, p + 4 * i, 4);
-        u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-        if (int32) {
-            int32_t iv;
-            memcpy(&iv, &u, 4);
-            num = cJSON_CreateNumber(iv);
-        } else {
-            float f;
-            memcpy(&f, &u, 4);
-            num = cJSON_CreateNumber(f);
-        }
-        if (num == NULL || !cJSON_AddItemToArray(arr, num)) {
-            cJSON_Delete(num);
-            cJSON_Delete(arr);
-            arr = NULL;
-        }
-    }
-    return arr;
 }
 
 static bool oom(api_err *e)
@@ -419,22 +331,13 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
         }
         break;
     default: {
-        /* 1-D arrays /v1 takes as plain JSON arrays. */
+        /* Arrays of numbers. JSON data: a 1-D array /v1 takes as it is (by
+         * reference), M-RoPE rows [3, L] as /v1's integer tensor {shape,
+         * data} (flat or as rows). Binary data: the segment, with the shape
+         * and the integers' width, which /v1's readers take from the
+         * segment source. No value is copied into a node of its own. */
         size_t n = 0;
-        if (ndim == 2) { /* M-RoPE positions: three rows for /v1 */
-            snprintf(path, sizeof path, "%s.data", name);
-            node = data != NULL ? position_rows(data, shape[1]) : NULL;
-            if (data == NULL) {
-                cJSON *flat = segment_array(seg, count, true, int64);
-                node = flat != NULL ? position_rows(flat, shape[1]) : NULL;
-                cJSON_Delete(flat);
-            }
-            if (node == NULL)
-                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
-                                "%s must hold shape %s of integers (flat or as 3 rows)", path, shp);
-            break;
-        }
-        if (data != NULL) {
+        if (data != NULL && ndim == 1) {
             const cJSON *x;
             snprintf(path, sizeof path, "%s.data", name);
             if (!cJSON_IsArray(data))
@@ -448,11 +351,24 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                 return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
                                 "%s has %zu values, but shape %s needs %zu", path, n, shp, count);
             node = cJSON_CreateArrayReference(data->child);
-        } else {
-            node = segment_array(seg, count, spec->int32, int64);
+            if (node == NULL)
+                return oom(e);
+            break;
         }
-        if (node == NULL)
-            return oom(e);
+        node = cJSON_CreateObject();
+        if (node == NULL || !add_ref(node, "shape", cJSON_GetObjectItemCaseSensitive(in, "shape")))
+            return cJSON_Delete(node), oom(e);
+        if (data != NULL) {
+            if (!add_ref(node, "data", data))
+                return cJSON_Delete(node), oom(e);
+        } else {
+            cJSON *s = cJSON_CreateStringReference(seg);
+            if (s == NULL ||
+                (spec->int32 && !cJSON_AddStringToObject(node, "dtype", int64 ? "i64" : "i32")))
+                return cJSON_Delete(s), cJSON_Delete(node), oom(e);
+            s->valuedouble = (double)bytes;
+            cJSON_AddItemToObject(node, V2_SEGMENT_KEY, s);
+        }
         break;
     }
     }

@@ -175,4 +175,13 @@ static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const c
     return true;
 }
 
-const api_tensor_source v2_segments = {is_segment, segment_tensor};
+/* The bytes of a segment: the integer readers decode them (INT32, INT64). */
+static const unsigned char *segment_bytes(const api_tensor_source *src, const cJSON *v, size_t *len)
+{
+    const cJSON *seg = cJSON_GetObjectItemCaseSensitive(v, V2_SEGMENT_KEY);
+    (void)src;
+    *len = (size_t)seg->valuedouble;
+    return (const unsigned char *)seg->valuestring;
+}
+
+const api_tensor_source v2_segments = {is_segment, segment_tensor, segment_bytes};

@@ -99,7 +99,7 @@ static void test_integer_tensors(void **state)
     /* A 3-D q takes them too: one sequence's positions as i64. */
     qp[4] = (int64_t)1 << 40;
     batch_error("q_positions", jint_tensor(qp, B, L, true), "OUT_OF_RANGE",
-                "inputs[0].q_positions[4]", "does not fit in int32");
+                "inputs[0].q_positions[4]", "is outside the int32 range");
     {
         cJSON *t = jint_tensor(kl, 0, B, false);
         cJSON_ReplaceItemInObjectCaseSensitive(t, "dtype", cJSON_CreateString("f32"));

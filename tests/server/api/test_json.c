@@ -448,7 +448,7 @@ static void test_int_array_as_tensor(void **state)
     v = js(text);
     assert_false(api_get_int_array(v, "positions", &ctx, &a, &n, &e));
     ERR_IS(&e, SRV_ERR_OUT_OF_RANGE, "positions[1]",
-           "positions[1]=2147483648 does not fit in int32");
+           "positions[1]=2147483648 is outside the int32 range");
     cJSON_Delete(v);
     /* b64 of the wrong length for its shape and dtype. */
     snprintf(text, sizeof text, "{\"shape\":[3],\"dtype\":\"i64\",\"b64\":\"%s\"}", b64);
@@ -790,7 +790,7 @@ static void test_get_tensor(void **state)
            "='table' names no loaded tensor");
 
     /* A node the source owns is the source's to read, with the same arguments. */
-    probe_source p = {{probe_owns, probe_get}, api_member(o, "k"), 0, 0, SRV_ELEM_FLOAT, ""};
+    probe_source p = {{probe_owns, probe_get, NULL}, api_member(o, "k"), 0, 0, SRV_ELEM_FLOAT, ""};
     api_ctx with = {&lim, "inputs[1]", &p.src, NULL};
     assert_true(
         api_get_tensor_as(api_member(o, "k"), "bias", &with, 3, SRV_ELEM_FLOAT_NEG_INF, &t, &e));

@@ -414,6 +414,115 @@ static void test_options(void **state)
     qkv_free(&f);
 }
 
+/* The output of an infer request (JSON answer) as floats into out[n]. */
+static void infer_output(const char *model, const char *body, size_t len, int64_t hlen, float *out,
+                         size_t n)
+{
+    srv_limits lim = limits();
+    srv_job *job = NULL;
+    srv_reply reply;
+    memset(&reply, 0, sizeof reply);
+    if (!srv_v2_infer_prepare(model, body, len, hlen, &lim, &job, &reply))
+        fail_msg("%.*s", (int)reply.body_len, reply.body);
+    run_tasks(job);
+    srv_job_finish(job, &reply);
+    assert_int_equal(reply.http_status, 200);
+    cJSON *root = cJSON_ParseWithLength(reply.body, reply.body_len);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "outputs"), 0), "data");
+    assert_int_equal(cJSON_GetArraySize(data), (int)n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)cJSON_GetArrayItem(data, (int)i)->valuedouble;
+    cJSON_Delete(root);
+    srv_reply_free(&reply);
+    srv_job_free(job);
+}
+
+/* Arrays of numbers in binary: M-RoPE rows [3, L] as INT32 and INT64 and a
+ * scheme's float array (ALiBi's slopes) as FP32 segments, read from the
+ * bytes by /v1's readers through the segment source, give the answer of
+ * the same numbers in JSON (flat and as rows), value for value. */
+static void test_binary_arrays(void **state)
+{
+    (void)state;
+    static const int32_t rows[3 * L] = {0, 1, 2, 3, 4, 5, 0, 0, 1, 1, 2, 2, 5, 4, 3, 2, 1, 0};
+    static const float slopes[H] = {0.5f, 0.125f};
+    inputs in;
+    float want[N], got[N];
+    char head[4096], body[8192];
+    make_inputs(&in, 7);
+    for (int w = 0; w < 3; w++) { /* JSON flat, INT32 binary, INT64 binary */
+        size_t n = 0, hlen;
+        char q[1024] = "", k[1024] = "", v[1024] = "", json_rows[256] = "";
+        for (int i = 0; i < N; i++) {
+            snprintf(q + strlen(q), sizeof q - strlen(q), "%s%.9g", i ? "," : "", in.q[i]);
+            snprintf(k + strlen(k), sizeof k - strlen(k), "%s%.9g", i ? "," : "", in.k[i]);
+            snprintf(v + strlen(v), sizeof v - strlen(v), "%s%.9g", i ? "," : "", in.v[i]);
+        }
+        for (int i = 0; i < 3 * L; i++)
+            snprintf(json_rows + strlen(json_rows), sizeof json_rows - strlen(json_rows), "%s%d",
+                     i ? "," : "", (int)rows[i]);
+        snprintf(head, sizeof head,
+                 "{\"inputs\":["
+                 "{\"name\":\"q\",\"shape\":[6,2,4],\"datatype\":\"FP32\",\"data\":[%s]},"
+                 "{\"name\":\"k\",\"shape\":[6,2,4],\"datatype\":\"FP32\",\"data\":[%s]},"
+                 "{\"name\":\"v\",\"shape\":[6,2,4],\"datatype\":\"FP32\",\"data\":[%s]},"
+                 "{\"name\":\"mrope_section\",\"shape\":[3],\"datatype\":\"INT32\",%s},"
+                 "{\"name\":\"q_positions\",\"shape\":[3,6],\"datatype\":\"%s\",%s%s%s}]}",
+                 q, k, v, w == 0 ? "\"data\":[1,0,1]" : "\"parameters\":{\"binary_data_size\":12}",
+                 w == 2 ? "INT64" : "INT32", w == 0 ? "\"data\":[" : "", w == 0 ? json_rows : "",
+                 w == 0   ? "]"
+                 : w == 1 ? "\"parameters\":{\"binary_data_size\":72}"
+                          : "\"parameters\":{\"binary_data_size\":144}");
+        hlen = (strlen(head) + 15) / 16 * 16;
+        memset(body, ' ', hlen);
+        memcpy(body, head, strlen(head));
+        n = hlen;
+        if (w > 0) {
+            static const int32_t section[3] = {1, 0, 1};
+            memcpy(body + n, section, sizeof section);
+            n += sizeof section;
+        }
+        for (int i = 0; w > 0 && i < 3 * L; i++) {
+            int64_t x = rows[i];
+            memcpy(body + n, &x, w == 2 ? 8 : 4); /* little-endian host */
+            n += w == 2 ? 8 : 4;
+        }
+        infer_output("attention-rope", body, n, w == 0 ? -1 : (int64_t)hlen, w == 0 ? want : got,
+                     N);
+        if (w > 0)
+            assert_memory_equal(got, want, sizeof want);
+    }
+    /* ALiBi's slopes: JSON, then an FP32 segment. */
+    for (int w = 0; w < 2; w++) {
+        size_t n, hlen;
+        snprintf(head, sizeof head,
+                 "{\"inputs\":[{\"name\":\"q\",\"shape\":[6,2,4],\"datatype\":\"FP32\","
+                 "\"parameters\":{\"binary_data_size\":192}},"
+                 "{\"name\":\"k\",\"shape\":[6,2,4],\"datatype\":\"FP32\","
+                 "\"parameters\":{\"binary_data_size\":192}},"
+                 "{\"name\":\"v\",\"shape\":[6,2,4],\"datatype\":\"FP32\","
+                 "\"parameters\":{\"binary_data_size\":192}},"
+                 "{\"name\":\"slopes\",\"shape\":[2],\"datatype\":\"FP32\",%s}]}",
+                 w == 0 ? "\"data\":[0.5,0.125]" : "\"parameters\":{\"binary_data_size\":8}");
+        hlen = (strlen(head) + 15) / 16 * 16;
+        memset(body, ' ', hlen);
+        memcpy(body, head, strlen(head));
+        n = hlen;
+        memcpy(body + n, in.q, sizeof in.q);
+        memcpy(body + n + sizeof in.q, in.k, sizeof in.k);
+        memcpy(body + n + 2 * sizeof in.q, in.v, sizeof in.v);
+        n += 3 * sizeof in.q;
+        if (w == 1) {
+            memcpy(body + n, slopes, sizeof slopes);
+            n += sizeof slopes;
+        }
+        infer_output("attention-alibi", body, n, (int64_t)hlen, w == 0 ? want : got, N);
+        if (w > 0)
+            assert_memory_equal(got, want, sizeof want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -421,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_binary_misaligned_is_copied),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_binary_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
