@@ -227,7 +227,7 @@ static void test_check_fields(void **state)
 static void test_check_fields_64(void **state)
 {
     (void)state;
-    char names[64][8], text[64];
+    char names[64][16], text[64];
     const char *known[64];
     srv_limits lim = lim_of(16);
     api_ctx top = {&lim, "", NULL, NULL};
