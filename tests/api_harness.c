@@ -357,3 +357,20 @@ void api_err_is(const api_err *e, srv_error code, const char *field, ...)
     if (missing != NULL)
         fail_msg("message '%s' lacks '%s'", e->message, missing);
 }
+
+srv_limits json_limits(size_t max_elements)
+{
+    srv_limits lim = {.max_batch_items = 4,
+                      .max_tensor_elements = max_elements,
+                      .max_request_memory = (size_t)64 << 20,
+                      .parallel_parts = 1};
+    return lim;
+}
+
+cJSON *json_of(const char *text)
+{
+    cJSON *j = cJSON_Parse(text);
+    if (j == NULL)
+        fail_msg("the test's JSON does not parse: %s", text);
+    return j;
+}

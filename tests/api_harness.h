@@ -23,6 +23,11 @@
 
 /* Generous limits, one part per item. */
 srv_limits limits(void);
+/* The limits of the request readers' tests: max_elements per tensor,
+ * 64 MB a request, 4 items, one part. */
+srv_limits json_limits(size_t max_elements);
+/* text parsed by cJSON; a text that does not parse fails the test. */
+cJSON *json_of(const char *text);
 /* n values uniform in [lo, hi] (malloc'd). */
 float *rnd(tu_rng *r, size_t n, double lo, double hi);
 

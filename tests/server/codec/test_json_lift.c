@@ -224,7 +224,7 @@ static void test_left_for_cjson(void **state)
                      pad ? ", \"pad\": \"" : "", pad ? PAD : "", pad ? "\"" : "");
             cJSON *j = cJSON_Parse(body);
             if (j == NULL)
-                continue; /* not JSON at all: api_parse_body's business */
+                continue; /* not JSON at all: api_body_read's business */
             cJSON_Delete(j);
             if (check_same(body) != 0)
                 fail_msg("lifted %s", body);
