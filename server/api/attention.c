@@ -478,15 +478,20 @@ const srv_endpoint srv_ep_attention = {
     .destroy = att_destroy,
 };
 
+/* Item i of an attention job, or NULL when it is not one or i is past it. */
+static const att_item *item_at(const srv_job *job, size_t i)
+{
+    if (job == NULL || job->ep != &srv_ep_attention || i >= ((const att_job *)job->impl)->n)
+        return NULL;
+    return &((const att_job *)job->impl)->items[i];
+}
+
 bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
 {
-    const att_job *aj;
-    const att_item *a;
+    const att_item *a = item_at(job, i);
     api_task timing;
-    if (job == NULL || job->ep != &srv_ep_attention || i >= ((const att_job *)job->impl)->n)
+    if (a == NULL)
         return false;
-    aj = job->impl;
-    a = &aj->items[i];
     memset(out, 0, sizeof *out);
     if (!a->valid) {
         out->err = &a->err;
@@ -508,20 +513,14 @@ bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
 
 const api_item *api_attention_item(const srv_job *job, size_t i)
 {
-    const att_job *aj;
-    if (job == NULL || job->ep != &srv_ep_attention || i >= ((const att_job *)job->impl)->n)
-        return NULL;
-    aj = job->impl;
-    return aj->items[i].valid ? &aj->items[i].it : NULL;
+    const att_item *a = item_at(job, i);
+    return a != NULL && a->valid ? &a->it : NULL;
 }
 
 const api_err *api_attention_item_error(const srv_job *job, size_t i)
 {
-    const att_job *aj;
-    if (job == NULL || job->ep != &srv_ep_attention || i >= ((const att_job *)job->impl)->n)
-        return NULL;
-    aj = job->impl;
-    return aj->items[i].valid ? NULL : &aj->items[i].err;
+    const att_item *a = item_at(job, i);
+    return a != NULL && !a->valid ? &a->err : NULL;
 }
 
 bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **job_out,

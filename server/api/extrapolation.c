@@ -356,9 +356,10 @@ static bool ex_prepare(const cJSON *root, const api_ctx *top, srv_job **job_out,
         pa_attention a;
         const double L = x->lengths[i];
         const double D = x->at.head_dim, Dv = x->at.v_head_dim ? x->at.v_head_dim : D;
+        const double Hkv = x->at.num_kv_heads ? x->at.num_kv_heads : x->H; /* 0: H */
         double macs = L * L * (D + Dv) * x->H;
         if (x->layer)
-            macs += L * x->at.d_model * (double)(x->H * D + 2.0 * x->at.num_kv_heads * D) +
+            macs += L * x->at.d_model * (x->H * D + Hkv * (D + Dv)) +
                     (x->at.w_o ? L * (double)x->H * Dv * x->at.d_out : 0.0);
         at_length(x, x->lengths[i], &a);
         job->tasks[i].cost = macs;

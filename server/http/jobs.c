@@ -26,14 +26,25 @@ static void finish_job(request *q)
     q->render_us = (srv_now_ns() - t0) / 1000u;
 }
 
+/* A task left the queue after queue_us: counted, and the longest wait of
+ * its request kept, whether it then runs, finds its deadline passed, or was
+ * dropped from the queue at it. */
+static void task_dequeued(request *q, uint64_t queue_us)
+{
+    uint64_t prev = atomic_load(&q->max_queue_us);
+    srv_metrics_queue(q->h->metrics, (double)queue_us / 1e6);
+    srv_metrics_queue_depth_add(q->h->metrics, -1);
+    while (queue_us > prev && !atomic_compare_exchange_weak(&q->max_queue_us, &prev, queue_us))
+        ;
+}
+
 static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
 {
     task_arg *a = arg;
     request *q = a->req;
     uint64_t t0 = srv_now_ns(), compute_us, prev;
 
-    srv_metrics_queue(q->h->metrics, (double)queue_us / 1e6);
-    srv_metrics_queue_depth_add(q->h->metrics, -1);
+    task_dequeued(q, queue_us);
     if (t0 > q->deadline_ns) {
         srv_job_set_timed_out(q->job, a->index);
         return;
@@ -52,9 +63,6 @@ static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
     srv_metrics_compute(q->h->metrics, srv_job_task_scheme(q->job, a->index),
                         (double)compute_us / 1e6);
     atomic_fetch_add(&q->sum_compute_us, compute_us);
-    prev = atomic_load(&q->max_queue_us);
-    while (queue_us > prev && !atomic_compare_exchange_weak(&q->max_queue_us, &prev, queue_us))
-        ;
 }
 
 /* On the pool's loop thread: task a was dropped from the queue at its
@@ -62,14 +70,8 @@ static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
 static void task_expired(void *arg, uint64_t queue_us)
 {
     task_arg *a = arg;
-    request *q = a->req;
-    uint64_t prev;
-    srv_metrics_queue(q->h->metrics, (double)queue_us / 1e6);
-    srv_metrics_queue_depth_add(q->h->metrics, -1);
-    srv_job_set_timed_out(q->job, a->index);
-    prev = atomic_load(&q->max_queue_us);
-    while (queue_us > prev && !atomic_compare_exchange_weak(&q->max_queue_us, &prev, queue_us))
-        ;
+    task_dequeued(a->req, queue_us);
+    srv_job_set_timed_out(a->req->job, a->index);
 }
 
 /* On the pool's loop thread. */
