@@ -59,7 +59,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A := $(BUILD)/libposattn.a
 
 # server/ in layers, one folder each (docs/architecture.md; make check-layering).
-SRV_DIRS := common codec store api v2 runtime http
+SRV_DIRS := common codec store model api v2 runtime http
 SRV_SRC := $(foreach d,$(SRV_DIRS),$(wildcard server/$(d)/*.c))
 SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o $(BUILD)/server/embed_web.o
 POSATTND := $(BUILD)/posattnd
@@ -96,7 +96,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: build readme-test ui-deps ui-test bench-service e2e-tensors e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: build readme-test ui-deps ui-test bench-service e2e-tensors e2e-models e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -241,7 +241,7 @@ ui-test: ui-deps $(POSATTND) $(LOAD_BIN)
 # tests/run-suites.py prints one line per suite and an overall count; each
 # suite's whole output is in $(BUILD)/test-logs/SUITE.log (V=1 shows it too).
 TEST_SUITES := build check-layering bench-smoke e2e-clients client-python client-js openapi-test \
-               monitor-test e2e-tensors e2e-tls readme-test load-test unit slowloris overload
+               monitor-test e2e-tensors e2e-models e2e-tls readme-test load-test unit slowloris overload
 test: deps
 	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) -- \
 	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
@@ -308,6 +308,11 @@ e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(B
 e2e-tensors: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/tensors.py -q --bin $(POSATTND) --dir $(BUILD)/fixtures/tensors
 
+# Models (--model): every model type's fixture config against options written
+# by hand and a float64 reference of Hugging Face's attention.
+e2e-models: $(POSATTND)
+	@/usr/bin/python3 tests/e2e/models.py -q --bin $(POSATTND)
+
 # HTTPS: a private CA and server certificate made with openssl at test time.
 e2e-tls: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/tls.py -q --bin $(POSATTND)
@@ -331,7 +336,7 @@ bench: $(BENCH_BIN)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := $(BUILD)/fuzz/fuzz_request
-FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api/% server/v2/% server/codec/% server/store/% \
+FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api/% server/v2/% server/codec/% server/store/% server/model/% \
             server/common/%,$(SRV_SRC)) $(LIB_SRC)
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fno-omit-frame-pointer \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
