@@ -408,12 +408,30 @@ class Spec(unittest.TestCase):
 
 class Routes(unittest.TestCase):
     def test_get_routes(self):
-        for path in ("/v1/schemes", "/v1/tensors", "/healthz", "/readyz", "/metrics", "/",
+        for path in ("/v1/schemes", "/v1/tensors", "/v1/models", "/healthz", "/readyz", "/metrics", "/",
                      "/web/app.js", "/v2", "/v2/health/live", "/v2/health/ready",
                      "/v2/models/attention-rope", "/v2/models/attention-alibi/ready",
                      "/v2/models/stats", "/v2/models/attention-t5/stats"):
             st, _ = exchange("GET", path)
             self.assertEqual(st, 200, path)
+
+    def test_models(self):
+        """A config resolved, an item with an inline config, and a refusal,
+        each checked against the document by exchange()."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "fixtures", "models", "gemma2.json")) as f:
+            cfg = json.load(f)
+        st, obj = exchange("POST", "/v1/models/resolve", cfg)
+        self.assertEqual(st, 200, obj)
+        self.assertEqual(len(obj["layers"]), 4)
+        item = dict(qkv({"type": "none"}, L=3, H=4, D=16), model=cfg, layer=1)
+        item.pop("scheme")
+        item["k"] = qkv({"type": "none"}, L=3, H=2, D=16)["k"]
+        item["v"] = qkv({"type": "none"}, L=3, H=2, D=16)["v"]
+        st, obj = exchange("POST", "/v1/attention", {"inputs": [item]})
+        self.assertEqual(st, 200, obj)
+        st, obj = exchange("POST", "/v1/models/resolve", {"model_type": "resnet"})
+        self.assertEqual((st, obj["error"]["code"]), (400, "INVALID_ARGUMENT"))
 
     def test_schemes_documents_every_scheme(self):
         _, obj = exchange("GET", "/v1/schemes")
