@@ -363,12 +363,30 @@ int32_t pa_shaw_index(int32_t relative_position, int32_t max_relative_position);
  *     (GPT-2, BERT, Qwen2); then q/k norms; then rope; then attention; then,
  *     if w_o [H*Dv, d_out] is given, output = attn w_o + b_o.
  *
- * q/k RMSNorm (Qwen3, Gemma 3, OLMo 2), in both modes, before rope:
- *   x -> x * weight / sqrt(mean(x^2) + eps), the mean over each head's D
- *   values when the weight is [D] (Qwen3, Gemma 3), over the token's whole
- *   projection, H*D (Hkv*D for k), when the weight is that long (OLMo 2).
- *   The weight is the multiplier itself: Gemma stores weight - 1, so a
- *   Gemma caller passes 1 + its stored values.
+ * q/k RMSNorm (Qwen3, Gemma 3, OLMo 2, Llama 4), in both modes, before rope:
+ *   x -> x * (weight + offset) / sqrt(mean(x^2) + eps), the mean over each
+ *   head's D values when the weight is [D] (Qwen3, Gemma 3), over the
+ *   token's whole projection, H*D (Hkv*D for k), when the weight is that
+ *   long (OLMo 2). The multiplier weight + offset is formed in float32;
+ *   offset is 0 by default (the weight is the multiplier), and Gemma, which
+ *   stores weight - 1 and multiplies by 1 + weight, passes its tensor as
+ *   stored with offset 1. Without a weight (q_norm_unweighted):
+ *   x / sqrt(mean(x^2) + eps) over each head, Llama 4's L2Norm.
+ *
+ * Query scaling by position, after the norm and rope (q_rot includes it),
+ * with p the query's position (q_positions, or the default):
+ *   attn_temperature_tuning (Llama 4's NoPE layers; Hugging Face
+ *   Llama4TextAttention): q *= log(floor((p + 1) / floor_scale) + 1)
+ *       * attn_scale + 1;
+ *   logn_scaling (Qwen-1's use_logn_attn): q *= log(p + 1) / log(T) when
+ *       p + 1 > T = train_length, else 1.
+ *   The factor of a row is computed in double and rounded to float once
+ *   (Hugging Face computes the temperature in float32 op by op, so the two
+ *   may differ in the last bit of the factor); with both options, their
+ *   product. It is one number per query row, so the keys (k_prerotated
+ *   ones too) are untouched. Not with M-RoPE position rows (no one row of
+ *   them is the token's position); temperature tuning needs every query
+ *   position >= 0.
  *
  * Grouped-query attention: H % Hkv == 0, query head h reads kv head
  * h / (H / Hkv), as torch.repeat_interleave does; nothing is copied.
@@ -466,6 +484,18 @@ typedef struct pa_attention {
      * rotated, and the keys are read as they are (no k tables are built).
      * Not with k_norm: a cache holds the keys after their norm too. */
     bool k_prerotated;
+    /* RMSNorm variants (q/k RMSNorm above). Unweighted: q_norm (k_norm)
+     * stays NULL and each head is normalised without a weight. The offsets
+     * are added to every value of q_norm (k_norm), in float32; they need
+     * that weight. */
+    bool q_norm_unweighted;
+    bool k_norm_unweighted;
+    float q_norm_offset; /* 0 = the weight is the multiplier; finite */
+    float k_norm_offset;
+    /* Query scaling by position (above). Zero is off. */
+    double temperature_floor_scale; /* > 0, finite: attn_temperature_tuning on (Llama 4: 8192) */
+    double temperature_attn_scale;  /* > 0, finite, with floor_scale (Llama 4: 0.1) */
+    int32_t logn_train_length;      /* >= 2: logn_scaling on (Qwen-1: seq_length) */
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. Zero the struct before
@@ -623,10 +653,13 @@ pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, in
  *     scale q.rel_k (shaw); rope: content = unrotated scale q.k, position =
  *     rotated logits - content; none: position = 0.
  *   With softcap, content is softcap(scale q.k) (as the model caps it) and
- *   position the rest; the caller's bias is position. Masks (chunk and
- *   mask included) do not apply; sinks change weights, not logits. Absolute
- *   schemes reject softcap, bias, q/k norms and b_q, b_k (their four terms
- *   are bilinear in e and p, and those are not).
+ *   position the rest; the caller's bias is position. The query scalings
+ *   (attn_temperature_tuning, logn_scaling) depend on position only: content
+ *   is computed without them, so their share is position (with NoPE,
+ *   position = (factor - 1) * content). Masks (chunk and mask included) do
+ *   not apply; sinks change weights, not logits. Absolute schemes reject
+ *   softcap, bias, q/k norms, b_q, b_k (their four terms are bilinear in e
+ *   and p, and those are not) and the query scalings.
  * Terms not defined for a scheme (cc..pp for non-absolute) are left untouched
  * and may be NULL. Workspace: pa_decompose_workspace_size(a). */
 typedef struct pa_decomposition {

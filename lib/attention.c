@@ -46,8 +46,10 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         if (a->w_o != NULL)
             b->attn = pa__ws_take(w, Lq * (size_t)p->H * (size_t)p->Dv, sizeof(float));
     }
-    if (p->rope || a->q_norm != NULL || a->k_norm != NULL)
+    if (p->rope || p->q_norm || p->k_norm || p->q_scale)
         b->qblk = pa__ws_take(w, BQ * (size_t)p->D, sizeof(float));
+    if (p->q_scale)
+        b->q_scale = pa__ws_take(w, Lq, sizeof(float));
     if (a->q_norm != NULL && a->q_norm_len != p->D)
         b->q_inv = pa__ws_take(w, Lq, sizeof(float));
     if (a->k_norm != NULL && a->k_norm_len != p->D)
@@ -280,6 +282,8 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
     pa__ws_init_aligned(&w, ws, ws_size);
     layout(p, &w, b);
     fill_positions(p, b);
+    if (b->q_scale != NULL)
+        pa__qscale_fill(a, b->qpos, p->Lq, b->q_scale);
     c->overflow = c->overflow_out = false;
     b->overflow = &c->overflow;
     b->overflow_out = &c->overflow_out;
@@ -341,11 +345,11 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         inverse_rms(io->K, p->Lk, io->ldk, a->k_norm_eps, b->k_inv);
     /* q and k as attention sees them: written on the way by the kernel when
      * it normalises or rotates them, copied here otherwise. */
-    if (p->rope || a->q_norm != NULL)
+    if (p->rope || p->q_norm || p->q_scale)
         io->q_rot = out->q_rot;
     else if (part == 0 && out->q_rot != NULL)
         memcpy(out->q_rot, io->Q, (size_t)p->Lq * io->ldq * sizeof(float));
-    if ((p->rope && !a->k_prerotated) || a->k_norm != NULL)
+    if ((p->rope && !a->k_prerotated) || p->k_norm)
         io->k_rot = out->k_rot;
     else if (part == 0 && out->k_rot != NULL)
         memcpy(out->k_rot, io->K, (size_t)p->Lk * io->ldk * sizeof(float));

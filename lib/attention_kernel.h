@@ -42,8 +42,9 @@ typedef struct buffers {
     float *q, *k, *v;         /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
     float *kt;                /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
     float *vhead;             /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
-    float *qblk;              /* [BQ, D] rope or norms: one block of queries (or keys) as
-                             attention sees them */
+    float *qblk;              /* [BQ, D] rope, norms or q scales: one block of queries (or
+                                 keys) as attention sees them */
+    float *q_scale;           /* [Lq] query scalings by position: each row's factor */
     float *q_inv, *k_inv;     /* [Lq], [Lk] inverse RMS of each token's whole projection
                                  (q/k norms with a weight of H*D, Hkv*D) */
     float *attn;              /* [Lq, H*Dv] before w_o */
@@ -111,14 +112,31 @@ static inline void pa__row_stats(float l, float lk, float a, float bd, float bf,
         io->far_share[r] = f;
 }
 
-/* An RMSNorm (posattn.h): its weight, length (D per head, or the whole
- * projection) and eps, and the whole-row inverse RMS of each token. */
+/* An RMSNorm (posattn.h): whether it applies, its weight (NULL: none),
+ * length (D per head, or the whole projection), eps and weight offset, and
+ * the whole-row inverse RMS of each token. */
 typedef struct row_norm {
+    bool on;
     const float *w;
     int32_t len;
     float eps;
+    float offset;
     const float *inv;
 } row_norm;
+
+/* The q (k == false) or k norm of a call. */
+static inline row_norm pa__row_norm(const pa__plan *p, const buffers *b, bool k)
+{
+    const pa_attention *a = p->a;
+    row_norm n;
+    n.on = k ? p->k_norm : p->q_norm;
+    n.w = k ? a->k_norm : a->q_norm;
+    n.len = n.w != NULL ? (k ? a->k_norm_len : a->q_norm_len) : p->D; /* unweighted: per head */
+    n.eps = k ? a->k_norm_eps : a->q_norm_eps;
+    n.offset = k ? a->k_norm_offset : a->q_norm_offset;
+    n.inv = k ? b->k_inv : b->q_inv;
+    return n;
+}
 
 /* kpos - qpos clamped into int32: T5 buckets and Shaw indices saturate long
  * before the clamp matters. */
@@ -159,12 +177,13 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
 /* attention_prefill.c */
 
 /* Rows [n] of head `head` (src: row stride ld) as attention sees them, into
- * dst [n, D]: RMS-normalised when nm->w is set, then rotated with the table
- * rows of those positions (rope); copied to ret (row stride ret_ld) when the
+ * dst [n, D]: RMS-normalised when nm->on, then rotated with the table rows
+ * of those positions (rope), then multiplied by scale[i] (the query
+ * scalings; NULL for none); copied to ret (row stride ret_ld) when the
  * caller asked for the tensor. */
 void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const float *cos_t,
-                   const float *sin_t, const float *src, int ld, int32_t n, float *dst, float *ret,
-                   int ret_ld);
+                   const float *sin_t, const float *scale, const float *src, int ld, int32_t n,
+                   float *dst, float *ret, int ret_ld);
 
 /* Work units of the tiled kernel: (query head, block of BQ queries),
  * head-major. */

@@ -229,16 +229,16 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
 
 /* See attention_kernel.h. */
 void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const float *cos_t,
-                   const float *sin_t, const float *src, int ld, int32_t n, float *dst, float *ret,
-                   int ret_ld)
+                   const float *sin_t, const float *scale, const float *src, int ld, int32_t n,
+                   float *dst, float *ret, int ret_ld)
 {
     const size_t half = (size_t)p->r / 2;
     const int32_t D = p->D;
     for (int32_t i = 0; i < n; i++) {
         const float *x = src + (size_t)i * ld;
         float *y = dst + (size_t)i * D;
-        if (nm->w != NULL) {
-            const float *wh = nm->len == D ? nm->w : nm->w + (size_t)head * D;
+        if (nm->on) {
+            const float *wh = nm->w == NULL || nm->len == D ? nm->w : nm->w + (size_t)head * D;
             float s;
             if (nm->len == D) {
                 double ss = 0.0;
@@ -248,14 +248,24 @@ void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const fl
             } else {
                 s = nm->inv[i];
             }
-            for (int32_t d = 0; d < D; d++)
-                y[d] = x[d] * s * wh[d];
+            if (wh == NULL) /* Llama 4's L2Norm */
+                for (int32_t d = 0; d < D; d++)
+                    y[d] = x[d] * s;
+            else if (nm->offset != 0.0f) /* the multiplier is weight + offset, in float */
+                for (int32_t d = 0; d < D; d++)
+                    y[d] = x[d] * s * (wh[d] + nm->offset);
+            else
+                for (int32_t d = 0; d < D; d++)
+                    y[d] = x[d] * s * wh[d];
         } else {
             memcpy(y, x, (size_t)D * sizeof(float));
         }
         if (p->rope)
             pa_rope_apply(&p->scheme->rope, D, 1, 1, cos_t + (size_t)i * half,
                           sin_t + (size_t)i * half, y, y);
+        if (scale != NULL) /* after rope, as Hugging Face and Qwen scale q */
+            for (int32_t d = 0; d < D; d++)
+                y[d] *= scale[i];
         if (ret != NULL)
             memcpy(ret + (size_t)i * ret_ld, y, (size_t)D * sizeof(float));
     }
@@ -279,10 +289,9 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
     const pa_attention *a = p->a;
     const size_t half = (size_t)p->r / 2;
     const int64_t nb = blocks_per_head(p);
-    const row_norm qn = {a->q_norm, a->q_norm_len, a->q_norm_eps, b->q_inv};
-    const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
-    const bool prep_q = p->rope || qn.w != NULL;
-    const bool prep_k = (p->rope && !a->k_prerotated) || kn.w != NULL;
+    const row_norm qn = pa__row_norm(p, b, false), kn = pa__row_norm(p, b, true);
+    const bool prep_q = p->rope || qn.on || p->q_scale;
+    const bool prep_k = (p->rope && !a->k_prerotated) || kn.on;
     for (int32_t g = 0; g < p->Hkv; g++) {
         /* Units of kv head g: [g*group*nb, (g+1)*group*nb). */
         const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
@@ -316,7 +325,7 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                 if (nm.inv != NULL)
                     nm.inv += j0;
                 pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)j0 * half : NULL,
-                              p->rope ? b->sin_k + (size_t)j0 * half : NULL,
+                              p->rope ? b->sin_k + (size_t)j0 * half : NULL, NULL,
                               Kh + (size_t)j0 * io->ldk, io->ldk, n, b->qblk,
                               ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
                 pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
@@ -335,7 +344,8 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                     nm.inv += i0;
                 pa__prep_rows(
                     p, &nm, h, p->rope ? b->cos_q + (size_t)i0 * half : NULL,
-                    p->rope ? b->sin_q + (size_t)i0 * half : NULL, op.Qb, io->ldq, nq, b->qblk,
+                    p->rope ? b->sin_q + (size_t)i0 * half : NULL,
+                    b->q_scale != NULL ? b->q_scale + i0 : NULL, op.Qb, io->ldq, nq, b->qblk,
                     io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D : NULL,
                     io->ldq);
                 op.Qb = b->qblk;

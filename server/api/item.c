@@ -49,6 +49,8 @@ static const char *const attention_fields[] = {
     "attention_mask",
     "query_length",
     "k_prerotated",
+    "attn_temperature_tuning",
+    "logn_scaling",
     "model", /* api/model_item.c: these four are read before the others */
     "layer",
     "stack",

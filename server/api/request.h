@@ -45,7 +45,7 @@ typedef struct api_item {
     pa_attention att; /* borrows the tensors below */
     srv_tensor q, k, v, x, w_q, w_k, w_v, w_o;
     srv_tensor sinks, bias;        /* [H]; [Lq, Lk] or [1 or H, Lq, Lk] */
-    srv_tensor q_norm, k_norm;     /* RMSNorm weights: [D], or [H*D] / [Hkv*D] */
+    srv_tensor q_norm, k_norm;     /* RMSNorm weights: [D], or [H*D] / [Hkv*D]; or none */
     srv_tensor b_q, b_k, b_v, b_o; /* layer mode: projection biases */
     uint8_t *mask;                 /* [mask_heads, Lq, Lk] 0/1, malloc'd */
     int32_t *q_positions, *k_positions;

@@ -516,7 +516,10 @@ class Attention(unittest.TestCase):
                  "num_heads": 2, "num_kv_heads": 1, "head_dim": 4}
         lay = layer({"type": "rope"}, w_o=T(8, 5), b_q=T(8), b_k=T(8), b_v=T(8), b_o=T(5))
         pre = qkv({"type": "rope"}, k_prerotated=True)
-        self.ok({"inputs": [opts, batch, lay, pre]})
+        scaled = qkv({"type": "none"}, attn_temperature_tuning={"floor_scale": 2},
+                     logn_scaling={"train_length": 2}, q_norm={},
+                     k_norm={"weight": T(4), "weight_offset": 1})
+        self.ok({"inputs": [opts, batch, lay, pre, scaled]})
 
     def test_int_tensor_positions(self):
         # IntTensor: positions as {"shape", "data"} as well as {"shape", "b64"}.
@@ -669,6 +672,12 @@ class UnknownFields(unittest.TestCase):
                                                       q_norm={"weight": T(4)})]},
                     ["inputs", 0, "q_norm"], "q_norm.no_such_field", component("Norm"),
                     "inputs[0].")
+        for name, value, schema in (
+                ("attn_temperature_tuning", {"floor_scale": 8192}, "AttnTemperatureTuning"),
+                ("logn_scaling", {"train_length": 4}, "LognScaling")):
+            self.refuse("/v1/attention", {"inputs": [dict(GOOD_ITEMS["none"], **{name: value})]},
+                        ["inputs", 0, name], name + ".no_such_field", component(schema),
+                        "inputs[0].")
         self.refuse("/v1/attention", {"inputs": [dict(GOOD_ITEMS["none"], q_positions={
             "shape": [3], "data": [0, 1, 2]})]}, ["inputs", 0, "q_positions"],
             "q_positions.no_such_field", component("IntTensor"), "inputs[0].")
