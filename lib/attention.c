@@ -29,6 +29,33 @@ static bool same_positions(const pa__plan *p)
     return p->q_positions == NULL && p->k_positions == NULL;
 }
 
+void pa__shaw_key_rows(const pa__plan *p, int32_t *lo, int32_t *n)
+{
+    const int64_t K = p->scheme->shaw.max_relative_position;
+    int64_t qmin = INT64_MAX, qmax = INT64_MIN, kmin = INT64_MAX, kmax = INT64_MIN, a, b;
+    for (int32_t i = 0; i < p->Lq; i++) {
+        const int64_t q = p->q_positions ? p->q_positions[i] : (int64_t)p->Lk - p->Lq + i;
+        qmin = q < qmin ? q : qmin;
+        qmax = q > qmax ? q : qmax;
+    }
+    for (int32_t j = 0; j < p->Lk; j++) {
+        const int64_t k = p->k_positions ? p->k_positions[j] : j;
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    }
+    if (p->scheme->shaw.direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY) {
+        a = qmin - kmax;
+        b = qmax - kmin;
+    } else {
+        a = kmin - qmax;
+        b = kmax - qmin;
+    }
+    a = a < -K ? -K : a > K ? K : a;
+    b = b < -K ? -K : b > K ? K : b;
+    *lo = (int32_t)(a + K);
+    *n = (int32_t)(b - a + 1);
+}
+
 static void layout(const pa__plan *p, pa__ws *w, buffers *b)
 {
     const pa_attention *a = p->a;
@@ -94,6 +121,15 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         b->qrel = pa__ws_take(w, tq * nrel, sizeof(float));
         if (p->scheme->shaw.rel_v != NULL)
             b->bins = pa__ws_take(w, tq * nrel, sizeof(float));
+        if (p->scheme->shaw.key_term) {
+            size_t n;
+            pa__shaw_key_rows(p, &b->krel_lo, &b->krel_n);
+            b->krel_ld = pa__tile_kt_ld(p->Lk);
+            if (pa__mul_size((size_t)b->krel_n, b->krel_ld, &n))
+                b->krel = pa__ws_take(w, n, sizeof(float));
+            else
+                w->overflow = true;
+        }
     }
     if (pa__decode_fits(p)) {
         const size_t rows = (size_t)p->H * Lq;

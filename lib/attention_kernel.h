@@ -70,6 +70,12 @@ typedef struct buffers {
     bool pos_small;     /* every position within 2^30: differences fit int32 (lib/bias_row.c) */
     float *t5_bias;     /* [H, 2*max_distance+1] t5: each head's bias by relative position */
     float *bins;        /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
+    /* Shaw's key term (key_term): krel [krel_n, krel_ld] = scale * rel_k[krel_lo
+     * + r] . k_j, one kv head's keys by table row, of the rows any pair of
+     * the call reaches (pa__shaw_key_rows). */
+    float *krel;
+    int32_t krel_lo, krel_n;
+    size_t krel_ld;
 } buffers;
 
 typedef struct head_io {
@@ -150,6 +156,10 @@ static inline int32_t pa__rel_pos(int32_t kp, int32_t qp)
     return (int32_t)d;
 }
 
+/* The rows [*lo, *lo + *n) of Shaw's tables that the pairs of query and key
+ * positions of p reach under its direction (attention.c). */
+void pa__shaw_key_rows(const pa__plan *p, int32_t *lo, int32_t *n);
+
 /* attention_mask.c */
 
 /* Whether any mask (position, padding or the caller's) applies. */
@@ -170,7 +180,8 @@ void pa__visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int3
 void pa__mask_range(const pa__plan *p, int32_t h, int32_t i0, int32_t nq, int32_t *lo, int32_t *hi);
 
 /* The logits S [nq, nk] (row stride nk) of head h, query rows i0.., keys
- * j0..: Shaw's term, softcap, the scheme's bias, the caller's bias, masks. */
+ * j0..: Shaw's terms, softcap, the scheme's bias, the caller's bias, masks.
+ * With Shaw's key term, b->krel holds the kv head of h. */
 void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h, int32_t i0,
                        int32_t nq, int32_t j0, int32_t nk);
 

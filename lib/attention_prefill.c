@@ -48,6 +48,16 @@ static int32_t group_end(const pa__plan *p, const buffers *b, int32_t r, int32_t
     return hi;
 }
 
+/* x[0 .. n) in reverse order, in place. */
+static void reverse_row(float *x, int32_t n)
+{
+    for (int32_t a = 0, z = n - 1; a < z; a++, z--) {
+        const float t = x[a];
+        x[a] = x[z];
+        x[z] = t;
+    }
+}
+
 /* Writes -inf logits for a hidden tile, so the rows stay complete. */
 static void fill_hidden(float *rows, size_t ld, int32_t nq, int32_t nk)
 {
@@ -88,6 +98,11 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         /* qrel [nq, 2K+1] = scale * Q_block rel_k^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nrel, p->D, p->scale, Qb, op->ldq,
                     shaw->rel_k, p->D, 0.0f, b->qrel, nrel);
+        /* Indexed by qpos - kpos, row idx is row 2K - idx by kpos - qpos:
+         * reversed, the rows serve the lookups by kpos - qpos below. */
+        if (shaw->direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY)
+            for (int32_t i = 0; i < nq; i++)
+                reverse_row(b->qrel + (size_t)i * nrel, nrel);
     }
 
     for (int32_t t0 = 0; t0 < p->Lk; t0 += BK) {
@@ -179,7 +194,6 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                 pa__row_bin_rel(b->S + (size_t)i * nk, b->kpos + j0, nk, b->qpos[i0 + i],
                                 bins + (size_t)i * nrel, shaw->max_relative_position, b->kpos_unit);
         } else if (shaw && shaw->rel_v != NULL) {
-            const int32_t K = shaw->max_relative_position;
             for (int32_t i = 0; i < nq; i++) {
                 const float *prow = b->S + (size_t)i * nk;
                 float *o = b->O + (size_t)i * Dv;
@@ -188,8 +202,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                     const float *rv;
                     if (prow[j] == 0.0f)
                         continue;
-                    rv = shaw->rel_v +
-                         (size_t)pa_shaw_index(pa__rel_pos(b->kpos[j0 + j], qp), K) * Dv;
+                    rv = shaw->rel_v + (size_t)pa_shaw_pair_index(shaw, qp, b->kpos[j0 + j]) * Dv;
                     for (int32_t d = 0; d < Dv; d++)
                         o[d] += prow[j] * rv[d];
                 }
@@ -197,8 +210,13 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         }
     }
 
-    if (bins != NULL)
+    if (bins != NULL) {
+        /* The bins are by kpos - qpos; rel_v's rows by the direction. */
+        if (shaw->direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY)
+            for (int32_t i = 0; i < nq; i++)
+                reverse_row(bins + (size_t)i * nrel, nrel);
         pa__tile_pv(nq, Dv, nrel, bins, nrel, shaw->rel_v, Dv, b->O, Dv);
+    }
     for (int32_t i = 0; i < nq; i++) {
         float *dst = io->out + (size_t)(i0 + i) * p->H * Dv + (size_t)h * Dv;
         /* Finite inputs whose products overflow give +inf or NaN logits;
@@ -332,6 +350,14 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
             }
         } else {
             pa__tile_pack_kt(p->Lk, p->D, Kh, io->ldk, b->kt, op.ldkt);
+        }
+        if (b->krel != NULL) {
+            /* Shaw's key term of this kv head by table row: krel = scale *
+             * rel_k[lo .. lo+n) K^T, the keys as attention sees them. */
+            const pa_shaw *s = &p->scheme->shaw;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b->krel_n, p->Lk, p->D, p->scale,
+                        s->rel_k + (size_t)b->krel_lo * p->D, p->D, b->kt, (int)op.ldkt, 0.0f,
+                        b->krel, (int)b->krel_ld);
         }
         for (int64_t u = g0 > u0 ? g0 : u0; u < g1 && u < u1; u++) {
             const int32_t h = (int32_t)(u / nb), i0 = (int32_t)(u % nb) * BQ;

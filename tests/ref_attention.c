@@ -97,6 +97,16 @@ static int visible(const pa_attention *a, int h, int i, int j, long qp, long kp,
     return 1;
 }
 
+/* The row of Shaw's tables for rel = kpos - qpos: clip(rel, -K, K) + K,
+ * or clip(-rel, -K, K) + K when the table is indexed by qpos - kpos
+ * (direction query_minus_key). */
+static long shaw_row(const pa_shaw *sh, long rel)
+{
+    long K = sh->max_relative_position;
+    long r = sh->direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY ? -rel : rel;
+    return (r < -K ? -K : r > K ? K : r) + K;
+}
+
 /* The multiplier of norm weight value w: w + offset, a float32 sum as
  * documented (Gemma's 1 + weight); 1 without a weight. */
 static double norm_mult(const float *w, size_t c, float offset)
@@ -328,12 +338,20 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                                     h];
                     break;
                 case PA_SCHEME_SHAW: {
-                    /* Shaw's term is content: softcap applies to it. */
-                    int K = s->shaw.max_relative_position;
-                    long c = rel < -K ? -K : rel > K ? K : rel;
-                    const float *rk = s->shaw.rel_k + (size_t)(c + K) * D;
-                    for (int d = 0; d < D; d++)
-                        content += scale * qi[d] * rk[d];
+                    /* Shaw's terms are content: softcap applies to them.
+                     * Hugging Face BERT (relative_key, relative_key_query):
+                     *   distance = position_ids_l - position_ids_r
+                     *   E = distance_embedding(distance + max_pos - 1)
+                     *   scores = (q.k + q.E [+ k.E]) / sqrt(head_dim)
+                     * which is the clipped table index of qpos - kpos with
+                     * K = max_pos - 1, and scale * everything. */
+                    const float *E = s->shaw.rel_k + (size_t)shaw_row(&s->shaw, rel) * D;
+                    double qE = 0, kE = 0;
+                    for (int d = 0; d < D; d++) {
+                        qE += qi[d] * E[d];
+                        kE += kj[d] * E[d];
+                    }
+                    content = scale * (dot + qE + (s->shaw.key_term ? kE : 0.0));
                     break;
                 }
                 default:
@@ -365,10 +383,8 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                 for (int d = 0; d < Dv; d++) {
                     double vv = v[((size_t)j * Hkv + g) * Dv + d];
                     if (s->type == PA_SCHEME_SHAW && s->shaw.rel_v) {
-                        int K = s->shaw.max_relative_position;
                         long rel = (long)kpos[j] - qpos[i];
-                        long c = rel < -K ? -K : rel > K ? K : rel;
-                        vv += s->shaw.rel_v[(size_t)(c + K) * Dv + d];
+                        vv += s->shaw.rel_v[(size_t)shaw_row(&s->shaw, rel) * Dv + d];
                     }
                     o[((size_t)i * H + h) * Dv + d] += w * vv;
                 }

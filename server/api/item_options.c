@@ -58,8 +58,8 @@ static bool parse_score_tensor(const cJSON *v, const char *name, srv_elem kind, 
 
 static const api_option options[] = {
     {"softcap", "number", NULL,
-     "content logit l (scale q.k after rope, with shaw's q.rel_k) -> softcap * tanh(l / softcap), "
-     "before position biases, bias and masks",
+     "content logit l (scale q.k after rope, with shaw's q.rel_k and k.rel_k terms) -> softcap * "
+     "tanh(l / softcap), before position biases, bias and masks",
      "Gemma 2 (as Hugging Face, FlashAttention and ggml; ONNX Attention masks first)", "parameter"},
     {"sinks", "tensor", "[H]",
      "a raw logit per query head joins each row's softmax and is dropped: w_ij = exp(l_ij - m) / "

@@ -600,6 +600,60 @@ static void test_qscale_parameters(void **state)
     }
 }
 
+/* attention-shaw takes direction and key_term as parameters (Hugging Face
+ * BERT's relative_key_query), and names a wrong direction with its value. */
+static void test_shaw_parameters(void **state)
+{
+    (void)state;
+    static const float rel_k[5 * 2] = {0.5f, -1, 0.25f, 2, -0.75f, 1, 1.5f, -0.5f, 0, 0.125f};
+    static const float q[3 * 2] = {1, 0.5f, -0.25f, 1, 0.75f, -1};
+    static const float k[3 * 2] = {0.5f, 1, -1, 0.25f, 1, 0.5f};
+    static const float v[3 * 2] = {1, 2, 3, 4, 5, 6};
+    const char *j =
+        "{\"parameters\":{\"max_relative_position\":2,"
+        "\"direction\":\"query_minus_key\",\"key_term\":true},\"inputs\":["
+        "{\"name\":\"q\",\"shape\":[3,1,2],\"datatype\":\"FP32\","
+        "\"data\":[1,0.5,-0.25,1,0.75,-1]},"
+        "{\"name\":\"k\",\"shape\":[3,1,2],\"datatype\":\"FP32\","
+        "\"data\":[0.5,1,-1,0.25,1,0.5]},"
+        "{\"name\":\"v\",\"shape\":[3,1,2],\"datatype\":\"FP32\",\"data\":[1,2,3,4,5,6]},"
+        "{\"name\":\"rel_k\",\"shape\":[5,2],\"datatype\":\"FP32\","
+        "\"data\":[0.5,-1,0.25,2,-0.75,1,1.5,-0.5,0,0.125]}]}";
+    float got[6], want[6], ws[4096];
+    pa_scheme sch;
+    pa_attention a;
+    pa_attention_out out = {0};
+    pa_error err;
+
+    infer_output("attention-shaw", j, strlen(j), -1, got, 6);
+    pa_scheme_init(&sch, PA_SCHEME_SHAW);
+    sch.shaw.max_relative_position = 2;
+    sch.shaw.rel_k = rel_k;
+    sch.shaw.rel_k_rows = 5;
+    sch.shaw.rel_k_cols = 2;
+    sch.shaw.direction = PA_SHAW_DIRECTION_QUERY_MINUS_KEY;
+    sch.shaw.key_term = true;
+    pa_attention_init(&a, &sch);
+    a.num_heads = 1;
+    a.head_dim = 2;
+    a.q_len = a.k_len = 3;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    out.output = want;
+    assert_true(pa_attention_workspace_size(&a) <= sizeof ws);
+    TU_ASSERT_STATUS(pa_attention_run(&a, &out, ws, sizeof ws, &err), PA_STATUS_OK, &err);
+    assert_memory_equal(got, want, sizeof want);
+
+    j = "{\"parameters\":{\"direction\":\"sideways\"},\"inputs\":[]}";
+    expect_v2_error(
+        "attention-shaw", j, strlen(j), -1, 400,
+        "parameters.direction='sideways' is not 'key_minus_query' or 'query_minus_key'");
+    j = "{\"parameters\":{\"key_term\":1},\"inputs\":[]}";
+    expect_v2_error("attention-shaw", j, strlen(j), -1, 400,
+                    "parameters.key_term must be true or false");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -609,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_binary_arrays),
         cmocka_unit_test(test_qscale_parameters),
+        cmocka_unit_test(test_shaw_parameters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
