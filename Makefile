@@ -59,7 +59,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_A := $(BUILD)/libposattn.a
 
 # server/ in layers, one folder each (docs/architecture.md; make check-layering).
-SRV_DIRS := common codec store api v2 runtime http
+SRV_DIRS := common codec store model api v2 runtime http
 SRV_SRC := $(foreach d,$(SRV_DIRS),$(wildcard server/$(d)/*.c))
 SRV_OBJ := $(SRV_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/embed_openapi.o $(BUILD)/server/embed_web.o
 POSATTND := $(BUILD)/posattnd
@@ -96,7 +96,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: build readme-test ui-deps ui-test bench-service e2e-tensors e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: build readme-test ui-deps ui-test bench-service e2e-tensors e2e-models e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -199,13 +199,14 @@ $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/
     $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_infer \
     $(BUILD)/tests/test_protocol $(BUILD)/tests/test_item_options $(BUILD)/tests/test_batch \
     $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_json $(BUILD)/tests/test_json_arrays $(BUILD)/tests/test_sizes \
-    $(BUILD)/tests/test_api_scheme $(BUILD)/tests/test_item: $(TEST_API_OBJ)
-$(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions: $(TEST_BATCH_OBJ)
+    $(BUILD)/tests/test_api_scheme $(BUILD)/tests/test_item $(BUILD)/tests/test_model_item \
+    $(BUILD)/tests/test_item_qscale: $(TEST_API_OBJ)
+$(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_item_qscale: $(TEST_BATCH_OBJ)
 $(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store \
     $(BUILD)/tests/test_tensors: $(TEST_STORE_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
 $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/test_attention_options \
-    $(BUILD)/tests/test_attention_decode: $(TEST_ATT_OBJ)
+    $(BUILD)/tests/test_attention_decode $(BUILD)/tests/test_attention_qscale $(BUILD)/tests/test_shaw: $(TEST_ATT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
@@ -241,7 +242,7 @@ ui-test: ui-deps $(POSATTND) $(LOAD_BIN)
 # tests/run-suites.py prints one line per suite and an overall count; each
 # suite's whole output is in $(BUILD)/test-logs/SUITE.log (V=1 shows it too).
 TEST_SUITES := build check-layering bench-smoke e2e-clients client-python client-js openapi-test \
-               monitor-test e2e-tensors e2e-tls readme-test load-test unit slowloris overload
+               monitor-test e2e-tensors e2e-models e2e-tls readme-test load-test unit slowloris overload
 test: deps
 	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) -- \
 	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
@@ -308,6 +309,11 @@ e2e: $(POSATTND) $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(B
 e2e-tensors: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/tensors.py -q --bin $(POSATTND) --dir $(BUILD)/fixtures/tensors
 
+# Models (--model): every model type's fixture config against options written
+# by hand and a float64 reference of Hugging Face's attention.
+e2e-models: $(POSATTND)
+	@/usr/bin/python3 tests/e2e/models.py -q --bin $(POSATTND)
+
 # HTTPS: a private CA and server certificate made with openssl at test time.
 e2e-tls: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/tls.py -q --bin $(POSATTND)
@@ -331,7 +337,7 @@ bench: $(BENCH_BIN)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := $(BUILD)/fuzz/fuzz_request
-FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api/% server/v2/% server/codec/% server/store/% \
+FUZZ_SRC := tests/fuzz/fuzz_request.c $(filter server/api/% server/v2/% server/codec/% server/store/% server/model/% \
             server/common/%,$(SRV_SRC)) $(LIB_SRC)
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fno-omit-frame-pointer \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

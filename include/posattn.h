@@ -118,16 +118,37 @@ typedef struct pa_learned {
     int32_t offset;     /* default 0 */
 } pa_learned;
 
-/* Shaw et al. 2018, "Self-Attention with Relative Position Representations".
- * idx(i, j) = clip(kpos_j - qpos_i, -K, K) + K, shared by all heads:
- *   logits_ij = scale * q_i . (k_j + rel_k[idx])
- *   out_i     = sum_j a_ij (v_j + rel_v[idx])        (rel_v optional) */
+/* Which relative position indexes Shaw's tables. */
+typedef enum pa_shaw_direction {
+    /* Shaw et al.: rel = kpos - qpos. */
+    PA_SHAW_DIRECTION_KEY_MINUS_QUERY = 0,
+    /* Hugging Face BERT's position_embedding_type "relative_key" and
+     * "relative_key_query": rel = qpos - kpos ("distance = position_ids_l -
+     * position_ids_r"). With K = max_position_embeddings - 1 the table is
+     * BERT's distance_embedding weight [2 max_position_embeddings - 1,
+     * head_dim] as stored, and positions inside it are never clipped. */
+    PA_SHAW_DIRECTION_QUERY_MINUS_KEY
+} pa_shaw_direction;
+
+/* Shaw et al. 2018, "Self-Attention with Relative Position Representations",
+ * and Hugging Face BERT's relative position embeddings (modeling_bert.py,
+ * BertSelfAttention). One table row per pair, shared by all heads:
+ *   idx(i, j) = clip(rel_ij, -K, K) + K, rel_ij = kpos_j - qpos_i
+ *               (direction key_minus_query) or qpos_i - kpos_j (query_minus_key)
+ *   logits_ij = scale * (q_i . k_j + q_i . rel_k[idx] + key_term * k_j . rel_k[idx])
+ *   out_i     = sum_j a_ij (v_j + rel_v[idx])        (rel_v optional)
+ * k_j is the kv head of the query head (GQA). BERT relative_key is
+ * direction query_minus_key, K = max_position_embeddings - 1, rel_k =
+ * distance_embedding.weight and scale 1/sqrt(head_dim) (the default);
+ * relative_key_query adds key_term. The zeroed defaults are Shaw's. */
 typedef struct pa_shaw {
     int32_t max_relative_position; /* K >= 0; tables have 2K+1 rows */
     const float *rel_k;            /* [rel_k_rows, rel_k_cols] = [2K+1, D]; required */
     int32_t rel_k_rows, rel_k_cols;
     const float *rel_v; /* [rel_v_rows, rel_v_cols] = [2K+1, Dv]; may be NULL */
     int32_t rel_v_rows, rel_v_cols;
+    pa_shaw_direction direction; /* default key_minus_query */
+    bool key_term;               /* default false; true adds scale * k_j . rel_k[idx] */
 } pa_shaw;
 
 /* T5 relative attention bias, bucketed exactly as Hugging Face
@@ -260,6 +281,9 @@ const char *pa_sinusoidal_layout_name(pa_sinusoidal_layout layout);
 bool pa_sinusoidal_layout_from_name(const char *name, pa_sinusoidal_layout *out);
 const char *pa_rope_scaling_name(pa_rope_scaling scaling);
 bool pa_rope_scaling_from_name(const char *name, pa_rope_scaling *out);
+/* "key_minus_query", "query_minus_key"; and the inverse (false when unknown). */
+const char *pa_shaw_direction_name(pa_shaw_direction direction);
+bool pa_shaw_direction_from_name(const char *name, pa_shaw_direction *out);
 
 /* ------------------------------------------------------------------------- */
 /* Encodings: the positional signal itself                                   */
@@ -345,6 +369,10 @@ pa_status pa_t5_check(const pa_t5 *t, pa_error *err);
 
 /* Shaw table row for a relative position: clip(rel, -K, K) + K. */
 int32_t pa_shaw_index(int32_t relative_position, int32_t max_relative_position);
+/* The table row idx(i, j) of a query at q_position and a key at k_position
+ * under s's direction and K (pa_shaw): clip(kpos - qpos, -K, K) + K, or
+ * clip(qpos - kpos, -K, K) + K for query_minus_key. Any int32 positions. */
+int32_t pa_shaw_pair_index(const pa_shaw *s, int32_t q_position, int32_t k_position);
 
 /* ------------------------------------------------------------------------- */
 /* Attention                                                                 */
@@ -363,19 +391,38 @@ int32_t pa_shaw_index(int32_t relative_position, int32_t max_relative_position);
  *     (GPT-2, BERT, Qwen2); then q/k norms; then rope; then attention; then,
  *     if w_o [H*Dv, d_out] is given, output = attn w_o + b_o.
  *
- * q/k RMSNorm (Qwen3, Gemma 3, OLMo 2), in both modes, before rope:
- *   x -> x * weight / sqrt(mean(x^2) + eps), the mean over each head's D
- *   values when the weight is [D] (Qwen3, Gemma 3), over the token's whole
- *   projection, H*D (Hkv*D for k), when the weight is that long (OLMo 2).
- *   The weight is the multiplier itself: Gemma stores weight - 1, so a
- *   Gemma caller passes 1 + its stored values.
+ * q/k RMSNorm (Qwen3, Gemma 3, OLMo 2, Llama 4), in both modes, before rope:
+ *   x -> x * (weight + offset) / sqrt(mean(x^2) + eps), the mean over each
+ *   head's D values when the weight is [D] (Qwen3, Gemma 3), over the
+ *   token's whole projection, H*D (Hkv*D for k), when the weight is that
+ *   long (OLMo 2). The multiplier weight + offset is formed in float32;
+ *   offset is 0 by default (the weight is the multiplier), and Gemma, which
+ *   stores weight - 1 and multiplies by 1 + weight, passes its tensor as
+ *   stored with offset 1. Without a weight (q_norm_unweighted):
+ *   x / sqrt(mean(x^2) + eps) over each head, Llama 4's L2Norm.
+ *
+ * Query scaling by position, after the norm and rope (q_rot includes it),
+ * with p the query's position (q_positions, or the default):
+ *   attn_temperature_tuning (Llama 4's NoPE layers; Hugging Face
+ *   Llama4TextAttention): q *= log(floor((p + 1) / floor_scale) + 1)
+ *       * attn_scale + 1;
+ *   logn_scaling (Qwen-1's use_logn_attn): q *= log(p + 1) / log(T) when
+ *       p + 1 > T = train_length, else 1.
+ *   The factor of a row is computed in double and rounded to float once
+ *   (Hugging Face computes the temperature in float32 op by op, so the two
+ *   may differ in the last bit of the factor); with both options, their
+ *   product. It is one number per query row, so the keys (k_prerotated
+ *   ones too) are untouched. Not with M-RoPE position rows (no one row of
+ *   them is the token's position); temperature tuning needs every query
+ *   position >= 0.
  *
  * Grouped-query attention: H % Hkv == 0, query head h reads kv head
  * h / (H / Hkv), as torch.repeat_interleave does; nothing is copied.
  *
  * Logits, in this order:
- *   l = scale * q_i.k_j (+ scale * q_i.rel_k for shaw), scale default
- *       1/sqrt(D) (1.0 for t5), q and k after rope;
+ *   l = scale * q_i.k_j (+ scale * q_i.rel_k, and with key_term + scale *
+ *       k_j.rel_k, for shaw), scale default 1/sqrt(D) (1.0 for t5), q and k
+ *       after rope;
  *   softcap c > 0: l = c * tanh(l / c) (Gemma 2; as Hugging Face, FlashAttention
  *       and ggml apply it: before position biases and masks. ONNX's Attention
  *       op adds its mask first);
@@ -466,6 +513,18 @@ typedef struct pa_attention {
      * rotated, and the keys are read as they are (no k tables are built).
      * Not with k_norm: a cache holds the keys after their norm too. */
     bool k_prerotated;
+    /* RMSNorm variants (q/k RMSNorm above). Unweighted: q_norm (k_norm)
+     * stays NULL and each head is normalised without a weight. The offsets
+     * are added to every value of q_norm (k_norm), in float32; they need
+     * that weight. */
+    bool q_norm_unweighted;
+    bool k_norm_unweighted;
+    float q_norm_offset; /* 0 = the weight is the multiplier; finite */
+    float k_norm_offset;
+    /* Query scaling by position (above). Zero is off. */
+    double temperature_floor_scale; /* > 0, finite: attn_temperature_tuning on (Llama 4: 8192) */
+    double temperature_attn_scale;  /* > 0, finite, with floor_scale (Llama 4: 0.1) */
+    int32_t logn_train_length;      /* >= 2: logn_scaling on (Qwen-1: seq_length) */
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. Zero the struct before
@@ -503,11 +562,15 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
 
 /* Bytes of workspace pa_attention_run needs for *a (which must have passed
  * pa_attention_check). Independent of which optional outputs are requested,
- * and O(L * (H*D + d_model)) at most: without layer mode it holds one kv
- * head's keys (transposed) and values (gathered, when num_kv_heads > 1), and
- * with rope the cos and sin tables, so it grows with the length by about
- * k_len * (head_dim + v_head_dim) floats (plus q_len * rotary_dim with rope),
- * whatever the head count. Returns 0 if the size overflows. */
+ * and O(L * (H*D + d_model)) at most but for Shaw's key term: without layer
+ * mode it holds one kv head's keys (transposed) and values (gathered, when
+ * num_kv_heads > 1), and with rope the cos and sin tables, so it grows with
+ * the length by about k_len * (head_dim + v_head_dim) floats (plus q_len *
+ * rotary_dim with rope), whatever the head count. Shaw with key_term adds
+ * one kv head's key term by table row, k_len * n floats, n <= 2K+1 the rows
+ * the call's positions reach (at most the span of qpos - kpos plus one): it
+ * depends on the positions, so size each descriptor that has positions of
+ * its own. Returns 0 if the size overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
 /* Effective sizes after defaults: useful for sizing outputs. */
@@ -620,13 +683,17 @@ pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, in
  *     pc = scale (p Wq)(e Wk)^T, pp = scale (p Wq)(p Wk)^T,
  *     content = cc, position = cp + pc + pp;
  *   bias schemes: content = scale q.k, position = the bias (t5, alibi) or
- *     scale q.rel_k (shaw); rope: content = unrotated scale q.k, position =
- *     rotated logits - content; none: position = 0.
+ *     scale q.rel_k (+ scale k.rel_k with key_term) (shaw); rope: content =
+ *     unrotated scale q.k, position = rotated logits - content; none:
+ *     position = 0.
  *   With softcap, content is softcap(scale q.k) (as the model caps it) and
- *   position the rest; the caller's bias is position. Masks (chunk and
- *   mask included) do not apply; sinks change weights, not logits. Absolute
- *   schemes reject softcap, bias, q/k norms and b_q, b_k (their four terms
- *   are bilinear in e and p, and those are not).
+ *   position the rest; the caller's bias is position. The query scalings
+ *   (attn_temperature_tuning, logn_scaling) depend on position only: content
+ *   is computed without them, so their share is position (with NoPE,
+ *   position = (factor - 1) * content). Masks (chunk and mask included) do
+ *   not apply; sinks change weights, not logits. Absolute schemes reject
+ *   softcap, bias, q/k norms, b_q, b_k (their four terms are bilinear in e
+ *   and p, and those are not) and the query scalings.
  * Terms not defined for a scheme (cc..pp for non-absolute) are left untouched
  * and may be NULL. Workspace: pa_decompose_workspace_size(a). */
 typedef struct pa_decomposition {

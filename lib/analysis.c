@@ -362,13 +362,15 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
     if (p.absolute) {
         /* cc + cp + pc + pp = logits holds for (e + p) Wq Wk^T (e + p)^T
          * only: what is not bilinear in e and p has no such split. */
-        const char *what = a->softcap > 0.0f   ? "softcap"
-                           : a->bias != NULL   ? "bias"
-                           : a->q_norm != NULL ? "q_norm"
-                           : a->k_norm != NULL ? "k_norm"
-                           : a->b_q != NULL    ? "b_q"
-                           : a->b_k != NULL    ? "b_k"
-                                               : NULL;
+        const char *what = a->softcap > 0.0f                ? "softcap"
+                           : a->bias != NULL                ? "bias"
+                           : p.q_norm                       ? "q_norm"
+                           : p.k_norm                       ? "k_norm"
+                           : a->b_q != NULL                 ? "b_q"
+                           : a->b_k != NULL                 ? "b_k"
+                           : a->temperature_floor_scale > 0 ? "attn_temperature_tuning"
+                           : a->logn_train_length > 0       ? "logn_scaling"
+                                                            : NULL;
         if (what != NULL)
             return pa__fail(err, PA_STATUS_UNSUPPORTED, what,
                             "the content/position split of scheme '%s' is bilinear in e and p; "
@@ -386,11 +388,14 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
         unmasked(a, &p, &d);
         if ((st = logits_of(&d, o->position, &b, err)) != PA_STATUS_OK)
             return st;
-        /* Content: the logits without the scheme and without the caller's
-         * bias (softcapped as the model caps them); position: the rest. */
+        /* Content: the logits without the scheme, the caller's bias and
+         * the query scalings by position (softcapped as the model caps
+         * them); position: the rest. */
         d.scheme = &none;
         d.bias = NULL;
         d.bias_heads = 0;
+        d.temperature_floor_scale = d.temperature_attn_scale = 0.0;
+        d.logn_train_length = 0;
         if ((st = logits_of(&d, o->content, &b, err)) != PA_STATUS_OK)
             return st;
         for (size_t i = 0; i < n; i++)

@@ -29,6 +29,33 @@ static bool same_positions(const pa__plan *p)
     return p->q_positions == NULL && p->k_positions == NULL;
 }
 
+void pa__shaw_key_rows(const pa__plan *p, int32_t *lo, int32_t *n)
+{
+    const int64_t K = p->scheme->shaw.max_relative_position;
+    int64_t qmin = INT64_MAX, qmax = INT64_MIN, kmin = INT64_MAX, kmax = INT64_MIN, a, b;
+    for (int32_t i = 0; i < p->Lq; i++) {
+        const int64_t q = p->q_positions ? p->q_positions[i] : (int64_t)p->Lk - p->Lq + i;
+        qmin = q < qmin ? q : qmin;
+        qmax = q > qmax ? q : qmax;
+    }
+    for (int32_t j = 0; j < p->Lk; j++) {
+        const int64_t k = p->k_positions ? p->k_positions[j] : j;
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    }
+    if (p->scheme->shaw.direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY) {
+        a = qmin - kmax;
+        b = qmax - kmin;
+    } else {
+        a = kmin - qmax;
+        b = kmax - qmin;
+    }
+    a = a < -K ? -K : a > K ? K : a;
+    b = b < -K ? -K : b > K ? K : b;
+    *lo = (int32_t)(a + K);
+    *n = (int32_t)(b - a + 1);
+}
+
 static void layout(const pa__plan *p, pa__ws *w, buffers *b)
 {
     const pa_attention *a = p->a;
@@ -46,8 +73,10 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         if (a->w_o != NULL)
             b->attn = pa__ws_take(w, Lq * (size_t)p->H * (size_t)p->Dv, sizeof(float));
     }
-    if (p->rope || a->q_norm != NULL || a->k_norm != NULL)
+    if (p->rope || p->q_norm || p->k_norm || p->q_scale)
         b->qblk = pa__ws_take(w, BQ * (size_t)p->D, sizeof(float));
+    if (p->q_scale)
+        b->q_scale = pa__ws_take(w, Lq, sizeof(float));
     if (a->q_norm != NULL && a->q_norm_len != p->D)
         b->q_inv = pa__ws_take(w, Lq, sizeof(float));
     if (a->k_norm != NULL && a->k_norm_len != p->D)
@@ -92,6 +121,15 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         b->qrel = pa__ws_take(w, tq * nrel, sizeof(float));
         if (p->scheme->shaw.rel_v != NULL)
             b->bins = pa__ws_take(w, tq * nrel, sizeof(float));
+        if (p->scheme->shaw.key_term) {
+            size_t n;
+            pa__shaw_key_rows(p, &b->krel_lo, &b->krel_n);
+            b->krel_ld = pa__tile_kt_ld(p->Lk);
+            if (pa__mul_size((size_t)b->krel_n, b->krel_ld, &n))
+                b->krel = pa__ws_take(w, n, sizeof(float));
+            else
+                w->overflow = true;
+        }
     }
     if (pa__decode_fits(p)) {
         const size_t rows = (size_t)p->H * Lq;
@@ -280,6 +318,8 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
     pa__ws_init_aligned(&w, ws, ws_size);
     layout(p, &w, b);
     fill_positions(p, b);
+    if (b->q_scale != NULL)
+        pa__qscale_fill(a, b->qpos, p->Lq, b->q_scale);
     c->overflow = c->overflow_out = false;
     b->overflow = &c->overflow;
     b->overflow_out = &c->overflow_out;
@@ -341,11 +381,11 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         inverse_rms(io->K, p->Lk, io->ldk, a->k_norm_eps, b->k_inv);
     /* q and k as attention sees them: written on the way by the kernel when
      * it normalises or rotates them, copied here otherwise. */
-    if (p->rope || a->q_norm != NULL)
+    if (p->rope || p->q_norm || p->q_scale)
         io->q_rot = out->q_rot;
     else if (part == 0 && out->q_rot != NULL)
         memcpy(out->q_rot, io->Q, (size_t)p->Lq * io->ldq * sizeof(float));
-    if ((p->rope && !a->k_prerotated) || a->k_norm != NULL)
+    if ((p->rope && !a->k_prerotated) || p->k_norm)
         io->k_rot = out->k_rot;
     else if (part == 0 && out->k_rot != NULL)
         memcpy(out->k_rot, io->K, (size_t)p->Lk * io->ldk * sizeof(float));

@@ -187,12 +187,25 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
 }
 
 static pa_status check_norm(pa_error *err, const char *name, const float *w, int32_t len, float eps,
-                            int32_t D, int32_t heads)
+                            bool unweighted, float offset, int32_t D, int32_t heads)
 {
-    char field[32];
-    if (w == NULL)
+    char field[40];
+    snprintf(field, sizeof field, "%s.weight_offset", name);
+    if (offset != 0.0f && w == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
+                        "%s.weight_offset=%g is added to %s.weight, but there is no weight", name,
+                        (double)offset, name);
+    if (!isfinite(offset))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field, "%s.weight_offset must be finite",
+                        name);
+    if (w != NULL && unweighted) {
+        snprintf(field, sizeof field, "%s.weight", name);
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
+                        "%s has a weight and is marked unweighted: one or the other", name);
+    }
+    if (w == NULL && !unweighted)
         return PA_STATUS_OK;
-    if (len != D && len != heads * D) {
+    if (w != NULL && len != D && len != heads * D) {
         snprintf(field, sizeof field, "%s.weight", name);
         return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, field,
                         "%s.weight has %d values; it needs head_dim=%d (per head) or %d*%d=%d "
@@ -232,12 +245,14 @@ static pa_status check_options(const pa_attention *a, int32_t H, int32_t Hkv, in
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_prerotated",
                         "k_prerotated needs q, k, v: in layer mode the keys are projected from x "
                         "here, and rotated here");
-    if (a->k_prerotated && a->k_norm != NULL)
+    if (a->k_prerotated && (a->k_norm != NULL || a->k_norm_unweighted))
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_norm",
                         "k_norm with k_prerotated: keys rotated already were normalised before "
                         "(a KV cache holds them after both); leave k_norm out");
-    TRY(check_norm(err, "q_norm", a->q_norm, a->q_norm_len, a->q_norm_eps, D, H));
-    TRY(check_norm(err, "k_norm", a->k_norm, a->k_norm_len, a->k_norm_eps, D, Hkv));
+    TRY(check_norm(err, "q_norm", a->q_norm, a->q_norm_len, a->q_norm_eps, a->q_norm_unweighted,
+                   a->q_norm_offset, D, H));
+    TRY(check_norm(err, "k_norm", a->k_norm, a->k_norm_len, a->k_norm_eps, a->k_norm_unweighted,
+                   a->k_norm_offset, D, Hkv));
     if (!(a->softcap >= 0.0f) || !isfinite(a->softcap))
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "softcap",
                         "softcap=%g must be a positive number (or 0 for none)", (double)a->softcap);
@@ -317,6 +332,7 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err)
 
     TRY(check_scheme(a, H, D, Dv, err));
     TRY(check_positions(a, Lq, Lk, err));
+    TRY(pa__qscale_check(a, Lq, Lk, err));
     return PA_STATUS_OK;
 }
 
@@ -338,6 +354,9 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
     p->rope = a->scheme->type == PA_SCHEME_ROPE;
     p->r = p->rope ? pa_rope_rotary_dim(&a->scheme->rope, p->D) : 0;
     p->absolute = a->scheme->type == PA_SCHEME_SINUSOIDAL || a->scheme->type == PA_SCHEME_LEARNED;
+    p->q_norm = a->q_norm != NULL || a->q_norm_unweighted;
+    p->k_norm = a->k_norm != NULL || a->k_norm_unweighted;
+    p->q_scale = pa__qscale_on(a);
     if (p->layer) {
         /* One sequence: either positions array names both. */
         p->q_positions = a->q_positions != NULL ? a->q_positions : a->k_positions;

@@ -302,13 +302,12 @@ void pa__decode_keys(const pa__plan *p, const buffers *b, int32_t *j0, int32_t *
 static void prep_queries(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0,
                          int32_t h1)
 {
-    const pa_attention *a = p->a;
-    const row_norm qn = {a->q_norm, a->q_norm_len, a->q_norm_eps, b->q_inv};
+    const row_norm qn = pa__row_norm(p, b, false);
     for (int32_t h = h0; h < h1; h++) {
         float *dst = b->dq + (size_t)h * p->Lq * p->D;
         const float *src = io->Q + (size_t)h * p->D;
-        if (p->rope || qn.w != NULL)
-            pa__prep_rows(p, &qn, h, b->cos_q, b->sin_q, src, io->ldq, p->Lq, dst,
+        if (p->rope || qn.on || p->q_scale)
+            pa__prep_rows(p, &qn, h, b->cos_q, b->sin_q, b->q_scale, src, io->ldq, p->Lq, dst,
                           io->q_rot ? io->q_rot + (size_t)h * p->D : NULL, io->ldq);
         else
             for (int32_t i = 0; i < p->Lq; i++)
@@ -325,7 +324,6 @@ static void prep_queries(const pa__plan *p, const buffers *b, const head_io *io,
 static void own_results(const pa__plan *p, const buffers *b, const head_io *io, int32_t h0,
                         int32_t h1, int32_t f0, int32_t f1, bool prep_k)
 {
-    const pa_attention *a = p->a;
     float *store = io->logits != NULL ? io->logits : io->weights;
     const size_t half = (size_t)p->r / 2;
     if (store != NULL)
@@ -334,14 +332,14 @@ static void own_results(const pa__plan *p, const buffers *b, const head_io *io, 
     if (io->k_rot == NULL || !prep_k)
         return;
     for (int32_t g = (h0 + p->group - 1) / p->group; g * p->group < h1; g++) {
-        const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
+        const row_norm kn = pa__row_norm(p, b, true);
         for (int32_t j = f0; j < f1; j += 4) {
             const int32_t n = pa__min_i32(4, f1 - j);
             row_norm nm = kn;
             if (nm.inv != NULL)
                 nm.inv += j;
             pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)j * half : NULL,
-                          p->rope ? b->sin_k + (size_t)j * half : NULL,
+                          p->rope ? b->sin_k + (size_t)j * half : NULL, NULL,
                           io->K + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk, n, b->dk,
                           io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
         }
@@ -357,8 +355,8 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
     const int32_t Lq = p->Lq, D = p->D, Dv = p->Dv, G = p->group;
     const size_t half = (size_t)p->r / 2, st = PA__STATE(Dv);
     const int32_t g0 = h0 / G, g1 = (h1 + G - 1) / G; /* kv heads of [h0, h1) */
-    const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
-    const bool prep_k = (p->rope && !a->k_prerotated) || kn.w != NULL;
+    const row_norm kn = pa__row_norm(p, b, true);
+    const bool prep_k = (p->rope && !a->k_prerotated) || kn.on;
     const int32_t r0 = h0 * Lq, r1 = h1 * Lq;
     const bool stats = pa__want_stats(io);
     int32_t qmin = INT32_MAX, qmax = INT32_MIN;
@@ -399,7 +397,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
                         if (nm.inv != NULL)
                             nm.inv += j + t;
                         pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)(j + t) * half : NULL,
-                                      p->rope ? b->sin_k + (size_t)(j + t) * half : NULL,
+                                      p->rope ? b->sin_k + (size_t)(j + t) * half : NULL, NULL,
                                       kr + (size_t)t * io->ldk, io->ldk, 1, b->dk + (size_t)t * D,
                                       NULL, 0);
                     }

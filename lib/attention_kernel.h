@@ -42,8 +42,9 @@ typedef struct buffers {
     float *q, *k, *v;         /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
     float *kt;                /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
     float *vhead;             /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
-    float *qblk;              /* [BQ, D] rope or norms: one block of queries (or keys) as
-                             attention sees them */
+    float *qblk;              /* [BQ, D] rope, norms or q scales: one block of queries (or
+                                 keys) as attention sees them */
+    float *q_scale;           /* [Lq] query scalings by position: each row's factor */
     float *q_inv, *k_inv;     /* [Lq], [Lk] inverse RMS of each token's whole projection
                                  (q/k norms with a weight of H*D, Hkv*D) */
     float *attn;              /* [Lq, H*Dv] before w_o */
@@ -69,6 +70,12 @@ typedef struct buffers {
     bool pos_small;     /* every position within 2^30: differences fit int32 (lib/bias_row.c) */
     float *t5_bias;     /* [H, 2*max_distance+1] t5: each head's bias by relative position */
     float *bins;        /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
+    /* Shaw's key term (key_term): krel [krel_n, krel_ld] = scale * rel_k[krel_lo
+     * + r] . k_j, one kv head's keys by table row, of the rows any pair of
+     * the call reaches (pa__shaw_key_rows). */
+    float *krel;
+    int32_t krel_lo, krel_n;
+    size_t krel_ld;
 } buffers;
 
 typedef struct head_io {
@@ -111,14 +118,31 @@ static inline void pa__row_stats(float l, float lk, float a, float bd, float bf,
         io->far_share[r] = f;
 }
 
-/* An RMSNorm (posattn.h): its weight, length (D per head, or the whole
- * projection) and eps, and the whole-row inverse RMS of each token. */
+/* An RMSNorm (posattn.h): whether it applies, its weight (NULL: none),
+ * length (D per head, or the whole projection), eps and weight offset, and
+ * the whole-row inverse RMS of each token. */
 typedef struct row_norm {
+    bool on;
     const float *w;
     int32_t len;
     float eps;
+    float offset;
     const float *inv;
 } row_norm;
+
+/* The q (k == false) or k norm of a call. */
+static inline row_norm pa__row_norm(const pa__plan *p, const buffers *b, bool k)
+{
+    const pa_attention *a = p->a;
+    row_norm n;
+    n.on = k ? p->k_norm : p->q_norm;
+    n.w = k ? a->k_norm : a->q_norm;
+    n.len = n.w != NULL ? (k ? a->k_norm_len : a->q_norm_len) : p->D; /* unweighted: per head */
+    n.eps = k ? a->k_norm_eps : a->q_norm_eps;
+    n.offset = k ? a->k_norm_offset : a->q_norm_offset;
+    n.inv = k ? b->k_inv : b->q_inv;
+    return n;
+}
 
 /* kpos - qpos clamped into int32: T5 buckets and Shaw indices saturate long
  * before the clamp matters. */
@@ -131,6 +155,10 @@ static inline int32_t pa__rel_pos(int32_t kp, int32_t qp)
         return INT32_MIN;
     return (int32_t)d;
 }
+
+/* The rows [*lo, *lo + *n) of Shaw's tables that the pairs of query and key
+ * positions of p reach under its direction (attention.c). */
+void pa__shaw_key_rows(const pa__plan *p, int32_t *lo, int32_t *n);
 
 /* attention_mask.c */
 
@@ -152,19 +180,21 @@ void pa__visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int3
 void pa__mask_range(const pa__plan *p, int32_t h, int32_t i0, int32_t nq, int32_t *lo, int32_t *hi);
 
 /* The logits S [nq, nk] (row stride nk) of head h, query rows i0.., keys
- * j0..: Shaw's term, softcap, the scheme's bias, the caller's bias, masks. */
+ * j0..: Shaw's terms, softcap, the scheme's bias, the caller's bias, masks.
+ * With Shaw's key term, b->krel holds the kv head of h. */
 void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h, int32_t i0,
                        int32_t nq, int32_t j0, int32_t nk);
 
 /* attention_prefill.c */
 
 /* Rows [n] of head `head` (src: row stride ld) as attention sees them, into
- * dst [n, D]: RMS-normalised when nm->w is set, then rotated with the table
- * rows of those positions (rope); copied to ret (row stride ret_ld) when the
+ * dst [n, D]: RMS-normalised when nm->on, then rotated with the table rows
+ * of those positions (rope), then multiplied by scale[i] (the query
+ * scalings; NULL for none); copied to ret (row stride ret_ld) when the
  * caller asked for the tensor. */
 void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const float *cos_t,
-                   const float *sin_t, const float *src, int ld, int32_t n, float *dst, float *ret,
-                   int ret_ld);
+                   const float *sin_t, const float *scale, const float *src, int ld, int32_t n,
+                   float *dst, float *ret, int ret_ld);
 
 /* Work units of the tiled kernel: (query head, block of BQ queries),
  * head-major. */

@@ -172,9 +172,9 @@ void pa__mask_range(const pa__plan *p, int32_t h, int32_t i0, int32_t nq, int32_
 }
 
 /* The logits tile S [nq, nk] of head h (scale * q.k) into what the softmax
- * takes: Shaw's scale * q.rel_k added, softcap, the scheme's position bias
- * and the caller's bias added, masked entries -inf. Entries already -inf
- * (columns a causal group did not compute) stay so. */
+ * takes: Shaw's scale * q.rel_k (and scale * k.rel_k) added, softcap, the
+ * scheme's position bias and the caller's bias added, masked entries -inf.
+ * Entries already -inf (columns a causal group did not compute) stay so. */
 void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h, int32_t i0,
                        int32_t nq, int32_t j0, int32_t nk)
 {
@@ -189,6 +189,8 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
         float *row = S + (size_t)i * nk;
         int32_t qp = b->qpos[i0 + i];
         if (s->type == PA_SCHEME_SHAW) {
+            /* qrel's rows are by kpos - qpos whatever the direction (the
+             * tiled kernel reverses them for query_minus_key). */
             int32_t K = s->shaw.max_relative_position;
             const float *qr = b->qrel + (size_t)i * (2 * (size_t)K + 1);
             if (b->pos_small)
@@ -196,6 +198,10 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
             else
                 for (int32_t j = 0; j < nk; j++)
                     row[j] += qr[pa_shaw_index(pa__rel_pos(kpos[j], qp), K)];
+            if (b->krel != NULL)
+                pa__row_add_rel_key(row, kpos, nk, qp, b->krel + j0, b->krel_ld, b->krel_lo, K,
+                                    s->shaw.direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY,
+                                    b->kpos_unit);
         }
         if (a->softcap > 0.0f)
             pa__row_softcap(row, nk, a->softcap);

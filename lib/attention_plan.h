@@ -12,6 +12,9 @@ typedef struct pa__plan {
     bool layer;    /* x and weights given */
     bool rope;     /* q and k are rotated */
     bool absolute; /* the scheme adds an encoding to x */
+    bool q_norm;   /* q is RMS-normalised (with a weight or without) */
+    bool k_norm;
+    bool q_scale; /* attn_temperature_tuning or logn_scaling scale the q rows */
     int32_t H, Hkv, group, D, Dv, Lq, Lk;
     int32_t key_len; /* keys at or past this index are padding */
     int32_t r;       /* rotary dim (rope only) */
@@ -23,5 +26,15 @@ typedef struct pa__plan {
 
 /* Resolves defaults for a descriptor that passed pa_attention_check. */
 void pa__plan_init(pa__plan *p, const pa_attention *a);
+
+/* lib/attention_qscale.c: the query scalings by position (posattn.h). */
+
+/* Whether a (checked) descriptor scales its query rows. */
+bool pa__qscale_on(const pa_attention *a);
+/* Validates the scalings' parameters, and the query positions they read
+ * (Lq of them, defaults resolved as pa__plan_init does). */
+pa_status pa__qscale_check(const pa_attention *a, int32_t Lq, int32_t Lk, pa_error *err);
+/* scale[i] = the factor of the query at position qpos[i], i < n. */
+void pa__qscale_fill(const pa_attention *a, const int32_t *qpos, int32_t n, float *scale);
 
 #endif

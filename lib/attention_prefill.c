@@ -48,6 +48,16 @@ static int32_t group_end(const pa__plan *p, const buffers *b, int32_t r, int32_t
     return hi;
 }
 
+/* x[0 .. n) in reverse order, in place. */
+static void reverse_row(float *x, int32_t n)
+{
+    for (int32_t a = 0, z = n - 1; a < z; a++, z--) {
+        const float t = x[a];
+        x[a] = x[z];
+        x[z] = t;
+    }
+}
+
 /* Writes -inf logits for a hidden tile, so the rows stay complete. */
 static void fill_hidden(float *rows, size_t ld, int32_t nq, int32_t nk)
 {
@@ -88,6 +98,11 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         /* qrel [nq, 2K+1] = scale * Q_block rel_k^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nrel, p->D, p->scale, Qb, op->ldq,
                     shaw->rel_k, p->D, 0.0f, b->qrel, nrel);
+        /* Indexed by qpos - kpos, row idx is row 2K - idx by kpos - qpos:
+         * reversed, the rows serve the lookups by kpos - qpos below. */
+        if (shaw->direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY)
+            for (int32_t i = 0; i < nq; i++)
+                reverse_row(b->qrel + (size_t)i * nrel, nrel);
     }
 
     for (int32_t t0 = 0; t0 < p->Lk; t0 += BK) {
@@ -179,7 +194,6 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                 pa__row_bin_rel(b->S + (size_t)i * nk, b->kpos + j0, nk, b->qpos[i0 + i],
                                 bins + (size_t)i * nrel, shaw->max_relative_position, b->kpos_unit);
         } else if (shaw && shaw->rel_v != NULL) {
-            const int32_t K = shaw->max_relative_position;
             for (int32_t i = 0; i < nq; i++) {
                 const float *prow = b->S + (size_t)i * nk;
                 float *o = b->O + (size_t)i * Dv;
@@ -188,8 +202,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                     const float *rv;
                     if (prow[j] == 0.0f)
                         continue;
-                    rv = shaw->rel_v +
-                         (size_t)pa_shaw_index(pa__rel_pos(b->kpos[j0 + j], qp), K) * Dv;
+                    rv = shaw->rel_v + (size_t)pa_shaw_pair_index(shaw, qp, b->kpos[j0 + j]) * Dv;
                     for (int32_t d = 0; d < Dv; d++)
                         o[d] += prow[j] * rv[d];
                 }
@@ -197,8 +210,13 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         }
     }
 
-    if (bins != NULL)
+    if (bins != NULL) {
+        /* The bins are by kpos - qpos; rel_v's rows by the direction. */
+        if (shaw->direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY)
+            for (int32_t i = 0; i < nq; i++)
+                reverse_row(bins + (size_t)i * nrel, nrel);
         pa__tile_pv(nq, Dv, nrel, bins, nrel, shaw->rel_v, Dv, b->O, Dv);
+    }
     for (int32_t i = 0; i < nq; i++) {
         float *dst = io->out + (size_t)(i0 + i) * p->H * Dv + (size_t)h * Dv;
         /* Finite inputs whose products overflow give +inf or NaN logits;
@@ -229,16 +247,16 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
 
 /* See attention_kernel.h. */
 void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const float *cos_t,
-                   const float *sin_t, const float *src, int ld, int32_t n, float *dst, float *ret,
-                   int ret_ld)
+                   const float *sin_t, const float *scale, const float *src, int ld, int32_t n,
+                   float *dst, float *ret, int ret_ld)
 {
     const size_t half = (size_t)p->r / 2;
     const int32_t D = p->D;
     for (int32_t i = 0; i < n; i++) {
         const float *x = src + (size_t)i * ld;
         float *y = dst + (size_t)i * D;
-        if (nm->w != NULL) {
-            const float *wh = nm->len == D ? nm->w : nm->w + (size_t)head * D;
+        if (nm->on) {
+            const float *wh = nm->w == NULL || nm->len == D ? nm->w : nm->w + (size_t)head * D;
             float s;
             if (nm->len == D) {
                 double ss = 0.0;
@@ -248,14 +266,24 @@ void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const fl
             } else {
                 s = nm->inv[i];
             }
-            for (int32_t d = 0; d < D; d++)
-                y[d] = x[d] * s * wh[d];
+            if (wh == NULL) /* Llama 4's L2Norm */
+                for (int32_t d = 0; d < D; d++)
+                    y[d] = x[d] * s;
+            else if (nm->offset != 0.0f) /* the multiplier is weight + offset, in float */
+                for (int32_t d = 0; d < D; d++)
+                    y[d] = x[d] * s * (wh[d] + nm->offset);
+            else
+                for (int32_t d = 0; d < D; d++)
+                    y[d] = x[d] * s * wh[d];
         } else {
             memcpy(y, x, (size_t)D * sizeof(float));
         }
         if (p->rope)
             pa_rope_apply(&p->scheme->rope, D, 1, 1, cos_t + (size_t)i * half,
                           sin_t + (size_t)i * half, y, y);
+        if (scale != NULL) /* after rope, as Hugging Face and Qwen scale q */
+            for (int32_t d = 0; d < D; d++)
+                y[d] *= scale[i];
         if (ret != NULL)
             memcpy(ret + (size_t)i * ret_ld, y, (size_t)D * sizeof(float));
     }
@@ -279,10 +307,9 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
     const pa_attention *a = p->a;
     const size_t half = (size_t)p->r / 2;
     const int64_t nb = blocks_per_head(p);
-    const row_norm qn = {a->q_norm, a->q_norm_len, a->q_norm_eps, b->q_inv};
-    const row_norm kn = {a->k_norm, a->k_norm_len, a->k_norm_eps, b->k_inv};
-    const bool prep_q = p->rope || qn.w != NULL;
-    const bool prep_k = (p->rope && !a->k_prerotated) || kn.w != NULL;
+    const row_norm qn = pa__row_norm(p, b, false), kn = pa__row_norm(p, b, true);
+    const bool prep_q = p->rope || qn.on || p->q_scale;
+    const bool prep_k = (p->rope && !a->k_prerotated) || kn.on;
     for (int32_t g = 0; g < p->Hkv; g++) {
         /* Units of kv head g: [g*group*nb, (g+1)*group*nb). */
         const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
@@ -316,13 +343,21 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                 if (nm.inv != NULL)
                     nm.inv += j0;
                 pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)j0 * half : NULL,
-                              p->rope ? b->sin_k + (size_t)j0 * half : NULL,
+                              p->rope ? b->sin_k + (size_t)j0 * half : NULL, NULL,
                               Kh + (size_t)j0 * io->ldk, io->ldk, n, b->qblk,
                               ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
                 pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
             }
         } else {
             pa__tile_pack_kt(p->Lk, p->D, Kh, io->ldk, b->kt, op.ldkt);
+        }
+        if (b->krel != NULL) {
+            /* Shaw's key term of this kv head by table row: krel = scale *
+             * rel_k[lo .. lo+n) K^T, the keys as attention sees them. */
+            const pa_shaw *s = &p->scheme->shaw;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b->krel_n, p->Lk, p->D, p->scale,
+                        s->rel_k + (size_t)b->krel_lo * p->D, p->D, b->kt, (int)op.ldkt, 0.0f,
+                        b->krel, (int)b->krel_ld);
         }
         for (int64_t u = g0 > u0 ? g0 : u0; u < g1 && u < u1; u++) {
             const int32_t h = (int32_t)(u / nb), i0 = (int32_t)(u % nb) * BQ;
@@ -335,7 +370,8 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                     nm.inv += i0;
                 pa__prep_rows(
                     p, &nm, h, p->rope ? b->cos_q + (size_t)i0 * half : NULL,
-                    p->rope ? b->sin_q + (size_t)i0 * half : NULL, op.Qb, io->ldq, nq, b->qblk,
+                    p->rope ? b->sin_q + (size_t)i0 * half : NULL,
+                    b->q_scale != NULL ? b->q_scale + i0 : NULL, op.Qb, io->ldq, nq, b->qblk,
                     io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D : NULL,
                     io->ldq);
                 op.Qb = b->qblk;

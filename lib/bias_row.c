@@ -85,6 +85,46 @@ PA__CLONES void pa__row_add_rel(float *row, const int32_t *kpos, int32_t n, int3
     }
 }
 
+PA__CLONES void pa__row_add_rel_key(float *row, const int32_t *kpos, int32_t n, int32_t qp,
+                                    const float *kr, size_t ld, int32_t lo, int32_t md,
+                                    bool reverse, bool unit)
+{
+    if (n <= 0)
+        return;
+    if (unit) {
+        /* Keys before a and from b on are clipped to one end of the table
+         * each: their terms are a contiguous run of one kr row. */
+        int32_t a, b;
+        int64_t off; /* key 0's unclipped index is off (+ j, or - j when reverse) */
+        unit_span(kpos, n, qp, md, &a, &b);
+        off = reverse ? md - ((int64_t)kpos[0] - qp) : (int64_t)kpos[0] - qp + md;
+        if (a > 0) {
+            const float *src = kr + (size_t)((reverse ? 2 * (int64_t)md : 0) - lo) * ld;
+            for (int32_t j = 0; j < a; j++)
+                row[j] += src[j];
+        }
+        if (reverse) {
+            for (int32_t j = a; j < b; j++)
+                row[j] += kr[(size_t)(off - j - lo) * ld + (size_t)j];
+        } else {
+            for (int32_t j = a; j < b; j++)
+                row[j] += kr[(size_t)(off + j - lo) * ld + (size_t)j];
+        }
+        if (b < n) {
+            const float *src = kr + (size_t)((reverse ? 0 : 2 * (int64_t)md) - lo) * ld;
+            for (int32_t j = b; j < n; j++)
+                row[j] += src[j];
+        }
+        return;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        int64_t d = (int64_t)kpos[j] - qp;
+        d = reverse ? -d : d;
+        d = d < -md ? -md : d > md ? md : d;
+        row[j] += kr[(size_t)(d + md - lo) * ld + (size_t)j];
+    }
+}
+
 PA__CLONES void pa__row_bin_rel(const float *p, const int32_t *kpos, int32_t n, int32_t qp,
                                 float *bins, int32_t md, bool unit)
 {

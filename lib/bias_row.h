@@ -1,6 +1,6 @@
 /* bias_row.h - the row kernels of the logit biases (lib/bias_row.c): what
- * ALiBi, T5, Shaw and a caller's bias add to a row of logits, and Shaw's
- * value term, written to vectorize.
+ * ALiBi, T5, Shaw (its query and key terms) and a caller's bias add to a
+ * row of logits, and Shaw's value term, written to vectorize.
  *
  * Rows are nk logits of one query at position qp against keys at positions
  * kpos[0..nk). `unit` says the positions are consecutive (kpos[j] ==
@@ -11,6 +11,7 @@
 #define PA_BIAS_ROW_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* row[j] -= m * (qp - kpos[j]), or m * |qp - kpos[j]| when symmetric. The
@@ -24,6 +25,14 @@ void pa__row_add(float *row, const float *src, int32_t n);
  * bias or Shaw's q.rel_k by relative position. Positions within 2^30. */
 void pa__row_add_rel(float *row, const int32_t *kpos, int32_t n, int32_t qp, const float *tab,
                      int32_t md, bool unit);
+
+/* row[j] += kr[(idx_j - lo) * ld + j], idx_j = clamp(kpos[j] - qp, -md, md)
+ * + md, or clamp(qp - kpos[j], -md, md) + md when reverse: Shaw's key term
+ * scale * k_j . rel_k[idx], held by table row (kr's rows lo .. of the
+ * table, its columns the keys from this row's first). Any int32 positions;
+ * every idx_j - lo must be a row of kr. */
+void pa__row_add_rel_key(float *row, const int32_t *kpos, int32_t n, int32_t qp, const float *kr,
+                         size_t ld, int32_t lo, int32_t md, bool reverse, bool unit);
 
 /* bins[clamp(kpos[j] - qp, -md, md) + md] += p[j]: a row's probabilities
  * summed by relative position (Shaw's values are then bins . rel_v). */

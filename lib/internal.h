@@ -123,8 +123,8 @@ pa_status pa__learned_check(const pa_learned *l, int32_t d_model, const int32_t 
 pa_status pa__alibi_check(const pa_alibi *a, int32_t num_heads, pa_error *err);
 /* t5 for attention: pa_t5_check plus table non-NULL with shape [num_buckets, H]. */
 pa_status pa__t5_check_table(const pa_t5 *t, int32_t num_heads, pa_error *err);
-/* shaw: K >= 0, rel_k non-NULL with shape [2K+1, head_dim], rel_v NULL or
- * [2K+1, v_head_dim]. */
+/* shaw: K >= 0, a known direction, rel_k non-NULL with shape [2K+1,
+ * head_dim], rel_v NULL or [2K+1, v_head_dim]. */
 pa_status pa__shaw_check(const pa_shaw *s, int32_t head_dim, int32_t v_head_dim, pa_error *err);
 
 #endif /* PA_INTERNAL_H */

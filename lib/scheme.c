@@ -43,6 +43,7 @@ static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
 
 static const char *const rope_layout_names[] = {"neox", "gptj"};
 static const char *const sinusoidal_layout_names[] = {"interleaved", "concat"};
+static const char *const shaw_direction_names[] = {"key_minus_query", "query_minus_key"};
 static const char *const site_names[] = {"none", "input", "qk_rotation", "logits",
                                          "logits_values"};
 
@@ -144,5 +145,19 @@ bool pa_rope_scaling_from_name(const char *name, pa_rope_scaling *out)
     if (!value_of(rope_scaling_names, COUNT_OF(rope_scaling_names), name, &v))
         return false;
     *out = (pa_rope_scaling)v;
+    return true;
+}
+
+const char *pa_shaw_direction_name(pa_shaw_direction direction)
+{
+    return name_of(shaw_direction_names, COUNT_OF(shaw_direction_names), (int)direction);
+}
+
+bool pa_shaw_direction_from_name(const char *name, pa_shaw_direction *out)
+{
+    int v;
+    if (!value_of(shaw_direction_names, COUNT_OF(shaw_direction_names), name, &v))
+        return false;
+    *out = (pa_shaw_direction)v;
     return true;
 }

@@ -9,6 +9,7 @@
 #include "http/http.h"
 #include "runtime/metrics.h"
 #include "runtime/pool.h"
+#include "model/model.h"
 #include "store/tensor_store.h"
 
 #include "posattn.h"
@@ -149,6 +150,7 @@ int main(int argc, char **argv)
     srv_pool *pool;
     srv_http *http;
     srv_tensor_store *tensors = NULL;
+    srv_model_set *models = NULL;
     char msg[1024];
     int port = 0, sig = 0, rc;
     uint64_t t0;
@@ -194,6 +196,18 @@ int main(int argc, char **argv)
                 t->tensor[0] ? ":" : "", t->tensor, srv_dtype_name(t->dtype), t->count,
                 t->mapped ? " (mapped)" : " (converted)");
     }
+    /* Models: a config posattn cannot read stops start-up, as a tensor. */
+    if (!srv_model_set_load(cfg.models, cfg.n_models, &models, msg, sizeof msg)) {
+        fprintf(stderr, "posattnd: cannot load models: %s\n", msg);
+        srv_tensor_store_free(tensors);
+        return 1;
+    }
+    cfg.model_set = models;
+    for (size_t i = 0; i < srv_model_set_count(models); i++) {
+        const srv_model *m = srv_model_set_at(models, i);
+        fprintf(stderr, "posattnd: model %s: %s, %d layers%s\n", m->name, m->model_type,
+                (int)m->n_layers, m->encoder_decoder ? " + a decoder" : "");
+    }
 
     /* Before any thread of ours exists, so that all of them inherit the
      * mask; the handler covers the threads that OpenBLAS started earlier. */
@@ -201,6 +215,7 @@ int main(int argc, char **argv)
     if (!signals_install()) {
         fprintf(stderr, "posattnd: cannot install the signal handlers\n");
         srv_tensor_store_free(tensors);
+        srv_model_set_free(models);
         return 1;
     }
     sigemptyset(&sigs);
@@ -224,6 +239,7 @@ int main(int argc, char **argv)
         srv_pool_stop(pool);
         srv_metrics_free(metrics);
         srv_tensor_store_free(tensors);
+        srv_model_set_free(models);
         srv_keyring_free(keyring);
         return 1;
     }
@@ -297,6 +313,7 @@ int main(int argc, char **argv)
     srv_pool_stop(pool);
     srv_metrics_free(metrics);
     srv_tensor_store_free(tensors);
+    srv_model_set_free(models);
     srv_keyring_free(keyring);
     fprintf(stderr, "posattnd: stopped\n");
     return 0;

@@ -97,19 +97,40 @@ static int visible(const pa_attention *a, int h, int i, int j, long qp, long kp,
     return 1;
 }
 
-/* x [L, heads, D] in place: x * w / sqrt(mean(x^2) + eps), the mean over
- * each head (wlen == D) or over the whole row of heads * D values. */
-static void rms_norm(double *x, int L, int heads, int D, const float *w, int wlen, double eps)
+/* The row of Shaw's tables for rel = kpos - qpos: clip(rel, -K, K) + K,
+ * or clip(-rel, -K, K) + K when the table is indexed by qpos - kpos
+ * (direction query_minus_key). */
+static long shaw_row(const pa_shaw *sh, long rel)
+{
+    long K = sh->max_relative_position;
+    long r = sh->direction == PA_SHAW_DIRECTION_QUERY_MINUS_KEY ? -rel : rel;
+    return (r < -K ? -K : r > K ? K : r) + K;
+}
+
+/* The multiplier of norm weight value w: w + offset, a float32 sum as
+ * documented (Gemma's 1 + weight); 1 without a weight. */
+static double norm_mult(const float *w, size_t c, float offset)
+{
+    if (w == NULL)
+        return 1.0;
+    return (double)(float)(w[c] + offset);
+}
+
+/* x [L, heads, D] in place: x * (w + offset) / sqrt(mean(x^2) + eps), the
+ * mean over each head (wlen == D, or no weight) or over the whole row of
+ * heads * D values. */
+static void rms_norm(double *x, int L, int heads, int D, const float *w, int wlen, double eps,
+                     float offset)
 {
     for (int t = 0; t < L; t++) {
         double *row = x + (size_t)t * heads * D;
-        if (wlen == heads * D && heads > 1) {
+        if (w != NULL && wlen == heads * D && heads > 1) {
             double ss = 0;
             for (int c = 0; c < heads * D; c++)
                 ss += row[c] * row[c];
             double inv = 1.0 / sqrt(ss / (heads * D) + eps);
             for (int c = 0; c < heads * D; c++)
-                row[c] = row[c] * inv * w[c];
+                row[c] = row[c] * inv * norm_mult(w, (size_t)c, offset);
             continue;
         }
         for (int h = 0; h < heads; h++) {
@@ -118,9 +139,25 @@ static void rms_norm(double *x, int L, int heads, int D, const float *w, int wle
                 ss += xh[d] * xh[d];
             double inv = 1.0 / sqrt(ss / D + eps);
             for (int d = 0; d < D; d++)
-                xh[d] = xh[d] * inv * w[d];
+                xh[d] = xh[d] * inv * norm_mult(w, (size_t)d, offset);
         }
     }
+}
+
+/* The factor of the query at position p, from the models' own code:
+ * Hugging Face Llama4TextAttention, attn_scales = log(floor((p + 1) /
+ * floor_scale) + 1) * attn_scale + 1; Qwen-1's logn_list[p] =
+ * math.log(p + 1, seq_length) when p + 1 > seq_length, else 1. */
+static double query_factor(const pa_attention *a, long p)
+{
+    double f = 1.0;
+    if (a->temperature_floor_scale > 0) {
+        double steps = floor((double)(p + 1) / a->temperature_floor_scale);
+        f = log(steps + 1.0) * a->temperature_attn_scale + 1.0;
+    }
+    if (a->logn_train_length > 0 && p + 1 > (long)a->logn_train_length)
+        f *= log((double)(p + 1)) / log((double)a->logn_train_length);
+    return f;
 }
 
 void ref_attention(const pa_attention *a, double *out, double *weights, double *logits,
@@ -195,10 +232,10 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
 
     /* RMSNorm of q and k, before rope: over each head's D values for a
      * weight of D, over the token's whole projection for a longer one. */
-    if (a->q_norm)
-        rms_norm(q, Lq, H, D, a->q_norm, a->q_norm_len, a->q_norm_eps);
-    if (a->k_norm)
-        rms_norm(k, Lk, Hkv, D, a->k_norm, a->k_norm_len, a->k_norm_eps);
+    if (a->q_norm || a->q_norm_unweighted)
+        rms_norm(q, Lq, H, D, a->q_norm, a->q_norm_len, a->q_norm_eps, a->q_norm_offset);
+    if (a->k_norm || a->k_norm_unweighted)
+        rms_norm(k, Lk, Hkv, D, a->k_norm, a->k_norm_len, a->k_norm_eps, a->k_norm_offset);
 
     if (s->type == PA_SCHEME_ROPE) {
         int maxpos = INT32_MIN;
@@ -249,6 +286,12 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
         free(inv);
         free(tmp);
     }
+    /* The query scalings by position, after rope (as the models apply them). */
+    for (int i = 0; i < Lq; i++) {
+        double f = query_factor(a, qpos[i]);
+        for (int c = 0; c < H * D; c++)
+            q[(size_t)i * H * D + c] *= f;
+    }
     if (q_rot)
         memcpy(q_rot, q, (size_t)Lq * H * D * sizeof *q);
     if (k_rot)
@@ -295,12 +338,20 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                                     h];
                     break;
                 case PA_SCHEME_SHAW: {
-                    /* Shaw's term is content: softcap applies to it. */
-                    int K = s->shaw.max_relative_position;
-                    long c = rel < -K ? -K : rel > K ? K : rel;
-                    const float *rk = s->shaw.rel_k + (size_t)(c + K) * D;
-                    for (int d = 0; d < D; d++)
-                        content += scale * qi[d] * rk[d];
+                    /* Shaw's terms are content: softcap applies to them.
+                     * Hugging Face BERT (relative_key, relative_key_query):
+                     *   distance = position_ids_l - position_ids_r
+                     *   E = distance_embedding(distance + max_pos - 1)
+                     *   scores = (q.k + q.E [+ k.E]) / sqrt(head_dim)
+                     * which is the clipped table index of qpos - kpos with
+                     * K = max_pos - 1, and scale * everything. */
+                    const float *E = s->shaw.rel_k + (size_t)shaw_row(&s->shaw, rel) * D;
+                    double qE = 0, kE = 0;
+                    for (int d = 0; d < D; d++) {
+                        qE += qi[d] * E[d];
+                        kE += kj[d] * E[d];
+                    }
+                    content = scale * (dot + qE + (s->shaw.key_term ? kE : 0.0));
                     break;
                 }
                 default:
@@ -332,10 +383,8 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                 for (int d = 0; d < Dv; d++) {
                     double vv = v[((size_t)j * Hkv + g) * Dv + d];
                     if (s->type == PA_SCHEME_SHAW && s->shaw.rel_v) {
-                        int K = s->shaw.max_relative_position;
                         long rel = (long)kpos[j] - qpos[i];
-                        long c = rel < -K ? -K : rel > K ? K : rel;
-                        vv += s->shaw.rel_v[(size_t)(c + K) * Dv + d];
+                        vv += s->shaw.rel_v[(size_t)shaw_row(&s->shaw, rel) * Dv + d];
                     }
                     o[((size_t)i * H + h) * Dv + d] += w * vv;
                 }

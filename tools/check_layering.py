@@ -3,7 +3,7 @@
 
 The tree is its architecture (docs/architecture.md):
 
-    server/main.c -> http/ -> runtime/, v2/ -> api/ -> store/ -> codec/ -> common/ -> include/ <- lib/
+    server/main.c -> http/ -> runtime/, v2/ -> api/ -> model/, store/ -> codec/ -> common/ -> include/ <- lib/
 
 (runtime/ and v2/ stand side by side: neither includes the other.) A folder
 may include its own headers and those of the folders below it, never those
@@ -43,11 +43,12 @@ import tempfile
 # Each server folder, and the folders below it that it may include (besides
 # itself and include/). The order is the one of the request path, top down.
 LAYERS = [
-    ("", ["http", "runtime", "v2", "api", "store", "codec", "common"]),  # server/main.c
-    ("http", ["runtime", "v2", "api", "store", "codec", "common"]),
-    ("runtime", ["api", "store", "codec", "common"]),
-    ("v2", ["api", "store", "codec", "common"]),
-    ("api", ["store", "codec", "common"]),
+    ("", ["http", "runtime", "v2", "api", "model", "store", "codec", "common"]),  # server/main.c
+    ("http", ["runtime", "v2", "api", "model", "store", "codec", "common"]),
+    ("runtime", ["api", "model", "store", "codec", "common"]),
+    ("v2", ["api", "model", "store", "codec", "common"]),
+    ("api", ["model", "store", "codec", "common"]),
+    ("model", ["codec", "common"]),
     ("store", ["codec", "common"]),
     ("codec", ["common"]),
     ("common", []),

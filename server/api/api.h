@@ -25,6 +25,8 @@ extern const srv_endpoint srv_ep_encode;    /* POST /v1/encode (api/encode.c) */
 extern const srv_endpoint srv_ep_analyze;   /* POST /v1/analyze (api/analyze.c) */
 extern const srv_endpoint srv_ep_schemes;   /* GET /v1/schemes (api/schemes.c) */
 extern const srv_endpoint srv_ep_tensors;   /* GET /v1/tensors (api/tensors.c) */
+extern const srv_endpoint srv_ep_models;    /* GET /v1/models (api/models.c) */
+extern const srv_endpoint srv_ep_models_resolve; /* POST /v1/models/resolve (api/models.c) */
 
 typedef struct srv_limits {
     size_t max_batch_items;     /* items in one /v1/attention batch */
@@ -35,6 +37,9 @@ typedef struct srv_limits {
      * NULL when none are loaded. Read-only, shared by every thread. */
     const struct srv_tensor_store *tensors;
     double max_request_gflop; /* estimated compute of a request (2 x its multiply-adds); 0: none */
+    /* Models loaded at start-up (--model, model/model.h), for items'
+     * "model": "NAME"; NULL when none is loaded. Read-only, shared. */
+    const struct srv_model_set *models;
 } srv_limits;
 
 /* A growable per-worker scratch buffer, reused across tasks so that pages

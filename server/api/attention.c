@@ -159,6 +159,20 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
         !check_results(&a->it, &ctx, &a->err))
         goto fail;
     ws = pa_attention_workspace_size(&a->it.att);
+    /* Shaw's key term sizes its table by the rows the positions reach: a
+     * batch whose sequences have positions of their own takes the most
+     * any of them needs (0, an overflow, wins). */
+    if (ws != 0 && (a->it.q_pos_stride != 0 || a->it.k_pos_stride != 0)) {
+        for (int32_t b = 1; b < a->it.B; b++) {
+            pa_attention sb;
+            size_t n;
+            api_item_sequence(&a->it, b, &sb);
+            n = pa_attention_workspace_size(&sb);
+            ws = n == 0 ? 0 : n > ws ? n : ws;
+            if (ws == 0)
+                break;
+        }
+    }
     if (ws == 0) {
         api_fail(&a->err, &ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "",
                  "the attention workspace for these sizes overflows the address space");
@@ -168,6 +182,13 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     if (a->it.att.x != NULL) /* the projections: x w_q, x w_k, x w_v (and w_o) */
         macs += (double)(a->it.Lq + 2 * a->it.Lk) * a->it.att.d_model * a->it.H * a->it.D +
                 (double)a->it.Lq * a->it.H * a->it.Dv * a->it.att.d_out;
+    if (a->it.att.scheme->type == PA_SCHEME_SHAW && a->it.att.scheme->shaw.key_term) {
+        /* Shaw's key term: each kv head's keys against the table rows the
+         * positions reach (about Lq + Lk - 1 of them when consecutive). */
+        const double rows = 2.0 * a->it.att.scheme->shaw.max_relative_position + 1.0;
+        const double reach = (double)a->it.Lq + a->it.Lk - 1.0;
+        macs += (double)a->it.Hkv * a->it.Lk * a->it.D * (rows < reach ? rows : reach);
+    }
     a->macs = macs * a->it.B;
     /* Short query rows are spread out of the weights after the run, which
      * one task does for all heads. */

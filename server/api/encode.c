@@ -8,7 +8,8 @@
  *                        attention factor), attention_factor, rotary_dim
  *   alibi                slopes [H]; bias [H, Lq, Lk] when lengths are given
  *   t5                   buckets [Lq, Lk] (INT32); bias [H, Lq, Lk] with a table
- *   shaw                 index [Lq, Lk] (INT32)
+ *   shaw                 index [Lq, Lk] (INT32): the table row of each pair,
+ *                        by the scheme's direction
  *   none                 a note only
  *
  * rope with mrope_section takes positions [3, n] (temporal, height, width)
@@ -487,9 +488,10 @@ static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
                 int64_t d = (int64_t)ej->k_positions[b] - ej->q_positions[a];
                 int32_t rel = d > INT32_MAX ? INT32_MAX : d < INT32_MIN ? INT32_MIN : (int32_t)d;
                 ej->ints[(size_t)a * ej->Lk + b] =
-                    s->type == PA_SCHEME_T5 ? pa_t5_bucket(rel, s->t5.bidirectional,
-                                                           s->t5.num_buckets, s->t5.max_distance)
-                                            : pa_shaw_index(rel, s->shaw.max_relative_position);
+                    s->type == PA_SCHEME_T5
+                        ? pa_t5_bucket(rel, s->t5.bidirectional, s->t5.num_buckets,
+                                       s->t5.max_distance)
+                        : pa_shaw_pair_index(&s->shaw, ej->q_positions[a], ej->k_positions[b]);
             }
         }
         break;

@@ -49,6 +49,12 @@ static const char *const attention_fields[] = {
     "attention_mask",
     "query_length",
     "k_prerotated",
+    "attn_temperature_tuning",
+    "logn_scaling",
+    "model", /* api/model_item.c: these four are read before the others */
+    "layer",
+    "stack",
+    "override",
 };
 
 void api_item_free(api_item *it)
@@ -512,17 +518,23 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     const char *known[64];
     size_t n_known = 0;
     pa_error pe;
+    api_model_use mu;
 
     memset(out, 0, sizeof *out);
     if (!cJSON_IsObject(obj))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "",
                         "an attention item must be an object, found %s", api_json_type(obj));
+    /* An item that names a model is read merged with its layer's options. */
+    if (!api_model_merge(obj, ctx, &mu, e))
+        return false;
+    if (mu.merged != NULL)
+        obj = mu.merged;
     for (size_t i = 0; i < sizeof attention_fields / sizeof attention_fields[0]; i++)
         known[n_known++] = attention_fields[i];
     for (size_t i = 0; i < n_extra && n_known < sizeof known / sizeof known[0]; i++)
         known[n_known++] = extra[i];
     if (!api_check_fields(obj, known, n_known, "", "an attention item", ctx, e))
-        return false;
+        goto fail;
 
     if (!api_scheme_parse(api_member(obj, "scheme"), ctx, &out->scheme, e))
         goto fail;
@@ -533,7 +545,8 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     } else if (!parse_qkv(obj, ctx, out, e)) {
         goto fail;
     }
-    if (!parse_masks(obj, ctx, out, e) || !api_item_parse_options(obj, ctx, out, e))
+    if (!api_model_check_shapes(&mu, out, ctx, e) || !parse_masks(obj, ctx, out, e) ||
+        !api_item_parse_options(obj, ctx, out, e))
         goto fail;
 
     if (pa_attention_check(&out->att, &pe) != PA_STATUS_OK) {
@@ -586,9 +599,11 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
         out->input_bytes = api_add_sat(
             out->input_bytes,
             3 * (size_t)out->Lk * (out->k_mrope_stride ? (size_t)out->B : 1) * sizeof(int32_t));
+    api_model_use_free(&mu);
     return true;
 
 fail:
+    api_model_use_free(&mu);
     api_item_free(out);
     return false;
 }

@@ -1,13 +1,14 @@
 /* item_options.c - the options of current models in an attention item
  * (softcap, sinks, chunk_size, mask, bias, attention_mask, k_prerotated,
- * q/k norms, projection biases): their table for GET /v1/schemes and
- * their parsing, called by api_item_parse (item.c) once the shapes are
- * known.
+ * q/k norms, the query scalings by position, projection biases): their
+ * table for GET /v1/schemes and their parsing, called by api_item_parse
+ * (item.c) once the shapes are known.
  */
 #include "api/request.h"
 
 #include "api/json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +58,8 @@ static bool parse_score_tensor(const cJSON *v, const char *name, srv_elem kind, 
 
 static const api_option options[] = {
     {"softcap", "number", NULL,
-     "content logit l (scale q.k after rope, with shaw's q.rel_k) -> softcap * tanh(l / softcap), "
-     "before position biases, bias and masks",
+     "content logit l (scale q.k after rope, with shaw's q.rel_k and k.rel_k terms) -> softcap * "
+     "tanh(l / softcap), before position biases, bias and masks",
      "Gemma 2 (as Hugging Face, FlashAttention and ggml; ONNX Attention masks first)", "parameter"},
     {"sinks", "tensor", "[H]",
      "a raw logit per query head joins each row's softmax and is dropped: w_ij = exp(l_ij - m) / "
@@ -82,14 +83,28 @@ static const api_option options[] = {
      "k holds keys already rotated at k_positions (as a KV cache stores them): only q is "
      "rotated; rope, q/k/v items, not with k_norm",
      "decode against a cache of rotated keys (vLLM, llama.cpp, HF caches)", "parameter"},
-    {"q_norm", "object", "{\"weight\": [D] or [H*D], \"eps\": 1e-6}",
-     "RMSNorm of q before rope: x * weight / sqrt(mean(x^2) + eps), over each head for a weight "
-     "of D, over the whole projection for H*D; the weight is the multiplier (Gemma stores "
-     "weight - 1: pass 1 + it)",
-     "Qwen3, Gemma 3 ([D]); OLMo 2 ([H*D])", "input q_norm_weight, parameter q_norm_eps"},
-    {"k_norm", "object", "{\"weight\": [D] or [Hkv*D], \"eps\": 1e-6}",
-     "RMSNorm of k before rope, as q_norm", "Qwen3, Gemma 3 ([D]); OLMo 2 ([Hkv*D])",
-     "input k_norm_weight, parameter k_norm_eps"},
+    {"q_norm", "object",
+     "{\"weight\": [D] or [H*D] (optional), \"eps\": 1e-6, \"weight_offset\": 0}",
+     "RMSNorm of q before rope: x * (weight + weight_offset) / sqrt(mean(x^2) + eps), over each "
+     "head for a weight of D, over the whole projection for H*D, the multiplier summed in "
+     "float32 (Gemma stores weight - 1: weight_offset 1); without a weight x / sqrt(mean(x^2) + "
+     "eps) over each head",
+     "Qwen3, Gemma 3 ([D]); OLMo 2 ([H*D]); Llama 4 (no weight)",
+     "input q_norm_weight, parameters q_norm_eps, q_norm_weight_offset"},
+    {"k_norm", "object",
+     "{\"weight\": [D] or [Hkv*D] (optional), \"eps\": 1e-6, \"weight_offset\": 0}",
+     "RMSNorm of k before rope, as q_norm", "Qwen3, Gemma 3 ([D]); OLMo 2 ([Hkv*D]); Llama 4",
+     "input k_norm_weight, parameters k_norm_eps, k_norm_weight_offset"},
+    {"attn_temperature_tuning", "object", "{\"floor_scale\": 8192, \"attn_scale\": 0.1}",
+     "q at position p (q_positions or the default) times log(floor((p + 1) / floor_scale) + 1) * "
+     "attn_scale + 1, after norms and rope; the factor in double, rounded to float once; "
+     "positions >= 0, not M-RoPE rows; any scheme",
+     "Llama 4 NoPE layers (Hugging Face Llama4TextAttention)",
+     "parameters attn_temperature_tuning_floor_scale, attn_temperature_tuning_attn_scale"},
+    {"logn_scaling", "object", "{\"train_length\": T}",
+     "q at position p times log(p + 1) / log(T) when p + 1 > T (else 1), after norms and rope; "
+     "the factor in double, rounded to float once; not M-RoPE rows; any scheme",
+     "Qwen-1 use_logn_attn (T = seq_length)", "parameter logn_scaling_train_length"},
     {"b_q", "tensor", "[H*D]", "layer mode: q = x w_q + b_q", "GPT-2, BERT, Qwen2", "input"},
     {"b_k", "tensor", "[Hkv*D]", "layer mode: k = x w_k + b_k", "GPT-2, BERT, Qwen2", "input"},
     {"b_v", "tensor", "[Hkv*Dv]", "layer mode: v = x w_v + b_v", "GPT-2, BERT, Qwen2", "input"},
@@ -103,19 +118,29 @@ const api_option *api_options(size_t *n)
     return options;
 }
 
-/* {"weight": tensor, "eps": number} at member name (q_norm, k_norm). */
-static bool parse_norm(const cJSON *v, const char *name, int32_t heads, const api_ctx *ctx,
-                       srv_tensor *w, int32_t *len, float *eps_out, api_err *e)
+/* A norm as the descriptor holds it (q's or k's members of pa_attention). */
+typedef struct norm_out {
+    srv_tensor *w;
+    int32_t *len;
+    float *eps, *offset;
+    bool *unweighted;
+} norm_out;
+
+/* {"weight": tensor, "eps": number, "weight_offset": number} at member name
+ * (q_norm, k_norm); without a weight, the norm without one. */
+static bool parse_norm(const cJSON *v, const char *name, const api_ctx *ctx, const norm_out *o,
+                       api_err *e)
 {
-    static const char *const fields[] = {"weight", "eps"};
+    static const char *const fields[] = {"weight", "eps", "weight_offset"};
     char path[48];
-    double eps = 1e-6;
-    const cJSON *m;
+    double eps = 1e-6, offset = 0.0;
+    const cJSON *m, *w;
     if (!cJSON_IsObject(v))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
-                        "%s must be an object {\"weight\": tensor, \"eps\": number}, found %s",
+                        "%s must be an object {\"weight\": tensor, \"eps\": number, "
+                        "\"weight_offset\": number}, found %s",
                         name, api_json_type(v));
-    if (!api_check_fields(v, fields, 2, name, name, ctx, e))
+    if (!api_check_fields(v, fields, 3, name, name, ctx, e))
         return false;
     snprintf(path, sizeof path, "%s.eps", name);
     if ((m = api_member(v, "eps")) != NULL && !api_get_number(m, path, ctx, &eps, e))
@@ -123,14 +148,86 @@ static bool parse_norm(const cJSON *v, const char *name, int32_t heads, const ap
     if (!(eps > 0) || eps > 3.4e38)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                         "%s=%.17g must be a positive number", path, eps);
+    w = api_member(v, "weight");
+    snprintf(path, sizeof path, "%s.weight_offset", name);
+    if ((m = api_member(v, "weight_offset")) != NULL) {
+        if (!api_get_number(m, path, ctx, &offset, e))
+            return false;
+        if (w == NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s=%.17g is added to %s.weight, but %s has no weight", path, offset,
+                            name, name);
+        if (fabs(offset) > 3.4e38)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s=%.17g is past float32",
+                            path, offset);
+    }
+    *o->eps = (float)eps;
+    *o->offset = (float)offset;
+    if (w == NULL) { /* x / sqrt(mean(x^2) + eps) over each head: Llama 4's L2Norm */
+        *o->unweighted = true;
+        return true;
+    }
     snprintf(path, sizeof path, "%s.weight", name);
-    if ((m = api_member(v, "weight")) == NULL)
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
-                        "%s is required: [head_dim] or [%d * head_dim]", path, (int)heads);
-    if (!api_get_tensor(m, path, ctx, 1, w, e))
+    if (!api_get_tensor(w, path, ctx, 1, o->w, e))
         return false;
-    *len = (int32_t)w->shape[0];
-    *eps_out = (float)eps;
+    *o->len = (int32_t)o->w->shape[0];
+    return true;
+}
+
+/* attn_temperature_tuning {"floor_scale": F, "attn_scale": A}, Llama 4's
+ * values (8192, 0.1) for a member left out. */
+static bool parse_temperature(const cJSON *v, const api_ctx *ctx, api_item *it, api_err *e)
+{
+    static const char *const fields[] = {"floor_scale", "attn_scale"};
+    double val[2] = {8192.0, 0.1};
+    if (!cJSON_IsObject(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "attn_temperature_tuning",
+                        "attn_temperature_tuning must be an object {\"floor_scale\": number, "
+                        "\"attn_scale\": number} (defaults 8192 and 0.1), found %s",
+                        api_json_type(v));
+    if (!api_check_fields(v, fields, 2, "attn_temperature_tuning", "attn_temperature_tuning", ctx,
+                          e))
+        return false;
+    for (int i = 0; i < 2; i++) {
+        const cJSON *m = api_member(v, fields[i]);
+        char path[48];
+        snprintf(path, sizeof path, "attn_temperature_tuning.%s", fields[i]);
+        if (m != NULL && !api_get_number(m, path, ctx, &val[i], e))
+            return false;
+        if (!(val[i] > 0))
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s=%.17g must be a positive number", path, val[i]);
+    }
+    it->att.temperature_floor_scale = val[0];
+    it->att.temperature_attn_scale = val[1];
+    return true;
+}
+
+/* logn_scaling {"train_length": T}, T >= 2 required. */
+static bool parse_logn(const cJSON *v, const api_ctx *ctx, api_item *it, api_err *e)
+{
+    static const char *const fields[] = {"train_length"};
+    const char *path = "logn_scaling.train_length";
+    const cJSON *m;
+    int32_t t;
+    if (!cJSON_IsObject(v))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "logn_scaling",
+                        "logn_scaling must be an object {\"train_length\": integer}, found %s",
+                        api_json_type(v));
+    if (!api_check_fields(v, fields, 1, "logn_scaling", "logn_scaling", ctx, e))
+        return false;
+    if ((m = api_member(v, "train_length")) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s is required: the context length the model was trained at (Qwen-1's "
+                        "seq_length)",
+                        path);
+    if (!api_get_int(m, path, ctx, &t, e))
+        return false;
+    if (t < 2)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                        "%s=%d must be at least 2 (the factor divides by log(train_length))", path,
+                        (int)t);
+    it->att.logn_train_length = t;
     return true;
 }
 
@@ -264,17 +361,24 @@ bool api_item_parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, 
         it->att.bias = it->bias.data;
     }
     if ((v = api_member(obj, "q_norm")) != NULL) {
-        if (!parse_norm(v, "q_norm", it->H, ctx, &it->q_norm, &it->att.q_norm_len,
-                        &it->att.q_norm_eps, e))
+        const norm_out o = {&it->q_norm, &it->att.q_norm_len, &it->att.q_norm_eps,
+                            &it->att.q_norm_offset, &it->att.q_norm_unweighted};
+        if (!parse_norm(v, "q_norm", ctx, &o, e))
             return false;
         it->att.q_norm = it->q_norm.data;
     }
     if ((v = api_member(obj, "k_norm")) != NULL) {
-        if (!parse_norm(v, "k_norm", it->Hkv, ctx, &it->k_norm, &it->att.k_norm_len,
-                        &it->att.k_norm_eps, e))
+        const norm_out o = {&it->k_norm, &it->att.k_norm_len, &it->att.k_norm_eps,
+                            &it->att.k_norm_offset, &it->att.k_norm_unweighted};
+        if (!parse_norm(v, "k_norm", ctx, &o, e))
             return false;
         it->att.k_norm = it->k_norm.data;
     }
+    if ((v = api_member(obj, "attn_temperature_tuning")) != NULL &&
+        !parse_temperature(v, ctx, it, e))
+        return false;
+    if ((v = api_member(obj, "logn_scaling")) != NULL && !parse_logn(v, ctx, it, e))
+        return false;
     if (it->query_lengths != NULL && ((it->mask != NULL && it->att.mask_heads > 1) ||
                                       (it->bias.data != NULL && it->att.bias_heads > 1)))
         return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "query_length",

@@ -155,7 +155,7 @@ typedef enum api_param_kind {
     API_PARAM_NUMBER, /* double */
     API_PARAM_INT,    /* int32 */
     API_PARAM_BOOL,
-    API_PARAM_ENUM,         /* a name: layout, scaling */
+    API_PARAM_ENUM,         /* a name: layout, scaling, direction */
     API_PARAM_TENSOR,       /* 2-D tensor */
     API_PARAM_NUMBER_ARRAY, /* plain JSON array of numbers */
     API_PARAM_INT_ARRAY,    /* plain JSON array of integers (mrope_section) */
@@ -176,6 +176,9 @@ typedef struct api_param {
 const api_param *api_params(size_t *n);
 /* "json" type names for a kind: "number", "integer", ... */
 const char *api_param_kind_name(api_param_kind k);
+/* The name of value v of an API_PARAM_ENUM parameter ("neox", "concat",
+ * "query_minus_key", ...); NULL past its last value. */
+const char *api_param_enum_name(const api_param *p, int v);
 
 /* ------------------------------------------------------------------------- */
 /* The attention job                                                         */

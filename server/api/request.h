@@ -9,6 +9,7 @@
 #include "api/json.h"
 #include "api/protocol.h"
 #include "codec/tensor.h"
+#include "model/model.h"
 #include "posattn.h"
 
 #include <cjson/cJSON.h>
@@ -44,7 +45,7 @@ typedef struct api_item {
     pa_attention att; /* borrows the tensors below */
     srv_tensor q, k, v, x, w_q, w_k, w_v, w_o;
     srv_tensor sinks, bias;        /* [H]; [Lq, Lk] or [1 or H, Lq, Lk] */
-    srv_tensor q_norm, k_norm;     /* RMSNorm weights: [D], or [H*D] / [Hkv*D] */
+    srv_tensor q_norm, k_norm;     /* RMSNorm weights: [D], or [H*D] / [Hkv*D]; or none */
     srv_tensor b_q, b_k, b_v, b_o; /* layer mode: projection biases */
     uint8_t *mask;                 /* [mask_heads, Lq, Lk] 0/1, malloc'd */
     int32_t *q_positions, *k_positions;
@@ -108,6 +109,24 @@ bool api_item_parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, 
 /* Parses "return" into out->ret (default output only). */
 bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, api_err *e);
 void api_item_free(api_item *it);
+
+/* An item's "model" (api/model_item.c): the model, the layer, and the
+ * merged item the parser reads instead of the item. */
+typedef struct api_model_use {
+    srv_model *owned; /* an inline config's model */
+    const srv_model *model;
+    const srv_model_layer *layer; /* NULL: the item names no model */
+    cJSON *merged;
+    bool override;
+} api_model_use;
+/* Resolves obj's "model", "layer", "stack" and "override" and merges the
+ * layer's options into u->merged (nothing when obj has no "model"; then
+ * "layer", "stack" and "override" are refused). On failure u is freed. */
+bool api_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api_err *e);
+/* The parsed item's heads, kv heads and head dim against the config's. */
+bool api_model_check_shapes(const api_model_use *u, const api_item *it, const api_ctx *ctx,
+                            api_err *e);
+void api_model_use_free(api_model_use *u);
 
 /* Every position's row (position + offset) inside the learned table, with
  * the core library's wording; field names the array ("positions"). */

@@ -37,9 +37,19 @@ static const api_param params[] = {
      "added to each position to find its row (OPT uses 2); a row outside the table is an "
      "error"},
     {PA_SCHEME_SHAW, "max_relative_position", API_PARAM_INT, OFF(shaw.max_relative_position), 0,
-     NULL, "optional", "K >= 0: kpos - qpos is clipped to [-K, K]; the tables have 2K+1 rows"},
+     NULL, "optional",
+     "K >= 0: the relative position (see direction) is clipped to [-K, K]; the tables have 2K+1 "
+     "rows"},
+    {PA_SCHEME_SHAW, "direction", API_PARAM_ENUM, OFF(shaw.direction), 0, NULL, "optional",
+     "the tables' index: 'key_minus_query' (Shaw et al.: clip(kpos - qpos, -K, K) + K) or "
+     "'query_minus_key' (Hugging Face BERT relative_key / relative_key_query: clip(qpos - kpos, "
+     "-K, K) + K; with K = max_position_embeddings - 1, rel_k is BERT's distance_embedding "
+     "weight as stored)"},
+    {PA_SCHEME_SHAW, "key_term", API_PARAM_BOOL, OFF(shaw.key_term), 0, NULL, "optional",
+     "also add scale * k_j . rel_k[index] to the logits (BERT relative_key_query; with GQA the "
+     "query head's kv head)"},
     {PA_SCHEME_SHAW, "rel_k", API_PARAM_TENSOR, 0, 0, "[2K+1, D]", "required for attention",
-     "relative key embeddings: logits += scale * q_i . rel_k[clip(kpos - qpos, -K, K) + K]"},
+     "relative key embeddings: logits += scale * q_i . rel_k[index] (index by direction)"},
     {PA_SCHEME_SHAW, "rel_v", API_PARAM_TENSOR, 0, 0, "[2K+1, Dv]", "optional",
      "relative value embeddings: output += sum_j a_ij rel_v[index]"},
     {PA_SCHEME_T5, "num_buckets", API_PARAM_INT, OFF(t5.num_buckets), 0, NULL, "optional",
@@ -114,6 +124,17 @@ const api_param *api_params(size_t *n)
     return params;
 }
 
+const char *api_param_enum_name(const api_param *p, int v)
+{
+    if (p->type == PA_SCHEME_SINUSOIDAL)
+        return pa_sinusoidal_layout_name((pa_sinusoidal_layout)v);
+    if (p->type == PA_SCHEME_SHAW)
+        return pa_shaw_direction_name((pa_shaw_direction)v);
+    if (strcmp(p->name, "layout") == 0)
+        return pa_rope_layout_name((pa_rope_layout)v);
+    return pa_rope_scaling_name((pa_rope_scaling)v);
+}
+
 const char *api_param_kind_name(api_param_kind k)
 {
     switch (k) {
@@ -171,6 +192,11 @@ static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, cons
         if (!ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
                             "%s='%.32s' is not 'interleaved' or 'concat'", rel, name);
+    } else if (p->type == PA_SCHEME_SHAW) {
+        ok = pa_shaw_direction_from_name(name, &s->shaw.direction);
+        if (!ok)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not 'key_minus_query' or 'query_minus_key'", rel, name);
     } else if (strcmp(p->name, "layout") == 0) {
         ok = pa_rope_layout_from_name(name, &s->rope.layout);
         if (!ok)

@@ -20,7 +20,9 @@ static const char *scheme_doc(pa_scheme_type t)
     case PA_SCHEME_LEARNED:
         return "a learned table added to x (GPT-2, BERT, OPT); attention needs layer mode";
     case PA_SCHEME_SHAW:
-        return "relative key and value embeddings by clipped distance (Shaw et al. 2018)";
+        return "relative key and value embeddings by clipped distance (Shaw et al. 2018), and "
+               "Hugging Face BERT's relative_key / relative_key_query (direction "
+               "query_minus_key, key_term)";
     case PA_SCHEME_T5:
         return "bucketed relative logit bias per head, as Hugging Face T5 (Raffel et al. 2020); "
                "default scale 1.0";
@@ -81,12 +83,11 @@ static cJSON *default_of(const api_param *p)
         memcpy(&b, at, sizeof b);
         return cJSON_CreateBool(b);
     }
-    case API_PARAM_ENUM:
-        if (p->type == PA_SCHEME_SINUSOIDAL)
-            return cJSON_CreateString(pa_sinusoidal_layout_name(s.sinusoidal.layout));
-        if (strcmp(p->name, "layout") == 0)
-            return cJSON_CreateString(pa_rope_layout_name(s.rope.layout));
-        return cJSON_CreateString(pa_rope_scaling_name(s.rope.scaling));
+    case API_PARAM_ENUM: {
+        int v;
+        memcpy(&v, at, sizeof v);
+        return cJSON_CreateString(api_param_enum_name(p, v));
+    }
     default:
         return cJSON_CreateNull();
     }
@@ -98,13 +99,7 @@ static bool add_values(cJSON *obj, const api_param *p)
     if (arr == NULL)
         return false;
     for (int v = 0;; v++) {
-        const char *name;
-        if (p->type == PA_SCHEME_SINUSOIDAL)
-            name = pa_sinusoidal_layout_name((pa_sinusoidal_layout)v);
-        else if (strcmp(p->name, "layout") == 0)
-            name = pa_rope_layout_name((pa_rope_layout)v);
-        else
-            name = pa_rope_scaling_name((pa_rope_scaling)v);
+        const char *name = api_param_enum_name(p, v);
         if (name == NULL)
             return true;
         if (!cJSON_AddItemToArray(arr, cJSON_CreateString(name)))

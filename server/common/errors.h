@@ -16,6 +16,7 @@
     X(UNSUPPORTED, 400)                                                                            \
     X(UNKNOWN_FIELD, 400)                                                                          \
     X(UNKNOWN_TENSOR, 400)                                                                         \
+    X(UNKNOWN_MODEL, 400)                                                                          \
     X(UNAUTHORIZED, 401)                                                                           \
     X(NOT_FOUND, 404)                                                                              \
     X(METHOD_NOT_ALLOWED, 405)                                                                     \

@@ -515,6 +515,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     h->limits.max_request_gflop = (double)cfg->max_request_gflop;
     h->limits.parallel_parts = cfg->workers;
     h->limits.tensors = cfg->tensor_store;
+    h->limits.models = cfg->model_set;
     atomic_init(&h->draining, false);
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->open, 0);

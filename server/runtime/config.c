@@ -28,6 +28,7 @@ typedef enum opt_kind {
     OPT_SECONDS, /* double in (0, max] */
     OPT_LOG_FORMAT,
     OPT_TENSORS, /* appends to tensors[]; the variable holds a list */
+    OPT_MODELS,  /* appends to models[]; the variable holds a list */
 } opt_kind;
 
 typedef struct opt {
@@ -82,6 +83,8 @@ static const opt options[] = {
      "OpenBLAS threads inside each worker (default 1)"},
     {"tensor", "POSATTN_TENSORS", OPT_TENSORS, FIELD(tensors), 0, 0, false, "NAME=PATH[:TENSOR]",
      "load a named tensor at start-up (repeatable; see below)"},
+    {"model", "POSATTN_MODELS", OPT_MODELS, FIELD(models), 0, 0, false, "NAME=PATH",
+     "load a model's attention from its config.json (repeatable; see below)"},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -166,7 +169,12 @@ void srv_config_usage(FILE *out, const char *prog)
             "it holds several); PATH:TENSOR splits at the last ':' right after .safetensors or\n"
             ".npy, so paths may hold ':'. NAME is [A-Za-z0-9_.-]+. POSATTN_TENSORS holds\n"
             "entries separated by ';' or newlines; any --tensor replaces its list. Requests\n"
-            "use a loaded tensor as {\"ref\":\"NAME\"}; GET /v1/tensors lists them.\n");
+            "use a loaded tensor as {\"ref\":\"NAME\"}; GET /v1/tensors lists them.\n"
+            "\n--model NAME=PATH reads a Hugging Face config.json before listening and derives\n"
+            "each layer's attention from it (heads, scheme, scale, windows, norms, ...); a\n"
+            "config posattn cannot read stops start-up. Items name it as \"model\": \"NAME\"\n"
+            "with \"layer\": L; GET /v1/models lists what was derived. POSATTN_MODELS holds\n"
+            "entries separated by ';' or newlines; any --model replaces its list.\n");
     fprintf(out, "\nUsable cores here (online, affinity, cgroup CPU quota): %d.\n", usable_cores());
 }
 
@@ -258,6 +266,45 @@ static bool add_tensor_spec(srv_config *c, const char *name, const char *value, 
     return true;
 }
 
+/* Adds one NAME=PATH (len bytes at value) to c->models. */
+static bool add_model_spec(srv_config *c, const char *name, const char *value, size_t len,
+                           FILE *err, const char *prog)
+{
+    const char *eq = memchr(value, '=', len);
+    size_t n, path_len;
+    srv_model_spec *m;
+
+    if (eq == NULL || (n = (size_t)(eq - value)) >= SRV_MODEL_NAME_MAX ||
+        !tensor_name_ok(value, n)) {
+        fprintf(err,
+                "%s: invalid value \"%.*s\" for %s: expected NAME=PATH with NAME of 1 to %d "
+                "characters from A-Z a-z 0-9 _ . -\n",
+                prog, (int)(len > 300 ? 300 : len), value, name, SRV_MODEL_NAME_MAX - 1);
+        return false;
+    }
+    path_len = len - n - 1;
+    if (path_len == 0 || path_len >= SRV_MODEL_PATH_MAX) {
+        fprintf(err, "%s: invalid value \"%.*s\" for %s: PATH must be 1 to %d characters\n",
+                prog, (int)(len > 300 ? 300 : len), value, name, SRV_MODEL_PATH_MAX - 1);
+        return false;
+    }
+    for (size_t i = 0; i < c->n_models; i++)
+        if (strlen(c->models[i].name) == n && memcmp(c->models[i].name, value, n) == 0) {
+            fprintf(err, "%s: invalid value \"%.*s\" for %s: model name '%s' is given twice\n",
+                    prog, (int)(len > 300 ? 300 : len), value, name, c->models[i].name);
+            return false;
+        }
+    if (c->n_models == SRV_MAX_MODEL_SPECS) {
+        fprintf(err, "%s: too many models for %s: at most %d\n", prog, name, SRV_MAX_MODEL_SPECS);
+        return false;
+    }
+    m = &c->models[c->n_models++];
+    memset(m, 0, sizeof *m);
+    memcpy(m->name, value, n);
+    memcpy(m->path, eq + 1, path_len);
+    return true;
+}
+
 /* Applies one value to *c; on error prints to err naming `name` (the flag or
  * the variable) and returns false. */
 static bool apply(srv_config *c, const opt *o, const char *name, const char *value, FILE *err,
@@ -329,8 +376,10 @@ static bool apply(srv_config *c, const opt *o, const char *name, const char *val
         return true;
     }
     case OPT_TENSORS:
+    case OPT_MODELS:
         if (name[0] == '-')
-            return add_tensor_spec(c, name, value, strlen(value), err, prog);
+            return o->kind == OPT_TENSORS ? add_tensor_spec(c, name, value, strlen(value), err, prog)
+                                          : add_model_spec(c, name, value, strlen(value), err, prog);
         /* The variable: entries separated by ';' or newlines, blanks ignored. */
         while (*value) {
             size_t n = strcspn(value, ";\n");
@@ -339,7 +388,9 @@ static bool apply(srv_config *c, const opt *o, const char *name, const char *val
                 a++;
             while (b > a && isspace((unsigned char)value[b - 1]))
                 b--;
-            if (b > a && !add_tensor_spec(c, name, value + a, b - a, err, prog))
+            if (b > a && !(o->kind == OPT_TENSORS
+                               ? add_tensor_spec(c, name, value + a, b - a, err, prog)
+                               : add_model_spec(c, name, value + a, b - a, err, prog)))
                 return false;
             value += n + (value[n] != '\0');
         }
@@ -449,7 +500,7 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
         if (env && env[0] && !apply(&next, &options[j], options[j].env, env, err, prog))
             return -1;
     }
-    bool tensor_flag = false;
+    bool tensor_flag = false, model_flag = false;
     for (int i = 1; i < argc; i++) {
         if (next_arg(argc, argv, &i, &o, &value, err, prog) != ARG_OPTION)
             return -1;
@@ -458,6 +509,10 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
         if (o->kind == OPT_TENSORS && !tensor_flag) {
             next.n_tensors = 0; /* flags replace the variable's list */
             tensor_flag = true;
+        }
+        if (o->kind == OPT_MODELS && !model_flag) {
+            next.n_models = 0;
+            model_flag = true;
         }
         if (!apply(&next, o, name, value, err, prog))
             return -1;

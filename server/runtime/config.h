@@ -4,6 +4,7 @@
 #ifndef SRV_CONFIG_H
 #define SRV_CONFIG_H
 
+#include "model/model.h"
 #include "store/tensor_spec.h"
 
 #include <stdbool.h>
@@ -42,6 +43,12 @@ typedef struct srv_config {
     /* The loaded store (tensor_store.h), set by main.c after loading and
      * read by the HTTP layer; NULL when no tensor is loaded. Not a flag. */
     const struct srv_tensor_store *tensor_store;
+    /* --model NAME=PATH (repeatable), POSATTN_MODELS (entries separated by
+     * ';' or newlines); any --model replaces the variable's list. */
+    srv_model_spec models[SRV_MAX_MODEL_SPECS];
+    size_t n_models;
+    /* The loaded models (model/model.h), set by main.c. Not a flag. */
+    const struct srv_model_set *model_set;
     /* The keys of --api-key and --api-key-file (runtime/keys.h), set by
      * main.c before listening; NULL or none: no key is required. */
     struct srv_keyring *keys;

@@ -37,8 +37,9 @@ static const struct {
 #define N_BUCKETS (N_BOUNDS + 1) /* + the +Inf bucket */
 
 static const char *const endpoint_names[] = {
-    "attention", "encode", "analyze",  "schemes",     "tensors",   "healthz",  "readyz", "metrics",
-    "openapi",   "page",   "v2_infer", "v2_metadata", "v2_health", "v2_stats", "other",
+    "attention", "encode",      "analyze",  "schemes",     "tensors",   "models",
+    "models_resolve", "healthz", "readyz", "metrics", "openapi", "page",
+    "v2_infer", "v2_metadata", "v2_health", "v2_stats", "other",
 };
 #define N_ENDPOINTS (sizeof endpoint_names / sizeof endpoint_names[0])
 #define ENDPOINT_OTHER (N_ENDPOINTS - 1)

@@ -44,7 +44,7 @@ srv_metrics *srv_metrics_new(void);
 void srv_metrics_free(srv_metrics *m);
 
 /* endpoint: one of "attention", "encode", "analyze", "schemes", "tensors",
- * "healthz", "readyz", "metrics", "openapi", "page", "v2_infer", "v2_metadata",
+ * "models", "models_resolve", "healthz", "readyz", "metrics", "openapi", "page", "v2_infer", "v2_metadata",
  * "v2_health", "v2_stats", "other" (anything else
  * counts as "other"); code: the HTTP status. */
 void srv_metrics_request(srv_metrics *m, const char *endpoint, int code, double seconds,

@@ -28,18 +28,33 @@
 #include <string.h>
 
 /* Attention options, read from the request's "parameters" as /v1 reads them
- * from an item. */
+ * from an item: a member of the item, or (parent set) the member `member` of
+ * the item's object `parent`, which the first of its parameters makes. */
 static const struct {
     const char *name;
     api_param_kind kind;
+    const char *parent, *member;
 } options[] = {
-    {"causal", API_PARAM_BOOL},       {"window", API_PARAM_INT},
-    {"key_length", API_PARAM_INT},    {"scale", API_PARAM_NUMBER},
-    {"num_heads", API_PARAM_INT},     {"num_kv_heads", API_PARAM_INT},
-    {"head_dim", API_PARAM_INT},      {"softcap", API_PARAM_NUMBER},
-    {"chunk_size", API_PARAM_INT},    {"q_norm_eps", API_PARAM_NUMBER},
-    {"k_norm_eps", API_PARAM_NUMBER}, {"output_dtype", API_PARAM_ENUM},
-    {"k_prerotated", API_PARAM_BOOL},
+    {"causal", API_PARAM_BOOL, NULL, NULL},
+    {"window", API_PARAM_INT, NULL, NULL},
+    {"key_length", API_PARAM_INT, NULL, NULL},
+    {"scale", API_PARAM_NUMBER, NULL, NULL},
+    {"num_heads", API_PARAM_INT, NULL, NULL},
+    {"num_kv_heads", API_PARAM_INT, NULL, NULL},
+    {"head_dim", API_PARAM_INT, NULL, NULL},
+    {"softcap", API_PARAM_NUMBER, NULL, NULL},
+    {"chunk_size", API_PARAM_INT, NULL, NULL},
+    {"q_norm_eps", API_PARAM_NUMBER, "q_norm", "eps"},
+    {"k_norm_eps", API_PARAM_NUMBER, "k_norm", "eps"},
+    {"output_dtype", API_PARAM_ENUM, NULL, NULL},
+    {"k_prerotated", API_PARAM_BOOL, NULL, NULL},
+    {"q_norm_weight_offset", API_PARAM_NUMBER, "q_norm", "weight_offset"},
+    {"k_norm_weight_offset", API_PARAM_NUMBER, "k_norm", "weight_offset"},
+    {"attn_temperature_tuning_floor_scale", API_PARAM_NUMBER, "attn_temperature_tuning",
+     "floor_scale"},
+    {"attn_temperature_tuning_attn_scale", API_PARAM_NUMBER, "attn_temperature_tuning",
+     "attn_scale"},
+    {"logn_scaling_train_length", API_PARAM_INT, "logn_scaling", "train_length"},
 };
 
 /* The scalar scheme parameter `name` of type t, or NULL. */
@@ -79,15 +94,13 @@ static bool add_ref(cJSON *parent, const char *name, const cJSON *node)
     return cJSON_AddItemReferenceToObject(parent, name, (cJSON *)node);
 }
 
-/* The item's q_norm or k_norm object (made when first needed): the parent of
- * the input q_norm_weight (as "weight") and the parameter q_norm_eps ("eps").
- * name is either; NULL on allocation failure. */
-static cJSON *norm_object(cJSON *item, const char *name)
+/* The item's object `key` (made when first needed): q_norm or k_norm, the
+ * parent of the input q_norm_weight (as "weight") and the parameters
+ * q_norm_eps ("eps") and q_norm_weight_offset ("weight_offset"); or
+ * attn_temperature_tuning, logn_scaling. NULL on allocation failure. */
+static cJSON *item_object(cJSON *item, const char *key)
 {
-    char key[8];
-    cJSON *o;
-    snprintf(key, sizeof key, "%.6s", name); /* "q_norm" or "k_norm" */
-    o = cJSON_GetObjectItemCaseSensitive(item, key);
+    cJSON *o = cJSON_GetObjectItemCaseSensitive(item, key);
     return o != NULL ? o : cJSON_AddObjectToObject(item, key);
 }
 
@@ -137,11 +150,11 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
         while (k < sizeof options / sizeof options[0] && strcmp(options[k].name, m->string) != 0)
             k++;
         if (k < sizeof options / sizeof options[0]) {
-            bool eps = strstr(m->string, "_norm_eps") != NULL;
-            cJSON *parent = eps ? norm_object(rq->item, m->string) : rq->item;
+            const bool nested = options[k].parent != NULL;
+            cJSON *parent = nested ? item_object(rq->item, options[k].parent) : rq->item;
             if (!check_scalar(m, options[k].kind, path, rq->ctx, e))
                 return false;
-            if (parent == NULL || !add_ref(parent, eps ? "eps" : m->string, m))
+            if (parent == NULL || !add_ref(parent, nested ? options[k].member : m->string, m))
                 return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
             continue;
         }
@@ -373,8 +386,9 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     }
     }
     parent = spec->role == V2_ROLE_SCHEME_TENSOR || spec->role == V2_ROLE_SCHEME_ARRAY ? rq->scheme
-             : spec->role == V2_ROLE_NORM_WEIGHT ? norm_object(rq->item, spec->name)
-                                                 : rq->item;
+             : spec->role == V2_ROLE_NORM_WEIGHT
+                 ? item_object(rq->item, spec->name[0] == 'q' ? "q_norm" : "k_norm")
+                 : rq->item;
     if (parent == NULL ||
         !cJSON_AddItemToObject(parent, spec->role == V2_ROLE_NORM_WEIGHT ? "weight" : spec->name,
                                node))

@@ -7,6 +7,9 @@ float64 written from the definitions (posattn.h, README's conventions):
     hidden (causal, chunk floor(pos / C), mask == 0, bias -inf) -> -inf ;
     w = exp(l - m) / (sum exp(l - m) + exp(s_h - m)), m = max(row, s_h) (sinks)
 
+and the query scalings by position and norm variants (Llama 4, Qwen-1, Gemma),
+applied to q and k before that, from the models' own formulas.
+
 POST /v1/attention with JSON tensors (the mask as booleans) and with base64
 ones (the mask one byte per element, the bias with -inf), and the KServe v2
 infer route with binary inputs (BOOL mask) and softcap / chunk_size as
@@ -240,6 +243,68 @@ class Options(unittest.TestCase):
         got = np.array(json.loads(body)["outputs"][0]["data"], np.float32)
         self.assertEqual(got.tobytes(), np.ascontiguousarray(out, "<f4").reshape(-1).tobytes())
 
+    def test_query_scalings(self):
+        """attn_temperature_tuning (Llama 4) and logn_scaling (Qwen-1) scale q by its position,
+        and q_norm without a weight / k_norm with weight_offset (Llama 4, Gemma): /v1 against
+        NumPy written from the models' code, unlike the plain answer; v2's scalar parameters
+        give the same bits."""
+        rng = np.random.default_rng(4320)
+        wk = f32(rng, (self.D,), -0.5, 0.5)  # stored as weight - 1 (Gemma)
+        qpos = np.array([8185, 8191, 8192, 16383, 16384, 30000])
+
+        def llama4(p, floor_scale=8192.0, attn_scale=0.1):  # Llama4TextAttention's attn_scales
+            return np.log(np.floor((p + 1.0) / floor_scale) + 1.0) * attn_scale + 1.0
+
+        def qwen_logn(p, T):  # QWenAttention's logn_list[p]: math.log(p + 1, T) past T
+            return np.array([np.log(x + 1) / np.log(T) if x + 1 > T else 1.0 for x in p])
+
+        def rms(x, eps, w=None):
+            x = np.asarray(x, np.float64)
+            y = x / np.sqrt((x ** 2).mean(axis=2, keepdims=True) + eps)
+            return y if w is None else y * (1.0 + np.asarray(w, np.float64))
+
+        base = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
+                "v": btensor(self.v), "return": ["output", "weights"]}
+        dflt = np.arange(self.Lk - self.Lq, self.Lk)  # the default q positions
+        cases = [
+            ({"attn_temperature_tuning": {}, "q_positions": qpos.tolist()},
+             self.q * llama4(qpos)[:, None, None], self.k),
+            ({"attn_temperature_tuning": {"floor_scale": 2, "attn_scale": 0.5}},
+             self.q * llama4(dflt, 2.0, 0.5)[:, None, None], self.k),
+            ({"logn_scaling": {"train_length": 6}}, self.q * qwen_logn(dflt, 6)[:, None, None],
+             self.k),
+            ({"q_norm": {}, "k_norm": {"weight": jtensor(wk), "weight_offset": 1, "eps": 1e-5}},
+             rms(self.q, 1e-6), rms(self.k, 1e-5, wk)),
+        ]
+        plain_out, _ = self.attention(base, "b64")
+        for extra, q, k in cases:
+            out, w = self.attention(dict(base, **extra), "b64")
+            want_out, want_w = reference(q, k, self.v)
+            self.check(out, want_out)
+            self.check(w, want_w)
+            self.assertGreater(np.abs(out - plain_out).max(), 1e-3, extra)
+        # v2: the same through scalar parameters, bit for bit.
+        params = {"attn_temperature_tuning_floor_scale": 2,
+                  "attn_temperature_tuning_attn_scale": 0.5, "logn_scaling_train_length": 6, "q_norm_eps": 1e-6, "k_norm_weight_offset": 1,
+                  "k_norm_eps": 1e-5}
+        inputs = [{"name": n, "shape": list(a.shape), "datatype": "FP32",
+                   "data": np.asarray(a, np.float64).reshape(-1).tolist()}
+                  for n, a in (("q", self.q), ("k", self.k), ("v", self.v), ("k_norm_weight", wk))]
+        st, _, body = call("POST", "/v2/models/attention-none/infer",
+                           json.dumps({"parameters": params, "inputs": inputs}).encode())
+        self.assertEqual(st, 200, body)
+        got = np.array(json.loads(body)["outputs"][0]["data"], np.float32)
+        out, _ = self.attention(dict(base, attn_temperature_tuning={"floor_scale": 2,
+                                                                    "attn_scale": 0.5},
+                                     logn_scaling={"train_length": 6}, q_norm={},
+                                     k_norm={"weight": jtensor(wk), "weight_offset": 1,
+                                             "eps": 1e-5}), "b64")
+        self.assertEqual(got.tobytes(), np.ascontiguousarray(out, "<f4").reshape(-1).tobytes())
+        want_out, _ = reference(rms(self.q, 1e-6) * (llama4(dflt, 2.0, 0.5) *
+                                                     qwen_logn(dflt, 6))[:, None, None],
+                                rms(self.k, 1e-5, wk), self.v)
+        self.check(out, want_out)
+
     def test_v2_mrope(self):
         """M-RoPE through v2: mrope_section as an INT32 input, q_positions [3, Lq] as JSON
         (flat data) and k_positions [3, Lk] as binary INT32; bit-identical to /v1."""
@@ -386,7 +451,13 @@ class Options(unittest.TestCase):
                 ({"sinks": jtensor(self.sinks[:3])}, "SHAPE_MISMATCH", "inputs[0].sinks.shape[0]"),
                 ({"mask": {"shape": [self.Lq, self.Lk], "data": [2] * (self.Lq * self.Lk)}},
                  "INVALID_ARGUMENT", "inputs[0].mask.data[0]"),
-                ({"bias": jtensor(self.bias.T)}, "SHAPE_MISMATCH", "inputs[0].bias.shape")]:
+                ({"bias": jtensor(self.bias.T)}, "SHAPE_MISMATCH", "inputs[0].bias.shape"),
+                ({"attn_temperature_tuning": {"floor_scale": -1}}, "INVALID_ARGUMENT",
+                 "inputs[0].attn_temperature_tuning.floor_scale"),
+                ({"logn_scaling": {"train_length": 1}}, "INVALID_ARGUMENT",
+                 "inputs[0].logn_scaling.train_length"),
+                ({"q_norm": {"weight_offset": 1}}, "INVALID_ARGUMENT",
+                 "inputs[0].q_norm.weight_offset")]:
             st, _, body = call("POST", "/v1/attention",
                                json.dumps({"inputs": [dict(base, **extra)]}).encode())
             self.assertEqual(st, 400, body)  # the only item failed: its status

@@ -408,12 +408,30 @@ class Spec(unittest.TestCase):
 
 class Routes(unittest.TestCase):
     def test_get_routes(self):
-        for path in ("/v1/schemes", "/v1/tensors", "/healthz", "/readyz", "/metrics", "/",
+        for path in ("/v1/schemes", "/v1/tensors", "/v1/models", "/healthz", "/readyz", "/metrics", "/",
                      "/web/app.js", "/v2", "/v2/health/live", "/v2/health/ready",
                      "/v2/models/attention-rope", "/v2/models/attention-alibi/ready",
                      "/v2/models/stats", "/v2/models/attention-t5/stats"):
             st, _ = exchange("GET", path)
             self.assertEqual(st, 200, path)
+
+    def test_models(self):
+        """A config resolved, an item with an inline config, and a refusal,
+        each checked against the document by exchange()."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "fixtures", "models", "gemma2.json")) as f:
+            cfg = json.load(f)
+        st, obj = exchange("POST", "/v1/models/resolve", cfg)
+        self.assertEqual(st, 200, obj)
+        self.assertEqual(len(obj["layers"]), 4)
+        item = dict(qkv({"type": "none"}, L=3, H=4, D=16), model=cfg, layer=1)
+        item.pop("scheme")
+        item["k"] = qkv({"type": "none"}, L=3, H=2, D=16)["k"]
+        item["v"] = qkv({"type": "none"}, L=3, H=2, D=16)["v"]
+        st, obj = exchange("POST", "/v1/attention", {"inputs": [item]})
+        self.assertEqual(st, 200, obj)
+        st, obj = exchange("POST", "/v1/models/resolve", {"model_type": "resnet"})
+        self.assertEqual((st, obj["error"]["code"]), (400, "INVALID_ARGUMENT"))
 
     def test_schemes_documents_every_scheme(self):
         _, obj = exchange("GET", "/v1/schemes")
@@ -498,7 +516,10 @@ class Attention(unittest.TestCase):
                  "num_heads": 2, "num_kv_heads": 1, "head_dim": 4}
         lay = layer({"type": "rope"}, w_o=T(8, 5), b_q=T(8), b_k=T(8), b_v=T(8), b_o=T(5))
         pre = qkv({"type": "rope"}, k_prerotated=True)
-        self.ok({"inputs": [opts, batch, lay, pre]})
+        scaled = qkv({"type": "none"}, attn_temperature_tuning={"floor_scale": 2},
+                     logn_scaling={"train_length": 2}, q_norm={},
+                     k_norm={"weight": T(4), "weight_offset": 1})
+        self.ok({"inputs": [opts, batch, lay, pre, scaled]})
 
     def test_int_tensor_positions(self):
         # IntTensor: positions as {"shape", "data"} as well as {"shape", "b64"}.
@@ -651,6 +672,12 @@ class UnknownFields(unittest.TestCase):
                                                       q_norm={"weight": T(4)})]},
                     ["inputs", 0, "q_norm"], "q_norm.no_such_field", component("Norm"),
                     "inputs[0].")
+        for name, value, schema in (
+                ("attn_temperature_tuning", {"floor_scale": 8192}, "AttnTemperatureTuning"),
+                ("logn_scaling", {"train_length": 4}, "LognScaling")):
+            self.refuse("/v1/attention", {"inputs": [dict(GOOD_ITEMS["none"], **{name: value})]},
+                        ["inputs", 0, name], name + ".no_such_field", component(schema),
+                        "inputs[0].")
         self.refuse("/v1/attention", {"inputs": [dict(GOOD_ITEMS["none"], q_positions={
             "shape": [3], "data": [0, 1, 2]})]}, ["inputs", 0, "q_positions"],
             "q_positions.no_such_field", component("IntTensor"), "inputs[0].")

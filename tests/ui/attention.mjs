@@ -11,6 +11,10 @@ import { page, posted, settle, pixels, drawn, heatCell } from './page.mjs';
 export async function attentionChecks() {
   // ----------------------------------------------------------- attention
   const SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi'];
+  // This panel's weights request: one item per scheme, with the scheme as id
+  // (the Models panel's requests return weights too).
+  const attReq = (p) => p.url.endsWith('/v1/attention') && /"return"/.test(p.body) &&
+    JSON.parse(p.body).inputs[0].id === SCHEMES[0];
   const lastPerm = (t) => [...posted].reverse().find((p) => p.url.endsWith('/v1/analyze') &&
     JSON.parse(p.body).analysis === 'permutation' && JSON.parse(p.body).scheme.type === t);
   await check('attention: a weight heatmap per scheme, drawn', async () => {
@@ -29,7 +33,7 @@ export async function attentionChecks() {
     }
   });
   await check('attention: a rope weight equals /v1/attention on the same input', async () => {
-    const req = [...posted].reverse().find((p) => p.url.endsWith('/v1/attention') && /"return"/.test(p.body));
+    const req = [...posted].reverse().find(attReq);
     assert(req, 'the page sent no attention request');
     const ref = await api('/v1/attention', req.body);
     const i = SCHEMES.indexOf('rope'), L = ref.outputs[i].weights.shape[1];
@@ -64,7 +68,7 @@ export async function attentionChecks() {
   // The request the page sent last (its items carry the options), and the
   // weights of one scheme and head from it.
   const lastAtt = () => {
-    const req = [...posted].reverse().find((p) => p.url.endsWith('/v1/attention') && /"return"/.test(p.body));
+    const req = [...posted].reverse().find(attReq);
     assert(req, 'the page sent no attention request');
     return JSON.parse(req.body);
   };

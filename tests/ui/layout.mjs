@@ -12,7 +12,7 @@ export async function layoutChecks() {
   await check('keyboard: Tab reaches the key field, sliders, selects, plots and buttons', async () => {
     await page.evaluate(() => { document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); });
     const want = ['api-key', 'sin-length', 'sin-dim', 'sin-enc-map', 'circle-pos', 'rope-pair', 'rope-score-plot',
-      'bias-heads', 'alibi-head-0', 'att-causal', 'att-none', 'live-auto', 'live-load'];
+      'bias-heads', 'alibi-head-0', 'att-causal', 'att-none', 'models-model', 'models-weights', 'live-auto', 'live-load'];
     const seen = new Set();
     for (let i = 0; i < 120 && want.some((w) => !seen.has(w)); i++) {
       await page.keyboard.press('Tab');
@@ -37,7 +37,7 @@ export async function layoutChecks() {
     const wide = await page.$$eval('canvas', (cs) => cs.filter((c) => c.getBoundingClientRect().right > 390.5)
       .map((c) => c.id));
     assert(!wide.length, `canvases past the edge: ${wide.join(', ')}`);
-    for (const id of ['sin-sim-map', 'rope-score-plot', 'alibi-head-0', 'att-rope'])
+    for (const id of ['sin-sim-map', 'rope-score-plot', 'alibi-head-0', 'att-rope', 'models-weights'])
       await drawn('#' + id, 0.01, 4);
     await page.screenshot({ path: path.join(OUT, 'phone.png'), fullPage: true });
     await page.evaluate(() => window.scrollTo(0, 0));
@@ -45,6 +45,7 @@ export async function layoutChecks() {
     await page.locator('#rope').screenshot({ path: path.join(OUT, 'phone-rope.png') });
     await page.locator('#card-rope').screenshot({ path: path.join(OUT, 'phone-attention.png') });
     await page.locator('#attention').screenshot({ path: path.join(OUT, 'phone-attention-options.png') });
+    await page.locator('#models').screenshot({ path: path.join(OUT, 'phone-models.png') });
   });
 
   await check('a plot whose box has no width yet draws nothing and no error, then draws', async () => {

@@ -1,7 +1,8 @@
 // ui-test.mjs - the web page of posattnd in a real browser (make ui-test).
 //
 // Starts build/posattnd on 127.0.0.1, port 0 (the port is read from its
-// first stdout line) with --api-key, opens GET / in headless Chromium
+// first stdout line) with --api-key and two models (--model, the fixtures
+// gemma2.json and gpt_oss.json), opens GET / in headless Chromium
 // (/usr/bin/chromium through playwright-core, a fresh empty user-data-dir),
 // enters the key, then exercises every panel: canvases must be drawn (pixels
 // read back from each canvas), values the page shows must equal the same
@@ -25,7 +26,8 @@
 //
 // This file is the runner: it starts the server and the browser, runs the
 // checks of each module in order (one per panel of the page: key.mjs,
-// sinusoidal.mjs, rope.mjs, bias.mjs, attention.mjs, extrap.mjs, live.mjs;
+// sinusoidal.mjs, rope.mjs, bias.mjs, attention.mjs, models.mjs, extrap.mjs,
+// live.mjs;
 // then second-tab.mjs, layout.mjs, load-report.mjs, https.mjs) and reports.
 // harness.mjs and page.mjs hold what the modules share.
 
@@ -43,6 +45,7 @@ import { sinusoidalChecks } from './sinusoidal.mjs';
 import { ropeChecks } from './rope.mjs';
 import { biasChecks } from './bias.mjs';
 import { attentionChecks } from './attention.mjs';
+import { modelsChecks, MODEL_FLAGS } from './models.mjs';
 import { extrapChecks } from './extrap.mjs';
 import { liveChecks } from './live.mjs';
 import { secondTabChecks } from './second-tab.mjs';
@@ -62,7 +65,7 @@ const watchdog = setTimeout(async () => {
 
 async function run() {
   fs.mkdirSync(OUT, { recursive: true });
-  setBase(await startServer('posattnd'));
+  setBase(await startServer('posattnd', MODEL_FLAGS));
   log(`ui: posattnd at ${base}`);
   const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posattn-ui-'));
   tmpDirs.push(userDir);
@@ -82,6 +85,7 @@ async function run() {
   await ropeChecks();
   await biasChecks();
   await attentionChecks();
+  await modelsChecks();
   await extrapChecks();
   await liveChecks();
   await secondTabChecks();

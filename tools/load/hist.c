@@ -52,6 +52,20 @@ void load_hist_record(load_hist *h, uint64_t us)
     h->sum_us += (double)us;
 }
 
+void load_hist_merge(load_hist *dst, const load_hist *src)
+{
+    if (src->total == 0)
+        return;
+    for (int i = 0; i < HIST_BUCKETS; i++)
+        dst->counts[i] += src->counts[i];
+    if (dst->total == 0 || src->min_us < dst->min_us)
+        dst->min_us = src->min_us;
+    if (src->max_us > dst->max_us)
+        dst->max_us = src->max_us;
+    dst->total += src->total;
+    dst->sum_us += src->sum_us;
+}
+
 uint64_t load_hist_percentile(const load_hist *h, double p)
 {
     if (h->total == 0)

@@ -3,6 +3,9 @@
  *
  * A run is a list of phases, one per (scheme, length, concurrency), run one
  * after another so that the server's /metrics deltas belong to one phase.
+ * With --model a phase is one (length, concurrency) that sends the chosen
+ * layers of a loaded model round-robin, and its result keeps each layer's
+ * counts and latency apart.
  */
 #ifndef POSATTN_LOAD_H
 #define POSATTN_LOAD_H
@@ -37,9 +40,50 @@ typedef struct {
 
 void load_hist_init(load_hist *h);
 void load_hist_record(load_hist *h, uint64_t us);
+/* Adds the counts of src to dst (the two bucket the same way). */
+void load_hist_merge(load_hist *dst, const load_hist *src);
 /* The value at percentile p (0..100] as the highest value equivalent to its
  * bucket (HdrHistogram's convention), clamped to the exact max; 0 if empty. */
 uint64_t load_hist_percentile(const load_hist *h, double p);
+
+/* ---------------------------------------------------------------- model */
+
+#define LOAD_MAX_REQUIRES 8
+#define LOAD_MAX_RANK 4
+#define LOAD_MAX_RANGES 32
+
+/* A tensor a model's layer needs in every item: its field path ("sinks",
+ * "q_norm.weight", "scheme.table") and shape, as GET /v1/models lists it. */
+typedef struct {
+    char field[64];
+    int shape[LOAD_MAX_RANK];
+    int rank;
+} load_require;
+
+/* One layer of a loaded model, as its run in GET /v1/models describes it. */
+typedef struct {
+    int layer;          /* index in its stack */
+    char stack[16];     /* "encoder" or "decoder" when the run names one, else "" */
+    char attention[32]; /* the server's word: "sliding_attention", "full_attention", ... */
+    int window, chunk;  /* > 0: the derived window or chunk_size */
+    char scheme[24];    /* the derived scheme's type */
+    int heads, kv_heads, head_dim;
+    int causal;     /* the config's default (decoders causal) */
+    int layer_mode; /* learned/sinusoidal positions: x and projections, not q/k/v */
+    int d_model;    /* layer mode's x width */
+    load_require req[LOAD_MAX_REQUIRES];
+    int n_req;
+    char kind[48];  /* "sliding 4096", "full", "chunked 8192" */
+    char label[80]; /* "layer 0 sliding 4096", "decoder 1 full" */
+} load_layer;
+
+/* The chosen layers of the --model the target has loaded. */
+typedef struct {
+    char name[64], model_type[64];
+    int num_layers; /* of the model (its first stack), not only the chosen ones */
+    load_layer *layers;
+    int n_layers;
+} load_model;
 
 /* ------------------------------------------------------------- scenario */
 
@@ -80,6 +124,12 @@ typedef struct {
     const char *json_path, *csv_path, *html_path, *svg_path;
     const char *dump_body_path; /* write one body and exit */
     int quiet;                  /* no terminal table */
+    /* --model NAME [--layer L | --layers all|LIST] [--stack S] */
+    const char *model_name; /* NULL: the schemes as flags set them */
+    int layer_lo[LOAD_MAX_RANGES], layer_hi[LOAD_MAX_RANGES];
+    int n_layer_ranges;      /* 0: every layer */
+    const char *stack;       /* NULL: every stack */
+    const load_model *model; /* set once GET /v1/models has answered */
 } load_config;
 
 /* The server's own split for a phase: deltas of the /metrics _sum/_count. */
@@ -98,8 +148,17 @@ typedef struct {
     char sample[160]; /* first error message seen */
 } load_status_count;
 
+/* One layer's share of a --model phase. */
 typedef struct {
-    const char *scheme;
+    long sent, ok, errors;
+    load_status_count status[LOAD_MAX_STATUS];
+    int n_status;
+    load_hist hist;    /* latency of successful requests */
+    size_t body_bytes; /* size of one request body for this layer */
+} load_layer_result;
+
+typedef struct {
+    const char *scheme; /* with --model, the model's name */
     int length, concurrency;
     double elapsed_s;
     long sent, ok, errors;
@@ -109,6 +168,8 @@ typedef struct {
     size_t body_bytes; /* size of one request body */
     double bytes_sent, bytes_received;
     load_server_split server;
+    load_layer_result *layers; /* with --model: c->model->n_layers of them, else NULL */
+    int n_layers;
 } load_result;
 
 /* payload.c: one request body for a phase; NULL with a message in err on
@@ -118,13 +179,29 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
                          size_t *len, char *err, size_t errlen);
 /* Whether the scheme name is one the payload builder knows. */
 int load_scheme_known(const char *scheme, char *err, size_t errlen);
+/* The same for one layer of c->model: "model", "layer" (and "stack"), q/k/v
+ * (or layer mode's x and projections) at the layer's shape, and a seeded
+ * tensor for each field the layer requires. */
+char *load_payload_build_layer(const load_config *c, const load_layer *ly, int length,
+                               unsigned variant, size_t *len, char *err, size_t errlen);
+
+/* model.c: GET /v1/models, the model c->model_name and the layers that
+ * --layer/--layers/--stack choose, into out (freed by load_model_free).
+ * 0 on success; 2 when the model or a layer is not there (a message that
+ * lists what is); 1 when the target did not answer. */
+int load_model_fetch(const load_config *c, load_model *out);
+void load_model_free(load_model *m);
 
 /* runner.c */
 int load_run_phase(const load_config *c, const char *scheme, int length, int concurrency,
                    load_result *r);
-/* Reads /metrics; the split for the compute series labelled label.
- * Returns 0 on success. */
+/* Reads /metrics; the split for the compute series labelled label (NULL:
+ * the sum of every compute series). Returns 0 on success. */
 int load_metrics_read(const load_config *c, const char *label, load_server_split *out);
+/* GET c->url + path (with --api-key's header if auth): the answer's text
+ * (malloc'd, NUL-terminated) and its HTTP status in *code; NULL when the
+ * request failed. */
+char *load_http_get(const load_config *c, const char *path, int auth, long *code);
 
 /* spawn.c: starts posattnd on a free loopback port; writes its base URL. */
 int load_spawn_start(const load_config *c, char *url, size_t urllen);
@@ -136,10 +213,28 @@ void load_report_table(FILE *f, const load_config *c, const load_result *r, int 
 int load_report_json(const char *path, const load_config *c, const load_result *r, int n);
 int load_report_csv(const char *path, const load_config *c, const load_result *r, int n);
 int load_report_html(const char *path, const load_config *c, const load_result *r, int n);
-/* One standalone SVG image: latency percentiles per phase (grouped bars),
- * then throughput against concurrency when the scenario has several
- * concurrencies, else throughput per phase. */
+/* One standalone SVG image: latency percentiles per phase (grouped bars;
+ * with --model per layer of each phase), then throughput against
+ * concurrency when the scenario has several concurrencies, else throughput
+ * per phase. */
 int load_report_svg(const char *path, const load_config *c, const load_result *r, int n);
+/* s with <, >, & and " escaped, for HTML and SVG. */
+void load_html_escape(FILE *f, const char *s);
+
+/* report_layers.c: the per-layer parts of the reports with --model. */
+struct cJSON;
+/* One row per (phase, layer), shaped as phases so that the charts take them:
+ * scheme is the layer's label ("0 sliding 4096": without "layer "), elapsed
+ * the phase's, no server split. The
+ * caller frees the array; NULL when r has no layers or on no memory. */
+load_result *load_layer_rows(const load_config *c, const load_result *r, int n, int *n_rows);
+void load_report_layers_table(FILE *f, const load_config *c, const load_result *r, int n);
+/* The model in the JSON config, and a phase's "layers" and "by_attention". */
+void load_report_layers_config_json(struct cJSON *cfg, const load_config *c);
+void load_report_layers_json(struct cJSON *o, const load_config *c, const load_result *x);
+/* The CSV with --model: a header and one row per (phase, layer). */
+void load_report_layers_csv(FILE *f, const load_config *c, const load_result *r, int n);
+void load_report_layers_html(FILE *f, const load_config *c, const load_result *r, int n);
 
 double load_now_s(void);
 

@@ -1,7 +1,8 @@
 /* payload.c - posattn-load's request bodies: a /v1/attention batch for one
- * (scheme, length), with q/k/v (or, for the absolute schemes, layer mode's
- * x and projections) and any scheme tables drawn from a seeded generator, so
- * the same flags always send the same bytes.
+ * (scheme, length), or for one layer of a loaded model, with q/k/v (or, for
+ * the absolute schemes, layer mode's x and projections) and any scheme
+ * tables or required tensors drawn from a seeded generator, so the same
+ * flags always send the same bytes.
  */
 #include "load.h"
 
@@ -186,6 +187,71 @@ static void put_tensor(sbuf *b, const load_config *c, const int *shape, int rank
     put_tensor_amp(b, c, shape, rank, rng, 10000);
 }
 
+/* ,"return":[...] when --return names the results. */
+static void put_return(sbuf *b, const load_config *c)
+{
+    if (c->ret[0] == '\0')
+        return;
+    /* "a,b" as ["a","b"]: names were checked at parse time. */
+    sb_str(b, ",\"return\":[\"");
+    for (const char *p = c->ret; *p; p++)
+        sb_str(b, *p == ',' ? "\",\"" : (char[]){*p, '\0'});
+    sb_str(b, "\"]");
+}
+
+/* ,"key_length":[...] for a batch of nb sequences with --lengths-spread. */
+static void put_key_length(sbuf *b, const load_config *c, int length, int nb, uint64_t *rng)
+{
+    if (!nb || c->lengths_spread <= 0)
+        return;
+    /* Right padding: sequence b is key_length[b] tokens long. */
+    int lo = length - (int)(c->lengths_spread * length);
+    sb_str(b, ",\"key_length\":[");
+    for (int s = 0; s < nb; s++)
+        sb_printf(b, s ? ",%d" : "%d", lo + (int)(rng_next(rng) % (uint64_t)(length - lo + 1)));
+    sb_str(b, "]");
+}
+
+/* ,"q":...,"k":...,"v":... of [L, H, D] (and [B, L, H, D] for nb > 0). */
+static void put_qkv(sbuf *b, const load_config *c, int heads, int kv_heads, int head_dim,
+                    int length, int nb, uint64_t *rng)
+{
+    int o = nb ? 1 : 0;
+    int qs[4] = {nb, length, heads, head_dim};
+    int ks[4] = {nb, length, kv_heads, head_dim};
+    sb_str(b, ",\"q\":");
+    put_tensor(b, c, qs + 1 - o, 3 + o, rng);
+    sb_str(b, ",\"k\":");
+    put_tensor(b, c, ks + 1 - o, 3 + o, rng);
+    sb_str(b, ",\"v\":");
+    put_tensor(b, c, ks + 1 - o, 3 + o, rng);
+}
+
+/* Layer mode: x [L, d_model] (or [B, L, d_model]), w_q [d_model, H*D], w_k
+ * and w_v [d_model, Hkv*D], scaled by ~1/sqrt(d_model) so that q and k stay
+ * of order one, as in a trained layer; with_heads names the heads too (a
+ * model's config decides them, so its items leave them out). */
+static void put_layer_inputs(sbuf *b, const load_config *c, int heads, int kv_heads, int head_dim,
+                             int d_model, int length, int nb, int with_heads, uint64_t *rng)
+{
+    int o = nb ? 1 : 0;
+    int amp = 1;
+    while ((amp + 1) * (amp + 1) * d_model <= 100000000)
+        amp++;
+    int xs[3] = {nb, length, d_model}, wq[2] = {d_model, heads * head_dim},
+        wkv[2] = {d_model, kv_heads * head_dim};
+    if (with_heads)
+        sb_printf(b, ",\"num_heads\":%d,\"num_kv_heads\":%d", heads, kv_heads);
+    sb_str(b, ",\"x\":");
+    put_tensor(b, c, xs + 1 - o, 2 + o, rng);
+    sb_str(b, ",\"w_q\":");
+    put_tensor_amp(b, c, wq, 2, rng, amp);
+    sb_str(b, ",\"w_k\":");
+    put_tensor_amp(b, c, wkv, 2, rng, amp);
+    sb_str(b, ",\"w_v\":");
+    put_tensor_amp(b, c, wkv, 2, rng, amp);
+}
+
 /* The absolute schemes are added to x before the projections: layer mode. */
 static int layer_only(const char *s)
 {
@@ -275,9 +341,7 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
     uint64_t rng = hash_str(0xCBF29CE484222325ULL ^ c->seed, scheme);
     rng ^= ((uint64_t)length << 32) ^ ((uint64_t)variant * 0x9E3779B97F4A7C15ULL);
     /* A batch of sequences leads each shape with B. */
-    int nb = c->batch_seq > 1 ? c->batch_seq : 0, o = nb ? 1 : 0;
-    int qs[4] = {nb, length, c->heads, c->head_dim};
-    int ks[4] = {nb, length, c->kv_heads, c->head_dim};
+    int nb = c->batch_seq > 1 ? c->batch_seq : 0;
 
     sb_str(&b, "{\"inputs\":[");
     for (int i = 0; i < c->batch && !b.oom; i++) {
@@ -289,53 +353,18 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
             sb_printf(&b, ",\"softcap\":%.17g", c->softcap);
         if (c->chunk > 0)
             sb_printf(&b, ",\"chunk_size\":%d", c->chunk);
-        if (c->ret[0] != '\0') {
-            /* "a,b" as ["a","b"]: names were checked at parse time. */
-            sb_str(&b, ",\"return\":[\"");
-            for (const char *p = c->ret; *p; p++)
-                sb_str(&b, *p == ',' ? "\",\"" : (char[]){*p, '\0'});
-            sb_str(&b, "\"]");
-        }
-        if (nb && c->lengths_spread > 0) {
-            /* Right padding: sequence b is key_length[b] tokens long. */
-            int lo = length - (int)(c->lengths_spread * length);
-            sb_str(&b, ",\"key_length\":[");
-            for (int s = 0; s < nb; s++)
-                sb_printf(&b, s ? ",%d" : "%d",
-                          lo + (int)(rng_next(&rng) % (uint64_t)(length - lo + 1)));
-            sb_str(&b, "]");
-        }
+        put_return(&b, c);
+        put_key_length(&b, c, length, nb, &rng);
         if (c->sinks) {
             int hs[1] = {c->heads};
             sb_str(&b, ",\"sinks\":");
             put_tensor(&b, c, hs, 1, &rng);
         }
-        if (c->layer || layer_only(scheme)) {
-            /* x [L, d_model] with d_model = H*D; w_q [d_model, H*D], w_k and
-             * w_v [d_model, Hkv*D], scaled by ~1/sqrt(d_model) so that q and
-             * k stay of order one, as in a trained layer. */
-            int d_model = c->heads * c->head_dim;
-            int amp = 1;
-            while ((amp + 1) * (amp + 1) * d_model <= 100000000)
-                amp++;
-            int xs[3] = {nb, length, d_model}, wq[2] = {d_model, c->heads * c->head_dim},
-                wkv[2] = {d_model, c->kv_heads * c->head_dim};
-            sb_printf(&b, ",\"num_heads\":%d,\"num_kv_heads\":%d,\"x\":", c->heads, c->kv_heads);
-            put_tensor(&b, c, xs + 1 - o, 2 + o, &rng);
-            sb_str(&b, ",\"w_q\":");
-            put_tensor_amp(&b, c, wq, 2, &rng, amp);
-            sb_str(&b, ",\"w_k\":");
-            put_tensor_amp(&b, c, wkv, 2, &rng, amp);
-            sb_str(&b, ",\"w_v\":");
-            put_tensor_amp(&b, c, wkv, 2, &rng, amp);
-        } else {
-            sb_str(&b, ",\"q\":");
-            put_tensor(&b, c, qs + 1 - o, 3 + o, &rng);
-            sb_str(&b, ",\"k\":");
-            put_tensor(&b, c, ks + 1 - o, 3 + o, &rng);
-            sb_str(&b, ",\"v\":");
-            put_tensor(&b, c, ks + 1 - o, 3 + o, &rng);
-        }
+        if (c->layer || layer_only(scheme))
+            put_layer_inputs(&b, c, c->heads, c->kv_heads, c->head_dim, c->heads * c->head_dim,
+                             length, nb, 1, &rng);
+        else
+            put_qkv(&b, c, c->heads, c->kv_heads, c->head_dim, length, nb, &rng);
         sb_str(&b, "}");
     }
     sb_str(&b, "]");
@@ -346,6 +375,102 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
     if (b.oom) {
         free(b.p);
         snprintf(err, errlen, "out of memory building a %s request of length %d", scheme, length);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+/* "s" as a JSON string: a model's name is the server's, so quote it right. */
+static void put_json_string(sbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            sb_printf(b, "\\%c", ch);
+        else if (ch < 0x20)
+            sb_printf(b, "\\u%04x", ch);
+        else
+            sb_put(b, s, 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+/* The layer's required tensors whose field paths start with prefix (plen
+ * bytes, "" at the top), as members: a path with a dot becomes an object,
+ * so "q_norm.weight" goes in as "q_norm":{"weight":T} and the fields under
+ * one name share its object. At the top every member follows the item's
+ * earlier ones; inside an object the first takes no comma. */
+static void put_requires(sbuf *b, const load_config *c, const load_layer *ly, const char *prefix,
+                         size_t plen, int top, uint64_t *rng)
+{
+    int first = 1;
+    for (int i = 0; i < ly->n_req; i++) {
+        const char *f = ly->req[i].field;
+        if (strncmp(f, prefix, plen) != 0)
+            continue;
+        const char *name = f + plen, *dot = strchr(name, '.');
+        size_t nlen = dot ? (size_t)(dot - name) : strlen(name);
+        int seen = 0; /* an earlier field already wrote this name's member */
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strncmp(ly->req[j].field, prefix, plen) &&
+                   !strncmp(ly->req[j].field + plen, name, nlen) &&
+                   (ly->req[j].field[plen + nlen] == '.' || ly->req[j].field[plen + nlen] == 0);
+        if (seen)
+            continue;
+        sb_printf(b, "%s\"%.*s\":", top || !first ? "," : "", (int)nlen, name);
+        first = 0;
+        if (dot == NULL) {
+            put_tensor(b, c, ly->req[i].shape, ly->req[i].rank, rng);
+        } else {
+            char sub[sizeof ly->req[i].field];
+            snprintf(sub, sizeof sub, "%.*s", (int)(plen + nlen + 1), f);
+            sb_str(b, "{");
+            put_requires(b, c, ly, sub, plen + nlen + 1, 0, rng);
+            sb_str(b, "}");
+        }
+    }
+}
+
+char *load_payload_build_layer(const load_config *c, const load_layer *ly, int length,
+                               unsigned variant, size_t *len, char *err, size_t errlen)
+{
+    sbuf b = {0};
+    uint64_t rng = hash_str(hash_str(0xCBF29CE484222325ULL ^ c->seed, c->model->name), ly->stack);
+    rng ^= ((uint64_t)ly->layer << 48) ^ ((uint64_t)length << 32) ^
+           ((uint64_t)variant * 0x9E3779B97F4A7C15ULL);
+    int nb = c->batch_seq > 1 ? c->batch_seq : 0;
+
+    sb_str(&b, "{\"inputs\":[");
+    for (int i = 0; i < c->batch && !b.oom; i++) {
+        sb_printf(&b, "%s{\"id\":%d,\"model\":", i ? "," : "", i);
+        put_json_string(&b, c->model->name);
+        sb_printf(&b, ",\"layer\":%d", ly->layer);
+        if (ly->stack[0] != '\0') {
+            sb_str(&b, ",\"stack\":");
+            put_json_string(&b, ly->stack);
+        }
+        if (c->causal)
+            sb_str(&b, ",\"causal\":true");
+        put_return(&b, c);
+        put_key_length(&b, c, length, nb, &rng);
+        put_requires(&b, c, ly, "", 0, 1, &rng);
+        if (ly->layer_mode)
+            put_layer_inputs(&b, c, ly->heads, ly->kv_heads, ly->head_dim, ly->d_model, length, nb,
+                             0, &rng);
+        else
+            put_qkv(&b, c, ly->heads, ly->kv_heads, ly->head_dim, length, nb, &rng);
+        sb_str(&b, "}");
+    }
+    sb_str(&b, "]");
+    if (c->encoding == LOAD_ENC_B64)
+        sb_str(&b, ",\"output_encoding\":\"b64\"");
+    sb_str(&b, "}");
+    if (b.oom) {
+        free(b.p);
+        snprintf(err, errlen, "out of memory building a request for %s's %s of length %d",
+                 c->model->name, ly->label, length);
         return NULL;
     }
     *len = b.len;

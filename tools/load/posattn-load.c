@@ -66,7 +66,27 @@ static const char USAGE[] =
     "                       qwen2-vl (rope:mrope [16,24,24], 28/4 heads of 128);\n"
     "                       each causal\n"
     "  --layer              every scheme in layer mode (x [L, heads x head-dim] and\n"
-    "                       projections): the same work for all, projections included\n"
+    "                       projections): the same work for all, projections included\n";
+
+/* The help goes in three strings: a string literal past 4095 bytes is beyond
+ * what C11 guarantees (-Woverlength-strings). */
+static const char USAGE_MODEL[] =
+    "  --model NAME         load the layers of a model the target has loaded (posattnd\n"
+    "                       --model NAME=config.json): GET /v1/models gives each\n"
+    "                       layer's heads, kv heads, head dim and the tensors it\n"
+    "                       requires (sinks, norm weights, tables; seeded), and every\n"
+    "                       item carries \"model\" and \"layer\". Layers with learned\n"
+    "                       positions go in layer mode (x as wide as the table). A\n"
+    "                       phase per (length, concurrency) sends the chosen layers\n"
+    "                       round-robin; the report gives each layer's latency beside\n"
+    "                       its attention (sliding, full, chunked). The config decides\n"
+    "                       what --schemes, --preset, --heads, --kv-heads, --head-dim,\n"
+    "                       --softcap, --sinks and --chunk would set\n"
+    "  --layer L            with --model: layer L only (as --layers L)\n"
+    "  --layers all|LIST    with --model: the layers to load, e.g. 0,3 or 0-5 (default all)\n"
+    "  --stack S            with --model: only its encoder or decoder stack (T5)\n";
+
+static const char USAGE_OUTPUT[] =
     "  --seed N             input generator seed (default 1)\n"
     "  --json FILE          JSON report (- for stdout)\n"
     "  --csv FILE           CSV report (- for stdout)\n"
@@ -74,7 +94,8 @@ static const char USAGE[] =
     "  --svg FILE           the latency and throughput charts as one SVG image\n"
     "  --dump-body FILE     write the first phase's request body (its first seeded\n"
     "                       variant; a phase rotates four of the same shape) to FILE\n"
-    "                       and exit without sending anything (for wrk, curl)\n"
+    "                       and exit without sending anything (for wrk, curl); with\n"
+    "                       --model, the first chosen layer's, after GET /v1/models\n"
     "  --quiet              no terminal table\n"
     "  -h, --help           this help\n";
 
@@ -236,11 +257,50 @@ static int apply_preset(load_config *c, int argc, char **argv, char *scheme_buf,
     return usage_error("--preset: unknown '%s' (gemma2, gpt-oss, llama4-chunked, qwen2-vl)", name);
 }
 
+/* --layers all|LIST: "all", or layers and ranges "0,3,5-7" into c's ranges
+ * (none: every layer). 0, or -1 on a malformed list. */
+static int parse_layers(load_config *c, const char *s)
+{
+    char buf[512];
+    c->n_layer_ranges = 0;
+    if (!strcmp(s, "all"))
+        return 0;
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *dash = strchr(tok, '-');
+        long lo, hi;
+        if (dash)
+            *dash = 0;
+        if (c->n_layer_ranges == LOAD_MAX_RANGES || parse_long(tok, 0, 1 << 20, &lo) != 0)
+            return -1;
+        hi = lo;
+        if (dash && (parse_long(dash + 1, 0, 1 << 20, &hi) != 0 || hi < lo))
+            return -1;
+        c->layer_lo[c->n_layer_ranges] = (int)lo;
+        c->layer_hi[c->n_layer_ranges++] = (int)hi;
+    }
+    return c->n_layer_ranges > 0 ? 0 : -1;
+}
+
+/* Whether --model is anywhere in argv: --layer then takes a layer number. */
+static int model_given(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--model") || !strncmp(argv[i], "--model=", 8))
+            return 1;
+    return 0;
+}
+
 /* Parses argv into c; returns 0, 1 for --help, or 2 on a usage error. */
 static int parse_args(load_config *c, int argc, char **argv, int *url_given)
 {
     char scheme_buf[1024] = "rope";
     long v;
+    int with_model = model_given(argc, argv);
+    const char *decided = NULL;     /* a flag the model's config decides, when given */
+    const char *needs_model = NULL; /* --layers or --stack, when given */
     int rc = apply_preset(c, argc, argv, scheme_buf, sizeof scheme_buf);
     if (rc != 0)
         return rc;
@@ -254,8 +314,13 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             return usage_error("unexpected argument '%s'", a);
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
         int is_bool = !strcmp(name, "--causal") || !strcmp(name, "--allow-remote") ||
-                      !strcmp(name, "--quiet") || !strcmp(name, "--layer") ||
+                      !strcmp(name, "--quiet") || (!strcmp(name, "--layer") && !with_model) ||
                       !strcmp(name, "--sinks");
+        static const char *const by_config[] = {"--schemes",  "--preset",  "--heads", "--kv-heads",
+                                                "--head-dim", "--softcap", "--sinks", "--chunk"};
+        for (size_t k = 0; k < sizeof by_config / sizeof *by_config && !decided; k++)
+            if (!strcmp(name, by_config[k]))
+                decided = by_config[k];
         if (is_bool) {
             if (eq)
                 return usage_error("%s takes no value", name);
@@ -297,9 +362,27 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
                                        tok);
             }
             snprintf(c->ret, sizeof c->ret, "%s", val);
+        } else if (!strcmp(name, "--layer") && with_model) {
+            if (parse_long(val, 0, 1 << 20, &v))
+                BAD("with --model, a layer number");
+            c->layer_lo[0] = c->layer_hi[0] = (int)v;
+            c->n_layer_ranges = 1;
         } else if (!strcmp(name, "--layer"))
             c->layer = 1;
-        else if (!strcmp(name, "--allow-remote"))
+        else if (!strcmp(name, "--model")) {
+            if (!*val || strlen(val) >= sizeof((load_model *)0)->name)
+                BAD("a model name (as posattnd --model NAME=config.json named it)");
+            c->model_name = val;
+        } else if (!strcmp(name, "--layers")) {
+            needs_model = "--layers";
+            if (parse_layers(c, val))
+                BAD("all, or a comma list of layers and ranges (0,3 or 0-5)");
+        } else if (!strcmp(name, "--stack")) {
+            needs_model = "--stack";
+            if (strcmp(val, "encoder") && strcmp(val, "decoder"))
+                BAD("encoder or decoder");
+            c->stack = val;
+        } else if (!strcmp(name, "--allow-remote"))
             c->allow_remote = 1;
         else if (!strcmp(name, "--quiet"))
             c->quiet = 1;
@@ -404,6 +487,12 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
     }
     if (c->n_schemes == 0)
         return usage_error("%s", "--schemes is empty");
+    if (c->model_name && decided)
+        return usage_error("%s: the model's config decides it (GET /v1/models lists each "
+                           "layer's); leave it out with --model",
+                           decided);
+    if (!c->model_name && needs_model)
+        return usage_error("%s needs --model", needs_model);
     if (c->duration_s <= 0 && c->requests <= 0 && !c->dump_body_path)
         return usage_error("%s", "refusing to run unbounded: give --duration S or --requests N");
     if (c->kv_heads == 0)
@@ -419,8 +508,9 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         return usage_error("%s", "--server-arg needs --spawn");
     if (c->lengths_spread > 0 && c->batch_seq < 2)
         return usage_error("%s", "--lengths-spread needs --batch-seq 2 or more");
-    /* One request body must stay reasonable: q, k and v of every item. */
-    for (int l = 0; l < c->n_lengths; l++) {
+    /* One request body must stay reasonable: q, k and v of every item
+     * (a model's shapes are checked once its layers are known). */
+    for (int l = 0; l < c->n_lengths && !c->model_name; l++) {
         double floats = (double)c->batch * (c->batch_seq > 1 ? c->batch_seq : 1) * c->lengths[l] *
                         c->head_dim * (double)(c->heads + 2 * c->kv_heads);
         if (floats * (c->encoding == LOAD_ENC_B64 ? 5.34 : 8.0) > 512.0 * 1024 * 1024)
@@ -436,7 +526,10 @@ static int dump_body(const load_config *c)
     char err[256];
     size_t len = 0;
     int rc = 0;
-    char *body = load_payload_build(c, c->schemes[0], c->lengths[0], 0, &len, err, sizeof err);
+    char *body =
+        c->model ? load_payload_build_layer(c, &c->model->layers[0], c->lengths[0], 0, &len, err,
+                                            sizeof err)
+                 : load_payload_build(c, c->schemes[0], c->lengths[0], 0, &len, err, sizeof err);
     FILE *f;
     if (body == NULL) {
         fprintf(stderr, "posattn-load: %s\n", err);
@@ -455,14 +548,54 @@ static int dump_body(const load_config *c)
     }
 out:
     free(body);
-    for (int i = 0; i < c->n_schemes; i++)
-        free(c->schemes[i]);
     return rc;
+}
+
+/* The floats of one request for layer ly at length L: a model's check of
+ * the 512 MB bound that parse_args keeps for the flags' shapes. */
+static double layer_floats(const load_config *c, const load_layer *ly, int length)
+{
+    double seqs = c->batch_seq > 1 ? c->batch_seq : 1, per = 0;
+    for (int i = 0; i < ly->n_req; i++) {
+        double n = 1;
+        for (int d = 0; d < ly->req[i].rank; d++)
+            n *= ly->req[i].shape[d];
+        per += n;
+    }
+    if (ly->layer_mode)
+        per += seqs * length * ly->d_model +
+               (double)ly->d_model * ly->head_dim * (ly->heads + 2 * ly->kv_heads);
+    else
+        per += seqs * length * ly->head_dim * (double)(ly->heads + 2 * ly->kv_heads);
+    return per * c->batch;
+}
+
+/* After GET /v1/models: the first layer's shape stands for the run in the
+ * reports' header, and no body may pass 512 MB. 0 or 2. */
+static int model_check(load_config *c)
+{
+    const load_model *m = c->model;
+    c->heads = m->layers[0].heads;
+    c->kv_heads = m->layers[0].kv_heads;
+    c->head_dim = m->layers[0].head_dim;
+    for (int k = 0; k < m->n_layers; k++)
+        for (int l = 0; l < c->n_lengths; l++)
+            if (layer_floats(c, &m->layers[k], c->lengths[l]) *
+                    (c->encoding == LOAD_ENC_B64 ? 5.34 : 8.0) >
+                512.0 * 1024 * 1024) {
+                fprintf(stderr,
+                        "posattn-load: a request body for %s's %s at L=%d would exceed 512 MB: "
+                        "lower --lengths, --batch or --batch-seq\n",
+                        m->name, m->layers[k].label, c->lengths[l]);
+                return 2;
+            }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     load_config c = {0};
+    load_model model = {0};
     char spawned_url[256];
     int url_given = 0, rc;
 
@@ -478,13 +611,19 @@ int main(int argc, char **argv)
     rc = parse_args(&c, argc, argv, &url_given);
     if (rc == 1) {
         fputs(USAGE, stdout);
+        fputs(USAGE_MODEL, stdout);
+        fputs(USAGE_OUTPUT, stdout);
         return 0;
     }
     if (rc != 0)
         return rc;
     c.progress = isatty(STDERR_FILENO);
-    if (c.dump_body_path)
-        return dump_body(&c);
+    if (c.dump_body_path && !c.model_name) {
+        rc = dump_body(&c);
+        for (int i = 0; i < c.n_schemes; i++)
+            free(c.schemes[i]);
+        return rc;
+    }
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         fprintf(stderr, "posattn-load: curl_global_init failed\n");
@@ -513,18 +652,31 @@ int main(int argc, char **argv)
         rc = rc ? rc : 1;
         goto out;
     }
+    if (c.model_name) {
+        if ((rc = load_model_fetch(&c, &model)) != 0)
+            goto out;
+        c.model = &model;
+        if ((rc = model_check(&c)) != 0)
+            goto out;
+        if (c.dump_body_path) {
+            rc = dump_body(&c);
+            goto out;
+        }
+    }
 
-    int n_phases = c.n_schemes * c.n_lengths * c.n_concurrency, done = 0;
+    /* With a model, one phase per (length, concurrency) loads all its layers. */
+    int n_sch = c.model ? 1 : c.n_schemes;
+    int n_phases = n_sch * c.n_lengths * c.n_concurrency, done = 0;
     load_result *results = calloc((size_t)n_phases, sizeof *results);
     if (!results) {
         rc = 1;
         goto out;
     }
-    for (int s = 0; s < c.n_schemes && !load_interrupted; s++)
+    for (int s = 0; s < n_sch && !load_interrupted; s++)
         for (int l = 0; l < c.n_lengths && !load_interrupted; l++)
             for (int k = 0; k < c.n_concurrency && !load_interrupted; k++) {
-                if (load_run_phase(&c, c.schemes[s], c.lengths[l], c.concurrency[k],
-                                   &results[done]) != 0) {
+                if (load_run_phase(&c, c.model ? c.model->name : c.schemes[s], c.lengths[l],
+                                   c.concurrency[k], &results[done]) != 0) {
                     rc = 1;
                     goto report;
                 }
@@ -549,6 +701,8 @@ report:
         if (c.svg_path && load_report_svg(c.svg_path, &c, results, done) != 0)
             rc = 1;
     }
+    for (int i = 0; i < done; i++)
+        free(results[i].layers);
     free(results);
 out:
     fflush(stdout);
@@ -559,6 +713,7 @@ out:
     }
     for (int i = 0; i < c.n_schemes; i++)
         free(c.schemes[i]);
+    load_model_free(&model);
     curl_global_cleanup();
     return rc;
 }

@@ -1,7 +1,9 @@
 /* report.c - posattn-load's outputs: the terminal table, --json, --csv,
  * --html (a self-contained page with inline SVG charts, no scripts; latency
  * axes log scale, a checkbox switches them to linear) and --svg (the main
- * charts as one standalone SVG image, latency on a log scale).
+ * charts as one standalone SVG image, latency on a log scale). With --model
+ * report_layers.c adds each layer's figures, and the latency charts have a
+ * group of bars per layer.
  */
 #include "load.h"
 
@@ -36,9 +38,15 @@ static const char *enc_name(const load_config *c)
 
 static void describe(FILE *f, const load_config *c, const char *nl)
 {
-    fprintf(f, "target %s%s  heads %d  kv_heads %d  head_dim %d  batch %d  %s%s  seed %llu  ",
-            c->url, c->spawn ? " (spawned)" : "", c->heads, c->kv_heads, c->head_dim, c->batch,
-            enc_name(c), c->causal ? "  causal" : "", c->seed);
+    if (c->model)
+        fprintf(f, "target %s%s  model %s (%s, %d of its layers%s%s)  batch %d  %s%s  seed %llu  ",
+                c->url, c->spawn ? " (spawned)" : "", c->model->name, c->model->model_type,
+                c->model->n_layers, c->stack ? ", " : "", c->stack ? c->stack : "", c->batch,
+                enc_name(c), c->causal ? "  causal" : "", c->seed);
+    else
+        fprintf(f, "target %s%s  heads %d  kv_heads %d  head_dim %d  batch %d  %s%s  seed %llu  ",
+                c->url, c->spawn ? " (spawned)" : "", c->heads, c->kv_heads, c->head_dim, c->batch,
+                enc_name(c), c->causal ? "  causal" : "", c->seed);
     if (c->layer)
         fprintf(f, "layer mode (d_model %d)  ", c->heads * c->head_dim);
     if (c->preset)
@@ -94,6 +102,8 @@ void load_report_table(FILE *f, const load_config *c, const load_result *r, int 
                     r[i].concurrency, r[i].status[s].key, r[i].status[s].count,
                     r[i].status[s].sample);
         }
+    if (c->model)
+        load_report_layers_table(f, c, r, n);
     fprintf(f,
             "\nlatency: successful requests, client side, +-1.6 %% (log buckets); queue/comp ms: "
             "the server's mean per task,\nsrv ms: its mean per request (arrival to "
@@ -123,18 +133,26 @@ int load_report_json(const char *path, const load_config *c, const load_result *
     cJSON_AddStringToObject(root, "tool", "posattn-load");
     cJSON_AddStringToObject(cfg, "url", c->url);
     cJSON_AddBoolToObject(cfg, "spawned", c->spawn != NULL);
-    cJSON *a = cJSON_AddArrayToObject(cfg, "schemes");
-    for (int i = 0; i < c->n_schemes; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateString(c->schemes[i]));
+    cJSON *a;
+    if (c->model) {
+        load_report_layers_config_json(cfg, c);
+    } else {
+        a = cJSON_AddArrayToObject(cfg, "schemes");
+        for (int i = 0; i < c->n_schemes; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateString(c->schemes[i]));
+    }
     a = cJSON_AddArrayToObject(cfg, "lengths");
     for (int i = 0; i < c->n_lengths; i++)
         cJSON_AddItemToArray(a, cJSON_CreateNumber(c->lengths[i]));
     a = cJSON_AddArrayToObject(cfg, "concurrency");
     for (int i = 0; i < c->n_concurrency; i++)
         cJSON_AddItemToArray(a, cJSON_CreateNumber(c->concurrency[i]));
-    cJSON_AddNumberToObject(cfg, "heads", c->heads);
-    cJSON_AddNumberToObject(cfg, "kv_heads", c->kv_heads);
-    cJSON_AddNumberToObject(cfg, "head_dim", c->head_dim);
+    /* A model's config decides the shapes and options: each layer lists them. */
+    if (!c->model) {
+        cJSON_AddNumberToObject(cfg, "heads", c->heads);
+        cJSON_AddNumberToObject(cfg, "kv_heads", c->kv_heads);
+        cJSON_AddNumberToObject(cfg, "head_dim", c->head_dim);
+    }
     cJSON_AddNumberToObject(cfg, "batch", c->batch);
     cJSON_AddNumberToObject(cfg, "duration_s", c->duration_s);
     cJSON_AddNumberToObject(cfg, "requests", (double)c->requests);
@@ -147,13 +165,16 @@ int load_report_json(const char *path, const load_config *c, const load_result *
                                                           : "f32");
     cJSON_AddNumberToObject(cfg, "batch_seq", c->batch_seq > 1 ? c->batch_seq : 1);
     cJSON_AddNumberToObject(cfg, "lengths_spread", c->lengths_spread);
-    cJSON_AddNumberToObject(cfg, "softcap", c->softcap);
-    cJSON_AddBoolToObject(cfg, "sinks", c->sinks);
-    cJSON_AddNumberToObject(cfg, "chunk_size", c->chunk);
+    if (!c->model) {
+        cJSON_AddNumberToObject(cfg, "softcap", c->softcap);
+        cJSON_AddBoolToObject(cfg, "sinks", c->sinks);
+        cJSON_AddNumberToObject(cfg, "chunk_size", c->chunk);
+    }
     cJSON_AddStringToObject(cfg, "return", c->ret[0] ? c->ret : "output");
     if (c->preset)
         cJSON_AddStringToObject(cfg, "preset", c->preset);
-    cJSON_AddBoolToObject(cfg, "layer", c->layer);
+    if (!c->model)
+        cJSON_AddBoolToObject(cfg, "layer", c->layer);
     cJSON_AddNumberToObject(cfg, "seed", (double)c->seed);
 
     cJSON *res = cJSON_AddArrayToObject(root, "results");
@@ -205,6 +226,8 @@ int load_report_json(const char *path, const load_config *c, const load_result *
         } else {
             cJSON_AddNullToObject(o, "server");
         }
+        if (c->model)
+            load_report_layers_json(o, c, x);
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
@@ -224,6 +247,10 @@ int load_report_csv(const char *path, const load_config *c, const load_result *r
     FILE *f = open_out(path);
     if (!f)
         return -1;
+    if (c->model) {
+        load_report_layers_csv(f, c, r, n);
+        return close_out(f);
+    }
     fprintf(f, "scheme,length,concurrency,heads,kv_heads,head_dim,batch,encoding,causal,"
                "elapsed_s,sent,ok,errors,errors_by_status,requests_per_s,items_per_s,"
                "p50_ms,p90_ms,p99_ms,p99_9_ms,max_ms,server_queue_mean_ms,server_compute_mean_ms,"
@@ -269,7 +296,7 @@ static double nice_ceil(double v)
     return 10 * p;
 }
 
-static void html_escape(FILE *f, const char *s)
+void load_html_escape(FILE *f, const char *s)
 {
     for (; *s; s++) {
         if (*s == '<')
@@ -400,7 +427,7 @@ static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const
             "font-family=\"sans-serif\" font-size=\"11\">\n",
             y0, width, height);
     fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">", left);
-    html_escape(f, title);
+    load_html_escape(f, title);
     fprintf(f, "</text>\n");
     for (int pass = 0; pass < 2; pass++) {
         int log = pass == 0;
@@ -414,7 +441,7 @@ static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const
         fprintf(f,
                 "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">",
                 top + plot_h / 2, top + plot_h / 2);
-        html_escape(f, unit);
+        load_html_escape(f, unit);
         fprintf(f, "%s</text>\n", log ? " (log scale)" : "");
         for (int i = 0; i < n; i++) {
             int gx = left + i * group_w + step / 2;
@@ -438,7 +465,7 @@ static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const
         int lx = gx + step / 2 * n_series, ly = top + plot_h + 14;
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" transform=\"rotate(-35 %d %d)\">",
                 lx, ly, lx, ly);
-        html_escape(f, label);
+        load_html_escape(f, label);
         fprintf(f, "</text>\n");
     }
     for (int s = 0; s < n_series; s++)
@@ -508,19 +535,20 @@ static void svg_concurrency(FILE *f, int y0, const load_config *c, const load_re
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">concurrency</text>\n",
             left + plot_w / 2, top + plot_h + 36);
-    int line = 0;
-    for (int s = 0; s < c->n_schemes; s++)
+    int line = 0, n_schemes = c->model ? 1 : c->n_schemes;
+    for (int s = 0; s < n_schemes; s++)
         for (int l = 0; l < c->n_lengths; l++, line++) {
             const char *col = COLORS[line % 8];
+            const char *scheme = c->model ? c->model->name : c->schemes[s];
             fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
             for (int i = 0; i < n; i++)
-                if (!strcmp(r[i].scheme, c->schemes[s]) && r[i].length == c->lengths[l])
+                if (!strcmp(r[i].scheme, scheme) && r[i].length == c->lengths[l])
                     fprintf(f, "%d,%d ", left + (int)((double)plot_w * r[i].concurrency / cmax),
                             top + plot_h -
                                 (int)(plot_h * rate((double)r[i].ok, r[i].elapsed_s) / vmax));
             fprintf(f, "\"/>\n");
             for (int i = 0; i < n; i++)
-                if (!strcmp(r[i].scheme, c->schemes[s]) && r[i].length == c->lengths[l])
+                if (!strcmp(r[i].scheme, scheme) && r[i].length == c->lengths[l])
                     fprintf(f,
                             "<circle cx=\"%d\" cy=\"%d\" r=\"3\" fill=\"%s\"><title>%s L=%d "
                             "c=%d: %.1f requests/s</title></circle>\n",
@@ -530,7 +558,7 @@ static void svg_concurrency(FILE *f, int y0, const load_config *c, const load_re
                             col, r[i].scheme, r[i].length, r[i].concurrency,
                             rate((double)r[i].ok, r[i].elapsed_s));
             fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s L=%d</text>\n", left + plot_w + 10,
-                    top + 12 + 14 * line, col, c->schemes[s], c->lengths[l]);
+                    top + 12 + 14 * line, col, scheme, c->lengths[l]);
         }
     fprintf(f, "</svg>\n");
 }
@@ -559,7 +587,7 @@ int load_report_html(const char *path, const load_config *c, const load_result *
     for (int i = 0; i < n; i++) {
         const load_result *x = &r[i];
         fprintf(f, "<tr><td>");
-        html_escape(f, x->scheme);
+        load_html_escape(f, x->scheme);
         fprintf(f, "</td><td>%d</td><td>%d</td><td>%.1f</td><td>%.1f</td>", x->length,
                 x->concurrency, rate((double)x->ok, x->elapsed_s),
                 rate((double)x->ok * c->batch, x->elapsed_s));
@@ -580,11 +608,22 @@ int load_report_html(const char *path, const load_config *c, const load_result *
     }
     /* The switch of the latency axes: a checkbox the figures after it follow
      * in CSS (see svg_bars), so the page stays free of scripts. */
-    fprintf(f, "</table>\n<input type=\"checkbox\" id=\"linear-axes\"> <label "
+    fprintf(f, "</table>\n");
+    if (c->model)
+        load_report_layers_html(f, c, r, n);
+    fprintf(f, "<input type=\"checkbox\" id=\"linear-axes\"> <label "
                "for=\"linear-axes\">linear latency axes (log scale by default, so that small "
                "latencies stay visible)</label>\n<figure>\n");
-    svg_bars(f, 0, "Client latency percentiles (successful requests)", "ms", c, r, n, lat_series, 4,
-             latency_value, SCALE_LOG | SCALE_LIN);
+    /* With a model, a group of bars per layer of each phase. */
+    int n_rows = 0;
+    load_result *rows = load_layer_rows(c, r, n, &n_rows);
+    if (rows)
+        svg_bars(f, 0, "Client latency percentiles per layer (successful requests)", "ms", c, rows,
+                 n_rows, lat_series, 4, latency_value, SCALE_LOG | SCALE_LIN);
+    else
+        svg_bars(f, 0, "Client latency percentiles (successful requests)", "ms", c, r, n,
+                 lat_series, 4, latency_value, SCALE_LOG | SCALE_LIN);
+    free(rows);
     fprintf(f, "</figure>\n<figure>\n");
     svg_bars(f, 0, "Throughput", "per second", c, r, n, thr_series, c->batch > 1 ? 2 : 1,
              throughput_value, SCALE_LIN);
@@ -606,15 +645,18 @@ int load_report_svg(const char *path, const load_config *c, const load_result *r
     static const char *const lat_series[] = {"p50", "p90", "p99", "p99.9"};
     static const char *const thr_series[] = {"requests/s"};
     const int caption = 28;
-    int conc = c->n_concurrency > 1;
-    int w1 = bars_width(n, 4), w2 = conc ? CONC_WIDTH : bars_width(n, 1);
+    int conc = c->n_concurrency > 1, n_rows = 0;
+    load_result *rows = load_layer_rows(c, r, n, &n_rows);
+    int w1 = bars_width(rows ? n_rows : n, 4), w2 = conc ? CONC_WIDTH : bars_width(n, 1);
     int width = w1 > w2 ? w1 : w2;
     int height = caption + BARS_HEIGHT + (conc ? CONC_HEIGHT : BARS_HEIGHT);
     char *text = NULL;
     size_t text_len = 0;
     FILE *m, *f = open_out(path);
-    if (!f)
+    if (!f) {
+        free(rows);
         return -1;
+    }
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -627,12 +669,17 @@ int load_report_svg(const char *path, const load_config *c, const load_result *r
         describe(m, c, "");
         fclose(m);
         fprintf(f, "<text x=\"10\" y=\"18\" fill=\"#555\">posattn-load: ");
-        html_escape(f, text ? text : "");
+        load_html_escape(f, text ? text : "");
         fprintf(f, "</text>\n");
         free(text);
     }
-    svg_bars(f, caption, "Client latency percentiles (successful requests)", "ms", c, r, n,
-             lat_series, 4, latency_value, SCALE_LOG);
+    if (rows)
+        svg_bars(f, caption, "Client latency percentiles per layer (successful requests)", "ms", c,
+                 rows, n_rows, lat_series, 4, latency_value, SCALE_LOG);
+    else
+        svg_bars(f, caption, "Client latency percentiles (successful requests)", "ms", c, r, n,
+                 lat_series, 4, latency_value, SCALE_LOG);
+    free(rows);
     if (conc)
         svg_concurrency(f, caption + BARS_HEIGHT, c, r, n);
     else

@@ -1,6 +1,8 @@
 /* runner.c - posattn-load's driver: a closed loop of `concurrency` requests
  * in flight on one libcurl multi handle, a warm-up, then the measured phase,
- * with the server's /metrics read before and after it.
+ * with the server's /metrics read before and after it. With --model the
+ * bodies cycle through the chosen layers, and each answer is counted for
+ * its layer as well as for the phase.
  */
 #include "load.h"
 
@@ -43,6 +45,7 @@ typedef struct {
     size_t item_err_len;
     double bytes_rx;
     char errbuf[CURL_ERROR_SIZE];
+    int layer; /* with --model: the index of the layer the body in flight is for */
 } slot;
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
@@ -94,22 +97,32 @@ static void slot_reset(slot *s)
     s->errbuf[0] = 0;
 }
 
-static void count_status(load_result *r, const char *key, const char *sample)
+static void count_status_in(load_status_count *st, int *n, const char *key, const char *sample)
 {
     int i;
-    for (i = 0; i < r->n_status; i++)
-        if (!strcmp(r->status[i].key, key))
+    for (i = 0; i < *n; i++)
+        if (!strcmp(st[i].key, key))
             break;
-    if (i == r->n_status) {
-        if (r->n_status == LOAD_MAX_STATUS)
+    if (i == *n) {
+        if (*n == LOAD_MAX_STATUS)
             i = LOAD_MAX_STATUS - 1; /* fold the rest into the last key */
         else {
-            r->n_status++;
-            snprintf(r->status[i].key, sizeof r->status[i].key, "%s", key);
-            snprintf(r->status[i].sample, sizeof r->status[i].sample, "%.150s", sample);
+            (*n)++;
+            snprintf(st[i].key, sizeof st[i].key, "%s", key);
+            snprintf(st[i].sample, sizeof st[i].sample, "%.150s", sample);
         }
     }
-    r->status[i].count++;
+    st[i].count++;
+}
+
+/* An error of the phase, and of the layer ly when there is one. */
+static void count_status(load_result *r, load_layer_result *ly, const char *key, const char *sample)
+{
+    count_status_in(r->status, &r->n_status, key, sample);
+    if (ly) {
+        ly->errors++;
+        count_status_in(ly->status, &ly->n_status, key, sample);
+    }
 }
 
 /* "CODE: message" from an error answer, or its first bytes. */
@@ -134,11 +147,16 @@ static void classify(slot *s, CURLcode rc, load_result *r)
     curl_off_t total_us = 0;
     if (!r)
         return;
+    load_layer_result *ly = r->layers ? &r->layers[s->layer] : NULL;
     r->sent++;
     r->bytes_received += s->bytes_rx;
+    if (ly) {
+        ly->sent++;
+        r->bytes_sent += (double)ly->body_bytes;
+    }
     if (rc != CURLE_OK) {
         r->errors++;
-        count_status(r, "transport", s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc));
+        count_status(r, ly, "transport", s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc));
         return;
     }
     curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &code);
@@ -146,17 +164,21 @@ static void classify(slot *s, CURLcode rc, load_result *r)
     if (code == 200 && strstr(s->tail, "\"errors\":false")) {
         r->ok++;
         load_hist_record(&r->hist, (uint64_t)total_us);
+        if (ly) {
+            ly->ok++;
+            load_hist_record(&ly->hist, (uint64_t)total_us);
+        }
         return;
     }
     r->errors++;
     if (code == 200) {
         snprintf(sample, sizeof sample, "{%.150s", s->item_err);
-        count_status(r, "item_error", sample);
+        count_status(r, ly, "item_error", sample);
         return;
     }
     snprintf(key, sizeof key, "%ld", code);
     error_sample(s->head, sample, sizeof sample);
-    count_status(r, key, sample);
+    count_status(r, ly, key, sample);
 }
 
 typedef struct {
@@ -166,9 +188,11 @@ typedef struct {
     int n;
     struct curl_slist *headers;
     char url[1024];
-    char *bodies[N_VARIANTS];
-    size_t body_len[N_VARIANTS];
-    int n_bodies;
+    /* Body b is for layer b % n_layers (with --model; else n_layers is 1),
+     * so consecutive requests take the layers in turn. */
+    char **bodies;
+    size_t *body_len;
+    int n_bodies, n_layers;
     unsigned long next_body;
 } driver;
 
@@ -176,6 +200,7 @@ static void start(driver *d, slot *s)
 {
     int b = (int)(d->next_body++ % (unsigned long)d->n_bodies);
     slot_reset(s);
+    s->layer = b % d->n_layers;
     curl_easy_setopt(s->h, CURLOPT_POSTFIELDS, d->bodies[b]);
     curl_easy_setopt(s->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->body_len[b]);
     curl_multi_add_handle(d->m, s->h);
@@ -245,7 +270,7 @@ static void run_loop(driver *d, double seconds, long count, load_result *r, cons
     }
 }
 
-/* The text of GET url into a malloc'd string; NULL on failure. */
+/* The text of a GET, growing as it arrives. */
 typedef struct {
     char *p;
     size_t len, cap;
@@ -271,39 +296,79 @@ static size_t on_text(char *data, size_t size, size_t n, void *arg)
     return len;
 }
 
-int load_metrics_read(const load_config *c, const char *label, load_server_split *out)
+char *load_http_get(const load_config *c, const char *path, int auth, long *code)
 {
-    char url[1100], want_sum[160], want_count[160];
+    char url[1100];
     text t = {0};
-    long code = 0;
+    struct curl_slist *headers = NULL;
     CURL *h = curl_easy_init();
+    *code = 0;
     if (!h)
-        return -1;
-    snprintf(url, sizeof url, "%s/metrics", c->url);
+        return NULL;
+    snprintf(url, sizeof url, "%s%s", c->url, path);
     load_curl_tls(h, c);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_text);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    if (auth && c->api_key) {
+        char line[512];
+        snprintf(line, sizeof line, "Authorization: Bearer %s", c->api_key);
+        headers = curl_slist_append(NULL, line);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    }
     CURLcode rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
     curl_easy_cleanup(h);
-    if (rc != CURLE_OK || code != 200 || !t.p) {
+    curl_slist_free_all(headers);
+    if (rc != CURLE_OK || !t.p) {
         free(t.p);
+        return NULL;
+    }
+    return t.p;
+}
+
+/* The value of a series line whose first n bytes matched: right after them
+ * when they end in the labels' "} ", else after the labels that follow. */
+static double series_value(const char *line, size_t n)
+{
+    const char *v = line + n;
+    if (n < 2 || line[n - 2] != '}') {
+        v = strstr(v, "} ");
+        if (v == NULL)
+            return 0;
+        v += 2;
+    }
+    return strtod(v, NULL);
+}
+
+int load_metrics_read(const load_config *c, const char *label, load_server_split *out)
+{
+    char want_sum[160], want_count[160];
+    long code = 0;
+    char *body = load_http_get(c, "/metrics", 0, &code);
+    if (!body || code != 200) {
+        free(body);
         return -1;
     }
     memset(out, 0, sizeof *out);
-    snprintf(want_sum, sizeof want_sum, "posattn_compute_duration_seconds_sum{scheme=\"%s\"} ",
-             label);
-    snprintf(want_count, sizeof want_count,
-             "posattn_compute_duration_seconds_count{scheme=\"%s\"} ", label);
+    /* Without a label every compute series counts: the prefix ends at "{". */
+    if (label) {
+        snprintf(want_sum, sizeof want_sum, "posattn_compute_duration_seconds_sum{scheme=\"%s\"} ",
+                 label);
+        snprintf(want_count, sizeof want_count,
+                 "posattn_compute_duration_seconds_count{scheme=\"%s\"} ", label);
+    } else {
+        snprintf(want_sum, sizeof want_sum, "posattn_compute_duration_seconds_sum{");
+        snprintf(want_count, sizeof want_count, "posattn_compute_duration_seconds_count{");
+    }
     static const char QS[] = "posattn_queue_duration_seconds_sum ";
     static const char QC[] = "posattn_queue_duration_seconds_count ";
     static const char RS[] = "posattn_request_duration_seconds_sum{endpoint=\"attention\"} ";
     static const char RC[] = "posattn_request_duration_seconds_count{endpoint=\"attention\"} ";
     int found = 0;
-    for (char *line = t.p; line && *line;) {
+    for (char *line = body; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl)
             *nl = 0;
@@ -316,44 +381,75 @@ int load_metrics_read(const load_config *c, const char *label, load_server_split
         else if (!strncmp(line, RC, sizeof RC - 1))
             out->request_count = strtod(line + sizeof RC - 1, NULL);
         else if (!strncmp(line, want_sum, strlen(want_sum)))
-            out->compute_sum_s = strtod(line + strlen(want_sum), NULL);
+            out->compute_sum_s += series_value(line, strlen(want_sum));
         else if (!strncmp(line, want_count, strlen(want_count)))
-            out->compute_count = strtod(line + strlen(want_count), NULL);
+            out->compute_count += series_value(line, strlen(want_count));
         line = nl ? nl + 1 : NULL;
     }
-    free(t.p);
+    free(body);
     /* A scheme that has not run yet has no compute series: zeros are right. */
     out->valid = found == 3;
     return out->valid ? 0 : -1;
+}
+
+/* One body for layer k (or the scheme when there is no model). */
+static char *build_body(const load_config *c, const char *scheme, int k, int length, unsigned v,
+                        size_t *len, char *err, size_t errlen)
+{
+    if (c->model)
+        return load_payload_build_layer(c, &c->model->layers[k], length, v, len, err, errlen);
+    return load_payload_build(c, scheme, length, v, len, err, errlen);
 }
 
 int load_run_phase(const load_config *c, const char *scheme, int length, int concurrency,
                    load_result *r)
 {
     driver d = {0};
-    char err[256], label[64], metric_label[32];
-    int rc = -1;
+    char err[256], label[96], metric_label[32];
+    int rc = -1, n_layers = c->model ? c->model->n_layers : 1;
+    size_t first_bytes = 0;
 
     memset(r, 0, sizeof *r);
-    r->scheme = scheme;
+    r->scheme = c->model ? c->model->name : scheme;
     r->length = length;
     r->concurrency = concurrency;
     load_hist_init(&r->hist);
+    if (c->model) {
+        r->layers = calloc((size_t)n_layers, sizeof *r->layers);
+        if (!r->layers)
+            return -1;
+        r->n_layers = n_layers;
+        for (int k = 0; k < n_layers; k++)
+            load_hist_init(&r->layers[k].hist);
+    }
 
     d.c = c;
     d.n = concurrency;
-    d.n_bodies = 1;
-    for (int v = 0; v < d.n_bodies; v++) {
-        d.bodies[v] = load_payload_build(c, scheme, length, (unsigned)v, &d.body_len[v], err,
-                                         sizeof err);
-        if (!d.bodies[v]) {
+    d.n_layers = n_layers;
+    d.bodies = calloc((size_t)N_VARIANTS * (size_t)n_layers, sizeof *d.bodies);
+    d.body_len = calloc((size_t)N_VARIANTS * (size_t)n_layers, sizeof *d.body_len);
+    if (!d.bodies || !d.body_len)
+        goto out;
+    /* Variant 0 of every layer, then the other variants while the first
+     * ones stay small: memory, not variety, matters for large bodies. */
+    d.n_bodies = n_layers;
+    for (int b = 0; b < d.n_bodies; b++) {
+        int k = b % n_layers;
+        d.bodies[b] = build_body(c, scheme, k, length, (unsigned)(b / n_layers), &d.body_len[b],
+                                 err, sizeof err);
+        if (!d.bodies[b]) {
             fprintf(stderr, "posattn-load: %s\n", err);
             goto out;
         }
-        if (v == 0 && d.body_len[0] <= VARIANT_LIMIT)
-            d.n_bodies = N_VARIANTS;
+        if (b < n_layers) {
+            first_bytes += d.body_len[b];
+            if (r->layers)
+                r->layers[k].body_bytes = d.body_len[b];
+        }
+        if (b == n_layers - 1 && first_bytes <= VARIANT_LIMIT)
+            d.n_bodies = N_VARIANTS * n_layers;
     }
-    r->body_bytes = d.body_len[0];
+    r->body_bytes = first_bytes / (size_t)n_layers;
 
     d.m = curl_multi_init();
     d.slots = calloc((size_t)concurrency, sizeof *d.slots);
@@ -385,16 +481,22 @@ int load_run_phase(const load_config *c, const char *scheme, int length, int con
         curl_easy_setopt(s->h, CURLOPT_ERRORBUFFER, s->errbuf);
     }
 
-    snprintf(label, sizeof label, "[%s L=%d c=%d]", scheme, length, concurrency);
+    snprintf(label, sizeof label, "[%s L=%d c=%d]", r->scheme, length, concurrency);
     if (c->warmup_s > 0)
         run_loop(&d, c->warmup_s, 0, NULL, label);
 
-    snprintf(metric_label, sizeof metric_label, "%.*s", (int)strcspn(scheme, ":"), scheme);
+    /* A model's layers may have schemes of several types: all series count. */
+    const char *ml = NULL;
+    if (!c->model) {
+        snprintf(metric_label, sizeof metric_label, "%.*s", (int)strcspn(scheme, ":"), scheme);
+        ml = metric_label;
+    }
     load_server_split before = {0}, after = {0};
-    int have_before = load_metrics_read(c, metric_label, &before) == 0;
+    int have_before = load_metrics_read(c, ml, &before) == 0;
     run_loop(&d, c->duration_s, c->requests, r, label);
-    r->bytes_sent = (double)r->sent * (double)r->body_bytes;
-    if (have_before && load_metrics_read(c, metric_label, &after) == 0) {
+    if (!c->model) /* with a model, classify adds each layer's body */
+        r->bytes_sent = (double)r->sent * (double)r->body_bytes;
+    if (have_before && load_metrics_read(c, ml, &after) == 0) {
         r->server.valid = 1;
         r->server.queue_sum_s = after.queue_sum_s - before.queue_sum_s;
         r->server.queue_count = after.queue_count - before.queue_count;
@@ -412,8 +514,15 @@ out:
     if (d.m)
         curl_multi_cleanup(d.m);
     curl_slist_free_all(d.headers);
-    for (int v = 0; v < N_VARIANTS; v++)
-        free(d.bodies[v]);
+    for (int b = 0; d.bodies && b < N_VARIANTS * n_layers; b++)
+        free(d.bodies[b]);
+    free(d.bodies);
+    free(d.body_len);
+    if (rc != 0) {
+        free(r->layers);
+        r->layers = NULL;
+        r->n_layers = 0;
+    }
     return rc;
 }
 

@@ -2,7 +2,8 @@
 # test_load.sh - posattn-load against a spawned posattnd: the JSON report's
 # structure and that its counts add up, 503s counted by status with a tiny
 # queue, the refusals (no bound, non-loopback URL, unknown scheme), the
-# layer-mode schemes and the structure of the SVG and HTML charts.
+# layer-mode schemes, the structure of the SVG and HTML charts, and --model
+# (a loaded config's layers, reported per layer).
 #
 # usage: tools/load/test_load.sh [BUILD]   (BUILD holds posattn-load and posattnd; default build)
 set -u
@@ -339,6 +340,129 @@ if "$LOAD" --lengths-spread 0.5 --requests 1 >"$TMP/bs-bad.out" 2>&1; then
     bad "--lengths-spread without --batch-seq is refused" "$TMP/bs-bad.out"
 elif grep -q "needs --batch-seq" "$TMP/bs-bad.out"; then ok "--lengths-spread without --batch-seq is refused"
 else bad "--lengths-spread without --batch-seq is refused" "$TMP/bs-bad.out"; fi
+
+# 9. --model: a spawned posattnd loads Gemma 2's and gpt-oss's configs; the
+# tool reads GET /v1/models and sends every chosen layer round-robin, with
+# the tensors each layer requires, and reports each layer's latency beside
+# its attention (sliding layers with their window).
+FIX=$(cd "$(dirname "$0")/../.." && pwd)/tests/fixtures/models
+MODELS=(--server-arg --model --server-arg "g2=$FIX/gemma2.json"
+        --server-arg --model --server-arg "oss=$FIX/gpt_oss.json")
+if "$LOAD" --spawn "$SRV" "${MODELS[@]}" --model g2 --layers all --lengths 32 --concurrency 2 \
+        --requests 24 --json "$TMP/m.json" --csv "$TMP/m.csv" --html "$TMP/m.html" \
+        --svg "$TMP/m.svg" >"$TMP/m.out" 2>"$TMP/m.err"; then
+    ok "--model g2 --layers all exits 0"
+else bad "--model g2 --layers all exits 0" "$TMP/m.err"; fi
+if $PY - "$TMP" >"$TMP/check9.out" 2>&1 <<'PYEOF'
+import json, re, sys
+import xml.etree.ElementTree as ET
+d = sys.argv[1]
+r = json.load(open(d + "/m.json"))
+m = r["config"]["model"]
+assert (m["name"], m["model_type"], m["num_layers"]) == ("g2", "gemma2", 4), m
+assert "heads" not in r["config"] and "schemes" not in r["config"], r["config"]
+[x] = r["results"]
+assert (x["scheme"], x["sent"], x["ok"], x["errors"]) == ("g2", 24, 24, 0), x
+assert x["server"]["compute_count"] == 24, x["server"]
+ls = x["layers"]
+assert [y["layer"] for y in ls] == [0, 1, 2, 3], ls
+for y in ls:
+    sliding = y["layer"] % 2 == 0  # Gemma 2: the even layers slide
+    assert y["attention"] == ("sliding_attention" if sliding else "full_attention"), y
+    assert y["window"] == (4096 if sliding else None), y
+    assert y["label"] == "layer %d %s" % (y["layer"], "sliding 4096" if sliding else "full"), y
+    assert (y["num_heads"], y["num_kv_heads"], y["head_dim"]) == (4, 2, 16), y
+    assert (y["sent"], y["ok"], y["errors"]) == (6, 6, 0), y  # round-robin: 24 / 4
+    lat = y["latency_ms"]
+    assert lat["count"] == 6 and 0 < lat["p50"] <= lat["p99"] <= lat["max"], lat
+    assert y["causal"] is True and y["requires"] == [], y
+g = {(a["attention"], tuple(a["layers"])): a for a in x["by_attention"]}
+assert set(g) == {("sliding_attention", (0, 2)), ("full_attention", (1, 3))}, g
+assert all(a["ok"] == 12 and a["latency_ms"]["count"] == 12 for a in g.values()), g
+out = open(d + "/m.out").read()
+for l, kind in ((0, "sliding 4096"), (1, "full"), (2, "sliding 4096"), (3, "full")):
+    assert re.search(r"^layer %d %s +rope +32 +2 " % (l, kind), out, re.M), (l, out)
+assert "sliding 4096 (layers 0,2)" in out and "full (layers 1,3)" in out, out
+csv = open(d + "/m.csv").read().splitlines()
+assert csv[0].startswith("model,layer,stack,attention,window,") and len(csv) == 5, csv
+assert csv[1].startswith("g2,0,,sliding_attention,4096,") and csv[2].startswith("g2,1,,full_attention,0,"), csv
+html = open(d + "/m.html").read()
+assert "Per layer" in html and "layer 3 full" in html and "By attention" in html, "html"
+NS = "{http://www.w3.org/2000/svg}"
+chart = ET.parse(d + "/m.svg").getroot().findall(NS + "svg")[0]
+bars = [b for b in chart.iter(NS + "rect") if b.find(NS + "title") is not None]
+assert len(bars) == 4 * 4, len(bars)  # a group of four percentiles per layer
+labels = "".join(t.text or "" for t in chart.iter(NS + "text"))
+assert "0 sliding 4096 L=32" in labels and "3 full L=32" in labels, labels
+print("ok")
+PYEOF
+then ok "--model g2: 4 layers reported (JSON, table, CSV, HTML, SVG), the sliding ones with their window"
+else bad "--model g2: 4 layers reported (JSON, table, CSV, HTML, SVG), the sliding ones with their window" "$TMP/check9.out"; fi
+
+# gpt-oss layer 1 needs its sinks [H]: the body carries them, the server answers.
+"$LOAD" --spawn "$SRV" "${MODELS[@]}" --model oss --layer 1 --lengths 16 --batch-seq 2 \
+    --dump-body "$TMP/oss-body.json" >"$TMP/oss.out" 2>&1 || echo "exit $?" >>"$TMP/oss.out"
+"$LOAD" --spawn "$SRV" "${MODELS[@]}" --model oss --layer 1 --lengths 48 --concurrency 2 \
+    --requests 8 --encoding b64 --json "$TMP/oss.json" --quiet >>"$TMP/oss.out" 2>&1 ||
+    echo "exit $?" >>"$TMP/oss.out"
+if $PY - "$TMP" >"$TMP/check9b.out" 2>&1 <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+it = json.load(open(d + "/oss-body.json"))["inputs"][0]
+assert (it["model"], it["layer"]) == ("oss", 1) and "scheme" not in it, it.keys()
+assert it["sinks"]["shape"] == [4], it["sinks"]
+assert it["q"]["shape"] == [2, 16, 4, 16] and it["k"]["shape"] == [2, 16, 2, 16], it["q"]["shape"]
+r = json.load(open(d + "/oss.json"))
+[x] = r["results"]
+assert (x["sent"], x["ok"], x["errors"]) == (8, 8, 0), x
+[y] = x["layers"]
+assert (y["layer"], y["attention"], y["window"], y["requires"]) == (1, "full_attention", None, ["sinks"]), y
+assert y["ok"] == 8, y
+print("ok")
+PYEOF
+then ok "--model oss --layer 1: sinks [4] in every item, all 200 without item errors"
+else bad "--model oss --layer 1: sinks [4] in every item, all 200 without item errors" "$TMP/check9b.out"; fi
+
+# Learned positions (GPT-2's layer 0) go in layer mode, x as wide as the
+# table; T5's stacks are named in every item and --stack picks one.
+"$LOAD" --spawn "$SRV" --server-arg --model --server-arg "gpt2=$FIX/gpt2.json" \
+    --server-arg --model --server-arg "t5=$FIX/t5.json" --model gpt2 --lengths 16 \
+    --requests 4 --json "$TMP/gpt2.json" --quiet >"$TMP/gpt2.out" 2>&1 || echo "exit $?" >>"$TMP/gpt2.out"
+"$LOAD" --spawn "$SRV" --server-arg --model --server-arg "t5=$FIX/t5.json" --model t5 \
+    --stack decoder --layers 0-1 --lengths 16 --requests 4 --json "$TMP/t5.json" --quiet \
+    >>"$TMP/gpt2.out" 2>&1 || echo "exit $?" >>"$TMP/gpt2.out"
+if $PY - "$TMP" >"$TMP/check9c.out" 2>&1 <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+[x] = json.load(open(d + "/gpt2.json"))["results"]
+assert [(y["layer"], y["scheme"], y["layer_mode"], y["ok"], y["errors"]) for y in x["layers"]] == \
+    [(0, "learned", True, 2, 0), (1, "none", False, 2, 0)], x["layers"]
+assert x["layers"][0]["d_model"] == 64 and x["layers"][0]["requires"] == ["scheme.table"]
+[x] = json.load(open(d + "/t5.json"))["results"]
+assert [(y["stack"], y["layer"], y["ok"]) for y in x["layers"]] == [("decoder", 0, 2), ("decoder", 1, 2)], x["layers"]
+print("ok")
+PYEOF
+then ok "--model gpt2: layer 0 (learned) in layer mode; --model t5 --stack decoder: both answered"
+else bad "--model gpt2: layer 0 (learned) in layer mode; --model t5 --stack decoder: both answered" "$TMP/check9c.out"; fi
+
+# Refusals: a name the server has not loaded (listing the loaded ones), a
+# layer past the model's, a flag the config decides, --layers without --model.
+"$LOAD" --spawn "$SRV" "${MODELS[@]}" --model nope --requests 1 >"$TMP/nope.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "'nope'.*no model of that name (loaded: g2, oss)" "$TMP/nope.out"; then
+    ok "an unknown --model fails (exit $rc), listing the loaded models"
+else bad "an unknown --model fails, listing the loaded models (exit $rc)" "$TMP/nope.out"; fi
+"$LOAD" --spawn "$SRV" "${MODELS[@]}" --model g2 --layer 4 --requests 1 >"$TMP/nolayer.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "layer 4: model 'g2' (gemma2) has layers 0 to 3" "$TMP/nolayer.out"; then
+    ok "a --layer past the model's fails (exit $rc), naming its layers"
+else bad "a --layer past the model's fails, naming its layers (exit $rc)" "$TMP/nolayer.out"; fi
+if "$LOAD" --model g2 --heads 8 --requests 1 >"$TMP/decided.out" 2>&1 ||
+        ! grep -q "the model's config decides it" "$TMP/decided.out" ||
+        "$LOAD" --layers all --requests 1 >>"$TMP/decided.out" 2>&1 ||
+        ! grep -q -- "--layers needs --model" "$TMP/decided.out"; then
+    bad "--heads with --model and --layers without it are refused" "$TMP/decided.out"
+else ok "--heads with --model and --layers without it are refused"; fi
 
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -138,7 +138,10 @@ export class Heatmap {
   }
 
   layout(w) {
-    const m = { l: 46, r: 76, t: 6, b: 36 };
+    // Room on the left for the longest row label (positions run to 5 digits
+    // and more), about 8 px a character at FONT's size.
+    const yt = this.extra && this.extra.yValues;
+    const m = { l: yt ? Math.max(46, 24 + 8 * Math.max(...yt.map((v) => String(v).length))) : 46, r: 76, t: 6, b: 36 };
     let sw = 0;   // the side column's width, and a gap before it
     if (this.side()) {
       sw = Math.max(12, Math.min(26, (w - m.l - m.r) / ((this.cols || 1) + 1)));

@@ -189,6 +189,65 @@ static void test_attention_mixed_batch(void **state)
     cJSON_Delete(ans);
 }
 
+/* shaw as Hugging Face BERT's relative_key_query (direction query_minus_key,
+ * key_term) with GQA and logits, against the library; and Shaw's defaults
+ * spelled out answer as their absence does. */
+static void test_attention_shaw_bert(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    qkv f;
+    tu_rng r;
+    float *rel_k;
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    int status;
+    cJSON *items[3], *sch, *ans;
+    const char *names[] = {"output", "logits"};
+
+    tu_rng_seed(&r, 71);
+    qkv_make(&f, 5, 7, 4, 2, 4, 4, 7);
+    rel_k = rnd(&r, 13 * 4, -1, 1); /* max_position_embeddings 7: [2*7 - 1, D] */
+    sch = scheme_of("{\"type\":\"shaw\",\"max_relative_position\":6,"
+                    "\"direction\":\"query_minus_key\",\"key_term\":true}");
+    cJSON_AddItemToObject(sch, "rel_k", jtensor(rel_k, 2, 13, 4));
+    items[0] = qkv_item(&f, sch);
+    cJSON_AddItemToObject(items[0], "return", cJSON_CreateStringArray(names, 2));
+    sch = scheme_of("{\"type\":\"shaw\",\"max_relative_position\":6}");
+    cJSON_AddItemToObject(sch, "rel_k", jtensor(rel_k, 2, 13, 4));
+    items[1] = qkv_item(&f, sch);
+    sch = scheme_of("{\"type\":\"shaw\",\"max_relative_position\":6,"
+                    "\"direction\":\"key_minus_query\",\"key_term\":false}");
+    cJSON_AddItemToObject(sch, "rel_k", jtensor(rel_k, 2, 13, 4));
+    items[2] = qkv_item(&f, sch);
+    ans = call_json(&srv_ep_attention, batch(items, 3), &lim, &status);
+    expect_ok(ans, status);
+
+    pa_scheme_init(&s, PA_SCHEME_SHAW);
+    s.shaw.max_relative_position = 6;
+    s.shaw.rel_k = rel_k;
+    s.shaw.rel_k_rows = 13;
+    s.shaw.rel_k_cols = 4;
+    s.shaw.direction = PA_SHAW_DIRECTION_QUERY_MINUS_KEY;
+    s.shaw.key_term = true;
+    qkv_desc(&f, &s, &a);
+    lib_run(&a, (size_t)5 * 4 * 4, &want);
+    result_is(output_at(ans, 0), "output", want.out, want.n_out);
+    result_is(output_at(ans, 0), "logits", want.logits, want.n_scores);
+    lib_free(&want);
+    {
+        const cJSON *o1 = cJSON_GetObjectItemCaseSensitive(output_at(ans, 1), "output");
+        const cJSON *o2 = cJSON_GetObjectItemCaseSensitive(output_at(ans, 2), "output");
+        const cJSON *o0 = cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "output");
+        assert_true(cJSON_Compare(o1, o2, true));
+        assert_false(cJSON_Compare(o0, o1, true));
+    }
+    qkv_free(&f);
+    free(rel_k);
+    cJSON_Delete(ans);
+}
+
 /* Layer mode: sinusoidal with w_o and explicit positions, learned with an
  * offset and GQA, both against the library. */
 static void test_attention_layer_mode(void **state)
@@ -604,6 +663,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_rope_all_outputs),
         cmocka_unit_test(test_attention_mixed_batch),
+        cmocka_unit_test(test_attention_shaw_bert),
         cmocka_unit_test(test_attention_layer_mode),
         cmocka_unit_test(test_attention_b64),
         cmocka_unit_test(test_attention_b64_large),

@@ -132,6 +132,20 @@ static void test_learned_t5_shaw_tables(void **state)
     parse_ok("{\"type\":\"shaw\",\"rel_k\":{\"shape\":[1,2],\"data\":[1,2]}}", &s);
     assert_null(s.s.shaw.rel_v);
     assert_int_equal(s.s.shaw.max_relative_position, 0);
+    /* Shaw's direction and no key term unless asked. */
+    assert_int_equal(s.s.shaw.direction, PA_SHAW_DIRECTION_KEY_MINUS_QUERY);
+    assert_false(s.s.shaw.key_term);
+    api_scheme_free(&s);
+    /* Hugging Face BERT's relative_key_query. */
+    parse_ok("{\"type\":\"shaw\",\"max_relative_position\":1,\"direction\":\"query_minus_key\","
+             "\"key_term\":true,\"rel_k\":{\"shape\":[3,1],\"data\":[1,2,3]}}",
+             &s);
+    assert_int_equal(s.s.shaw.direction, PA_SHAW_DIRECTION_QUERY_MINUS_KEY);
+    assert_true(s.s.shaw.key_term);
+    api_scheme_free(&s);
+    parse_ok("{\"type\":\"shaw\",\"direction\":\"key_minus_query\",\"key_term\":false}", &s);
+    assert_int_equal(s.s.shaw.direction, PA_SHAW_DIRECTION_KEY_MINUS_QUERY);
+    assert_false(s.s.shaw.key_term);
     api_scheme_free(&s);
 }
 
@@ -252,7 +266,9 @@ static void test_unknown_parameters(void **state)
                 "(known: type, table, offset)");
     PARSE_FAILS("{\"type\":\"shaw\",\"table\":{\"shape\":[1,1],\"data\":[1]}}", "",
                 SRV_ERR_UNKNOWN_FIELD, "scheme.table",
-                "(known: type, max_relative_position, rel_k, rel_v)");
+                "(known: type, max_relative_position, direction, key_term, rel_k, rel_v)");
+    PARSE_FAILS("{\"type\":\"t5\",\"direction\":\"query_minus_key\"}", "", SRV_ERR_UNKNOWN_FIELD,
+                "scheme.direction", "scheme 't5' has no field 'direction'");
     /* A repeated parameter (or type) is refused, not silently overwritten. */
     PARSE_FAILS("{\"type\":\"rope\",\"base\":10,\"base\":20}", "inputs[1]",
                 SRV_ERR_INVALID_ARGUMENT, "inputs[1].scheme.base",
@@ -342,6 +358,15 @@ static void test_parameter_errors(void **state)
                 "scheme.bidirectional", "found string");
     PARSE_FAILS("{\"type\":\"shaw\",\"max_relative_position\":null}", "", SRV_ERR_INVALID_ARGUMENT,
                 "scheme.max_relative_position", "found null");
+    PARSE_FAILS("{\"type\":\"shaw\",\"direction\":\"relative_key\"}", "inputs[3]",
+                SRV_ERR_INVALID_ARGUMENT, "inputs[3].scheme.direction",
+                "scheme.direction='relative_key' is not 'key_minus_query' or 'query_minus_key'");
+    PARSE_FAILS("{\"type\":\"shaw\",\"direction\":\"Query_Minus_Key\"}", "",
+                SRV_ERR_INVALID_ARGUMENT, "scheme.direction", "'Query_Minus_Key'");
+    PARSE_FAILS("{\"type\":\"shaw\",\"direction\":1}", "", SRV_ERR_INVALID_ARGUMENT,
+                "scheme.direction", "scheme.direction must be a string, found number");
+    PARSE_FAILS("{\"type\":\"shaw\",\"key_term\":\"true\"}", "", SRV_ERR_INVALID_ARGUMENT,
+                "scheme.key_term", "scheme.key_term must be true or false, found string");
     /* A failure after a table was read frees it (valgrind and ASan see). */
     PARSE_FAILS("{\"type\":\"shaw\",\"rel_k\":{\"shape\":[1,2],\"data\":[1,2]},"
                 "\"rel_v\":{\"shape\":[1,2],\"data\":[1]}}",
@@ -365,6 +390,8 @@ static const struct {
     {PA_SCHEME_SINUSOIDAL, "layout", offsetof(pa_scheme, sinusoidal.layout)},
     {PA_SCHEME_LEARNED, "offset", offsetof(pa_scheme, learned.offset)},
     {PA_SCHEME_SHAW, "max_relative_position", offsetof(pa_scheme, shaw.max_relative_position)},
+    {PA_SCHEME_SHAW, "direction", offsetof(pa_scheme, shaw.direction)},
+    {PA_SCHEME_SHAW, "key_term", offsetof(pa_scheme, shaw.key_term)},
     {PA_SCHEME_T5, "num_buckets", offsetof(pa_scheme, t5.num_buckets)},
     {PA_SCHEME_T5, "max_distance", offsetof(pa_scheme, t5.max_distance)},
     {PA_SCHEME_T5, "bidirectional", offsetof(pa_scheme, t5.bidirectional)},
@@ -437,6 +464,30 @@ static void test_param_table(void **state)
     assert_string_equal(api_param_kind_name(API_PARAM_NUMBER_ARRAY), "number[]");
     assert_string_equal(api_param_kind_name(API_PARAM_INT_ARRAY), "integer[]");
     assert_string_equal(api_param_kind_name((api_param_kind)99), "unknown");
+
+    /* An enum's names: each parses back to its value, at the table's offset. */
+    for (size_t i = 0; i < n; i++) {
+        if (p[i].kind != API_PARAM_ENUM)
+            continue;
+        assert_null(api_param_enum_name(&p[i], -1));
+        for (int v = 0; api_param_enum_name(&p[i], v) != NULL; v++) {
+            char text[160];
+            api_scheme sch;
+            int got;
+            snprintf(text, sizeof text, "{\"type\":\"%s\",\"%s\":\"%s\"}",
+                     pa_scheme_type_name(p[i].type), p[i].name, api_param_enum_name(&p[i], v));
+            parse_ok(text, &sch);
+            memcpy(&got, (const char *)&sch.s + p[i].offset, sizeof got);
+            assert_int_equal(got, v);
+            api_scheme_free(&sch);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (p[i].type == PA_SCHEME_SHAW && strcmp(p[i].name, "direction") == 0) {
+            assert_string_equal(api_param_enum_name(&p[i], 0), "key_minus_query");
+            assert_string_equal(api_param_enum_name(&p[i], 1), "query_minus_key");
+            assert_null(api_param_enum_name(&p[i], 2));
+        }
 }
 
 /* Every parameter in the table is accepted by the parser with a value of
@@ -469,6 +520,7 @@ static void test_param_table_parses(void **state)
         case API_PARAM_ENUM:
             snprintf(value, sizeof value, "\"%s\"",
                      p[i].type == PA_SCHEME_SINUSOIDAL  ? "concat"
+                     : p[i].type == PA_SCHEME_SHAW      ? "query_minus_key"
                      : strcmp(p[i].name, "layout") == 0 ? "gptj"
                                                         : "ntk");
             break;

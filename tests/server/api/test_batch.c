@@ -38,11 +38,73 @@ static cJSON *scheme_case(int c, const float *table)
     case 4:
         return scheme_of("{\"type\":\"rope\",\"scaling\":\"yarn\",\"factor\":4,"
                          "\"original_max_position\":8}");
-    default:
+    case 5:
         return scheme_of("{\"type\":\"alibi\"}");
+    default: /* Hugging Face BERT's relative_key_query, no position clipped */
+        sch = scheme_of("{\"type\":\"shaw\",\"max_relative_position\":20,"
+                        "\"direction\":\"query_minus_key\",\"key_term\":true}");
+        cJSON_AddItemToObject(sch, "rel_k", jtensor(table, 2, 41, D));
+        return sch;
     }
 }
-#define N_CASES 6
+#define N_CASES 7
+
+/* Scheme case c over the sequences of s, causal or not, as one batched
+ * item and as B items: the same answers, bit for bit. */
+static void check_batch(const seqs *s, int c, const float *table, int causal)
+{
+    int status;
+    char what[64];
+    const int q4[] = {B, L, H, D}, k4[] = {B, L, HKV, D}, v4[] = {B, L, HKV, DV};
+    cJSON *item = cJSON_CreateObject(), *items[B];
+    cJSON *qp = cJSON_CreateArray(), *kp = cJSON_CreateArray();
+    snprintf(what, sizeof what, "case %d causal %d", c, causal);
+    cJSON_AddItemToObject(item, "scheme", scheme_case(c, table));
+    cJSON_AddItemToObject(item, "q", jtensor_b64(s->q, 4, q4));
+    cJSON_AddItemToObject(item, "k", jtensor_b64(s->k, 4, k4));
+    cJSON_AddItemToObject(item, "v", jtensor_b64(s->v, 4, v4));
+    cJSON_AddItemToObject(item, "key_length", jints(s->key_length, B));
+    for (int b = 0; b < B; b++) {
+        cJSON_AddItemToArray(qp, jints(s->qpos[b], L));
+        cJSON_AddItemToArray(kp, jints(s->kpos[b], L));
+    }
+    cJSON_AddItemToObject(item, "q_positions", qp);
+    cJSON_AddItemToObject(item, "k_positions", kp);
+    cJSON_AddBoolToObject(item, "causal", causal);
+    cJSON_AddItemToObject(item, "return", ret_all());
+    cJSON *ans = run(&item, 1, &status);
+    expect_ok(ans, status);
+    const cJSON *bo = output_at(ans, 0);
+    if (cJSON_GetObjectItemCaseSensitive(bo, "output") == NULL)
+        fail_msg("%s: no output: %.300s", what, cJSON_PrintUnformatted(bo));
+    assert_int_equal(dim(bo, "output", 3), DV);
+    assert_int_equal(dim(bo, "weights", 1), H);
+
+    for (int b = 0; b < B; b++) {
+        const int q3[] = {L, H, D}, k3[] = {L, HKV, D}, v3[] = {L, HKV, DV};
+        items[b] = cJSON_CreateObject();
+        cJSON_AddItemToObject(items[b], "scheme", scheme_case(c, table));
+        cJSON_AddItemToObject(items[b], "q", jtensor_b64(s->q + (size_t)b * L * H * D, 3, q3));
+        cJSON_AddItemToObject(items[b], "k", jtensor_b64(s->k + (size_t)b * L * HKV * D, 3, k3));
+        cJSON_AddItemToObject(items[b], "v", jtensor_b64(s->v + (size_t)b * L * HKV * DV, 3, v3));
+        cJSON_AddNumberToObject(items[b], "key_length", s->key_length[b]);
+        cJSON_AddItemToObject(items[b], "q_positions", jints(s->qpos[b], L));
+        cJSON_AddItemToObject(items[b], "k_positions", jints(s->kpos[b], L));
+        cJSON_AddBoolToObject(items[b], "causal", causal);
+        cJSON_AddItemToObject(items[b], "return", ret_all());
+    }
+    cJSON *sep = run(items, B, &status);
+    expect_ok(sep, status);
+    same_as_items(bo, sep, B, what);
+
+    /* The sequences do differ: sequence 1 is not sequence 0. */
+    size_t n;
+    float *o = decode(bo, "output", &n);
+    assert_true(memcmp(o, o + n / B, n / B * sizeof(float)) != 0);
+    free(o);
+    cJSON_Delete(ans);
+    cJSON_Delete(sep);
+}
 
 /* Every scheme, causal or not, GQA, Dv != D, per-sequence key_length and
  * positions: batched == separate items. */
@@ -55,64 +117,31 @@ static void test_batch_equals_items(void **state)
     seqs_make(&s, 9001);
     tu_rng_seed(&r, 9002);
     table = rnd(&r, 24 * H * D, -0.5, 0.5);
-    for (int c = 0; c < N_CASES; c++) {
-        for (int causal = 0; causal < 2; causal++) {
-            int status;
-            char what[64];
-            const int q4[] = {B, L, H, D}, k4[] = {B, L, HKV, D}, v4[] = {B, L, HKV, DV};
-            cJSON *item = cJSON_CreateObject(), *items[B];
-            cJSON *qp = cJSON_CreateArray(), *kp = cJSON_CreateArray();
-            snprintf(what, sizeof what, "case %d causal %d", c, causal);
-            cJSON_AddItemToObject(item, "scheme", scheme_case(c, table));
-            cJSON_AddItemToObject(item, "q", jtensor_b64(s.q, 4, q4));
-            cJSON_AddItemToObject(item, "k", jtensor_b64(s.k, 4, k4));
-            cJSON_AddItemToObject(item, "v", jtensor_b64(s.v, 4, v4));
-            cJSON_AddItemToObject(item, "key_length", jints(s.key_length, B));
-            for (int b = 0; b < B; b++) {
-                cJSON_AddItemToArray(qp, jints(s.qpos[b], L));
-                cJSON_AddItemToArray(kp, jints(s.kpos[b], L));
-            }
-            cJSON_AddItemToObject(item, "q_positions", qp);
-            cJSON_AddItemToObject(item, "k_positions", kp);
-            cJSON_AddBoolToObject(item, "causal", causal);
-            cJSON_AddItemToObject(item, "return", ret_all());
-            cJSON *ans = run(&item, 1, &status);
-            expect_ok(ans, status);
-            const cJSON *bo = output_at(ans, 0);
-            if (cJSON_GetObjectItemCaseSensitive(bo, "output") == NULL)
-                fail_msg("%s: no output: %.300s", what, cJSON_PrintUnformatted(bo));
-            assert_int_equal(dim(bo, "output", 3), DV);
-            assert_int_equal(dim(bo, "weights", 1), H);
+    for (int c = 0; c < N_CASES; c++)
+        for (int causal = 0; causal < 2; causal++)
+            check_batch(&s, c, table, causal);
+    free(table);
+    seqs_free(&s);
+}
 
-            for (int b = 0; b < B; b++) {
-                const int q3[] = {L, H, D}, k3[] = {L, HKV, D}, v3[] = {L, HKV, DV};
-                items[b] = cJSON_CreateObject();
-                cJSON_AddItemToObject(items[b], "scheme", scheme_case(c, table));
-                cJSON_AddItemToObject(items[b], "q",
-                                      jtensor_b64(s.q + (size_t)b * L * H * D, 3, q3));
-                cJSON_AddItemToObject(items[b], "k",
-                                      jtensor_b64(s.k + (size_t)b * L * HKV * D, 3, k3));
-                cJSON_AddItemToObject(items[b], "v",
-                                      jtensor_b64(s.v + (size_t)b * L * HKV * DV, 3, v3));
-                cJSON_AddNumberToObject(items[b], "key_length", s.key_length[b]);
-                cJSON_AddItemToObject(items[b], "q_positions", jints(s.qpos[b], L));
-                cJSON_AddItemToObject(items[b], "k_positions", jints(s.kpos[b], L));
-                cJSON_AddBoolToObject(items[b], "causal", causal);
-                cJSON_AddItemToObject(items[b], "return", ret_all());
-            }
-            cJSON *sep = run(items, B, &status);
-            expect_ok(sep, status);
-            same_as_items(bo, sep, B, what);
-
-            /* The sequences do differ: sequence 1 is not sequence 0. */
-            size_t n;
-            float *o = decode(bo, "output", &n);
-            assert_true(memcmp(o, o + n / B, n / B * sizeof(float)) != 0);
-            free(o);
-            cJSON_Delete(ans);
-            cJSON_Delete(sep);
+/* Shaw's key term holds the table rows the positions reach, which differ
+ * by sequence: a batch's workspace is the largest any sequence needs (here
+ * the last, whose keys are five apart). */
+static void test_batch_shaw_key_term_spans(void **state)
+{
+    (void)state;
+    seqs s;
+    tu_rng r;
+    float *table;
+    seqs_make(&s, 9011);
+    tu_rng_seed(&r, 9012);
+    table = rnd(&r, 24 * H * D, -0.5, 0.5);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < L; i++) {
+            s.qpos[b][i] = i;
+            s.kpos[b][i] = (2 * b + 1) * i;
         }
-    }
+    check_batch(&s, N_CASES - 1, table, 0);
     free(table);
     seqs_free(&s);
 }
@@ -409,6 +438,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_equals_items),
+        cmocka_unit_test(test_batch_shaw_key_term_spans),
         cmocka_unit_test(test_padding_mask_and_broadcast),
         cmocka_unit_test(test_batch_split_over_parts),
         cmocka_unit_test(test_layer_batch),

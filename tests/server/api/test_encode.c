@@ -202,6 +202,21 @@ static void test_encode_relative(void **state)
                                  pa_shaw_index(kp[j] - qp[i], 2));
     }
     cJSON_Delete(ans);
+    /* BERT's direction: the row of qpos - kpos. */
+    ans = call(&srv_ep_encode,
+               "{\"scheme\":{\"type\":\"shaw\",\"max_relative_position\":2,"
+               "\"direction\":\"query_minus_key\",\"key_term\":true},"
+               "\"q_positions\":[0,10],\"k_positions\":[0,1,9]}",
+               &lim, &status);
+    expect_ok(ans, status);
+    {
+        static const int want[6] = {2, 1, 0, 4, 4, 3};
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(ans, "index"), "data");
+        for (int c = 0; c < 6; c++)
+            assert_int_equal((int)cJSON_GetArrayItem(data, c)->valuedouble, want[c]);
+    }
+    cJSON_Delete(ans);
 
     /* none: a note. */
     ans = call(&srv_ep_encode, "{\"scheme\":{\"type\":\"none\"}}", &lim, &status);

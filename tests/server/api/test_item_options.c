@@ -407,7 +407,8 @@ static void test_norms_and_biases(void **state)
     } bad[] = {
         {"q_norm", "{\"weight\":{\"shape\":[4],\"data\":[1,1,1,1]}}", "SHAPE_MISMATCH",
          "inputs[0].q_norm.weight"},
-        {"q_norm", "{\"eps\":1e-6}", "INVALID_ARGUMENT", "inputs[0].q_norm.weight"},
+        {"q_norm", "{\"eps\":1e-6,\"weight_offset\":1}", "INVALID_ARGUMENT",
+         "inputs[0].q_norm.weight_offset"},
         {"k_norm", "{\"weight\":{\"shape\":[3],\"data\":[1,1,1]},\"eps\":0}", "INVALID_ARGUMENT",
          "inputs[0].k_norm.eps"},
         {"k_norm", "{\"weight\":{\"shape\":[3],\"data\":[1,1,1]},\"epsilon\":1}", "UNKNOWN_FIELD",
@@ -621,9 +622,10 @@ static void test_schemes_document_options(void **state)
     srv_reply reply;
     qkv f;
     int status, n = 0;
-    const char *want[] = {"softcap",      "sinks",  "chunk_size", "mask", "bias", "attention_mask",
-                          "k_prerotated", "q_norm", "k_norm",     "b_q",  "b_k",  "b_v",
-                          "b_o"};
+    const char *want[] = {
+        "softcap",        "sinks",        "chunk_size", "mask",   "bias",
+        "attention_mask", "k_prerotated", "q_norm",     "k_norm", "attn_temperature_tuning",
+        "logn_scaling",   "b_q",          "b_k",        "b_v",    "b_o"};
     memset(&reply, 0, sizeof reply);
     srv_endpoint_answer(&srv_ep_schemes, &lim, &reply);
     assert_int_equal(reply.http_status, 200);
@@ -648,7 +650,7 @@ static void test_schemes_document_options(void **state)
         cJSON_Delete(res);
         n++;
     }
-    assert_int_equal(n, 13);
+    assert_int_equal(n, 15);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ans, "dtypes");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "input")), 4);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "output")), 3);

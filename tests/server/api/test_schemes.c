@@ -260,6 +260,17 @@ static void test_defaults_and_values(void **state)
                                                   "llama3", "longrope", NULL};
     strings_are(cJSON_GetObjectItemCaseSensitive(param_named(rope, "factor"), "scalings"),
                 factor_scalings);
+    /* shaw: Shaw's direction by default, BERT's the other; no key term. */
+    const cJSON *shaw = scheme_named(ans, "shaw");
+    static const char *const directions[] = {"key_minus_query", "query_minus_key", NULL};
+    assert_string_equal(str(param_named(shaw, "direction"), "default"), "key_minus_query");
+    assert_string_equal(str(param_named(shaw, "direction"), "type"), "string");
+    strings_are(cJSON_GetObjectItemCaseSensitive(param_named(shaw, "direction"), "values"),
+                directions);
+    assert_true(
+        cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(param_named(shaw, "key_term"), "default")));
+    assert_string_equal(str(param_named(shaw, "key_term"), "type"), "boolean");
+    assert_non_null(strstr(str(param_named(shaw, "direction"), "description"), "BERT"));
     cJSON_Delete(ans);
 }
 

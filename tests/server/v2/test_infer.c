@@ -4,7 +4,8 @@
  * renders the protocol's answer. Checks that binary inputs are borrowed
  * from the body in place (copied only when misaligned), that answers are
  * bit-identical to /v1/attention on the same inputs, the binary answer's
- * layout, the options of current models, and error replies
+ * layout, the options of current models (the query scalings' and norm
+ * variants' scalar parameters too), and error replies
  * ({"error":"..."} with the status). tests/e2e/v2.py covers the same over
  * HTTP; test_model.c the models' metadata and statistics.
  */
@@ -523,6 +524,136 @@ static void test_binary_arrays(void **state)
     }
 }
 
+/* The scalar parameters of the query scalings and the norm variants reach
+ * the computation: the library's answer on the same descriptor; their
+ * errors name the /v1 field and the value. */
+static void test_qscale_parameters(void **state)
+{
+    (void)state;
+    static const float kw[D] = {0.0f, 0.5f, -0.5f, 0.25f};
+    inputs in;
+    qkv f = {L, L, H, H, D, D, NULL, NULL, NULL};
+    pa_scheme s;
+    pa_attention a;
+    lib_out want;
+    float got[N];
+    char head[4096];
+    make_inputs(&in, 11);
+    f.q = in.q;
+    f.k = in.k;
+    f.v = in.v;
+    snprintf(head, sizeof head, "%s",
+             "{\"parameters\":{\"causal\":true,"
+             "\"attn_temperature_tuning_floor_scale\":2,\"attn_temperature_tuning_attn_scale\":0.5,"
+             "\"logn_scaling_train_length\":3,\"q_norm_eps\":1e-5,\"k_norm_weight_offset\":1},"
+             "\"inputs\":[");
+    for (int t = 0; t < 3; t++) {
+        const float *x = t == 0 ? in.q : t == 1 ? in.k : in.v;
+        snprintf(head + strlen(head), sizeof head - strlen(head),
+                 "{\"name\":\"%c\",\"shape\":[6,2,4],\"datatype\":\"FP32\",\"data\":[", "qkv"[t]);
+        for (int i = 0; i < N; i++)
+            snprintf(head + strlen(head), sizeof head - strlen(head), "%s%.9g", i ? "," : "",
+                     (double)x[i]);
+        snprintf(head + strlen(head), sizeof head - strlen(head), "]},");
+    }
+    snprintf(head + strlen(head), sizeof head - strlen(head),
+             "{\"name\":\"k_norm_weight\",\"shape\":[4],\"datatype\":\"FP32\","
+             "\"data\":[0,0.5,-0.5,0.25]}]}");
+    assert_true(strlen(head) < sizeof head - 1);
+    infer_output("attention-rope", head, strlen(head), -1, got, N);
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    qkv_desc(&f, &s, &a);
+    a.causal = true;
+    a.temperature_floor_scale = 2.0;
+    a.temperature_attn_scale = 0.5;
+    a.logn_train_length = 3;
+    a.q_norm_unweighted = true;
+    a.q_norm_eps = 1e-5f;
+    a.k_norm = kw;
+    a.k_norm_len = D;
+    a.k_norm_eps = 1e-6f;
+    a.k_norm_offset = 1.0f;
+    lib_run(&a, N, &want);
+    for (int i = 0; i < N; i++)
+        assert_true(fabsf(got[i] - want.out[i]) <= 1e-6f + 1e-6f * fabsf(want.out[i]));
+    lib_free(&want);
+
+    static const struct {
+        const char *param, *needle;
+    } bad[] = {
+        {"\"logn_scaling_train_length\":1", "logn_scaling.train_length=1 must be at least 2"},
+        {"\"logn_scaling_train_length\":0.5", "parameters.logn_scaling_train_length"},
+        {"\"attn_temperature_tuning_attn_scale\":-1", "attn_temperature_tuning.attn_scale=-1"},
+        {"\"attn_temperature_tuning_floor_scale\":\"x\"",
+         "parameters.attn_temperature_tuning_floor_scale must be a number"},
+        {"\"q_norm_weight_offset\":1", "q_norm.weight_offset=1 is added to q_norm.weight"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"parameters\":{%s},\"inputs\":["
+                 "{\"name\":\"q\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+                 "{\"name\":\"k\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]},"
+                 "{\"name\":\"v\",\"shape\":[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}",
+                 bad[i].param);
+        expect_v2_error("attention-none", body, strlen(body), -1, 400, bad[i].needle);
+    }
+}
+
+/* attention-shaw takes direction and key_term as parameters (Hugging Face
+ * BERT's relative_key_query), and names a wrong direction with its value. */
+static void test_shaw_parameters(void **state)
+{
+    (void)state;
+    static const float rel_k[5 * 2] = {0.5f, -1, 0.25f, 2, -0.75f, 1, 1.5f, -0.5f, 0, 0.125f};
+    static const float q[3 * 2] = {1, 0.5f, -0.25f, 1, 0.75f, -1};
+    static const float k[3 * 2] = {0.5f, 1, -1, 0.25f, 1, 0.5f};
+    static const float v[3 * 2] = {1, 2, 3, 4, 5, 6};
+    const char *j =
+        "{\"parameters\":{\"max_relative_position\":2,"
+        "\"direction\":\"query_minus_key\",\"key_term\":true},\"inputs\":["
+        "{\"name\":\"q\",\"shape\":[3,1,2],\"datatype\":\"FP32\","
+        "\"data\":[1,0.5,-0.25,1,0.75,-1]},"
+        "{\"name\":\"k\",\"shape\":[3,1,2],\"datatype\":\"FP32\","
+        "\"data\":[0.5,1,-1,0.25,1,0.5]},"
+        "{\"name\":\"v\",\"shape\":[3,1,2],\"datatype\":\"FP32\",\"data\":[1,2,3,4,5,6]},"
+        "{\"name\":\"rel_k\",\"shape\":[5,2],\"datatype\":\"FP32\","
+        "\"data\":[0.5,-1,0.25,2,-0.75,1,1.5,-0.5,0,0.125]}]}";
+    float got[6], want[6], ws[4096];
+    pa_scheme sch;
+    pa_attention a;
+    pa_attention_out out = {0};
+    pa_error err;
+
+    infer_output("attention-shaw", j, strlen(j), -1, got, 6);
+    pa_scheme_init(&sch, PA_SCHEME_SHAW);
+    sch.shaw.max_relative_position = 2;
+    sch.shaw.rel_k = rel_k;
+    sch.shaw.rel_k_rows = 5;
+    sch.shaw.rel_k_cols = 2;
+    sch.shaw.direction = PA_SHAW_DIRECTION_QUERY_MINUS_KEY;
+    sch.shaw.key_term = true;
+    pa_attention_init(&a, &sch);
+    a.num_heads = 1;
+    a.head_dim = 2;
+    a.q_len = a.k_len = 3;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    out.output = want;
+    assert_true(pa_attention_workspace_size(&a) <= sizeof ws);
+    TU_ASSERT_STATUS(pa_attention_run(&a, &out, ws, sizeof ws, &err), PA_STATUS_OK, &err);
+    assert_memory_equal(got, want, sizeof want);
+
+    j = "{\"parameters\":{\"direction\":\"sideways\"},\"inputs\":[]}";
+    expect_v2_error(
+        "attention-shaw", j, strlen(j), -1, 400,
+        "parameters.direction='sideways' is not 'key_minus_query' or 'query_minus_key'");
+    j = "{\"parameters\":{\"key_term\":1},\"inputs\":[]}";
+    expect_v2_error("attention-shaw", j, strlen(j), -1, 400,
+                    "parameters.key_term must be true or false");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +662,8 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_binary_arrays),
+        cmocka_unit_test(test_qscale_parameters),
+        cmocka_unit_test(test_shaw_parameters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,861 @@
+/* derive.c - the model types: one row per Hugging Face model_type naming
+ * the config keys its attention reads, and every layer's attention derived
+ * from a row and a config (model.h). Adding a model type is a row here (and
+ * its tests); the rules the rows pick from are below the table, one
+ * function each.
+ *
+ * The semantics are Hugging Face's modelling code (transformers 4.5x and
+ * 5.x), read per model:
+ *   counts    head_dim = config head_dim, else hidden / heads; kv heads
+ *             default to heads (Falcon: num_kv_heads with
+ *             new_decoder_architecture, 1 with multi_query)
+ *   scale     head_dim^-0.5; Gemma 2/3 query_pre_attn_scalar^-0.5; Granite
+ *             attention_multiplier; T5 1; GPT-2 1/sqrt(head_dim) (or 1
+ *             without scale_attn_weights), / (layer + 1) with
+ *             scale_attn_by_inverse_layer_idx; MPT attn_config.softmax_scale
+ *   windows   layer_types when the config has it, else the model's rule:
+ *             Mistral, Mixtral, Phi-3, Starcoder2 sliding_window on every
+ *             layer; Qwen2 family with use_sliding_window from
+ *             max_window_layers on; Gemma 2, gpt-oss on even layers; Gemma 3
+ *             all but every sliding_window_pattern-th; Llama 4
+ *             attention_chunk_size on its RoPE layers
+ *   norms     Qwen3 RMSNorm of each head (rms_norm_eps), Gemma 3 the same
+ *             with Gemma's 1 + weight, OLMo 2 over the whole projection,
+ *             Llama 4 the weightless L2Norm on its RoPE layers
+ *   position  RoPE (rope.c), ALiBi (BLOOM: Press slopes; MPT: its own order
+ *             for head counts that are not powers of two; Falcon: Press
+ *             slopes / sqrt(head_dim), since it scales the bias with the
+ *             logits), learned (GPT-2, OPT offset 2, BERT absolute) on layer
+ *             0, T5 buckets, BERT relative_key(_query) as Shaw's tables
+ */
+#include "model/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { POS_ROPE, POS_ALIBI, POS_LEARNED, POS_T5, POS_BERT, POS_FALCON, POS_MPT } pos_kind;
+typedef enum { WIN_NONE, WIN_ALL, WIN_QWEN2, WIN_ALTERNATE, WIN_PATTERN, WIN_LLAMA4 } win_kind;
+typedef enum { NORM_NONE, NORM_HEAD, NORM_GEMMA, NORM_PROJ, NORM_LLAMA4, NORM_COHERE } norm_kind;
+typedef enum {
+    SCALE_HEAD_DIM,
+    SCALE_PRE_ATTN,
+    SCALE_MULTIPLIER,
+    SCALE_ONE,
+    SCALE_GPT2,
+    SCALE_MPT
+} scale_kind;
+
+typedef struct model_row {
+    const char *type;
+    /* Config keys ('|' between spellings): heads, kv heads (NULL: none),
+     * hidden size, layers, head dim (NULL: hidden / heads). */
+    const char *heads, *kv_heads, *hidden, *layers, *head_dim;
+    pos_kind pos;
+    rope_rule rope; /* POS_ROPE and Falcon without alibi */
+    scale_kind scale;
+    const char *softcap; /* config key, or NULL */
+    win_kind win;
+    norm_kind norm;
+    bool sinks;
+    bool encoder;     /* bidirectional (BERT; causal only with is_decoder) */
+    bool enc_dec;     /* T5: an encoder and a decoder stack */
+    int32_t offset;   /* learned positions: OPT's 2 */
+    const char *positions; /* learned positions: the table's rows key */
+} model_row;
+
+#define STD                                                                                        \
+    .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .hidden = "hidden_size",    \
+    .layers = "num_hidden_layers", .head_dim = "head_dim"
+#define GPT_KEYS                                                                                   \
+    .heads = "n_head|num_attention_heads", .hidden = "n_embd|hidden_size",                         \
+    .layers = "n_layer|num_hidden_layers"
+#define ROPE(layout_, mrope_)                                                                      \
+    .pos = POS_ROPE, .rope = {layout_, "rope_theta", 10000.0, "partial_rotary_factor", 0, 1.0, mrope_}
+
+static const model_row rows[] = {
+    {.type = "llama", STD, ROPE("neox", 0)},
+    {.type = "mistral", STD, ROPE("neox", 0), .win = WIN_ALL},
+    {.type = "mixtral", STD, ROPE("neox", 0), .win = WIN_ALL},
+    {.type = "qwen2", STD, ROPE("neox", 0), .win = WIN_QWEN2},
+    {.type = "qwen2_moe", STD, ROPE("neox", 0), .win = WIN_QWEN2},
+    {.type = "qwen3", STD, ROPE("neox", 0), .win = WIN_QWEN2, .norm = NORM_HEAD},
+    {.type = "qwen3_moe", STD, ROPE("neox", 0), .win = WIN_QWEN2, .norm = NORM_HEAD},
+    {.type = "qwen2_vl", STD, ROPE("neox", 1), .win = WIN_QWEN2},
+    {.type = "qwen2_5_vl", STD, ROPE("neox", 1), .win = WIN_QWEN2},
+    {.type = "qwen3_vl", STD, ROPE("neox", 2), .norm = NORM_HEAD},
+    {.type = "gemma", STD, ROPE("neox", 0)},
+    {.type = "gemma2", STD, ROPE("neox", 0), .scale = SCALE_PRE_ATTN,
+     .softcap = "attn_logit_softcapping", .win = WIN_ALTERNATE},
+    {.type = "gemma3_text", STD, ROPE("neox", 0), .scale = SCALE_PRE_ATTN,
+     .softcap = "attn_logit_softcapping", .win = WIN_PATTERN, .norm = NORM_GEMMA},
+    {.type = "gpt_oss", STD, ROPE("neox", 0), .win = WIN_ALTERNATE, .sinks = true},
+    {.type = "llama4_text", STD, ROPE("gptj", 0), .win = WIN_LLAMA4, .norm = NORM_LLAMA4},
+    {.type = "phi3", STD, ROPE("neox", 0), .win = WIN_ALL},
+    {.type = "gpt2", GPT_KEYS, .pos = POS_LEARNED, .scale = SCALE_GPT2,
+     .positions = "n_positions|max_position_embeddings"},
+    {.type = "gptj", GPT_KEYS, .pos = POS_ROPE, .rope = {"gptj", NULL, 10000.0, "rotary_dim", 2, 0, 0}},
+    {.type = "gpt_neox", .heads = "num_attention_heads", .hidden = "hidden_size",
+     .layers = "num_hidden_layers", .pos = POS_ROPE,
+     .rope = {"neox", "rotary_emb_base|rope_theta", 10000.0, "rotary_pct|partial_rotary_factor", 0,
+              0.25, 0}},
+    {.type = "opt", .heads = "num_attention_heads", .hidden = "hidden_size",
+     .layers = "num_hidden_layers", .pos = POS_LEARNED, .offset = 2,
+     .positions = "max_position_embeddings"},
+    {.type = "bloom", .heads = "n_head|num_attention_heads", .hidden = "hidden_size|n_embed",
+     .layers = "n_layer|num_hidden_layers", .pos = POS_ALIBI},
+    {.type = "mpt", .heads = "n_heads", .hidden = "d_model", .layers = "n_layers", .pos = POS_MPT,
+     .scale = SCALE_MPT},
+    {.type = "falcon", .heads = "num_attention_heads|n_head", .hidden = "hidden_size",
+     .layers = "num_hidden_layers|n_layer", .pos = POS_FALCON,
+     .rope = {"neox", "rope_theta", 10000.0, NULL, 0, 1.0, 0}},
+    {.type = "t5", .heads = "num_heads", .hidden = "d_model", .layers = "num_layers",
+     .head_dim = "d_kv", .pos = POS_T5, .scale = SCALE_ONE, .enc_dec = true},
+    {.type = "bert", .heads = "num_attention_heads", .hidden = "hidden_size",
+     .layers = "num_hidden_layers", .pos = POS_BERT, .encoder = true,
+     .positions = "max_position_embeddings"},
+    {.type = "olmo2", STD, ROPE("neox", 0), .norm = NORM_PROJ},
+    {.type = "cohere", STD, ROPE("gptj", 0), .norm = NORM_COHERE},
+    {.type = "starcoder2", STD, ROPE("neox", 0), .win = WIN_ALL},
+    {.type = "granite", STD, ROPE("neox", 0), .scale = SCALE_MULTIPLIER},
+};
+
+/* Multimodal or composite configs whose attention is their text_config's:
+ * the outer model_type, and the row of its text model. */
+static const struct {
+    const char *outer, *inner;
+} wrappers[] = {
+    {"gemma3", "gemma3_text"}, {"llama4", "llama4_text"}, {"qwen2_vl", "qwen2_vl"},
+    {"qwen2_5_vl", "qwen2_5_vl"}, {"qwen3_vl", "qwen3_vl"},
+};
+/* Names a text_config may carry for a row's model. */
+static const struct {
+    const char *alias, *type;
+} aliases[] = {
+    {"qwen2_vl_text", "qwen2_vl"},
+    {"qwen2_5_vl_text", "qwen2_5_vl"},
+    {"qwen3_vl_text", "qwen3_vl"},
+};
+
+#undef STD
+#undef GPT_KEYS
+#undef ROPE
+
+const char *const *srv_model_types(size_t *n)
+{
+    static const char *names[sizeof rows / sizeof rows[0]];
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        names[i] = rows[i].type;
+    *n = sizeof rows / sizeof rows[0];
+    return names;
+}
+
+static const model_row *find_row(const char *type)
+{
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(aliases[i].alias, type) == 0)
+            type = aliases[i].type;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (strcmp(rows[i].type, type) == 0)
+            return &rows[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* What every layer shares                                                   */
+/* ------------------------------------------------------------------------- */
+
+typedef struct common {
+    const model_row *row;
+    int32_t H, Hkv, D, d_model, n_layers, n_decoder;
+    srv_model_source heads, kv, dim, type;
+    const cJSON *layer_types;
+    srv_model_source layer_types_src;
+} common;
+
+static bool counts(const cfg_ctx *d, common *c)
+{
+    const model_row *row = c->row;
+    int64_t H, Hkv, D, hidden, L;
+    srv_model_source hs;
+    if (!cfg_int(d, row->heads, 1, 65536, true, 0, &H, &c->heads) ||
+        !cfg_int(d, row->hidden, 1, 1 << 24, true, 0, &hidden, &hs) ||
+        !cfg_int(d, row->layers, 1, SRV_MODEL_MAX_LAYERS, true, 0, &L, NULL))
+        return false;
+    D = 0;
+    if (row->head_dim != NULL && !cfg_int(d, row->head_dim, 1, 65536, false, 0, &D, &c->dim))
+        return false;
+    if (D == 0) {
+        if (hidden % H != 0)
+            return cfg_fail(d, hs.key + strlen(d->prefix),
+                            "config \"%s\": %s is not a multiple of \"%s\": %s, so the head "
+                            "dim is not defined",
+                            hs.key, hs.value, c->heads.key, c->heads.value);
+        D = hidden / H;
+        snprintf(c->dim.key, sizeof c->dim.key, "%.40s / %.40s", hs.key, c->heads.key);
+        snprintf(c->dim.value, sizeof c->dim.value, "%lld", (long long)D);
+    }
+    if (row->pos == POS_FALCON) {
+        bool nda, mq;
+        if (!cfg_bool(d, "new_decoder_architecture", false, &nda, NULL) ||
+            !cfg_bool(d, "multi_query", true, &mq, &c->kv))
+            return false;
+        if (nda) {
+            if (!cfg_int(d, "num_kv_heads", 1, H, false, H, &Hkv, &c->kv))
+                return false;
+        } else {
+            Hkv = mq ? 1 : H;
+        }
+    } else if (row->kv_heads != NULL) {
+        if (!cfg_int(d, row->kv_heads, 1, H, false, H, &Hkv, &c->kv))
+            return false;
+    } else {
+        Hkv = H;
+        c->kv = c->heads;
+    }
+    if (H % Hkv != 0)
+        return cfg_fail(d, c->kv.key + strlen(d->prefix),
+                        "config \"%s\": %s does not divide \"%s\": %s", c->kv.key, c->kv.value,
+                        c->heads.key, c->heads.value);
+    c->H = (int32_t)H, c->Hkv = (int32_t)Hkv, c->D = (int32_t)D;
+    c->d_model = (int32_t)hidden, c->n_layers = (int32_t)L;
+    if (row->enc_dec) {
+        int64_t Ld;
+        if (!cfg_int(d, "num_decoder_layers", 1, SRV_MODEL_MAX_LAYERS, false, L, &Ld, NULL))
+            return false;
+        c->n_decoder = (int32_t)Ld;
+    }
+    return true;
+}
+
+/* layer_types, when the config has one: n_layers known names. */
+static bool read_layer_types(const cfg_ctx *d, common *c)
+{
+    static const char *const known[] = {"full_attention", "sliding_attention",
+                                        "chunked_attention"};
+    const cJSON *lt = cfg_find(d, "layer_types", &c->layer_types_src), *x;
+    int i = 0;
+    if (lt == NULL)
+        return true;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers)
+        return cfg_fail(d, "layer_types",
+                        "config \"%slayer_types\" must be an array of %d layer types (one per "
+                        "layer)",
+                        d->prefix, (int)c->n_layers);
+    cJSON_ArrayForEach(x, lt)
+    {
+        size_t k = 0;
+        while (k < 3 && !(cJSON_IsString(x) && strcmp(x->valuestring, known[k]) == 0))
+            k++;
+        if (k == 3) {
+            char key[40], text[SRV_MODEL_VALUE_MAX];
+            snprintf(key, sizeof key, "layer_types[%d]", i);
+            cfg_value_text(x, text, sizeof text);
+            return cfg_fail(d, key,
+                            "config \"%s%s\": %s is not a layer type posattn knows "
+                            "(full_attention, sliding_attention, chunked_attention)",
+                            d->prefix, key, text);
+        }
+        i++;
+    }
+    c->layer_types = lt;
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* One layer                                                                 */
+/* ------------------------------------------------------------------------- */
+
+static bool add_source(srv_model_layer *L, const char *option, const srv_model_source *s)
+{
+    if (L->n_sources == SRV_MODEL_MAX_SOURCES)
+        return true;
+    L->sources[L->n_sources] = *s;
+    snprintf(L->sources[L->n_sources].option, sizeof L->sources[0].option, "%s", option);
+    L->n_sources++;
+    return true;
+}
+
+static void add_need(srv_model_layer *L, const char *field, int ndim, int64_t a, int64_t b,
+                     const char *what, const srv_model_source *s)
+{
+    if (L->n_needs == SRV_MODEL_MAX_NEEDS)
+        return;
+    srv_model_need *n = &L->needs[L->n_needs++];
+    snprintf(n->field, sizeof n->field, "%s", field);
+    n->ndim = ndim;
+    n->shape[0] = a;
+    n->shape[1] = b;
+    snprintf(n->what, sizeof n->what, "%s", what);
+    n->source = *s;
+}
+
+/* Whether layer l of a Llama 4 model applies RoPE: no_rope_layers[l] (1 =
+ * RoPE), by default every no_rope_layer_interval-th layer (4) is NoPE. */
+static bool llama4_rope(const cfg_ctx *d, const common *c, int32_t l, bool *rope,
+                        srv_model_source *src)
+{
+    const cJSON *nr = cfg_find(d, "no_rope_layers", src);
+    if (nr != NULL && cJSON_IsArray(nr) && cJSON_GetArraySize(nr) > 0) {
+        const cJSON *x = cJSON_GetArrayItem(nr, l);
+        if (cJSON_GetArraySize(nr) != c->n_layers || !cJSON_IsNumber(x))
+            return cfg_fail(d, "no_rope_layers",
+                            "config \"%sno_rope_layers\" must hold %d numbers (1: the layer "
+                            "uses RoPE)",
+                            d->prefix, (int)c->n_layers);
+        *rope = x->valuedouble != 0;
+        return true;
+    }
+    int64_t every;
+    if (!cfg_int(d, "no_rope_layer_interval", 1, 1 << 20, false, 4, &every, src))
+        return false;
+    *rope = (l + 1) % every != 0;
+    return true;
+}
+
+/* The layer's kind: layer_types, or the model's rule. */
+static bool layer_kind(const cfg_ctx *d, const common *c, int32_t l, bool rope_layer,
+                       const char **kind, srv_model_source *src)
+{
+    *kind = "full_attention";
+    if (c->layer_types != NULL) { /* a static name: the config does not outlive the model */
+        static const char *const kinds[] = {"full_attention", "sliding_attention",
+                                            "chunked_attention"};
+        const char *t = cJSON_GetArrayItem(c->layer_types, l)->valuestring;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            if (strcmp(kinds[k], t) == 0)
+                *kind = kinds[k];
+        *src = c->layer_types_src;
+        return true;
+    }
+    switch (c->row->win) {
+    case WIN_NONE:
+        return true;
+    case WIN_ALL:
+        if (cfg_find(d, "sliding_window", src) != NULL)
+            *kind = "sliding_attention";
+        return true;
+    case WIN_QWEN2: {
+        bool use;
+        int64_t from;
+        if (!cfg_bool(d, "use_sliding_window", false, &use, src) ||
+            !cfg_int(d, "max_window_layers", 0, 1 << 20, false, 28, &from, NULL))
+            return false;
+        if (use && cfg_find(d, "sliding_window", NULL) != NULL && l >= from)
+            *kind = "sliding_attention";
+        return true;
+    }
+    case WIN_ALTERNATE:
+        cfg_source(src, NULL, "layer_types", "(absent: even layers slide)");
+        if ((l + 1) % 2 != 0)
+            *kind = "sliding_attention";
+        return true;
+    case WIN_PATTERN: {
+        int64_t p;
+        if (!cfg_int(d, "sliding_window_pattern|_sliding_window_pattern", 1, 1 << 20, false, 6, &p,
+                     src))
+            return false;
+        if ((l + 1) % p != 0)
+            *kind = "sliding_attention";
+        return true;
+    }
+    case WIN_LLAMA4:
+        if (rope_layer && cfg_find(d, "attention_chunk_size", src) != NULL)
+            *kind = "chunked_attention";
+        return true;
+    }
+    return true;
+}
+
+/* Press et al.'s slope of head h of H (BLOOM's build_alibi_tensor). */
+static double press_slope(int32_t h, int32_t H)
+{
+    int32_t n = 1;
+    while (n * 2 <= H)
+        n *= 2;
+    if (h < n)
+        return pow(2.0, -8.0 * (h + 1) / n);
+    return pow(2.0, -4.0 * (2 * (h - n) + 1) / n);
+}
+
+static bool alibi_scheme(const cfg_ctx *d, const common *c, cJSON *scheme,
+                         srv_model_source *src)
+{
+    const model_row *row = c->row;
+    bool ok = cJSON_AddStringToObject(scheme, "type", "alibi") != NULL;
+    cJSON *slopes = NULL;
+    if (row->pos == POS_ALIBI) {
+        cfg_source(src, NULL, "model_type", "\"bloom\"");
+        return ok && cJSON_AddNumberToObject(scheme, "max_bias", 8) != NULL;
+    }
+    if (row->pos == POS_FALCON) { /* (q.k + alibi) / sqrt(D): the slopes scale too */
+        cfg_find(d, "alibi", src);
+        ok = ok && (slopes = cJSON_AddArrayToObject(scheme, "slopes")) != NULL;
+        for (int32_t h = 0; ok && h < c->H; h++)
+            ok = cJSON_AddItemToArray(slopes,
+                                      cJSON_CreateNumber(press_slope(h, c->H) / sqrt(c->D)));
+        return ok;
+    }
+    /* MPT: 2^-(max_bias (i+1) / H2) for H2 = 2^ceil(log2 H), reordered odd
+     * then even when H is not a power of two. */
+    cfg_ctx ac = *d;
+    char prefix[SRV_MODEL_KEY_MAX];
+    double max_bias;
+    snprintf(prefix, sizeof prefix, "%sattn_config.", d->prefix);
+    ac.cfg = cfg_member(d->cfg, "attn_config");
+    ac.outer = NULL;
+    ac.prefix = prefix;
+    if (!cfg_num(&ac, "alibi_bias_max", false, 8, &max_bias, src))
+        return false;
+    int32_t H2 = 1;
+    while (H2 < c->H)
+        H2 *= 2;
+    ok = ok && cJSON_AddNumberToObject(scheme, "max_bias", max_bias) != NULL;
+    if (H2 != c->H) {
+        ok = ok && (slopes = cJSON_AddArrayToObject(scheme, "slopes")) != NULL;
+        for (int32_t i = 0; ok && i < c->H; i++) {
+            int32_t j = i < H2 / 2 ? 2 * i + 1 : 2 * (i - H2 / 2);
+            ok = cJSON_AddItemToArray(slopes,
+                                      cJSON_CreateNumber(1.0 / pow(2.0, (j + 1) * max_bias / H2)));
+        }
+    }
+    return ok;
+}
+
+static bool derive_scale(const cfg_ctx *d, const common *c, int32_t l, double *scale,
+                         srv_model_source *src)
+{
+    double x;
+    bool b;
+    *scale = 1.0 / sqrt((double)c->D);
+    *src = c->dim;
+    switch (c->row->scale) {
+    case SCALE_HEAD_DIM:
+        return true;
+    case SCALE_PRE_ATTN:
+        if (!cfg_num(d, "query_pre_attn_scalar", false, 256, &x, src))
+            return false;
+        if (!(x > 0))
+            return cfg_fail(d, "query_pre_attn_scalar",
+                            "config \"%squery_pre_attn_scalar\": %.17g must be positive",
+                            d->prefix, x);
+        *scale = 1.0 / sqrt(x);
+        return true;
+    case SCALE_MULTIPLIER:
+        return cfg_num(d, "attention_multiplier", false, 1.0, scale, src);
+    case SCALE_ONE:
+        *scale = 1.0;
+        cfg_source(src, NULL, "model_type", "\"t5\" (T5 does not scale logits)");
+        return true;
+    case SCALE_GPT2:
+        if (!cfg_bool(d, "scale_attn_weights", true, &b, src))
+            return false;
+        if (!b)
+            *scale = 1.0;
+        if (!cfg_bool(d, "scale_attn_by_inverse_layer_idx", false, &b, NULL))
+            return false;
+        if (b) {
+            *scale /= (double)(l + 1);
+            cfg_find(d, "scale_attn_by_inverse_layer_idx", src);
+        }
+        return true;
+    case SCALE_MPT: {
+        cfg_ctx ac = *d;
+        char prefix[SRV_MODEL_KEY_MAX];
+        snprintf(prefix, sizeof prefix, "%sattn_config.", d->prefix);
+        ac.cfg = cfg_member(d->cfg, "attn_config");
+        ac.outer = NULL;
+        ac.prefix = prefix;
+        if (cfg_find(&ac, "softmax_scale", NULL) != NULL)
+            return cfg_num(&ac, "softmax_scale", true, 0, scale, src);
+        return true;
+    }
+    }
+    return true;
+}
+
+/* Adds a q or k norm object and its weight's need. */
+static bool add_norm(srv_model_layer *L, const char *name, double eps, bool weight,
+                     int64_t weight_len, bool gemma, const srv_model_source *src,
+                     const char *what)
+{
+    cJSON *o = cJSON_AddObjectToObject(L->options, name);
+    if (o == NULL || cJSON_AddNumberToObject(o, "eps", eps) == NULL ||
+        (gemma && cJSON_AddNumberToObject(o, "weight_offset", 1) == NULL))
+        return false;
+    add_source(L, name, src);
+    if (weight) {
+        char field[32];
+        snprintf(field, sizeof field, "%s.weight", name);
+        add_need(L, field, 1, weight_len, 0, what, src);
+    }
+    return true;
+}
+
+/* Learned absolute positions: layer 0 adds the table to x; the later
+ * layers see positions only through their input. */
+static bool learned_scheme(const cfg_ctx *d, const common *c, int32_t l, cJSON *scheme,
+                           srv_model_layer *L)
+{
+    srv_model_source s;
+    if (l > 0) {
+        cfg_source(&s, NULL, "model_type", "(positions entered at the embedding)");
+        add_source(L, "scheme", &s);
+        return cJSON_AddStringToObject(scheme, "type", "none") != NULL;
+    }
+    int64_t P;
+    const char *keys = c->row->positions != NULL ? c->row->positions : "max_position_embeddings";
+    if (!cfg_int(d, keys, 1, 1 << 24, false, 512, &P, &s))
+        return false;
+    add_source(L, "scheme", &s);
+    add_need(L, "scheme.table", 2, P + c->row->offset, c->d_model,
+             "learned position embeddings (added to x)", &s);
+    return cJSON_AddStringToObject(scheme, "type", "learned") != NULL &&
+           cJSON_AddNumberToObject(scheme, "offset", c->row->offset) != NULL;
+}
+
+static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, int32_t l,
+                         srv_model_layer *L)
+{
+    const model_row *row = c->row;
+    srv_model_source s;
+    bool ok = true, rope_layer = row->pos == POS_ROPE;
+    double x;
+
+    L->layer = l;
+    L->stack = stack;
+    L->num_heads = c->H, L->num_kv_heads = c->Hkv, L->head_dim = c->D, L->d_model = c->d_model;
+    L->heads = c->heads, L->kv_heads = c->kv, L->dim = c->dim;
+    if ((L->options = cJSON_CreateObject()) == NULL || (L->defaults = cJSON_CreateObject()) == NULL)
+        return cfg_fail(d, "", "out of memory");
+
+    srv_model_source rope_src = {0};
+    if (row->win == WIN_LLAMA4 && !llama4_rope(d, c, l, &rope_layer, &rope_src))
+        return false;
+    if (!layer_kind(d, c, l, rope_layer, &L->kind, &s))
+        return false;
+
+    /* The scheme */
+    cJSON *scheme = cJSON_AddObjectToObject(L->options, "scheme");
+    if (scheme == NULL)
+        return cfg_fail(d, "", "out of memory");
+    bool falcon_alibi = false;
+    if (row->pos == POS_FALCON && !cfg_bool(d, "alibi", false, &falcon_alibi, NULL))
+        return false;
+    bool mpt_alibi = false;
+    if (row->pos == POS_MPT) {
+        const cJSON *ac = cfg_member(d->cfg, "attn_config");
+        const cJSON *v = cfg_member(ac, "alibi");
+        static const char *const refused[] = {"clip_qkv", "prefix_lm", "attn_uses_sequence_id"};
+        mpt_alibi = v != NULL && cJSON_IsTrue(v);
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+            v = cfg_member(ac, refused[i]);
+            if (v != NULL && !cJSON_IsFalse(v)) {
+                char key[64], text[SRV_MODEL_VALUE_MAX];
+                snprintf(key, sizeof key, "attn_config.%s", refused[i]);
+                cfg_value_text(v, text, sizeof text);
+                return cfg_fail(d, key,
+                                "config \"%s%s\": %s changes MPT's attention in a way posattn "
+                                "does not compute",
+                                d->prefix, key, text);
+            }
+        }
+        v = cfg_member(ac, "attn_type");
+        if (v != NULL && !(cJSON_IsString(v) && strcmp(v->valuestring, "multihead_attention") == 0))
+            return cfg_fail(d, "attn_config.attn_type",
+                            "config \"%sattn_config.attn_type\" must be \"multihead_attention\" "
+                            "(Hugging Face's MPT computes only that)",
+                            d->prefix);
+    }
+    if ((row->pos == POS_ROPE && rope_layer) || (row->pos == POS_FALCON && !falcon_alibi)) {
+        bool local = strcmp(row->type, "gemma3_text") == 0 &&
+                     strcmp(L->kind, "sliding_attention") == 0;
+        if (!model_rope_scheme(d, &row->rope, c->D, L->kind, local, scheme, &s))
+            return false;
+        add_source(L, "scheme", &s);
+    } else if (row->pos == POS_ALIBI || falcon_alibi || mpt_alibi) {
+        if (!alibi_scheme(d, c, scheme, &s))
+            return d->e->message[0] != '\0' ? false : cfg_fail(d, "", "out of memory");
+        add_source(L, "scheme", &s);
+    } else if (row->pos == POS_T5) {
+        int64_t nb, md;
+        srv_model_source nbs;
+        if (!cfg_int(d, "relative_attention_num_buckets", 2, 1 << 16, false, 32, &nb, &nbs) ||
+            !cfg_int(d, "relative_attention_max_distance", 1, 1 << 30, false, 128, &md, NULL))
+            return false;
+        bool enc = strcmp(stack, "encoder") == 0;
+        ok = cJSON_AddStringToObject(scheme, "type", "t5") &&
+             cJSON_AddNumberToObject(scheme, "num_buckets", (double)nb) &&
+             cJSON_AddNumberToObject(scheme, "max_distance", (double)md) &&
+             cJSON_AddBoolToObject(scheme, "bidirectional", enc);
+        add_source(L, "scheme", &nbs);
+        add_need(L, "scheme.table", 2, nb, c->H,
+                 "a relative attention bias (block 0's table, shared by the stack)", &nbs);
+    } else if (row->pos == POS_BERT) {
+        const cJSON *pt = cfg_find(d, "position_embedding_type", &s);
+        const char *t = pt != NULL && cJSON_IsString(pt) ? pt->valuestring : "absolute";
+        int64_t P;
+        srv_model_source ps;
+        if (!cfg_int(d, "max_position_embeddings", 1, 1 << 24, false, 512, &P, &ps))
+            return false;
+        if (pt != NULL && !cJSON_IsString(pt))
+            return cfg_fail(d, "position_embedding_type",
+                            "config \"%sposition_embedding_type\" must be a string", d->prefix);
+        if (strcmp(t, "absolute") == 0) {
+            ok = learned_scheme(d, c, l, scheme, L);
+        } else if (strcmp(t, "relative_key") == 0 || strcmp(t, "relative_key_query") == 0) {
+            ok = cJSON_AddStringToObject(scheme, "type", "shaw") &&
+                 cJSON_AddNumberToObject(scheme, "max_relative_position", (double)(P - 1)) &&
+                 cJSON_AddStringToObject(scheme, "direction", "query_minus_key") &&
+                 cJSON_AddBoolToObject(scheme, "key_term", strcmp(t, "relative_key_query") == 0);
+            add_source(L, "scheme", &s);
+            add_need(L, "scheme.rel_k", 2, 2 * P - 1, c->D,
+                     "relative position embeddings (the layer's distance_embedding)", &s);
+        } else {
+            return cfg_fail(d, "position_embedding_type",
+                            "config \"%sposition_embedding_type\": \"%.40s\" is not one of "
+                            "absolute, relative_key, relative_key_query",
+                            d->prefix, t);
+        }
+    } else if (row->pos == POS_LEARNED) {
+        ok = learned_scheme(d, c, l, scheme, L);
+    } else { /* NoPE: Llama 4's layers without RoPE, MPT without ALiBi */
+        ok = cJSON_AddStringToObject(scheme, "type", "none") != NULL;
+        if (rope_src.key[0] == '\0')
+            cfg_source(&rope_src, NULL, "model_type", "(no position encoding)");
+        add_source(L, "scheme", &rope_src);
+    }
+    if (!ok)
+        return d->e->message[0] != '\0' ? false : cfg_fail(d, "", "out of memory");
+
+    /* Scale and softcap */
+    if (!derive_scale(d, c, l, &x, &s))
+        return false;
+    if (cJSON_AddNumberToObject(L->options, "scale", x) == NULL)
+        return cfg_fail(d, "", "out of memory");
+    add_source(L, "scale", &s);
+    if (row->softcap != NULL && cfg_find(d, row->softcap, &s) != NULL) {
+        if (!cfg_num(d, row->softcap, true, 0, &x, NULL))
+            return false;
+        if (x > 0) {
+            if (cJSON_AddNumberToObject(L->options, "softcap", x) == NULL)
+                return cfg_fail(d, "", "out of memory");
+            add_source(L, "softcap", &s);
+        }
+    }
+
+    /* Window or chunk */
+    if (strcmp(L->kind, "sliding_attention") == 0) {
+        const cJSON *w = cfg_find(d, "sliding_window", &s);
+        bool used = true;
+        int64_t W;
+        if (row->win == WIN_QWEN2 && !cfg_bool(d, "use_sliding_window", false, &used, NULL))
+            return false;
+        if (w != NULL && used) {
+            if (!cfg_int(d, "sliding_window", 1, INT32_MAX, true, 0, &W, &s))
+                return false;
+            if (cJSON_AddNumberToObject(L->options, "window", (double)W) == NULL)
+                return cfg_fail(d, "", "out of memory");
+            add_source(L, "window", &s);
+        }
+    } else if (strcmp(L->kind, "chunked_attention") == 0 &&
+               cfg_find(d, "attention_chunk_size", NULL) != NULL) {
+        int64_t C;
+        if (!cfg_int(d, "attention_chunk_size", 1, INT32_MAX, true, 0, &C, &s))
+            return false;
+        if (cJSON_AddNumberToObject(L->options, "chunk_size", (double)C) == NULL)
+            return cfg_fail(d, "", "out of memory");
+        add_source(L, "chunk_size", &s);
+    }
+
+    /* Norms */
+    double eps;
+    srv_model_source es;
+    switch (row->norm) {
+    case NORM_NONE:
+        break;
+    case NORM_COHERE: {
+        bool qk;
+        if (!cfg_bool(d, "use_qk_norm", false, &qk, NULL))
+            return false;
+        if (qk)
+            return cfg_fail(d, "use_qk_norm",
+                            "config \"%suse_qk_norm\": true is Cohere's LayerNorm of q and k, "
+                            "which posattn does not compute (its norms are RMSNorm)",
+                            d->prefix);
+        break;
+    }
+    case NORM_HEAD:
+    case NORM_GEMMA:
+        if (!cfg_num(d, "rms_norm_eps", false, 1e-6, &eps, &es) ||
+            !add_norm(L, "q_norm", eps, true, c->D, row->norm == NORM_GEMMA, &es,
+                      "a q norm (RMSNorm over each head)") ||
+            !add_norm(L, "k_norm", eps, true, c->D, row->norm == NORM_GEMMA, &es,
+                      "a k norm (RMSNorm over each head)"))
+            return cfg_fail(d, "rms_norm_eps", "out of memory");
+        break;
+    case NORM_PROJ:
+        if (!cfg_num(d, "rms_norm_eps", false, 1e-6, &eps, &es) ||
+            !add_norm(L, "q_norm", eps, true, (int64_t)c->H * c->D, false, &es,
+                      "a q norm (RMSNorm over the whole projection)") ||
+            !add_norm(L, "k_norm", eps, true, (int64_t)c->Hkv * c->D, false, &es,
+                      "a k norm (RMSNorm over the whole projection)"))
+            return cfg_fail(d, "rms_norm_eps", "out of memory");
+        break;
+    case NORM_LLAMA4: {
+        bool qk, tune;
+        if (!cfg_bool(d, "use_qk_norm", true, &qk, &s) ||
+            !cfg_bool(d, "attn_temperature_tuning", true, &tune, &es))
+            return false;
+        if (qk && rope_layer) {
+            if (!cfg_num(d, "rms_norm_eps", false, 1e-5, &eps, NULL) ||
+                !add_norm(L, "q_norm", eps, false, 0, false, &s, "") ||
+                !add_norm(L, "k_norm", eps, false, 0, false, &s, ""))
+                return cfg_fail(d, "use_qk_norm", "out of memory");
+        }
+        if (tune && !rope_layer) {
+            double fs, as;
+            cJSON *t;
+            if (!cfg_num(d, "floor_scale", false, 8192, &fs, NULL) ||
+                !cfg_num(d, "attn_scale", false, 0.1, &as, NULL))
+                return false;
+            if ((t = cJSON_AddObjectToObject(L->options, "attn_temperature_tuning")) == NULL ||
+                !cJSON_AddNumberToObject(t, "floor_scale", fs) ||
+                !cJSON_AddNumberToObject(t, "attn_scale", as))
+                return cfg_fail(d, "attn_temperature_tuning", "out of memory");
+            add_source(L, "attn_temperature_tuning", &es);
+        }
+        break;
+    }
+    }
+
+    if (row->sinks)
+        add_need(L, "sinks", 1, c->H, 0, "attention sinks", &c->type);
+
+    /* Causal: decoders; BERT when is_decoder; T5's decoder */
+    bool causal = !row->encoder;
+    if (row->encoder && !cfg_bool(d, "is_decoder", false, &causal, &s))
+        return false;
+    if (row->enc_dec) {
+        causal = strcmp(stack, "decoder") == 0;
+        cfg_source(&s, NULL, "is_encoder_decoder", causal ? "(decoder stack)" : "(encoder stack)");
+    } else if (!row->encoder) {
+        s = c->type;
+    }
+    if (cJSON_AddBoolToObject(L->defaults, "causal", causal) == NULL)
+        return cfg_fail(d, "", "out of memory");
+    add_source(L, "causal", &s);
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* A model                                                                   */
+/* ------------------------------------------------------------------------- */
+
+void srv_model_free(srv_model *m)
+{
+    if (m == NULL)
+        return;
+    for (int32_t i = 0; m->layers != NULL && i < m->n_layers + m->n_decoder; i++) {
+        cJSON_Delete(m->layers[i].options);
+        cJSON_Delete(m->layers[i].defaults);
+    }
+    free(m->layers);
+    free(m);
+}
+
+bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, srv_model_err *e)
+{
+    cfg_ctx d = {config, NULL, "", e};
+    common c;
+    const cJSON *mt;
+    srv_model *m = NULL;
+
+    memset(e, 0, sizeof *e);
+    memset(&c, 0, sizeof c);
+    if (!cJSON_IsObject(config))
+        return cfg_fail(&d, "", "a model config must be a JSON object (a config.json)");
+    mt = cfg_member(config, "model_type");
+    if (!cJSON_IsString(mt))
+        return cfg_fail(&d, "model_type",
+                        "config key \"model_type\" is required (a string such as \"llama\")");
+    const char *type = mt->valuestring;
+    for (size_t i = 0; i < sizeof wrappers / sizeof wrappers[0]; i++)
+        if (strcmp(wrappers[i].outer, type) == 0 &&
+            cJSON_IsObject(cfg_member(config, "text_config"))) {
+            const cJSON *inner = cfg_member(cfg_member(config, "text_config"), "model_type");
+            d.outer = config;
+            d.cfg = cfg_member(config, "text_config");
+            d.prefix = "text_config.";
+            type = cJSON_IsString(inner) ? inner->valuestring : wrappers[i].inner;
+            break;
+        }
+    if ((c.row = find_row(type)) == NULL) {
+        char list[512];
+        size_t at = 0, n;
+        const char *const *names = srv_model_types(&n);
+        for (size_t i = 0; i < n && at < sizeof list; i++)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", names[i]);
+        return cfg_fail(&d, "model_type",
+                        "config \"%smodel_type\": \"%.40s\" is not a model type posattn knows "
+                        "(%s)",
+                        d.prefix, type, list);
+    }
+    cfg_source(&c.type, NULL, d.cfg != config && cfg_member(d.cfg, "model_type") != NULL
+                                  ? "text_config.model_type"
+                                  : "model_type",
+               "");
+    snprintf(c.type.value, sizeof c.type.value, "\"%.40s\"", type);
+    if (!counts(&d, &c) || !read_layer_types(&d, &c))
+        return false;
+
+    if ((m = calloc(1, sizeof *m)) == NULL ||
+        (m->layers = calloc((size_t)(c.n_layers + c.n_decoder), sizeof *m->layers)) == NULL) {
+        free(m);
+        return cfg_fail(&d, "", "out of memory");
+    }
+    snprintf(m->name, sizeof m->name, "%s", name != NULL ? name : "");
+    snprintf(m->model_type, sizeof m->model_type, "%s", c.row->type);
+    m->encoder_decoder = c.row->enc_dec;
+    m->n_layers = c.n_layers;
+    m->n_decoder = c.n_decoder;
+    if (c.row->pos == POS_LEARNED || (c.row->pos == POS_BERT && m->layers != NULL))
+        snprintf(m->note, sizeof m->note,
+                 "positions enter at the embedding: layer 0's scheme adds the learned table to "
+                 "x (the token embeddings) before the projections, without the model's layer "
+                 "norm; later layers take position from their input");
+    for (int32_t i = 0; i < c.n_layers + c.n_decoder; i++) {
+        bool dec = i >= c.n_layers;
+        const char *stack = c.row->enc_dec ? (dec ? "decoder" : "encoder") : NULL;
+        if (!derive_layer(&d, &c, stack != NULL ? stack : "", dec ? i - c.n_layers : i,
+                          &m->layers[i])) {
+            srv_model_free(m);
+            return false;
+        }
+        m->layers[i].stack = stack;
+    }
+    if (c.row->pos == POS_BERT && m->layers[0].n_needs > 0 &&
+        strcmp(m->layers[0].needs[0].field, "scheme.rel_k") == 0)
+        m->note[0] = '\0';
+    *out = m;
+    return true;
+}
+
+const srv_model_layer *srv_model_layer_at(const srv_model *m, const char *stack, int32_t layer)
+{
+    bool dec = stack != NULL && strcmp(stack, "decoder") == 0;
+    if (m == NULL || layer < 0 || (dec && !m->encoder_decoder))
+        return NULL;
+    if (layer >= (dec ? m->n_decoder : m->n_layers))
+        return NULL;
+    return &m->layers[(dec ? m->n_layers : 0) + layer];
+}
+
+const srv_model_source *srv_model_source_of(const srv_model_layer *l, const char *option)
+{
+    for (size_t i = 0; i < l->n_sources; i++)
+        if (strcmp(l->sources[i].option, option) == 0)
+            return &l->sources[i];
+    return NULL;
+}
