@@ -29,7 +29,7 @@ static bool add_dup_members(cJSON *dst, const cJSON *src)
 /* A layer without its index: what makes two layers identical. */
 static cJSON *render_layer(const srv_model_layer *l)
 {
-    cJSON *o = cJSON_CreateObject(), *req, *cfg;
+    cJSON *o = cJSON_CreateObject(), *req = NULL, *cfg = NULL;
     bool ok = o != NULL;
     if (ok && l->stack != NULL)
         ok = cJSON_AddStringToObject(o, "stack", l->stack) != NULL;

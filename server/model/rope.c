@@ -41,7 +41,7 @@ static bool rp_num(const cfg_ctx *d, const cJSON *rp, const char *path, const ch
 {
     const cJSON *v = cfg_member(rp, name);
     char key[SRV_MODEL_KEY_MAX], text[SRV_MODEL_VALUE_MAX];
-    snprintf(key, sizeof key, "%s.%s", path, name);
+    snprintf(key, sizeof key, "%.50s.%.40s", path, name);
     if (v == NULL) {
         if (required)
             return cfg_fail(d, key, "config key \"%s%s\" is required by this rope_type", d->prefix,
@@ -64,7 +64,7 @@ static bool rp_array(const cfg_ctx *d, const cJSON *rp, const char *path, const 
     const cJSON *v = cfg_member(rp, name), *x;
     char key[SRV_MODEL_KEY_MAX];
     int i = 0;
-    snprintf(key, sizeof key, "%s.%s", path, name);
+    snprintf(key, sizeof key, "%.50s.%.40s", path, name);
     if (!cJSON_IsArray(v))
         return cfg_fail(d, key, "config key \"%s%s\" must be an array of %d numbers", d->prefix,
                         key, n);
@@ -129,7 +129,7 @@ bool model_rope_scheme(const cfg_ctx *d, const rope_rule *r, int32_t head_dim,
     } else if ((m = cfg_member(rp, "rope_theta")) != NULL) {
         if (!rp_num(d, rp, path, "rope_theta", true, 0, &base))
             return false;
-        snprintf(src->key, sizeof src->key, "%s%s.rope_theta", d->prefix, path);
+        snprintf(src->key, sizeof src->key, "%.32s%.50s.rope_theta", d->prefix, path);
         cfg_value_text(m, src->value, sizeof src->value);
     } else if (r->base_keys != NULL) {
         if (!cfg_num(d, r->base_keys, false, r->base_default, &base, src))
@@ -181,7 +181,7 @@ bool model_rope_scheme(const cfg_ctx *d, const rope_rule *r, int32_t head_dim,
                 i++;
             if (i == sizeof known_keys / sizeof known_keys[0]) {
                 char key[SRV_MODEL_KEY_MAX];
-                snprintf(key, sizeof key, "%s.%s", path, k->string);
+                snprintf(key, sizeof key, "%.50s.%.40s", path, k->string);
                 cfg_value_text(k, text, sizeof text);
                 return cfg_fail(d, key,
                                 "config \"%s%s\": %s is a rope parameter posattn does not know, "
