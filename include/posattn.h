@@ -403,11 +403,13 @@ int32_t pa_shaw_pair_index(const pa_shaw *s, int32_t q_position, int32_t k_posit
  *
  * Query scaling by position, after the norm and rope (q_rot includes it),
  * with p the query's position (q_positions, or the default):
- *   attn_temperature_tuning (Llama 4's NoPE layers; Hugging Face
- *   Llama4TextAttention): q *= log(floor((p + 1) / floor_scale) + 1)
- *       * attn_scale + 1;
- *   logn_scaling (Qwen-1's use_logn_attn): q *= log(p + 1) / log(T) when
- *       p + 1 > T = train_length, else 1.
+ *   attn_temperature_tuning (temperature_floor_scale, _attn_scale; Llama
+ *   4's NoPE layers, Hugging Face Llama4TextAttention):
+ *       q *= log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1;
+ *   logn_scaling (logn_train_length = T; Qwen-1's use_logn_attn):
+ *       q *= log(p + 1) / log(T) when p + 1 > T, else 1.
+ *   Errors name them as a request does ("attn_temperature_tuning.floor_scale",
+ *   "logn_scaling.train_length").
  *   The factor of a row is computed in double and rounded to float once
  *   (Hugging Face computes the temperature in float32 op by op, so the two
  *   may differ in the last bit of the factor); with both options, their
