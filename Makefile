@@ -197,6 +197,7 @@ $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_
     $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
 $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
     $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_infer \
+    $(BUILD)/tests/test_infer_model \
     $(BUILD)/tests/test_protocol $(BUILD)/tests/test_item_options $(BUILD)/tests/test_batch \
     $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_json $(BUILD)/tests/test_json_arrays $(BUILD)/tests/test_sizes \
     $(BUILD)/tests/test_api_scheme $(BUILD)/tests/test_item $(BUILD)/tests/test_model_item \
