@@ -95,7 +95,7 @@ static bool add_requirements(const srv_model *c, cJSON *props)
             const char *field = c->layers[i].needs[j].field;
             const srv_model_need *nd = need_of(c, field);
             const char *input = v2_need_input(field);
-            char enc[160] = "", dec[160] = "", shape[48], text[600];
+            char enc[160] = "", dec[160] = "", shape[48], text[1024];
             int32_t k, all = c->n_layers + c->n_decoder, got;
             for (k = 0; k < (int32_t)n_done && strcmp(done[k], field) != 0; k++)
                 ;
@@ -134,7 +134,7 @@ static bool add_decided(const srv_model *c, cJSON *props)
 {
     const char *seen[32];
     size_t n = 0;
-    char list[256] = "", text[400];
+    char list[256] = "", text[512];
     for (int32_t i = 0; i < c->n_layers + c->n_decoder; i++) {
         const cJSON *o;
         cJSON_ArrayForEach(o, c->layers[i].options)
@@ -162,7 +162,7 @@ static void config_metadata(const v2_model *m, srv_reply *reply)
     const srv_model *c = m->config;
     v2_input specs[V2_MAX_INPUTS];
     size_t n = v2_model_inputs(m, specs);
-    cJSON *root = cJSON_CreateObject(), *vers, *in, *out, *params, *props;
+    cJSON *root = cJSON_CreateObject(), *vers, *in = NULL, *out = NULL, *params, *props = NULL;
     char text[320], diag[96] = "";
     int64_t out_shape[3] = {0, 0, 0};
     bool ok;
@@ -233,7 +233,7 @@ void srv_v2_model_metadata(const srv_model_set *models, const char *name, srv_re
     v2_model m;
     v2_input specs[V2_MAX_INPUTS];
     size_t n;
-    cJSON *root, *in, *out, *vers, *props;
+    cJSON *root, *in = NULL, *out = NULL, *vers, *props;
     bool ok;
 
     if (!v2_model_find(models, name, &m)) {
@@ -295,7 +295,7 @@ static bool add_model_stat(cJSON *arr, const char *name, const srv_model_counts 
 {
     static const char *const phases[SRV_PHASE_COUNT] = {"queue", "compute_input", "compute_infer",
                                                         "compute_output"};
-    cJSON *s = cJSON_CreateObject(), *inf;
+    cJSON *s = cJSON_CreateObject(), *inf = NULL;
     bool ok;
     if (s == NULL || !cJSON_AddItemToArray(arr, s))
         return cJSON_Delete(s), false;

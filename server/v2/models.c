@@ -214,7 +214,7 @@ static void config_dims(const srv_model *c, v2_input *in, size_t n)
             v2_input *t = input_named(in, n, v2_need_input(nd->field));
             if (t == NULL || t->ndim != nd->ndim)
                 continue;
-            for (int d = 0; d < nd->ndim && d < 3; d++)
+            for (int d = 0; d < nd->ndim && d < (int)(sizeof nd->shape / sizeof nd->shape[0]); d++)
                 agree(&t->shape[d], nd->shape[d], seen[t - in]);
             seen[t - in] = true;
         }

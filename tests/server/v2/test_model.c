@@ -252,9 +252,9 @@ static void test_config_models(void **state)
 
     /* Many long names: the list is cut short to fit the HTTP layer's 256. */
     srv_model_spec specs[40];
-    for (int i = 0; i < 40; i++) {
-        snprintf(specs[i].name, sizeof specs[i].name, "a-rather-long-model-name-%02d-padding-%s", i,
-                 "xxxxxxxxxxxxxxxxxxxx");
+    for (unsigned i = 0; i < 40; i++) {
+        snprintf(specs[i].name, sizeof specs[i].name,
+                 "a-rather-long-model-name-%02u-padding-xxxxxxxxxxxxxxxxxxxx", i % 100u);
         snprintf(specs[i].path, sizeof specs[i].path, "tests/fixtures/models/gemma2.json");
     }
     assert_true(srv_model_set_load(specs, 40, &set, msg, sizeof msg));
