@@ -197,6 +197,7 @@ $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_
     $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
 $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
     $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_infer \
+    $(BUILD)/tests/test_infer_model \
     $(BUILD)/tests/test_protocol $(BUILD)/tests/test_item_options $(BUILD)/tests/test_batch \
     $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_json $(BUILD)/tests/test_json_arrays $(BUILD)/tests/test_sizes \
     $(BUILD)/tests/test_api_scheme $(BUILD)/tests/test_item $(BUILD)/tests/test_model_item \
@@ -271,6 +272,7 @@ unit: $(TEST_BIN) $(POSATTND)
 # the C end-to-end tests (tests/e2e/test_*.c) run with the unit tests.
 E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "node --test tests/e2e/client.mjs" "/usr/bin/python3 tests/e2e/v2.py -q" \
+               "/usr/bin/python3 tests/e2e/v2_models.py -q" \
                "/usr/bin/python3 tests/e2e/options.py -q" \
                "/usr/bin/python3 tests/e2e/bounds.py -q" \
                "/usr/bin/python3 tests/e2e/key_rotation.py -q"

@@ -11,6 +11,7 @@
 #include "runtime/pool.h"
 #include "model/model.h"
 #include "store/tensor_store.h"
+#include "v2/v2.h"
 
 #include "posattn.h"
 
@@ -202,6 +203,14 @@ int main(int argc, char **argv)
         srv_tensor_store_free(tensors);
         return 1;
     }
+    /* Each is a KServe v2 model of its name too: one that would be a
+     * scheme's model, or that a route takes, stops start-up. */
+    if (!srv_v2_check_models(models, msg, sizeof msg)) {
+        fprintf(stderr, "posattnd: cannot load models: %s\n", msg);
+        srv_tensor_store_free(tensors);
+        srv_model_set_free(models);
+        return 1;
+    }
     cfg.model_set = models;
     for (size_t i = 0; i < srv_model_set_count(models); i++) {
         const srv_model *m = srv_model_set_at(models, i);
@@ -232,6 +241,12 @@ int main(int argc, char **argv)
     cfg.keys = keyring;
     metrics = keyring ? srv_metrics_new() : NULL;
     srv_metrics_set_queue_limit(metrics, cfg.queue_depth);
+    /* The --model models' own /v2 counters (each name once). */
+    _Static_assert((int)SRV_MAX_MODEL_SPECS <= (int)SRV_METRICS_MAX_MODELS &&
+                       (int)SRV_MODEL_NAME_MAX <= (int)SRV_METRICS_MODEL_NAME_MAX,
+                   "every --model model has counters");
+    for (size_t i = 0; metrics != NULL && i < srv_model_set_count(models); i++)
+        srv_metrics_add_model(metrics, srv_model_set_at(models, i)->name);
     pool = metrics ? srv_pool_start(cfg.workers, cfg.queue_depth) : NULL;
     http = pool ? srv_http_start(&cfg, pool, metrics, &port) : NULL;
     if (http == NULL) {

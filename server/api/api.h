@@ -110,6 +110,14 @@ typedef enum srv_model_phase {
     SRV_PHASE_COUNT
 } srv_model_phase;
 
+/* The key of a model's counters (srv_protocol_ctx.counts, and
+ * runtime/metrics.h): a scheme's name (pa_scheme_type_name, the models per
+ * scheme, labelled scheme="rope" on /metrics), or SRV_MODEL_KEY_PREFIX and
+ * the name of a model loaded with --model ("model:gemma2", labelled
+ * model="gemma2"). The prefix keeps the two apart: a --model model may be
+ * called "t5". */
+#define SRV_MODEL_KEY_PREFIX "model:"
+
 typedef struct srv_model_counts {
     uint64_t success, fail;       /* inference requests answered 200, and otherwise */
     uint64_t success_ns, fail_ns; /* their whole durations, summed */
@@ -151,10 +159,11 @@ typedef struct srv_protocol {
      * a 16-byte aligned address. An answer sets reply->len_header to say
      * the same of itself. */
     const char *framing_header;
-    /* Whether the route's path parameters name something the protocol has
-     * (called only for rows whose path has a {name}): true, or false with
-     * the 404 message in msg[cap], or msg "" for a 404 with no body. */
-    bool (*check)(int op, const srv_route_params *p, char *msg, size_t cap);
+    /* Whether the route's path parameters (pc->params) name something the
+     * protocol has (called only for rows whose path has a {name}): true, or
+     * false with the 404 message in msg[cap], or msg "" for a 404 with no
+     * body. */
+    bool (*check)(int op, const srv_protocol_ctx *pc, char *msg, size_t cap);
     /* The answer of a route without a body (GET). */
     void (*answer)(int op, const srv_protocol_ctx *pc, srv_reply *reply);
     /* A route with a body (POST): the job, as srv_job_prepare makes one.
@@ -166,8 +175,9 @@ typedef struct srv_protocol {
      * keeping its status; other replies are left alone. */
     void (*error_shape)(srv_reply *reply);
     /* The model counters a request of the route counts in (a key of
-     * srv_protocol_ctx.counts), or NULL when it counts in none. */
-    const char *(*model_key)(int op, const srv_route_params *p);
+     * srv_protocol_ctx.counts, SRV_MODEL_KEY_PREFIX above), or NULL when it
+     * counts in none. The key is a constant or written into buf[cap]. */
+    const char *(*model_key)(int op, const srv_protocol_ctx *pc, char *buf, size_t cap);
 } srv_protocol;
 
 /* Whether ep takes a request body (POST: srv_job_prepare) or answers at

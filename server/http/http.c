@@ -203,7 +203,7 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
 {
     bool method_ok;
     const char *cl;
-    char msg[160];
+    char msg[256];
     srv_web_file file;
     srv_error fe;
 
@@ -234,8 +234,11 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     if (srv_routes[q->route].api && !authorized(h, c, q))
         return refuse(q, c, SRV_ERR_UNAUTHORIZED,
                       "a valid API key is required: Authorization: Bearer <key>");
+    srv_protocol_ctx pc;
+    if (d->proto != NULL)
+        http_protocol_ctx(q, &pc);
     if (d->proto != NULL && srv_route_has_params(q->route) &&
-        !d->proto->check(d->op, &q->params, msg, sizeof msg)) {
+        !d->proto->check(d->op, &pc, msg, sizeof msg)) {
         if (msg[0] == '\0') { /* a bare 404: no body */
             http_set_text(&q->reply, 404, "text/plain", "");
             return http_send_reply(q);

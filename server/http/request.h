@@ -73,7 +73,7 @@ struct request {
     bool body_too_large;
     bool refused; /* answer refused_error once the body is read and dropped */
     srv_error refused_error;
-    char refused_msg[160];
+    char refused_msg[256];
     bool close; /* answer with Connection: close (framing refused) */
 
     srv_job *job;

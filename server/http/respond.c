@@ -49,9 +49,13 @@ void http_record_answer(request *q)
     srv_metrics_request(h->metrics, srv_routes[q->route].label, q->status, seconds, q->body_len,
                         q->bytes_out);
     const srv_route_def *d = &srv_routes[q->route];
-    const char *model = d->proto != NULL && d->proto->model_key != NULL
-                            ? d->proto->model_key(d->op, &q->params)
-                            : NULL;
+    const char *model = NULL;
+    char key[160];
+    if (d->proto != NULL && d->proto->model_key != NULL) {
+        srv_protocol_ctx pc;
+        http_protocol_ctx(q, &pc);
+        model = d->proto->model_key(d->op, &pc, key, sizeof key);
+    }
     if (model != NULL) {
         /* Triton's phases: the longest wait of a task, the body parsed, the
          * computation's wall time, the answer rendered. */

@@ -173,8 +173,10 @@ void srv_config_usage(FILE *out, const char *prog)
             "\n--model NAME=PATH reads a Hugging Face config.json before listening and derives\n"
             "each layer's attention from it (heads, scheme, scale, windows, norms, ...); a\n"
             "config posattn cannot read stops start-up. Items name it as \"model\": \"NAME\"\n"
-            "with \"layer\": L; GET /v1/models lists what was derived. POSATTN_MODELS holds\n"
-            "entries separated by ';' or newlines; any --model replaces its list.\n");
+            "with \"layer\": L; GET /v1/models lists what was derived. It is also the KServe\n"
+            "v2 model NAME (parameters.layer), so NAME may not be attention-<scheme> or\n"
+            "stats. POSATTN_MODELS holds entries separated by ';' or newlines; any --model\n"
+            "replaces its list.\n");
     fprintf(out, "\nUsable cores here (online, affinity, cgroup CPU quota): %d.\n", usable_cores());
 }
 

@@ -57,6 +57,9 @@ static const char *const code_classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 #define SCHEME_OTHER ((size_t)PA_SCHEME_COUNT + 1)
 #define N_SCHEMES ((size_t)PA_SCHEME_COUNT + 2)
 
+/* Model counter slots: the schemes', then the named models'. */
+#define N_MODEL_SLOTS ((size_t)PA_SCHEME_COUNT + SRV_METRICS_MAX_MODELS)
+
 /* Sums above this are clamped (about 31 years), so the ns sum cannot wrap. */
 #define MAX_OBSERVATION_SECONDS 1e9
 
@@ -80,11 +83,15 @@ struct srv_metrics {
     atomic_uint_fast64_t cut[3];          /* headers, body, send */
     atomic_uint_fast64_t auth_refused[3]; /* missing, scheme, key */
     atomic_uint_fast64_t tls_failed[2];   /* failed, timeout */
+    /* The models' counters: one per scheme (keyed by its name), then one
+     * per model added with srv_metrics_add_model (keyed "model:NAME"). */
     struct {
         atomic_uint_fast64_t n[2], ns[2]; /* fail, success */
         atomic_uint_fast64_t phase_ns[SRV_PHASE_COUNT];
         atomic_uint_fast64_t last_ms;
-    } model[PA_SCHEME_COUNT];
+    } model[N_MODEL_SLOTS];
+    char model_names[SRV_METRICS_MAX_MODELS][SRV_METRICS_MODEL_NAME_MAX];
+    size_t n_models; /* set before serving, read-only after */
 };
 
 static const char *const phase_names[SRV_PHASE_COUNT] = {"queue", "compute_input", "compute_infer",
@@ -196,7 +203,8 @@ srv_metrics *srv_metrics_new(void)
     }
     atomic_init(&m->tls_failed[0], 0);
     atomic_init(&m->tls_failed[1], 0);
-    for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++) {
+    m->n_models = 0;
+    for (size_t s = 0; s < N_MODEL_SLOTS; s++) {
         for (int k = 0; k < 2; k++) {
             atomic_init(&m->model[s].n[k], 0);
             atomic_init(&m->model[s].ns[k], 0);
@@ -262,12 +270,52 @@ static uint_fast64_t ns_of(double seconds)
     return (uint_fast64_t)llround(seconds * 1e9);
 }
 
-void srv_metrics_model_infer(srv_metrics *m, const char *scheme, bool success, double seconds,
+bool srv_metrics_add_model(srv_metrics *m, const char *name)
+{
+    size_t n = name != NULL ? strlen(name) : 0;
+    if (m == NULL || n == 0 || n >= SRV_METRICS_MODEL_NAME_MAX ||
+        m->n_models == SRV_METRICS_MAX_MODELS || strpbrk(name, "\"\\\n") != NULL)
+        return false;
+    for (size_t i = 0; i < m->n_models; i++)
+        if (strcmp(m->model_names[i], name) == 0)
+            return false;
+    memcpy(m->model_names[m->n_models++], name, n + 1);
+    return true;
+}
+
+/* The counter slot of a model key (api/api.h, SRV_MODEL_KEY_PREFIX), or
+ * N_MODEL_SLOTS when it has none. */
+static size_t model_slot(const srv_metrics *m, const char *key)
+{
+    static const char prefix[] = SRV_MODEL_KEY_PREFIX;
+    size_t s;
+    if (key == NULL)
+        return N_MODEL_SLOTS;
+    if (strncmp(key, prefix, sizeof prefix - 1) == 0) {
+        for (size_t i = 0; i < m->n_models; i++)
+            if (strcmp(m->model_names[i], key + sizeof prefix - 1) == 0)
+                return (size_t)PA_SCHEME_COUNT + i;
+        return N_MODEL_SLOTS;
+    }
+    s = scheme_index(key);
+    return s < (size_t)PA_SCHEME_COUNT ? s : N_MODEL_SLOTS;
+}
+
+/* The label of a model slot: scheme="rope" or model="gemma2". */
+static void model_label(const srv_metrics *m, size_t s, char *buf, size_t cap)
+{
+    if (s < (size_t)PA_SCHEME_COUNT)
+        snprintf(buf, cap, "scheme=\"%s\"", scheme_label(s));
+    else
+        snprintf(buf, cap, "model=\"%s\"", m->model_names[s - (size_t)PA_SCHEME_COUNT]);
+}
+
+void srv_metrics_model_infer(srv_metrics *m, const char *key, bool success, double seconds,
                              const double phase_seconds[SRV_PHASE_COUNT])
 {
-    size_t s = scheme_index(scheme);
+    size_t s;
     struct timespec now;
-    if (m == NULL || s >= (size_t)PA_SCHEME_COUNT)
+    if (m == NULL || (s = model_slot(m, key)) == N_MODEL_SLOTS)
         return;
     atomic_fetch_add_explicit(&m->model[s].n[success], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->model[s].ns[success], ns_of(seconds), memory_order_relaxed);
@@ -280,11 +328,11 @@ void srv_metrics_model_infer(srv_metrics *m, const char *scheme, bool success, d
                           memory_order_relaxed);
 }
 
-void srv_metrics_model_counts(srv_metrics *m, const char *scheme, srv_model_counts *out)
+void srv_metrics_model_counts(srv_metrics *m, const char *key, srv_model_counts *out)
 {
-    size_t s = scheme_index(scheme);
+    size_t s;
     memset(out, 0, sizeof *out);
-    if (m == NULL || s >= (size_t)PA_SCHEME_COUNT)
+    if (m == NULL || (s = model_slot(m, key)) == N_MODEL_SLOTS)
         return;
     out->fail = load(&m->model[s].n[0]);
     out->success = load(&m->model[s].n[1]);
@@ -483,30 +531,34 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
      * have been asked for (a bounded set either way). */
     static const char *const outcomes[2] = {"fail", "success"};
     header(f, "posattn_v2_inferences_total", "counter",
-           "Open Inference Protocol inference requests, by model scheme and outcome.");
-    for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++)
+           "Open Inference Protocol inference requests, by model (its scheme, or the --model "
+           "name) and outcome.");
+    for (size_t s = 0; s < N_MODEL_SLOTS; s++)
         for (int k = 0; k < 2; k++)
-            if (load(&m->model[s].n[0]) + load(&m->model[s].n[1]) > 0)
-                fprintf(f,
-                        "posattn_v2_inferences_total{scheme=\"%s\",outcome=\"%s\"} %" PRIu64 "\n",
-                        scheme_label(s), outcomes[k], load(&m->model[s].n[k]));
+            if (load(&m->model[s].n[0]) + load(&m->model[s].n[1]) > 0) {
+                model_label(m, s, label, sizeof label);
+                fprintf(f, "posattn_v2_inferences_total{%s,outcome=\"%s\"} %" PRIu64 "\n", label,
+                        outcomes[k], load(&m->model[s].n[k]));
+            }
     header(f, "posattn_v2_inference_seconds_total", "counter",
            "Their durations, first byte to answer, summed.");
-    for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++)
+    for (size_t s = 0; s < N_MODEL_SLOTS; s++)
         for (int k = 0; k < 2; k++)
-            if (load(&m->model[s].n[0]) + load(&m->model[s].n[1]) > 0)
-                fprintf(f,
-                        "posattn_v2_inference_seconds_total{scheme=\"%s\",outcome=\"%s\"} %.9f\n",
-                        scheme_label(s), outcomes[k], (double)load(&m->model[s].ns[k]) / 1e9);
+            if (load(&m->model[s].n[0]) + load(&m->model[s].n[1]) > 0) {
+                model_label(m, s, label, sizeof label);
+                fprintf(f, "posattn_v2_inference_seconds_total{%s,outcome=\"%s\"} %.9f\n", label,
+                        outcomes[k], (double)load(&m->model[s].ns[k]) / 1e9);
+            }
     header(f, "posattn_v2_phase_seconds_total", "counter",
            "Successful inferences' time by phase (queue, compute_input, compute_infer, "
            "compute_output), summed.");
-    for (size_t s = 0; s < (size_t)PA_SCHEME_COUNT; s++)
+    for (size_t s = 0; s < N_MODEL_SLOTS; s++)
         for (int p = 0; p < SRV_PHASE_COUNT; p++)
-            if (load(&m->model[s].n[1]) > 0)
-                fprintf(f, "posattn_v2_phase_seconds_total{scheme=\"%s\",phase=\"%s\"} %.9f\n",
-                        scheme_label(s), phase_names[p],
-                        (double)load(&m->model[s].phase_ns[p]) / 1e9);
+            if (load(&m->model[s].n[1]) > 0) {
+                model_label(m, s, label, sizeof label);
+                fprintf(f, "posattn_v2_phase_seconds_total{%s,phase=\"%s\"} %.9f\n", label,
+                        phase_names[p], (double)load(&m->model[s].phase_ns[p]) / 1e9);
+            }
 
     header(f, "posattn_build_info", "gauge",
            "The posattn version and the kernels this CPU runs (avx512 or portable); always 1.");

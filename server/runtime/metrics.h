@@ -16,7 +16,8 @@
  *   posattn_connections_cut_total{phase}         counter: connections shut past
  *                                                --request-timeout (headers, body, send)
  *   posattn_v2_inferences_total{scheme,outcome}  counter: Open Inference Protocol
- *                                                requests by model (its scheme), success or fail
+ *                                                requests by model (its scheme), success or fail;
+ *                                                {model,outcome} for a model of --model
  *   posattn_v2_inference_seconds_total{scheme,outcome}   counter: their durations
  *   posattn_v2_phase_seconds_total{scheme,phase} counter: successful ones' queue,
  *                                                compute_input, compute_infer, compute_output
@@ -40,6 +41,9 @@
 
 typedef struct srv_metrics srv_metrics;
 
+/* Models of --model with counters of their own (srv_metrics_add_model). */
+enum { SRV_METRICS_MAX_MODELS = 64, SRV_METRICS_MODEL_NAME_MAX = 64 };
+
 srv_metrics *srv_metrics_new(void);
 void srv_metrics_free(srv_metrics *m);
 
@@ -54,13 +58,20 @@ void srv_metrics_queue(srv_metrics *m, double seconds);
 void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds);
 void srv_metrics_queue_depth_add(srv_metrics *m, int64_t delta);
 void srv_metrics_in_flight_add(srv_metrics *m, int64_t delta);
-/* One v2 inference request of the model of scheme (a pa_scheme_type_name;
- * anything else is not counted): its outcome, whole duration, and, for a
- * success, its phases (SRV_PHASE_*). */
-void srv_metrics_model_infer(srv_metrics *m, const char *scheme, bool success, double seconds,
+/* Gives the model called name (a --model NAME) counters of its own, keyed
+ * SRV_MODEL_KEY_PREFIX NAME ("model:gemma2", api/api.h) and labelled
+ * model="NAME". Called before serving (not thread-safe with the others).
+ * False when name is empty, too long, holds a quote, backslash or newline,
+ * is already added, or SRV_METRICS_MAX_MODELS are. */
+bool srv_metrics_add_model(srv_metrics *m, const char *name);
+/* One v2 inference request of the model keyed key (api/api.h: a
+ * pa_scheme_type_name, or "model:NAME" of an added model; anything else is
+ * not counted): its outcome, whole duration, and, for a success, its
+ * phases (SRV_PHASE_*). */
+void srv_metrics_model_infer(srv_metrics *m, const char *key, bool success, double seconds,
                              const double phase_seconds[SRV_PHASE_COUNT]);
-/* The counters of the model of scheme (zeros for an unknown one). */
-void srv_metrics_model_counts(srv_metrics *m, const char *scheme, srv_model_counts *out);
+/* The counters of the model keyed key (zeros for an unknown one). */
+void srv_metrics_model_counts(srv_metrics *m, const char *key, srv_model_counts *out);
 /* reason: "failed" or "timeout" (anything else is not counted). */
 void srv_metrics_tls_failed(srv_metrics *m, const char *reason);
 /* reason: "missing", "scheme" or "key" (anything else is not counted). */

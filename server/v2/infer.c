@@ -57,29 +57,19 @@ static const struct {
     {"logn_scaling_train_length", API_PARAM_INT, "logn_scaling", "train_length"},
 };
 
-/* The scalar scheme parameter `name` of type t, or NULL. */
-static const api_param *scheme_scalar(pa_scheme_type t, const char *name)
-{
-    size_t np;
-    const api_param *p = api_params(&np);
-    for (size_t i = 0; i < np; i++)
-        if (p[i].type == t && p[i].kind != API_PARAM_TENSOR &&
-            p[i].kind != API_PARAM_NUMBER_ARRAY && p[i].kind != API_PARAM_INT_ARRAY &&
-            strcmp(p[i].name, name) == 0)
-            return &p[i];
-    return NULL;
-}
-
 /* ------------------------------------------------------------------------- */
 /* The request, translated                                                   */
 /* ------------------------------------------------------------------------- */
 
 typedef struct v2_req {
-    pa_scheme_type type;
+    v2_model m;
+    unsigned schemes; /* the schemes of its scheme inputs and parameters */
     const char *model;
     const api_ctx *ctx;
-    cJSON *item, *scheme; /* the /v1 item being built, its scheme object */
-    const char *bin;      /* the binary part of the body */
+    /* The /v1 item being built and its scheme object (a --model model's is
+     * made when an input or parameter needs it: the config gives the rest). */
+    cJSON *item, *scheme;
+    const char *bin; /* the binary part of the body */
     size_t bin_len, bin_used;
     bool has_header; /* Inference-Header-Content-Length was given */
     v2_input specs[V2_MAX_INPUTS];
@@ -103,6 +93,25 @@ static cJSON *item_object(cJSON *item, const char *key)
     cJSON *o = cJSON_GetObjectItemCaseSensitive(item, key);
     return o != NULL ? o : cJSON_AddObjectToObject(item, key);
 }
+
+/* The item's scheme object, made when first needed; NULL on allocation
+ * failure. */
+static cJSON *scheme_object(v2_req *rq)
+{
+    if (rq->scheme == NULL)
+        rq->scheme = cJSON_AddObjectToObject(rq->item, "scheme");
+    return rq->scheme;
+}
+
+/* The parameters a --model model adds, as the item's members. */
+static const struct {
+    const char *name;
+    api_param_kind kind;
+} model_options[] = {
+    {"layer", API_PARAM_INT},
+    {"stack", API_PARAM_ENUM},
+    {"override", API_PARAM_BOOL},
+};
 
 static bool check_scalar(const cJSON *v, api_param_kind kind, const char *path, const api_ctx *ctx,
                          api_err *e)
@@ -147,6 +156,17 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
                 return false;
             continue;
         }
+        for (k = 0; rq->m.config != NULL && k < sizeof model_options / sizeof model_options[0]; k++)
+            if (strcmp(model_options[k].name, m->string) == 0)
+                break;
+        if (rq->m.config != NULL && k < sizeof model_options / sizeof model_options[0]) {
+            if (!check_scalar(m, model_options[k].kind, path, rq->ctx, e))
+                return false;
+            if (!add_ref(rq->item, m->string, m))
+                return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+            continue;
+        }
+        k = 0;
         while (k < sizeof options / sizeof options[0] && strcmp(options[k].name, m->string) != 0)
             k++;
         if (k < sizeof options / sizeof options[0]) {
@@ -158,22 +178,25 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
                 return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
             continue;
         }
-        p = scheme_scalar(rq->type, m->string);
+        p = v2_scheme_scalar(rq->schemes, m->string);
         if (p == NULL) {
             char list[API_MESSAGE_MAX - 96] = "binary_data_output";
             size_t np;
             const api_param *all = api_params(&np);
+            for (size_t i = 0;
+                 rq->m.config != NULL && i < sizeof model_options / sizeof model_options[0]; i++)
+                v2_list_add(list, sizeof list, model_options[i].name);
             for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
                 v2_list_add(list, sizeof list, options[i].name);
             for (size_t i = 0; i < np; i++)
-                if (scheme_scalar(rq->type, all[i].name) == &all[i])
+                if (v2_scheme_scalar(rq->schemes, all[i].name) == &all[i])
                     v2_list_add(list, sizeof list, all[i].name);
             return api_fail(e, rq->ctx, SRV_ERR_UNKNOWN_FIELD, path,
                             "%s is not a parameter of model %s (known: %s)", path, rq->model, list);
         }
         if (!check_scalar(m, p->kind, path, rq->ctx, e))
             return false;
-        if (!add_ref(rq->scheme, m->string, m))
+        if (scheme_object(rq) == NULL || !add_ref(rq->scheme, m->string, m))
             return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
     }
     return true;
@@ -385,7 +408,8 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
         break;
     }
     }
-    parent = spec->role == V2_ROLE_SCHEME_TENSOR || spec->role == V2_ROLE_SCHEME_ARRAY ? rq->scheme
+    parent = spec->role == V2_ROLE_SCHEME_TENSOR || spec->role == V2_ROLE_SCHEME_ARRAY
+                 ? scheme_object(rq)
              : spec->role == V2_ROLE_NORM_WEIGHT
                  ? item_object(rq->item, spec->name[0] == 'q' ? "q_norm" : "k_norm")
                  : rq->item;
@@ -477,36 +501,68 @@ static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, v2_answ
 }
 
 /* /v1 names scheme parameters "scheme.<name>"; here they are
- * "parameters.<name>", or the input "<name>" for tensors and arrays. */
-static void rename_fields(api_err *e, pa_scheme_type t)
+ * "parameters.<name>", or the input "<name>" for tensors and arrays (of a
+ * scheme in schemes, a bit per pa_scheme_type). For a --model model (config)
+ * a message about a layer's norm weights names the inputs q_norm_weight and
+ * k_norm_weight, and one about layer, stack, override or an option the
+ * config decides names the parameter. */
+static void rename_fields(api_err *e, unsigned schemes, bool config)
 {
     static const char key[] = "scheme.";
+    static const struct {
+        const char *from, *to;
+        bool config; /* only for a --model model's */
+    } words[] = {{"q_norm.weight", "q_norm_weight", true},
+                 {"k_norm.weight", "k_norm_weight", true},
+                 {"\"override\": true", "parameters.override true", true}};
     char out[API_MESSAGE_MAX];
     size_t o = 0, np;
     const api_param *params = api_params(&np);
     const char *s = e->message;
+    const char *field = strncmp(e->field, "inputs[0].", 10) == 0 ? e->field + 10 : e->field;
+    size_t flen = strlen(field);
 
+    /* A message that opens with a parameter's name: "layer=9 is outside",
+     * "scale is decided by the model's config". */
+    if (config && flen > 0 && strncmp(s, field, flen) == 0 && (s[flen] == '=' || s[flen] == ' ')) {
+        bool param = false;
+        for (size_t i = 0; i < sizeof model_options / sizeof model_options[0]; i++)
+            param = param || strcmp(model_options[i].name, field) == 0;
+        for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+            param = param || strcmp(options[i].name, field) == 0;
+        if (param)
+            o = (size_t)snprintf(out, sizeof out, "parameters.");
+    }
     while (*s != '\0' && o + 1 < sizeof out) {
         const char *repl = NULL;
+        size_t skip = 0;
         if (strncmp(s, key, sizeof key - 1) == 0) {
             const char *name = s + sizeof key - 1;
             size_t len = strspn(name, "abcdefghijklmnopqrstuvwxyz_");
             for (size_t i = 0; i < np && repl == NULL; i++)
-                if (params[i].type == t && strlen(params[i].name) == len &&
+                if ((schemes >> params[i].type & 1u) && strlen(params[i].name) == len &&
                     strncmp(params[i].name, name, len) == 0)
                     repl = params[i].kind == API_PARAM_TENSOR ||
                                    params[i].kind == API_PARAM_NUMBER_ARRAY ||
                                    params[i].kind == API_PARAM_INT_ARRAY
                                ? ""
                                : "parameters.";
+            skip = sizeof key - 1;
         }
+        for (size_t i = 0; repl == NULL && i < sizeof words / sizeof words[0]; i++)
+            if ((config || !words[i].config) &&
+                strncmp(s, words[i].from, strlen(words[i].from)) == 0 &&
+                s[strlen(words[i].from)] != '_') { /* not q_norm.weight_offset */
+                repl = words[i].to;
+                skip = strlen(words[i].from);
+            }
         if (repl != NULL) {
             size_t n = strlen(repl);
             if (o + n + 1 >= sizeof out)
                 break;
             memcpy(out + o, repl, n);
             o += n;
-            s += sizeof key - 1;
+            s += skip;
         } else {
             out[o++] = *s++;
         }
@@ -577,11 +633,12 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
 
     *job_out = NULL;
     memset(&rq, 0, sizeof rq);
-    if (!v2_model_type(model, &rq.type)) {
-        v2_unknown_model_reply(model, reply);
+    if (!v2_model_find(lim->models, model, &rq.m)) {
+        v2_unknown_model_reply(lim->models, model, reply);
         return false;
     }
-    rq.model = model;
+    rq.schemes = v2_model_schemes(&rq.m);
+    rq.model = rq.m.name;
     rq.ctx = &ctx;
     if (header_len == 0) {
         /* [BIN] "Raw Binary Request": for models with a single input. */
@@ -620,13 +677,17 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
         oom(&e);
         goto fail;
     }
-    snprintf(ans->model, sizeof ans->model, "%s", model);
-    if ((rq.scheme = cJSON_AddObjectToObject(rq.item, "scheme")) == NULL ||
-        !cJSON_AddStringToObject(rq.scheme, "type", pa_scheme_type_name(rq.type))) {
+    snprintf(ans->model, sizeof ans->model, "%s", rq.m.name);
+    /* A scheme's model: {"scheme": {"type": ...}}; a --model model:
+     * {"model": NAME}, whose config gives the scheme and the options. */
+    if (rq.m.config != NULL
+            ? !cJSON_AddStringToObject(rq.item, "model", rq.m.config->name)
+            : scheme_object(&rq) == NULL ||
+                  !cJSON_AddStringToObject(rq.scheme, "type", pa_scheme_type_name(rq.m.type))) {
         oom(&e);
         goto fail;
     }
-    rq.n_specs = v2_model_inputs(rq.type, rq.specs);
+    rq.n_specs = v2_model_inputs(&rq.m, rq.specs);
     if (!translate(&rq, root, ans, &e))
         goto fail;
 
@@ -650,7 +711,7 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
     return true;
 
 fail:
-    rename_fields(&e, rq.type);
+    rename_fields(&e, rq.schemes, rq.m.config != NULL);
     v2_fail_reply(reply, &e);
 done:
     srv_job_free(job);

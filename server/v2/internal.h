@@ -1,12 +1,14 @@
-/* internal.h - private to v2/: model.c (the protocol's surface: models,
- * metadata, errors, the answer) and infer.c (an infer request translated
- * into a /v1 attention item). See v2/v2.h.
+/* internal.h - private to v2/: models.c (the models, their inputs and
+ * metadata), model.c (errors, server metadata, statistics, the answer) and
+ * infer.c (an infer request translated into a /v1 attention item). See
+ * v2/v2.h.
  */
 #ifndef SRV_V2_INTERNAL_H
 #define SRV_V2_INTERNAL_H
 
 #include "api/api.h"
 #include "api/protocol.h"
+#include "model/model.h"
 #include "v2/v2.h"
 
 #include <stdbool.h>
@@ -36,8 +38,29 @@ bool v2_read_shape(const cJSON *node, const char *name, const api_ctx *ctx, int 
 
 enum { V2_OUTPUTS = API_NRES, V2_MAX_INPUTS = 32 };
 
-/* True when name is "attention-<scheme>"; *t is the scheme. */
-bool v2_model_type(const char *name, pa_scheme_type *t);
+/* A model of the protocol: a scheme's ("attention-rope") or one loaded
+ * with --model, whose layers' options its config decides. */
+typedef struct v2_model {
+    char name[SRV_MODEL_NAME_MAX + 16];
+    pa_scheme_type type;     /* a scheme's model: the scheme */
+    const srv_model *config; /* a --model model (owned by the set), else NULL */
+} v2_model;
+
+/* Finds the model called name: "attention-<scheme>", or a model of set
+ * (NULL: none loaded). */
+bool v2_model_find(const srv_model_set *set, const char *name, v2_model *m);
+/* Every model in order: the schemes' (PA_SCHEME_COUNT), then the set's. */
+size_t v2_model_count(const srv_model_set *set);
+void v2_model_at(const srv_model_set *set, size_t i, v2_model *m);
+/* The key of m's counters (api/api.h): its scheme's name, or
+ * "model:NAME" written into buf. */
+const char *v2_model_key(const v2_model *m, char *buf, size_t cap);
+/* The schemes m's scheme inputs and parameters belong to, a bit per
+ * pa_scheme_type: its one scheme, or those of the config's layers. */
+unsigned v2_model_schemes(const v2_model *m);
+/* The scalar scheme parameter name of a scheme in schemes (a bit per
+ * pa_scheme_type), or NULL. */
+const api_param *v2_scheme_scalar(unsigned schemes, const char *name);
 
 /* Where an input goes in the /v1 item. */
 typedef enum v2_role {
@@ -54,11 +77,20 @@ typedef struct v2_input {
     int ndim;     /* 0: 2 or 3 (a mask or bias: [Lq, Lk] or [H, Lq, Lk]) */
     bool int32;   /* INT32, else FP32 */
     bool boolean; /* BOOL (a mask: one byte per element in binary) */
+    /* The dims model metadata shows (0: -1, variable), and the dims a
+     * metadata of M-RoPE positions shows instead of ndim's ([3, -1]). */
+    int64_t shape[3];
+    int meta_ndim; /* 0: ndim (3 for a mask or bias) */
 } v2_input;
 
-/* The inputs of model type t into out[V2_MAX_INPUTS]: the item's, then
- * its scheme's tensors and arrays. Returns their count. */
-size_t v2_model_inputs(pa_scheme_type t, v2_input *out);
+/* The input that carries an item field a layer needs (srv_model_need):
+ * "scheme.table" is table, "q_norm.weight" q_norm_weight, "sinks" sinks. */
+const char *v2_need_input(const char *field);
+
+/* The inputs of m into out[V2_MAX_INPUTS]: the item's, then its schemes'
+ * tensors and arrays; for a --model model, the dims its config fixes.
+ * Returns their count. */
+size_t v2_model_inputs(const v2_model *m, v2_input *out);
 
 /* The outputs, in the order model metadata lists them. */
 typedef struct v2_output {
@@ -69,8 +101,8 @@ extern const v2_output v2_outputs[V2_OUTPUTS];
 
 /* What the answer needs from the request: the job's view_ctx. */
 typedef struct v2_answer {
-    char model[64];
-    char *id; /* the request's id (malloc'd), or NULL */
+    char model[SRV_MODEL_NAME_MAX + 16]; /* v2_model.name */
+    char *id;                            /* the request's id (malloc'd), or NULL */
     size_t n_out;
     unsigned bits[V2_OUTPUTS]; /* API_RET_* in the order asked */
     bool binary[V2_OUTPUTS];
@@ -79,10 +111,13 @@ void v2_answer_free(void *ans);
 /* The job's view: renders the protocol's answer (or error) into reply. */
 void v2_view(srv_job *job, void *ans, srv_reply *reply);
 
+/* Renders root (deleted) into a 200 reply when ok, else a 500. */
+void v2_reply_tree(srv_reply *reply, cJSON *root, bool ok);
+
 /* Fills reply with {"error": e->message} and e's status. */
 void v2_fail_reply(srv_reply *reply, const api_err *e);
 /* The 404 for an unknown model. */
-void v2_unknown_model_reply(const char *name, srv_reply *reply);
+void v2_unknown_model_reply(const srv_model_set *set, const char *name, srv_reply *reply);
 /* Appends s to buf (cap bytes) after a ", " when buf is not empty. */
 void v2_list_add(char *buf, size_t cap, const char *s);
 

@@ -8,15 +8,22 @@
 #include <stdio.h>
 #include <string.h>
 
-/* [V2] model ready: "4xx" and an empty body for a model that is not. */
-static bool check(int op, const srv_route_params *p, char *msg, size_t cap)
+/* The loaded models (srv_limits.models), NULL when none is. */
+static const srv_model_set *models_of(const srv_protocol_ctx *pc)
 {
-    if (srv_v2_model_version_known(p->name, p->version))
+    return pc->lim != NULL ? pc->lim->models : NULL;
+}
+
+/* [V2] model ready: "4xx" and an empty body for a model that is not. */
+static bool check(int op, const srv_protocol_ctx *pc, char *msg, size_t cap)
+{
+    const srv_route_params *p = pc->params;
+    if (srv_v2_model_version_known(models_of(pc), p->name, p->version))
         return true;
     if (op == SRV_V2_OP_MODEL_READY)
         msg[0] = '\0';
     else
-        srv_v2_unknown_model(p->name, p->version, msg, cap);
+        srv_v2_unknown_model(models_of(pc), p->name, p->version, msg, cap);
     return false;
 }
 
@@ -43,19 +50,13 @@ static void answer(int op, const srv_protocol_ctx *pc, srv_reply *reply)
         srv_v2_server_metadata(reply);
         return;
     case SRV_V2_OP_MODEL:
-        srv_v2_model_metadata(pc->params->name, reply);
+        srv_v2_model_metadata(models_of(pc), pc->params->name, reply);
         return;
     case SRV_V2_OP_STATS:
-    case SRV_V2_OP_MODEL_STATS: {
-        srv_model_counts counts[PA_SCHEME_COUNT];
-        for (int t = 0; t < PA_SCHEME_COUNT; t++) {
-            memset(&counts[t], 0, sizeof counts[t]);
-            if (pc->counts != NULL)
-                pc->counts(pc->counts_arg, pa_scheme_type_name((pa_scheme_type)t), &counts[t]);
-        }
-        srv_v2_model_stats(op == SRV_V2_OP_STATS ? NULL : pc->params->name, counts, reply);
+    case SRV_V2_OP_MODEL_STATS:
+        srv_v2_model_stats(models_of(pc), op == SRV_V2_OP_STATS ? NULL : pc->params->name,
+                           pc->counts, pc->counts_arg, reply);
         return;
-    }
     case SRV_V2_OP_INFER:
         break;
     }
@@ -73,9 +74,10 @@ static bool prepare(int op, const srv_protocol_ctx *pc, const char *body, size_t
     return srv_v2_infer_prepare(pc->params->name, body, len, framing, pc->lim, job, reply);
 }
 
-static const char *model_key(int op, const srv_route_params *p)
+static const char *model_key(int op, const srv_protocol_ctx *pc, char *buf, size_t cap)
 {
-    return op == SRV_V2_OP_INFER ? srv_v2_model_scheme(p->name) : NULL;
+    return op == SRV_V2_OP_INFER ? srv_v2_model_key(models_of(pc), pc->params->name, buf, cap)
+                                 : NULL;
 }
 
 const srv_protocol srv_v2_protocol = {

@@ -1,9 +1,14 @@
 /* v2.h - the Open Inference Protocol (KServe V2, as Triton implements
  * it) over the /v1 attention path: every scheme is a model named
- * "attention-<scheme>", an infer request is translated into one /v1 attention
+ * "attention-<scheme>", and every model loaded with --model NAME is a model
+ * NAME (model/model.h: its config decides each layer's options, a request
+ * names the layer). An infer request is translated into one /v1 attention
  * item and runs as a one-item attention job (srv_job_task_count, run_task,
  * finish, free as for /v1), whose answer is rendered in the protocol's form.
  * The binary tensor data extension is supported both ways.
+ *
+ * Functions that take the loaded models (srv_limits.models; NULL when none
+ * is loaded) only read them.
  *
  * Specifications followed (cited by section in v2/model.c and v2/infer.c):
  *   kserve/kserve docs/predict-api/v2/required_api.md (HTTP/REST)
@@ -16,6 +21,7 @@
 
 #include "api/api.h"
 #include "common/reply.h"
+#include "model/model.h"
 #include "posattn.h"
 
 #include <stdbool.h>
@@ -40,34 +46,49 @@ typedef enum srv_v2_op {
  * model_version, and the versioned paths take it and no other. */
 #define SRV_V2_MODEL_VERSION "1"
 
-/* True when name is a model ("attention-rope", ...). */
-bool srv_v2_model_known(const char *name);
+/* True when name is a model: "attention-<scheme>", or one of models. */
+bool srv_v2_model_known(const srv_model_set *models, const char *name);
 
 /* True when name is a model and version is "" (none named) or its one. */
-bool srv_v2_model_version_known(const char *name, const char *version);
+bool srv_v2_model_version_known(const srv_model_set *models, const char *name, const char *version);
+
+/* Start-up: true when every model of models can be a /v2 model of its
+ * name; else false with the reason in err[cap]: a name that is a scheme's
+ * model ("attention-rope") or that a route takes ("stats": GET
+ * /v2/models/stats is every model's statistics). */
+bool srv_v2_check_models(const srv_model_set *models, char *err, size_t cap);
 
 /* GET /v2: {"name":"posattn","version":...,"extensions":[...]}. */
 void srv_v2_server_metadata(srv_reply *reply);
 
-/* GET /v2/models/{name}: the model's inputs and outputs; 404 when unknown. */
-void srv_v2_model_metadata(const char *name, srv_reply *reply);
+/* GET /v2/models/{name}: the model's inputs and outputs (for a --model
+ * model the dims its config fixes, the parameters layer and stack, and what
+ * its layers require); 404 when unknown. */
+void srv_v2_model_metadata(const srv_model_set *models, const char *name, srv_reply *reply);
 
 /* The message of the 404 for an unknown model name (it says which models
  * there are) or, for a known one, an unknown version (NULL or "" for
- * none), in buf[cap]; cap >= 160 holds it whole. */
-void srv_v2_unknown_model(const char *name, const char *version, char *buf, size_t cap);
+ * none), in buf[cap]; cap >= 256 holds it whole (the names of --model are
+ * cut short with "..."). */
+void srv_v2_unknown_model(const srv_model_set *models, const char *name, const char *version,
+                          char *buf, size_t cap);
 
-/* The scheme (a pa_scheme_type_name) of model name, NULL when unknown: the
- * key of its counters in runtime/metrics.h. */
-const char *srv_v2_model_scheme(const char *name);
+/* The key of model name's counters (api/api.h, SRV_MODEL_KEY_PREFIX): its
+ * scheme's name (a constant), or "model:NAME" written into buf[cap]; NULL
+ * when name is no model. */
+const char *srv_v2_model_key(const srv_model_set *models, const char *name, char *buf, size_t cap);
 
 /* GET /v2/models[/{name}[/versions/{v}]]/stats (Triton's statistics
- * extension): name NULL for every model, counts[] by pa_scheme_type (the
- * counters /metrics shows, runtime/metrics.h). */
-void srv_v2_model_stats(const char *name, const srv_model_counts counts[PA_SCHEME_COUNT],
-                        srv_reply *reply);
+ * extension): name NULL for every model (the schemes' in pa_scheme_type
+ * order, then those of --model), each one's counters read through
+ * counts(arg, its key, out) (runtime/metrics.h; counts NULL: zeros). */
+void srv_v2_model_stats(const srv_model_set *models, const char *name,
+                        void (*counts)(void *arg, const char *key, srv_model_counts *out),
+                        void *arg, srv_reply *reply);
 
-/* POST /v2/models/{name}/infer. body holds len bytes: a JSON header of
+/* POST /v2/models/{name}/infer (name: a model of lim->models too; its
+ * parameters layer, stack and override go to the item's "layer", "stack"
+ * and "override"). body holds len bytes: a JSON header of
  * header_len bytes followed by the binary inputs, or (header_len < 0, no
  * Inference-Header-Content-Length) JSON only. Binary inputs are borrowed from
  * body in place when they are 4-byte aligned: body must outlive *job. On

@@ -365,6 +365,60 @@ static void test_model_counters(void **state)
     srv_metrics_free(m);
 }
 
+/* The models of --model count apart from the schemes' under
+ * "model:NAME" once added (a model called t5 is not the scheme t5), and
+ * show as model="NAME". */
+static void test_named_model_counters(void **state)
+{
+    (void)state;
+    srv_metrics *m = srv_metrics_new();
+    srv_model_counts c;
+    const double phases[SRV_PHASE_COUNT] = {0.001, 0.002, 0.003, 0.004};
+    char name[SRV_METRICS_MODEL_NAME_MAX + 1];
+    assert_true(srv_metrics_add_model(m, "t5"));
+    assert_true(srv_metrics_add_model(m, "gemma-2.b"));
+    assert_false(srv_metrics_add_model(m, "t5")); /* once */
+    assert_false(srv_metrics_add_model(m, ""));
+    assert_false(srv_metrics_add_model(m, NULL));
+    assert_false(srv_metrics_add_model(m, "a\"b")); /* no escaping needed in labels */
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    assert_false(srv_metrics_add_model(m, name)); /* too long */
+    assert_false(srv_metrics_add_model(NULL, "x"));
+
+    srv_metrics_model_infer(m, "model:t5", true, 0.5, phases);
+    srv_metrics_model_infer(m, "model:t5", false, 0.25, NULL);
+    srv_metrics_model_infer(m, "t5", true, 1.0, phases);
+    srv_metrics_model_infer(m, "model:nope", true, 1.0, phases); /* not added: dropped */
+    srv_metrics_model_infer(m, "model:", true, 1.0, phases);
+    srv_metrics_model_counts(m, "model:t5", &c);
+    assert_int_equal(c.success, 1);
+    assert_int_equal(c.fail, 1);
+    assert_int_equal(c.success_ns, 500000000);
+    assert_int_equal(c.phase_ns[3], 4000000);
+    srv_metrics_model_counts(m, "t5", &c);
+    assert_int_equal(c.success, 1);
+    assert_int_equal(c.success_ns, 1000000000);
+    srv_metrics_model_counts(m, "model:gemma-2.b", &c);
+    assert_int_equal(c.success + c.fail + c.last_ms, 0);
+    srv_metrics_model_counts(m, "model:nope", &c);
+    assert_int_equal(c.success, 0);
+
+    char *text = srv_metrics_render(m, NULL);
+    check_exposition(text);
+    assert_true(has_line(text, "posattn_v2_inferences_total{model=\"t5\",outcome=\"success\"} 1"));
+    assert_true(has_line(text, "posattn_v2_inferences_total{model=\"t5\",outcome=\"fail\"} 1"));
+    assert_true(has_line(text, "posattn_v2_inferences_total{scheme=\"t5\",outcome=\"success\"} 1"));
+    assert_true(has_line(text,
+                         "posattn_v2_inference_seconds_total{model=\"t5\",outcome=\"success\"} "
+                         "0.500000000"));
+    assert_true(has_line(
+        text, "posattn_v2_phase_seconds_total{model=\"t5\",phase=\"compute_output\"} 0.004000000"));
+    assert_null(strstr(text, "gemma-2.b")); /* none asked for yet */
+    free(text);
+    srv_metrics_free(m);
+}
+
 static void test_concurrent_updates(void **state)
 {
     (void)state;
@@ -414,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_requests_and_labels),
         cmocka_unit_test(test_compute_queue_and_gauges),
         cmocka_unit_test(test_model_counters),
+        cmocka_unit_test(test_named_model_counters),
         cmocka_unit_test(test_concurrent_updates),
     };
     return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
