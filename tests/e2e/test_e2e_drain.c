@@ -410,8 +410,13 @@ static void test_sigterm_mid_upload(void **state)
 
 static void test_drain_under_load(void **state)
 {
-    static const char *const flags[] = {"--workers", "2", "--queue-depth", "64", "--drain-timeout",
-                                        "30",        NULL};
+    /* A request deadline far beyond the drain's: the test is about draining,
+     * and under ThreadSanitizer on a loaded machine 8 slow requests on 2
+     * workers could outlast the default 30 s and answer 504 (#29's queue
+     * deadline), which is right but not what is tested here. */
+    static const char *const flags[] = {"--workers",       "2",  "--queue-depth",     "64",
+                                        "--drain-timeout", "90", "--request-timeout", "120",
+                                        NULL};
     server *s = *state;
     acase c;
     sbuf body = {0};
@@ -425,12 +430,12 @@ static void test_drain_under_load(void **state)
     sb_request(&body, &c, 1, ENC_B64, true);
     url_of(url, sizeof url, s, "/v1/attention");
     for (int i = 0; i < DRAIN_N; i++)
-        xfer_init(&xs[i], "POST", url, body.p, body.len, NULL, 40000L);
+        xfer_init(&xs[i], "POST", url, body.p, body.len, NULL, 120000L);
     memset(&d, 0, sizeof d);
     d.s = s;
     d.xs = xs;
     d.body_len = body.len;
-    multi_run(xs, DRAIN_N, 45.0, drain_tick, &d);
+    multi_run(xs, DRAIN_N, 130.0, drain_tick, &d);
     assert_true(d.term_at > 0);
 
     for (int i = 0; i < DRAIN_N; i++) {
