@@ -178,6 +178,8 @@ typedef enum pa_rope_scaling {
     PA_ROPE_SCALING_YARN,     /* YaRN (Peng et al. 2023), HF semantics */
     PA_ROPE_SCALING_LLAMA3,   /* Llama 3.1 wavelength-banded interpolation */
     PA_ROPE_SCALING_LONGROPE, /* LongRoPE / Phi-3 per-frequency factors */
+    PA_ROPE_SCALING_PROPORTIONAL, /* Gemma 4 global layers: a zero-frequency tail */
+    PA_ROPE_SCALING_NTK_ALPHA,    /* Hunyuan: base' = base * alpha^(r/(r-2)) */
     PA_ROPE_SCALING_COUNT
 } pa_rope_scaling;
 
@@ -210,6 +212,16 @@ typedef enum pa_rope_scaling {
  *            max_pos + 1 > original_max_position, else short_factor (r/2 values
  *            each). attention_factor default sqrt(1 + ln(factor)/ln(orig)), 1 when
  *            factor <= 1 (factor default 1).                     orig required
+ *   proportional  Gemma 4's global layers (HF _compute_proportional_rope_parameters):
+ *            k = floor(partial_rotary_factor * r / 2) pairs keep base^(-2i/r), the
+ *            other r/2 - k get frequency 0 (cos 1, sin 0: unrotated), then all are
+ *            divided by factor (default 1). The denominator is r, which is the
+ *            whole head by default (HF's head_dim): unlike partial rotary, the
+ *            rotated pairs span the head. In neox layout pair i is (i, i + r/2),
+ *            so dims [0, k) and [r/2, r/2 + k) rotate and [k, r/2), [r/2 + k, r)
+ *            pass; in gptj dims [0, 2k) rotate.   partial_rotary_factor in (0, 1]
+ *   ntk_alpha  Hunyuan (vLLM DynamicNTKAlphaRotaryEmbedding):
+ *            base' = base * alpha^(r/(r-2)), independent of position.  alpha required
  * The attention factor multiplies cos and sin, as HF does. */
 typedef struct pa_rope {
     double base;           /* default 10000 */
@@ -227,6 +239,8 @@ typedef struct pa_rope {
     int32_t short_factor_len;
     const float *long_factor; /* longrope [long_factor_len = r/2] */
     int32_t long_factor_len;
+    double partial_rotary_factor; /* proportional; default 1, in (0, 1] */
+    double alpha;                 /* ntk_alpha; required (> 0) */
     /* Multimodal RoPE (Qwen2-VL, Qwen2.5-VL; Qwen3-VL interleaved): each of
      * the r/2 frequencies takes its angle from one of three position rows,
      * temporal, height and width (pa_rope_cos_sin_mrope; posattn.h
@@ -274,7 +288,7 @@ pa_position_site pa_scheme_position_site(pa_scheme_type type);
 /* "none", "input", "qk_rotation", "logits", "logits_values". */
 const char *pa_position_site_name(pa_position_site site);
 /* "neox", "gptj" / "interleaved", "concat" / "none", "linear", "ntk", "dynamic",
- * "yarn", "llama3", "longrope"; and the inverses (false when unknown). */
+ * "yarn", "llama3", "longrope", "proportional", "ntk_alpha"; and the inverses (false when unknown). */
 const char *pa_rope_layout_name(pa_rope_layout layout);
 bool pa_rope_layout_from_name(const char *name, pa_rope_layout *out);
 const char *pa_sinusoidal_layout_name(pa_sinusoidal_layout layout);

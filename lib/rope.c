@@ -183,6 +183,48 @@ static pa_status check_longrope(const pa_rope *r, int32_t half, pa_error *err)
     return PA_STATUS_OK;
 }
 
+/* proportional: partial_rotary_factor in (0, 1] (the share of pairs that
+ * keep a frequency); factor optional. */
+static pa_status check_proportional(const pa_rope *r, pa_error *err)
+{
+    pa_status st = check_optional_factor(r, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    if (!isfinite(r->partial_rotary_factor))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.partial_rotary_factor",
+                        "scheme.partial_rotary_factor=%g must be finite", r->partial_rotary_factor);
+    if (!(r->partial_rotary_factor > 0.0 && r->partial_rotary_factor <= 1.0))
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.partial_rotary_factor",
+                        "scheme.partial_rotary_factor=%g must be in (0, 1] for rope scaling "
+                        "'proportional' (the share of frequency pairs that rotate)",
+                        r->partial_rotary_factor);
+    return PA_STATUS_OK;
+}
+
+/* ntk_alpha: alpha required, > 0, and the new base finite and > 1. */
+static pa_status check_ntk_alpha(const pa_rope *r, int32_t rd, pa_error *err)
+{
+    if (r->alpha == 0.0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.alpha",
+                        "scheme.alpha is required for rope scaling 'ntk_alpha'");
+    if (!isfinite(r->alpha))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.alpha",
+                        "scheme.alpha=%g must be finite", r->alpha);
+    if (r->alpha < 0.0)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.alpha",
+                        "scheme.alpha=%g must be > 0", r->alpha);
+    pa_status st = check_r_above_2(r, rd, err);
+    if (st != PA_STATUS_OK)
+        return st;
+    double nb = r->base * pow(r->alpha, (double)rd / (double)(rd - 2));
+    if (!isfinite(nb) || !(nb > 1.0))
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.alpha",
+                        "scheme.alpha=%g makes the base scheme.base * alpha^(r/(r-2)) = %g "
+                        "(r=%d); it must be finite and > 1",
+                        r->alpha, nb, (int)rd);
+    return PA_STATUS_OK;
+}
+
 pa_status pa_rope_check(const pa_rope *r, int32_t head_dim, pa_error *err)
 {
     if (r == NULL)
@@ -277,6 +319,12 @@ pa_status pa_rope_check(const pa_rope *r, int32_t head_dim, pa_error *err)
     case PA_ROPE_SCALING_LONGROPE:
         st = check_longrope(r, rd / 2, err);
         break;
+    case PA_ROPE_SCALING_PROPORTIONAL:
+        st = check_proportional(r, err);
+        break;
+    case PA_ROPE_SCALING_NTK_ALPHA:
+        st = check_ntk_alpha(r, rd, err);
+        break;
     case PA_ROPE_SCALING_COUNT:
         break;
     }
@@ -304,6 +352,7 @@ typedef struct rope_plan {
     double ramp_low, ramp_high;       /* yarn */
     double orig, low_freq, high_freq; /* llama3 */
     const float *ext;                 /* longrope */
+    int32_t rotating;                 /* proportional: pairs below keep a frequency */
 } rope_plan;
 
 /* HF get_mscale(scale, mscale). */
@@ -373,6 +422,14 @@ static void plan_init(const pa_rope *r, int32_t head_dim, int32_t max_position, 
         p->attention = f <= 1.0 ? 1.0 : sqrt(1.0 + log(f) / log(orig));
         break;
     }
+    case PA_ROPE_SCALING_PROPORTIONAL:
+        /* HF: int(rope_proportion * head_dim // 2), the product floored. */
+        p->factor = r->factor != 0.0 ? r->factor : 1.0;
+        p->rotating = (int32_t)floor(r->partial_rotary_factor * rd / 2.0);
+        break;
+    case PA_ROPE_SCALING_NTK_ALPHA:
+        p->base = r->base * pow(r->alpha, rd / (rd - 2.0));
+        break;
     case PA_ROPE_SCALING_NONE:
     case PA_ROPE_SCALING_LINEAR:
     case PA_ROPE_SCALING_COUNT:
@@ -414,9 +471,13 @@ static void plan_inv_freq(const rope_plan *p, int32_t i0, int32_t i1, double *ou
         case PA_ROPE_SCALING_LONGROPE:
             inv = 1.0 / ((double)p->ext[i] * pos_freq);
             break;
+        case PA_ROPE_SCALING_PROPORTIONAL:
+            inv = i < p->rotating ? inv / p->factor : 0.0;
+            break;
         case PA_ROPE_SCALING_NONE:
         case PA_ROPE_SCALING_NTK:
         case PA_ROPE_SCALING_DYNAMIC:
+        case PA_ROPE_SCALING_NTK_ALPHA:
         case PA_ROPE_SCALING_COUNT:
             break;
         }

@@ -24,6 +24,7 @@ void pa_scheme_init(pa_scheme *s, pa_scheme_type type)
     s->rope.truncate = true;
     s->rope.low_freq_factor = 1.0;
     s->rope.high_freq_factor = 4.0;
+    s->rope.partial_rotary_factor = 1.0;
     s->alibi.max_bias = 8.0;
 }
 
@@ -38,7 +39,8 @@ static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
     [PA_ROPE_SCALING_NONE] = "none",       [PA_ROPE_SCALING_LINEAR] = "linear",
     [PA_ROPE_SCALING_NTK] = "ntk",         [PA_ROPE_SCALING_DYNAMIC] = "dynamic",
     [PA_ROPE_SCALING_YARN] = "yarn",       [PA_ROPE_SCALING_LLAMA3] = "llama3",
-    [PA_ROPE_SCALING_LONGROPE] = "longrope",
+    [PA_ROPE_SCALING_LONGROPE] = "longrope", [PA_ROPE_SCALING_PROPORTIONAL] = "proportional",
+    [PA_ROPE_SCALING_NTK_ALPHA] = "ntk_alpha",
 };
 
 static const char *const rope_layout_names[] = {"neox", "gptj"};

@@ -48,6 +48,35 @@ static void dynamic_inv_freq(double base, int dim, double factor, double max_pos
     default_inv_freq(base, dim, inv_freq);
 }
 
+/* _compute_proportional_rope_parameters (transformers, Gemma 4):
+ *   rope_angles = int(rope_proportion * head_dim // 2)
+ *   inv_freq_rotated = 1.0 / (base ** (torch.arange(0, 2 * rope_angles, 2) / head_dim))
+ *   nope_angles = head_dim // 2 - rope_angles
+ *   inv_freq = cat(inv_freq_rotated, zeros(nope_angles)); inv_freq /= factor */
+static void proportional_inv_freq(double base, int head_dim, double rope_proportion,
+                                  double factor, double *inv_freq)
+{
+    int rope_angles = (int)floor(rope_proportion * (double)head_dim / 2.0);
+    int nope_angles = head_dim / 2 - rope_angles;
+    int n = 0;
+    for (int j = 0; j < 2 * rope_angles; j += 2)
+        inv_freq[n++] = 1.0 / pow(base, (double)j / (double)head_dim);
+    for (int z = 0; z < nope_angles; z++)
+        inv_freq[n++] = 0.0;
+    for (int i = 0; i < n; i++)
+        inv_freq[i] /= factor;
+}
+
+/* vLLM DynamicNTKAlphaRotaryEmbedding._compute_cos_sin_cache:
+ *   base = self.base * self.scaling_alpha ** (self.rotary_dim / (self.rotary_dim - 2))
+ *   inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2) / rotary_dim)) */
+static void ntk_alpha_inv_freq(double base, int rotary_dim, double scaling_alpha,
+                               double *inv_freq)
+{
+    base = base * pow(scaling_alpha, (double)rotary_dim / (double)(rotary_dim - 2));
+    default_inv_freq(base, rotary_dim, inv_freq);
+}
+
 double ref_rope_get_mscale(double scale, double mscale)
 {
     if (scale <= 1.0)
@@ -203,6 +232,13 @@ void ref_rope_inv_freq(const pa_rope *r, int head_dim, int max_position, double 
         break;
     case PA_ROPE_SCALING_LONGROPE:
         longrope_inv_freq(r, base, dim, seq_len, inv_freq, &af);
+        break;
+    case PA_ROPE_SCALING_PROPORTIONAL:
+        proportional_inv_freq(base, dim, r->partial_rotary_factor,
+                              r->factor != 0.0 ? r->factor : 1.0, inv_freq);
+        break;
+    case PA_ROPE_SCALING_NTK_ALPHA:
+        ntk_alpha_inv_freq(base, dim, r->alpha, inv_freq);
         break;
     default:
         default_inv_freq(base, dim, inv_freq);

@@ -52,6 +52,13 @@ static inline pa_rope rope_config(pa_rope_scaling scaling, int32_t rotary_dim, i
         p.long_factor = g_long;
         p.short_factor_len = p.long_factor_len = r / 2;
         break;
+    case PA_ROPE_SCALING_PROPORTIONAL:
+        p.partial_rotary_factor = 0.5; /* r/4 pairs rotate, r/4 are zero */
+        p.factor = 2.0;
+        break;
+    case PA_ROPE_SCALING_NTK_ALPHA:
+        p.alpha = 1000.0; /* Hunyuan-A13B's value */
+        break;
     default:
         break;
     }

@@ -146,6 +146,8 @@ static void test_rope_variants(void **state)
             f.scheme.rope.short_factor_len = 4;
             f.scheme.rope.long_factor = factors;
             f.scheme.rope.long_factor_len = 4;
+            f.scheme.rope.partial_rotary_factor = 0.5; /* proportional: pairs 2, 3 zero */
+            f.scheme.rope.alpha = 3.0;                 /* ntk_alpha */
             check_against_reference(&f.a, WANT_ROT | WANT_LOGITS);
             fixture_free(&f);
         }

@@ -177,7 +177,8 @@ static void test_apply_vs_reference(void **state)
         for (int sc = 0; sc < PA_ROPE_SCALING_COUNT; sc++) {
             for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
                 int32_t D = dims[d][0], rd = dims[d][1] ? dims[d][1] : D;
-                if ((sc == PA_ROPE_SCALING_NTK || sc == PA_ROPE_SCALING_DYNAMIC) && rd <= 2)
+                if ((sc == PA_ROPE_SCALING_NTK || sc == PA_ROPE_SCALING_DYNAMIC ||
+                     sc == PA_ROPE_SCALING_NTK_ALPHA) && rd <= 2)
                     continue;
                 pa_rope r = rope_config((pa_rope_scaling)sc, dims[d][1], rd);
                 r.layout = (pa_rope_layout)layout;

@@ -61,6 +61,12 @@ static pa_rope rope_config(pa_rope_scaling scaling, int32_t rotary_dim, int32_t 
         p.long_factor = g_long;
         p.short_factor_len = p.long_factor_len = r / 2;
         break;
+    case PA_ROPE_SCALING_PROPORTIONAL:
+        p.partial_rotary_factor = 0.25;
+        break;
+    case PA_ROPE_SCALING_NTK_ALPHA:
+        p.alpha = 50.0;
+        break;
     default:
         break;
     }
