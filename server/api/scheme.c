@@ -19,7 +19,8 @@
 
 #define OFF(m) offsetof(pa_scheme, m)
 #define SC(x) (1u << PA_ROPE_SCALING_##x)
-#define SC_FACTOR (SC(LINEAR) | SC(NTK) | SC(DYNAMIC) | SC(YARN) | SC(LLAMA3) | SC(LONGROPE))
+#define SC_FACTOR                                                                                 \
+    (SC(LINEAR) | SC(NTK) | SC(DYNAMIC) | SC(YARN) | SC(LLAMA3) | SC(LONGROPE) | SC(PROPORTIONAL))
 #define SC_ORIG (SC(DYNAMIC) | SC(YARN) | SC(LLAMA3) | SC(LONGROPE))
 
 /* The one list of scheme parameters: the parser reads it and GET
@@ -67,10 +68,11 @@ static const api_param params[] = {
     {PA_SCHEME_ROPE, "layout", API_PARAM_ENUM, OFF(rope.layout), 0, NULL, "optional",
      "'neox' (pairs i, i + r/2; HF rotate_half) or 'gptj' (pairs 2i, 2i+1)"},
     {PA_SCHEME_ROPE, "scaling", API_PARAM_ENUM, OFF(rope.scaling), 0, NULL, "optional",
-     "context extension: none, linear, ntk, dynamic, yarn, llama3, longrope (HF semantics)"},
+     "context extension: none, linear, ntk, dynamic, yarn, llama3, longrope, proportional "
+     "(HF semantics), ntk_alpha (vLLM's Hunyuan)"},
     {PA_SCHEME_ROPE, "factor", API_PARAM_NUMBER, OFF(rope.factor), SC_FACTOR, NULL,
      "required for linear, ntk, dynamic, yarn",
-     "scaling factor (0 = the scaling's default: llama3 8, longrope 1)"},
+     "scaling factor (0 = the scaling's default: llama3 8, longrope 1, proportional 1)"},
     {PA_SCHEME_ROPE, "original_max_position", API_PARAM_INT, OFF(rope.original_max_position),
      SC_ORIG, NULL, "required for dynamic, yarn, longrope",
      "context length the model was trained on (0 = the default: llama3 8192)"},
@@ -97,6 +99,13 @@ static const api_param params[] = {
      "longrope: per-frequency factors used while max position + 1 <= original_max_position"},
     {PA_SCHEME_ROPE, "long_factor", API_PARAM_NUMBER_ARRAY, 0, SC(LONGROPE), "[rotary_dim/2]",
      "required for longrope", "longrope: per-frequency factors used beyond it"},
+    {PA_SCHEME_ROPE, "partial_rotary_factor", API_PARAM_NUMBER, OFF(rope.partial_rotary_factor),
+     SC(PROPORTIONAL), NULL, "optional",
+     "proportional (Gemma 4): in (0, 1]; the first floor(partial_rotary_factor * r / 2) "
+     "frequencies keep base^(-2i/r), the rest are 0 (those pairs pass unrotated); the "
+     "denominator stays r"},
+    {PA_SCHEME_ROPE, "alpha", API_PARAM_NUMBER, OFF(rope.alpha), SC(NTK_ALPHA), NULL,
+     "required for ntk_alpha", "ntk_alpha (Hunyuan): base' = base * alpha^(r/(r-2)), > 0"},
     {PA_SCHEME_ROPE, "mrope_section", API_PARAM_INT_ARRAY, 0, 0, "[3]", "optional",
      "multimodal RoPE (Qwen2-VL, Qwen2.5-VL): [t, h, w] frequencies, summing to rotary_dim/2, "
      "that take their angle from the temporal, height and width position rows; q_positions "

@@ -55,6 +55,11 @@ static const char *scaling_doc(pa_rope_scaling s)
     case PA_ROPE_SCALING_LONGROPE:
         return "LongRoPE / Phi-3 per-frequency factors, long ones beyond "
                "original_max_position";
+    case PA_ROPE_SCALING_PROPORTIONAL:
+        return "Gemma 4 global layers (HF proportional): the first partial_rotary_factor of the "
+               "frequencies base^(-2i/r), the rest 0, all divided by factor";
+    case PA_ROPE_SCALING_NTK_ALPHA:
+        return "Hunyuan NTK alpha (vLLM DynamicNTKAlphaRotaryEmbedding): base * alpha^(r/(r-2))";
     default:
         return "";
     }

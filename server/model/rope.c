@@ -14,6 +14,12 @@
  *   dynamic   factor; original = the dict's original_max_position_embeddings
  *             or max_position_embeddings
  *   linear    factor
+ *   proportional  (Gemma 4's global layers) factor (default 1),
+ *             partial_rotary_factor (default 1): here it is the share of
+ *             frequency pairs that rotate, not a cut of the rotary dims
+ *             (those stay the whole head)
+ *   dynamic with "alpha": ntk_alpha, as vLLM's get_rope picks
+ *             DynamicNTKAlphaRotaryEmbedding (Hunyuan) when the dict has alpha
  *   default, mrope: none (mrope_section chooses angle rows)
  * Any other rope_type, or a key of the dict this does not read, is refused.
  */
@@ -32,7 +38,7 @@ static const char *const known_keys[] = {
     "factor",          "original_max_position_embeddings", "attention_factor",
     "beta_fast",       "beta_slow",      "truncate",       "mscale",
     "mscale_all_dim",  "low_freq_factor", "high_freq_factor", "short_factor",
-    "long_factor",     "mrope_section",  "mrope_interleaved",
+    "long_factor",     "mrope_section",  "mrope_interleaved", "alpha",
 };
 
 /* A number of the dict rp at path (for messages). */
@@ -142,9 +148,15 @@ bool model_rope_scheme(const cfg_ctx *d, const rope_rule *r, int32_t head_dim,
         return cfg_fail(d, src->key + strlen(d->prefix), "config \"%s\": %s must be above 1",
                         src->key, src->value);
 
-    /* Rotary dims */
+    /* Rotary dims. proportional reads partial_rotary_factor as its share of
+     * rotating pairs over the whole head (HF's denominator is head_dim). */
     int64_t rot = head_dim;
-    if ((m = cfg_member(rp, "partial_rotary_factor")) != NULL) {
+    const cJSON *tn = cfg_member(rp, "rope_type") != NULL ? cfg_member(rp, "rope_type")
+                                                          : cfg_member(rp, "type");
+    bool proportional = cJSON_IsString(tn) && strcmp(tn->valuestring, "proportional") == 0;
+    if (proportional) {
+        /* the whole head */
+    } else if ((m = cfg_member(rp, "partial_rotary_factor")) != NULL) {
         if (!rp_num(d, rp, path, "partial_rotary_factor", true, 1, &x))
             return false;
         rot = (int64_t)(head_dim * x);
@@ -209,6 +221,28 @@ bool model_rope_scheme(const cfg_ctx *d, const rope_rule *r, int32_t head_dim,
             return false;
         if (!cJSON_AddStringToObject(scheme, "scaling", "linear") ||
             !add_num(scheme, "factor", factor))
+            return cfg_fail(d, path, "out of memory");
+    } else if (strcmp(type, "dynamic") == 0 && cfg_member(rp, "alpha") != NULL) {
+        double alpha;
+        if (!rp_num(d, rp, path, "alpha", true, 0, &alpha))
+            return false;
+        if (!(alpha > 0))
+            return cfg_fail(d, path, "config \"%s%s.alpha\": %.17g must be positive", d->prefix,
+                            path, alpha);
+        if (!cJSON_AddStringToObject(scheme, "scaling", "ntk_alpha") ||
+            !add_num(scheme, "alpha", alpha))
+            return cfg_fail(d, path, "out of memory");
+    } else if (strcmp(type, "proportional") == 0) {
+        double prf;
+        if (!rp_num(d, rp, path, "factor", false, 1, &factor) ||
+            !rp_num(d, rp, path, "partial_rotary_factor", false, 1, &prf))
+            return false;
+        if (!(prf > 0 && prf <= 1))
+            return cfg_fail(d, path,
+                            "config \"%s%s.partial_rotary_factor\": %.17g must be in (0, 1]",
+                            d->prefix, path, prf);
+        if (!cJSON_AddStringToObject(scheme, "scaling", "proportional") ||
+            !add_num(scheme, "factor", factor) || !add_num(scheme, "partial_rotary_factor", prf))
             return cfg_fail(d, path, "out of memory");
     } else if (strcmp(type, "dynamic") == 0) {
         if (!rp_num(d, rp, path, "factor", true, 0, &factor) ||
@@ -286,7 +320,7 @@ bool model_rope_scheme(const cfg_ctx *d, const rope_rule *r, int32_t head_dim,
     } else {
         return cfg_fail(d, path,
                         "config \"%s%s\" has rope_type \"%.40s\", which posattn does not know "
-                        "(default, linear, dynamic, yarn, llama3, longrope, mrope)",
+                        "(default, linear, dynamic, yarn, llama3, longrope, proportional, mrope)",
                         d->prefix, path, type);
     }
     if (orig != 0 && (orig < 1 || orig > 2147483647.0 || orig != floor(orig)))

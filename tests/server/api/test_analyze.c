@@ -285,6 +285,39 @@ static void test_analyze_rope_offset_and_similarity(void **state)
 
 /* rope_spectrum: every column from the reference's inv_freq (double) by
  * its definition, the bands, the defaults and the errors. */
+/* rope_spectrum of proportional: zero frequencies have an infinite
+ * wavelength (null in JSON), no rotations and no full period. */
+static void test_analyze_rope_spectrum_proportional(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    cJSON *ans = call(&srv_ep_analyze,
+                      "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"rope\",\"scaling\":"
+                      "\"proportional\",\"partial_rotary_factor\":0.5},\"head_dim\":16,"
+                      "\"length\":8192,\"train_length\":4096}",
+                      &lim, &status);
+    expect_ok(ans, status);
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(ans, "wavelength"), "data");
+    const cJSON *rot = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(ans, "rotations_length"), "data");
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(ans, "full_period_in_training"), "data");
+    assert_int_equal(cJSON_GetArraySize(w), 8);
+    for (int i = 0; i < 8; i++) {
+        if (i < 4) {
+            assert_true(cJSON_IsNumber(cJSON_GetArrayItem(w, i)));
+        } else {
+            assert_true(cJSON_IsNull(cJSON_GetArrayItem(w, i)));
+            assert_true(cJSON_GetArrayItem(rot, i)->valuedouble == 0.0);
+            assert_int_equal(cJSON_GetArrayItem(full, i)->valueint, 0);
+        }
+    }
+    assert_int_equal(cJSON_GetArrayItem(full, 0)->valueint, 1);
+    cJSON_Delete(ans);
+}
+
 static void test_analyze_rope_spectrum(void **state)
 {
     (void)state;
@@ -423,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_analyze_rope_offset_and_similarity),
         cmocka_unit_test(test_analyze_and_encode_overflow),
         cmocka_unit_test(test_analyze_rope_spectrum),
+        cmocka_unit_test(test_analyze_rope_spectrum_proportional),
         cmocka_unit_test(test_analyze_decomposition_options),
     };
     return cmocka_run_group_tests_name("api_analyze", tests, NULL, NULL);

@@ -285,7 +285,14 @@ static void test_parameter_of_another_scaling(void **state)
     PARSE_FAILS("{\"type\":\"rope\",\"factor\":2}", "inputs[4]", SRV_ERR_INVALID_ARGUMENT,
                 "inputs[4].scheme.factor",
                 "scheme.factor applies to rope scaling linear, ntk, dynamic, yarn, llama3, "
-                "longrope only, but scheme.scaling is 'none'");
+                "longrope, proportional only, but scheme.scaling is 'none'");
+    PARSE_FAILS("{\"type\":\"rope\",\"scaling\":\"ntk_alpha\",\"alpha\":2,\"factor\":2}", "",
+                SRV_ERR_INVALID_ARGUMENT, "scheme.factor", "'ntk_alpha'");
+    PARSE_FAILS("{\"type\":\"rope\",\"scaling\":\"ntk\",\"factor\":2,\"alpha\":2}", "",
+                SRV_ERR_INVALID_ARGUMENT, "scheme.alpha", "ntk_alpha only", "'ntk'");
+    PARSE_FAILS("{\"type\":\"rope\",\"partial_rotary_factor\":0.5}", "",
+                SRV_ERR_INVALID_ARGUMENT, "scheme.partial_rotary_factor", "proportional only",
+                "'none'");
     PARSE_FAILS("{\"type\":\"rope\",\"beta_fast\":3,\"scaling\":\"linear\",\"factor\":2}", "",
                 SRV_ERR_INVALID_ARGUMENT, "scheme.beta_fast",
                 "scheme.beta_fast applies to rope scaling yarn only, but scheme.scaling is "
@@ -303,8 +310,8 @@ static void test_parameter_of_another_scaling(void **state)
 
     /* factor with each scaling that reads it; parameters for all scalings
      * (attention_factor, mrope) with none. */
-    static const char *const factor_ok[] = {"linear", "ntk",    "dynamic",
-                                            "yarn",   "llama3", "longrope"};
+    static const char *const factor_ok[] = {"linear", "ntk",      "dynamic",     "yarn",
+                                            "llama3", "longrope", "proportional"};
     char text[128];
     api_scheme s;
     for (size_t i = 0; i < sizeof factor_ok / sizeof factor_ok[0]; i++) {
@@ -337,7 +344,7 @@ static void test_parameter_errors(void **state)
     PARSE_FAILS("{\"type\":\"rope\",\"scaling\":\"quadratic\"}", "inputs[0]",
                 SRV_ERR_INVALID_ARGUMENT, "inputs[0].scheme.scaling",
                 "scheme.scaling='quadratic' is not a rope scaling (none, linear, ntk, dynamic, "
-                "yarn, llama3, longrope)");
+                "yarn, llama3, longrope, proportional, ntk_alpha)");
     PARSE_FAILS("{\"type\":\"rope\",\"scaling\":\"yarn\",\"truncate\":1}", "",
                 SRV_ERR_INVALID_ARGUMENT, "scheme.truncate",
                 "scheme.truncate must be true or false, found number");
@@ -409,6 +416,8 @@ static const struct {
     {PA_SCHEME_ROPE, "mscale_all_dim", offsetof(pa_scheme, rope.mscale_all_dim)},
     {PA_SCHEME_ROPE, "low_freq_factor", offsetof(pa_scheme, rope.low_freq_factor)},
     {PA_SCHEME_ROPE, "high_freq_factor", offsetof(pa_scheme, rope.high_freq_factor)},
+    {PA_SCHEME_ROPE, "partial_rotary_factor", offsetof(pa_scheme, rope.partial_rotary_factor)},
+    {PA_SCHEME_ROPE, "alpha", offsetof(pa_scheme, rope.alpha)},
     {PA_SCHEME_ROPE, "mrope_interleaved", offsetof(pa_scheme, rope.mrope_interleaved)},
     {PA_SCHEME_ALIBI, "max_bias", offsetof(pa_scheme, alibi.max_bias)},
     {PA_SCHEME_ALIBI, "symmetric", offsetof(pa_scheme, alibi.symmetric)},

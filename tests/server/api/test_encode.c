@@ -120,6 +120,56 @@ static void test_encode_rope(void **state)
     cJSON_Delete(ans);
 }
 
+/* The scalings of issue #31 through /v1/encode: proportional's zero
+ * frequencies (cos 1, sin 0 in those columns), ntk_alpha's base. */
+static void test_encode_proportional_and_ntk_alpha(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    int status;
+    const int32_t pos[3] = {0, 7, 300};
+    static const char *const req[2] = {
+        "{\"scheme\":{\"type\":\"rope\",\"scaling\":\"proportional\",\"partial_rotary_factor\":"
+        "0.25,\"base\":1000000},\"positions\":[0,7,300],\"dim\":16}",
+        "{\"scheme\":{\"type\":\"rope\",\"scaling\":\"ntk_alpha\",\"alpha\":1000,\"rotary_dim\":8},"
+        "\"positions\":[0,7,300],\"dim\":16}"};
+    for (int k = 0; k < 2; k++) {
+        pa_scheme s;
+        pa_error err;
+        double inv_d[8], af;
+        float inv[8], cosw[3 * 8], sinw[3 * 8];
+        cJSON *ans = call(&srv_ep_encode, req[k], &lim, &status);
+        if (status != 200)
+            fail_msg("%s", str_at(ans, "error", "message"));
+        pa_scheme_init(&s, PA_SCHEME_ROPE);
+        if (k == 0) {
+            s.rope.scaling = PA_ROPE_SCALING_PROPORTIONAL;
+            s.rope.partial_rotary_factor = 0.25;
+            s.rope.base = 1e6;
+        } else {
+            s.rope.scaling = PA_ROPE_SCALING_NTK_ALPHA;
+            s.rope.alpha = 1000;
+            s.rope.rotary_dim = 8;
+        }
+        int half = k == 0 ? 8 : 4;
+        TU_ASSERT_STATUS(pa_rope_inv_freq(&s.rope, 16, 300, inv_d, &af, &err), PA_STATUS_OK, &err);
+        for (int i = 0; i < half; i++)
+            inv[i] = (float)inv_d[i];
+        TU_ASSERT_STATUS(pa_rope_cos_sin(&s.rope, 16, pos, 3, 300, cosw, sinw, &err), PA_STATUS_OK,
+                         &err);
+        result_is(ans, "inv_freq", inv, half);
+        result_is(ans, "cos", cosw, 3 * half);
+        result_is(ans, "sin", sinw, 3 * half);
+        if (k == 0) { /* 2 of 8 pairs rotate */
+            assert_true(inv[1] > 0.0f && inv[2] == 0.0f && inv[7] == 0.0f);
+            assert_true(cosw[8 + 2] == 1.0f && sinw[8 + 7] == 0.0f && sinw[8 + 1] != 0.0f);
+        } else { /* base 1e4 * 1000^(8/6) = 1e8 */
+            assert_true(fabs(inv_d[1] - 0.01) < 1e-15);
+        }
+        cJSON_Delete(ans);
+    }
+}
+
 static void test_encode_relative(void **state)
 {
     (void)state;
@@ -332,6 +382,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encode_absolute),
         cmocka_unit_test(test_encode_rope),
+        cmocka_unit_test(test_encode_proportional_and_ntk_alpha),
         cmocka_unit_test(test_encode_relative),
         cmocka_unit_test(test_encode_options),
     };

@@ -246,8 +246,9 @@ static void test_defaults_and_values(void **state)
 
     static const char *const sin_layouts[] = {"interleaved", "concat", NULL};
     static const char *const rope_layouts[] = {"neox", "gptj", NULL};
-    static const char *const scalings[] = {"none", "linear", "ntk",      "dynamic",
-                                           "yarn", "llama3", "longrope", NULL};
+    static const char *const scalings[] = {"none",     "linear",       "ntk",       "dynamic", "yarn",
+                                           "llama3",   "longrope",     "proportional", "ntk_alpha",
+                                           NULL};
     assert_string_equal(str(param_named(sin, "layout"), "default"), "interleaved");
     strings_are(cJSON_GetObjectItemCaseSensitive(param_named(sin, "layout"), "values"),
                 sin_layouts);
@@ -256,8 +257,8 @@ static void test_defaults_and_values(void **state)
                 rope_layouts);
     assert_string_equal(str(param_named(rope, "scaling"), "default"), "none");
     strings_are(cJSON_GetObjectItemCaseSensitive(param_named(rope, "scaling"), "values"), scalings);
-    static const char *const factor_scalings[] = {"linear", "ntk",      "dynamic", "yarn",
-                                                  "llama3", "longrope", NULL};
+    static const char *const factor_scalings[] = {"linear", "ntk",      "dynamic",      "yarn",
+                                                  "llama3", "longrope", "proportional", NULL};
     strings_are(cJSON_GetObjectItemCaseSensitive(param_named(rope, "factor"), "scalings"),
                 factor_scalings);
     /* shaw: Shaw's direction by default, BERT's the other; no key term. */
@@ -291,8 +292,10 @@ static void test_rope_scalings(void **state)
                                          "high_freq_factor", NULL};
     static const char *const longrope[] = {"factor", "original_max_position", "short_factor",
                                            "long_factor", NULL};
-    static const char *const *const want[PA_ROPE_SCALING_COUNT] = {none, factor, factor,  dynamic,
-                                                                   yarn, llama3, longrope};
+    static const char *const proportional[] = {"factor", "partial_rotary_factor", NULL};
+    static const char *const alpha[] = {"alpha", NULL};
+    static const char *const *const want[PA_ROPE_SCALING_COUNT] = {
+        none, factor, factor, dynamic, yarn, llama3, longrope, proportional, alpha};
     int k = 0;
     assert_int_equal(cJSON_GetArraySize(sc), PA_ROPE_SCALING_COUNT);
     cJSON_ArrayForEach(s, sc)

@@ -238,6 +238,13 @@ static void test_refusals_name_the_key(void **state)
          "\"num_hidden_layers\":2,\"rope_scaling\":{\"type\":\"linear\"}}",
          "rope_scaling.factor", "required"},
         {"{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":4,"
+         "\"num_hidden_layers\":2,\"rope_parameters\":{\"rope_type\":\"proportional\","
+         "\"partial_rotary_factor\":1.5}}",
+         "rope_parameters", "partial_rotary_factor\": 1.5 must be in (0, 1]"},
+        {"{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":4,"
+         "\"num_hidden_layers\":2,\"rope_scaling\":{\"type\":\"dynamic\",\"alpha\":-3}}",
+         "rope_scaling", "alpha\": -3 must be positive"},
+        {"{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":4,"
          "\"num_hidden_layers\":2,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,"
          "\"low_freq_factor\":1,\"high_freq_factor\":4}}",
          "rope_scaling.original_max_position_embeddings", "required"},
@@ -325,6 +332,61 @@ static void test_rope_parameters_of_transformers_5(void **state)
     cJSON_Delete(cfg);
 }
 
+/* The scheme object of layer l of m. */
+static const cJSON *layer_scheme(const srv_model *m, int32_t l)
+{
+    return cJSON_GetObjectItemCaseSensitive(srv_model_layer_at(m, NULL, l)->options, "scheme");
+}
+
+static double scheme_num(const cJSON *sc, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, name);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+/* rope_type "proportional" (Gemma 4's global layers) under a known model
+ * type: the whole head rotates, partial_rotary_factor is the share of
+ * pairs; a "dynamic" dict with alpha is Hunyuan's ntk_alpha (vLLM's rule). */
+static void test_proportional_and_ntk_alpha(void **state)
+{
+    (void)state;
+    srv_model *m = NULL;
+    srv_model_err e;
+    cJSON *cfg = cJSON_Parse(
+        "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"num_attention_heads\":4,"
+        "\"num_key_value_heads\":2,\"head_dim\":32,\"num_hidden_layers\":6,"
+        "\"query_pre_attn_scalar\":256,\"sliding_window\":1024,\"rms_norm_eps\":1e-6,"
+        "\"rope_parameters\":{"
+        "\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":10000.0},"
+        "\"full_attention\":{\"rope_type\":\"proportional\",\"partial_rotary_factor\":0.25,"
+        "\"rope_theta\":1000000.0}}}");
+    assert_true(srv_model_derive(cfg, NULL, &m, &e));
+    const cJSON *full = layer_scheme(m, 5), *local = layer_scheme(m, 0);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(full, "scaling")),
+                        "proportional");
+    assert_true(scheme_num(full, "partial_rotary_factor") == 0.25);
+    assert_true(scheme_num(full, "rotary_dim") == 32);
+    assert_true(scheme_num(full, "base") == 1e6);
+    assert_true(scheme_num(full, "factor") == 1.0);
+    assert_null(cJSON_GetObjectItemCaseSensitive(local, "scaling"));
+    srv_model_free(m);
+    cJSON_Delete(cfg);
+
+    cfg = cJSON_Parse("{\"model_type\":\"llama\",\"hidden_size\":128,\"num_attention_heads\":4,"
+                      "\"num_hidden_layers\":2,\"rope_theta\":10000.0,\"rope_scaling\":{"
+                      "\"type\":\"dynamic\",\"alpha\":1000.0,\"factor\":1.0,\"beta_fast\":32,"
+                      "\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":1.0}}");
+    assert_true(srv_model_derive(cfg, NULL, &m, &e));
+    const cJSON *sc = layer_scheme(m, 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sc, "scaling")),
+                        "ntk_alpha");
+    assert_true(scheme_num(sc, "alpha") == 1000.0);
+    assert_null(cJSON_GetObjectItemCaseSensitive(sc, "factor"));
+    srv_model_free(m);
+    cJSON_Delete(cfg);
+}
+
 /* ------------------------------------------------------------------------- */
 /* --model                                                                   */
 /* ------------------------------------------------------------------------- */
@@ -370,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_layers_and_stacks),
         cmocka_unit_test(test_refusals_name_the_key),
         cmocka_unit_test(test_rope_parameters_of_transformers_5),
+        cmocka_unit_test(test_proportional_and_ntk_alpha),
         cmocka_unit_test(test_model_set_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
