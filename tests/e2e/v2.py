@@ -286,6 +286,17 @@ class InferJson(unittest.TestCase):
         want, _ = v1_attention(c.v1_item(scheme, causal=True, window=3))
         self.assertEqual(le_bytes(a["outputs"][0]["data"]), want["output"])
 
+    def test_new_rope_scalings_as_parameters(self):
+        # Scheme scalars of issue #31's scalings flow through $parameters too.
+        c = Case(2, Lq=6, Lk=6)
+        for extra in ({"scaling": "proportional", "partial_rotary_factor": 0.25},
+                      {"scaling": "ntk_alpha", "alpha": 1000.0}):
+            req = {"parameters": dict(extra, causal=True), "inputs": c.v2_inputs()}
+            st, _, body = post_json("/v2/models/attention-rope/infer", req)
+            self.assertEqual(st, 200, body)
+            want, _ = v1_attention(c.v1_item(dict(extra, type="rope"), causal=True))
+            self.assertEqual(le_bytes(json.loads(body)["outputs"][0]["data"]), want["output"])
+
     def test_outputs_selection_and_order(self):
         c = Case(3)
         names = ["logits", "output", "weights", "q_rot", "k_rot"]
