@@ -29,17 +29,21 @@ void pa_scheme_init(pa_scheme *s, pa_scheme_type type)
 }
 
 static const char *const scheme_names[PA_SCHEME_COUNT] = {
-    [PA_SCHEME_NONE] = "none",   [PA_SCHEME_SINUSOIDAL] = "sinusoidal",
-    [PA_SCHEME_LEARNED] = "learned", [PA_SCHEME_SHAW] = "shaw",
-    [PA_SCHEME_T5] = "t5",       [PA_SCHEME_ROPE] = "rope",
-    [PA_SCHEME_ALIBI] = "alibi", [PA_SCHEME_KERPLE] = "kerple",
+    [PA_SCHEME_NONE] = "none",
+    [PA_SCHEME_SINUSOIDAL] = "sinusoidal",
+    [PA_SCHEME_LEARNED] = "learned",
+    [PA_SCHEME_SHAW] = "shaw",
+    [PA_SCHEME_T5] = "t5",
+    [PA_SCHEME_ROPE] = "rope",
+    [PA_SCHEME_ALIBI] = "alibi",
+    [PA_SCHEME_KERPLE] = "kerple",
     [PA_SCHEME_SANDWICH] = "sandwich",
 };
 
 static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
-    [PA_ROPE_SCALING_NONE] = "none",       [PA_ROPE_SCALING_LINEAR] = "linear",
-    [PA_ROPE_SCALING_NTK] = "ntk",         [PA_ROPE_SCALING_DYNAMIC] = "dynamic",
-    [PA_ROPE_SCALING_YARN] = "yarn",       [PA_ROPE_SCALING_LLAMA3] = "llama3",
+    [PA_ROPE_SCALING_NONE] = "none",         [PA_ROPE_SCALING_LINEAR] = "linear",
+    [PA_ROPE_SCALING_NTK] = "ntk",           [PA_ROPE_SCALING_DYNAMIC] = "dynamic",
+    [PA_ROPE_SCALING_YARN] = "yarn",         [PA_ROPE_SCALING_LLAMA3] = "llama3",
     [PA_ROPE_SCALING_LONGROPE] = "longrope",
 };
 
@@ -47,8 +51,7 @@ static const char *const rope_layout_names[] = {"neox", "gptj"};
 static const char *const sinusoidal_layout_names[] = {"interleaved", "concat"};
 static const char *const kerple_form_names[] = {"log", "power"};
 static const char *const shaw_direction_names[] = {"key_minus_query", "query_minus_key"};
-static const char *const site_names[] = {"none", "input", "qk_rotation", "logits",
-                                         "logits_values"};
+static const char *const site_names[] = {"none", "input", "qk_rotation", "logits", "logits_values"};
 
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

@@ -335,8 +335,8 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                     break;
                 }
                 case PA_SCHEME_SANDWICH:
-                    bias = ref_sandwich(s->sandwich.hidden_size ? s->sandwich.hidden_size : D, H,
-                                        h, fabs((double)rel));
+                    bias = ref_sandwich(s->sandwich.hidden_size ? s->sandwich.hidden_size : D, H, h,
+                                        fabs((double)rel));
                     break;
                 case PA_SCHEME_T5:
                     bias =

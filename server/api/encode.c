@@ -289,9 +289,10 @@ static bool prepare_distance_bias(const api_ctx *ctx, enc_job *ej, bool has_h, a
                             (int)s->sandwich.hidden_size);
     }
     if ((size_t)ej->H > ctx->lim->max_tensor_elements)
-        return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "num_heads",
-                        "num_heads=%d is more than the %zu values allowed per tensor " SRV_LIMIT_TENSOR,
-                        (int)ej->H, ctx->lim->max_tensor_elements);
+        return api_fail(
+            e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "num_heads",
+            "num_heads=%d is more than the %zu values allowed per tensor " SRV_LIMIT_TENSOR,
+            (int)ej->H, ctx->lim->max_tensor_elements);
     ej->want_bias = true;
     return true;
 }

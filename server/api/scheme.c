@@ -214,8 +214,8 @@ static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, cons
     } else if (p->type == PA_SCHEME_KERPLE) {
         ok = pa_kerple_form_from_name(name, &s->kerple.form);
         if (!ok)
-            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel, "%s='%.32s' is not 'log' or 'power'",
-                            rel, name);
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not 'log' or 'power'", rel, name);
     } else if (strcmp(p->name, "layout") == 0) {
         ok = pa_rope_layout_from_name(name, &s->rope.layout);
         if (!ok)

@@ -57,7 +57,7 @@ static void test_bias_formula(void **state)
 }
 
 static void expect_kerple_check(const pa_kerple *k, int H, pa_status want, const char *field,
-                         const char *message)
+                                const char *message)
 {
     pa_error err;
     memset(&err, 0, sizeof err);
@@ -78,18 +78,19 @@ static void test_check(void **state)
     expect_kerple_check(NULL, 4, PA_STATUS_INVALID_ARGUMENT, "scheme", "NULL");
     expect_kerple_check(&s.kerple, 0, PA_STATUS_INVALID_ARGUMENT, "num_heads", "num_heads=0");
     expect_kerple_check(&s.kerple, 5, PA_STATUS_SHAPE_MISMATCH, "scheme.r1",
-                 "scheme.r1 has 4 values but num_heads=5");
+                        "scheme.r1 has 4 values but num_heads=5");
     s.kerple.r2 = low;
     expect_kerple_check(&s.kerple, 4, PA_STATUS_INVALID_ARGUMENT, "scheme.r2[3]",
-                 "scheme.r2[3]=0.001 is below 0.01");
+                        "scheme.r2[3]=0.001 is below 0.01");
     s.kerple.r2 = R2;
     s.kerple.r1 = low;
     expect_kerple_check(&s.kerple, 4, PA_STATUS_INVALID_ARGUMENT, "scheme.r1[3]",
-                 "scheme.r1[3]=0.001 is below 0.01");
+                        "scheme.r1[3]=0.001 is below 0.01");
     s.kerple.r1 = nan4;
     expect_kerple_check(&s.kerple, 4, PA_STATUS_INVALID_ARGUMENT, "scheme.r1[1]", "is not finite");
     s.kerple.r1 = NULL;
-    expect_kerple_check(&s.kerple, 4, PA_STATUS_INVALID_ARGUMENT, "scheme.r1", "scheme.r1 is required");
+    expect_kerple_check(&s.kerple, 4, PA_STATUS_INVALID_ARGUMENT, "scheme.r1",
+                        "scheme.r1 is required");
     /* An exponent above 2: fine for log, refused for power. */
     s.kerple.r1 = R1;
     s.kerple.r2 = big;
@@ -97,7 +98,8 @@ static void test_check(void **state)
     s.kerple.form = PA_KERPLE_FORM_POWER;
     expect_kerple_check(&s.kerple, 4, PA_STATUS_INVALID_ARGUMENT, "scheme.r2[1]", "above 2");
     s.kerple.form = (pa_kerple_form)7;
-    expect_kerple_check(&s.kerple, 4, PA_STATUS_INVALID_ARGUMENT, "scheme.form", "not log or power");
+    expect_kerple_check(&s.kerple, 4, PA_STATUS_INVALID_ARGUMENT, "scheme.form",
+                        "not log or power");
     /* Through pa_attention_check. */
     {
         fixture f;
@@ -179,8 +181,8 @@ static void test_attention(void **state)
     (void)state;
     static const int shapes[][5] = {
         /* Lq, Lk, H, Hkv, D */
-        {1, 1, 4, 4, 8}, {1, 200, 8, 2, 16}, {5, 300, 4, 1, 8}, {17, 17, 8, 4, 16},
-        {70, 130, 4, 2, 32}, {3, 9, 2, 2, 5},
+        {1, 1, 4, 4, 8},    {1, 200, 8, 2, 16},  {5, 300, 4, 1, 8},
+        {17, 17, 8, 4, 16}, {70, 130, 4, 2, 32}, {3, 9, 2, 2, 5},
     };
     uint64_t seed = 3100;
     for (int form = 0; form < 2; form++)
@@ -286,8 +288,8 @@ static void test_decompose(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bias_formula), cmocka_unit_test(test_check),
-        cmocka_unit_test(test_bias_matrix),  cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_bias_formula),  cmocka_unit_test(test_check),
+        cmocka_unit_test(test_bias_matrix),   cmocka_unit_test(test_attention),
         cmocka_unit_test(test_far_positions), cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_decompose),
     };

@@ -98,7 +98,7 @@ static void test_attention(void **state)
     (void)state;
     static const int shapes[][6] = {
         /* Lq, Lk, H, Hkv, D, hidden_size */
-        {1, 1, 4, 4, 8, 0},    {1, 200, 8, 2, 16, 0}, {5, 300, 4, 1, 8, 64},
+        {1, 1, 4, 4, 8, 0},    {1, 200, 8, 2, 16, 0},  {5, 300, 4, 1, 8, 64},
         {17, 17, 8, 4, 16, 7}, {70, 130, 4, 2, 32, 0}, {3, 9, 2, 2, 5, 0},
     };
     uint64_t seed = 5100;

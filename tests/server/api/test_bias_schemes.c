@@ -21,17 +21,17 @@ static void test_encode_kerple(void **state)
     for (int power = 0; power < 2; power++) {
         char body[512];
         float want[2 * 2 * 3];
-        snprintf(body, sizeof body,
-                 "{\"scheme\":{\"type\":\"kerple\",\"form\":\"%s\",\"r1\":[0.5,1],\"r2\":[0.1,1.5]},"
-                 "\"q_positions\":[4,1],\"k_positions\":[0,2,7]}",
-                 power ? "power" : "log");
+        snprintf(
+            body, sizeof body,
+            "{\"scheme\":{\"type\":\"kerple\",\"form\":\"%s\",\"r1\":[0.5,1],\"r2\":[0.1,1.5]},"
+            "\"q_positions\":[4,1],\"k_positions\":[0,2,7]}",
+            power ? "power" : "log");
         for (int h = 0; h < 2; h++)
             for (int i = 0; i < 2; i++)
                 for (int j = 0; j < 3; j++) {
                     double d = fabs((double)qp[i] - kp[j]);
-                    want[(h * 2 + i) * 3 + j] =
-                        (float)(power ? ref_kerple_power(r1[h], r2[h], d)
-                                      : ref_kerple_log(r1[h], r2[h], d));
+                    want[(h * 2 + i) * 3 + j] = (float)(power ? ref_kerple_power(r1[h], r2[h], d)
+                                                              : ref_kerple_log(r1[h], r2[h], d));
                 }
         cJSON *ans = call(&srv_ep_encode, body, &lim, &status);
         expect_ok(ans, status);
@@ -81,8 +81,8 @@ static void test_errors(void **state)
         {"{\"scheme\":{\"type\":\"kerple\",\"r1\":[1,1],\"r2\":[1,1]},\"num_heads\":3,"
          "\"q_length\":2}",
          "SHAPE_MISMATCH", "num_heads", "num_heads=3"},
-        {"{\"scheme\":{\"type\":\"sandwich\"},\"num_heads\":2,\"q_length\":2}",
-         "INVALID_ARGUMENT", "scheme.hidden_size", "hidden_size"},
+        {"{\"scheme\":{\"type\":\"sandwich\"},\"num_heads\":2,\"q_length\":2}", "INVALID_ARGUMENT",
+         "scheme.hidden_size", "hidden_size"},
         {"{\"scheme\":{\"type\":\"sandwich\",\"hidden_size\":8},\"q_length\":2}",
          "INVALID_ARGUMENT", "num_heads", "required"},
         {"{\"scheme\":{\"type\":\"sandwich\",\"slopes\":[1]},\"num_heads\":1,\"q_length\":2}",
@@ -240,12 +240,9 @@ static void test_schemes_lists_them(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_encode_kerple),
-        cmocka_unit_test(test_encode_sandwich),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_attention_matches_library),
-        cmocka_unit_test(test_batch),
-        cmocka_unit_test(test_schemes_lists_them),
+        cmocka_unit_test(test_encode_kerple), cmocka_unit_test(test_encode_sandwich),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_attention_matches_library),
+        cmocka_unit_test(test_batch),         cmocka_unit_test(test_schemes_lists_them),
     };
     return cmocka_run_group_tests_name("bias_schemes", tests, NULL, NULL);
 }
