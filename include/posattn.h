@@ -82,6 +82,8 @@ typedef enum pa_scheme_type {
     PA_SCHEME_T5,         /* Bucketed relative bias on the logits (Raffel et al. 2020). */
     PA_SCHEME_ROPE,       /* Rotary embedding of q and k (Su et al. 2021). */
     PA_SCHEME_ALIBI,      /* Linear distance bias on the logits (Press et al. 2022). */
+    PA_SCHEME_KERPLE,     /* Kernelized distance bias, log or power (Chi et al. 2022). */
+    PA_SCHEME_SANDWICH,   /* Sinusoid dot-product bias (Chi et al. 2023; NVIDIA NeMo). */
     PA_SCHEME_COUNT
 } pa_scheme_type;
 
@@ -90,7 +92,8 @@ typedef enum pa_position_site {
     PA_POSITION_SITE_NONE = 0,     /* none */
     PA_POSITION_SITE_INPUT,        /* added to the token embeddings x (sinusoidal, learned) */
     PA_POSITION_SITE_QK_ROTATION,  /* rotates q and k after projection (rope) */
-    PA_POSITION_SITE_LOGITS,       /* an additive bias on the attention logits (t5, alibi) */
+    PA_POSITION_SITE_LOGITS,       /* an additive bias on the attention logits (t5, alibi,
+                                      kerple, sandwich) */
     PA_POSITION_SITE_LOGITS_VALUES /* terms on the logits and on the values (shaw) */
 } pa_position_site;
 
@@ -265,6 +268,46 @@ typedef struct pa_alibi {
     int32_t num_slopes;
 } pa_alibi;
 
+typedef enum pa_kerple_form {
+    PA_KERPLE_FORM_LOG = 0, /* b = -r1 log(1 + r2 |m - n|) */
+    PA_KERPLE_FORM_POWER    /* b = -r1 |m - n|^r2 */
+} pa_kerple_form;
+
+/* KERPLE, Chi et al. 2022, "KERPLE: Kernelized Relative Positional
+ * Embedding for Length Extrapolation", as chijames/KERPLE computes it
+ * (megatron/mpu/layers.py ParallelKerpleLog, ParallelKerplePower), with
+ * m = qpos and n = kpos:
+ *   log    b_h(m, n) = -r1[h] * log(1 + r2[h] * |m - n|)
+ *   power  b_h(m, n) = -r1[h] * |m - n|^r2[h],  r2[h] <= 2
+ * added to the scaled logits: logits = scale * q.k + b (the bias is not
+ * scaled; scale defaults to 1/sqrt(D)). The reference clamps every
+ * parameter to >= 1e-2 (and the power's exponent to <= 2) before use;
+ * here a value outside that range is refused rather than clamped. The
+ * reference is causal, its distance tril(m - n); |m - n| is the same on
+ * every visible pair and the symmetric (NeMo bidirectional) form
+ * otherwise. */
+typedef struct pa_kerple {
+    pa_kerple_form form; /* default log */
+    const float *r1;     /* [num_r1 = H], each in [0.01, inf); required */
+    int32_t num_r1;
+    const float *r2; /* [num_r2 = H], each >= 0.01 (and <= 2 for power); required */
+    int32_t num_r2;
+} pa_kerple;
+
+/* Sandwich, Chi et al. 2023, "Dissecting Transformer Length Extrapolation
+ * via the Lens of Receptive Field Analysis", exactly as NVIDIA NeMo's
+ * SandwichRelativePositionEmbedding computes it (no parameters are
+ * learned). With d = hidden_size, H heads and head h = 0..H-1:
+ *   s(m, n)   = sum_{i=1}^{ceil(d/2)} cos(|m - n| / 10000^(2i/d))
+ *   b_h(m, n) = (s(m, n) - d/2) * H / (8 (h + 1))
+ * NeMo sums from i = 1 (torch.arange(1, d/2 + 1)), not from i = 0 as the
+ * sinusoidal p_m . p_n of the paper does, so b is 0 at distance 0 for even
+ * d. The bias is added to the scaled logits, unscaled. */
+typedef struct pa_sandwich {
+    int32_t hidden_size; /* NeMo's hidden_size (its kv_channels, the head dim);
+                            0 = head_dim */
+} pa_sandwich;
+
 /* A scheme and its parameters. Only the member for `type` is read. Tables are
  * borrowed: the caller keeps them alive and unchanged during every call. */
 typedef struct pa_scheme {
@@ -275,12 +318,15 @@ typedef struct pa_scheme {
     pa_t5 t5;
     pa_rope rope;
     pa_alibi alibi;
+    pa_kerple kerple;
+    pa_sandwich sandwich;
 } pa_scheme;
 
 /* Fills *s with `type` and every default named above. */
 void pa_scheme_init(pa_scheme *s, pa_scheme_type type);
 
-/* "none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"; NULL if invalid. */
+/* "none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple",
+ * "sandwich"; NULL if invalid. */
 const char *pa_scheme_type_name(pa_scheme_type type);
 /* Inverse of pa_scheme_type_name; returns false for an unknown name. */
 bool pa_scheme_type_from_name(const char *name, pa_scheme_type *out);
@@ -295,6 +341,9 @@ const char *pa_sinusoidal_layout_name(pa_sinusoidal_layout layout);
 bool pa_sinusoidal_layout_from_name(const char *name, pa_sinusoidal_layout *out);
 const char *pa_rope_scaling_name(pa_rope_scaling scaling);
 bool pa_rope_scaling_from_name(const char *name, pa_rope_scaling *out);
+/* "log", "power"; and the inverse (false when unknown). */
+const char *pa_kerple_form_name(pa_kerple_form form);
+bool pa_kerple_form_from_name(const char *name, pa_kerple_form *out);
 /* "key_minus_query", "query_minus_key"; and the inverse (false when unknown). */
 const char *pa_shaw_direction_name(pa_shaw_direction direction);
 bool pa_shaw_direction_from_name(const char *name, pa_shaw_direction *out);
@@ -373,6 +422,23 @@ void pa_rope_apply(const pa_rope *r, int32_t head_dim, int32_t n, int32_t heads,
  * max_bias not finite or <= 0. Explicit a->slopes are copied after a length check. */
 pa_status pa_alibi_slopes(const pa_alibi *a, int32_t num_heads, float *slopes, pa_error *err);
 
+/* Checks a KERPLE scheme for num_heads heads: r1 and r2 present with
+ * num_heads values each, every value finite and >= 0.01, r2 <= 2 for the
+ * power form. Errors name the head ("scheme.r2[3]"). */
+pa_status pa_kerple_check(const pa_kerple *k, int32_t num_heads, pa_error *err);
+/* KERPLE's bias of head h at distance |m - n| (pa_kerple), in double. The
+ * scheme must have passed pa_kerple_check. */
+double pa_kerple_bias(const pa_kerple *k, int32_t h, double distance);
+
+/* Checks a Sandwich scheme: hidden_size >= 0 (0 takes head_dim, which must
+ * then be >= 1). */
+pa_status pa_sandwich_check(const pa_sandwich *s, int32_t head_dim, pa_error *err);
+/* The hidden size d in effect for head_dim (hidden_size, or head_dim). */
+int32_t pa_sandwich_hidden_size(const pa_sandwich *s, int32_t head_dim);
+/* Sandwich's bias of head h of num_heads at distance |m - n| for hidden
+ * size d (pa_sandwich), in double: O(d) cosines. */
+double pa_sandwich_bias(int32_t hidden_size, int32_t num_heads, int32_t h, double distance);
+
 /* T5 bucket of a relative position (kpos - qpos), as HF computes it. */
 int32_t pa_t5_bucket(int32_t relative_position, bool bidirectional, int32_t num_buckets,
                      int32_t max_distance);
@@ -442,7 +508,8 @@ int32_t pa_shaw_pair_index(const pa_shaw *s, int32_t q_position, int32_t k_posit
  *   softcap c > 0: l = c * tanh(l / c) (Gemma 2; as Hugging Face, FlashAttention
  *       and ggml apply it: before position biases and masks. ONNX's Attention
  *       op adds its mask first);
- *   + the scheme's bias (alibi, t5) + bias[h, i, j] (a -inf entry hides the key);
+ *   + the scheme's bias (alibi, t5, kerple, sandwich) + bias[h, i, j] (a -inf
+ *       entry hides the key);
  *   masks: hidden keys are -inf.
  * Masks, with positions qpos = q_positions[i], kpos = k_positions[j], all
  * combined by AND:
@@ -698,7 +765,8 @@ pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, in
  *     cc = scale (e Wq)(e Wk)^T, cp = scale (e Wq)(p Wk)^T,
  *     pc = scale (p Wq)(e Wk)^T, pp = scale (p Wq)(p Wk)^T,
  *     content = cc, position = cp + pc + pp;
- *   bias schemes: content = scale q.k, position = the bias (t5, alibi) or
+ *   bias schemes: content = scale q.k, position = the bias (t5, alibi,
+ *     kerple, sandwich) or
  *     scale q.rel_k (+ scale k.rel_k with key_term) (shaw); rope: content =
  *     unrotated scale q.k, position = rotated logits - content; none:
  *     position = 0.

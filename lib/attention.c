@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* True when the q and k position arrays are the same sequence, so one set
@@ -54,6 +55,31 @@ void pa__shaw_key_rows(const pa__plan *p, int32_t *lo, int32_t *n)
     b = b < -K ? -K : b > K ? K : b;
     *lo = (int32_t)(a + K);
     *n = (int32_t)(b - a + 1);
+}
+
+/* The largest |qpos - kpos| over every pair of the call (KERPLE, Sandwich). */
+static int64_t dist_max(const pa__plan *p)
+{
+    int64_t qmin = INT64_MAX, qmax = INT64_MIN, kmin = INT64_MAX, kmax = INT64_MIN, d;
+    for (int32_t i = 0; i < p->Lq; i++) {
+        const int64_t q = p->q_positions ? p->q_positions[i] : (int64_t)p->Lk - p->Lq + i;
+        qmin = q < qmin ? q : qmin;
+        qmax = q > qmax ? q : qmax;
+    }
+    for (int32_t j = 0; j < p->Lk; j++) {
+        const int64_t k = p->k_positions ? p->k_positions[j] : j;
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+    }
+    if (p->Lq < 1 || p->Lk < 1)
+        return 0;
+    d = qmax - kmin > kmax - qmin ? qmax - kmin : kmax - qmin;
+    return d > 0 ? d : 0;
+}
+
+static bool dist_scheme(const pa__plan *p)
+{
+    return p->scheme->type == PA_SCHEME_KERPLE || p->scheme->type == PA_SCHEME_SANDWICH;
 }
 
 static void layout(const pa__plan *p, pa__ws *w, buffers *b)
@@ -107,6 +133,13 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         b->t5_bucket = pa__ws_take(w, n, sizeof(int32_t));
         if (n * (size_t)p->H <= T5_BIAS_MAX)
             b->t5_bias = pa__ws_take(w, n * (size_t)p->H, sizeof(float));
+    }
+    if (dist_scheme(p)) {
+        const int64_t n = dist_max(p) + 1;
+        if (n <= DIST_BIAS_MAX / p->H) {
+            b->dist_n = (int32_t)n;
+            b->dist_bias = pa__ws_take(w, (size_t)n * (size_t)p->H, sizeof(float));
+        }
     }
     b->S = pa__ws_take(w, tq * tk, sizeof(float));
     b->O = pa__ws_take(w, tq * (size_t)p->Dv, sizeof(float));
@@ -257,6 +290,47 @@ static pa_status alibi_span(const pa__plan *p, const buffers *b, pa_error *err)
     return PA_STATUS_OK;
 }
 
+/* KERPLE's bias grows with distance: at the farthest pair it must be finite
+ * (a -inf would hide keys as a mask does, silently). */
+static pa_status kerple_span(const pa__plan *p, pa_error *err)
+{
+    const double dmax = (double)dist_max(p);
+    for (int32_t h = 0; h < p->H; h++) {
+        const double v = pa_kerple_bias(&p->scheme->kerple, h, dmax);
+        if (!isfinite((float)v)) {
+            char field[64];
+            snprintf(field, sizeof field, "scheme.r1[%d]", (int)h);
+            return pa__fail(err, PA_STATUS_OUT_OF_RANGE, field,
+                            "the kerple bias of head %d overflows float32 at distance %.0f "
+                            "(%g): scale scheme.r1[%d] or scheme.r2[%d] down",
+                            (int)h, dmax, v, (int)h, (int)h);
+        }
+    }
+    return PA_STATUS_OK;
+}
+
+/* The distance table of KERPLE or Sandwich: dist_bias[h, d], d < dist_n. */
+static void dist_table(const pa__plan *p, const buffers *b)
+{
+    const pa_scheme *s = p->scheme;
+    const size_t n = (size_t)b->dist_n;
+    if (s->type == PA_SCHEME_KERPLE) {
+        for (int32_t h = 0; h < p->H; h++)
+            for (size_t d = 0; d < n; d++)
+                b->dist_bias[(size_t)h * n + d] = (float)pa_kerple_bias(&s->kerple, h, (double)d);
+        return;
+    }
+    {
+        /* The sum of cosines is the same for every head: once per distance. */
+        const int32_t hs = pa_sandwich_hidden_size(&s->sandwich, p->D);
+        for (size_t d = 0; d < n; d++) {
+            const double g = pa__sandwich_sum(hs, (double)d);
+            for (int32_t h = 0; h < p->H; h++)
+                b->dist_bias[(size_t)h * n + d] = (float)pa__sandwich_head(g, p->H, h);
+        }
+    }
+}
+
 /* out [L, n] = x w (+ bias [n] on every row, when given). */
 static void project(const float *x, int32_t L, int32_t d_model, const float *w, const float *bias,
                     int32_t n, float *out)
@@ -396,6 +470,10 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         if (st != PA_STATUS_OK)
             return st;
     }
+    if (p->scheme->type == PA_SCHEME_KERPLE && (st = kerple_span(p, err)) != PA_STATUS_OK)
+        return st;
+    if (b->dist_bias != NULL)
+        dist_table(p, b);
     if (b->t5_bucket != NULL) {
         const pa_t5 *t = &p->scheme->t5;
         for (int32_t d = -t->max_distance; d <= t->max_distance; d++)

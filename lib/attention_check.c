@@ -179,6 +179,10 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
         return pa_rope_check(&s->rope, D, err);
     case PA_SCHEME_ALIBI:
         return pa__alibi_check(&s->alibi, H, err);
+    case PA_SCHEME_KERPLE:
+        return pa_kerple_check(&s->kerple, H, err);
+    case PA_SCHEME_SANDWICH:
+        return pa_sandwich_check(&s->sandwich, D, err);
     case PA_SCHEME_COUNT:
         break;
     }

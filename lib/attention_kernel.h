@@ -24,6 +24,12 @@ enum { DEC_BK = 64 };
  * tabled by relative position, head by head. */
 enum { T5_TABLE_MAX = 1 << 17, T5_BIAS_MAX = 1 << 20 };
 
+/* KERPLE's and Sandwich's biases are functions of (|qpos - kpos|, head):
+ * tabled [H, dmax + 1] by distance when that has at most DIST_BIAS_MAX
+ * entries (dmax the largest distance of the call), evaluated per logit
+ * otherwise (pa_kerple_bias, pa_sandwich_bias). */
+enum { DIST_BIAS_MAX = 1 << 21 };
+
 /* A row's online-softmax state: running max and denominator, the sums of
  * the row statistics (PA__STATE_A, _B, _K: buffers.sa, sb, sk), then from
  * float PA__STATE_O (one cache line in, so that rows stay aligned) the Dv
@@ -69,6 +75,8 @@ typedef struct buffers {
     bool kpos_unit;     /* kpos[j] == kpos[0] + j (the default): lookups by distance are runs */
     bool pos_small;     /* every position within 2^30: differences fit int32 (lib/bias_row.c) */
     float *t5_bias;     /* [H, 2*max_distance+1] t5: each head's bias by relative position */
+    float *dist_bias;   /* [H, dist_n] kerple, sandwich: each head's bias by |qpos - kpos| */
+    int32_t dist_n;     /* dmax + 1 of the call */
     float *bins;        /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
     /* Shaw's key term (key_term): krel [krel_n, krel_ld] = scale * rel_k[krel_lo
      * + r] . k_j, one kv head's keys by table row, of the rows any pair of

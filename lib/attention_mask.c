@@ -1,6 +1,7 @@
 /* attention_mask.c - which keys each query sees (causal, window, chunk,
  * padding, the caller's mask) and the logit biases (Shaw, softcap, ALiBi,
- * T5, the caller's bias), applied to a tile of logits in one pass.
+ * T5, KERPLE, Sandwich, the caller's bias), applied to a tile of logits in
+ * one pass.
  */
 #include "attention_kernel.h"
 
@@ -246,6 +247,19 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
             }
             break;
         }
+        case PA_SCHEME_KERPLE:
+        case PA_SCHEME_SANDWICH:
+            if (b->dist_bias != NULL) {
+                pa__row_add_dist(row, kpos, nk, qp, b->dist_bias + (size_t)h * b->dist_n);
+            } else if (s->type == PA_SCHEME_KERPLE) {
+                for (int32_t j = 0; j < nk; j++)
+                    row[j] += (float)pa_kerple_bias(&s->kerple, h, fabs((double)qp - kpos[j]));
+            } else {
+                const int32_t hs = pa_sandwich_hidden_size(&s->sandwich, p->D);
+                for (int32_t j = 0; j < nk; j++)
+                    row[j] += (float)pa_sandwich_bias(hs, p->H, h, fabs((double)qp - kpos[j]));
+            }
+            break;
         default:
             break;
         }

@@ -24,6 +24,15 @@ PA__CLONES void pa__row_alibi(float *row, const int32_t *kpos, int32_t n, int32_
     }
 }
 
+PA__CLONES void pa__row_add_dist(float *row, const int32_t *kpos, int32_t n, int32_t qp,
+                                 const float *tab)
+{
+    for (int32_t j = 0; j < n; j++) {
+        const int64_t d = (int64_t)qp - kpos[j];
+        row[j] += tab[d < 0 ? -d : d];
+    }
+}
+
 PA__CLONES void pa__row_add(float *row, const float *src, int32_t n)
 {
     for (int32_t j = 0; j < n; j++)

@@ -18,6 +18,10 @@
  * differences must fit int32 (the caller checks the positions). */
 void pa__row_alibi(float *row, const int32_t *kpos, int32_t n, int32_t qp, float m, bool symmetric);
 
+/* row[j] += tab[|qp - kpos[j]|]: KERPLE's or Sandwich's bias by distance;
+ * every distance must index tab. Any int32 positions. */
+void pa__row_add_dist(float *row, const int32_t *kpos, int32_t n, int32_t qp, const float *tab);
+
 /* row[j] += src[j]. */
 void pa__row_add(float *row, const float *src, int32_t n);
 

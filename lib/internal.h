@@ -121,6 +121,11 @@ pa_status pa__learned_check(const pa_learned *l, int32_t d_model, const int32_t 
 /* alibi: max_bias finite and > 0 (when slopes are computed), num_slopes == H
  * and every slope finite (when given). */
 pa_status pa__alibi_check(const pa_alibi *a, int32_t num_heads, pa_error *err);
+/* Sandwich in two steps (pa_sandwich_bias = head(sum(d, distance), H, h)):
+ * the head-independent sum of cosines minus d/2, then head h's factor
+ * H / (8 (h + 1)). */
+double pa__sandwich_sum(int32_t hidden_size, double distance);
+double pa__sandwich_head(double sum, int32_t num_heads, int32_t h);
 /* t5 for attention: pa_t5_check plus table non-NULL with shape [num_buckets, H]. */
 pa_status pa__t5_check_table(const pa_t5 *t, int32_t num_heads, pa_error *err);
 /* shaw: K >= 0, a known direction, rel_k non-NULL with shape [2K+1,

@@ -26,13 +26,19 @@ void pa_scheme_init(pa_scheme *s, pa_scheme_type type)
     s->rope.high_freq_factor = 4.0;
     s->rope.partial_rotary_factor = 1.0;
     s->alibi.max_bias = 8.0;
+    s->kerple.form = PA_KERPLE_FORM_LOG;
 }
 
 static const char *const scheme_names[PA_SCHEME_COUNT] = {
-    [PA_SCHEME_NONE] = "none",   [PA_SCHEME_SINUSOIDAL] = "sinusoidal",
-    [PA_SCHEME_LEARNED] = "learned", [PA_SCHEME_SHAW] = "shaw",
-    [PA_SCHEME_T5] = "t5",       [PA_SCHEME_ROPE] = "rope",
+    [PA_SCHEME_NONE] = "none",
+    [PA_SCHEME_SINUSOIDAL] = "sinusoidal",
+    [PA_SCHEME_LEARNED] = "learned",
+    [PA_SCHEME_SHAW] = "shaw",
+    [PA_SCHEME_T5] = "t5",
+    [PA_SCHEME_ROPE] = "rope",
     [PA_SCHEME_ALIBI] = "alibi",
+    [PA_SCHEME_KERPLE] = "kerple",
+    [PA_SCHEME_SANDWICH] = "sandwich",
 };
 
 static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
@@ -45,9 +51,9 @@ static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
 
 static const char *const rope_layout_names[] = {"neox", "gptj"};
 static const char *const sinusoidal_layout_names[] = {"interleaved", "concat"};
+static const char *const kerple_form_names[] = {"log", "power"};
 static const char *const shaw_direction_names[] = {"key_minus_query", "query_minus_key"};
-static const char *const site_names[] = {"none", "input", "qk_rotation", "logits",
-                                         "logits_values"};
+static const char *const site_names[] = {"none", "input", "qk_rotation", "logits", "logits_values"};
 
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -93,6 +99,8 @@ pa_position_site pa_scheme_position_site(pa_scheme_type type)
         return PA_POSITION_SITE_QK_ROTATION;
     case PA_SCHEME_T5:
     case PA_SCHEME_ALIBI:
+    case PA_SCHEME_KERPLE:
+    case PA_SCHEME_SANDWICH:
         return PA_POSITION_SITE_LOGITS;
     case PA_SCHEME_SHAW:
         return PA_POSITION_SITE_LOGITS_VALUES;
@@ -161,5 +169,19 @@ bool pa_shaw_direction_from_name(const char *name, pa_shaw_direction *out)
     if (!value_of(shaw_direction_names, COUNT_OF(shaw_direction_names), name, &v))
         return false;
     *out = (pa_shaw_direction)v;
+    return true;
+}
+
+const char *pa_kerple_form_name(pa_kerple_form form)
+{
+    return name_of(kerple_form_names, COUNT_OF(kerple_form_names), (int)form);
+}
+
+bool pa_kerple_form_from_name(const char *name, pa_kerple_form *out)
+{
+    int v;
+    if (!value_of(kerple_form_names, COUNT_OF(kerple_form_names), name, &v))
+        return false;
+    *out = (pa_kerple_form)v;
     return true;
 }

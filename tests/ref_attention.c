@@ -325,6 +325,19 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                     bias = s->alibi.symmetric ? -slopes[h] * fabs((double)rel)
                                               : slopes[h] * (double)rel;
                     break;
+                case PA_SCHEME_KERPLE: {
+                    /* The reference is causal (tril(m - n)); NeMo's
+                     * bidirectional form is |m - n|: one formula. */
+                    double diff = fabs((double)rel);
+                    bias = s->kerple.form == PA_KERPLE_FORM_POWER
+                               ? ref_kerple_power(s->kerple.r1[h], s->kerple.r2[h], diff)
+                               : ref_kerple_log(s->kerple.r1[h], s->kerple.r2[h], diff);
+                    break;
+                }
+                case PA_SCHEME_SANDWICH:
+                    bias = ref_sandwich(s->sandwich.hidden_size ? s->sandwich.hidden_size : D, H, h,
+                                        fabs((double)rel));
+                    break;
                 case PA_SCHEME_T5:
                     bias =
                         /* A distance past int32 is past max_distance too:

@@ -118,6 +118,29 @@ double ref_alibi_bias(double slope, int32_t qpos, int32_t kpos, bool symmetric)
     return -slope * (symmetric ? fabs(d) : d);
 }
 
+double ref_kerple_log(double bias_p, double bias_a, double diff)
+{
+    return -bias_p * log(1.0 + bias_a * diff); /* log kernel */
+}
+
+double ref_kerple_power(double bias_a, double bias_p, double diff)
+{
+    double bias = pow(diff, bias_p);
+    return -bias * bias_a;
+}
+
+double ref_sandwich(int32_t hidden_size, int32_t num_attention_heads, int32_t h, double rel)
+{
+    double bias = 0.0;
+    /* torch.arange(1, hidden_size / 2 + 1): 1, 2, ... while < hidden_size/2 + 1 */
+    for (double i = 1.0; i < (double)hidden_size / 2.0 + 1.0; i += 1.0) {
+        double inv_freq = 1.0 / pow(10000.0, 2.0 * i / (double)hidden_size);
+        bias += cos(rel * inv_freq);
+    }
+    return (bias - (double)hidden_size / 2.0) /
+           ((double)(h + 1) * 8.0 / (double)num_attention_heads);
+}
+
 int64_t ref_t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buckets,
                       int64_t max_distance)
 {

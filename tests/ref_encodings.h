@@ -40,6 +40,23 @@ void ref_alibi_slopes(int32_t num_heads, double max_bias, double *out);
 /* ALiBi logit bias: -slope * (qpos - kpos), or -slope * |qpos - kpos|. */
 double ref_alibi_bias(double slope, int32_t qpos, int32_t kpos, bool symmetric);
 
+/* KERPLE as chijames/KERPLE megatron/mpu/layers.py computes one entry, with
+ * the reference's names: ParallelKerpleLog  -bias_p * log(1 + bias_a * diff)
+ * and ParallelKerplePower -bias_a * diff^bias_p, diff = |qpos - kpos| (the
+ * reference's tril(qpos - kpos) on the pairs a causal mask keeps). In
+ * posattn's terms r1 is the multiplier (log's bias_p, power's bias_a) and
+ * r2 the inner parameter (log's bias_a, power's bias_p). */
+double ref_kerple_log(double bias_p, double bias_a, double diff);
+double ref_kerple_power(double bias_a, double bias_p, double diff);
+
+/* NVIDIA NeMo SandwichRelativePositionEmbedding.forward for one entry
+ * (head h of num_attention_heads, relative position |qpos - kpos|), in
+ * double where NeMo uses float32:
+ *   inv_freq = 1 / 10000^(2 arange(1, hidden_size/2 + 1) / hidden_size)
+ *   bias     = sum cos(rel * inv_freq)
+ *   scaled   = (bias - hidden_size/2) / ((h + 1) * 8 / num_attention_heads) */
+double ref_sandwich(int32_t hidden_size, int32_t num_attention_heads, int32_t h, double rel);
+
 /* Hugging Face T5Attention._relative_position_bucket for one relative
  * position (kpos - qpos), with torch's float32 arithmetic in the log branch.
  * Parameters must be valid (max_exact >= 1, max_distance > max_exact). */

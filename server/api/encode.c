@@ -7,6 +7,8 @@
  *   rope                 inv_freq [r/2], cos and sin [n, r/2] (times the
  *                        attention factor), attention_factor, rotary_dim
  *   alibi                slopes [H]; bias [H, Lq, Lk] when lengths are given
+ *   kerple               bias [H, Lq, Lk] (H from scheme.r1)
+ *   sandwich             bias [H, Lq, Lk] (num_heads and scheme.hidden_size)
  *   t5                   buckets [Lq, Lk] (INT32); bias [H, Lq, Lk] with a table
  *   shaw                 index [Lq, Lk] (INT32): the table row of each pair,
  *                        by the scheme's direction
@@ -123,6 +125,8 @@ static unsigned fields_of(pa_scheme_type t)
         return F_ABS;
     case PA_SCHEME_ALIBI:
     case PA_SCHEME_T5:
+    case PA_SCHEME_KERPLE:
+    case PA_SCHEME_SANDWICH:
         return F_REL | F_NUM_HEADS;
     case PA_SCHEME_SHAW:
         return F_REL;
@@ -258,7 +262,43 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
     return true;
 }
 
-/* alibi, t5, shaw: query and key positions, default as in attention. */
+/* kerple, sandwich: the heads (and sandwich's hidden size) of the bias. */
+static bool prepare_distance_bias(const api_ctx *ctx, enc_job *ej, bool has_h, api_err *e)
+{
+    const pa_scheme *s = &ej->sch.s;
+    pa_error pe;
+    if (s->type == PA_SCHEME_KERPLE) {
+        if (s->kerple.r1 != NULL) {
+            if (has_h && ej->H != s->kerple.num_r1)
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "num_heads",
+                                "num_heads=%d does not equal the %d values of scheme.r1",
+                                (int)ej->H, (int)s->kerple.num_r1);
+            ej->H = s->kerple.num_r1;
+        }
+        if (pa_kerple_check(&s->kerple, ej->H > 0 ? ej->H : 1, &pe) != PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
+    } else {
+        if (!has_h)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "num_heads",
+                            "num_heads is required for scheme 'sandwich' (its heads' scales "
+                            "H / (8 (h+1)))");
+        if (s->sandwich.hidden_size < 1)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.hidden_size",
+                            "scheme.hidden_size=%d: /v1/encode has no head_dim to default "
+                            "to, send NeMo's hidden_size (the head dim, >= 1)",
+                            (int)s->sandwich.hidden_size);
+    }
+    if ((size_t)ej->H > ctx->lim->max_tensor_elements)
+        return api_fail(
+            e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, "num_heads",
+            "num_heads=%d is more than the %zu values allowed per tensor " SRV_LIMIT_TENSOR,
+            (int)ej->H, ctx->lim->max_tensor_elements);
+    ej->want_bias = true;
+    return true;
+}
+
+/* alibi, t5, shaw, kerple, sandwich: query and key positions, default as in
+ * attention. */
 static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej, size_t *need,
                              api_err *e)
 {
@@ -315,6 +355,11 @@ static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej,
                             "[num_buckets, H]");
         }
         break;
+    case PA_SCHEME_KERPLE:
+    case PA_SCHEME_SANDWICH:
+        if (!prepare_distance_bias(ctx, ej, has_h, e))
+            return false;
+        break;
     default: /* shaw */
         if (s->shaw.max_relative_position < 0)
             return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, "scheme.max_relative_position",
@@ -343,7 +388,7 @@ static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej,
     {
         int64_t grid[2] = {ej->Lq, ej->Lk};
         *need = api_mul_sat(api_add_sat((size_t)ej->Lq, (size_t)ej->Lk), sizeof(int32_t));
-        if (s->type != PA_SCHEME_ALIBI) {
+        if (s->type == PA_SCHEME_T5 || s->type == PA_SCHEME_SHAW) {
             if (!api_check_result_size(s->type == PA_SCHEME_T5 ? "buckets" : "index", 2, grid, ctx,
                                        e))
                 return false;
@@ -613,6 +658,9 @@ static bool enc_render(srv_job *job, cJSON *root)
                           ej->Lk))
             return false;
         break;
+    case PA_SCHEME_KERPLE:
+    case PA_SCHEME_SANDWICH:
+        break; /* the bias below */
     default:
         if (!cJSON_AddStringToObject(root, "note", "scheme 'none' (NoPE) has no positional signal"))
             return false;

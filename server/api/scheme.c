@@ -120,6 +120,18 @@ static const api_param params[] = {
      "bias -m_h |qpos - kpos| instead of -m_h (qpos - kpos)"},
     {PA_SCHEME_ALIBI, "slopes", API_PARAM_NUMBER_ARRAY, 0, 0, "[H]", "optional",
      "explicit slopes, replacing the computed ones"},
+    {PA_SCHEME_KERPLE, "form", API_PARAM_ENUM, OFF(kerple.form), 0, NULL, "optional",
+     "'log': bias -r1_h log(1 + r2_h |qpos - kpos|); 'power': -r1_h |qpos - kpos|^r2_h "
+     "(chijames/KERPLE ParallelKerpleLog, ParallelKerplePower)"},
+    {PA_SCHEME_KERPLE, "r1", API_PARAM_NUMBER_ARRAY, 0, 0, "[H]", "required",
+     "per head: the multiplier (>= 0.01; the reference clamps below)"},
+    {PA_SCHEME_KERPLE, "r2", API_PARAM_NUMBER_ARRAY, 0, 0, "[H]", "required",
+     "per head: log's distance factor, power's exponent (>= 0.01; power: <= 2)"},
+    {PA_SCHEME_SANDWICH, "hidden_size", API_PARAM_INT, OFF(sandwich.hidden_size), 0, NULL,
+     "optional",
+     "d, NeMo's hidden_size (its kv_channels: the head dim; 0 = head_dim; required by "
+     "/v1/encode): bias (sum_{i=1}^{ceil(d/2)} cos(|qpos - kpos| / 10000^(2i/d)) - d/2) * H / "
+     "(8 (h+1))"},
 };
 
 #undef OFF
@@ -139,6 +151,8 @@ const char *api_param_enum_name(const api_param *p, int v)
         return pa_sinusoidal_layout_name((pa_sinusoidal_layout)v);
     if (p->type == PA_SCHEME_SHAW)
         return pa_shaw_direction_name((pa_shaw_direction)v);
+    if (p->type == PA_SCHEME_KERPLE)
+        return pa_kerple_form_name((pa_kerple_form)v);
     if (strcmp(p->name, "layout") == 0)
         return pa_rope_layout_name((pa_rope_layout)v);
     return pa_rope_scaling_name((pa_rope_scaling)v);
@@ -206,6 +220,11 @@ static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, cons
         if (!ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
                             "%s='%.32s' is not 'key_minus_query' or 'query_minus_key'", rel, name);
+    } else if (p->type == PA_SCHEME_KERPLE) {
+        ok = pa_kerple_form_from_name(name, &s->kerple.form);
+        if (!ok)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not 'log' or 'power'", rel, name);
     } else if (strcmp(p->name, "layout") == 0) {
         ok = pa_rope_layout_from_name(name, &s->rope.layout);
         if (!ok)
@@ -275,6 +294,14 @@ static bool parse_array_param(const api_param *p, const cJSON *v, const char *re
         out->slopes = a;
         out->s.alibi.slopes = a;
         out->s.alibi.num_slopes = n;
+    } else if (p->type == PA_SCHEME_KERPLE && strcmp(p->name, "r1") == 0) {
+        out->r1 = a;
+        out->s.kerple.r1 = a;
+        out->s.kerple.num_r1 = n;
+    } else if (p->type == PA_SCHEME_KERPLE) {
+        out->r2 = a;
+        out->s.kerple.r2 = a;
+        out->s.kerple.num_r2 = n;
     } else if (strcmp(p->name, "short_factor") == 0) {
         out->short_factor = a;
         out->s.rope.short_factor = a;
@@ -340,6 +367,8 @@ void api_scheme_free(api_scheme *s)
     free(s->short_factor);
     free(s->long_factor);
     free(s->slopes);
+    free(s->r1);
+    free(s->r2);
     memset(s, 0, sizeof *s);
 }
 
@@ -356,7 +385,7 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
     if (node == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
                         "scheme is required: an object with a 'type' (none, sinusoidal, "
-                        "learned, shaw, t5, rope, alibi) and its parameters");
+                        "learned, shaw, t5, rope, alibi, kerple, sandwich) and its parameters");
     if (!cJSON_IsObject(node))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
                         "scheme must be an object with a 'type', found %s", api_json_type(node));
@@ -364,13 +393,13 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
     if (m == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type is required (none, sinusoidal, learned, shaw, t5, rope, "
-                        "alibi)");
+                        "alibi, kerple, sandwich)");
     if (!api_get_string(m, "scheme.type", ctx, &type_name, e))
         return false;
     if (!pa_scheme_type_from_name(type_name, &type))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type='%.32s' is not a scheme (none, sinusoidal, learned, shaw, "
-                        "t5, rope, alibi)",
+                        "t5, rope, alibi, kerple, sandwich)",
                         type_name);
     pa_scheme_init(&out->s, type);
 

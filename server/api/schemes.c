@@ -31,6 +31,13 @@ static const char *scheme_doc(pa_scheme_type t)
                "context-extension scalings";
     case PA_SCHEME_ALIBI:
         return "linear distance bias on the logits (Press et al. 2022)";
+    case PA_SCHEME_KERPLE:
+        return "kernelized distance bias per head, log or power (Chi et al. 2022), as "
+               "chijames/KERPLE computes it; parameters below 0.01 are refused where the "
+               "reference clamps them";
+    case PA_SCHEME_SANDWICH:
+        return "parameter-free bias from the sinusoids' dot product, scaled per head (Chi et al. "
+               "2023), exactly as NVIDIA NeMo's SandwichRelativePositionEmbedding";
     default:
         return "";
     }

@@ -218,6 +218,34 @@ class Metadata(unittest.TestCase):
             self.assertEqual(list(conform(json.loads(body), "metadata_model_error_response")),
                              ["error"])
 
+    def test_bias_scheme_models(self):
+        """attention-kerple takes r1/r2 as input tensors and form as a parameter,
+        attention-sandwich hidden_size: both answer as /v1/attention does."""
+        c = Case(31)
+        r1, r2 = [0.5, 1.0, 0.25, 2.0], [1.5, 0.5, 0.01, 2.0]
+        ins = c.v2_inputs() + [{"name": "r1", "shape": [4], "datatype": "FP32", "data": r1},
+                               {"name": "r2", "shape": [4], "datatype": "FP32", "data": r2}]
+        cases = [("attention-kerple", ins, {"form": "power", "causal": True},
+                  {"type": "kerple", "form": "power", "r1": r1, "r2": r2}),
+                 ("attention-sandwich", c.v2_inputs(), {"hidden_size": 6},
+                  {"type": "sandwich", "hidden_size": 6})]
+        for model, inputs, params, scheme in cases:
+            st, _, body = post_json("/v2/models/%s/infer" % model,
+                                    {"inputs": inputs, "parameters": params})
+            self.assertEqual(st, 200, body)
+            got = json.loads(body)["outputs"][0]["data"]
+            want, _ = v1_attention(c.v1_item(scheme, causal=params.get("causal", False)))
+            want = struct.unpack("<%df" % (len(want["output"]) // 4), want["output"])
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got, want):
+                self.assertAlmostEqual(g, w, delta=1e-6 + 1e-6 * abs(w))
+        bad = c.v2_inputs() + [{"name": "r1", "shape": [4], "datatype": "FP32", "data": r1},
+                               {"name": "r2", "shape": [4], "datatype": "FP32",
+                                "data": [1, 1, 1, 0.001]}]
+        st, _, body = post_json("/v2/models/attention-kerple/infer", {"inputs": bad})
+        self.assertEqual(st, 400, body)
+        self.assertIn("r2[3]=0.001 is below 0.01", json.loads(body)["error"])
+
     def test_versions(self):
         """The OpenAPI document's versioned paths: version 1 is the model."""
         _, _, plain = call("GET", "/v2/models/attention-alibi")
@@ -764,7 +792,7 @@ class Stats(unittest.TestCase):
         every = self.stat("/v2/models/stats")
         self.assertEqual([m["name"] for m in every],
                          ["attention-" + s for s in ("none", "sinusoidal", "learned", "shaw",
-                                                     "t5", "rope", "alibi")])
+                                                     "t5", "rope", "alibi", "kerple", "sandwich")])
         self.assertEqual([m for m in every if m["name"] == "attention-shaw"][0]["inference_count"],
                          after["inference_count"])
         _, _, text = call("GET", "/metrics")

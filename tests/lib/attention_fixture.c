@@ -222,3 +222,40 @@ uint8_t *rand_mask(tu_rng *r, size_t n, double keep)
         m[i] = tu_uniform(r, 0, 1) < keep;
     return m;
 }
+
+float *bias_probe(const pa_scheme *s, int32_t H, int32_t D, const int32_t *qpos, int32_t Lq,
+                  const int32_t *kpos, int32_t Lk, bool causal)
+{
+    pa_attention a;
+    pa_attention_out out = {0};
+    pa_error err;
+    size_t wsz;
+    void *ws;
+    pa_status st;
+    pa_attention_init(&a, s);
+    a.num_heads = H;
+    a.head_dim = D;
+    a.q_len = Lq;
+    a.k_len = Lk;
+    a.q_positions = qpos;
+    a.k_positions = kpos;
+    a.causal = causal;
+    a.scale_set = true;
+    a.scale = 1.0f;
+    float *q = tu_alloc((size_t)Lq * H * D, sizeof(float));
+    float *kv = tu_alloc((size_t)Lk * H * D, sizeof(float));
+    a.q = q;
+    a.k = kv;
+    a.v = kv;
+    out.output = tu_alloc((size_t)Lq * H * D, sizeof(float));
+    out.logits = tu_alloc((size_t)H * Lq * Lk, sizeof(float));
+    wsz = pa_attention_workspace_size(&a);
+    ws = tu_alloc(wsz, 1);
+    st = pa_attention_run(&a, &out, ws, wsz, &err);
+    free(ws);
+    free(q);
+    free(kv);
+    free(out.output);
+    TU_ASSERT_STATUS(st, PA_STATUS_OK, &err);
+    return out.logits;
+}

@@ -12,6 +12,7 @@
 #include "posattn.h"
 #include "testutil.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ATOL 2e-5
@@ -52,5 +53,12 @@ extern const pa_scheme_type qkv_schemes[5];
 float *run_weights(const pa_attention *a, float **out);
 /* A random 0/1 mask [planes, Lq, Lk] with about `keep` of the entries 1. */
 uint8_t *rand_mask(tu_rng *r, size_t n, double keep);
+
+/* The logit bias of a scheme as pa_attention_run applies it: the logits
+ * [H, Lq, Lk] (tu_alloc'd; the caller frees them) of a call with zero q and k of head_dim D, scale
+ * 1, at the given positions (NULL for the defaults); -inf where causal hides
+ * a key. */
+float *bias_probe(const pa_scheme *s, int32_t H, int32_t D, const int32_t *qpos, int32_t Lq,
+                  const int32_t *kpos, int32_t Lk, bool causal);
 
 #endif

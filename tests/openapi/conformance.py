@@ -288,6 +288,9 @@ GOOD_ITEMS = {
     "t5": qkv({"type": "t5", "num_buckets": 8, "max_distance": 16, "table": T(8, 2, seed=11)}),
     "rope": qkv({"type": "rope", "base": 10000, "layout": "gptj"}, causal=True),
     "alibi": qkv({"type": "alibi", "max_bias": 8}, causal=True),
+    "kerple": qkv({"type": "kerple", "form": "power", "r1": [0.5, 1.0], "r2": [1.5, 0.25]},
+                  causal=True),
+    "sandwich": qkv({"type": "sandwich", "hidden_size": 8}),
 }
 
 ROPE_SCALINGS = [
@@ -342,6 +345,10 @@ ENCODES = [
     {"scheme": {"type": "t5", "num_buckets": 8, "table": T(8, 2)}, "q_positions": [0, 1],
      "k_positions": [0, 1, 2]},
     {"scheme": {"type": "shaw", "max_relative_position": 1}, "q_length": 2},
+    {"scheme": {"type": "kerple", "r1": [0.5, 1.0], "r2": [0.1, 2.0]}, "q_length": 2,
+     "k_length": 3},
+    {"scheme": {"type": "sandwich", "hidden_size": 8}, "num_heads": 2, "q_positions": [4, 1],
+     "k_positions": [0, 1, 2]},
     {"scheme": {"type": "none"}, "chunk_size": 2, "causal": True, "q_length": 4},
 ]
 

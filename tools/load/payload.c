@@ -263,7 +263,8 @@ static const char *const ROPE_SCALINGS[] = {"linear", "ntk", "dynamic", "yarn", 
 int load_scheme_known(const char *s, char *err, size_t errlen)
 {
     if (!strcmp(s, "none") || !strcmp(s, "rope") || !strcmp(s, "alibi") || !strcmp(s, "t5") ||
-        !strcmp(s, "shaw") || layer_only(s))
+        !strcmp(s, "shaw") || !strcmp(s, "kerple") || !strcmp(s, "kerple:power") ||
+        !strcmp(s, "sandwich") || layer_only(s))
         return 1;
     if (!strncmp(s, "rope:", 5)) {
         for (size_t i = 0; i < sizeof ROPE_SCALINGS / sizeof *ROPE_SCALINGS; i++)
@@ -276,8 +277,8 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
         return 0;
     }
     snprintf(err, errlen,
-             "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, sinusoidal, learned, "
-             "...)",
+             "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, kerple, sandwich, "
+             "sinusoidal, learned, ...)",
              s);
     return 0;
 }
@@ -294,6 +295,17 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
         sb_printf(b, "{\"type\":\"t5\",\"num_buckets\":%d,\"table\":", T5_BUCKETS);
         put_tensor(b, c, shape, 2, rng);
         sb_str(b, "}");
+    } else if (!strncmp(s, "kerple", 6)) {
+        /* r1 ALiBi-like per head (2^-(h+1), held to >= 2^-7 > 0.01), r2 1
+         * (power: 1.5). */
+        const int power = !strcmp(s, "kerple:power");
+        sb_printf(b, "{\"type\":\"kerple\",\"form\":\"%s\",\"r1\":[", power ? "power" : "log");
+        for (int h = 0; h < c->heads; h++)
+            sb_printf(b, "%s%g", h ? "," : "", 1.0 / (double)(2u << (h < 6 ? h : 6)));
+        sb_str(b, "],\"r2\":[");
+        for (int h = 0; h < c->heads; h++)
+            sb_printf(b, "%s%s", h ? "," : "", power ? "1.5" : "1");
+        sb_str(b, "]}");
     } else if (!strcmp(s, "learned")) {
         /* One row per position, d_model = heads * head_dim columns. */
         int shape[2] = {length, c->heads * c->head_dim};

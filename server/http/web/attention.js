@@ -9,7 +9,7 @@ import { ApiError, api } from '/web/api.js';
 import { panel, wire } from '/web/panel.js';
 
 export const DM = 8, NH = 2, HD = 4;  // d_model, heads, head dim (layer mode)
-const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi'];
+const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich'];
 let attMaps = null, userX = null;
 
 function attScheme(type, g, L) {
@@ -17,6 +17,9 @@ function attScheme(type, g, L) {
   case 'learned': return { type, table: { shape: [L, DM], data: round(g(L * DM, 0.8)) } };
   case 'shaw': return { type, max_relative_position: 4, rel_k: { shape: [9, HD], data: round(g(9 * HD)) } };
   case 't5': return { type, table: { shape: [32, NH], data: round(g(32 * NH)) } };
+  // KERPLE's log form with ALiBi-like multipliers, one per head.
+  case 'kerple': return { type, r1: Array.from({ length: NH }, (_, h) => 2 ** -(h + 1)),
+    r2: new Array(NH).fill(1) };
   default: return { type };
   }
 }

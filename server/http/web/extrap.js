@@ -9,7 +9,7 @@ import { api } from '/web/api.js';
 import { panel, wire } from '/web/panel.js';
 import { SCALINGS } from '/web/rope.js';
 
-const EX_SCHEMES = ['none', 'alibi', 'rope', 'sinusoidal'];
+const EX_SCHEMES = ['none', 'alibi', 'rope', 'sinusoidal', 'sandwich'];
 const exEntropy = new LinePlot($('extrap-entropy'), { title: 'entropy (nats) against query position',
   id: 'extrap-entropy-plot', xLabel: 'query position (band start)', yLabel: 'entropy', markers: true });
 const exDistance = new LinePlot($('extrap-distance'), { title: 'mean attended distance (positions)',

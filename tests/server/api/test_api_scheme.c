@@ -420,6 +420,8 @@ static const struct {
     {PA_SCHEME_ROPE, "alpha", offsetof(pa_scheme, rope.alpha)},
     {PA_SCHEME_ROPE, "mrope_interleaved", offsetof(pa_scheme, rope.mrope_interleaved)},
     {PA_SCHEME_ALIBI, "max_bias", offsetof(pa_scheme, alibi.max_bias)},
+    {PA_SCHEME_KERPLE, "form", offsetof(pa_scheme, kerple.form)},
+    {PA_SCHEME_SANDWICH, "hidden_size", offsetof(pa_scheme, sandwich.hidden_size)},
     {PA_SCHEME_ALIBI, "symmetric", offsetof(pa_scheme, alibi.symmetric)},
 };
 
@@ -530,6 +532,7 @@ static void test_param_table_parses(void **state)
             snprintf(value, sizeof value, "\"%s\"",
                      p[i].type == PA_SCHEME_SINUSOIDAL  ? "concat"
                      : p[i].type == PA_SCHEME_SHAW      ? "query_minus_key"
+                     : p[i].type == PA_SCHEME_KERPLE    ? "power"
                      : strcmp(p[i].name, "layout") == 0 ? "gptj"
                                                         : "ntk");
             break;
