@@ -167,7 +167,10 @@ class ComputeBound(unittest.TestCase):
                 "seed": 1}
         t0 = time.monotonic()
         status, text = post(self.srv.url, "/v1/analyze", body)
-        self.assertLess(time.monotonic() - t0, 1.0)
+        # Refused before the work: the work is 35184 GFLOP (minutes here), the
+        # refusal well under 10 s even on a machine busy with other builds
+        # (1 s was the bound, and a loaded 2-core host took 1.05-2.5 s).
+        self.assertLess(time.monotonic() - t0, 10.0)
         self.refused(status, text, 35184)
         body["lengths"] = [512, 1024]  # 0.13 + 0.54: answered
         status, text = post(self.srv.url, "/v1/analyze", body)
