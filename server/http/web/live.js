@@ -190,6 +190,8 @@ function loadItem(type, g) {
   switch (type) {
   case 't5': return Object.assign({ scheme: { type, table: t(32, NH) } }, qkv());
   case 'shaw': return Object.assign({ scheme: { type, max_relative_position: 8, rel_k: t(17, D) } }, qkv());
+  case 'kerple': return Object.assign({ scheme: { type, r1: Array.from({ length: NH }, (_, h) => 2 ** -(h + 1)),
+    r2: new Array(NH).fill(1) } }, qkv());
   case 'sinusoidal': return Object.assign({ scheme: { type } }, layer());
   case 'learned': return Object.assign({ scheme: { type, table: t(L, DL) } }, layer());
   default: return Object.assign({ scheme: { type } }, qkv());
