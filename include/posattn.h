@@ -176,12 +176,12 @@ typedef enum pa_rope_layout {
 
 typedef enum pa_rope_scaling {
     PA_ROPE_SCALING_NONE = 0,
-    PA_ROPE_SCALING_LINEAR,   /* position interpolation: inv_freq / factor */
-    PA_ROPE_SCALING_NTK,      /* static NTK-aware: base' = base * factor^(r/(r-2)) */
-    PA_ROPE_SCALING_DYNAMIC,  /* HF dynamic NTK from this call's largest position */
-    PA_ROPE_SCALING_YARN,     /* YaRN (Peng et al. 2023), HF semantics */
-    PA_ROPE_SCALING_LLAMA3,   /* Llama 3.1 wavelength-banded interpolation */
-    PA_ROPE_SCALING_LONGROPE, /* LongRoPE / Phi-3 per-frequency factors */
+    PA_ROPE_SCALING_LINEAR,       /* position interpolation: inv_freq / factor */
+    PA_ROPE_SCALING_NTK,          /* static NTK-aware: base' = base * factor^(r/(r-2)) */
+    PA_ROPE_SCALING_DYNAMIC,      /* HF dynamic NTK from this call's largest position */
+    PA_ROPE_SCALING_YARN,         /* YaRN (Peng et al. 2023), HF semantics */
+    PA_ROPE_SCALING_LLAMA3,       /* Llama 3.1 wavelength-banded interpolation */
+    PA_ROPE_SCALING_LONGROPE,     /* LongRoPE / Phi-3 per-frequency factors */
     PA_ROPE_SCALING_PROPORTIONAL, /* Gemma 4 global layers: a zero-frequency tail */
     PA_ROPE_SCALING_NTK_ALPHA,    /* Hunyuan: base' = base * alpha^(r/(r-2)) */
     PA_ROPE_SCALING_COUNT
@@ -363,7 +363,8 @@ pa_position_site pa_scheme_position_site(pa_scheme_type type);
 /* "none", "input", "qk_rotation", "logits", "logits_values". */
 const char *pa_position_site_name(pa_position_site site);
 /* "neox", "gptj" / "interleaved", "concat" / "none", "linear", "ntk", "dynamic",
- * "yarn", "llama3", "longrope", "proportional", "ntk_alpha"; and the inverses (false when unknown). */
+ * "yarn", "llama3", "longrope", "proportional", "ntk_alpha"; and the inverses (false when unknown).
+ */
 const char *pa_rope_layout_name(pa_rope_layout layout);
 bool pa_rope_layout_from_name(const char *name, pa_rope_layout *out);
 const char *pa_sinusoidal_layout_name(pa_sinusoidal_layout layout);

@@ -438,13 +438,13 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
 
     if (p->xpos) {
         const pa_xpos *x = &p->scheme->xpos;
-        int64_t c;
-        st = pa_xpos_centre(x, b->qpos, p->Lq, b->kpos, p->Lk,
-                            a->k_prerotated, &c, err);
+        int64_t centre;
+        st = pa_xpos_centre(x, b->qpos, p->Lq, b->kpos, p->Lk, a->k_prerotated, &centre, err);
         if (st == PA_STATUS_OK)
-            st = pa_xpos_cos_sin(x, p->D, b->qpos, p->Lq, c, 1, b->cos_q, b->sin_q, NULL, err);
+            st = pa_xpos_cos_sin(x, p->D, b->qpos, p->Lq, centre, 1, b->cos_q, b->sin_q, NULL, err);
         if (st == PA_STATUS_OK && !a->k_prerotated)
-            st = pa_xpos_cos_sin(x, p->D, b->kpos, p->Lk, c, -1, b->cos_k, b->sin_k, NULL, err);
+            st =
+                pa_xpos_cos_sin(x, p->D, b->kpos, p->Lk, centre, -1, b->cos_k, b->sin_k, NULL, err);
         if (st != PA_STATUS_OK)
             return st;
     } else if (p->rope) {

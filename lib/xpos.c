@@ -103,8 +103,7 @@ pa_status pa_xpos_cos_sin(const pa_xpos *x, int32_t head_dim, const int32_t *pos
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "positions",
                         "n=%d positions need non-NULL positions and tables", (int)n);
     if (sign != 1 && sign != -1)
-        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "sign", "sign=%d must be 1 or -1",
-                        sign);
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "sign", "sign=%d must be 1 or -1", sign);
     enum { CHUNK = 64 };
     const size_t half = (size_t)head_dim / 2;
     double freq[CHUNK], lz[CHUNK];

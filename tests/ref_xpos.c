@@ -7,8 +7,7 @@
 
 #include <math.h>
 
-int64_t ref_xpos_centre(const pa_xpos *x, const int32_t *qpos, int nq, const int32_t *kpos,
-                        int nk)
+int64_t ref_xpos_centre(const pa_xpos *x, const int32_t *qpos, int nq, const int32_t *kpos, int nk)
 {
     double lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < nq; i++) {

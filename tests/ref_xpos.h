@@ -13,8 +13,7 @@
 
 /* The centre posattn documents (posattn.h pa_xpos): 0 when every factor
  * 3.5^(|p| / scale_base) <= 2^96, else floor((min + max) / 2). */
-int64_t ref_xpos_centre(const pa_xpos *x, const int32_t *qpos, int nq, const int32_t *kpos,
-                        int nk);
+int64_t ref_xpos_centre(const pa_xpos *x, const int32_t *qpos, int nq, const int32_t *kpos, int nk);
 
 /* x [head_dim] at position pos rotated and scaled in place: scale
  * zeta^((pos - centre) / scale_base), or its inverse with downscale. */

@@ -109,7 +109,7 @@ static void test_attention(void **state)
     (void)state;
     static const int shapes[][5] = {
         /* Lq, Lk, H, Hkv, D */
-        {1, 1, 4, 4, 8},    {1, 200, 8, 2, 16}, {5, 300, 4, 1, 8},
+        {1, 1, 4, 4, 8},    {1, 200, 8, 2, 16},  {5, 300, 4, 1, 8},
         {17, 17, 8, 4, 16}, {70, 130, 4, 2, 32}, {3, 9, 2, 2, 6},
     };
     uint64_t seed = 3700;
@@ -340,9 +340,12 @@ static void test_mutations(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_and_zeta), cmocka_unit_test(test_tables),
-        cmocka_unit_test(test_check),             cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_huge_positions),    cmocka_unit_test(test_prerotated),
+        cmocka_unit_test(test_defaults_and_zeta),
+        cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_check),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_huge_positions),
+        cmocka_unit_test(test_prerotated),
         cmocka_unit_test(test_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
