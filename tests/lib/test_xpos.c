@@ -142,6 +142,20 @@ static void test_attention(void **state)
             }
 }
 
+/* Layer mode: q and k projected from the same x, rotated and scaled. */
+static void test_layer_mode(void **state)
+{
+    (void)state;
+    for (int causal = 0; causal < 2; causal++) {
+        fixture f;
+        setup_layer(&f, PA_SCHEME_XPOS, 9, 12, 4, 2, 8, 8, 0, 800 + (uint64_t)causal);
+        xpos_scheme(&f.scheme, PA_ROPE_LAYOUT_GPTJ, 16.0);
+        f.a.causal = causal;
+        check_against_reference(&f.a, WANT_ALL | WANT_ROT);
+        fixture_free(&f);
+    }
+}
+
 static bool all_finite(const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -347,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_huge_positions),
         cmocka_unit_test(test_prerotated),
         cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_layer_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
