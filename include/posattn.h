@@ -84,6 +84,7 @@ typedef enum pa_scheme_type {
     PA_SCHEME_ALIBI,      /* Linear distance bias on the logits (Press et al. 2022). */
     PA_SCHEME_KERPLE,     /* Kernelized distance bias, log or power (Chi et al. 2022). */
     PA_SCHEME_SANDWICH,   /* Sinusoid dot-product bias (Chi et al. 2023; NVIDIA NeMo). */
+    PA_SCHEME_XPOS,       /* RoPE with a per-frequency exponential decay (Sun et al. 2022). */
     PA_SCHEME_COUNT
 } pa_scheme_type;
 
@@ -175,12 +176,12 @@ typedef enum pa_rope_layout {
 
 typedef enum pa_rope_scaling {
     PA_ROPE_SCALING_NONE = 0,
-    PA_ROPE_SCALING_LINEAR,   /* position interpolation: inv_freq / factor */
-    PA_ROPE_SCALING_NTK,      /* static NTK-aware: base' = base * factor^(r/(r-2)) */
-    PA_ROPE_SCALING_DYNAMIC,  /* HF dynamic NTK from this call's largest position */
-    PA_ROPE_SCALING_YARN,     /* YaRN (Peng et al. 2023), HF semantics */
-    PA_ROPE_SCALING_LLAMA3,   /* Llama 3.1 wavelength-banded interpolation */
-    PA_ROPE_SCALING_LONGROPE, /* LongRoPE / Phi-3 per-frequency factors */
+    PA_ROPE_SCALING_LINEAR,       /* position interpolation: inv_freq / factor */
+    PA_ROPE_SCALING_NTK,          /* static NTK-aware: base' = base * factor^(r/(r-2)) */
+    PA_ROPE_SCALING_DYNAMIC,      /* HF dynamic NTK from this call's largest position */
+    PA_ROPE_SCALING_YARN,         /* YaRN (Peng et al. 2023), HF semantics */
+    PA_ROPE_SCALING_LLAMA3,       /* Llama 3.1 wavelength-banded interpolation */
+    PA_ROPE_SCALING_LONGROPE,     /* LongRoPE / Phi-3 per-frequency factors */
     PA_ROPE_SCALING_PROPORTIONAL, /* Gemma 4 global layers: a zero-frequency tail */
     PA_ROPE_SCALING_NTK_ALPHA,    /* Hunyuan: base' = base * alpha^(r/(r-2)) */
     PA_ROPE_SCALING_COUNT
@@ -308,6 +309,33 @@ typedef struct pa_sandwich {
                             0 = head_dim */
 } pa_sandwich;
 
+/* xPos, Sun et al. 2022, "A Length-Extrapolatable Transformer", as
+ * microsoft/torchscale computes it (torchscale/component/
+ * xpos_relative_position.py, class XPOS). With D = head_dim, pair i in
+ * [0, D/2) (dims 2i, 2i+1 in gptj layout; i, i + D/2 in neox),
+ * theta_i = base^(-2i/D) and
+ *   zeta_i = (2i + 0.4 D) / (1.4 D)                  (in (0, 1): a decay)
+ * q at position m is rotated by m theta_i and both members of pair i are
+ * multiplied by zeta_i^((m - c) / scale_base); k at position n is rotated by
+ * n theta_i and multiplied by zeta_i^(-(n - c) / scale_base) (torchscale's
+ * downscale=True, 1 / scale). So q.k carries zeta_i^((m - n) / scale_base)
+ * and the centre c cancels exactly in arithmetic. Angles use the positions
+ * as given. torchscale centres its scale positions on the middle of the
+ * sequence (min_pos = -(length + offset) // 2); here c is 0 when every
+ * factor zeta_i^(+-p / scale_base) of the call lies in [2^-96, 2^96] (so
+ * a q_rot / k_rot is the same whatever the call), and otherwise the
+ * midpoint floor((min + max) / 2) of the call's q and k positions
+ * (pa_xpos_centre). k_prerotated keys are defined with c = 0. */
+typedef struct pa_xpos {
+    double base;           /* default 10000 (torchscale fixes 10000) */
+    double scale_base;     /* default 512 */
+    pa_rope_layout layout; /* default gptj (torchscale's interleaved pairs) */
+} pa_xpos;
+
+/* The largest |log2| of one xpos factor zeta_i^(+-(p - c) / scale_base): the
+ * positions' spread from their centre is refused beyond it. */
+#define PA_XPOS_MAX_LOG2_SCALE 96
+
 /* A scheme and its parameters. Only the member for `type` is read. Tables are
  * borrowed: the caller keeps them alive and unchanged during every call. */
 typedef struct pa_scheme {
@@ -320,13 +348,14 @@ typedef struct pa_scheme {
     pa_alibi alibi;
     pa_kerple kerple;
     pa_sandwich sandwich;
+    pa_xpos xpos;
 } pa_scheme;
 
 /* Fills *s with `type` and every default named above. */
 void pa_scheme_init(pa_scheme *s, pa_scheme_type type);
 
 /* "none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple",
- * "sandwich"; NULL if invalid. */
+ * "sandwich", "xpos"; NULL if invalid. */
 const char *pa_scheme_type_name(pa_scheme_type type);
 /* Inverse of pa_scheme_type_name; returns false for an unknown name. */
 bool pa_scheme_type_from_name(const char *name, pa_scheme_type *out);
@@ -334,7 +363,8 @@ pa_position_site pa_scheme_position_site(pa_scheme_type type);
 /* "none", "input", "qk_rotation", "logits", "logits_values". */
 const char *pa_position_site_name(pa_position_site site);
 /* "neox", "gptj" / "interleaved", "concat" / "none", "linear", "ntk", "dynamic",
- * "yarn", "llama3", "longrope", "proportional", "ntk_alpha"; and the inverses (false when unknown). */
+ * "yarn", "llama3", "longrope", "proportional", "ntk_alpha"; and the inverses (false when unknown).
+ */
 const char *pa_rope_layout_name(pa_rope_layout layout);
 bool pa_rope_layout_from_name(const char *name, pa_rope_layout *out);
 const char *pa_sinusoidal_layout_name(pa_sinusoidal_layout layout);
@@ -417,6 +447,38 @@ pa_status pa_rope_cos_sin_mrope(const pa_rope *r, int32_t head_dim, const int32_
  * configuration has passed pa_rope_check. */
 void pa_rope_apply(const pa_rope *r, int32_t head_dim, int32_t n, int32_t heads,
                    const float *cos_tab, const float *sin_tab, const float *x, float *out);
+
+/* Checks an xpos configuration for a head dimension: head_dim even, base
+ * and scale_base finite and > 0, a known layout. */
+pa_status pa_xpos_check(const pa_xpos *x, int32_t head_dim, pa_error *err);
+
+/* The rotation part of xpos as a plain rope configuration (base and layout,
+ * no scaling), for pa_rope_apply and pa_rope_inv_freq. */
+void pa_xpos_rope(const pa_xpos *x, pa_rope *out);
+
+/* zeta [head_dim/2]: zeta_i = (2i + 0.4 head_dim) / (1.4 head_dim). */
+void pa_xpos_zeta(int32_t head_dim, double *zeta);
+
+/* The centre c of a call whose query positions are qpos [nq] and key
+ * positions kpos [nk] (either may be NULL with n 0): 0 when
+ * max |p| / scale_base * log2(3.5) <= PA_XPOS_MAX_LOG2_SCALE (3.5 = 1 /
+ * zeta_0, the largest factor), else the midpoint floor((min + max) / 2)
+ * when that brings every factor within the bound. Errors: with
+ * centre_zero (k_prerotated) positions beyond the bound from 0; else a
+ * spread max - min too wide for any centre ("q_positions"). */
+pa_status pa_xpos_centre(const pa_xpos *x, const int32_t *qpos, int32_t nq, const int32_t *kpos,
+                         int32_t nk, bool centre_zero, int64_t *centre, pa_error *err);
+
+/* Scaled cos and sin tables for n positions: cos_out, sin_out [n, head_dim/2]
+ * with row p, pair i = cos / sin(positions[p] theta_i) * s, s =
+ * zeta_i^(e) for sign +1 (queries) and 1 / zeta_i^(e) for sign -1 (keys), e
+ * = (positions[p] - centre) / scale_base; computed in double and rounded
+ * once. Use with pa_rope_apply(pa_xpos_rope(x)). scale_out, when not NULL,
+ * receives s alone [n, head_dim/2]. Errors: bad configuration, n < 0,
+ * NULL tables. */
+pa_status pa_xpos_cos_sin(const pa_xpos *x, int32_t head_dim, const int32_t *positions, int32_t n,
+                          int64_t centre, int sign, float *cos_out, float *sin_out,
+                          float *scale_out, pa_error *err);
 
 /* ALiBi slopes for num_heads heads: slopes [num_heads]. Errors: num_heads < 1,
  * max_bias not finite or <= 0. Explicit a->slopes are copied after a length check. */

@@ -113,7 +113,9 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         size_t half = (size_t)p->r / 2;
         b->cos_q = pa__ws_take(w, Lq * half, sizeof(float));
         b->sin_q = pa__ws_take(w, Lq * half, sizeof(float));
-        if (same_positions(p) || a->k_prerotated) { /* prerotated: never read */
+        /* xpos scales q and k by opposite powers: its tables differ even
+         * at the same positions. */
+        if ((same_positions(p) && !p->xpos) || a->k_prerotated) { /* prerotated: never read */
             b->cos_k = b->cos_q;
             b->sin_k = b->sin_q;
         } else {
@@ -434,7 +436,18 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         io->V = a->v;
     }
 
-    if (p->rope) {
+    if (p->xpos) {
+        const pa_xpos *x = &p->scheme->xpos;
+        int64_t centre;
+        st = pa_xpos_centre(x, b->qpos, p->Lq, b->kpos, p->Lk, a->k_prerotated, &centre, err);
+        if (st == PA_STATUS_OK)
+            st = pa_xpos_cos_sin(x, p->D, b->qpos, p->Lq, centre, 1, b->cos_q, b->sin_q, NULL, err);
+        if (st == PA_STATUS_OK && !a->k_prerotated)
+            st =
+                pa_xpos_cos_sin(x, p->D, b->kpos, p->Lk, centre, -1, b->cos_k, b->sin_k, NULL, err);
+        if (st != PA_STATUS_OK)
+            return st;
+    } else if (p->rope) {
         const pa_rope *r = &p->scheme->rope;
         int32_t maxpos = max_position(p, b);
         st =

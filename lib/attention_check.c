@@ -183,6 +183,8 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
         return pa_kerple_check(&s->kerple, H, err);
     case PA_SCHEME_SANDWICH:
         return pa_sandwich_check(&s->sandwich, D, err);
+    case PA_SCHEME_XPOS:
+        return pa_xpos_check(&s->xpos, D, err);
     case PA_SCHEME_COUNT:
         break;
     }
@@ -241,9 +243,10 @@ static pa_status check_options(const pa_attention *a, int32_t H, int32_t Hkv, in
     }
     if (a->b_o != NULL && a->w_o == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "b_o", "b_o needs w_o");
-    if (a->k_prerotated && a->scheme->type != PA_SCHEME_ROPE)
+    if (a->k_prerotated && a->scheme->type != PA_SCHEME_ROPE && a->scheme->type != PA_SCHEME_XPOS)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_prerotated",
-                        "k_prerotated says k is already rotated by rope, but the scheme is '%s'",
+                        "k_prerotated says k is already rotated by rope or xpos, but the scheme "
+                        "is '%s'",
                         pa_scheme_type_name(a->scheme->type));
     if (a->k_prerotated && a->x != NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_prerotated",
@@ -355,8 +358,13 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
     p->Lk = pa_attention_k_len(a);
     p->scale = pa_attention_scale(a);
     p->key_len = a->key_length < 0 ? p->Lk : a->key_length;
-    p->rope = a->scheme->type == PA_SCHEME_ROPE;
-    p->r = p->rope ? pa_rope_rotary_dim(&a->scheme->rope, p->D) : 0;
+    p->xpos = a->scheme->type == PA_SCHEME_XPOS;
+    p->rope = a->scheme->type == PA_SCHEME_ROPE || p->xpos;
+    if (p->xpos)
+        pa_xpos_rope(&a->scheme->xpos, &p->rope_cfg);
+    else
+        p->rope_cfg = a->scheme->rope;
+    p->r = p->rope ? pa_rope_rotary_dim(&p->rope_cfg, p->D) : 0;
     p->absolute = a->scheme->type == PA_SCHEME_SINUSOIDAL || a->scheme->type == PA_SCHEME_LEARNED;
     p->q_norm = a->q_norm != NULL || a->q_norm_unweighted;
     p->k_norm = a->k_norm != NULL || a->k_norm_unweighted;

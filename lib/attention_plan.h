@@ -10,7 +10,8 @@ typedef struct pa__plan {
     const pa_attention *a;
     const pa_scheme *scheme;
     bool layer;    /* x and weights given */
-    bool rope;     /* q and k are rotated */
+    bool rope;     /* q and k are rotated (rope or xpos) */
+    bool xpos;     /* ... and scaled: separate q and k tables */
     bool absolute; /* the scheme adds an encoding to x */
     bool q_norm;   /* q is RMS-normalised (with a weight or without) */
     bool k_norm;
@@ -22,6 +23,7 @@ typedef struct pa__plan {
     const int32_t *q_positions; /* as given (NULL = default) after layer-mode merging */
     const int32_t *k_positions;
     const int32_t *q_mrope, *k_mrope; /* [3, L] M-RoPE positions, merged the same way */
+    pa_rope rope_cfg; /* the rotation: scheme->rope, or xpos's as pa_xpos_rope gives it */
 } pa__plan;
 
 /* Resolves defaults for a descriptor that passed pa_attention_check. */

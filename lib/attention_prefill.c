@@ -279,7 +279,7 @@ void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const fl
             memcpy(y, x, (size_t)D * sizeof(float));
         }
         if (p->rope)
-            pa_rope_apply(&p->scheme->rope, D, 1, 1, cos_t + (size_t)i * half,
+            pa_rope_apply(&p->rope_cfg, D, 1, 1, cos_t + (size_t)i * half,
                           sin_t + (size_t)i * half, y, y);
         if (scale != NULL) /* after rope, as Hugging Face and Qwen scale q */
             for (int32_t d = 0; d < D; d++)

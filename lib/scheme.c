@@ -27,6 +27,9 @@ void pa_scheme_init(pa_scheme *s, pa_scheme_type type)
     s->rope.partial_rotary_factor = 1.0;
     s->alibi.max_bias = 8.0;
     s->kerple.form = PA_KERPLE_FORM_LOG;
+    s->xpos.base = 10000.0;
+    s->xpos.scale_base = 512.0;
+    s->xpos.layout = PA_ROPE_LAYOUT_GPTJ;
 }
 
 static const char *const scheme_names[PA_SCHEME_COUNT] = {
@@ -39,6 +42,7 @@ static const char *const scheme_names[PA_SCHEME_COUNT] = {
     [PA_SCHEME_ALIBI] = "alibi",
     [PA_SCHEME_KERPLE] = "kerple",
     [PA_SCHEME_SANDWICH] = "sandwich",
+    [PA_SCHEME_XPOS] = "xpos",
 };
 
 static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
@@ -96,6 +100,7 @@ pa_position_site pa_scheme_position_site(pa_scheme_type type)
     case PA_SCHEME_LEARNED:
         return PA_POSITION_SITE_INPUT;
     case PA_SCHEME_ROPE:
+    case PA_SCHEME_XPOS:
         return PA_POSITION_SITE_QK_ROTATION;
     case PA_SCHEME_T5:
     case PA_SCHEME_ALIBI:

@@ -2,6 +2,7 @@
 #include "ref_attention.h"
 #include "ref_encodings.h"
 #include "ref_rope.h"
+#include "ref_xpos.h"
 
 #include <limits.h>
 #include <math.h>
@@ -285,6 +286,16 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
             }
         free(inv);
         free(tmp);
+    }
+    if (s->type == PA_SCHEME_XPOS) {
+        /* k_prerotated keys are scaled about 0, so the queries are too. */
+        int64_t c = a->k_prerotated ? 0 : ref_xpos_centre(&s->xpos, qpos, Lq, kpos, Lk);
+        for (int i = 0; i < Lq; i++)
+            for (int h = 0; h < H; h++)
+                ref_xpos_apply(&s->xpos, D, qpos[i], c, 0, q + ((size_t)i * H + h) * D);
+        for (int j = 0; j < (a->k_prerotated ? 0 : Lk); j++)
+            for (int h = 0; h < Hkv; h++)
+                ref_xpos_apply(&s->xpos, D, kpos[j], c, 1, k + ((size_t)j * Hkv + h) * D);
     }
     /* The query scalings by position, after rope (as the models apply them). */
     for (int i = 0; i < Lq; i++) {

@@ -6,6 +6,10 @@
  *   sinusoidal, learned  encoding [n, dim]
  *   rope                 inv_freq [r/2], cos and sin [n, r/2] (times the
  *                        attention factor), attention_factor, rotary_dim
+ *   xpos                 inv_freq, zeta [D/2], cos and sin [n, D/2] (the
+ *                        rotation alone), centre and scale [n, D/2] =
+ *                        zeta^((p - centre)/scale_base), a query's factor
+ *                        (a key's is 1/scale)
  *   alibi                slopes [H]; bias [H, Lq, Lk] when lengths are given
  *   kerple               bias [H, Lq, Lk] (H from scheme.r1)
  *   sandwich             bias [H, Lq, Lk] (num_heads and scheme.hidden_size)
@@ -55,6 +59,8 @@ typedef struct enc_job {
     float *zeros;
     int32_t *positions3; /* rope with mrope_section: [3, n] */
     int32_t *mrope_row;  /* [r/2] */
+    float *scale, *zeta; /* xpos: [n, D/2] and [D/2] */
+    int64_t centre;      /* xpos */
     /* chunk_size: the visibility grid, from an attention run of scheme none */
     int32_t chunk;
     bool causal;
@@ -84,6 +90,8 @@ static void enc_destroy(void *impl)
     free(ej->zeros);
     free(ej->positions3);
     free(ej->mrope_row);
+    free(ej->scale);
+    free(ej->zeta);
     if (ej->vis_q != ej->q_positions)
         free(ej->vis_q);
     if (ej->vis_k != ej->k_positions)
@@ -122,6 +130,7 @@ static unsigned fields_of(pa_scheme_type t)
     case PA_SCHEME_SINUSOIDAL:
     case PA_SCHEME_LEARNED:
     case PA_SCHEME_ROPE:
+    case PA_SCHEME_XPOS:
         return F_ABS;
     case PA_SCHEME_ALIBI:
     case PA_SCHEME_T5:
@@ -206,6 +215,9 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
         size_t enc_bytes = 0;
         if (has_dim && s->type == PA_SCHEME_SINUSOIDAL)
             enc_bytes = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
+        else if (has_dim && s->type == PA_SCHEME_XPOS)
+            enc_bytes =
+                api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), 3 * sizeof(float) / 2);
         else if (has_dim && s->type == PA_SCHEME_ROPE) {
             int32_t r = pa_rope_rotary_dim(&s->rope, ej->dim); /* checked later */
             r = r > 0 && r < ej->dim ? r : ej->dim;
@@ -231,7 +243,9 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
     } else if (!has_dim) {
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "dim",
                         "dim is required for scheme '%s' (%s)", pa_scheme_type_name(s->type),
-                        s->type == PA_SCHEME_ROPE ? "the head dimension" : "d_model");
+                        s->type == PA_SCHEME_ROPE || s->type == PA_SCHEME_XPOS
+                            ? "the head dimension"
+                            : "d_model");
     }
 
     if (s->type == PA_SCHEME_SINUSOIDAL) {
@@ -246,6 +260,18 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
         if (!api_check_result_size("encoding", 2, shape, ctx, e))
             return false;
         *need = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
+    } else if (s->type == PA_SCHEME_XPOS) {
+        int64_t shape[2] = {ej->n, ej->dim / 2};
+        if (pa_xpos_check(&s->xpos, ej->dim, &pe) != PA_STATUS_OK ||
+            pa_xpos_centre(&s->xpos, ej->positions, ej->n, NULL, 0, false, &ej->centre, &pe) !=
+                PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
+        ej->r = ej->dim;
+        if (!api_check_result_size("cos", 2, shape, ctx, e))
+            return false;
+        *need = api_add_sat(
+            api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->r), 3 * sizeof(float) / 2),
+            (size_t)ej->r * (sizeof(double) + 2 * sizeof(float)));
     } else {
         int64_t shape[2];
         if (pa_rope_check(&s->rope, ej->dim, &pe) != PA_STATUS_OK)
@@ -521,6 +547,34 @@ static void enc_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         }
         break;
     }
+    case PA_SCHEME_XPOS: {
+        /* The scaled tables first (for the factors), then the rotation's
+         * own cos and sin over them. */
+        size_t half = (size_t)ej->dim / 2, ncell = half * (size_t)ej->n;
+        pa_rope rot;
+        pa_xpos_rope(&s->xpos, &rot);
+        ej->inv_freq_d = malloc(half * sizeof(double));
+        ej->inv_freq = malloc(half * sizeof(float));
+        ej->zeta = malloc(half * sizeof(float));
+        ej->cos = malloc(ncell * sizeof(float));
+        ej->sin = malloc(ncell * sizeof(float));
+        ej->scale = malloc(ncell * sizeof(float));
+        if (ej->inv_freq_d == NULL || ej->inv_freq == NULL || ej->zeta == NULL || ej->cos == NULL ||
+            ej->sin == NULL || ej->scale == NULL)
+            goto oom;
+        st = pa_xpos_cos_sin(&s->xpos, ej->dim, ej->positions, ej->n, ej->centre, 1, ej->cos,
+                             ej->sin, ej->scale, &pe);
+        if (st == PA_STATUS_OK)
+            st = pa_rope_cos_sin(&rot, ej->dim, ej->positions, ej->n, 0, ej->cos, ej->sin, &pe);
+        pa_xpos_zeta(ej->dim, ej->inv_freq_d); /* zeta first, then inv_freq over it */
+        for (size_t k = 0; st == PA_STATUS_OK && k < half; k++)
+            ej->zeta[k] = (float)ej->inv_freq_d[k];
+        if (st == PA_STATUS_OK)
+            st = pa_rope_inv_freq(&rot, ej->dim, 0, ej->inv_freq_d, &ej->attention_factor, &pe);
+        for (size_t k = 0; st == PA_STATUS_OK && k < half; k++)
+            ej->inv_freq[k] = (float)ej->inv_freq_d[k];
+        break;
+    }
     case PA_SCHEME_T5:
     case PA_SCHEME_SHAW:
         if (ej->Lq == 0)
@@ -644,6 +698,19 @@ static bool enc_render(srv_job *job, cJSON *root)
                 !api_add_int_array(o, "data", ej->mrope_row, ej->r / 2))
                 return false;
         }
+        break;
+    }
+    case PA_SCHEME_XPOS: {
+        int64_t half[1] = {ej->r / 2};
+        int64_t grid[2] = {ej->n, ej->r / 2};
+        if (!cJSON_AddNumberToObject(root, "rotary_dim", ej->r) ||
+            !cJSON_AddNumberToObject(root, "centre", (double)ej->centre) ||
+            !srv_tensor_render(root, "inv_freq", ej->inv_freq, 1, half, enc) ||
+            !srv_tensor_render(root, "zeta", ej->zeta, 1, half, enc) ||
+            !srv_tensor_render(root, "cos", ej->cos, 2, grid, enc) ||
+            !srv_tensor_render(root, "sin", ej->sin, 2, grid, enc) ||
+            !srv_tensor_render(root, "scale", ej->scale, 2, grid, enc))
+            return false;
         break;
     }
     case PA_SCHEME_ALIBI: {

@@ -19,7 +19,7 @@
 
 #define OFF(m) offsetof(pa_scheme, m)
 #define SC(x) (1u << PA_ROPE_SCALING_##x)
-#define SC_FACTOR                                                                                 \
+#define SC_FACTOR                                                                                  \
     (SC(LINEAR) | SC(NTK) | SC(DYNAMIC) | SC(YARN) | SC(LLAMA3) | SC(LONGROPE) | SC(PROPORTIONAL))
 #define SC_ORIG (SC(DYNAMIC) | SC(YARN) | SC(LLAMA3) | SC(LONGROPE))
 
@@ -132,6 +132,14 @@ static const api_param params[] = {
      "d, NeMo's hidden_size (its kv_channels: the head dim; 0 = head_dim; required by "
      "/v1/encode): bias (sum_{i=1}^{ceil(d/2)} cos(|qpos - kpos| / 10000^(2i/d)) - d/2) * H / "
      "(8 (h+1))"},
+    {PA_SCHEME_XPOS, "base", API_PARAM_NUMBER, OFF(xpos.base), 0, NULL, "optional",
+     "frequency base: theta_i = base^(-2i/D), as rope (torchscale fixes 10000)"},
+    {PA_SCHEME_XPOS, "scale_base", API_PARAM_NUMBER, OFF(xpos.scale_base), 0, NULL, "optional",
+     "> 0: q at m times zeta_i^(m/scale_base), k at n times zeta_i^(-n/scale_base), zeta_i = "
+     "(2i + 0.4 D) / (1.4 D) (torchscale XPOS); positions shifted by a common centre, which "
+     "cancels in q.k"},
+    {PA_SCHEME_XPOS, "layout", API_PARAM_ENUM, OFF(xpos.layout), 0, NULL, "optional",
+     "'gptj' (pairs 2i, 2i+1: torchscale's rotate_every_two) or 'neox' (pairs i, i + D/2)"},
 };
 
 #undef OFF
@@ -226,7 +234,8 @@ static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, cons
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
                             "%s='%.32s' is not 'log' or 'power'", rel, name);
     } else if (strcmp(p->name, "layout") == 0) {
-        ok = pa_rope_layout_from_name(name, &s->rope.layout);
+        ok = pa_rope_layout_from_name(name, p->type == PA_SCHEME_XPOS ? &s->xpos.layout
+                                                                      : &s->rope.layout);
         if (!ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
                             "%s='%.32s' is not 'neox' or 'gptj'", rel, name);
@@ -383,9 +392,10 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
 
     memset(out, 0, sizeof *out);
     if (node == NULL)
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
-                        "scheme is required: an object with a 'type' (none, sinusoidal, "
-                        "learned, shaw, t5, rope, alibi, kerple, sandwich) and its parameters");
+        return api_fail(
+            e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
+            "scheme is required: an object with a 'type' (none, sinusoidal, "
+            "learned, shaw, t5, rope, alibi, kerple, sandwich, xpos) and its parameters");
     if (!cJSON_IsObject(node))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
                         "scheme must be an object with a 'type', found %s", api_json_type(node));
@@ -393,13 +403,13 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
     if (m == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type is required (none, sinusoidal, learned, shaw, t5, rope, "
-                        "alibi, kerple, sandwich)");
+                        "alibi, kerple, sandwich, xpos)");
     if (!api_get_string(m, "scheme.type", ctx, &type_name, e))
         return false;
     if (!pa_scheme_type_from_name(type_name, &type))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type='%.32s' is not a scheme (none, sinusoidal, learned, shaw, "
-                        "t5, rope, alibi, kerple, sandwich)",
+                        "t5, rope, alibi, kerple, sandwich, xpos)",
                         type_name);
     pa_scheme_init(&out->s, type);
 

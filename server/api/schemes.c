@@ -38,6 +38,10 @@ static const char *scheme_doc(pa_scheme_type t)
     case PA_SCHEME_SANDWICH:
         return "parameter-free bias from the sinusoids' dot product, scaled per head (Chi et al. "
                "2023), exactly as NVIDIA NeMo's SandwichRelativePositionEmbedding";
+    case PA_SCHEME_XPOS:
+        return "rope whose pairs also decay as zeta_i^((qpos - kpos)/scale_base) (Sun et al. "
+               "2022), as microsoft/torchscale's XPOS: q scaled up, k down, about a common "
+               "centre";
     default:
         return "";
     }

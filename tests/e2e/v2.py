@@ -792,7 +792,8 @@ class Stats(unittest.TestCase):
         every = self.stat("/v2/models/stats")
         self.assertEqual([m["name"] for m in every],
                          ["attention-" + s for s in ("none", "sinusoidal", "learned", "shaw",
-                                                     "t5", "rope", "alibi", "kerple", "sandwich")])
+                                                     "t5", "rope", "alibi", "kerple", "sandwich",
+                                                     "xpos")])
         self.assertEqual([m for m in every if m["name"] == "attention-shaw"][0]["inference_count"],
                          after["inference_count"])
         _, _, text = call("GET", "/metrics")

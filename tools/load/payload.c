@@ -264,7 +264,7 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
 {
     if (!strcmp(s, "none") || !strcmp(s, "rope") || !strcmp(s, "alibi") || !strcmp(s, "t5") ||
         !strcmp(s, "shaw") || !strcmp(s, "kerple") || !strcmp(s, "kerple:power") ||
-        !strcmp(s, "sandwich") || layer_only(s))
+        !strcmp(s, "sandwich") || !strcmp(s, "xpos") || layer_only(s))
         return 1;
     if (!strncmp(s, "rope:", 5)) {
         for (size_t i = 0; i < sizeof ROPE_SCALINGS / sizeof *ROPE_SCALINGS; i++)
@@ -277,7 +277,7 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
         return 0;
     }
     snprintf(err, errlen,
-             "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, kerple, sandwich, "
+             "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, kerple, sandwich, xpos, "
              "sinusoidal, learned, ...)",
              s);
     return 0;
@@ -333,7 +333,7 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
             "{\"type\":\"rope\",\"scaling\":\"llama3\",\"factor\":8,\"original_max_position\":%d}",
             orig);
     } else {
-        sb_printf(b, "{\"type\":\"%s\"}", s); /* none, rope, alibi, sinusoidal */
+        sb_printf(b, "{\"type\":\"%s\"}", s); /* none, rope, alibi, sandwich, xpos, sinusoidal */
     }
 }
 

@@ -32,7 +32,7 @@ static const char USAGE[] =
     "  --schemes LIST       none, rope, rope:yarn, rope:linear, rope:ntk, rope:dynamic,\n"
     "                       rope:llama3, rope:mrope (multimodal sections t, h, w =\n"
     "                       D/8, 3D/16, the rest), alibi, t5, shaw, kerple, kerple:power,\n"
-    "                       sandwich, and in layer mode (x and\n"
+    "                       sandwich, xpos, and in layer mode (x and\n"
     "                       w_q/w_k/w_v, d_model = heads x head-dim) sinusoidal,\n"
     "                       learned (default rope)\n"
     "  --lengths LIST       sequence lengths Lq = Lk (default 128)\n"

@@ -9,7 +9,7 @@ import { ApiError, api } from '/web/api.js';
 import { panel, wire } from '/web/panel.js';
 
 export const DM = 8, NH = 2, HD = 4;  // d_model, heads, head dim (layer mode)
-const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich'];
+const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'xpos'];
 let attMaps = null, userX = null;
 
 function attScheme(type, g, L) {

@@ -290,9 +290,8 @@ static void test_parameter_of_another_scaling(void **state)
                 SRV_ERR_INVALID_ARGUMENT, "scheme.factor", "'ntk_alpha'");
     PARSE_FAILS("{\"type\":\"rope\",\"scaling\":\"ntk\",\"factor\":2,\"alpha\":2}", "",
                 SRV_ERR_INVALID_ARGUMENT, "scheme.alpha", "ntk_alpha only", "'ntk'");
-    PARSE_FAILS("{\"type\":\"rope\",\"partial_rotary_factor\":0.5}", "",
-                SRV_ERR_INVALID_ARGUMENT, "scheme.partial_rotary_factor", "proportional only",
-                "'none'");
+    PARSE_FAILS("{\"type\":\"rope\",\"partial_rotary_factor\":0.5}", "", SRV_ERR_INVALID_ARGUMENT,
+                "scheme.partial_rotary_factor", "proportional only", "'none'");
     PARSE_FAILS("{\"type\":\"rope\",\"beta_fast\":3,\"scaling\":\"linear\",\"factor\":2}", "",
                 SRV_ERR_INVALID_ARGUMENT, "scheme.beta_fast",
                 "scheme.beta_fast applies to rope scaling yarn only, but scheme.scaling is "
@@ -423,6 +422,9 @@ static const struct {
     {PA_SCHEME_KERPLE, "form", offsetof(pa_scheme, kerple.form)},
     {PA_SCHEME_SANDWICH, "hidden_size", offsetof(pa_scheme, sandwich.hidden_size)},
     {PA_SCHEME_ALIBI, "symmetric", offsetof(pa_scheme, alibi.symmetric)},
+    {PA_SCHEME_XPOS, "base", offsetof(pa_scheme, xpos.base)},
+    {PA_SCHEME_XPOS, "scale_base", offsetof(pa_scheme, xpos.scale_base)},
+    {PA_SCHEME_XPOS, "layout", offsetof(pa_scheme, xpos.layout)},
 };
 
 static void test_param_table(void **state)

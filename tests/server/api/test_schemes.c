@@ -97,9 +97,9 @@ static void test_every_scheme(void **state)
     srv_limits lim = lim_of();
     cJSON *ans = answer(&lim, NULL);
     const cJSON *schemes = cJSON_GetObjectItemCaseSensitive(ans, "schemes"), *s;
-    static const char *const sites[PA_SCHEME_COUNT] = {"none",          "input",  "input",
-                                                       "logits_values", "logits", "qk_rotation",
-                                                       "logits",        "logits", "logits"};
+    static const char *const sites[PA_SCHEME_COUNT] = {
+        "none",        "input",  "input",  "logits_values", "logits",
+        "qk_rotation", "logits", "logits", "logits",        "qk_rotation"};
     int t = 0;
     assert_int_equal(cJSON_GetArraySize(schemes), PA_SCHEME_COUNT);
     cJSON_ArrayForEach(s, schemes)
@@ -247,9 +247,9 @@ static void test_defaults_and_values(void **state)
 
     static const char *const sin_layouts[] = {"interleaved", "concat", NULL};
     static const char *const rope_layouts[] = {"neox", "gptj", NULL};
-    static const char *const scalings[] = {"none",     "linear",       "ntk",       "dynamic", "yarn",
-                                           "llama3",   "longrope",     "proportional", "ntk_alpha",
-                                           NULL};
+    static const char *const scalings[] = {"none",      "linear", "ntk",      "dynamic",
+                                           "yarn",      "llama3", "longrope", "proportional",
+                                           "ntk_alpha", NULL};
     assert_string_equal(str(param_named(sin, "layout"), "default"), "interleaved");
     strings_are(cJSON_GetObjectItemCaseSensitive(param_named(sin, "layout"), "values"),
                 sin_layouts);
