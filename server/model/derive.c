@@ -35,36 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { POS_ROPE, POS_ALIBI, POS_LEARNED, POS_T5, POS_BERT, POS_FALCON, POS_MPT } pos_kind;
-typedef enum { WIN_NONE, WIN_ALL, WIN_QWEN2, WIN_ALTERNATE, WIN_PATTERN, WIN_LLAMA4 } win_kind;
-typedef enum { NORM_NONE, NORM_HEAD, NORM_GEMMA, NORM_PROJ, NORM_LLAMA4, NORM_COHERE } norm_kind;
-typedef enum {
-    SCALE_HEAD_DIM,
-    SCALE_PRE_ATTN,
-    SCALE_MULTIPLIER,
-    SCALE_ONE,
-    SCALE_GPT2,
-    SCALE_MPT
-} scale_kind;
-
-typedef struct model_row {
-    const char *type;
-    /* Config keys ('|' between spellings): heads, kv heads (NULL: none),
-     * hidden size, layers, head dim (NULL: hidden / heads). */
-    const char *heads, *kv_heads, *hidden, *layers, *head_dim;
-    pos_kind pos;
-    rope_rule rope; /* POS_ROPE and Falcon without alibi */
-    scale_kind scale;
-    const char *softcap; /* config key, or NULL */
-    win_kind win;
-    norm_kind norm;
-    bool sinks;
-    bool encoder;     /* bidirectional (BERT; causal only with is_decoder) */
-    bool enc_dec;     /* T5: an encoder and a decoder stack */
-    int32_t offset;   /* learned positions: OPT's 2 */
-    const char *positions; /* learned positions: the table's rows key */
-} model_row;
-
 #define STD                                                                                        \
     .heads = "num_attention_heads", .kv_heads = "num_key_value_heads", .hidden = "hidden_size",    \
     .layers = "num_hidden_layers", .head_dim = "head_dim"
@@ -166,14 +136,6 @@ static const model_row *find_row(const char *type)
 /* What every layer shares                                                   */
 /* ------------------------------------------------------------------------- */
 
-typedef struct common {
-    const model_row *row;
-    int32_t H, Hkv, D, d_model, n_layers, n_decoder;
-    srv_model_source heads, kv, dim, type;
-    const cJSON *layer_types;
-    srv_model_source layer_types_src;
-} common;
-
 static bool counts(const cfg_ctx *d, common *c)
 {
     const model_row *row = c->row;
@@ -229,40 +191,6 @@ static bool counts(const cfg_ctx *d, common *c)
     return true;
 }
 
-/* layer_types, when the config has one: n_layers known names. */
-static bool read_layer_types(const cfg_ctx *d, common *c)
-{
-    static const char *const known[] = {"full_attention", "sliding_attention",
-                                        "chunked_attention"};
-    const cJSON *lt = cfg_find(d, "layer_types", &c->layer_types_src), *x;
-    int i = 0;
-    if (lt == NULL)
-        return true;
-    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers)
-        return cfg_fail(d, "layer_types",
-                        "config \"%slayer_types\" must be an array of %d layer types (one per "
-                        "layer)",
-                        d->prefix, (int)c->n_layers);
-    cJSON_ArrayForEach(x, lt)
-    {
-        size_t k = 0;
-        while (k < 3 && !(cJSON_IsString(x) && strcmp(x->valuestring, known[k]) == 0))
-            k++;
-        if (k == 3) {
-            char key[40], text[SRV_MODEL_VALUE_MAX];
-            snprintf(key, sizeof key, "layer_types[%d]", i);
-            cfg_value_text(x, text, sizeof text);
-            return cfg_fail(d, key,
-                            "config \"%s%s\": %s is not a layer type posattn knows "
-                            "(full_attention, sliding_attention, chunked_attention)",
-                            d->prefix, key, text);
-        }
-        i++;
-    }
-    c->layer_types = lt;
-    return true;
-}
-
 /* ------------------------------------------------------------------------- */
 /* One layer                                                                 */
 /* ------------------------------------------------------------------------- */
@@ -289,83 +217,6 @@ static void add_need(srv_model_layer *L, const char *field, int ndim, int64_t a,
     n->shape[1] = b;
     snprintf(n->what, sizeof n->what, "%s", what);
     n->source = *s;
-}
-
-/* Whether layer l of a Llama 4 model applies RoPE: no_rope_layers[l] (1 =
- * RoPE), by default every no_rope_layer_interval-th layer (4) is NoPE. */
-static bool llama4_rope(const cfg_ctx *d, const common *c, int32_t l, bool *rope,
-                        srv_model_source *src)
-{
-    const cJSON *nr = cfg_find(d, "no_rope_layers", src);
-    if (nr != NULL && cJSON_IsArray(nr) && cJSON_GetArraySize(nr) > 0) {
-        const cJSON *x = cJSON_GetArrayItem(nr, l);
-        if (cJSON_GetArraySize(nr) != c->n_layers || !cJSON_IsNumber(x))
-            return cfg_fail(d, "no_rope_layers",
-                            "config \"%sno_rope_layers\" must hold %d numbers (1: the layer "
-                            "uses RoPE)",
-                            d->prefix, (int)c->n_layers);
-        *rope = x->valuedouble != 0;
-        return true;
-    }
-    int64_t every;
-    if (!cfg_int(d, "no_rope_layer_interval", 1, 1 << 20, false, 4, &every, src))
-        return false;
-    *rope = (l + 1) % every != 0;
-    return true;
-}
-
-/* The layer's kind: layer_types, or the model's rule. */
-static bool layer_kind(const cfg_ctx *d, const common *c, int32_t l, bool rope_layer,
-                       const char **kind, srv_model_source *src)
-{
-    *kind = "full_attention";
-    if (c->layer_types != NULL) { /* a static name: the config does not outlive the model */
-        static const char *const kinds[] = {"full_attention", "sliding_attention",
-                                            "chunked_attention"};
-        const char *t = cJSON_GetArrayItem(c->layer_types, l)->valuestring;
-        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-            if (strcmp(kinds[k], t) == 0)
-                *kind = kinds[k];
-        *src = c->layer_types_src;
-        return true;
-    }
-    switch (c->row->win) {
-    case WIN_NONE:
-        return true;
-    case WIN_ALL:
-        if (cfg_find(d, "sliding_window", src) != NULL)
-            *kind = "sliding_attention";
-        return true;
-    case WIN_QWEN2: {
-        bool use;
-        int64_t from;
-        if (!cfg_bool(d, "use_sliding_window", false, &use, src) ||
-            !cfg_int(d, "max_window_layers", 0, 1 << 20, false, 28, &from, NULL))
-            return false;
-        if (use && cfg_find(d, "sliding_window", NULL) != NULL && l >= from)
-            *kind = "sliding_attention";
-        return true;
-    }
-    case WIN_ALTERNATE:
-        cfg_source(src, NULL, "layer_types", "(absent: even layers slide)");
-        if ((l + 1) % 2 != 0)
-            *kind = "sliding_attention";
-        return true;
-    case WIN_PATTERN: {
-        int64_t p;
-        if (!cfg_int(d, "sliding_window_pattern|_sliding_window_pattern", 1, 1 << 20, false, 6, &p,
-                     src))
-            return false;
-        if ((l + 1) % p != 0)
-            *kind = "sliding_attention";
-        return true;
-    }
-    case WIN_LLAMA4:
-        if (rope_layer && cfg_find(d, "attention_chunk_size", src) != NULL)
-            *kind = "chunked_attention";
-        return true;
-    }
-    return true;
 }
 
 /* Press et al.'s slope of head h of H (BLOOM's build_alibi_tensor). */
@@ -531,9 +382,9 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
         return cfg_fail(d, "", "out of memory");
 
     srv_model_source rope_src = {0};
-    if (row->win == WIN_LLAMA4 && !llama4_rope(d, c, l, &rope_layer, &rope_src))
+    if (row->win == WIN_LLAMA4 && !model_llama4_rope(d, c, l, &rope_layer, &rope_src))
         return false;
-    if (!layer_kind(d, c, l, rope_layer, &L->kind, &s))
+    if (!model_layer_kind(d, c, l, rope_layer, &L->kind, &s))
         return false;
 
     /* The scheme */
@@ -807,7 +658,7 @@ bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, sr
                                   : "model_type",
                "");
     snprintf(c.type.value, sizeof c.type.value, "\"%.40s\"", type);
-    if (!counts(&d, &c) || !read_layer_types(&d, &c))
+    if (!counts(&d, &c) || !model_read_layer_types(&d, &c))
         return false;
 
     if ((m = calloc(1, sizeof *m)) == NULL ||

@@ -220,6 +220,12 @@ int load_report_html(const char *path, const load_config *c, const load_result *
 int load_report_svg(const char *path, const load_config *c, const load_result *r, int n);
 /* s with <, >, & and " escaped, for HTML and SVG. */
 void load_html_escape(FILE *f, const char *s);
+/* The percentiles every report gives (report_fmt.c), and two units. */
+#define LOAD_N_PCTS 4
+extern const double load_pcts[LOAD_N_PCTS];
+extern const char *const load_pct_names[LOAD_N_PCTS];
+double load_ms(uint64_t us);              /* microseconds as milliseconds */
+double load_rate(double n, double s);     /* n per s; 0 when s is 0 */
 
 /* report_layers.c: the per-layer parts of the reports with --model. */
 struct cJSON;

@@ -12,19 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const double PCTS[] = {50.0, 90.0, 99.0, 99.9};
-static const char *const PCT_NAMES[] = {"p50", "p90", "p99", "p99_9"};
-#define N_PCTS 4
-
-static double ms(uint64_t us)
-{
-    return (double)us / 1000.0;
-}
-
-static double rate(double n, double s)
-{
-    return s > 0 ? n / s : 0.0;
-}
 
 static double mean_ms(double sum_s, double count)
 {
@@ -81,10 +68,10 @@ void load_report_table(FILE *f, const load_config *c, const load_result *r, int 
     for (int i = 0; i < n; i++) {
         const load_result *x = &r[i];
         fprintf(f, "%-12s %6d %4d %9.1f %9.1f", x->scheme, x->length, x->concurrency,
-                rate((double)x->ok, x->elapsed_s), rate((double)x->ok * c->batch, x->elapsed_s));
-        for (int p = 0; p < N_PCTS; p++)
-            fprintf(f, " %8.3f", ms(load_hist_percentile(&x->hist, PCTS[p])));
-        fprintf(f, " %8.3f %8ld %8ld %7ld", ms(x->hist.max_us), x->sent, x->ok, x->errors);
+                load_rate((double)x->ok, x->elapsed_s), load_rate((double)x->ok * c->batch, x->elapsed_s));
+        for (int p = 0; p < LOAD_N_PCTS; p++)
+            fprintf(f, " %8.3f", load_ms(load_hist_percentile(&x->hist, load_pcts[p])));
+        fprintf(f, " %8.3f %8ld %8ld %7ld", load_ms(x->hist.max_us), x->sent, x->ok, x->errors);
         if (x->server.valid)
             fprintf(f, " %9.3f %9.3f %9.3f\n",
                     mean_ms(x->server.queue_sum_s, x->server.queue_count),
@@ -195,19 +182,19 @@ int load_report_json(const char *path, const load_config *c, const load_result *
             cJSON_AddNumberToObject(e, x->status[s].key, (double)x->status[s].count);
             cJSON_AddStringToObject(samples, x->status[s].key, x->status[s].sample);
         }
-        cJSON_AddNumberToObject(o, "requests_per_s", rate((double)x->ok, x->elapsed_s));
-        cJSON_AddNumberToObject(o, "items_per_s", rate((double)x->ok * c->batch, x->elapsed_s));
+        cJSON_AddNumberToObject(o, "requests_per_s", load_rate((double)x->ok, x->elapsed_s));
+        cJSON_AddNumberToObject(o, "items_per_s", load_rate((double)x->ok * c->batch, x->elapsed_s));
         cJSON_AddNumberToObject(o, "request_body_bytes", (double)x->body_bytes);
         cJSON_AddNumberToObject(o, "bytes_sent", x->bytes_sent);
         cJSON_AddNumberToObject(o, "bytes_received", x->bytes_received);
         cJSON *l = cJSON_AddObjectToObject(o, "latency_ms");
         cJSON_AddNumberToObject(l, "count", (double)x->hist.total);
-        cJSON_AddNumberToObject(l, "min", ms(x->hist.min_us));
+        cJSON_AddNumberToObject(l, "min", load_ms(x->hist.min_us));
         cJSON_AddNumberToObject(
             l, "mean", x->hist.total ? x->hist.sum_us / 1000.0 / (double)x->hist.total : 0);
-        for (int p = 0; p < N_PCTS; p++)
-            cJSON_AddNumberToObject(l, PCT_NAMES[p], ms(load_hist_percentile(&x->hist, PCTS[p])));
-        cJSON_AddNumberToObject(l, "max", ms(x->hist.max_us));
+        for (int p = 0; p < LOAD_N_PCTS; p++)
+            cJSON_AddNumberToObject(l, load_pct_names[p], load_ms(load_hist_percentile(&x->hist, load_pcts[p])));
+        cJSON_AddNumberToObject(l, "max", load_ms(x->hist.max_us));
         if (x->server.valid) {
             cJSON *s = cJSON_AddObjectToObject(o, "server");
             cJSON_AddNumberToObject(s, "queue_count", x->server.queue_count);
@@ -262,11 +249,11 @@ int load_report_csv(const char *path, const load_config *c, const load_result *r
                 c->causal, x->elapsed_s, x->sent, x->ok, x->errors);
         for (int s = 0; s < x->n_status; s++)
             fprintf(f, "%s%s:%ld", s ? ";" : "", x->status[s].key, x->status[s].count);
-        fprintf(f, ",%.3f,%.3f", rate((double)x->ok, x->elapsed_s),
-                rate((double)x->ok * c->batch, x->elapsed_s));
-        for (int p = 0; p < N_PCTS; p++)
-            fprintf(f, ",%.3f", ms(load_hist_percentile(&x->hist, PCTS[p])));
-        fprintf(f, ",%.3f", ms(x->hist.max_us));
+        fprintf(f, ",%.3f,%.3f", load_rate((double)x->ok, x->elapsed_s),
+                load_rate((double)x->ok * c->batch, x->elapsed_s));
+        for (int p = 0; p < LOAD_N_PCTS; p++)
+            fprintf(f, ",%.3f", load_ms(load_hist_percentile(&x->hist, load_pcts[p])));
+        fprintf(f, ",%.3f", load_ms(x->hist.max_us));
         if (x->server.valid)
             fprintf(f, ",%.4f,%.4f,%.4f\n", mean_ms(x->server.queue_sum_s, x->server.queue_count),
                     mean_ms(x->server.compute_sum_s, x->server.compute_count),
@@ -294,22 +281,6 @@ static double nice_ceil(double v)
             return m[i] * p;
     }
     return 10 * p;
-}
-
-void load_html_escape(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '<')
-            fputs("&lt;", f);
-        else if (*s == '>')
-            fputs("&gt;", f);
-        else if (*s == '&')
-            fputs("&amp;", f);
-        else if (*s == '"')
-            fputs("&quot;", f);
-        else
-            fputc(*s, f);
-    }
 }
 
 static void phase_label(char *out, size_t len, const load_config *c, const load_result *x)
@@ -480,12 +451,12 @@ static void svg_bars(FILE *f, int y0, const char *title, const char *unit, const
 static double latency_value(const load_config *c, const load_result *x, int s)
 {
     (void)c;
-    return ms(load_hist_percentile(&x->hist, PCTS[s]));
+    return load_ms(load_hist_percentile(&x->hist, load_pcts[s]));
 }
 
 static double throughput_value(const load_config *c, const load_result *x, int s)
 {
-    return rate((double)x->ok * (s == 0 ? 1 : c->batch), x->elapsed_s);
+    return load_rate((double)x->ok * (s == 0 ? 1 : c->batch), x->elapsed_s);
 }
 
 static double split_value(const load_config *c, const load_result *x, int s)
@@ -510,7 +481,7 @@ static void svg_concurrency(FILE *f, int y0, const load_config *c, const load_re
     double vmax = 0;
     int cmax = 1;
     for (int i = 0; i < n; i++) {
-        double v = rate((double)r[i].ok, r[i].elapsed_s);
+        double v = load_rate((double)r[i].ok, r[i].elapsed_s);
         vmax = v > vmax ? v : vmax;
         cmax = r[i].concurrency > cmax ? r[i].concurrency : cmax;
     }
@@ -545,7 +516,7 @@ static void svg_concurrency(FILE *f, int y0, const load_config *c, const load_re
                 if (!strcmp(r[i].scheme, scheme) && r[i].length == c->lengths[l])
                     fprintf(f, "%d,%d ", left + (int)((double)plot_w * r[i].concurrency / cmax),
                             top + plot_h -
-                                (int)(plot_h * rate((double)r[i].ok, r[i].elapsed_s) / vmax));
+                                (int)(plot_h * load_rate((double)r[i].ok, r[i].elapsed_s) / vmax));
             fprintf(f, "\"/>\n");
             for (int i = 0; i < n; i++)
                 if (!strcmp(r[i].scheme, scheme) && r[i].length == c->lengths[l])
@@ -554,9 +525,9 @@ static void svg_concurrency(FILE *f, int y0, const load_config *c, const load_re
                             "c=%d: %.1f requests/s</title></circle>\n",
                             left + (int)((double)plot_w * r[i].concurrency / cmax),
                             top + plot_h -
-                                (int)(plot_h * rate((double)r[i].ok, r[i].elapsed_s) / vmax),
+                                (int)(plot_h * load_rate((double)r[i].ok, r[i].elapsed_s) / vmax),
                             col, r[i].scheme, r[i].length, r[i].concurrency,
-                            rate((double)r[i].ok, r[i].elapsed_s));
+                            load_rate((double)r[i].ok, r[i].elapsed_s));
             fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s L=%d</text>\n", left + plot_w + 10,
                     top + 12 + 14 * line, col, scheme, c->lengths[l]);
         }
@@ -589,11 +560,11 @@ int load_report_html(const char *path, const load_config *c, const load_result *
         fprintf(f, "<tr><td>");
         load_html_escape(f, x->scheme);
         fprintf(f, "</td><td>%d</td><td>%d</td><td>%.1f</td><td>%.1f</td>", x->length,
-                x->concurrency, rate((double)x->ok, x->elapsed_s),
-                rate((double)x->ok * c->batch, x->elapsed_s));
-        for (int p = 0; p < N_PCTS; p++)
-            fprintf(f, "<td>%.3f</td>", ms(load_hist_percentile(&x->hist, PCTS[p])));
-        fprintf(f, "<td>%.3f</td><td>%ld</td><td>%ld</td><td>%ld", ms(x->hist.max_us), x->sent,
+                x->concurrency, load_rate((double)x->ok, x->elapsed_s),
+                load_rate((double)x->ok * c->batch, x->elapsed_s));
+        for (int p = 0; p < LOAD_N_PCTS; p++)
+            fprintf(f, "<td>%.3f</td>", load_ms(load_hist_percentile(&x->hist, load_pcts[p])));
+        fprintf(f, "<td>%.3f</td><td>%ld</td><td>%ld</td><td>%ld", load_ms(x->hist.max_us), x->sent,
                 x->ok, x->errors);
         for (int s = 0; s < x->n_status; s++)
             fprintf(f, "%s%s&times;%ld", s ? ", " : " (", x->status[s].key, x->status[s].count);

@@ -11,19 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const double PCTS[] = {50.0, 90.0, 99.0, 99.9};
-static const char *const PCT_NAMES[] = {"p50", "p90", "p99", "p99_9"};
-#define N_PCTS 4
-
-static double ms(uint64_t us)
-{
-    return (double)us / 1000.0;
-}
-
-static double rate(double n, double s)
-{
-    return s > 0 ? n / s : 0.0;
-}
 
 load_result *load_layer_rows(const load_config *c, const load_result *r, int n, int *n_rows)
 {
@@ -137,10 +124,10 @@ static void row(FILE *f, int width, const char *label, const load_result *x, lon
                 long errors, const load_hist *h, const char *scheme)
 {
     fprintf(f, "%-*s %-10s %6d %4d %9.1f", width, label, scheme, x->length, x->concurrency,
-            rate((double)ok, x->elapsed_s));
-    for (int p = 0; p < N_PCTS; p++)
-        fprintf(f, " %8.3f", ms(load_hist_percentile(h, PCTS[p])));
-    fprintf(f, " %8.3f %8ld %8ld %7ld\n", ms(h->max_us), sent, ok, errors);
+            load_rate((double)ok, x->elapsed_s));
+    for (int p = 0; p < LOAD_N_PCTS; p++)
+        fprintf(f, " %8.3f", load_ms(load_hist_percentile(h, load_pcts[p])));
+    fprintf(f, " %8.3f %8ld %8ld %7ld\n", load_ms(h->max_us), sent, ok, errors);
 }
 
 void load_report_layers_table(FILE *f, const load_config *c, const load_result *r, int n)
@@ -210,11 +197,11 @@ static void latency_json(cJSON *o, const load_hist *h)
 {
     cJSON *l = cJSON_AddObjectToObject(o, "latency_ms");
     cJSON_AddNumberToObject(l, "count", (double)h->total);
-    cJSON_AddNumberToObject(l, "min", ms(h->min_us));
+    cJSON_AddNumberToObject(l, "min", load_ms(h->min_us));
     cJSON_AddNumberToObject(l, "mean", h->total ? h->sum_us / 1000.0 / (double)h->total : 0);
-    for (int p = 0; p < N_PCTS; p++)
-        cJSON_AddNumberToObject(l, PCT_NAMES[p], ms(load_hist_percentile(h, PCTS[p])));
-    cJSON_AddNumberToObject(l, "max", ms(h->max_us));
+    for (int p = 0; p < LOAD_N_PCTS; p++)
+        cJSON_AddNumberToObject(l, load_pct_names[p], load_ms(load_hist_percentile(h, load_pcts[p])));
+    cJSON_AddNumberToObject(l, "max", load_ms(h->max_us));
 }
 
 static void positive_or_null(cJSON *o, const char *key, int v)
@@ -278,7 +265,7 @@ void load_report_layers_json(cJSON *o, const load_config *c, const load_result *
             cJSON_AddNumberToObject(st, y->status[s].key, (double)y->status[s].count);
             cJSON_AddStringToObject(samples, y->status[s].key, y->status[s].sample);
         }
-        cJSON_AddNumberToObject(e, "requests_per_s", rate((double)y->ok, x->elapsed_s));
+        cJSON_AddNumberToObject(e, "requests_per_s", load_rate((double)y->ok, x->elapsed_s));
         cJSON_AddNumberToObject(e, "request_body_bytes", (double)y->body_bytes);
         latency_json(e, &y->hist);
     }
@@ -325,11 +312,11 @@ void load_report_layers_csv(FILE *f, const load_config *c, const load_result *r,
                     y->sent, y->ok, y->errors);
             for (int s = 0; s < y->n_status; s++)
                 fprintf(f, "%s%s:%ld", s ? ";" : "", y->status[s].key, y->status[s].count);
-            fprintf(f, ",%.3f,%.3f", rate((double)y->ok, r[i].elapsed_s),
-                    rate((double)y->ok * c->batch, r[i].elapsed_s));
-            for (int p = 0; p < N_PCTS; p++)
-                fprintf(f, ",%.3f", ms(load_hist_percentile(&y->hist, PCTS[p])));
-            fprintf(f, ",%.3f\n", ms(y->hist.max_us));
+            fprintf(f, ",%.3f,%.3f", load_rate((double)y->ok, r[i].elapsed_s),
+                    load_rate((double)y->ok * c->batch, r[i].elapsed_s));
+            for (int p = 0; p < LOAD_N_PCTS; p++)
+                fprintf(f, ",%.3f", load_ms(load_hist_percentile(&y->hist, load_pcts[p])));
+            fprintf(f, ",%.3f\n", load_ms(y->hist.max_us));
         }
 }
 
@@ -341,10 +328,10 @@ static void html_row(FILE *f, const char *name, const char *attention, const loa
     fprintf(f, "</td><td>");
     load_html_escape(f, attention);
     fprintf(f, "</td><td>%d</td><td>%d</td><td>%.1f</td>", x->length, x->concurrency,
-            rate((double)ok, x->elapsed_s));
-    for (int p = 0; p < N_PCTS; p++)
-        fprintf(f, "<td>%.3f</td>", ms(load_hist_percentile(h, PCTS[p])));
-    fprintf(f, "<td>%.3f</td><td>%ld</td><td>%ld</td><td>%ld</td></tr>\n", ms(h->max_us), sent, ok,
+            load_rate((double)ok, x->elapsed_s));
+    for (int p = 0; p < LOAD_N_PCTS; p++)
+        fprintf(f, "<td>%.3f</td>", load_ms(load_hist_percentile(h, load_pcts[p])));
+    fprintf(f, "<td>%.3f</td><td>%ld</td><td>%ld</td><td>%ld</td></tr>\n", load_ms(h->max_us), sent, ok,
             errors);
 }
 
