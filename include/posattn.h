@@ -809,6 +809,14 @@ pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float
                                  const int32_t *offsets, int32_t n_offsets, int32_t base_position,
                                  const int32_t *positions, int32_t n_positions, float *score,
                                  float *spread, pa_error *err);
+/* The same analysis for xPos: R(m) q and R(n) k also scaled pair by pair,
+ * so the score is <R(m) q, R(n) k> with pair i times zeta_i^((m - n) /
+ * scale_base) (pa_xpos): still a function of the offset alone. Computed
+ * about the key's position, which the product does not depend on. */
+pa_status pa_analyze_xpos_offset(const pa_xpos *x, int32_t head_dim, const float *q, const float *k,
+                                 const int32_t *offsets, int32_t n_offsets, int32_t base_position,
+                                 const int32_t *positions, int32_t n_positions, float *score,
+                                 float *spread, pa_error *err);
 
 /* Similarity of absolute encodings: sim [n, n] = P P^T for P [n, dim] the
  * sinusoidal or learned encodings of positions [n]. For sinusoidal, also

@@ -1,5 +1,6 @@
 /* rope_offset.c - the RoPE relative-position analysis: the score
- * <R(m) q, R(n) k> as a function of m - n, and how little it varies with m.
+ * <R(m) q, R(n) k> as a function of m - n, and how little it varies with m;
+ * the same for xPos, whose pairs also carry zeta_i^((m - n) / scale_base).
  *
  * Everything is computed in double from pa_rope_inv_freq and
  * pa__rope_rotate_one (lib/rope.c); only the results are rounded to float.
@@ -35,13 +36,32 @@ static pa_status check_shifted(int64_t pos, const char *pos_name, int32_t o, int
                     (int)oi, (int)o, (long long)v, (int)INT32_MAX);
 }
 
-pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float *q, const float *k,
-                                 const int32_t *offsets, int32_t n_offsets, int32_t base_position,
-                                 const int32_t *positions, int32_t n_positions, float *score,
-                                 float *spread, pa_error *err)
+/* xPos's factor on the score of a query at m against a key at n: pair i
+ * of the rotated query times zeta_i^((m - n) / scale_base). The kernels
+ * scale q and k about a common centre c (zeta^((m - c)/sb) and
+ * zeta^(-(n - c)/sb)); their product is this factor for every c, and taking
+ * c = n keeps it finite for positions up to 2^31. */
+static void xpos_factor(const pa_xpos *x, const pa_rope *r, int32_t head_dim, const double *lz,
+                        int64_t m, int64_t n, double *qr)
+{
+    const int32_t h = head_dim / 2;
+    const double e = (double)(m - n) / x->scale_base;
+    for (int32_t i = 0; i < h; i++) {
+        const double s = exp(e * lz[i]);
+        qr[r->layout == PA_ROPE_LAYOUT_GPTJ ? 2 * i : i] *= s;
+        qr[r->layout == PA_ROPE_LAYOUT_GPTJ ? 2 * i + 1 : i + h] *= s;
+    }
+}
+
+/* The offset analysis of rope (x NULL) or of xpos (r its rotation). */
+static pa_status offset_scores(const pa_rope *r, const pa_xpos *x, int32_t head_dim, const float *q,
+                               const float *k, const int32_t *offsets, int32_t n_offsets,
+                               int32_t base_position, const int32_t *positions, int32_t n_positions,
+                               float *score, float *spread, pa_error *err)
 {
     char name[64];
-    pa_status st = pa_rope_check(r, head_dim, err);
+    pa_status st = x != NULL ? pa_xpos_check(x, head_dim, err) : pa_rope_check(r, head_dim, err);
+    double lz[MAX_HEAD_DIM / 2];
     if (st != PA_STATUS_OK)
         return st;
     if (head_dim > MAX_HEAD_DIM)
@@ -104,16 +124,25 @@ pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float
     if (st != PA_STATUS_OK)
         return st;
 
+    if (x != NULL)
+        for (int32_t i = 0; i < head_dim / 2; i++)
+            lz[i] = log((2.0 * i + 0.4 * head_dim) / (1.4 * head_dim));
+
     double qr[MAX_HEAD_DIM], kr[MAX_HEAD_DIM];
     for (int32_t o = 0; o < n_offsets; o++) {
         pa__rope_rotate_one(r, head_dim, inv_freq, af, base_position + offsets[o], q, qr);
         pa__rope_rotate_one(r, head_dim, inv_freq, af, base_position, k, kr);
+        if (x != NULL)
+            xpos_factor(x, r, head_dim, lz, (int64_t)base_position + offsets[o], base_position, qr);
         const double sc = dot(qr, kr, head_dim);
         score[o] = (float)sc;
         double lo = INFINITY, hi = -INFINITY;
         for (int32_t j = 0; j < n_positions; j++) {
             pa__rope_rotate_one(r, head_dim, inv_freq, af, positions[j] + offsets[o], q, qr);
             pa__rope_rotate_one(r, head_dim, inv_freq, af, positions[j], k, kr);
+            if (x != NULL)
+                xpos_factor(x, r, head_dim, lz, (int64_t)positions[j] + offsets[o], positions[j],
+                            qr);
             double v = dot(qr, kr, head_dim);
             lo = fmin(lo, v);
             hi = fmax(hi, v);
@@ -130,4 +159,26 @@ pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float
         }
     }
     return PA_STATUS_OK;
+}
+
+pa_status pa_analyze_rope_offset(const pa_rope *r, int32_t head_dim, const float *q, const float *k,
+                                 const int32_t *offsets, int32_t n_offsets, int32_t base_position,
+                                 const int32_t *positions, int32_t n_positions, float *score,
+                                 float *spread, pa_error *err)
+{
+    return offset_scores(r, NULL, head_dim, q, k, offsets, n_offsets, base_position, positions,
+                         n_positions, score, spread, err);
+}
+
+pa_status pa_analyze_xpos_offset(const pa_xpos *x, int32_t head_dim, const float *q, const float *k,
+                                 const int32_t *offsets, int32_t n_offsets, int32_t base_position,
+                                 const int32_t *positions, int32_t n_positions, float *score,
+                                 float *spread, pa_error *err)
+{
+    pa_rope r;
+    if (x == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme", "xpos configuration is NULL");
+    pa_xpos_rope(x, &r);
+    return offset_scores(&r, x, head_dim, q, k, offsets, n_offsets, base_position, positions,
+                         n_positions, score, spread, err);
 }

@@ -3,7 +3,7 @@
  *
  *   permutation    an attention item + `permutation` (default reversed)
  *                  -> max_abs_diff = max |f(Px) - P f(x)|
- *   rope_offset    rope `scheme`, `q`, `k` [head_dim], `offsets`,
+ *   rope_offset    rope or xpos `scheme`, `q`, `k` [head_dim], `offsets`,
  *                  `base_position`, `positions` -> score, spread per offset
  *   similarity     sinusoidal/learned `scheme`, `length`|`positions`, `dim`,
  *                  `shift` -> similarity [n, n], shift_residual
@@ -230,9 +230,9 @@ static bool prepare_rope_offset(const cJSON *root, const api_ctx *ctx, an_job *a
 
     if (!api_scheme_parse(member(root, "scheme"), ctx, &aj->sch, e))
         return false;
-    if (aj->sch.s.type != PA_SCHEME_ROPE)
+    if (aj->sch.s.type != PA_SCHEME_ROPE && aj->sch.s.type != PA_SCHEME_XPOS)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
-                        "the rope_offset analysis needs scheme.type 'rope', not '%s'",
+                        "the rope_offset analysis needs scheme.type 'rope' or 'xpos', not '%s'",
                         pa_scheme_type_name(aj->sch.s.type));
     if (!get_vector(root, "q", ctx, &aj->q, &aj->head_dim, e) ||
         !get_vector(root, "k", ctx, &aj->k, &nk, e))
@@ -240,7 +240,9 @@ static bool prepare_rope_offset(const cJSON *root, const api_ctx *ctx, an_job *a
     if (nk != aj->head_dim)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "k",
                         "k has %d values but q has %d (head_dim)", (int)nk, (int)aj->head_dim);
-    if (pa_rope_check(&aj->sch.s.rope, aj->head_dim, &pe) != PA_STATUS_OK)
+    if ((aj->sch.s.type == PA_SCHEME_XPOS
+             ? pa_xpos_check(&aj->sch.s.xpos, aj->head_dim, &pe)
+             : pa_rope_check(&aj->sch.s.rope, aj->head_dim, &pe)) != PA_STATUS_OK)
         return api_fail_pa(e, ctx, &pe);
 
     if ((v = member(root, "offsets")) != NULL) {
@@ -515,9 +517,14 @@ static void an_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         aj->spread = malloc(n * sizeof(float));
         if (aj->score == NULL || aj->spread == NULL)
             goto oom;
-        st = pa_analyze_rope_offset(&aj->sch.s.rope, aj->head_dim, aj->q, aj->k, aj->offsets,
-                                    aj->n_offsets, aj->base_position, aj->positions,
-                                    aj->n_positions, aj->score, aj->spread, &pe);
+        if (aj->sch.s.type == PA_SCHEME_XPOS)
+            st = pa_analyze_xpos_offset(&aj->sch.s.xpos, aj->head_dim, aj->q, aj->k, aj->offsets,
+                                        aj->n_offsets, aj->base_position, aj->positions,
+                                        aj->n_positions, aj->score, aj->spread, &pe);
+        else
+            st = pa_analyze_rope_offset(&aj->sch.s.rope, aj->head_dim, aj->q, aj->k, aj->offsets,
+                                        aj->n_offsets, aj->base_position, aj->positions,
+                                        aj->n_positions, aj->score, aj->spread, &pe);
         break;
     }
     case AN_ROPE_SPECTRUM: {

@@ -1,5 +1,6 @@
 /* test_rope_offset.c - lib/rope_offset.c: the score <R(m) q, R(n) k> depends
- * only on m - n.
+ * only on m - n, for rope and for xPos (whose pairs also carry
+ * zeta_i^((m - n) / scale_base), checked against tests/ref_xpos.c).
  *
  * The library computes in double and rounds the results to float, so the
  * tolerances are float rounding of the result: scores within 1e-6 relative +
@@ -8,6 +9,7 @@
  */
 #include "testutil.h"
 #include "ref_rope.h"
+#include "ref_xpos.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -351,6 +353,105 @@ static void test_score_overflow(void **state)
     assert_string_equal(err.field, "score[0]");
 }
 
+/* xPos: the score against torchscale's transliteration (tests/ref_xpos.c:
+ * q scaled up at m, k down at n, about centre 0), both layouts and scale
+ * bases; the spread over positions is float rounding of the score. */
+static void test_xpos_vs_reference(void **state)
+{
+    (void)state;
+    const int32_t offsets[] = {-300, -5, 0, 1, 17, 300, 2000};
+    const int32_t positions[] = {300, 310, 900, 2047, 5000};
+    enum { NO = sizeof offsets / sizeof offsets[0], NP = sizeof positions / sizeof positions[0] };
+    const int32_t base = 1000;
+    const double scale_bases[] = {512.0, 64.0};
+    const int32_t dims[] = {64, 8, 128};
+    tu_rng rng;
+    tu_rng_seed(&rng, 5);
+    for (int layout = 0; layout < 2; layout++) {
+        for (int sb = 0; sb < 2; sb++) {
+            for (int d = 0; d < 3; d++) {
+                const int32_t D = dims[d];
+                pa_scheme s;
+                pa_scheme_init(&s, PA_SCHEME_XPOS);
+                s.xpos.layout = (pa_rope_layout)layout;
+                s.xpos.scale_base = scale_bases[sb];
+                float q[128], k[128], score[NO], spread[NO];
+                double qv[128], kv[128], want[NO], tol[NO];
+                pa_error err;
+                tu_fill(&rng, q, (size_t)D, -1.0, 1.0);
+                tu_fill(&rng, k, (size_t)D, -1.0, 1.0);
+                TU_ASSERT_STATUS(pa_analyze_xpos_offset(&s.xpos, D, q, k, offsets, NO, base,
+                                                        positions, NP, score, spread, &err),
+                                 PA_STATUS_OK, &err);
+                for (int o = 0; o < NO; o++) {
+                    double aq = 0.0, ak = 0.0;
+                    want[o] = 0.0;
+                    for (int i = 0; i < D; i++) {
+                        qv[i] = q[i];
+                        kv[i] = k[i];
+                    }
+                    ref_xpos_apply(&s.xpos, D, base + offsets[o], 0, 0, qv);
+                    ref_xpos_apply(&s.xpos, D, base, 0, 1, kv);
+                    for (int i = 0; i < D; i++) {
+                        want[o] += qv[i] * kv[i];
+                        aq += qv[i] * qv[i];
+                        ak += kv[i] * kv[i];
+                    }
+                    /* Float rounding of a dot product of these vectors. */
+                    tol[o] = 1e-6 * sqrt(aq * ak);
+                    if (!(spread[o] >= 0.0f && spread[o] <= tol[o])) {
+                        print_error("xpos layout %d sb %g D %d offset %d: spread %g (tol %g)\n",
+                                    layout, s.xpos.scale_base, D, offsets[o], (double)spread[o],
+                                    tol[o]);
+                        fail();
+                    }
+                    if (fabs(score[o] - want[o]) > tol[o] + 1e-6 * fabs(want[o])) {
+                        print_error("xpos layout %d sb %g D %d offset %d: score %.9g, want %.9g\n",
+                                    layout, s.xpos.scale_base, D, offsets[o], (double)score[o],
+                                    want[o]);
+                        fail();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Positions near 2^31, where zeta^(p / scale_base) alone is far past
+ * double: the score is the one at small positions, and finite. */
+static void test_xpos_large_positions(void **state)
+{
+    (void)state;
+    const int32_t offsets[] = {-64, 0, 64};
+    const int32_t far[] = {INT32_MAX - 64, INT32_MAX - 1000};
+    float q[64], k[64], near_score[3], far_score[3], spread[3];
+    pa_error err;
+    pa_scheme s;
+    tu_rng rng;
+    pa_scheme_init(&s, PA_SCHEME_XPOS);
+    tu_rng_seed(&rng, 9);
+    tu_fill(&rng, q, 64, -1.0, 1.0);
+    tu_fill(&rng, k, 64, -1.0, 1.0);
+    TU_ASSERT_STATUS(pa_analyze_xpos_offset(&s.xpos, 64, q, k, offsets, 3, 64, NULL, 0, near_score,
+                                            spread, &err),
+                     PA_STATUS_OK, &err);
+    TU_ASSERT_STATUS(pa_analyze_xpos_offset(&s.xpos, 64, q, k, offsets, 3, INT32_MAX - 64, far, 2,
+                                            far_score, spread, &err),
+                     PA_STATUS_OK, &err);
+    for (int o = 0; o < 3; o++) {
+        assert_true(isfinite(far_score[o]));
+        /* cos(p theta) at p ~ 2^31 carries ~2^31 * 2^-53 of angle error. */
+        assert_true(fabsf(far_score[o] - near_score[o]) <= 1e-5f * (1.0f + fabsf(near_score[o])));
+        assert_true(spread[o] <= 1e-5f * (1.0f + fabsf(near_score[o])));
+    }
+    /* Offsets change the decay: a longer reach scores differently. */
+    assert_true(fabsf(near_score[0] - near_score[2]) > 1e-3f);
+    TU_ASSERT_STATUS(
+        pa_analyze_xpos_offset(&s.xpos, 7, q, k, offsets, 3, 64, NULL, 0, near_score, spread, &err),
+        PA_STATUS_INVALID_ARGUMENT, &err);
+    assert_string_equal(err.field, "head_dim");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +462,8 @@ int main(void)
         cmocka_unit_test(test_max_position_is_largest_used),
         cmocka_unit_test(test_empty_inputs),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_xpos_vs_reference),
+        cmocka_unit_test(test_xpos_large_positions),
     };
     return cmocka_run_group_tests_name("rope_offset", tests, setup, NULL);
 }

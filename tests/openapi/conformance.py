@@ -313,6 +313,8 @@ ANALYSES = {
     "rope_offset": {"analysis": "rope_offset", "scheme": {"type": "rope"}, "q": [1, 0, 0, 1],
                     "k": {"shape": [4], "data": [0, 1, 1, 0]}, "offsets": [-2, 0, 2],
                     "base_position": 4, "positions": [4, 5, 6]},
+    "rope_offset_xpos": {"analysis": "rope_offset", "scheme": {"type": "xpos", "scale_base": 64},
+                         "q": [1, 0, 0, 1], "k": [0, 1, 1, 0], "offsets": [-2, 0, 2]},
     "similarity": {"analysis": "similarity", "scheme": {"type": "sinusoidal"}, "length": 4,
                    "dim": 8, "shift": 2},
     "rope_spectrum": {"analysis": "rope_spectrum", "head_dim": 8, "train_length": 16,
@@ -700,7 +702,8 @@ class UnknownFields(unittest.TestCase):
 
     def test_analyses(self):
         schemas = {"permutation": "AnalyzePermutation", "decomposition": "AnalyzeDecomposition",
-                   "rope_offset": "AnalyzeRopeOffset", "similarity": "AnalyzeSimilarity",
+                   "rope_offset": "AnalyzeRopeOffset", "rope_offset_xpos": "AnalyzeRopeOffset",
+                   "similarity": "AnalyzeSimilarity",
                    "rope_spectrum": "AnalyzeRopeSpectrum",
                    "extrapolation": "AnalyzeExtrapolationGaussian",
                    "extrapolation_tensors": "AnalyzeExtrapolationTensors"}

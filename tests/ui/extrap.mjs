@@ -31,6 +31,10 @@ export async function extrapChecks() {
     // ALiBi's slowest of 4 heads (slope 1/256) still reaches far at 512: on
     // average its last band attends about a quarter as far as NoPE's (64 to 247 here).
     assert(shown[1][shown[1].length - 1][2] < 0.5 * nope[nope.length - 1][2], 'ALiBi is not local');
+    // Seven schemes, xPos and KERPLE last: both of them decay with distance.
+    assert(shown.length === 7, `${shown.length} schemes shown`);
+    for (const j of [5, 6])
+      assert(shown[j][shown[j].length - 1][2] < nope[nope.length - 1][2], `scheme ${j} attends as far as NoPE`);
   });
   await check('extrapolation: a longer training length redraws', async () => {
     const before = await pixels('#extrap-entropy-plot');

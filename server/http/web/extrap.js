@@ -9,7 +9,19 @@ import { api } from '/web/api.js';
 import { panel, wire } from '/web/panel.js';
 import { SCALINGS } from '/web/rope.js';
 
-const EX_SCHEMES = ['none', 'alibi', 'rope', 'sinusoidal', 'sandwich'];
+// Each scheme as the panel sends it for H heads. KERPLE's r1, r2 are
+// learned; here every head takes r1 = 1 and r2 from 1/2 down by halves (a
+// spread of reaches, as ALiBi's slopes), in its log form.
+const EX_SCHEMES = [
+  ['none', () => ({ type: 'none' })],
+  ['alibi', () => ({ type: 'alibi' })],
+  ['rope', () => ({ type: 'rope' })],
+  ['sinusoidal', () => ({ type: 'sinusoidal' })],
+  ['sandwich', () => ({ type: 'sandwich' })],
+  ['xpos', () => ({ type: 'xpos' })],
+  ['kerple', (H) => ({ type: 'kerple', form: 'log', r1: Array(H).fill(1),
+    r2: Array.from({ length: H }, (_, h) => 2 ** -(h + 1)) })],
+];
 const exEntropy = new LinePlot($('extrap-entropy'), { title: 'entropy (nats) against query position',
   id: 'extrap-entropy-plot', xLabel: 'query position (band start)', yLabel: 'entropy', markers: true });
 const exDistance = new LinePlot($('extrap-distance'), { title: 'mean attended distance (positions)',
@@ -29,14 +41,14 @@ export const extrapPanel = panel('extrap', 'extrap-status', async (current) => {
   const T = num('extrap-train'), L = T * num('extrap-mult'), H = num('extrap-heads');
   const band = T / 4;
   const [runs, spec] = await Promise.all([
-    Promise.all(EX_SCHEMES.map((type) => api('/v1/analyze', { analysis: 'extrapolation',
-      scheme: { type }, train_length: T, band, lengths: [L], inputs: 'gaussian', num_heads: H,
+    Promise.all(EX_SCHEMES.map(([, scheme]) => api('/v1/analyze', { analysis: 'extrapolation',
+      scheme: scheme(H), train_length: T, band, lengths: [L], inputs: 'gaussian', num_heads: H,
       head_dim: 32, seed: 1 }))),
     Promise.all(SCALINGS.map((s) => api('/v1/analyze', { analysis: 'rope_spectrum',
       scheme: exRope(s, T), head_dim: 64, train_length: T, length: L })))]);
   if (!current()) return;
   const mean = (a) => a.reduce((x, y) => x + y, 0) / a.length;
-  const lines = (key) => runs.map((r, j) => ({ name: EX_SCHEMES[j], color: SERIES[j],
+  const lines = (key) => runs.map((r, j) => ({ name: EX_SCHEMES[j][0], color: SERIES[j],
     x: r.lengths[0].bands.map((b) => b.from), y: r.lengths[0].bands.map((b) => mean(b[key])) }));
   const marker = (ls) => {
     const ys = ls.flatMap((s) => s.y);

@@ -234,6 +234,28 @@ static void test_analyze_rope_offset_and_similarity(void **state)
     assert_true(num(ans, "max_spread") < 1e-4);
     cJSON_Delete(ans);
 
+    /* xpos: its own analysis (the decay by offset), with its parameters. */
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"xpos\",\"scale_base\":8},"
+               "\"q\":[0.5,-1,0.25,2],\"k\":[1,0.5,-0.5,0.75]}",
+               &lim, &status);
+    if (status != 200)
+        fail_msg("%s", str_at(ans, "error", "message"));
+    pa_scheme_init(&s, PA_SCHEME_XPOS);
+    s.xpos.scale_base = 8.0;
+    TU_ASSERT_STATUS(pa_analyze_xpos_offset(&s.xpos, 4, q, k, offsets, 33, 16, positions, 64, score,
+                                            spread, &err),
+                     PA_STATUS_OK, &err);
+    result_is(ans, "score", score, 33);
+    result_is(ans, "spread", spread, 33);
+    cJSON_Delete(ans);
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"xpos\"},\"q\":[1,2,3],"
+               "\"k\":[1,2,3]}",
+               &lim, &status);
+    expect_error(ans, status, 400, "INVALID_ARGUMENT", "head_dim");
+    cJSON_Delete(ans);
+
     ans = call(&srv_ep_analyze,
                "{\"analysis\":\"rope_offset\",\"scheme\":{\"type\":\"alibi\"},\"q\":[1,2],"
                "\"k\":[1,2]}",
