@@ -31,7 +31,9 @@
  * attention or a document mask saves by skipping the tiles they hide; and
  * the bias schemes (ALiBi, T5, Shaw) against rope. Target (issue #18): the
  * options that add work (softcap, sinks, bias, the schemes) at least 0.90
- * of the plain speed.
+ * of the plain speed; the same for issue #31's schemes and scalings (xPos,
+ * KERPLE, Sandwich, RoPE proportional and NTK-alpha, the query scalings by
+ * position).
  */
 #include "posattn.h"
 #include "ceiling.h"
@@ -385,7 +387,8 @@ int main(int argc, char **argv)
         memset(&ac.out, 0, sizeof ac.out);
         ac.out.output = malloc((size_t)L * H * D * sizeof(float));
         /* The bias schemes, the same call under another scheme. */
-        pa_scheme alibi, t5, shaw;
+        pa_scheme alibi, t5, shaw, xpos, kerple, sandwich, prop, ntka;
+        float r1[H], r2[H];
         float *t5_table = randn((size_t)32 * H, 11), *rel_k = randn((size_t)33 * D, 12);
         float *rel_v = randn((size_t)33 * D, 13);
         pa_scheme_init(&alibi, PA_SCHEME_ALIBI);
@@ -402,10 +405,29 @@ int main(int argc, char **argv)
         shaw.shaw.rel_v = rel_v;
         shaw.shaw.rel_v_rows = 33;
         shaw.shaw.rel_v_cols = D;
+        /* Issue #31's schemes and scalings: xPos; KERPLE (log, r1 1, r2 by
+         * head as ALiBi's slopes spread); Sandwich; RoPE proportional
+         * (Gemma 4's 0.25) and NTK-alpha (4). */
+        pa_scheme_init(&xpos, PA_SCHEME_XPOS);
+        pa_scheme_init(&kerple, PA_SCHEME_KERPLE);
+        for (int h = 0; h < H; h++) {
+            r1[h] = 1.0f;
+            r2[h] = 0.5f / (float)(1 << h % 5);
+        }
+        kerple.kerple.r1 = r1;
+        kerple.kerple.r2 = r2;
+        kerple.kerple.num_r1 = kerple.kerple.num_r2 = H;
+        pa_scheme_init(&sandwich, PA_SCHEME_SANDWICH);
+        prop = s;
+        prop.rope.scaling = PA_ROPE_SCALING_PROPORTIONAL;
+        prop.rope.partial_rotary_factor = 0.25;
+        ntka = s;
+        ntka.rope.scaling = PA_ROPE_SCALING_NTK_ALPHA;
+        ntka.rope.alpha = 4.0;
         ac.ws_size = 0;
         {
-            const pa_scheme *all[] = {&s, &alibi, &t5, &shaw};
-            for (int i = 0; i < 4; i++) {
+            const pa_scheme *all[] = {&s, &alibi, &t5, &shaw, &xpos, &kerple, &sandwich};
+            for (int i = 0; i < 7; i++) {
                 pa_attention b = ac.a;
                 size_t n;
                 b.scheme = all[i];
@@ -420,12 +442,24 @@ int main(int argc, char **argv)
                "of %d pairs timed in turn, > 1 is faster\n",
                L, H, D, tmax, ROUNDS);
         printf("%-28s %9s %10s %7s %5s\n", "option", "GFLOP/s", "speed", "target", "met");
-        for (int o = 0; o < 10; o++) {
-            static const char *const names[] = {"softcap 50",         "sinks",
-                                                "bias [1, L, L]",     "q_norm, k_norm [D]",
-                                                "chunk_size 512",     "mask: 4 documents",
-                                                "alibi (scheme)",     "t5 (scheme)",
-                                                "shaw K=16 (scheme)", "return entropy+distance"};
+        for (int o = 0; o < 17; o++) {
+            static const char *const names[] = {"softcap 50",
+                                                "sinks",
+                                                "bias [1, L, L]",
+                                                "q_norm, k_norm [D]",
+                                                "chunk_size 512",
+                                                "mask: 4 documents",
+                                                "alibi (scheme)",
+                                                "t5 (scheme)",
+                                                "shaw K=16 (scheme)",
+                                                "return entropy+distance",
+                                                "xpos (scheme)",
+                                                "kerple log (scheme)",
+                                                "sandwich (scheme)",
+                                                "rope proportional 0.25",
+                                                "rope ntk_alpha 4",
+                                                "logn_scaling T=512",
+                                                "attn_temperature floor 256"};
             /* Those that add work to every logit; q/k norms add O(L*D). */
             const bool counted = o <= 2 || o >= 6;
             /* The row statistics (#21): computed in the kernel, no weights. */
@@ -464,6 +498,28 @@ int main(int argc, char **argv)
                 break;
             case 8:
                 with.scheme = &shaw;
+                break;
+            case 10:
+                with.scheme = &xpos;
+                break;
+            case 11:
+                with.scheme = &kerple;
+                break;
+            case 12:
+                with.scheme = &sandwich;
+                break;
+            case 13:
+                with.scheme = &prop;
+                break;
+            case 14:
+                with.scheme = &ntka;
+                break;
+            case 15:
+                with.logn_train_length = 512;
+                break;
+            case 16:
+                with.temperature_floor_scale = 256.0;
+                with.temperature_attn_scale = 0.1;
                 break;
             default:
                 break; /* the same call, with the statistics asked for */

@@ -250,7 +250,8 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
         case PA_SCHEME_KERPLE:
         case PA_SCHEME_SANDWICH:
             if (b->dist_bias != NULL) {
-                pa__row_add_dist(row, kpos, nk, qp, b->dist_bias + (size_t)h * b->dist_n);
+                pa__row_add_dist(row, kpos, nk, qp, b->dist_bias + (size_t)h * b->dist_n,
+                                 b->kpos_unit);
             } else if (s->type == PA_SCHEME_KERPLE) {
                 for (int32_t j = 0; j < nk; j++)
                     row[j] += (float)pa_kerple_bias(&s->kerple, h, fabs((double)qp - kpos[j]));

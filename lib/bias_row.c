@@ -25,8 +25,19 @@ PA__CLONES void pa__row_alibi(float *row, const int32_t *kpos, int32_t n, int32_
 }
 
 PA__CLONES void pa__row_add_dist(float *row, const int32_t *kpos, int32_t n, int32_t qp,
-                                 const float *tab)
+                                 const float *tab, bool unit)
 {
+    if (unit && n > 0) {
+        /* Key j is at distance |d0 - j|, d0 = qp - kpos[0]: keys up to the
+         * query read the table backwards from d0, later ones forwards. */
+        const int64_t d0 = (int64_t)qp - kpos[0];
+        const int32_t a = d0 < 0 ? 0 : d0 + 1 < n ? (int32_t)d0 + 1 : n;
+        for (int32_t j = 0; j < a; j++)
+            row[j] += tab[d0 - j];
+        for (int32_t j = a; j < n; j++)
+            row[j] += tab[j - d0];
+        return;
+    }
     for (int32_t j = 0; j < n; j++) {
         const int64_t d = (int64_t)qp - kpos[j];
         row[j] += tab[d < 0 ? -d : d];

@@ -19,8 +19,10 @@
 void pa__row_alibi(float *row, const int32_t *kpos, int32_t n, int32_t qp, float m, bool symmetric);
 
 /* row[j] += tab[|qp - kpos[j]|]: KERPLE's or Sandwich's bias by distance;
- * every distance must index tab. Any int32 positions. */
-void pa__row_add_dist(float *row, const int32_t *kpos, int32_t n, int32_t qp, const float *tab);
+ * every distance must index tab. Any int32 positions; with unit ones the
+ * table is read as two contiguous runs. */
+void pa__row_add_dist(float *row, const int32_t *kpos, int32_t n, int32_t qp, const float *tab,
+                      bool unit);
 
 /* row[j] += src[j]. */
 void pa__row_add(float *row, const float *src, int32_t n);

@@ -97,6 +97,15 @@ PA__CLONES static float row_exp_sum(float *row, int32_t n, float m)
     return lane_sum(row, n);
 }
 
+/* |a - b| for any two int32, exact in uint32 (the wrapped difference of
+ * the larger and the smaller), then rounded once to float: converting each
+ * position first would lose every distance below 128 near 2^31. */
+static inline float abs_diff(int32_t a, int32_t b)
+{
+    const int32_t hi = a > b ? a : b, lo = a > b ? b : a;
+    return (float)((uint32_t)hi - (uint32_t)lo);
+}
+
 /* Three sums in 16 lanes each; p > 0 selects away p * (-inf) = NaN. */
 PA__CLONES static float row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos,
                                           int32_t qpos, float far, float *spl, float *spd,
@@ -104,12 +113,11 @@ PA__CLONES static float row_exp_sum_stats(float *row, int32_t n, float m, const 
 {
     float ls[16] = {0}, la[16] = {0}, ld[16] = {0}, lf[16] = {0};
     float s = 0.0f, a = 0.0f, d = 0.0f, f = 0.0f;
-    const float qf = (float)qpos;
     int32_t j = 0;
     for (; j + 16 <= n; j += 16)
         for (int k = 0; k < 16; k++) {
             const float x = row[j + k] - m, p = exp_lane(x);
-            const float dist = fabsf((float)kpos[j + k] - qf);
+            const float dist = abs_diff(kpos[j + k], qpos);
             row[j + k] = p;
             ls[k] += p;
             la[k] += p > 0.0f ? p * x : 0.0f;
@@ -118,7 +126,7 @@ PA__CLONES static float row_exp_sum_stats(float *row, int32_t n, float m, const 
         }
     for (; j < n; j++) {
         const float x = row[j] - m, p = exp_lane(x);
-        const float dist = fabsf((float)kpos[j] - qf);
+        const float dist = abs_diff(kpos[j], qpos);
         row[j] = p;
         s += p;
         a += p > 0.0f ? p * x : 0.0f;
@@ -266,8 +274,8 @@ PA_AVX512 static float row_exp_sum_stats_avx512(float *row, int32_t n, float m, 
                                                 int32_t qpos, float far, float *spl, float *spd,
                                                 float *spf)
 {
-    const __m512 vm = _mm512_set1_ps(m), vq = _mm512_set1_ps((float)qpos),
-                 vfar = _mm512_set1_ps(far);
+    const __m512 vm = _mm512_set1_ps(m), vfar = _mm512_set1_ps(far);
+    const __m512i vq = _mm512_set1_epi32(qpos);
     __m512 sum = _mm512_setzero_ps(), sa = _mm512_setzero_ps(), sd = _mm512_setzero_ps(),
            sf = _mm512_setzero_ps();
     for (int32_t j = 0; j < n; j += 16) {
@@ -275,8 +283,10 @@ PA_AVX512 static float row_exp_sum_stats_avx512(float *row, int32_t n, float m, 
         const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm);
         const __m512 e = exp16(x);
         const __mmask16 live = _mm512_mask_cmp_ps_mask(k, e, _mm512_setzero_ps(), _CMP_GT_OQ);
-        const __m512 dist = _mm512_abs_ps(
-            _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(k, kpos + j)), vq));
+        /* |kpos - qpos| as abs_diff: max - min in uint32, then rounded. */
+        const __m512i kp = _mm512_maskz_loadu_epi32(k, kpos + j);
+        const __m512 dist = _mm512_cvtepu32_ps(
+            _mm512_sub_epi32(_mm512_max_epi32(kp, vq), _mm512_min_epi32(kp, vq)));
         _mm512_mask_storeu_ps(row + j, k, e);
         sum = _mm512_mask_add_ps(sum, k, sum, e);
         sa = _mm512_mask3_fmadd_ps(e, x, sa, live);

@@ -78,6 +78,44 @@ static void test_stats_long_rows(void **state)
     }
 }
 
+/* The row statistics at positions near 2^31 and at negative ones, where
+ * float has 128 positions per step: the distances are the positions'
+ * differences, rounded once. Prefill (Lq 70) and decode (Lq 2) kernels,
+ * and positions spanning all of int32. */
+static void test_stats_far_positions(void **state)
+{
+    (void)state;
+    static const int32_t starts[] = {INT32_MAX - 800, INT32_MIN, -1000};
+    static const int lqs[] = {70, 2};
+    for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
+        for (size_t l = 0; l < 2; l++) {
+            fixture f;
+            const int Lq = lqs[l], Lk = 300;
+            int32_t kp[300], qp[70];
+            setup_qkv(&f, PA_SCHEME_NONE, Lq, Lk, 2, 1, 16, 0, 4100 + s * 2 + l);
+            for (int j = 0; j < Lk; j++)
+                kp[j] = starts[s] + 2 * j;
+            for (int i = 0; i < Lq; i++)
+                qp[i] = starts[s] + 2 * (Lk - Lq + i) + 1;
+            f.a.k_positions = kp;
+            f.a.q_positions = qp;
+            f.a.causal = true;
+            check_against_reference(&f.a, WANT_STATS);
+            fixture_free(&f);
+        }
+    }
+    {
+        /* A query at INT32_MAX against a key at INT32_MIN: 2^32 - 1 apart. */
+        fixture f;
+        int32_t kp[2] = {INT32_MIN, INT32_MAX - 3}, qp[1] = {INT32_MAX};
+        setup_qkv(&f, PA_SCHEME_NONE, 1, 2, 1, 1, 8, 0, 4200);
+        f.a.k_positions = kp;
+        f.a.q_positions = qp;
+        check_against_reference(&f.a, WANT_STATS);
+        fixture_free(&f);
+    }
+}
+
 /* The sink takes weight from the keys: every row's weights sum to
  * 1 - exp(s - m) / (sum + exp(s - m)) < 1, and a row with every key hidden
  * puts all of it on the sink (zero output, zero weights). */
@@ -664,15 +702,11 @@ static void test_k_prerotated(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sinks),
-        cmocka_unit_test(test_sinks_take_weight),
-        cmocka_unit_test(test_stats_long_rows),
-        cmocka_unit_test(test_qk_norm),
-        cmocka_unit_test(test_projection_biases),
-        cmocka_unit_test(test_mrope),
-        cmocka_unit_test(test_all_options),
-        cmocka_unit_test(test_option_errors),
-        cmocka_unit_test(test_k_prerotated),
+        cmocka_unit_test(test_sinks),           cmocka_unit_test(test_sinks_take_weight),
+        cmocka_unit_test(test_stats_long_rows), cmocka_unit_test(test_stats_far_positions),
+        cmocka_unit_test(test_qk_norm),         cmocka_unit_test(test_projection_biases),
+        cmocka_unit_test(test_mrope),           cmocka_unit_test(test_all_options),
+        cmocka_unit_test(test_option_errors),   cmocka_unit_test(test_k_prerotated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -179,9 +179,7 @@ static void test_huge_positions(void **state)
         f.a.q_positions = qpos;
         f.a.k_positions = kpos;
         f.a.causal = causal;
-        /* Not WANT_STATS: the kernels' mean distance loses positions this
-         * large (seen with scheme none too: 0 against 19.5). */
-        check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS | WANT_ROT);
+        check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS | WANT_ROT | WANT_STATS);
         f.scheme.type = PA_SCHEME_NONE;
         check_against_reference(&f.a, WANT_WEIGHTS);
         f.scheme.type = PA_SCHEME_XPOS;
