@@ -85,6 +85,7 @@ typedef enum pa_scheme_type {
     PA_SCHEME_KERPLE,     /* Kernelized distance bias, log or power (Chi et al. 2022). */
     PA_SCHEME_SANDWICH,   /* Sinusoid dot-product bias (Chi et al. 2023; NVIDIA NeMo). */
     PA_SCHEME_XPOS,       /* RoPE with a per-frequency exponential decay (Sun et al. 2022). */
+    PA_SCHEME_ROPE2D,     /* 2-D rotary embedding of image patches (timm axial, Pixtral). */
     PA_SCHEME_COUNT
 } pa_scheme_type;
 
@@ -336,6 +337,46 @@ typedef struct pa_xpos {
  * positions' spread from their centre is refused beyond it. */
 #define PA_XPOS_MAX_LOG2_SCALE 96
 
+/* 2-D RoPE for image patches: each token has a (row, column) coordinate
+ * and each rotary pair takes its angle from one of them. With D = head_dim
+ * (a multiple of 4), pair p in [0, D/2) (dims 2p, 2p+1 in the default gptj
+ * layout; p, p + D/2 in neox):
+ *   axial   (timm RotaryEmbeddingCat with in_pixels=False, as EVA-02 and
+ *            timm's axial NaFlex ViTs use it; timm/layers/pos_embed_sincos.py
+ *            build_rotary_pos_embed): nb = D/4 bands
+ *            f_k = base^(-k / nb), k < nb; pair p < nb turns by row * f_p,
+ *            pair p >= nb by col * f_(p-nb). The coordinate of an axis is
+ *            (position + grid_offset), times ref / grid of that axis when
+ *            ref_rows, ref_cols are set (timm's ref_feat_shape, EVA-02's
+ *            resize rule).
+ *   pixtral (mistral-inference rope.py precompute_freqs_cis_2d): with
+ *            theta_j = base^(-2j / D), j < D/2, pair p < D/4 turns by
+ *            row * theta_(2p) (the even frequencies), pair p >= D/4 by
+ *            col * theta_(2(p - D/4) + 1) (the odd ones). mistral-inference
+ *            pairs neighbours (gptj); Hugging Face's Pixtral pairs halves
+ *            (neox, with its weights permuted to match).
+ * Coordinates come from pa_attention's q_positions_2d / k_positions_2d
+ * ([2, L]: the rows, then the columns) or, when those are NULL, from the
+ * grid: token prefix_tokens + t sits at (t / grid_cols, t % grid_cols), the
+ * row-major patch order both peers use. The first prefix_tokens tokens (a
+ * class token) are not rotated, as timm leaves its prefix tokens. Masks
+ * (causal, window) follow the 1-D q_positions / k_positions, token order by
+ * default. */
+typedef enum pa_rope2d_variant {
+    PA_ROPE2D_AXIAL = 0, /* default */
+    PA_ROPE2D_PIXTRAL
+} pa_rope2d_variant;
+
+typedef struct pa_rope2d {
+    pa_rope2d_variant variant;
+    double base;                  /* default 10000: timm's temperature, Pixtral's rope_theta */
+    pa_rope_layout layout;        /* default gptj (both peers' interleaved pairs) */
+    int32_t grid_rows, grid_cols; /* the patch grid; 0, 0: coordinates are given */
+    int32_t ref_rows, ref_cols;   /* axial: timm's ref_feat_shape (0, 0: none); needs the grid */
+    double grid_offset;           /* axial: timm's grid_offset, added to both coordinates */
+    int32_t prefix_tokens;        /* leading tokens left unrotated (class tokens); >= 0 */
+} pa_rope2d;
+
 /* A scheme and its parameters. Only the member for `type` is read. Tables are
  * borrowed: the caller keeps them alive and unchanged during every call. */
 typedef struct pa_scheme {
@@ -349,13 +390,14 @@ typedef struct pa_scheme {
     pa_kerple kerple;
     pa_sandwich sandwich;
     pa_xpos xpos;
+    pa_rope2d rope2d;
 } pa_scheme;
 
 /* Fills *s with `type` and every default named above. */
 void pa_scheme_init(pa_scheme *s, pa_scheme_type type);
 
 /* "none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple",
- * "sandwich", "xpos"; NULL if invalid. */
+ * "sandwich", "xpos", "rope2d"; NULL if invalid. */
 const char *pa_scheme_type_name(pa_scheme_type type);
 /* Inverse of pa_scheme_type_name; returns false for an unknown name. */
 bool pa_scheme_type_from_name(const char *name, pa_scheme_type *out);
@@ -479,6 +521,28 @@ pa_status pa_xpos_centre(const pa_xpos *x, const int32_t *qpos, int32_t nq, cons
 pa_status pa_xpos_cos_sin(const pa_xpos *x, int32_t head_dim, const int32_t *positions, int32_t n,
                           int64_t centre, int sign, float *cos_out, float *sin_out,
                           float *scale_out, pa_error *err);
+
+/* "axial", "pixtral" and the inverse (false when unknown). */
+const char *pa_rope2d_variant_name(pa_rope2d_variant variant);
+bool pa_rope2d_variant_from_name(const char *name, pa_rope2d_variant *out);
+/* Checks a rope2d configuration for a head dimension: head_dim a multiple
+ * of 4, base finite and > 0, a known variant and layout, grid and ref sizes
+ * both set or both 0 (ref needs the grid; ref and grid_offset are axial's),
+ * prefix_tokens >= 0. */
+pa_status pa_rope2d_check(const pa_rope2d *r, int32_t head_dim, pa_error *err);
+/* The rotation part as a plain rope configuration (base and layout), for
+ * pa_rope_apply with the tables below. */
+void pa_rope2d_rope(const pa_rope2d *r, pa_rope *out);
+/* Pair p's frequency (before any ref / grid rescaling) and, in *axis, the
+ * coordinate it turns by: 0 the row, 1 the column. head_dim as checked. */
+double pa_rope2d_pair(const pa_rope2d *r, int32_t head_dim, int32_t p, int *axis);
+/* cos_out, sin_out [n, head_dim/2] for n tokens: pair p of token t turns by
+ * the angle above, from positions2 [2, n] (rows, then columns) or, when
+ * positions2 is NULL, from the grid (then n must be prefix_tokens +
+ * grid_rows * grid_cols, "positions"). Tokens t < prefix_tokens get cos 1,
+ * sin 0. Angles in double, rounded once. */
+pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t *positions2,
+                            int32_t n, float *cos_out, float *sin_out, pa_error *err);
 
 /* ALiBi slopes for num_heads heads: slopes [num_heads]. Errors: num_heads < 1,
  * max_bias not finite or <= 0. Explicit a->slopes are copied after a length check. */
@@ -653,6 +717,11 @@ typedef struct pa_attention {
      * positions do. NULL: all three rows are the 1-D positions. */
     const int32_t *q_mrope_positions;
     const int32_t *k_mrope_positions;
+    /* rope2d: each token's (row, column) coordinate, [2, Lq] and [2, Lk]
+     * (rows first; one array for both in layer mode); NULL: from the
+     * scheme's grid (pa_rope2d). Masks follow q_positions / k_positions. */
+    const int32_t *q_positions_2d;
+    const int32_t *k_positions_2d;
     /* rope, q/k/v mode: k holds keys already rotated at their positions
      * (k_positions, or M-RoPE rows), as a KV cache stores them; only q is
      * rotated, and the keys are read as they are (no k tables are built).

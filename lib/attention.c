@@ -25,6 +25,8 @@ static bool same_positions(const pa__plan *p)
         return false;
     if (p->layer)
         return true;
+    if (p->rope2d) /* the angles' coordinates */
+        return p->q_pos2 == p->k_pos2;
     if (p->q_mrope != NULL || p->k_mrope != NULL) /* the angles' positions */
         return p->q_mrope == p->k_mrope;
     return p->q_positions == NULL && p->k_positions == NULL;
@@ -445,6 +447,13 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         if (st == PA_STATUS_OK && !a->k_prerotated)
             st =
                 pa_xpos_cos_sin(x, p->D, b->kpos, p->Lk, centre, -1, b->cos_k, b->sin_k, NULL, err);
+        if (st != PA_STATUS_OK)
+            return st;
+    } else if (p->rope2d) {
+        const pa_rope2d *r = &p->scheme->rope2d;
+        st = pa_rope2d_cos_sin(r, p->D, p->q_pos2, p->Lq, b->cos_q, b->sin_q, err);
+        if (st == PA_STATUS_OK && b->cos_k != b->cos_q)
+            st = pa_rope2d_cos_sin(r, p->D, p->k_pos2, p->Lk, b->cos_k, b->sin_k, err);
         if (st != PA_STATUS_OK)
             return st;
     } else if (p->rope) {

@@ -135,6 +135,46 @@ static pa_status check_positions(const pa_attention *a, int32_t Lq, int32_t Lk, 
                             "in layer mode q and k are the same tokens, but q_mrope_positions "
                             "differs from k_mrope_positions");
     }
+    if (a->q_positions_2d != NULL || a->k_positions_2d != NULL) {
+        const char *field = a->q_positions_2d != NULL ? "q_positions_2d" : "k_positions_2d";
+        if (a->scheme->type != PA_SCHEME_ROPE2D)
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
+                            "%s are (row, column) coordinates [2, L]: they need scheme rope2d, "
+                            "not '%s'",
+                            field, pa_scheme_type_name(a->scheme->type));
+        if (a->x != NULL && a->q_positions_2d != NULL && a->k_positions_2d != NULL &&
+            memcmp(a->q_positions_2d, a->k_positions_2d, 2 * (size_t)Lq * sizeof(int32_t)))
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "q_positions_2d",
+                            "in layer mode q and k are the same tokens, but q_positions_2d "
+                            "differs from k_positions_2d");
+    }
+    if (a->scheme->type == PA_SCHEME_ROPE2D) {
+        /* Each side needs coordinates: its own, or the grid's. */
+        const pa_rope2d *r = &a->scheme->rope2d;
+        const int64_t cells = (int64_t)r->grid_rows * r->grid_cols;
+        const bool q2 = a->q_positions_2d != NULL || (a->x != NULL && a->k_positions_2d != NULL);
+        const bool k2 = a->k_positions_2d != NULL || (a->x != NULL && a->q_positions_2d != NULL);
+        const int32_t lens[2] = {Lq, Lk};
+        const bool given[2] = {q2, k2 || a->k_prerotated};
+        for (int side = 0; side < 2; side++) {
+            const char *field = side == 0 ? "q_positions_2d" : "k_positions_2d";
+            if (given[side])
+                continue;
+            if (cells == 0)
+                return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
+                                "rope2d needs each %s's (row, column): send the %s positions "
+                                "[2, %d] or the scheme's grid (rows, cols)",
+                                side == 0 ? "query" : "key", side == 0 ? "q" : "k",
+                                (int)lens[side]);
+            if ((int64_t)lens[side] != r->prefix_tokens + cells)
+                return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, field,
+                                "%s has %d tokens, but a grid of %d x %d patches after %d "
+                                "prefix tokens is %lld: send its positions [2, %d]",
+                                side == 0 ? "q" : "k", (int)lens[side], (int)r->grid_rows,
+                                (int)r->grid_cols, (int)r->prefix_tokens,
+                                (long long)(r->prefix_tokens + cells), (int)lens[side]);
+        }
+    }
     /* In layer mode the queries and keys are the same tokens. */
     if (a->x != NULL && a->q_positions != NULL && a->k_positions != NULL) {
         for (int32_t i = 0; i < Lq; i++) {
@@ -185,6 +225,8 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
         return pa_sandwich_check(&s->sandwich, D, err);
     case PA_SCHEME_XPOS:
         return pa_xpos_check(&s->xpos, D, err);
+    case PA_SCHEME_ROPE2D:
+        return pa_rope2d_check(&s->rope2d, D, err);
     case PA_SCHEME_COUNT:
         break;
     }
@@ -243,10 +285,11 @@ static pa_status check_options(const pa_attention *a, int32_t H, int32_t Hkv, in
     }
     if (a->b_o != NULL && a->w_o == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "b_o", "b_o needs w_o");
-    if (a->k_prerotated && a->scheme->type != PA_SCHEME_ROPE && a->scheme->type != PA_SCHEME_XPOS)
+    if (a->k_prerotated && a->scheme->type != PA_SCHEME_ROPE && a->scheme->type != PA_SCHEME_XPOS &&
+        a->scheme->type != PA_SCHEME_ROPE2D)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_prerotated",
-                        "k_prerotated says k is already rotated by rope or xpos, but the scheme "
-                        "is '%s'",
+                        "k_prerotated says k is already rotated by rope, xpos or rope2d, but the "
+                        "scheme is '%s'",
                         pa_scheme_type_name(a->scheme->type));
     if (a->k_prerotated && a->x != NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k_prerotated",
@@ -359,9 +402,12 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
     p->scale = pa_attention_scale(a);
     p->key_len = a->key_length < 0 ? p->Lk : a->key_length;
     p->xpos = a->scheme->type == PA_SCHEME_XPOS;
-    p->rope = a->scheme->type == PA_SCHEME_ROPE || p->xpos;
+    p->rope2d = a->scheme->type == PA_SCHEME_ROPE2D;
+    p->rope = a->scheme->type == PA_SCHEME_ROPE || p->xpos || p->rope2d;
     if (p->xpos)
         pa_xpos_rope(&a->scheme->xpos, &p->rope_cfg);
+    else if (p->rope2d)
+        pa_rope2d_rope(&a->scheme->rope2d, &p->rope_cfg);
     else
         p->rope_cfg = a->scheme->rope;
     p->r = p->rope ? pa_rope_rotary_dim(&p->rope_cfg, p->D) : 0;
@@ -375,10 +421,14 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
         p->k_positions = a->k_positions != NULL ? a->k_positions : a->q_positions;
         p->q_mrope = a->q_mrope_positions != NULL ? a->q_mrope_positions : a->k_mrope_positions;
         p->k_mrope = a->k_mrope_positions != NULL ? a->k_mrope_positions : a->q_mrope_positions;
+        p->q_pos2 = a->q_positions_2d != NULL ? a->q_positions_2d : a->k_positions_2d;
+        p->k_pos2 = a->k_positions_2d != NULL ? a->k_positions_2d : a->q_positions_2d;
     } else {
         p->q_positions = a->q_positions;
         p->k_positions = a->k_positions;
         p->q_mrope = a->q_mrope_positions;
         p->k_mrope = a->k_mrope_positions;
+        p->q_pos2 = a->q_positions_2d;
+        p->k_pos2 = a->k_positions_2d;
     }
 }

@@ -10,8 +10,9 @@ typedef struct pa__plan {
     const pa_attention *a;
     const pa_scheme *scheme;
     bool layer;    /* x and weights given */
-    bool rope;     /* q and k are rotated (rope or xpos) */
+    bool rope;     /* q and k are rotated (rope, xpos or rope2d) */
     bool xpos;     /* ... and scaled: separate q and k tables */
+    bool rope2d;   /* ... by (row, column) coordinates */
     bool absolute; /* the scheme adds an encoding to x */
     bool q_norm;   /* q is RMS-normalised (with a weight or without) */
     bool k_norm;
@@ -23,6 +24,7 @@ typedef struct pa__plan {
     const int32_t *q_positions; /* as given (NULL = default) after layer-mode merging */
     const int32_t *k_positions;
     const int32_t *q_mrope, *k_mrope; /* [3, L] M-RoPE positions, merged the same way */
+    const int32_t *q_pos2, *k_pos2;   /* [2, L] rope2d coordinates (NULL: the grid's) */
     pa_rope rope_cfg; /* the rotation: scheme->rope, or xpos's as pa_xpos_rope gives it */
 } pa__plan;
 

@@ -30,6 +30,9 @@ void pa_scheme_init(pa_scheme *s, pa_scheme_type type)
     s->xpos.base = 10000.0;
     s->xpos.scale_base = 512.0;
     s->xpos.layout = PA_ROPE_LAYOUT_GPTJ;
+    s->rope2d.variant = PA_ROPE2D_AXIAL;
+    s->rope2d.base = 10000.0;
+    s->rope2d.layout = PA_ROPE_LAYOUT_GPTJ;
 }
 
 static const char *const scheme_names[PA_SCHEME_COUNT] = {
@@ -43,6 +46,7 @@ static const char *const scheme_names[PA_SCHEME_COUNT] = {
     [PA_SCHEME_KERPLE] = "kerple",
     [PA_SCHEME_SANDWICH] = "sandwich",
     [PA_SCHEME_XPOS] = "xpos",
+    [PA_SCHEME_ROPE2D] = "rope2d",
 };
 
 static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
@@ -101,6 +105,7 @@ pa_position_site pa_scheme_position_site(pa_scheme_type type)
         return PA_POSITION_SITE_INPUT;
     case PA_SCHEME_ROPE:
     case PA_SCHEME_XPOS:
+    case PA_SCHEME_ROPE2D:
         return PA_POSITION_SITE_QK_ROTATION;
     case PA_SCHEME_T5:
     case PA_SCHEME_ALIBI:

@@ -2,6 +2,7 @@
 #include "ref_attention.h"
 #include "ref_encodings.h"
 #include "ref_rope.h"
+#include "ref_rope2d.h"
 #include "ref_xpos.h"
 
 #include <limits.h>
@@ -296,6 +297,24 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
         for (int j = 0; j < (a->k_prerotated ? 0 : Lk); j++)
             for (int h = 0; h < Hkv; h++)
                 ref_xpos_apply(&s->xpos, D, kpos[j], c, 1, k + ((size_t)j * Hkv + h) * D);
+    }
+    if (s->type == PA_SCHEME_ROPE2D) {
+        /* Coordinates: each side's own [2, L] rows, or the grid's; one
+         * array for both in layer mode. */
+        const int32_t *q2 = a->q_positions_2d, *k2 = a->k_positions_2d;
+        double y, x;
+        if (layer) {
+            q2 = q2 ? q2 : k2;
+            k2 = k2 ? k2 : q2;
+        }
+        for (int i = 0; i < Lq; i++)
+            if (ref_rope2d_coord(&s->rope2d, q2, Lq, i, &y, &x))
+                for (int h = 0; h < H; h++)
+                    ref_rope2d_apply(&s->rope2d, D, y, x, q + ((size_t)i * H + h) * D);
+        for (int j = 0; j < (a->k_prerotated ? 0 : Lk); j++)
+            if (ref_rope2d_coord(&s->rope2d, k2, Lk, j, &y, &x))
+                for (int h = 0; h < Hkv; h++)
+                    ref_rope2d_apply(&s->rope2d, D, y, x, k + ((size_t)j * Hkv + h) * D);
     }
     /* The query scalings by position, after rope (as the models apply them). */
     for (int i = 0; i < Lq; i++) {

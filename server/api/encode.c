@@ -6,6 +6,10 @@
  *   sinusoidal, learned  encoding [n, dim]
  *   rope                 inv_freq [r/2], cos and sin [n, r/2] (times the
  *                        attention factor), attention_factor, rotary_dim
+ *   rope2d               inv_freq [D/2] and axis [D/2] (INT32: 0 the pair
+ *                        turns by the row, 1 by the column), cos and sin
+ *                        [n, D/2]; positions [2, n] (rows, columns) or the
+ *                        scheme's grid
  *   xpos                 inv_freq, zeta [D/2], cos and sin [n, D/2] (the
  *                        rotation alone), centre and scale [n, D/2] =
  *                        zeta^((p - centre)/scale_base), a query's factor
@@ -36,8 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-
 
 static void enc_destroy(void *impl)
 {
@@ -100,6 +102,7 @@ static unsigned fields_of(pa_scheme_type t)
     case PA_SCHEME_LEARNED:
     case PA_SCHEME_ROPE:
     case PA_SCHEME_XPOS:
+    case PA_SCHEME_ROPE2D:
         return F_ABS;
     case PA_SCHEME_ALIBI:
     case PA_SCHEME_T5:
@@ -169,6 +172,28 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
         if (ej->positions == NULL)
             return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
         memcpy(ej->positions, ej->positions3, (size_t)ej->n * sizeof *ej->positions);
+    } else if (s->type == PA_SCHEME_ROPE2D) {
+        /* (row, column) rows [2, n], or the scheme's grid. */
+        const cJSON *lv = cJSON_GetObjectItemCaseSensitive(root, "length");
+        int32_t len = 0;
+        if (pv != NULL && !api_get_int_rows(pv, "positions", ctx, 2, &ej->positions3, &ej->n, e))
+            return false;
+        if (pv == NULL) {
+            const int64_t cells = (int64_t)s->rope2d.grid_rows * s->rope2d.grid_cols;
+            if (cells == 0 || cells + s->rope2d.prefix_tokens > INT32_MAX)
+                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "positions",
+                                "rope2d needs positions [2, n] (rows, then columns) or "
+                                "scheme.grid [rows, cols]");
+            ej->n = (int32_t)(cells + (s->rope2d.prefix_tokens > 0 ? s->rope2d.prefix_tokens : 0));
+        }
+        if (lv != NULL) {
+            if (!api_get_int(lv, "length", ctx, &len, e))
+                return false;
+            if (len != ej->n)
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "length",
+                                "length=%d does not match the %d tokens of %s", (int)len,
+                                (int)ej->n, pv != NULL ? "positions" : "scheme.grid");
+        }
     } else if (!api_get_length(root, "length", "positions", ctx, &ej->n, &ej->positions, e)) {
         return false;
     }
@@ -183,6 +208,8 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
     {
         size_t enc_bytes = 0;
         if (has_dim && s->type == PA_SCHEME_SINUSOIDAL)
+            enc_bytes = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
+        else if (has_dim && s->type == PA_SCHEME_ROPE2D)
             enc_bytes = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
         else if (has_dim && s->type == PA_SCHEME_XPOS)
             enc_bytes =
@@ -212,7 +239,8 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
     } else if (!has_dim) {
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "dim",
                         "dim is required for scheme '%s' (%s)", pa_scheme_type_name(s->type),
-                        s->type == PA_SCHEME_ROPE || s->type == PA_SCHEME_XPOS
+                        s->type == PA_SCHEME_ROPE || s->type == PA_SCHEME_XPOS ||
+                                s->type == PA_SCHEME_ROPE2D
                             ? "the head dimension"
                             : "d_model");
     }
@@ -229,6 +257,15 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
         if (!api_check_result_size("encoding", 2, shape, ctx, e))
             return false;
         *need = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
+    } else if (s->type == PA_SCHEME_ROPE2D) {
+        int64_t shape[2] = {ej->n, ej->dim / 2};
+        if (pa_rope2d_check(&s->rope2d, ej->dim, &pe) != PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
+        ej->r = ej->dim;
+        if (!api_check_result_size("cos", 2, shape, ctx, e))
+            return false;
+        *need = api_add_sat(api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->r), sizeof(float)),
+                            (size_t)ej->r * (sizeof(float) + sizeof(int32_t)));
     } else if (s->type == PA_SCHEME_XPOS) {
         int64_t shape[2] = {ej->n, ej->dim / 2};
         if (pa_xpos_check(&s->xpos, ej->dim, &pe) != PA_STATUS_OK ||

@@ -32,8 +32,8 @@ typedef struct enc_job {
     int32_t *ints; /* buckets or index [Lq, Lk] */
     float *bias;
     float *zeros;
-    int32_t *positions3; /* rope with mrope_section: [3, n] */
-    int32_t *mrope_row;  /* [r/2] */
+    int32_t *positions3; /* rope with mrope_section: [3, n]; rope2d: [2, n] or NULL (grid) */
+    int32_t *mrope_row;  /* [r/2]; rope2d: each pair's axis */
     float *scale, *zeta; /* xpos: [n, D/2] and [D/2] */
     int64_t centre;      /* xpos */
     /* chunk_size: the visibility grid, from an attention run of scheme none */

@@ -90,6 +90,22 @@ void api_encode_run(srv_job *job, size_t i, void *ws, size_t ws_size)
             ej->inv_freq[k] = (float)ej->inv_freq_d[k];
         break;
     }
+    case PA_SCHEME_ROPE2D: {
+        const size_t half = (size_t)ej->dim / 2;
+        ej->inv_freq = malloc(half * sizeof(float));
+        ej->mrope_row = malloc(half * sizeof(int32_t));
+        ej->cos = malloc(half * (size_t)ej->n * sizeof(float));
+        ej->sin = malloc(half * (size_t)ej->n * sizeof(float));
+        if (ej->inv_freq == NULL || ej->mrope_row == NULL || ej->cos == NULL || ej->sin == NULL)
+            goto oom;
+        for (size_t k = 0; k < half; k++) {
+            int axis;
+            ej->inv_freq[k] = (float)pa_rope2d_pair(&s->rope2d, ej->dim, (int32_t)k, &axis);
+            ej->mrope_row[k] = axis;
+        }
+        st = pa_rope2d_cos_sin(&s->rope2d, ej->dim, ej->positions3, ej->n, ej->cos, ej->sin, &pe);
+        break;
+    }
     case PA_SCHEME_T5:
     case PA_SCHEME_SHAW:
         if (ej->Lq == 0)
@@ -213,6 +229,21 @@ bool api_encode_render(srv_job *job, cJSON *root)
                 !api_add_int_array(o, "data", ej->mrope_row, ej->r / 2))
                 return false;
         }
+        break;
+    }
+    case PA_SCHEME_ROPE2D: {
+        int64_t half[1] = {ej->r / 2};
+        int64_t grid[2] = {ej->n, ej->r / 2};
+        cJSON *o = cJSON_AddObjectToObject(root, "axis");
+        cJSON *shape = o != NULL ? cJSON_AddArrayToObject(o, "shape") : NULL;
+        if (!cJSON_AddNumberToObject(root, "rotary_dim", ej->r) ||
+            !srv_tensor_render(root, "inv_freq", ej->inv_freq, 1, half, enc) || shape == NULL ||
+            !cJSON_AddItemToArray(shape, cJSON_CreateNumber(ej->r / 2)) ||
+            !cJSON_AddStringToObject(o, "datatype", "INT32") ||
+            !api_add_int_array(o, "data", ej->mrope_row, ej->r / 2) ||
+            !srv_tensor_render(root, "cos", ej->cos, 2, grid, enc) ||
+            !srv_tensor_render(root, "sin", ej->sin, 2, grid, enc))
+            return false;
         break;
     }
     case PA_SCHEME_XPOS: {

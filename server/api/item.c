@@ -314,14 +314,16 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     return true;
 }
 
-/* Positions [L]; or, with mrope (rope with mrope_section), [3, L]: three
- * rows (temporal, height, width) into *mrope, [3 * L] flat; or, in a batch
- * of B sequences, [B, L], one row per sequence (*stride = L). */
+/* Positions [L]; or, with rows (3: rope with mrope_section; 2: rope2d),
+ * [rows, L]: the temporal, height and width rows, or the rows and columns,
+ * into *mrope, [rows * L] flat; or, in a batch of B sequences, [B, L], one
+ * row per sequence (*stride = L), or [B, rows, L]. */
 static bool parse_positions(const cJSON *obj, const char *name, int32_t want, const char *what,
-                            bool mrope_ok, int32_t batch, const api_ctx *ctx, int32_t **out,
+                            int rows, int32_t batch, const api_ctx *ctx, int32_t **out,
                             int32_t **mrope, size_t *stride, size_t *mrope_stride, api_err *e)
 {
     const cJSON *v = api_member(obj, name);
+    const bool mrope_ok = rows > 0;
     int32_t n = 0;
     if (v == NULL)
         return true;
@@ -333,26 +335,27 @@ static bool parse_positions(const cJSON *obj, const char *name, int32_t want, co
             return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
                             "%s holds %d sequences' rows but the batch has %d", name,
                             cJSON_GetArraySize(v), (int)batch);
-        if ((*mrope = malloc((size_t)batch * 3 * (size_t)want * sizeof(int32_t))) == NULL)
+        if ((*mrope = malloc((size_t)batch * rows * (size_t)want * sizeof(int32_t))) == NULL)
             return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory");
         cJSON_ArrayForEach(seq, v)
         {
             char path[48];
-            int32_t *rows = NULL;
+            int32_t *seq_rows = NULL;
             snprintf(path, sizeof path, "%s[%d]", name, (int)b);
-            if (!api_get_int_rows(seq, path, ctx, 3, &rows, &n, e))
+            if (!api_get_int_rows(seq, path, ctx, rows, &seq_rows, &n, e))
                 return false;
             if (n != want) {
-                free(rows);
+                free(seq_rows);
                 return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
                                 "%s has rows of %d values but %s=%d", path, (int)n, what,
                                 (int)want);
             }
-            memcpy(*mrope + (size_t)b * 3 * (size_t)want, rows, 3 * (size_t)want * sizeof *rows);
-            free(rows);
+            memcpy(*mrope + (size_t)b * rows * (size_t)want, seq_rows,
+                   (size_t)rows * (size_t)want * sizeof *seq_rows);
+            free(seq_rows);
             b++;
         }
-        *mrope_stride = 3 * (size_t)want;
+        *mrope_stride = (size_t)rows * (size_t)want;
         return true;
     }
     if (batch > 0 && !mrope_ok && api_int_rank(v) == 2) {
@@ -368,9 +371,10 @@ static bool parse_positions(const cJSON *obj, const char *name, int32_t want, co
         if (!mrope_ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name,
                             "%s is [3, L] (M-RoPE rows) only for scheme rope with "
-                            "mrope_section; send [L] positions",
+                            "mrope_section, [2, L] (rows, columns) only for scheme rope2d; "
+                            "send [L] positions",
                             name);
-        if (!api_get_int_rows(v, name, ctx, 3, mrope, &n, e))
+        if (!api_get_int_rows(v, name, ctx, rows, mrope, &n, e))
             return false;
         if (n != want)
             return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
@@ -421,11 +425,12 @@ static bool parse_query_length(const cJSON *v, const api_ctx *ctx, api_item *it,
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "query_length",
                         "query_length is for q, k, v items: in layer mode q and k are the same "
                         "tokens (use key_length or attention_mask)");
-    if (it->scheme.s.type == PA_SCHEME_ROPE && (sec[0] != 0 || sec[1] != 0 || sec[2] != 0) &&
+    if (((it->scheme.s.type == PA_SCHEME_ROPE && (sec[0] != 0 || sec[1] != 0 || sec[2] != 0)) ||
+         it->scheme.s.type == PA_SCHEME_ROPE2D) &&
         it->q_mrope != NULL)
         return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "query_length",
-                        "query_length with M-RoPE position rows [3, Lq] is not supported: send "
-                        "the sequences as separate items");
+                        "query_length with position rows [3, Lq] (M-RoPE) or [2, Lq] (rope2d) is "
+                        "not supported: send the sequences as separate items");
     if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
         if (!per_sequence(v, "query_length", 1, it->Lq, "q", ctx, it, &it->query_lengths, e))
             return false;
@@ -491,22 +496,29 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     bool layer = it->att.x != NULL;
     const int32_t *sec = it->scheme.s.rope.mrope_section;
     bool mrope = it->scheme.s.type == PA_SCHEME_ROPE && (sec[0] != 0 || sec[1] != 0 || sec[2] != 0);
+    bool rope2d = it->scheme.s.type == PA_SCHEME_ROPE2D;
+    int rows = mrope ? 3 : rope2d ? 2 : 0;
     int32_t batch = it->batched ? it->B : 0;
     if (!parse_positions(obj, "q_positions", it->Lq,
                          layer ? (batch ? "x.shape[1]" : "x.shape[0]")
                                : (batch ? "q.shape[1]" : "q.shape[0]"),
-                         mrope, batch, ctx, &it->q_positions, &it->q_mrope, &it->q_pos_stride,
+                         rows, batch, ctx, &it->q_positions, &it->q_mrope, &it->q_pos_stride,
                          &it->q_mrope_stride, e) ||
         !parse_positions(obj, "k_positions", it->Lk,
                          layer ? (batch ? "x.shape[1]" : "x.shape[0]")
                                : (batch ? "k.shape[1]" : "k.shape[0]"),
-                         mrope, batch, ctx, &it->k_positions, &it->k_mrope, &it->k_pos_stride,
+                         rows, batch, ctx, &it->k_positions, &it->k_mrope, &it->k_pos_stride,
                          &it->k_mrope_stride, e))
         return false;
     it->att.q_positions = it->q_positions;
     it->att.k_positions = it->k_positions;
-    it->att.q_mrope_positions = it->q_mrope;
-    it->att.k_mrope_positions = it->k_mrope;
+    if (rope2d) { /* (row, column) rows: they choose angles, the masks keep token order */
+        it->att.q_positions_2d = it->q_mrope;
+        it->att.k_positions_2d = it->k_mrope;
+    } else {
+        it->att.q_mrope_positions = it->q_mrope;
+        it->att.k_mrope_positions = it->k_mrope;
+    }
     if ((v = api_member(obj, "query_length")) != NULL && !parse_query_length(v, ctx, it, e))
         return false;
     return true;
@@ -591,7 +603,7 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     if (out->query_lengths != NULL)
         out->input_bytes =
             api_add_sat(out->input_bytes, (size_t)(out->B + out->Lq) * sizeof(int32_t));
-    if (out->q_mrope != NULL)
+    if (out->q_mrope != NULL) /* 3 rows (M-RoPE) or 2 (rope2d): counted as 3 */
         out->input_bytes = api_add_sat(
             out->input_bytes,
             3 * (size_t)out->Lq * (out->q_mrope_stride ? (size_t)out->B : 1) * sizeof(int32_t));
@@ -699,6 +711,10 @@ void api_item_sequence(const api_item *it, int32_t b, pa_attention *att)
         att->q_mrope_positions += sb * it->q_mrope_stride;
     if (att->k_mrope_positions != NULL)
         att->k_mrope_positions += sb * it->k_mrope_stride;
+    if (att->q_positions_2d != NULL)
+        att->q_positions_2d += sb * it->q_mrope_stride;
+    if (att->k_positions_2d != NULL)
+        att->k_positions_2d += sb * it->k_mrope_stride;
     if (att->mask != NULL)
         att->mask += sb * it->mask_stride;
     if (att->bias != NULL)

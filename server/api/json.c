@@ -85,10 +85,25 @@ bool api_fail(api_err *e, const api_ctx *ctx, srv_error code, const char *name, 
     return false;
 }
 
+/* The library's fields that the API spells otherwise: rope2d's coordinates
+ * are q_positions / k_positions [2, L], its grids two-number arrays. */
+static const char *api_field_name(const char *lib)
+{
+    static const char *const map[][2] = {
+        {"q_positions_2d", "q_positions"},      {"k_positions_2d", "k_positions"},
+        {"scheme.grid_rows", "scheme.grid"},    {"scheme.grid_cols", "scheme.grid"},
+        {"scheme.ref_rows", "scheme.ref_grid"}, {"scheme.ref_cols", "scheme.ref_grid"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(lib, map[i][0]) == 0)
+            return map[i][1];
+    return lib;
+}
+
 bool api_fail_pa(api_err *e, const api_ctx *ctx, const pa_error *pe)
 {
     e->code = srv_error_from_pa(pe->status);
-    api_path(e->field, sizeof e->field, ctx, pe->field);
+    api_path(e->field, sizeof e->field, ctx, api_field_name(pe->field));
     snprintf(e->message, sizeof e->message, "%s", pe->message);
     return false;
 }

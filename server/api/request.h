@@ -50,7 +50,7 @@ typedef struct api_item {
     srv_tensor b_q, b_k, b_v, b_o; /* layer mode: projection biases */
     uint8_t *mask;                 /* [mask_heads, Lq, Lk] 0/1, malloc'd */
     int32_t *q_positions, *k_positions;
-    int32_t *q_mrope, *k_mrope; /* [3, L] M-RoPE rows (with mrope_section) */
+    int32_t *q_mrope, *k_mrope; /* [3, L] M-RoPE rows (with mrope_section), [2, L] rope2d's */
     unsigned ret;               /* API_RET_* */
     /* Sizes after defaults. */
     int32_t H, Hkv, D, Dv, Lq, Lk;
@@ -66,7 +66,7 @@ typedef struct api_item {
     int32_t *query_lengths; /* [B] real query rows per sequence, or NULL (all Lq) */
     int32_t *default_qpos;  /* Lk-Lq .. Lk-1 when query_length is given without q_positions */
     size_t q_pos_stride, k_pos_stride, mask_stride, bias_stride;
-    size_t q_mrope_stride, k_mrope_stride; /* [B, 3, L] M-RoPE rows: 3 L */
+    size_t q_mrope_stride, k_mrope_stride; /* [B, 3 or 2, L] position rows: 3 L or 2 L */
     size_t input_bytes;                    /* every tensor and array above */
 } api_item;
 

@@ -140,6 +140,26 @@ static const api_param params[] = {
      "cancels in q.k"},
     {PA_SCHEME_XPOS, "layout", API_PARAM_ENUM, OFF(xpos.layout), 0, NULL, "optional",
      "'gptj' (pairs 2i, 2i+1: torchscale's rotate_every_two) or 'neox' (pairs i, i + D/2)"},
+    {PA_SCHEME_ROPE2D, "variant", API_PARAM_ENUM, OFF(rope2d.variant), 0, NULL, "optional",
+     "'axial' (timm RotaryEmbeddingCat, in_pixels=False, as EVA-02: D/4 bands base^(-k/(D/4)) "
+     "per axis, the first D/4 pairs by row, the rest by column) or 'pixtral' "
+     "(mistral-inference precompute_freqs_cis_2d: theta_j = base^(-2j/D); rows take the even "
+     "j, columns the odd ones)"},
+    {PA_SCHEME_ROPE2D, "base", API_PARAM_NUMBER, OFF(rope2d.base), 0, NULL, "optional",
+     "timm's temperature, Pixtral's rope_theta (> 0)"},
+    {PA_SCHEME_ROPE2D, "layout", API_PARAM_ENUM, OFF(rope2d.layout), 0, NULL, "optional",
+     "'gptj' (pairs 2p, 2p+1: timm's rot, mistral-inference's complex view) or 'neox' (pairs "
+     "p, p + D/2: Hugging Face Pixtral, timm's rotate_half)"},
+    {PA_SCHEME_ROPE2D, "grid", API_PARAM_INT_ARRAY, 0, 0, "[2]", "optional",
+     "[rows, cols] of patches: token prefix_tokens + t is at (t / cols, t % cols), row-major, "
+     "when q_positions / k_positions [2, L] are not sent"},
+    {PA_SCHEME_ROPE2D, "ref_grid", API_PARAM_INT_ARRAY, 0, 0, "[2]", "optional",
+     "axial: timm's ref_feat_shape [rows, cols] (EVA-02's resize rule): coordinates times "
+     "ref / grid; needs grid"},
+    {PA_SCHEME_ROPE2D, "grid_offset", API_PARAM_NUMBER, OFF(rope2d.grid_offset), 0, NULL,
+     "optional", "axial: timm's grid_offset, added to both coordinates"},
+    {PA_SCHEME_ROPE2D, "prefix_tokens", API_PARAM_INT, OFF(rope2d.prefix_tokens), 0, NULL,
+     "optional", "leading tokens left unrotated (a class token), as timm leaves its prefix"},
 };
 
 #undef OFF
@@ -161,6 +181,8 @@ const char *api_param_enum_name(const api_param *p, int v)
         return pa_shaw_direction_name((pa_shaw_direction)v);
     if (p->type == PA_SCHEME_KERPLE)
         return pa_kerple_form_name((pa_kerple_form)v);
+    if (p->type == PA_SCHEME_ROPE2D && strcmp(p->name, "variant") == 0)
+        return pa_rope2d_variant_name((pa_rope2d_variant)v);
     if (strcmp(p->name, "layout") == 0)
         return pa_rope_layout_name((pa_rope_layout)v);
     return pa_rope_scaling_name((pa_rope_scaling)v);
@@ -233,9 +255,15 @@ static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, cons
         if (!ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
                             "%s='%.32s' is not 'log' or 'power'", rel, name);
+    } else if (p->type == PA_SCHEME_ROPE2D && strcmp(p->name, "variant") == 0) {
+        ok = pa_rope2d_variant_from_name(name, &s->rope2d.variant);
+        if (!ok)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not 'axial' or 'pixtral'", rel, name);
     } else if (strcmp(p->name, "layout") == 0) {
-        ok = pa_rope_layout_from_name(name, p->type == PA_SCHEME_XPOS ? &s->xpos.layout
-                                                                      : &s->rope.layout);
+        ok = pa_rope_layout_from_name(name, p->type == PA_SCHEME_XPOS     ? &s->xpos.layout
+                                            : p->type == PA_SCHEME_ROPE2D ? &s->rope2d.layout
+                                                                          : &s->rope.layout);
         if (!ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
                             "%s='%.32s' is not 'neox' or 'gptj'", rel, name);
@@ -342,16 +370,26 @@ static bool parse_param(const api_param *p, const cJSON *v, const api_ctx *ctx, 
         return parse_tensor_param(p, v, rel, ctx, out, e);
     case API_PARAM_NUMBER_ARRAY:
         return parse_array_param(p, v, rel, ctx, out, e);
-    case API_PARAM_INT_ARRAY: { /* mrope_section */
+    case API_PARAM_INT_ARRAY: { /* mrope_section; rope2d's grid, ref_grid */
         int32_t *a = NULL, n = 0;
+        const int want = p->type == PA_SCHEME_ROPE2D ? 2 : 3;
         if (!api_get_int_array(v, rel, ctx, &a, &n, e))
             return false;
-        if (n != 3) {
+        if (n != want) {
             free(a);
             return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,
-                            "%s has %d values; it needs 3 ([t, h, w])", rel, (int)n);
+                            "%s has %d values; it needs %d (%s)", rel, (int)n, want,
+                            want == 3 ? "[t, h, w]" : "[rows, cols]");
         }
-        memcpy(out->s.rope.mrope_section, a, 3 * sizeof(int32_t));
+        if (p->type != PA_SCHEME_ROPE2D) {
+            memcpy(out->s.rope.mrope_section, a, 3 * sizeof(int32_t));
+        } else if (strcmp(p->name, "grid") == 0) {
+            out->s.rope2d.grid_rows = a[0];
+            out->s.rope2d.grid_cols = a[1];
+        } else {
+            out->s.rope2d.ref_rows = a[0];
+            out->s.rope2d.ref_cols = a[1];
+        }
         free(a);
         return true;
     }
@@ -395,7 +433,7 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
         return api_fail(
             e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
             "scheme is required: an object with a 'type' (none, sinusoidal, "
-            "learned, shaw, t5, rope, alibi, kerple, sandwich, xpos) and its parameters");
+            "learned, shaw, t5, rope, alibi, kerple, sandwich, xpos, rope2d) and its parameters");
     if (!cJSON_IsObject(node))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
                         "scheme must be an object with a 'type', found %s", api_json_type(node));
@@ -403,13 +441,13 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
     if (m == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type is required (none, sinusoidal, learned, shaw, t5, rope, "
-                        "alibi, kerple, sandwich, xpos)");
+                        "alibi, kerple, sandwich, xpos, rope2d)");
     if (!api_get_string(m, "scheme.type", ctx, &type_name, e))
         return false;
     if (!pa_scheme_type_from_name(type_name, &type))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type='%.32s' is not a scheme (none, sinusoidal, learned, shaw, "
-                        "t5, rope, alibi, kerple, sandwich, xpos)",
+                        "t5, rope, alibi, kerple, sandwich, xpos, rope2d)",
                         type_name);
     pa_scheme_init(&out->s, type);
 

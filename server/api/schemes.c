@@ -42,6 +42,10 @@ static const char *scheme_doc(pa_scheme_type t)
         return "rope whose pairs also decay as zeta_i^((qpos - kpos)/scale_base) (Sun et al. "
                "2022), as microsoft/torchscale's XPOS: q scaled up, k down, about a common "
                "centre";
+    case PA_SCHEME_ROPE2D:
+        return "2-D rotary embedding of image patches: half the pairs turn by the row, half "
+               "by the column (timm's axial RotaryEmbeddingCat as EVA-02; Pixtral's "
+               "precompute_freqs_cis_2d); positions [2, L] or a grid, masks by token order";
     default:
         return "";
     }

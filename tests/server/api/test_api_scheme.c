@@ -425,6 +425,11 @@ static const struct {
     {PA_SCHEME_XPOS, "base", offsetof(pa_scheme, xpos.base)},
     {PA_SCHEME_XPOS, "scale_base", offsetof(pa_scheme, xpos.scale_base)},
     {PA_SCHEME_XPOS, "layout", offsetof(pa_scheme, xpos.layout)},
+    {PA_SCHEME_ROPE2D, "variant", offsetof(pa_scheme, rope2d.variant)},
+    {PA_SCHEME_ROPE2D, "base", offsetof(pa_scheme, rope2d.base)},
+    {PA_SCHEME_ROPE2D, "layout", offsetof(pa_scheme, rope2d.layout)},
+    {PA_SCHEME_ROPE2D, "grid_offset", offsetof(pa_scheme, rope2d.grid_offset)},
+    {PA_SCHEME_ROPE2D, "prefix_tokens", offsetof(pa_scheme, rope2d.prefix_tokens)},
 };
 
 static void test_param_table(void **state)
@@ -532,11 +537,12 @@ static void test_param_table_parses(void **state)
         }
         case API_PARAM_ENUM:
             snprintf(value, sizeof value, "\"%s\"",
-                     p[i].type == PA_SCHEME_SINUSOIDAL  ? "concat"
-                     : p[i].type == PA_SCHEME_SHAW      ? "query_minus_key"
-                     : p[i].type == PA_SCHEME_KERPLE    ? "power"
-                     : strcmp(p[i].name, "layout") == 0 ? "gptj"
-                                                        : "ntk");
+                     p[i].type == PA_SCHEME_SINUSOIDAL   ? "concat"
+                     : p[i].type == PA_SCHEME_SHAW       ? "query_minus_key"
+                     : p[i].type == PA_SCHEME_KERPLE     ? "power"
+                     : strcmp(p[i].name, "variant") == 0 ? "pixtral"
+                     : strcmp(p[i].name, "layout") == 0  ? "gptj"
+                                                         : "ntk");
             break;
         case API_PARAM_TENSOR:
             snprintf(value, sizeof value, "{\"shape\":[3,2],\"data\":[1,2,3,4,5,6]}");
@@ -545,7 +551,8 @@ static void test_param_table_parses(void **state)
             snprintf(value, sizeof value, "[1,2]");
             break;
         case API_PARAM_INT_ARRAY:
-            snprintf(value, sizeof value, "[1,1,1]");
+            snprintf(value, sizeof value, "%s",
+                     p[i].type == PA_SCHEME_ROPE2D ? "[1,1]" : "[1,1,1]");
             break;
         }
         if (p[i].scalings != 0) {

@@ -1,0 +1,170 @@
+/* rope2d.c - 2-D RoPE for image patches (posattn.h pa_rope2d): the angle of
+ * each rotary pair from a token's row or column coordinate, as timm's axial
+ * RotaryEmbeddingCat and Pixtral's precompute_freqs_cis_2d lay them out.
+ * The rotation itself is lib/rope.c's (pa_rope_apply and the kernels' rope
+ * path); this file checks the configuration and fills the tables.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const variant_names[] = {"axial", "pixtral"};
+
+const char *pa_rope2d_variant_name(pa_rope2d_variant variant)
+{
+    return variant >= PA_ROPE2D_AXIAL && variant <= PA_ROPE2D_PIXTRAL ? variant_names[variant]
+                                                                      : NULL;
+}
+
+bool pa_rope2d_variant_from_name(const char *name, pa_rope2d_variant *out)
+{
+    for (int i = 0; name != NULL && i < 2; i++) {
+        if (strcmp(name, variant_names[i]) == 0) {
+            *out = (pa_rope2d_variant)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+static pa_status both_or_none(const char *a, int32_t va, const char *b, int32_t vb, pa_error *err)
+{
+    if (va < 0 || vb < 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, va < 0 ? a : b, "%s=%d must be >= 0",
+                        va < 0 ? a : b, (int)(va < 0 ? va : vb));
+    if ((va == 0) != (vb == 0))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, va == 0 ? a : b,
+                        "%s=%d and %s=%d: give both (rows and columns) or neither", a, (int)va, b,
+                        (int)vb);
+    return PA_STATUS_OK;
+}
+
+pa_status pa_rope2d_check(const pa_rope2d *r, int32_t head_dim, pa_error *err)
+{
+    pa_status st;
+    if (r == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme", "rope2d configuration is NULL");
+    if (pa_rope2d_variant_name(r->variant) == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.variant",
+                        "scheme.variant=%d is not axial or pixtral", (int)r->variant);
+    if (head_dim < 4 || head_dim % 4 != 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "head_dim",
+                        "rope2d gives a quarter of the dims to each axis's pairs: head_dim=%d "
+                        "must be a multiple of 4",
+                        (int)head_dim);
+    if (!isfinite(r->base) || !(r->base > 0.0))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.base",
+                        "scheme.base=%g must be finite and > 0", r->base);
+    if (pa_rope_layout_name(r->layout) == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.layout",
+                        "scheme.layout=%d is not a rope layout", (int)r->layout);
+    if ((st = both_or_none("scheme.grid_rows", r->grid_rows, "scheme.grid_cols", r->grid_cols,
+                           err)) != PA_STATUS_OK ||
+        (st = both_or_none("scheme.ref_rows", r->ref_rows, "scheme.ref_cols", r->ref_cols, err)) !=
+            PA_STATUS_OK)
+        return st;
+    if ((int64_t)r->grid_rows * r->grid_cols > INT32_MAX)
+        return pa__fail(err, PA_STATUS_OUT_OF_RANGE, "scheme.grid_rows",
+                        "a grid of %d x %d patches is past 2^31 tokens", (int)r->grid_rows,
+                        (int)r->grid_cols);
+    if (r->ref_rows > 0 && r->grid_rows == 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.ref_rows",
+                        "the reference grid rescales coordinates by ref / grid (timm's "
+                        "ref_feat_shape): it needs the scheme's grid");
+    if (r->variant != PA_ROPE2D_AXIAL && (r->ref_rows > 0 || r->grid_offset != 0.0))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT,
+                        r->ref_rows > 0 ? "scheme.ref_rows" : "scheme.grid_offset",
+                        "%s is timm's (variant axial), not %s's",
+                        r->ref_rows > 0 ? "scheme.ref_rows" : "scheme.grid_offset",
+                        pa_rope2d_variant_name(r->variant));
+    if (!isfinite(r->grid_offset))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_offset",
+                        "scheme.grid_offset=%g is not finite", r->grid_offset);
+    if (r->prefix_tokens < 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.prefix_tokens",
+                        "scheme.prefix_tokens=%d must be >= 0", (int)r->prefix_tokens);
+    return PA_STATUS_OK;
+}
+
+void pa_rope2d_rope(const pa_rope2d *r, pa_rope *out)
+{
+    pa_scheme s;
+    pa_scheme_init(&s, PA_SCHEME_ROPE);
+    *out = s.rope;
+    out->base = r->base;
+    out->layout = r->layout;
+}
+
+double pa_rope2d_pair(const pa_rope2d *r, int32_t head_dim, int32_t p, int *axis)
+{
+    const int32_t q = head_dim / 4; /* pairs per axis */
+    const int32_t k = p < q ? p : p - q;
+    *axis = p < q ? 0 : 1;
+    if (r->variant == PA_ROPE2D_PIXTRAL) /* theta_j = base^(-2j/D), j = 2k or 2k + 1 */
+        return pow(r->base, -2.0 * (2.0 * k + *axis) / head_dim);
+    return pow(r->base, -(double)k / q); /* timm freq_bands(step=1): base^(-k/nb) */
+}
+
+pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t *positions2,
+                            int32_t n, float *cos_out, float *sin_out, pa_error *err)
+{
+    enum { CHUNK = 64 };
+    pa_status st = pa_rope2d_check(r, head_dim, err);
+    const int32_t half = head_dim / 2, pre = r->prefix_tokens < n ? r->prefix_tokens : n;
+    double scale[2] = {1.0, 1.0};
+    if (st != PA_STATUS_OK)
+        return st;
+    if (n < 0 || (n > 0 && (cos_out == NULL || sin_out == NULL)))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "positions",
+                        "n=%d tokens need non-NULL tables", (int)n);
+    if (positions2 == NULL) {
+        const int64_t cells = (int64_t)r->grid_rows * r->grid_cols;
+        if (cells == 0)
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "positions",
+                            "rope2d needs each token's (row, column): send the 2-D positions "
+                            "[2, L] or the scheme's grid (rows, cols)");
+        if ((int64_t)n != r->prefix_tokens + cells)
+            return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "positions",
+                            "%d tokens, but a grid of %d x %d patches after %d prefix tokens "
+                            "is %lld",
+                            (int)n, (int)r->grid_rows, (int)r->grid_cols, (int)r->prefix_tokens,
+                            (long long)(r->prefix_tokens + cells));
+    }
+    if (r->ref_rows > 0) { /* timm: t / feat_shape * ref_feat_shape */
+        scale[0] = (double)r->ref_rows / r->grid_rows;
+        scale[1] = (double)r->ref_cols / r->grid_cols;
+    }
+    for (int32_t t = 0; t < pre; t++) {
+        for (int32_t p = 0; p < half; p++) {
+            cos_out[(size_t)t * half + p] = 1.0f;
+            sin_out[(size_t)t * half + p] = 0.0f;
+        }
+    }
+    for (int32_t p0 = 0; p0 < half; p0 += CHUNK) {
+        const int32_t w = half - p0 < CHUNK ? half - p0 : CHUNK;
+        double f[CHUNK];
+        int ax[CHUNK];
+        for (int32_t i = 0; i < w; i++)
+            f[i] = pa_rope2d_pair(r, head_dim, p0 + i, &ax[i]);
+        for (int32_t t = pre; t < n; t++) {
+            double c[2];
+            if (positions2 != NULL) {
+                c[0] = positions2[t];
+                c[1] = positions2[(size_t)n + t];
+            } else {
+                c[0] = (t - pre) / r->grid_cols;
+                c[1] = (t - pre) % r->grid_cols;
+            }
+            c[0] = (c[0] + r->grid_offset) * scale[0];
+            c[1] = (c[1] + r->grid_offset) * scale[1];
+            for (int32_t i = 0; i < w; i++) {
+                const double a = c[ax[i]] * f[i];
+                cos_out[(size_t)t * half + p0 + i] = (float)cos(a);
+                sin_out[(size_t)t * half + p0 + i] = (float)sin(a);
+            }
+        }
+    }
+    return PA_STATUS_OK;
+}
