@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""crosscheck_rope2d_torch.py - posattnd's rope2d against the peers' own
+formulas run in PyTorch (Debian's python3-torch). Optional: make test does
+not need torch.
+
+    /usr/bin/python3 tools/crosscheck_rope2d_torch.py [build/posattnd]
+
+Starts posattnd on a free loopback port, asks /v1/attention for q_rot and
+k_rot of each case, and compares them with the peers' code transliterated
+here (no timm or mistral-inference import):
+  - axial: timm timm/layers/pos_embed_sincos.py freq_bands (step=1),
+    build_fourier_pos_embed (in_pixels=False, grid_offset, ref_feat_shape,
+    grid_indexing 'ij'), build_rotary_pos_embed (repeat_interleave(2)) and
+    apply_rot_embed_cat (rot(): neighbours), as EVA-02 calls them, with a
+    class token left unrotated as timm's Eva attention does;
+  - pixtral: mistral-inference src/mistral_inference/rope.py
+    precompute_freqs_cis_2d and apply_rotary_emb (complex products of
+    neighbouring pairs), indexed by the patches' (row, column).
+in float64 and in float32 as the peers run.
+"""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import torch
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(port, path, body):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 data=json.dumps(body).encode())
+    with urllib.request.urlopen(req) as r:
+        return json.loads(r.read())
+
+
+# ---- timm (transliterated) ------------------------------------------------
+def freq_bands(num_bands, temperature, dtype):
+    exp = torch.arange(0, num_bands, 1, dtype=torch.int64).to(dtype) / num_bands
+    return 1.0 / (temperature ** exp)
+
+
+def build_rotary_pos_embed(feat_shape, dim, temperature, grid_offset, ref_feat_shape, dtype):
+    bands = freq_bands(dim // 4, temperature, dtype)
+    t = [torch.arange(s, dtype=torch.int64).to(dtype) + grid_offset for s in feat_shape]
+    if ref_feat_shape is not None:
+        t = [x / f * r for x, f, r in zip(t, feat_shape, ref_feat_shape)]
+    grid = torch.stack(torch.meshgrid(t, indexing="ij"), dim=-1).unsqueeze(-1)
+    pos = grid * bands
+    n = feat_shape[0] * feat_shape[1]
+    sin_emb = pos.sin().reshape(n, -1).repeat_interleave(2, -1)
+    cos_emb = pos.cos().reshape(n, -1).repeat_interleave(2, -1)
+    return sin_emb, cos_emb
+
+
+def rot(x):
+    return torch.stack([-x[..., 1::2], x[..., ::2]], -1).reshape(x.shape)
+
+
+def timm_axial(x, feat_shape, temperature, grid_offset, ref, prefix, dtype):
+    """x [L, H, D]: the first `prefix` tokens untouched, as timm's Eva."""
+    L, H, D = x.shape
+    sin_emb, cos_emb = build_rotary_pos_embed(feat_shape, D, temperature, grid_offset, ref, dtype)
+    body = x[prefix:]
+    out = body * cos_emb[:, None, :] + rot(body) * sin_emb[:, None, :]
+    return torch.cat([x[:prefix], out], 0)
+
+
+# ---- mistral-inference (transliterated) -----------------------------------
+def precompute_freqs_cis_2d(dim, height, width, theta):
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).double() / dim))
+    h = torch.arange(height)
+    w = torch.arange(width)
+    freqs_h = torch.outer(h, freqs[::2]).double()
+    freqs_w = torch.outer(w, freqs[1::2]).double()
+    freqs_2d = torch.cat([freqs_h[:, None, :].repeat(1, width, 1),
+                          freqs_w[None, :, :].repeat(height, 1, 1)], dim=-1)
+    return torch.polar(torch.ones_like(freqs_2d), freqs_2d)
+
+
+def pixtral(x, rows, cols, grid, theta, dtype):
+    L, H, D = x.shape
+    fc = precompute_freqs_cis_2d(D, grid[0], grid[1], theta)[rows, cols]  # [L, D/2]
+    cdt = torch.complex128 if dtype == torch.float64 else torch.complex64
+    xc = torch.view_as_complex(x.to(dtype).reshape(L, H, -1, 2).contiguous())
+    return torch.view_as_real(xc * fc.to(cdt)[:, None, :]).flatten(2)
+
+
+def main():
+    binary = sys.argv[1] if len(sys.argv) > 1 else "build/posattnd"
+    port = free_port()
+    srv = subprocess.Popen([binary, "--port", str(port), "--workers", "1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port)
+                break
+            except OSError:
+                time.sleep(0.05)
+        g = torch.Generator().manual_seed(5)
+        cases = (
+            ("axial", (4, 6), 64, 10000.0, 0.0, None, 1),
+            ("axial", (3, 5), 32, 100.0, 0.5, (8, 8), 0),
+            ("axial", (7, 7), 16, 10000.0, 0.0, (16, 16), 1),
+            ("pixtral", (5, 4), 64, 10000.0, 0.0, None, 0),
+            ("pixtral", (3, 9), 16, 100.0, 0.0, None, 0),
+        )
+        for variant, grid, D, base, off, ref, prefix in cases:
+            L, H = grid[0] * grid[1] + prefix, 2
+            q = torch.rand(L, H, D, generator=g, dtype=torch.float64) * 2 - 1
+            q32 = q.float()
+            scheme = {"type": "rope2d", "variant": variant, "base": base, "grid": list(grid),
+                      "prefix_tokens": prefix}
+            if variant == "axial":
+                scheme["grid_offset"] = off
+                if ref is not None:
+                    scheme["ref_grid"] = list(ref)
+            v = torch.zeros(L, H, 1)
+            item = {"scheme": scheme,
+                    "q": {"shape": [L, H, D], "data": q32.flatten().tolist()},
+                    "k": {"shape": [L, H, D], "data": q32.flatten().tolist()},
+                    "v": {"shape": [L, H, 1], "data": v.flatten().tolist()},
+                    "return": ["q_rot"]}
+            ans = post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
+            got = torch.tensor(ans["q_rot"]["data"], dtype=torch.float64).reshape(L, H, D)
+            for dtype, tol in ((torch.float64, 2e-6), (torch.float32, 2e-5)):
+                x = q32.to(dtype)
+                if variant == "axial":
+                    want = timm_axial(x, grid, base, off, ref, prefix, dtype)
+                else:
+                    t = torch.arange(L)
+                    want = pixtral(x, t // grid[1], t % grid[1], grid, base, dtype)
+                err = (got - want.double()).abs().max().item()
+                print("rope2d %-7s grid %-7s D=%-2d base %-6g offset %-3g ref %-8s prefix %d "
+                      "%s max abs err %.3g" % (variant, "%dx%d" % grid, D, base, off, ref, prefix,
+                                               dtype, err))
+                assert err < tol, err
+    finally:
+        srv.terminate()
+        srv.wait()
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
