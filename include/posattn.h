@@ -355,6 +355,17 @@ typedef struct pa_xpos {
  *            col * theta_(2(p - D/4) + 1) (the odd ones). mistral-inference
  *            pairs neighbours (gptj); Hugging Face's Pixtral pairs halves
  *            (neox, with its weights permuted to match).
+ *   dinov3  (facebookresearch/dinov3 RopePositionEmbedding, base 100 in
+ *            the models): axial's pairs with frequencies 2 pi base^(-k/nb)
+ *            (2 pi / periods, periods = base^(2k / (D/2))) of coordinates
+ *            normalised to [-1, 1]: 2 (i + 1/2) / n - 1, n the grid's rows
+ *            (columns) with normalize "separate", max(rows, cols) with
+ *            "max", min with "min"; it needs the grid. The model pairs
+ *            halves (neox).
+ * merge_size m > 1 orders the grid's tokens as Qwen2-VL's vision tower
+ * does: m x m blocks row-major, the patches of a block row-major inside it
+ * (token t: block t / m^2, then (t % m^2) / m, t % m); rows and cols must
+ * be multiples of m. Qwen2-VL's vision rotary is axial with layout neox.
  * Coordinates come from pa_attention's q_positions_2d / k_positions_2d
  * ([2, L]: the rows, then the columns) or, when those are NULL, from the
  * grid: token prefix_tokens + t sits at (t / grid_cols, t % grid_cols), the
@@ -364,17 +375,26 @@ typedef struct pa_xpos {
  * default. */
 typedef enum pa_rope2d_variant {
     PA_ROPE2D_AXIAL = 0, /* default */
-    PA_ROPE2D_PIXTRAL
+    PA_ROPE2D_PIXTRAL,
+    PA_ROPE2D_DINOV3
 } pa_rope2d_variant;
+
+typedef enum pa_rope2d_normalize {
+    PA_ROPE2D_NORMALIZE_SEPARATE = 0, /* dinov3's default: each axis by its own size */
+    PA_ROPE2D_NORMALIZE_MAX,
+    PA_ROPE2D_NORMALIZE_MIN
+} pa_rope2d_normalize;
 
 typedef struct pa_rope2d {
     pa_rope2d_variant variant;
-    double base;                  /* default 10000: timm's temperature, Pixtral's rope_theta */
-    pa_rope_layout layout;        /* default gptj (both peers' interleaved pairs) */
-    int32_t grid_rows, grid_cols; /* the patch grid; 0, 0: coordinates are given */
-    int32_t ref_rows, ref_cols;   /* axial: timm's ref_feat_shape (0, 0: none); needs the grid */
-    double grid_offset;           /* axial: timm's grid_offset, added to both coordinates */
-    int32_t prefix_tokens;        /* leading tokens left unrotated (class tokens); >= 0 */
+    double base;                   /* default 10000: timm's temperature, Pixtral's rope_theta */
+    pa_rope_layout layout;         /* default gptj (both peers' interleaved pairs) */
+    int32_t grid_rows, grid_cols;  /* the patch grid; 0, 0: coordinates are given */
+    int32_t ref_rows, ref_cols;    /* axial: timm's ref_feat_shape (0, 0: none); needs the grid */
+    double grid_offset;            /* axial: timm's grid_offset, added to both coordinates */
+    int32_t prefix_tokens;         /* leading tokens left unrotated (class tokens); >= 0 */
+    int32_t merge_size;            /* grid order in m x m blocks (Qwen2-VL); 0 or 1: none */
+    pa_rope2d_normalize normalize; /* dinov3's coordinate normalisation */
 } pa_rope2d;
 
 /* A scheme and its parameters. Only the member for `type` is read. Tables are
@@ -522,9 +542,12 @@ pa_status pa_xpos_cos_sin(const pa_xpos *x, int32_t head_dim, const int32_t *pos
                           int64_t centre, int sign, float *cos_out, float *sin_out,
                           float *scale_out, pa_error *err);
 
-/* "axial", "pixtral" and the inverse (false when unknown). */
+/* "axial", "pixtral", "dinov3"; "separate", "max", "min"; and the
+ * inverses (false when unknown). */
 const char *pa_rope2d_variant_name(pa_rope2d_variant variant);
 bool pa_rope2d_variant_from_name(const char *name, pa_rope2d_variant *out);
+const char *pa_rope2d_normalize_name(pa_rope2d_normalize n);
+bool pa_rope2d_normalize_from_name(const char *name, pa_rope2d_normalize *out);
 /* Checks a rope2d configuration for a head dimension: head_dim a multiple
  * of 4, base finite and > 0, a known variant and layout, grid and ref sizes
  * both set or both 0 (ref needs the grid; ref and grid_offset are axial's),

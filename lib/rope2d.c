@@ -10,23 +10,45 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const variant_names[] = {"axial", "pixtral"};
+#define PI 3.14159265358979323846
+
+static const char *const variant_names[] = {"axial", "pixtral", "dinov3"};
+static const char *const normalize_names[] = {"separate", "max", "min"};
+
+static int index_of(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; name != NULL && i < n; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
 
 const char *pa_rope2d_variant_name(pa_rope2d_variant variant)
 {
-    return variant >= PA_ROPE2D_AXIAL && variant <= PA_ROPE2D_PIXTRAL ? variant_names[variant]
-                                                                      : NULL;
+    return variant >= PA_ROPE2D_AXIAL && variant <= PA_ROPE2D_DINOV3 ? variant_names[variant]
+                                                                     : NULL;
 }
 
 bool pa_rope2d_variant_from_name(const char *name, pa_rope2d_variant *out)
 {
-    for (int i = 0; name != NULL && i < 2; i++) {
-        if (strcmp(name, variant_names[i]) == 0) {
-            *out = (pa_rope2d_variant)i;
-            return true;
-        }
-    }
-    return false;
+    const int i = index_of(variant_names, 3, name);
+    if (i >= 0)
+        *out = (pa_rope2d_variant)i;
+    return i >= 0;
+}
+
+const char *pa_rope2d_normalize_name(pa_rope2d_normalize n)
+{
+    return n >= PA_ROPE2D_NORMALIZE_SEPARATE && n <= PA_ROPE2D_NORMALIZE_MIN ? normalize_names[n]
+                                                                             : NULL;
+}
+
+bool pa_rope2d_normalize_from_name(const char *name, pa_rope2d_normalize *out)
+{
+    const int i = index_of(normalize_names, 3, name);
+    if (i >= 0)
+        *out = (pa_rope2d_normalize)i;
+    return i >= 0;
 }
 
 static pa_status both_or_none(const char *a, int32_t va, const char *b, int32_t vb, pa_error *err)
@@ -48,7 +70,10 @@ pa_status pa_rope2d_check(const pa_rope2d *r, int32_t head_dim, pa_error *err)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme", "rope2d configuration is NULL");
     if (pa_rope2d_variant_name(r->variant) == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.variant",
-                        "scheme.variant=%d is not axial or pixtral", (int)r->variant);
+                        "scheme.variant=%d is not axial, pixtral or dinov3", (int)r->variant);
+    if (pa_rope2d_normalize_name(r->normalize) == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.normalize",
+                        "scheme.normalize=%d is not separate, max or min", (int)r->normalize);
     if (head_dim < 4 || head_dim % 4 != 0)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "head_dim",
                         "rope2d gives a quarter of the dims to each axis's pairs: head_dim=%d "
@@ -85,6 +110,24 @@ pa_status pa_rope2d_check(const pa_rope2d *r, int32_t head_dim, pa_error *err)
     if (r->prefix_tokens < 0)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.prefix_tokens",
                         "scheme.prefix_tokens=%d must be >= 0", (int)r->prefix_tokens);
+    if (r->variant == PA_ROPE2D_DINOV3 && r->grid_rows == 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_rows",
+                        "dinov3 normalises coordinates by the grid's size: it needs the "
+                        "scheme's grid (rows, cols)");
+    if (r->variant != PA_ROPE2D_DINOV3 && r->normalize != PA_ROPE2D_NORMALIZE_SEPARATE)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.normalize",
+                        "scheme.normalize is dinov3's, not %s's",
+                        pa_rope2d_variant_name(r->variant));
+    if (r->merge_size < 0 || r->merge_size > 64)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.merge_size",
+                        "scheme.merge_size=%d must be in [0, 64]", (int)r->merge_size);
+    if (r->merge_size > 1 &&
+        (r->grid_rows == 0 || r->grid_rows % r->merge_size || r->grid_cols % r->merge_size))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.merge_size",
+                        "scheme.merge_size=%d orders the grid in %d x %d blocks: the grid's "
+                        "rows and cols (%d, %d) must be multiples of it",
+                        (int)r->merge_size, (int)r->merge_size, (int)r->merge_size,
+                        (int)r->grid_rows, (int)r->grid_cols);
     return PA_STATUS_OK;
 }
 
@@ -104,6 +147,8 @@ double pa_rope2d_pair(const pa_rope2d *r, int32_t head_dim, int32_t p, int *axis
     *axis = p < q ? 0 : 1;
     if (r->variant == PA_ROPE2D_PIXTRAL) /* theta_j = base^(-2j/D), j = 2k or 2k + 1 */
         return pow(r->base, -2.0 * (2.0 * k + *axis) / head_dim);
+    if (r->variant == PA_ROPE2D_DINOV3) /* 2 pi / periods, periods = base^(2k / (D/2)) */
+        return 2.0 * PI / pow(r->base, 2.0 * k / (head_dim / 2));
     return pow(r->base, -(double)k / q); /* timm freq_bands(step=1): base^(-k/nb) */
 }
 
@@ -136,6 +181,17 @@ pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t 
         scale[0] = (double)r->ref_rows / r->grid_rows;
         scale[1] = (double)r->ref_cols / r->grid_cols;
     }
+    if (r->variant == PA_ROPE2D_DINOV3) { /* 2 (i + 1/2) / n - 1 */
+        const int32_t big = r->grid_rows > r->grid_cols ? r->grid_rows : r->grid_cols;
+        const int32_t small = r->grid_rows < r->grid_cols ? r->grid_rows : r->grid_cols;
+        const pa_rope2d_normalize nz = r->normalize;
+        scale[0] = 2.0 / (nz == PA_ROPE2D_NORMALIZE_MAX   ? big
+                          : nz == PA_ROPE2D_NORMALIZE_MIN ? small
+                                                          : r->grid_rows);
+        scale[1] = 2.0 / (nz == PA_ROPE2D_NORMALIZE_MAX   ? big
+                          : nz == PA_ROPE2D_NORMALIZE_MIN ? small
+                                                          : r->grid_cols);
+    }
     for (int32_t t = 0; t < pre; t++) {
         for (int32_t p = 0; p < half; p++) {
             cos_out[(size_t)t * half + p] = 1.0f;
@@ -153,12 +209,22 @@ pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t 
             if (positions2 != NULL) {
                 c[0] = positions2[t];
                 c[1] = positions2[(size_t)n + t];
+            } else if (r->merge_size > 1) { /* m x m blocks, row-major in and out */
+                const int32_t m = r->merge_size, u = t - pre, blk = u / (m * m), in = u % (m * m),
+                              bcols = r->grid_cols / m;
+                c[0] = (double)(blk / bcols) * m + in / m;
+                c[1] = (double)(blk % bcols) * m + in % m;
             } else {
                 c[0] = (t - pre) / r->grid_cols;
                 c[1] = (t - pre) % r->grid_cols;
             }
-            c[0] = (c[0] + r->grid_offset) * scale[0];
-            c[1] = (c[1] + r->grid_offset) * scale[1];
+            if (r->variant == PA_ROPE2D_DINOV3) {
+                c[0] = (c[0] + 0.5) * scale[0] - 1.0;
+                c[1] = (c[1] + 0.5) * scale[1] - 1.0;
+            } else {
+                c[0] = (c[0] + r->grid_offset) * scale[0];
+                c[1] = (c[1] + r->grid_offset) * scale[1];
+            }
             for (int32_t i = 0; i < w; i++) {
                 const double a = c[ax[i]] * f[i];
                 cos_out[(size_t)t * half + p0 + i] = (float)cos(a);

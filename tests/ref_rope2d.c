@@ -13,9 +13,36 @@ bool ref_rope2d_coord(const pa_rope2d *r, const int32_t *pos2, int n, int t, dou
     if (pos2 != NULL) {
         y = pos2[t];
         x = pos2[n + t];
+    } else if (r->merge_size > 1) {
+        /* Hugging Face Qwen2-VL rot_pos_emb: arange(h) expanded over w,
+         * reshape(h/m, m, w/m, m).permute(0, 2, 1, 3).flatten(): tokens
+         * come block row, block column, then row and column in the block. */
+        const int m = r->merge_size, want = t - r->prefix_tokens;
+        int idx = 0;
+        y = x = -1;
+        for (int bh = 0; bh < r->grid_rows / m; bh++)
+            for (int bw = 0; bw < r->grid_cols / m; bw++)
+                for (int ih = 0; ih < m; ih++)
+                    for (int iw = 0; iw < m; iw++, idx++)
+                        if (idx == want) {
+                            y = bh * m + ih;
+                            x = bw * m + iw;
+                        }
     } else {
         y = (t - r->prefix_tokens) / r->grid_cols;
         x = (t - r->prefix_tokens) % r->grid_cols;
+    }
+    if (r->variant == PA_ROPE2D_DINOV3) {
+        /* dinov3 RopePositionEmbedding.forward: arange(0.5, H) / H
+         * ("separate"; max(H, W) or min(H, W) otherwise), then 2c - 1. */
+        double nh = r->grid_rows, nw = r->grid_cols;
+        if (r->normalize == PA_ROPE2D_NORMALIZE_MAX)
+            nh = nw = r->grid_rows > r->grid_cols ? r->grid_rows : r->grid_cols;
+        else if (r->normalize == PA_ROPE2D_NORMALIZE_MIN)
+            nh = nw = r->grid_rows < r->grid_cols ? r->grid_rows : r->grid_cols;
+        *row = 2.0 * ((y + 0.5) / nh) - 1.0;
+        *col = 2.0 * ((x + 0.5) / nw) - 1.0;
+        return true;
     }
     /* timm: t = arange(s) + grid_offset; then t / feat_shape * ref_feat_shape */
     y += r->grid_offset;
@@ -44,6 +71,14 @@ void ref_rope2d_apply(const pa_rope2d *r, int head_dim, double row, double col, 
                 ang[j / 2] = row * f;
             else
                 ang[nb + j / 2] = col * f;
+        }
+    } else if (r->variant == PA_ROPE2D_DINOV3) {
+        /* periods = base^(2 arange(D/4) / (D/2)); angles = 2 pi coords /
+         * periods, [HW, 2, D/4] flattened: the row's, then the column's. */
+        for (int k = 0; k < nb; k++) {
+            double period = pow(r->base, 2.0 * k / (head_dim / 2));
+            ang[k] = 2.0 * 3.14159265358979323846 * row / period;
+            ang[nb + k] = 2.0 * 3.14159265358979323846 * col / period;
         }
     } else {
         /* bands = 1 / temperature^(arange(0, nb) / nb); the grid [.., 2]

@@ -15,7 +15,13 @@ here (no timm or mistral-inference import):
     class token left unrotated as timm's Eva attention does;
   - pixtral: mistral-inference src/mistral_inference/rope.py
     precompute_freqs_cis_2d and apply_rotary_emb (complex products of
-    neighbouring pairs), indexed by the patches' (row, column).
+    neighbouring pairs), indexed by the patches' (row, column);
+  - dinov3: facebookresearch/dinov3 RopePositionEmbedding.forward
+    (normalize_coords separate / max / min, base periods) and rope_apply
+    (rope_rotate_half), prefix tokens left out as its SelfAttention does;
+  - Qwen2-VL's vision tower: Hugging Face modeling_qwen2_vl
+    VisionRotaryEmbedding, rot_pos_emb's merge-block position ids and
+    apply_rotary_pos_emb_vision (rotate_half), one frame.
 in float64 and in float32 as the peers run.
 """
 
@@ -94,6 +100,46 @@ def pixtral(x, rows, cols, grid, theta, dtype):
     return torch.view_as_real(xc * fc.to(cdt)[:, None, :]).flatten(2)
 
 
+# ---- dinov3 (transliterated) ---------------------------------------------
+def dinov3(x, H, W, base, normalize, prefix, dtype):
+    L, nh, D = x.shape
+    periods = base ** (2 * torch.arange(D // 4, dtype=dtype) / (D // 2))
+    if normalize == "max":
+        dh = dw = max(H, W)
+    elif normalize == "min":
+        dh = dw = min(H, W)
+    else:
+        dh, dw = H, W
+    coords_h = torch.arange(0.5, H, dtype=dtype) / dh
+    coords_w = torch.arange(0.5, W, dtype=dtype) / dw
+    coords = torch.stack(torch.meshgrid(coords_h, coords_w, indexing="ij"), dim=-1).flatten(0, 1)
+    coords = 2.0 * coords - 1.0
+    angles = (2 * torch.pi * coords[:, :, None] / periods[None, None, :]).flatten(1, 2).tile(2)
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    body = x[prefix:]
+    x1, x2 = body.chunk(2, dim=-1)
+    out = body * cos[:, None, :] + torch.cat([-x2, x1], dim=-1) * sin[:, None, :]
+    return torch.cat([x[:prefix], out], 0)
+
+
+# ---- Hugging Face Qwen2-VL vision (transliterated) ------------------------
+def qwen2vl_vision(x, h, w, m, theta, dtype):
+    L, nh, D = x.shape
+    dim = D // 2  # VisionRotaryEmbedding(head_dim // 2)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=dtype) / dim))
+    hpos = torch.arange(h).unsqueeze(1).expand(-1, w)
+    hpos = hpos.reshape(h // m, m, w // m, m).permute(0, 2, 1, 3).flatten()
+    wpos = torch.arange(w).unsqueeze(0).expand(h, -1)
+    wpos = wpos.reshape(h // m, m, w // m, m).permute(0, 2, 1, 3).flatten()
+    pos_ids = torch.stack([hpos, wpos], dim=-1)
+    full = torch.outer(torch.arange(max(h, w), dtype=dtype), inv_freq)
+    freqs = full[pos_ids].flatten(1)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return x * cos[:, None, :] + torch.cat((-x2, x1), dim=-1) * sin[:, None, :]
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else "build/posattnd"
     port = free_port()
@@ -113,6 +159,11 @@ def main():
             ("axial", (7, 7), 16, 10000.0, 0.0, (16, 16), 1),
             ("pixtral", (5, 4), 64, 10000.0, 0.0, None, 0),
             ("pixtral", (3, 9), 16, 100.0, 0.0, None, 0),
+            ("dinov3", (4, 6), 64, 100.0, "separate", None, 1),
+            ("dinov3", (3, 5), 32, 100.0, "max", None, 5),
+            ("dinov3", (6, 2), 16, 100.0, "min", None, 0),
+            ("qwen2vl", (4, 6), 64, 10000.0, 2, None, 0),
+            ("qwen2vl", (6, 6), 32, 10000.0, 3, None, 0),
         )
         for variant, grid, D, base, off, ref, prefix in cases:
             L, H = grid[0] * grid[1] + prefix, 2
@@ -120,7 +171,11 @@ def main():
             q32 = q.float()
             scheme = {"type": "rope2d", "variant": variant, "base": base, "grid": list(grid),
                       "prefix_tokens": prefix}
-            if variant == "axial":
+            if variant == "dinov3":
+                scheme["normalize"] = off
+            if variant == "qwen2vl":  # axial's frequencies, halves paired, merge order
+                scheme.update(variant="axial", layout="neox", merge_size=off)
+            elif variant == "axial":
                 scheme["grid_offset"] = off
                 if ref is not None:
                     scheme["ref_grid"] = list(ref)
@@ -134,13 +189,17 @@ def main():
             got = torch.tensor(ans["q_rot"]["data"], dtype=torch.float64).reshape(L, H, D)
             for dtype, tol in ((torch.float64, 2e-6), (torch.float32, 2e-5)):
                 x = q32.to(dtype)
-                if variant == "axial":
+                if variant == "dinov3":
+                    want = dinov3(x, grid[0], grid[1], base, off, prefix, dtype)
+                elif variant == "qwen2vl":
+                    want = qwen2vl_vision(x, grid[0], grid[1], off, base, dtype)
+                elif variant == "axial":
                     want = timm_axial(x, grid, base, off, ref, prefix, dtype)
                 else:
                     t = torch.arange(L)
                     want = pixtral(x, t // grid[1], t % grid[1], grid, base, dtype)
                 err = (got - want.double()).abs().max().item()
-                print("rope2d %-7s grid %-7s D=%-2d base %-6g offset %-3g ref %-8s prefix %d "
+                print("rope2d %-7s grid %-7s D=%-2d base %-6g option %-8s ref %-8s prefix %d "
                       "%s max abs err %.3g" % (variant, "%dx%d" % grid, D, base, off, ref, prefix,
                                                dtype, err))
                 assert err < tol, err

@@ -144,12 +144,15 @@ static const api_param params[] = {
      "'axial' (timm RotaryEmbeddingCat, in_pixels=False, as EVA-02: D/4 bands base^(-k/(D/4)) "
      "per axis, the first D/4 pairs by row, the rest by column) or 'pixtral' "
      "(mistral-inference precompute_freqs_cis_2d: theta_j = base^(-2j/D); rows take the even "
-     "j, columns the odd ones)"},
+     "j, columns the odd ones) or 'dinov3' (facebookresearch/dinov3 RopePositionEmbedding: "
+     "axial's pairs, frequencies 2 pi / base^(2k/(D/2)), coordinates 2 (i + 1/2) / n - 1; needs "
+     "grid; send its base, 100)"},
     {PA_SCHEME_ROPE2D, "base", API_PARAM_NUMBER, OFF(rope2d.base), 0, NULL, "optional",
      "timm's temperature, Pixtral's rope_theta (> 0)"},
     {PA_SCHEME_ROPE2D, "layout", API_PARAM_ENUM, OFF(rope2d.layout), 0, NULL, "optional",
      "'gptj' (pairs 2p, 2p+1: timm's rot, mistral-inference's complex view) or 'neox' (pairs "
-     "p, p + D/2: Hugging Face Pixtral, timm's rotate_half)"},
+     "p, p + D/2: Hugging Face Pixtral and Qwen2-VL, timm's rotate_half); default gptj, neox "
+     "for variant dinov3 (its rope_rotate_half)"},
     {PA_SCHEME_ROPE2D, "grid", API_PARAM_INT_ARRAY, 0, 0, "[2]", "optional",
      "[rows, cols] of patches: token prefix_tokens + t is at (t / cols, t % cols), row-major, "
      "when q_positions / k_positions [2, L] are not sent"},
@@ -159,7 +162,15 @@ static const api_param params[] = {
     {PA_SCHEME_ROPE2D, "grid_offset", API_PARAM_NUMBER, OFF(rope2d.grid_offset), 0, NULL,
      "optional", "axial: timm's grid_offset, added to both coordinates"},
     {PA_SCHEME_ROPE2D, "prefix_tokens", API_PARAM_INT, OFF(rope2d.prefix_tokens), 0, NULL,
-     "optional", "leading tokens left unrotated (a class token), as timm leaves its prefix"},
+     "optional",
+     "leading tokens left unrotated (class and register tokens), as timm and DINOv3 leave "
+     "their prefix"},
+    {PA_SCHEME_ROPE2D, "merge_size", API_PARAM_INT, OFF(rope2d.merge_size), 0, NULL, "optional",
+     "m > 1: the grid's tokens come in m x m blocks, row-major, as Qwen2-VL's vision tower "
+     "orders them (rot_pos_emb); grid rows and cols multiples of m"},
+    {PA_SCHEME_ROPE2D, "normalize", API_PARAM_ENUM, OFF(rope2d.normalize), 0, NULL, "optional",
+     "dinov3: 'separate' (each axis by its own size), 'max' or 'min' (both by max or min of "
+     "rows and cols), DINOv3's normalize_coords"},
 };
 
 #undef OFF
@@ -183,6 +194,8 @@ const char *api_param_enum_name(const api_param *p, int v)
         return pa_kerple_form_name((pa_kerple_form)v);
     if (p->type == PA_SCHEME_ROPE2D && strcmp(p->name, "variant") == 0)
         return pa_rope2d_variant_name((pa_rope2d_variant)v);
+    if (p->type == PA_SCHEME_ROPE2D && strcmp(p->name, "normalize") == 0)
+        return pa_rope2d_normalize_name((pa_rope2d_normalize)v);
     if (strcmp(p->name, "layout") == 0)
         return pa_rope_layout_name((pa_rope_layout)v);
     return pa_rope_scaling_name((pa_rope_scaling)v);
@@ -259,7 +272,12 @@ static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, cons
         ok = pa_rope2d_variant_from_name(name, &s->rope2d.variant);
         if (!ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
-                            "%s='%.32s' is not 'axial' or 'pixtral'", rel, name);
+                            "%s='%.32s' is not 'axial', 'pixtral' or 'dinov3'", rel, name);
+    } else if (p->type == PA_SCHEME_ROPE2D && strcmp(p->name, "normalize") == 0) {
+        ok = pa_rope2d_normalize_from_name(name, &s->rope2d.normalize);
+        if (!ok)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
+                            "%s='%.32s' is not 'separate', 'max' or 'min'", rel, name);
     } else if (strcmp(p->name, "layout") == 0) {
         ok = pa_rope_layout_from_name(name, p->type == PA_SCHEME_XPOS     ? &s->xpos.layout
                                             : p->type == PA_SCHEME_ROPE2D ? &s->rope2d.layout
@@ -472,6 +490,11 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
             return false;
         }
     }
+
+    /* DINOv3 pairs halves: its layout unless the request says otherwise. */
+    if (type == PA_SCHEME_ROPE2D && out->s.rope2d.variant == PA_ROPE2D_DINOV3 &&
+        cJSON_GetObjectItemCaseSensitive(node, "layout") == NULL)
+        out->s.rope2d.layout = PA_ROPE_LAYOUT_NEOX;
 
     /* A rope parameter that the chosen scaling does not read would be
      * silently ignored: reject it, which also catches a forgotten scaling. */

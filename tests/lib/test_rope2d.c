@@ -70,6 +70,49 @@ static void test_grid_tables(void **state)
     assert_true(fabs(c[9 * 4 + 2] - cos(1.75)) < 1e-6 && fabs(sn[9 * 4 + 3] - sin(0.0175)) < 1e-6);
 }
 
+/* DINOv3 by hand: a 2 x 4 grid, D = 8 (two bands per axis), base 100:
+ * periods 1 and 100^(1/2) = 10, coordinates 2 (i + 1/2) / n - 1 with n the
+ * axis's size ("separate") or max(2, 4) = 4 ("max"). And Qwen2-VL's merge
+ * order: a 4 x 4 grid in 2 x 2 blocks puts token 6 at block 1 (rows 0-1,
+ * columns 2-3), its third patch: (1, 2). */
+static void test_dinov3_and_merge_by_hand(void **state)
+{
+    (void)state;
+    const double two_pi = 6.283185307179586;
+    for (int nz = 0; nz < 2; nz++) {
+        pa_scheme s;
+        float c[8 * 4], sn[8 * 4];
+        rope2d(&s, PA_ROPE2D_DINOV3, PA_ROPE_LAYOUT_NEOX);
+        s.rope2d.base = 100.0;
+        s.rope2d.grid_rows = 2;
+        s.rope2d.grid_cols = 4;
+        s.rope2d.normalize = nz ? PA_ROPE2D_NORMALIZE_MAX : PA_ROPE2D_NORMALIZE_SEPARATE;
+        TU_ASSERT_STATUS(pa_rope2d_cos_sin(&s.rope2d, 8, NULL, 8, c, sn, NULL), PA_STATUS_OK, NULL);
+        /* token 5 = (1, 1): row 2 * 1.5 / 2 - 1 = 0.5 (0.75 / 2 = -0.25 with n 4),
+         * column 2 * 1.5 / 4 - 1 = -0.25 */
+        const double row = nz ? -0.25 : 0.5, col = -0.25;
+        const double ang[4] = {two_pi * row, two_pi * row / 10.0, two_pi * col,
+                               two_pi * col / 10.0};
+        for (int p = 0; p < 4; p++)
+            if (fabs(c[5 * 4 + p] - cos(ang[p])) > 1e-6 || fabs(sn[5 * 4 + p] - sin(ang[p])) > 1e-6)
+                fail_msg("dinov3 %s pair %d: cos %g sin %g, want angle %g", nz ? "max" : "separate",
+                         p, (double)c[5 * 4 + p], (double)sn[5 * 4 + p], ang[p]);
+    }
+    {
+        pa_scheme s;
+        float c[16 * 4], sn[16 * 4];
+        rope2d(&s, PA_ROPE2D_AXIAL, PA_ROPE_LAYOUT_NEOX);
+        s.rope2d.grid_rows = s.rope2d.grid_cols = 4;
+        s.rope2d.merge_size = 2;
+        TU_ASSERT_STATUS(pa_rope2d_cos_sin(&s.rope2d, 8, NULL, 16, c, sn, NULL), PA_STATUS_OK,
+                         NULL);
+        assert_true(fabs(c[6 * 4 + 0] - cos(1.0)) < 1e-6 && fabs(c[6 * 4 + 2] - cos(2.0)) < 1e-6);
+        /* token 11: block 2 (rows 2-3, columns 0-1), last patch: (3, 1) */
+        assert_true(fabs(sn[11 * 4 + 0] - sin(3.0)) < 1e-6 &&
+                    fabs(sn[11 * 4 + 2] - sin(1.0)) < 1e-6);
+    }
+}
+
 /* Attention against the reference: both variants and layouts, grids with
  * a prefix (prefill, Lq = Lk = 2 + 20) and explicit coordinates with
  * Lq != Lk (decode, 3 queries against 70 keys), GQA, causal or not. */
@@ -78,7 +121,7 @@ static void test_attention_vs_reference(void **state)
     (void)state;
     tu_rng rng;
     tu_rng_seed(&rng, 61);
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < 3; v++)
         for (int layout = 0; layout < 2; layout++) {
             fixture f;
             setup_qkv(&f, PA_SCHEME_ROPE2D, 22, 22, 4, 2, 16, 0, 600 + (uint64_t)(2 * v + layout));
@@ -90,6 +133,8 @@ static void test_attention_vs_reference(void **state)
                 f.scheme.rope2d.ref_rows = f.scheme.rope2d.ref_cols = 16;
                 f.scheme.rope2d.grid_offset = 0.25;
             }
+            if (v == PA_ROPE2D_DINOV3)
+                f.scheme.rope2d.normalize = (pa_rope2d_normalize)(1 + layout); /* max, min */
             check_against_reference(&f.a, WANT_ALL);
             f.a.causal = true;
             check_against_reference(&f.a, WANT_WEIGHTS | WANT_ROT);
@@ -106,6 +151,10 @@ static void test_attention_vs_reference(void **state)
             }
             setup_qkv(&f, PA_SCHEME_ROPE2D, 3, 70, 8, 2, 32, 24, 700 + (uint64_t)(2 * v + layout));
             rope2d(&f.scheme, (pa_rope2d_variant)v, (pa_rope_layout)layout);
+            if (v == PA_ROPE2D_DINOV3) { /* the grid normalises the given rows */
+                f.scheme.rope2d.grid_rows = 8;
+                f.scheme.rope2d.grid_cols = 9;
+            }
             f.a.q_positions_2d = q2;
             f.a.k_positions_2d = k2;
             check_against_reference(&f.a, WANT_ALL);
@@ -124,6 +173,15 @@ static void test_layer_mode(void **state)
     f.scheme.rope2d.grid_rows = f.scheme.rope2d.grid_cols = 4;
     f.scheme.rope2d.prefix_tokens = 1;
     check_against_reference(&f.a, WANT_ALL);
+    f.scheme.rope2d.prefix_tokens = 0; /* Qwen2-VL: 16 = 4 x 4 in 2 x 2 blocks, and one more */
+    f.scheme.rope2d.grid_rows = 2;
+    f.scheme.rope2d.grid_cols = 8;
+    f.scheme.rope2d.merge_size = 2;
+    f.scheme.rope2d.layout = PA_ROPE_LAYOUT_NEOX;
+    f.scheme.rope2d.prefix_tokens = 1;
+    check_against_reference(&f.a, WANT_ALL);
+    f.scheme.rope2d.merge_size = 0;
+    f.scheme.rope2d.grid_rows = f.scheme.rope2d.grid_cols = 4;
     {
         int32_t pos2[2 * 17];
         for (int t = 0; t < 17; t++) {
@@ -208,6 +266,17 @@ static void test_errors(void **state)
     f.scheme.rope2d.prefix_tokens = -1;
     expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.prefix_tokens");
     f.scheme.rope2d.prefix_tokens = 2;
+    f.scheme.rope2d.merge_size = 3; /* 2 x 2 is not in 3 x 3 blocks */
+    expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.merge_size");
+    f.scheme.rope2d.merge_size = 0;
+    f.scheme.rope2d.normalize = PA_ROPE2D_NORMALIZE_MAX;
+    expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.normalize");
+    f.scheme.rope2d.variant = PA_ROPE2D_DINOV3;
+    expect_status(&f.a, PA_STATUS_OK, "");
+    f.scheme.rope2d.grid_rows = f.scheme.rope2d.grid_cols = 0;
+    f.a.q_positions_2d = f.a.k_positions_2d = pos2;
+    expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_rows");
+    f.a.q_positions_2d = f.a.k_positions_2d = NULL;
     fixture_free(&f);
 
     setup_qkv(&f, PA_SCHEME_ROPE2D, 6, 6, 2, 2, 6, 0, 1001);
@@ -231,9 +300,10 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_angles_by_hand),         cmocka_unit_test(test_grid_tables),
-        cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_layer_mode),
-        cmocka_unit_test(test_k_prerotated),           cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_angles_by_hand), cmocka_unit_test(test_dinov3_and_merge_by_hand),
+        cmocka_unit_test(test_grid_tables),    cmocka_unit_test(test_attention_vs_reference),
+        cmocka_unit_test(test_layer_mode),     cmocka_unit_test(test_k_prerotated),
+        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("rope2d", tests, NULL, NULL);
 }

@@ -77,6 +77,26 @@ static void test_attention_matches_library(void **state)
     s.rope2d.base = 100.0;
     run_case("{\"type\":\"rope2d\",\"variant\":\"pixtral\",\"layout\":\"neox\",\"base\":100}", &s,
              2, 9, q2, k2, 32);
+    /* DINOv3 (its layout, neox, when the request names none) with a class
+     * token before a 2 x 4 grid; Qwen2-VL's 2 x 2 merge order. */
+    pa_scheme_init(&s, PA_SCHEME_ROPE2D);
+    s.rope2d.variant = PA_ROPE2D_DINOV3;
+    s.rope2d.layout = PA_ROPE_LAYOUT_NEOX;
+    s.rope2d.base = 100.0;
+    s.rope2d.grid_rows = 2;
+    s.rope2d.grid_cols = 4;
+    s.rope2d.prefix_tokens = 1;
+    s.rope2d.normalize = PA_ROPE2D_NORMALIZE_MAX;
+    run_case("{\"type\":\"rope2d\",\"variant\":\"dinov3\",\"base\":100,\"grid\":[2,4],"
+             "\"prefix_tokens\":1,\"normalize\":\"max\"}",
+             &s, 9, 9, NULL, NULL, 33);
+    pa_scheme_init(&s, PA_SCHEME_ROPE2D);
+    s.rope2d.layout = PA_ROPE_LAYOUT_NEOX;
+    s.rope2d.grid_rows = 2;
+    s.rope2d.grid_cols = 4;
+    s.rope2d.merge_size = 2;
+    run_case("{\"type\":\"rope2d\",\"layout\":\"neox\",\"grid\":[2,4],\"merge_size\":2}", &s, 8, 8,
+             NULL, NULL, 34);
 }
 
 /* A batch of two images' tokens with their own [2, L] rows each. */
@@ -159,7 +179,12 @@ static void test_errors(void **state)
         const char *body, *code, *field, *words;
     } bad[] = {
         {"{\"scheme\":{\"type\":\"rope2d\",\"variant\":\"eva\"},\"positions\":[[1],[1]],\"dim\":4}",
-         "INVALID_ARGUMENT", "scheme.variant", "not 'axial' or 'pixtral'"},
+         "INVALID_ARGUMENT", "scheme.variant", "not 'axial', 'pixtral' or 'dinov3'"},
+        {"{\"scheme\":{\"type\":\"rope2d\",\"variant\":\"dinov3\"},\"positions\":[[1],[1]],"
+         "\"dim\":4}",
+         "INVALID_ARGUMENT", "scheme.grid", "needs the scheme's grid"},
+        {"{\"scheme\":{\"type\":\"rope2d\",\"grid\":[2,3],\"merge_size\":2},\"dim\":4}",
+         "INVALID_ARGUMENT", "scheme.merge_size", "multiples of it"},
         {"{\"scheme\":{\"type\":\"rope2d\",\"grid\":[2]},\"dim\":4}", "SHAPE_MISMATCH",
          "scheme.grid", "[rows, cols]"},
         {"{\"scheme\":{\"type\":\"rope2d\"},\"positions\":[[1],[1]],\"dim\":6}", "INVALID_ARGUMENT",

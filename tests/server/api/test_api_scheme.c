@@ -430,6 +430,8 @@ static const struct {
     {PA_SCHEME_ROPE2D, "layout", offsetof(pa_scheme, rope2d.layout)},
     {PA_SCHEME_ROPE2D, "grid_offset", offsetof(pa_scheme, rope2d.grid_offset)},
     {PA_SCHEME_ROPE2D, "prefix_tokens", offsetof(pa_scheme, rope2d.prefix_tokens)},
+    {PA_SCHEME_ROPE2D, "merge_size", offsetof(pa_scheme, rope2d.merge_size)},
+    {PA_SCHEME_ROPE2D, "normalize", offsetof(pa_scheme, rope2d.normalize)},
 };
 
 static void test_param_table(void **state)
@@ -537,12 +539,13 @@ static void test_param_table_parses(void **state)
         }
         case API_PARAM_ENUM:
             snprintf(value, sizeof value, "\"%s\"",
-                     p[i].type == PA_SCHEME_SINUSOIDAL   ? "concat"
-                     : p[i].type == PA_SCHEME_SHAW       ? "query_minus_key"
-                     : p[i].type == PA_SCHEME_KERPLE     ? "power"
-                     : strcmp(p[i].name, "variant") == 0 ? "pixtral"
-                     : strcmp(p[i].name, "layout") == 0  ? "gptj"
-                                                         : "ntk");
+                     p[i].type == PA_SCHEME_SINUSOIDAL     ? "concat"
+                     : p[i].type == PA_SCHEME_SHAW         ? "query_minus_key"
+                     : p[i].type == PA_SCHEME_KERPLE       ? "power"
+                     : strcmp(p[i].name, "variant") == 0   ? "pixtral"
+                     : strcmp(p[i].name, "normalize") == 0 ? "max"
+                     : strcmp(p[i].name, "layout") == 0    ? "gptj"
+                                                           : "ntk");
             break;
         case API_PARAM_TENSOR:
             snprintf(value, sizeof value, "{\"shape\":[3,2],\"data\":[1,2,3,4,5,6]}");
