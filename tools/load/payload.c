@@ -264,7 +264,8 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
 {
     if (!strcmp(s, "none") || !strcmp(s, "rope") || !strcmp(s, "alibi") || !strcmp(s, "t5") ||
         !strcmp(s, "shaw") || !strcmp(s, "kerple") || !strcmp(s, "kerple:power") ||
-        !strcmp(s, "sandwich") || !strcmp(s, "xpos") || layer_only(s))
+        !strcmp(s, "sandwich") || !strcmp(s, "xpos") || !strcmp(s, "rope2d") ||
+        !strcmp(s, "rope2d:pixtral") || !strcmp(s, "rope2d:dinov3") || layer_only(s))
         return 1;
     if (!strncmp(s, "rope:", 5)) {
         for (size_t i = 0; i < sizeof ROPE_SCALINGS / sizeof *ROPE_SCALINGS; i++)
@@ -278,7 +279,7 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
     }
     snprintf(err, errlen,
              "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, kerple, sandwich, xpos, "
-             "sinusoidal, learned, ...)",
+             "rope2d, sinusoidal, learned, ...)",
              s);
     return 0;
 }
@@ -327,6 +328,16 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
         /* Qwen2-VL's split for head_dim 128, [16, 24, 24], in proportion. */
         int half = c->head_dim / 2, t = c->head_dim / 8, h = (half - t) / 2;
         sb_printf(b, "{\"type\":\"rope\",\"mrope_section\":[%d,%d,%d]}", half - 2 * h, h, h);
+    } else if (!strncmp(s, "rope2d", 6)) {
+        /* The tokens as one image: rows the largest divisor of the length
+         * up to its square root (a 2048-token item is a 32 x 64 grid). */
+        int rows = 1;
+        for (int d = 1; (long)d * d <= length; d++)
+            if (length % d == 0)
+                rows = d;
+        sb_printf(b, "{\"type\":\"rope2d\",\"variant\":\"%s\",%s\"grid\":[%d,%d]}",
+                  s[6] == ':' ? s + 7 : "axial", !strcmp(s, "rope2d:dinov3") ? "\"base\":100," : "",
+                  rows, length / rows);
     } else if (!strcmp(s, "rope:llama3")) {
         sb_printf(
             b,

@@ -267,6 +267,23 @@ if "$LOAD" --preset llama5 --requests 1 >"$TMP/p-bad.out" 2>&1; then
 elif grep -q "unknown 'llama5'" "$TMP/p-bad.out"; then ok "an unknown preset is refused, naming it"
 else bad "an unknown preset is refused, naming it" "$TMP/p-bad.out"; fi
 
+# 6c. rope2d: the tokens as one image, a grid of rows x cols = length (24:
+# 4 x 6), each variant answered.
+"$LOAD" --spawn "$SRV" --schemes rope2d,rope2d:pixtral,rope2d:dinov3 --lengths 24 --heads 2 \
+    --head-dim 8 --requests 3 --json "$TMP/r2d.json" --quiet >"$TMP/r2d.out" 2>&1
+"$LOAD" --schemes rope2d:dinov3 --lengths 24 --heads 2 --head-dim 8 \
+    --dump-body "$TMP/r2d-body.json" >>"$TMP/r2d.out" 2>&1
+if $PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [(x["scheme"], x["ok"], x["errors"]) for x in r["results"]] == \
+    [("rope2d", 3, 0), ("rope2d:pixtral", 3, 0), ("rope2d:dinov3", 3, 0)], r["results"]
+s = json.load(open(sys.argv[2]))["inputs"][0]["scheme"]
+assert s == {"type": "rope2d", "variant": "dinov3", "base": 100, "grid": [4, 6]}, s
+' "$TMP/r2d.json" "$TMP/r2d-body.json" >"$TMP/check6c.out" 2>&1; then
+    ok "rope2d, rope2d:pixtral, rope2d:dinov3: a 4 x 6 grid for 24 tokens, all 200"
+else bad "rope2d, rope2d:pixtral, rope2d:dinov3: a 4 x 6 grid for 24 tokens, all 200" "$TMP/check6c.out"; fi
+
 # 7. --dtype f16 / bf16: the same seeded values as f32, narrowed to nearest
 # even (against NumPy's float16 and a bit-level bfloat16), b64 of two bytes
 # each and JSON with the dtype named; the server answers them all.
