@@ -42,6 +42,10 @@ static const char *scheme_doc(pa_scheme_type t)
         return "rope whose pairs also decay as zeta_i^((qpos - kpos)/scale_base) (Sun et al. "
                "2022), as microsoft/torchscale's XPOS: q scaled up, k down, about a common "
                "centre";
+    case PA_SCHEME_FIRE:
+        return "functional interpolation (Li et al. 2023): an MLP Linear(1, hidden) -> ReLU -> "
+               "Linear(hidden, H) of psi(|qpos - kpos|) / (psi(max(qpos, |L|)) + eps), psi(x) = "
+               "log(|c x| + 1), as mcleish7/arithmetic's FIRE; causal attention only";
     default:
         return "";
     }
