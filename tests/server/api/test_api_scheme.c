@@ -425,6 +425,9 @@ static const struct {
     {PA_SCHEME_XPOS, "base", offsetof(pa_scheme, xpos.base)},
     {PA_SCHEME_XPOS, "scale_base", offsetof(pa_scheme, xpos.scale_base)},
     {PA_SCHEME_XPOS, "layout", offsetof(pa_scheme, xpos.layout)},
+    {PA_SCHEME_FIRE, "c", offsetof(pa_scheme, fire.c)},
+    {PA_SCHEME_FIRE, "L", offsetof(pa_scheme, fire.L)},
+    {PA_SCHEME_FIRE, "eps", offsetof(pa_scheme, fire.eps)},
 };
 
 static void test_param_table(void **state)
