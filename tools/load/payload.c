@@ -312,12 +312,12 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
         put_tensor(b, c, shape, 2, rng);
         sb_str(b, "}");
     } else if (!strncmp(s, "kerple", 6)) {
-        /* r1 ALiBi-like per head (2^-(h+1), held to >= 2^-7 > 0.01), r2 1
-         * (power: 1.5). */
+        /* r1 ALiBi-like per head (2^-(h+1), held to >= 2^-6 = 0.0156 >=
+         * 0.01, the smallest value KERPLE accepts), r2 1 (power: 1.5). */
         const int power = !strcmp(s, "kerple:power");
         sb_printf(b, "{\"type\":\"kerple\",\"form\":\"%s\",\"r1\":[", power ? "power" : "log");
         for (int h = 0; h < c->heads; h++)
-            sb_printf(b, "%s%g", h ? "," : "", 1.0 / (double)(2u << (h < 6 ? h : 6)));
+            sb_printf(b, "%s%g", h ? "," : "", 1.0 / (double)(2u << (h < 5 ? h : 5)));
         sb_str(b, "],\"r2\":[");
         for (int h = 0; h < c->heads; h++)
             sb_printf(b, "%s%s", h ? "," : "", power ? "1.5" : "1");
