@@ -29,7 +29,7 @@
  * call without it, timed in turn (the median of 7 adjacent pairs), on T
  * threads: what softcap, sinks, a bias or q/k norms cost, and what chunked
  * attention or a document mask saves by skipping the tiles they hide; and
- * the bias schemes (ALiBi, T5, Shaw) against rope. Target (issue #18): the
+ * the bias schemes (ALiBi, T5, Shaw, FIRE with hidden 32) against rope. Target (issue #18): the
  * options that add work (softcap, sinks, bias, the schemes) at least 0.90
  * of the plain speed.
  */
@@ -385,9 +385,13 @@ int main(int argc, char **argv)
         memset(&ac.out, 0, sizeof ac.out);
         ac.out.output = malloc((size_t)L * H * D * sizeof(float));
         /* The bias schemes, the same call under another scheme. */
-        pa_scheme alibi, t5, shaw;
+        pa_scheme alibi, t5, shaw, fire;
         float *t5_table = randn((size_t)32 * H, 11), *rel_k = randn((size_t)33 * D, 12);
         float *rel_v = randn((size_t)33 * D, 13);
+        /* FIRE with the peer's default width, 32: breakpoints -b1/w1 spread
+         * over the normalised distances [0, 1]. */
+        float *fire_w1 = randn(32, 14), *fire_b1 = randn(32, 15),
+              *fire_w2 = randn((size_t)32 * H, 16), *fire_b2 = randn(H, 17);
         pa_scheme_init(&alibi, PA_SCHEME_ALIBI);
         pa_scheme_init(&t5, PA_SCHEME_T5);
         t5.t5.bidirectional = false;
@@ -402,10 +406,18 @@ int main(int argc, char **argv)
         shaw.shaw.rel_v = rel_v;
         shaw.shaw.rel_v_rows = 33;
         shaw.shaw.rel_v_cols = D;
+        pa_scheme_init(&fire, PA_SCHEME_FIRE);
+        fire.fire.w1 = fire_w1;
+        fire.fire.b1 = fire_b1;
+        fire.fire.w2 = fire_w2;
+        fire.fire.b2 = fire_b2;
+        fire.fire.num_w1 = fire.fire.num_b1 = 32;
+        fire.fire.num_w2 = 32 * H;
+        fire.fire.num_b2 = H;
         ac.ws_size = 0;
         {
-            const pa_scheme *all[] = {&s, &alibi, &t5, &shaw};
-            for (int i = 0; i < 4; i++) {
+            const pa_scheme *all[] = {&s, &alibi, &t5, &shaw, &fire};
+            for (int i = 0; i < 5; i++) {
                 pa_attention b = ac.a;
                 size_t n;
                 b.scheme = all[i];
@@ -420,12 +432,18 @@ int main(int argc, char **argv)
                "of %d pairs timed in turn, > 1 is faster\n",
                L, H, D, tmax, ROUNDS);
         printf("%-28s %9s %10s %7s %5s\n", "option", "GFLOP/s", "speed", "target", "met");
-        for (int o = 0; o < 10; o++) {
-            static const char *const names[] = {"softcap 50",         "sinks",
-                                                "bias [1, L, L]",     "q_norm, k_norm [D]",
-                                                "chunk_size 512",     "mask: 4 documents",
-                                                "alibi (scheme)",     "t5 (scheme)",
-                                                "shaw K=16 (scheme)", "return entropy+distance"};
+        for (int o = 0; o < 11; o++) {
+            static const char *const names[] = {"softcap 50",
+                                                "sinks",
+                                                "bias [1, L, L]",
+                                                "q_norm, k_norm [D]",
+                                                "chunk_size 512",
+                                                "mask: 4 documents",
+                                                "alibi (scheme)",
+                                                "t5 (scheme)",
+                                                "shaw K=16 (scheme)",
+                                                "return entropy+distance",
+                                                "fire hidden=32 (scheme)"};
             /* Those that add work to every logit; q/k norms add O(L*D). */
             const bool counted = o <= 2 || o >= 6;
             /* The row statistics (#21): computed in the kernel, no weights. */
@@ -465,6 +483,9 @@ int main(int argc, char **argv)
             case 8:
                 with.scheme = &shaw;
                 break;
+            case 10:
+                with.scheme = &fire;
+                break;
             default:
                 break; /* the same call, with the statistics asked for */
             }
@@ -495,6 +516,10 @@ int main(int argc, char **argv)
                 ratio[ROUNDS / 2] >= 0.90 ? met++ : missed++;
         }
         free(t5_table);
+        free(fire_w1);
+        free(fire_b1);
+        free(fire_w2);
+        free(fire_b2);
         free(rel_k);
         free(rel_v);
         for (int t = 0; t < tmax; t++)

@@ -153,6 +153,8 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         if (n <= FIRE_PSI_MAX) {
             b->fire.psi_n = (int32_t)n;
             b->fire.psi = pa__ws_take(w, (size_t)n, sizeof(double));
+            if (Lq * hidden <= FIRE_THR_MAX)
+                b->fire.dthr = pa__ws_take(w, Lq * hidden, sizeof(int32_t));
         }
     }
     b->S = pa__ws_take(w, tq * tk, sizeof(float));
@@ -338,6 +340,8 @@ static pa_status fire_tables(const pa__plan *p, buffers *b, pa_error *err)
     }
     for (int32_t d = 0; d < t->psi_n; d++)
         t->psi[d] = pa__fire_psi(f, (double)d);
+    for (int32_t i = 0; t->dthr != NULL && i < p->Lq; i++)
+        pa__fire_thresholds(t, i);
     /* psi grows with distance and every normaliser is >= nmin > 0. */
     return pa__fire_span(p->H, t->bp, t->nbp, t->seg,
                          p->Lq > 0 ? pa__fire_psi(f, dmax) / nmin : 0.0, err);

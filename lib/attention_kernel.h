@@ -34,6 +34,10 @@ enum { DIST_BIAS_MAX = 1 << 21 };
  * every head) when the call's distances have at most FIRE_PSI_MAX entries;
  * computed per logit otherwise. */
 enum { FIRE_PSI_MAX = 1 << 20 };
+/* With the psi table, each query row's distance thresholds of the MLP's
+ * breakpoints ([Lq, hidden] int32) when they have at most FIRE_THR_MAX
+ * entries: a segment's run of keys then costs O(1) to find. */
+enum { FIRE_THR_MAX = 1 << 22 };
 
 /* A row's online-softmax state: running max and denominator, the sums of
  * the row statistics (PA__STATE_A, _B, _K: buffers.sa, sb, sk), then from

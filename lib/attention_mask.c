@@ -261,7 +261,9 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
             }
             break;
         case PA_SCHEME_FIRE:
-            pa__fire_row(row, kpos, nk, qp, b->fire.norm[i0 + i], &b->fire, h, p->H, s->fire.c);
+            /* fire requires causal: keys after the query are masked below. */
+            pa__fire_row(row, kpos, nk, qp, i0 + i, &b->fire, h, p->H, s->fire.c,
+                         b->kpos_sorted && a->causal);
             break;
         default:
             break;

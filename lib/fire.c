@@ -17,6 +17,8 @@
  */
 #include "internal.h"
 
+#include "bias_row.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,12 +205,96 @@ pa_status pa__fire_span(int32_t H, const double *bp, int32_t nbp, const double *
     return PA_STATUS_OK;
 }
 
-void pa__fire_row(float *row, const int32_t *kpos, int32_t n, int32_t qp, double norm,
-                  const pa__fire_tables *t, int32_t h, int32_t H, double c)
+/* The segment of x: bp[s - 1] <= x < bp[s], walking from s. */
+static inline int32_t segment_from(const double *bp, int32_t nbp, int32_t s, double x)
 {
-    const double *bp = t->bp;
+    while (s > 0 && x < bp[s - 1])
+        s--;
+    while (s < nbp && x >= bp[s])
+        s++;
+    return s;
+}
+
+void pa__fire_thresholds(const pa__fire_tables *t, int32_t i)
+{
+    const double inv = 1.0 / t->norm[i];
+    int32_t *thr = t->dthr + (size_t)i * (size_t)(t->nbp > 0 ? t->nbp : 1), lo = 0;
+    /* psi grows with d and bp with k: each threshold is past the last. */
+    for (int32_t k = 0; k < t->nbp; k++) {
+        int32_t hi = t->psi_n;
+        while (lo < hi) {
+            const int32_t m = lo + (hi - lo) / 2;
+            if (t->psi[m] * inv >= t->bp[k])
+                hi = m;
+            else
+                lo = m + 1;
+        }
+        thr[k] = lo;
+    }
+}
+
+void pa__fire_row(float *row, const int32_t *kpos, int32_t n, int32_t qp, int32_t i,
+                  const pa__fire_tables *t, int32_t h, int32_t H, double c, bool sorted)
+{
+    const double *bp = t->bp, norm = t->norm[i];
     const int32_t nbp = t->nbp;
     int32_t s = t->nbp / 2;
+    if (sorted && t->dthr != NULL && n > 0) {
+        /* Keys at or before the query, [0, e): their distance does not grow
+         * with j, so each segment is one run of keys, and a run is one
+         * vectorized multiply-add. The keys after the query are left as
+         * they are: fire is causal, they are masked. The run's end comes
+         * from the row's distance thresholds: O(1) with consecutive keys, a
+         * binary search over the positions otherwise. */
+        const double inv = 1.0 / norm;
+        const int32_t *thr = t->dthr + (size_t)i * (size_t)(nbp > 0 ? nbp : 1);
+        const bool unit = (int64_t)kpos[n - 1] - kpos[0] == n - 1;
+        int32_t e = 0, j = 0;
+        if (unit) {
+            const int64_t v = (int64_t)qp - kpos[0] + 1;
+            e = v < 0 ? 0 : v > n ? n : (int32_t)v;
+        } else {
+            int32_t hi = n;
+            while (e < hi) {
+                const int32_t m = e + (hi - e) / 2;
+                if (kpos[m] <= qp)
+                    e = m + 1;
+                else
+                    hi = m;
+            }
+        }
+        while (j < e) {
+            const int32_t d = qp - kpos[j];
+            const double *sg;
+            int32_t a = j + 1, b = e;
+            while (s > 0 && d < thr[s - 1])
+                s--;
+            while (s < nbp && d >= thr[s])
+                s++;
+            if (s == 0) {
+                a = e;
+            } else if (unit) {
+                const int64_t v = (int64_t)j + d - thr[s - 1] + 1;
+                a = v > e ? e : (int32_t)v;
+            } else {
+                const int64_t kmax = (int64_t)qp - thr[s - 1]; /* d >= thr: kpos <= kmax */
+                while (a < b) {
+                    const int32_t m = a + (b - a) / 2;
+                    if (kpos[m] <= kmax)
+                        a = m + 1;
+                    else
+                        b = m;
+                }
+            }
+            sg = t->seg + ((size_t)s * H + (size_t)h) * 2;
+            if (unit)
+                pa__row_fire_unit(row + j, a - j, t->psi + d, sg[0] * inv, sg[1]);
+            else
+                pa__row_fire(row + j, kpos + j, a - j, qp, t->psi, inv, sg[0], sg[1]);
+            j = a;
+        }
+        return;
+    }
     for (int32_t j = 0; j < n; j++) {
         const int64_t d0 = (int64_t)qp - kpos[j], d = d0 < 0 ? -d0 : d0;
         const double ps = d < t->psi_n ? t->psi[d] : log1p(fabs(c * (double)d));
@@ -216,10 +302,7 @@ void pa__fire_row(float *row, const int32_t *kpos, int32_t n, int32_t qp, double
         const double *e;
         /* Neighbouring keys have neighbouring distances: the segment moves
          * by a step or two, if at all, along a row of sorted keys. */
-        while (s > 0 && x < bp[s - 1])
-            s--;
-        while (s < nbp && x >= bp[s])
-            s++;
+        s = segment_from(bp, nbp, s, x);
         e = t->seg + ((size_t)s * H + (size_t)h) * 2;
         row[j] += (float)(e[0] * x + e[1]);
     }

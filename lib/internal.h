@@ -140,6 +140,11 @@ typedef struct pa__fire_tables {
     double *psi;  /* [psi_n] psi(d) by distance d, or NULL (computed per logit) */
     int32_t psi_n;
     pa__fire_unit *units; /* [hidden] scratch for the sort */
+    /* [Lq, hidden] or NULL (with psi only): row i's distance thresholds,
+     * dthr[i, k] the smallest d with psi[d] / norm[i] >= bp[k] (psi_n if
+     * none): the keys of segment s are those with dthr[s - 1] <= d <
+     * dthr[s]. */
+    int32_t *dthr;
 } pa__fire_tables;
 /* psi(d) = log(|c d| + 1) (as log1p) and the normaliser psi(max(qpos, |L|))
  * + eps of a query row. */
@@ -157,9 +162,16 @@ double pa__fire_segment_value(const double *seg, int32_t H, int32_t s, int32_t h
 pa_status pa__fire_span(int32_t H, const double *bp, int32_t nbp, const double *seg, double xmax,
                         pa_error *err);
 /* row[j] += head h's FIRE bias for keys kpos[0..n) of a query at qp with
- * normaliser norm, from the call's tables (psi per logit past psi_n). */
-void pa__fire_row(float *row, const int32_t *kpos, int32_t n, int32_t qp, double norm,
-                  const pa__fire_tables *t, int32_t h, int32_t H, double c);
+ * the normaliser of query row i, from the call's tables (psi per logit past
+ * psi_n).
+ * sorted: kpos non-decreasing, and the keys after qp are masked by the
+ * caller (causal): those are then left untouched, and the others are added
+ * a segment's run at a time. */
+void pa__fire_row(float *row, const int32_t *kpos, int32_t n, int32_t qp, int32_t i,
+                  const pa__fire_tables *t, int32_t h, int32_t H, double c, bool sorted);
+/* Fills row i's distance thresholds t->dthr[i, 0..nbp) from t->psi,
+ * t->norm[i] and t->bp. */
+void pa__fire_thresholds(const pa__fire_tables *t, int32_t i);
 /* t5 for attention: pa_t5_check plus table non-NULL with shape [num_buckets, H]. */
 pa_status pa__t5_check_table(const pa_t5 *t, int32_t num_heads, pa_error *err);
 /* shaw: K >= 0, a known direction, rel_k non-NULL with shape [2K+1,

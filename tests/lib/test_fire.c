@@ -229,14 +229,16 @@ static void test_bias_matrix(void **state)
     static const int32_t qa[] = {0, 2, 3, 9, 600, 1025}, ka[] = {0, 1, 3, 8, 9, 500, 600, 1024};
     static const int32_t qb[] = {2147483647, 2147483000, 1500000000},
                          kb[] = {0, 5, 1000000, 1500000000, 2147482000, 2147483000, 2147483647};
+    /* Keys out of order: the per-logit segment walk, not the runs. */
+    static const int32_t kc[] = {9, 0, 600, 3, 1024, 1, 8};
     const struct {
         const int32_t *q, *k;
         int nq, nk;
-    } sets[] = {{qa, ka, 6, 8}, {qb, kb, 3, 7}};
+    } sets[] = {{qa, ka, 6, 8}, {qb, kb, 3, 7}, {qa, kc, 6, 7}};
     double worst = 0.0;
     for (size_t hi = 0; hi < sizeof hiddens / sizeof *hiddens; hi++)
         for (size_t c = 0; c < NPARAMS; c++)
-            for (size_t ps = 0; ps < 2; ps++) {
+            for (size_t ps = 0; ps < sizeof sets / sizeof *sets; ps++) {
                 const int H = 3, nq = sets[ps].nq, nk = sets[ps].nk;
                 mlp m;
                 pa_scheme s;
