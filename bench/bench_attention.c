@@ -29,7 +29,7 @@
  * call without it, timed in turn (the median of 7 adjacent pairs), on T
  * threads: what softcap, sinks, a bias or q/k norms cost, and what chunked
  * attention or a document mask saves by skipping the tiles they hide; and
- * the bias schemes (ALiBi, T5, Shaw) against rope. Target (issue #18): the
+ * the bias schemes (ALiBi, T5, Shaw, FIRE with hidden 32) against rope. Target (issue #18): the
  * options that add work (softcap, sinks, bias, the schemes) at least 0.90
  * of the plain speed; the same for issue #31's schemes and scalings (xPos,
  * KERPLE, Sandwich, RoPE proportional and NTK-alpha, the query scalings by
@@ -387,10 +387,14 @@ int main(int argc, char **argv)
         memset(&ac.out, 0, sizeof ac.out);
         ac.out.output = malloc((size_t)L * H * D * sizeof(float));
         /* The bias schemes, the same call under another scheme. */
-        pa_scheme alibi, t5, shaw, xpos, kerple, sandwich, prop, ntka;
+        pa_scheme alibi, t5, shaw, xpos, kerple, sandwich, prop, ntka, fire;
         float r1[H], r2[H];
         float *t5_table = randn((size_t)32 * H, 11), *rel_k = randn((size_t)33 * D, 12);
         float *rel_v = randn((size_t)33 * D, 13);
+        /* FIRE with the peer's default width, 32: breakpoints -b1/w1 spread
+         * over the normalised distances [0, 1]. */
+        float *fire_w1 = randn(32, 14), *fire_b1 = randn(32, 15),
+              *fire_w2 = randn((size_t)32 * H, 16), *fire_b2 = randn(H, 17);
         pa_scheme_init(&alibi, PA_SCHEME_ALIBI);
         pa_scheme_init(&t5, PA_SCHEME_T5);
         t5.t5.bidirectional = false;
@@ -407,7 +411,7 @@ int main(int argc, char **argv)
         shaw.shaw.rel_v_cols = D;
         /* Issue #31's schemes and scalings: xPos; KERPLE (log, r1 1, r2 by
          * head as ALiBi's slopes spread); Sandwich; RoPE proportional
-         * (Gemma 4's 0.25) and NTK-alpha (4). */
+         * (Gemma 4's 0.25) and NTK-alpha (4); FIRE (hidden 32). */
         pa_scheme_init(&xpos, PA_SCHEME_XPOS);
         pa_scheme_init(&kerple, PA_SCHEME_KERPLE);
         for (int h = 0; h < H; h++) {
@@ -424,10 +428,18 @@ int main(int argc, char **argv)
         ntka = s;
         ntka.rope.scaling = PA_ROPE_SCALING_NTK_ALPHA;
         ntka.rope.alpha = 4.0;
+        pa_scheme_init(&fire, PA_SCHEME_FIRE);
+        fire.fire.w1 = fire_w1;
+        fire.fire.b1 = fire_b1;
+        fire.fire.w2 = fire_w2;
+        fire.fire.b2 = fire_b2;
+        fire.fire.num_w1 = fire.fire.num_b1 = 32;
+        fire.fire.num_w2 = 32 * H;
+        fire.fire.num_b2 = H;
         ac.ws_size = 0;
         {
-            const pa_scheme *all[] = {&s, &alibi, &t5, &shaw, &xpos, &kerple, &sandwich};
-            for (int i = 0; i < 7; i++) {
+            const pa_scheme *all[] = {&s, &alibi, &t5, &shaw, &xpos, &kerple, &sandwich, &fire};
+            for (int i = 0; i < 8; i++) {
                 pa_attention b = ac.a;
                 size_t n;
                 b.scheme = all[i];
@@ -442,7 +454,7 @@ int main(int argc, char **argv)
                "of %d pairs timed in turn, > 1 is faster\n",
                L, H, D, tmax, ROUNDS);
         printf("%-28s %9s %10s %7s %5s\n", "option", "GFLOP/s", "speed", "target", "met");
-        for (int o = 0; o < 17; o++) {
+        for (int o = 0; o < 18; o++) {
             static const char *const names[] = {"softcap 50",
                                                 "sinks",
                                                 "bias [1, L, L]",
@@ -459,7 +471,8 @@ int main(int argc, char **argv)
                                                 "rope proportional 0.25",
                                                 "rope ntk_alpha 4",
                                                 "logn_scaling T=512",
-                                                "attn_temperature floor 256"};
+                                                "attn_temperature floor 256",
+                                                "fire hidden=32 (scheme)"};
             /* Those that add work to every logit; q/k norms add O(L*D). */
             const bool counted = o <= 2 || o >= 6;
             /* The row statistics (#21): computed in the kernel, no weights. */
@@ -521,6 +534,9 @@ int main(int argc, char **argv)
                 with.temperature_floor_scale = 256.0;
                 with.temperature_attn_scale = 0.1;
                 break;
+            case 17:
+                with.scheme = &fire;
+                break;
             default:
                 break; /* the same call, with the statistics asked for */
             }
@@ -551,6 +567,10 @@ int main(int argc, char **argv)
                 ratio[ROUNDS / 2] >= 0.90 ? met++ : missed++;
         }
         free(t5_table);
+        free(fire_w1);
+        free(fire_b1);
+        free(fire_w2);
+        free(fire_b2);
         free(rel_k);
         free(rel_v);
         for (int t = 0; t < tmax; t++)

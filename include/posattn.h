@@ -86,6 +86,8 @@ typedef enum pa_scheme_type {
     PA_SCHEME_SANDWICH,   /* Sinusoid dot-product bias (Chi et al. 2023; NVIDIA NeMo). */
     PA_SCHEME_XPOS,       /* RoPE with a per-frequency exponential decay (Sun et al. 2022). */
     PA_SCHEME_ROPE2D,     /* 2-D rotary embedding of image patches (timm axial, Pixtral). */
+    PA_SCHEME_FIRE,       /* Functional interpolation: an MLP of the normalised distance (Li et al.
+                             2023). Causal only. */
     PA_SCHEME_COUNT
 } pa_scheme_type;
 
@@ -95,7 +97,7 @@ typedef enum pa_position_site {
     PA_POSITION_SITE_INPUT,        /* added to the token embeddings x (sinusoidal, learned) */
     PA_POSITION_SITE_QK_ROTATION,  /* rotates q and k after projection (rope) */
     PA_POSITION_SITE_LOGITS,       /* an additive bias on the attention logits (t5, alibi,
-                                      kerple, sandwich) */
+                                      kerple, sandwich, fire) */
     PA_POSITION_SITE_LOGITS_VALUES /* terms on the logits and on the values (shaw) */
 } pa_position_site;
 
@@ -396,6 +398,39 @@ typedef struct pa_rope2d {
     int32_t merge_size;            /* grid order in m x m blocks (Qwen2-VL); 0 or 1: none */
     pa_rope2d_normalize normalize; /* dinov3's coordinate normalisation */
 } pa_rope2d;
+/* FIRE, Li et al. 2023, "Functional Interpolation for Relative Positions
+ * Improves Long Context Transformers", as the peer implementation
+ * mcleish7/arithmetic computes it (cramming/architectures/embeddings.py,
+ * class FIRE). With query position i, key position j, H heads and
+ * hidden = num_w1:
+ *   psi(x)    = log(|c x| + 1)
+ *   x(i, j)   = psi(|i - j|) / (psi(max(i, |L|)) + eps)
+ *   b_h(i, j) = b2[h] + sum_k w2[k, h] relu(w1[k] x + b1[k])
+ * i.e. Linear(1, hidden) -> ReLU -> Linear(hidden, H). The paper writes
+ * psi(max(L, i)) with a learnable L and no eps; the code thresholds at
+ * |L_multiplier * init_L| (here L, that product; |L| is used as the code
+ * does), adds eps, and takes |c x| inside the log. w2 is [hidden, H]
+ * row-major (w2[k * H + h]): the transpose of PyTorch's mlp.2.weight
+ * [H, hidden]. The reference is a causal decoder (its normaliser assumes
+ * keys at or before the query), so attention with fire requires causal;
+ * a key after its query would take |i - j|. The bias is added to the
+ * scaled logits, unscaled. */
+typedef struct pa_fire {
+    double c;        /* default 0.1; finite */
+    double L;        /* default 512; finite (|L| is the threshold) */
+    double eps;      /* default 1e-6; finite and > 0 */
+    const float *w1; /* [num_w1 = hidden], 1 <= hidden <= PA_FIRE_MAX_HIDDEN; required */
+    int32_t num_w1;
+    const float *b1; /* [num_b1 = hidden]; required */
+    int32_t num_b1;
+    const float *w2; /* [num_w2 = hidden * H] row-major [hidden, H]; required */
+    int32_t num_w2;
+    const float *b2; /* [num_b2 = H]; required */
+    int32_t num_b2;
+} pa_fire;
+
+/* The widest FIRE MLP accepted (hidden units). */
+#define PA_FIRE_MAX_HIDDEN 65536
 
 /* A scheme and its parameters. Only the member for `type` is read. Tables are
  * borrowed: the caller keeps them alive and unchanged during every call. */
@@ -411,13 +446,14 @@ typedef struct pa_scheme {
     pa_sandwich sandwich;
     pa_xpos xpos;
     pa_rope2d rope2d;
+    pa_fire fire;
 } pa_scheme;
 
 /* Fills *s with `type` and every default named above. */
 void pa_scheme_init(pa_scheme *s, pa_scheme_type type);
 
 /* "none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple",
- * "sandwich", "xpos", "rope2d"; NULL if invalid. */
+ * "sandwich", "xpos", "rope2d", "fire"; NULL if invalid. */
 const char *pa_scheme_type_name(pa_scheme_type type);
 /* Inverse of pa_scheme_type_name; returns false for an unknown name. */
 bool pa_scheme_type_from_name(const char *name, pa_scheme_type *out);
@@ -588,6 +624,19 @@ int32_t pa_sandwich_hidden_size(const pa_sandwich *s, int32_t head_dim);
  * size d (pa_sandwich), in double: O(d) cosines. */
 double pa_sandwich_bias(int32_t hidden_size, int32_t num_heads, int32_t h, double distance);
 
+/* Checks a FIRE scheme for num_heads heads: c and L finite, eps finite and
+ * > 0, w1 and b1 present with the same length hidden in [1,
+ * PA_FIRE_MAX_HIDDEN], w2 with hidden * num_heads values, b2 with
+ * num_heads, every value finite. Errors name the field and both figures
+ * ("scheme.w2 has 31 values but hidden * num_heads = 32 * 12 = 384") or
+ * the element ("scheme.w1[3]"). Does not check causal (pa_attention_check
+ * does). */
+pa_status pa_fire_check(const pa_fire *f, int32_t num_heads, pa_error *err);
+/* FIRE's bias of head h of H for a query at qpos and a key at kpos
+ * (pa_fire), in double, the MLP evaluated term by term: O(hidden). The
+ * scheme must have passed pa_fire_check. */
+double pa_fire_bias(const pa_fire *f, int32_t H, int32_t h, double qpos, double kpos);
+
 /* T5 bucket of a relative position (kpos - qpos), as HF computes it. */
 int32_t pa_t5_bucket(int32_t relative_position, bool bidirectional, int32_t num_buckets,
                      int32_t max_distance);
@@ -657,7 +706,7 @@ int32_t pa_shaw_pair_index(const pa_shaw *s, int32_t q_position, int32_t k_posit
  *   softcap c > 0: l = c * tanh(l / c) (Gemma 2; as Hugging Face, FlashAttention
  *       and ggml apply it: before position biases and masks. ONNX's Attention
  *       op adds its mask first);
- *   + the scheme's bias (alibi, t5, kerple, sandwich) + bias[h, i, j] (a -inf
+ *   + the scheme's bias (alibi, t5, kerple, sandwich, fire) + bias[h, i, j] (a -inf
  *       entry hides the key);
  *   masks: hidden keys are -inf.
  * Masks, with positions qpos = q_positions[i], kpos = k_positions[j], all
@@ -939,7 +988,9 @@ pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, in
  *   position = (factor - 1) * content). Masks (chunk and mask included) do
  *   not apply; sinks change weights, not logits. Absolute schemes reject
  *   softcap, bias, q/k norms, b_q, b_k (their four terms are bilinear in e
- *   and p, and those are not) and the query scalings.
+ *   and p, and those are not) and the query scalings. fire is refused
+ *   (PA_STATUS_UNSUPPORTED, "scheme.type"): it is defined on causal pairs
+ *   only, and the split is over every pair.
  * Terms not defined for a scheme (cc..pp for non-absolute) are left untouched
  * and may be NULL. Workspace: pa_decompose_workspace_size(a). */
 typedef struct pa_decomposition {

@@ -359,6 +359,11 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
         return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_prerotated",
                         "the content/position split needs the keys before rotation; with "
                         "k_prerotated they are not here");
+    if (a->scheme->type == PA_SCHEME_FIRE)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "scheme.type",
+                        "the content/position split computes the logits without masks, over "
+                        "every pair; fire is defined for keys at or before their query only "
+                        "(it requires causal), so it has no such split here");
     if (p.absolute) {
         /* cc + cp + pc + pp = logits holds for (e + p) Wq Wk^T (e + p)^T
          * only: what is not bilinear in e and p has no such split. */

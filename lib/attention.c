@@ -145,6 +145,20 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
             b->dist_bias = pa__ws_take(w, (size_t)n * (size_t)p->H, sizeof(float));
         }
     }
+    if (p->scheme->type == PA_SCHEME_FIRE) {
+        const size_t hidden = (size_t)p->scheme->fire.num_w1;
+        const int64_t n = dist_max(p) + 1;
+        b->fire.units = pa__ws_take(w, hidden, sizeof(pa__fire_unit));
+        b->fire.bp = pa__ws_take(w, hidden, sizeof(double));
+        b->fire.seg = pa__ws_take(w, (hidden + 1) * 2 * (size_t)p->H, sizeof(double));
+        b->fire.norm = pa__ws_take(w, Lq, sizeof(double));
+        if (n <= FIRE_PSI_MAX) {
+            b->fire.psi_n = (int32_t)n;
+            b->fire.psi = pa__ws_take(w, (size_t)n, sizeof(double));
+            if (Lq * hidden <= FIRE_THR_MAX)
+                b->fire.dthr = pa__ws_take(w, Lq * hidden, sizeof(int32_t));
+        }
+    }
     b->S = pa__ws_take(w, tq * tk, sizeof(float));
     b->O = pa__ws_take(w, tq * (size_t)p->Dv, sizeof(float));
     b->m = pa__ws_take(w, tq, sizeof(float));
@@ -311,6 +325,28 @@ static pa_status kerple_span(const pa__plan *p, pa_error *err)
         }
     }
     return PA_STATUS_OK;
+}
+
+/* FIRE's tables for the call: the MLP's segments, each row's normaliser,
+ * psi by distance; and a refusal when the bias could pass float32. */
+static pa_status fire_tables(const pa__plan *p, buffers *b, pa_error *err)
+{
+    const pa_fire *f = &p->scheme->fire;
+    pa__fire_tables *t = &b->fire;
+    const double dmax = (double)dist_max(p);
+    double nmin = INFINITY;
+    t->nbp = pa__fire_segments(f, p->H, t->units, t->bp, t->seg);
+    for (int32_t i = 0; i < p->Lq; i++) {
+        t->norm[i] = pa__fire_norm(f, (double)b->qpos[i]);
+        nmin = t->norm[i] < nmin ? t->norm[i] : nmin;
+    }
+    for (int32_t d = 0; d < t->psi_n; d++)
+        t->psi[d] = pa__fire_psi(f, (double)d);
+    for (int32_t i = 0; t->dthr != NULL && i < p->Lq; i++)
+        pa__fire_thresholds(t, i);
+    /* psi grows with distance and every normaliser is >= nmin > 0. */
+    return pa__fire_span(p->H, t->bp, t->nbp, t->seg,
+                         p->Lq > 0 ? pa__fire_psi(f, dmax) / nmin : 0.0, err);
 }
 
 /* The distance table of KERPLE or Sandwich: dist_bias[h, d], d < dist_n. */
@@ -496,6 +532,8 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         return st;
     if (b->dist_bias != NULL)
         dist_table(p, b);
+    if (p->scheme->type == PA_SCHEME_FIRE && (st = fire_tables(p, b, err)) != PA_STATUS_OK)
+        return st;
     if (b->t5_bucket != NULL) {
         const pa_t5 *t = &p->scheme->t5;
         for (int32_t d = -t->max_distance; d <= t->max_distance; d++)

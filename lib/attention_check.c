@@ -227,6 +227,13 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
         return pa_xpos_check(&s->xpos, D, err);
     case PA_SCHEME_ROPE2D:
         return pa_rope2d_check(&s->rope2d, D, err);
+    case PA_SCHEME_FIRE:
+        if (!a->causal)
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "causal",
+                            "fire needs causal=true: its normaliser psi(max(i, |L|)) is over "
+                            "the keys at or before query position i, as in the causal decoder "
+                            "that defines it (mcleish7/arithmetic FIRE)");
+        return pa_fire_check(&s->fire, H, err);
     case PA_SCHEME_COUNT:
         break;
     }

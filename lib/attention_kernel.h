@@ -30,6 +30,15 @@ enum { T5_TABLE_MAX = 1 << 17, T5_BIAS_MAX = 1 << 20 };
  * otherwise (pa_kerple_bias, pa_sandwich_bias). */
 enum { DIST_BIAS_MAX = 1 << 21 };
 
+/* FIRE's psi(|qpos - kpos|) is tabled by distance (doubles, one table for
+ * every head) when the call's distances have at most FIRE_PSI_MAX entries;
+ * computed per logit otherwise. */
+enum { FIRE_PSI_MAX = 1 << 20 };
+/* With the psi table, each query row's distance thresholds of the MLP's
+ * breakpoints ([Lq, hidden] int32) when they have at most FIRE_THR_MAX
+ * entries: a segment's run of keys then costs O(1) to find. */
+enum { FIRE_THR_MAX = 1 << 22 };
+
 /* A row's online-softmax state: running max and denominator, the sums of
  * the row statistics (PA__STATE_A, _B, _K: buffers.sa, sb, sk), then from
  * float PA__STATE_O (one cache line in, so that rows stay aligned) the Dv
@@ -65,19 +74,20 @@ typedef struct buffers {
     float *sa, *sb, *sk, *sf; /* [BQ] entropy, distance, far sums; the keys' denominator */
     float *qrel;              /* [BQ, 2K+1] shaw q . rel_k */
     /* The decode kernel (pa__decode_fits): */
-    float *dq;          /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
-    float *dk;          /* [4, D] four keys of one kv head, normalised or rotated */
-    float *dS;          /* [H*Lq, DEC_BK] one block's logits, then probabilities */
-    float *state;       /* [H*Lq, PA__STATE(Dv)] running state of pa_attention_run */
-    bool *overflow;     /* set when a row's logits were not finite */
-    bool *overflow_out; /* set when a row's output was not (inputs finite, a mean past 3.4e38) */
-    bool kpos_sorted;   /* kpos non-decreasing: each row's visible keys are one run */
-    bool kpos_unit;     /* kpos[j] == kpos[0] + j (the default): lookups by distance are runs */
-    bool pos_small;     /* every position within 2^30: differences fit int32 (lib/bias_row.c) */
-    float *t5_bias;     /* [H, 2*max_distance+1] t5: each head's bias by relative position */
-    float *dist_bias;   /* [H, dist_n] kerple, sandwich: each head's bias by |qpos - kpos| */
-    int32_t dist_n;     /* dmax + 1 of the call */
-    float *bins;        /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
+    float *dq;            /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
+    float *dk;            /* [4, D] four keys of one kv head, normalised or rotated */
+    float *dS;            /* [H*Lq, DEC_BK] one block's logits, then probabilities */
+    float *state;         /* [H*Lq, PA__STATE(Dv)] running state of pa_attention_run */
+    bool *overflow;       /* set when a row's logits were not finite */
+    bool *overflow_out;   /* set when a row's output was not (inputs finite, a mean past 3.4e38) */
+    bool kpos_sorted;     /* kpos non-decreasing: each row's visible keys are one run */
+    bool kpos_unit;       /* kpos[j] == kpos[0] + j (the default): lookups by distance are runs */
+    bool pos_small;       /* every position within 2^30: differences fit int32 (lib/bias_row.c) */
+    float *t5_bias;       /* [H, 2*max_distance+1] t5: each head's bias by relative position */
+    float *dist_bias;     /* [H, dist_n] kerple, sandwich: each head's bias by |qpos - kpos| */
+    int32_t dist_n;       /* dmax + 1 of the call */
+    pa__fire_tables fire; /* fire: segments, row normalisers, psi by distance */
+    float *bins;          /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
     /* Shaw's key term (key_term): krel [krel_n, krel_ld] = scale * rel_k[krel_lo
      * + r] . k_j, one kv head's keys by table row, of the rows any pair of
      * the call reaches (pa__shaw_key_rows). */

@@ -1,6 +1,6 @@
 /* attention_mask.c - which keys each query sees (causal, window, chunk,
  * padding, the caller's mask) and the logit biases (Shaw, softcap, ALiBi,
- * T5, KERPLE, Sandwich, the caller's bias), applied to a tile of logits in
+ * T5, KERPLE, Sandwich, FIRE, the caller's bias), applied to a tile of logits in
  * one pass.
  */
 #include "attention_kernel.h"
@@ -260,6 +260,11 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
                 for (int32_t j = 0; j < nk; j++)
                     row[j] += (float)pa_sandwich_bias(hs, p->H, h, fabs((double)qp - kpos[j]));
             }
+            break;
+        case PA_SCHEME_FIRE:
+            /* fire requires causal: keys after the query are masked below. */
+            pa__fire_row(row, kpos, nk, qp, i0 + i, &b->fire, h, p->H, s->fire.c,
+                         b->kpos_sorted && a->causal);
             break;
         default:
             break;

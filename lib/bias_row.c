@@ -44,6 +44,20 @@ PA__CLONES void pa__row_add_dist(float *row, const int32_t *kpos, int32_t n, int
     }
 }
 
+PA__CLONES void pa__row_fire(float *row, const int32_t *kpos, int32_t n, int32_t qp,
+                             const double *psi, double inv, double slope, double icpt)
+{
+    for (int32_t j = 0; j < n; j++)
+        row[j] += (float)(slope * (psi[qp - kpos[j]] * inv) + icpt);
+}
+
+PA__CLONES void pa__row_fire_unit(float *row, int32_t n, const double *psi, double slope,
+                                  double icpt)
+{
+    for (int32_t j = 0; j < n; j++)
+        row[j] += (float)(slope * psi[-j] + icpt);
+}
+
 PA__CLONES void pa__row_add(float *row, const float *src, int32_t n)
 {
     for (int32_t j = 0; j < n; j++)

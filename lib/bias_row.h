@@ -24,6 +24,17 @@ void pa__row_alibi(float *row, const int32_t *kpos, int32_t n, int32_t qp, float
 void pa__row_add_dist(float *row, const int32_t *kpos, int32_t n, int32_t qp, const float *tab,
                       bool unit);
 
+/* row[j] += (float)(slope * psi[qp - kpos[j]] * inv + icpt): FIRE on one
+ * of its MLP's linear segments (lib/fire.c); every qp - kpos[j] must index
+ * psi (so fit int32). */
+void pa__row_fire(float *row, const int32_t *kpos, int32_t n, int32_t qp, const double *psi,
+                  double inv, double slope, double icpt);
+
+/* row[j] += (float)(slope * psi[-j] + icpt): the same for consecutive keys,
+ * psi pointing at the first key's distance (distances fall along the row)
+ * and slope already divided by the row's normaliser. */
+void pa__row_fire_unit(float *row, int32_t n, const double *psi, double slope, double icpt);
+
 /* row[j] += src[j]. */
 void pa__row_add(float *row, const float *src, int32_t n);
 

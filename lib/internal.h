@@ -126,6 +126,52 @@ pa_status pa__alibi_check(const pa_alibi *a, int32_t num_heads, pa_error *err);
  * H / (8 (h + 1)). */
 double pa__sandwich_sum(int32_t hidden_size, double distance);
 double pa__sandwich_head(double sum, int32_t num_heads, int32_t h);
+/* FIRE's per-call tables (lib/fire.c): the MLP as segments between its
+ * sorted breakpoints, each head's slope and intercept on each. */
+typedef struct pa__fire_unit {
+    double t;  /* breakpoint -b1[k] / w1[k] */
+    int32_t k; /* its unit */
+} pa__fire_unit;
+typedef struct pa__fire_tables {
+    double *bp; /* [nbp] sorted breakpoints (nbp <= hidden) */
+    int32_t nbp;
+    double *seg;  /* [nbp + 1, H, 2] slope and intercept: segment s is [bp[s-1], bp[s]) */
+    double *norm; /* [Lq] psi(max(qpos, |L|)) + eps of each query row */
+    double *psi;  /* [psi_n] psi(d) by distance d, or NULL (computed per logit) */
+    int32_t psi_n;
+    pa__fire_unit *units; /* [hidden] scratch for the sort */
+    /* [Lq, hidden] or NULL (with psi only): row i's distance thresholds,
+     * dthr[i, k] the smallest d with psi[d] / norm[i] >= bp[k] (psi_n if
+     * none): the keys of segment s are those with dthr[s - 1] <= d <
+     * dthr[s]. */
+    int32_t *dthr;
+} pa__fire_tables;
+/* psi(d) = log(|c d| + 1) (as log1p) and the normaliser psi(max(qpos, |L|))
+ * + eps of a query row. */
+double pa__fire_psi(const pa_fire *f, double distance);
+double pa__fire_norm(const pa_fire *f, double qpos);
+/* Sorts the breakpoints of units with w1 != 0 into bp [hidden] (units
+ * [hidden] scratch) and fills seg [(hidden + 1), H, 2]; returns their
+ * count nbp. O(hidden (log hidden + H)), in double. */
+int32_t pa__fire_segments(const pa_fire *f, int32_t H, pa__fire_unit *units, double *bp,
+                          double *seg);
+/* Head h's bias on segment s at x: slope * x + intercept. */
+double pa__fire_segment_value(const double *seg, int32_t H, int32_t s, int32_t h, double x);
+/* PA_STATUS_OUT_OF_RANGE naming scheme.w2 when some head's bias on x in [0,
+ * xmax] is not finite as a float. */
+pa_status pa__fire_span(int32_t H, const double *bp, int32_t nbp, const double *seg, double xmax,
+                        pa_error *err);
+/* row[j] += head h's FIRE bias for keys kpos[0..n) of a query at qp with
+ * the normaliser of query row i, from the call's tables (psi per logit past
+ * psi_n).
+ * sorted: kpos non-decreasing, and the keys after qp are masked by the
+ * caller (causal): those are then left untouched, and the others are added
+ * a segment's run at a time. */
+void pa__fire_row(float *row, const int32_t *kpos, int32_t n, int32_t qp, int32_t i,
+                  const pa__fire_tables *t, int32_t h, int32_t H, double c, bool sorted);
+/* Fills row i's distance thresholds t->dthr[i, 0..nbp) from t->psi,
+ * t->norm[i] and t->bp. */
+void pa__fire_thresholds(const pa__fire_tables *t, int32_t i);
 /* t5 for attention: pa_t5_check plus table non-NULL with shape [num_buckets, H]. */
 pa_status pa__t5_check_table(const pa_t5 *t, int32_t num_heads, pa_error *err);
 /* shaw: K >= 0, a known direction, rel_k non-NULL with shape [2K+1,

@@ -33,6 +33,9 @@ void pa_scheme_init(pa_scheme *s, pa_scheme_type type)
     s->rope2d.variant = PA_ROPE2D_AXIAL;
     s->rope2d.base = 10000.0;
     s->rope2d.layout = PA_ROPE_LAYOUT_GPTJ;
+    s->fire.c = 0.1;
+    s->fire.L = 512.0;
+    s->fire.eps = 1e-6;
 }
 
 static const char *const scheme_names[PA_SCHEME_COUNT] = {
@@ -47,13 +50,18 @@ static const char *const scheme_names[PA_SCHEME_COUNT] = {
     [PA_SCHEME_SANDWICH] = "sandwich",
     [PA_SCHEME_XPOS] = "xpos",
     [PA_SCHEME_ROPE2D] = "rope2d",
+    [PA_SCHEME_FIRE] = "fire",
 };
 
 static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
-    [PA_ROPE_SCALING_NONE] = "none",       [PA_ROPE_SCALING_LINEAR] = "linear",
-    [PA_ROPE_SCALING_NTK] = "ntk",         [PA_ROPE_SCALING_DYNAMIC] = "dynamic",
-    [PA_ROPE_SCALING_YARN] = "yarn",       [PA_ROPE_SCALING_LLAMA3] = "llama3",
-    [PA_ROPE_SCALING_LONGROPE] = "longrope", [PA_ROPE_SCALING_PROPORTIONAL] = "proportional",
+    [PA_ROPE_SCALING_NONE] = "none",
+    [PA_ROPE_SCALING_LINEAR] = "linear",
+    [PA_ROPE_SCALING_NTK] = "ntk",
+    [PA_ROPE_SCALING_DYNAMIC] = "dynamic",
+    [PA_ROPE_SCALING_YARN] = "yarn",
+    [PA_ROPE_SCALING_LLAMA3] = "llama3",
+    [PA_ROPE_SCALING_LONGROPE] = "longrope",
+    [PA_ROPE_SCALING_PROPORTIONAL] = "proportional",
     [PA_ROPE_SCALING_NTK_ALPHA] = "ntk_alpha",
 };
 
@@ -111,6 +119,7 @@ pa_position_site pa_scheme_position_site(pa_scheme_type type)
     case PA_SCHEME_ALIBI:
     case PA_SCHEME_KERPLE:
     case PA_SCHEME_SANDWICH:
+    case PA_SCHEME_FIRE:
         return PA_POSITION_SITE_LOGITS;
     case PA_SCHEME_SHAW:
         return PA_POSITION_SITE_LOGITS_VALUES;

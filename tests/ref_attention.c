@@ -368,6 +368,12 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                     bias = ref_sandwich(s->sandwich.hidden_size ? s->sandwich.hidden_size : D, H, h,
                                         fabs((double)rel));
                     break;
+                case PA_SCHEME_FIRE: {
+                    const pa_fire *fr = &s->fire;
+                    bias = ref_fire(fr->c, fr->L, fr->eps, fr->w1, fr->b1, fr->num_w1, fr->w2,
+                                    fr->b2, H, h, qpos[i], kpos[j]);
+                    break;
+                }
                 case PA_SCHEME_T5:
                     bias =
                         /* A distance past int32 is past max_distance too:

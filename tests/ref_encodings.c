@@ -141,6 +141,24 @@ double ref_sandwich(int32_t hidden_size, int32_t num_attention_heads, int32_t h,
            ((double)(h + 1) * 8.0 / (double)num_attention_heads);
 }
 
+double ref_fire(double c, double L, double eps, const float *w1, const float *b1, int32_t hidden,
+                const float *w2, const float *b2, int32_t num_heads, int32_t h, int64_t i,
+                int64_t j)
+{
+    double threshold = fabs(L);
+    double position = (double)i > threshold ? (double)i : threshold;
+    double relative_distance = log(fabs(c * (double)(i - j)) + 1.0);
+    double position_normalizer = log(fabs(c * position) + 1.0);
+    double normalized = relative_distance / (position_normalizer + eps);
+    double out = b2[h];
+    for (int32_t k = 0; k < hidden; k++) {
+        double pre = (double)w1[k] * normalized + (double)b1[k];
+        double act = pre > 0.0 ? pre : 0.0; /* ReLU */
+        out += (double)w2[(size_t)k * num_heads + h] * act;
+    }
+    return out;
+}
+
 int64_t ref_t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buckets,
                       int64_t max_distance)
 {

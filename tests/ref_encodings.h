@@ -57,6 +57,20 @@ double ref_kerple_power(double bias_a, double bias_p, double diff);
  *   scaled   = (bias - hidden_size/2) / ((h + 1) * 8 / num_attention_heads) */
 double ref_sandwich(int32_t hidden_size, int32_t num_attention_heads, int32_t h, double rel);
 
+/* FIRE as mcleish7/arithmetic's FIRE.forward computes one entry (head h of
+ * num_heads, query position i, key position j), in double where the peer
+ * uses float32, the MLP Linear(1, hidden) -> ReLU -> Linear(hidden, H)
+ * evaluated unit by unit:
+ *   threshold  = |L|                          (|L_multiplier * init_L|)
+ *   rel        = log(|c (i - j)| + 1)
+ *   normaliser = log(|c max(i, threshold)| + 1)
+ *   x          = rel / (normaliser + eps)
+ *   bias       = b2[h] + sum_k w2[k * H + h] relu(w1[k] x + b1[k])
+ * w2 is [hidden, H] (posattn's layout: mlp.2.weight transposed). */
+double ref_fire(double c, double L, double eps, const float *w1, const float *b1, int32_t hidden,
+                const float *w2, const float *b2, int32_t num_heads, int32_t h, int64_t i,
+                int64_t j);
+
 /* Hugging Face T5Attention._relative_position_bucket for one relative
  * position (kpos - qpos), with torch's float32 arithmetic in the log branch.
  * Parameters must be valid (max_exact >= 1, max_distance > max_exact). */

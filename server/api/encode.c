@@ -17,6 +17,8 @@
  *   alibi                slopes [H]; bias [H, Lq, Lk] when lengths are given
  *   kerple               bias [H, Lq, Lk] (H from scheme.r1)
  *   sandwich             bias [H, Lq, Lk] (num_heads and scheme.hidden_size)
+ *   fire                 bias [H, Lq, Lk] (H from scheme.b2), causal as fire's
+ *                        attention is: null where the key is after the query
  *   t5                   buckets [Lq, Lk] (INT32); bias [H, Lq, Lk] with a table
  *   shaw                 index [Lq, Lk] (INT32): the table row of each pair,
  *                        by the scheme's direction
@@ -108,6 +110,7 @@ static unsigned fields_of(pa_scheme_type t)
     case PA_SCHEME_T5:
     case PA_SCHEME_KERPLE:
     case PA_SCHEME_SANDWICH:
+    case PA_SCHEME_FIRE:
         return F_REL | F_NUM_HEADS;
     case PA_SCHEME_SHAW:
         return F_REL;
@@ -309,6 +312,16 @@ static bool prepare_distance_bias(const api_ctx *ctx, enc_job *ej, bool has_h, a
         }
         if (pa_kerple_check(&s->kerple, ej->H > 0 ? ej->H : 1, &pe) != PA_STATUS_OK)
             return api_fail_pa(e, ctx, &pe);
+    } else if (s->type == PA_SCHEME_FIRE) {
+        if (s->fire.b2 != NULL) {
+            if (has_h && ej->H != s->fire.num_b2)
+                return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "num_heads",
+                                "num_heads=%d does not equal the %d values of scheme.b2",
+                                (int)ej->H, (int)s->fire.num_b2);
+            ej->H = s->fire.num_b2;
+        }
+        if (pa_fire_check(&s->fire, ej->H > 0 ? ej->H : 1, &pe) != PA_STATUS_OK)
+            return api_fail_pa(e, ctx, &pe);
     } else {
         if (!has_h)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "num_heads",
@@ -329,7 +342,7 @@ static bool prepare_distance_bias(const api_ctx *ctx, enc_job *ej, bool has_h, a
     return true;
 }
 
-/* alibi, t5, shaw, kerple, sandwich: query and key positions, default as in
+/* alibi, t5, shaw, kerple, sandwich, fire: query and key positions, default as in
  * attention. */
 static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej, size_t *need,
                              api_err *e)
@@ -389,6 +402,7 @@ static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej,
         break;
     case PA_SCHEME_KERPLE:
     case PA_SCHEME_SANDWICH:
+    case PA_SCHEME_FIRE:
         if (!prepare_distance_bias(ctx, ej, has_h, e))
             return false;
         break;
@@ -445,6 +459,8 @@ static bool prepare_relative(const cJSON *root, const api_ctx *ctx, enc_job *ej,
         ej->att.k_positions = ej->k_positions;
         ej->att.scale_set = true;
         ej->att.scale = 1.0f;
+        /* fire is defined on causal pairs; its attention requires causal. */
+        ej->att.causal = ej->sch.s.type == PA_SCHEME_FIRE;
         *need = api_add_sat(*need, api_mul_sat(floats, sizeof(float)));
     }
     return true;

@@ -273,6 +273,7 @@ bool api_encode_render(srv_job *job, cJSON *root)
         break;
     case PA_SCHEME_KERPLE:
     case PA_SCHEME_SANDWICH:
+    case PA_SCHEME_FIRE:
         break; /* the bias below */
     default:
         if (!cJSON_AddStringToObject(root, "note", "scheme 'none' (NoPE) has no positional signal"))

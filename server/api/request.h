@@ -23,8 +23,9 @@ typedef struct api_scheme {
     srv_tensor table; /* learned or t5 table */
     srv_tensor rel_k, rel_v;
     float *short_factor, *long_factor, *slopes;
-    float *r1, *r2; /* kerple */
-    size_t bytes;   /* bytes of the tables and arrays */
+    float *r1, *r2;           /* kerple */
+    float *w1, *b1, *w2, *b2; /* fire */
+    size_t bytes;             /* bytes of the tables and arrays */
 } api_scheme;
 
 /* Parses the scheme object at member "scheme" of the ctx object. Unknown

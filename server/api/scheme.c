@@ -171,6 +171,23 @@ static const api_param params[] = {
     {PA_SCHEME_ROPE2D, "normalize", API_PARAM_ENUM, OFF(rope2d.normalize), 0, NULL, "optional",
      "dinov3: 'separate' (each axis by its own size), 'max' or 'min' (both by max or min of "
      "rows and cols), DINOv3's normalize_coords"},
+    {PA_SCHEME_FIRE, "c", API_PARAM_NUMBER, OFF(fire.c), 0, NULL, "optional",
+     "psi(x) = log(|c x| + 1), applied to |qpos - kpos| and to the normaliser's position (the "
+     "peer's init_c)"},
+    {PA_SCHEME_FIRE, "L", API_PARAM_NUMBER, OFF(fire.L), 0, NULL, "optional",
+     "threshold: the normaliser is psi(max(qpos, |L|)) + eps (the peer's |L_multiplier * "
+     "init_L|)"},
+    {PA_SCHEME_FIRE, "eps", API_PARAM_NUMBER, OFF(fire.eps), 0, NULL, "optional",
+     "> 0, added to the normaliser: x = psi(|qpos - kpos|) / (psi(max(qpos, |L|)) + eps)"},
+    {PA_SCHEME_FIRE, "w1", API_PARAM_NUMBER_ARRAY, 0, 0, "[hidden]", "required",
+     "first layer's weights (Linear(1, hidden); mlp.0.weight flattened); hidden is their count"},
+    {PA_SCHEME_FIRE, "b1", API_PARAM_NUMBER_ARRAY, 0, 0, "[hidden]", "required",
+     "first layer's biases (mlp.0.bias)"},
+    {PA_SCHEME_FIRE, "w2", API_PARAM_NUMBER_ARRAY, 0, 0, "[hidden, H]", "required",
+     "second layer's weights, row-major w2[k * H + h]: the transpose of PyTorch's mlp.2.weight "
+     "[H, hidden]; bias_h = b2[h] + sum_k w2[k, h] relu(w1[k] x + b1[k])"},
+    {PA_SCHEME_FIRE, "b2", API_PARAM_NUMBER_ARRAY, 0, 0, "[H]", "required",
+     "second layer's biases (mlp.2.bias), one per head"},
 };
 
 #undef OFF
@@ -357,6 +374,25 @@ static bool parse_array_param(const api_param *p, const cJSON *v, const char *re
         out->r2 = a;
         out->s.kerple.r2 = a;
         out->s.kerple.num_r2 = n;
+    } else if (p->type == PA_SCHEME_FIRE) {
+        pa_fire *f = &out->s.fire;
+        if (strcmp(p->name, "w1") == 0) {
+            out->w1 = a;
+            f->w1 = a;
+            f->num_w1 = n;
+        } else if (strcmp(p->name, "b1") == 0) {
+            out->b1 = a;
+            f->b1 = a;
+            f->num_b1 = n;
+        } else if (strcmp(p->name, "w2") == 0) {
+            out->w2 = a;
+            f->w2 = a;
+            f->num_w2 = n;
+        } else {
+            out->b2 = a;
+            f->b2 = a;
+            f->num_b2 = n;
+        }
     } else if (strcmp(p->name, "short_factor") == 0) {
         out->short_factor = a;
         out->s.rope.short_factor = a;
@@ -434,6 +470,10 @@ void api_scheme_free(api_scheme *s)
     free(s->slopes);
     free(s->r1);
     free(s->r2);
+    free(s->w1);
+    free(s->b1);
+    free(s->w2);
+    free(s->b2);
     memset(s, 0, sizeof *s);
 }
 
@@ -451,7 +491,7 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
         return api_fail(
             e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
             "scheme is required: an object with a 'type' (none, sinusoidal, "
-            "learned, shaw, t5, rope, alibi, kerple, sandwich, xpos, rope2d) and its parameters");
+            "learned, shaw, t5, rope, alibi, kerple, sandwich, xpos, rope2d, fire) and its parameters");
     if (!cJSON_IsObject(node))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
                         "scheme must be an object with a 'type', found %s", api_json_type(node));
@@ -459,13 +499,13 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
     if (m == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type is required (none, sinusoidal, learned, shaw, t5, rope, "
-                        "alibi, kerple, sandwich, xpos, rope2d)");
+                        "alibi, kerple, sandwich, xpos, rope2d, fire)");
     if (!api_get_string(m, "scheme.type", ctx, &type_name, e))
         return false;
     if (!pa_scheme_type_from_name(type_name, &type))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type='%.32s' is not a scheme (none, sinusoidal, learned, shaw, "
-                        "t5, rope, alibi, kerple, sandwich, xpos, rope2d)",
+                        "t5, rope, alibi, kerple, sandwich, xpos, rope2d, fire)",
                         type_name);
     pa_scheme_init(&out->s, type);
 

@@ -46,6 +46,10 @@ static const char *scheme_doc(pa_scheme_type t)
         return "2-D rotary embedding of image patches: half the pairs turn by the row, half "
                "by the column (timm's axial RotaryEmbeddingCat as EVA-02; Pixtral's "
                "precompute_freqs_cis_2d); positions [2, L] or a grid, masks by token order";
+    case PA_SCHEME_FIRE:
+        return "functional interpolation (Li et al. 2023): an MLP Linear(1, hidden) -> ReLU -> "
+               "Linear(hidden, H) of psi(|qpos - kpos|) / (psi(max(qpos, |L|)) + eps), psi(x) = "
+               "log(|c x| + 1), as mcleish7/arithmetic's FIRE; causal attention only";
     default:
         return "";
     }

@@ -246,6 +246,34 @@ class Metadata(unittest.TestCase):
         self.assertEqual(st, 400, body)
         self.assertIn("r2[3]=0.001 is below 0.01", json.loads(body)["error"])
 
+    def test_fire_model(self):
+        """attention-fire takes w1, b1, w2, b2 as input tensors and c, L, eps,
+        causal as parameters: it answers as /v1/attention does; without
+        causal it is a 400 naming causal."""
+        c = Case(37)
+        w1, b1 = [1.5, -2.0, 0.75], [-0.5, 1.0, 0.25]
+        w2 = [0.5, -1.0, 2.0, 0.25, -0.75, 1.5, 1.0, 0.5, -0.25, 2.0, 0.75, -1.5]  # [3, 4]
+        b2 = [0.1, -0.2, 0.3, 0.0]
+        ins = c.v2_inputs() + [{"name": "w1", "shape": [3], "datatype": "FP32", "data": w1},
+                               {"name": "b1", "shape": [3], "datatype": "FP32", "data": b1},
+                               {"name": "w2", "shape": [12], "datatype": "FP32", "data": w2},
+                               {"name": "b2", "shape": [4], "datatype": "FP32", "data": b2}]
+        params = {"c": 0.3, "L": 4, "causal": True}
+        st, _, body = post_json("/v2/models/attention-fire/infer",
+                                {"inputs": ins, "parameters": params})
+        self.assertEqual(st, 200, body)
+        got = json.loads(body)["outputs"][0]["data"]
+        scheme = {"type": "fire", "c": 0.3, "L": 4, "w1": w1, "b1": b1, "w2": w2, "b2": b2}
+        want, _ = v1_attention(c.v1_item(scheme, causal=True))
+        want = struct.unpack("<%df" % (len(want["output"]) // 4), want["output"])
+        self.assertEqual(len(got), len(want))
+        for g, w in zip(got, want):
+            self.assertAlmostEqual(g, w, delta=1e-6 + 1e-6 * abs(w))
+        st, _, body = post_json("/v2/models/attention-fire/infer",
+                                {"inputs": ins, "parameters": {"c": 0.3}})
+        self.assertEqual(st, 400, body)
+        self.assertIn("fire needs causal=true", json.loads(body)["error"])
+
     def test_versions(self):
         """The OpenAPI document's versioned paths: version 1 is the model."""
         _, _, plain = call("GET", "/v2/models/attention-alibi")
@@ -793,7 +821,7 @@ class Stats(unittest.TestCase):
         self.assertEqual([m["name"] for m in every],
                          ["attention-" + s for s in ("none", "sinusoidal", "learned", "shaw",
                                                      "t5", "rope", "alibi", "kerple", "sandwich",
-                                                     "xpos", "rope2d")])
+                                                     "xpos", "rope2d", "fire")])
         self.assertEqual([m for m in every if m["name"] == "attention-shaw"][0]["inference_count"],
                          after["inference_count"])
         _, _, text = call("GET", "/metrics")

@@ -71,6 +71,7 @@ static void test_position_sites(void **state)
     assert_int_equal(pa_scheme_position_site(PA_SCHEME_ALIBI), PA_POSITION_SITE_LOGITS);
     assert_int_equal(pa_scheme_position_site(PA_SCHEME_T5), PA_POSITION_SITE_LOGITS);
     assert_int_equal(pa_scheme_position_site(PA_SCHEME_SHAW), PA_POSITION_SITE_LOGITS_VALUES);
+    assert_int_equal(pa_scheme_position_site(PA_SCHEME_FIRE), PA_POSITION_SITE_LOGITS);
     assert_string_equal(pa_position_site_name(PA_POSITION_SITE_QK_ROTATION), "qk_rotation");
 }
 

@@ -291,6 +291,8 @@ GOOD_ITEMS = {
     "kerple": qkv({"type": "kerple", "form": "power", "r1": [0.5, 1.0], "r2": [1.5, 0.25]},
                   causal=True),
     "sandwich": qkv({"type": "sandwich", "hidden_size": 8}),
+    "fire": qkv({"type": "fire", "c": 0.2, "L": 2, "w1": [1.5, -2.0, 0.75], "b1": [-0.5, 1.0, 0.25],
+                 "w2": [0.5, -1.0, 2.0, 0.25, -0.75, 1.5], "b2": [0.1, -0.2]}, causal=True),
 }
 
 ROPE_SCALINGS = [
@@ -351,6 +353,8 @@ ENCODES = [
      "k_length": 3},
     {"scheme": {"type": "sandwich", "hidden_size": 8}, "num_heads": 2, "q_positions": [4, 1],
      "k_positions": [0, 1, 2]},
+    {"scheme": {"type": "fire", "w1": [1.0, -1.0], "b1": [0.0, 0.5], "w2": [1.0, 0.5],
+                "b2": [0.0]}, "q_positions": [600, 3], "k_positions": [0, 2, 700]},
     {"scheme": {"type": "none"}, "chunk_size": 2, "causal": True, "q_length": 4},
 ]
 

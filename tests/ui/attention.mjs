@@ -10,7 +10,7 @@ import { page, posted, settle, pixels, drawn, heatCell } from './page.mjs';
 
 export async function attentionChecks() {
   // ----------------------------------------------------------- attention
-  const SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich'];
+  const SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'fire'];
   // This panel's weights request: one item per scheme, with the scheme as id
   // (the Models panel's requests return weights too).
   const attReq = (p) => p.url.endsWith('/v1/attention') && /"return"/.test(p.body) &&
@@ -30,7 +30,7 @@ export async function attentionChecks() {
       const verdict = await page.textContent(`#perm-${t}`);
       // NoPE, and the biases of |qpos - kpos| without a causal mask (KERPLE,
       // Sandwich), cannot tell a sequence from its reverse: the permutation
-      // the panel tries.
+      // the panel tries. fire's items are always causal: order-aware.
       if (['none', 'kerple', 'sandwich'].includes(t)) {
         assert(/order-blind/.test(verdict) && ref.max_abs_diff < 1e-5, `${t}: ${verdict}`);
       }

@@ -265,7 +265,8 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
     if (!strcmp(s, "none") || !strcmp(s, "rope") || !strcmp(s, "alibi") || !strcmp(s, "t5") ||
         !strcmp(s, "shaw") || !strcmp(s, "kerple") || !strcmp(s, "kerple:power") ||
         !strcmp(s, "sandwich") || !strcmp(s, "xpos") || !strcmp(s, "rope2d") ||
-        !strcmp(s, "rope2d:pixtral") || !strcmp(s, "rope2d:dinov3") || layer_only(s))
+        !strcmp(s, "rope2d:pixtral") || !strcmp(s, "rope2d:dinov3") || !strcmp(s, "fire") ||
+        layer_only(s))
         return 1;
     if (!strncmp(s, "rope:", 5)) {
         for (size_t i = 0; i < sizeof ROPE_SCALINGS / sizeof *ROPE_SCALINGS; i++)
@@ -279,9 +280,25 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
     }
     snprintf(err, errlen,
              "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, kerple, sandwich, xpos, "
-             "rope2d, sinusoidal, learned, ...)",
+             "rope2d, fire, sinusoidal, learned, ...)",
              s);
     return 0;
+}
+
+/* FIRE's MLP width in the payloads (the peer's default mlp_width). */
+#define FIRE_HIDDEN 32
+
+/* n values of a fixed MLP weight array, the same in every payload: w1 in
+ * [-3, 3), b1 in [-2, 2) (breakpoints -b1/w1 where x in [0, 1] lives), w2 and
+ * b2 in [-1, 1). */
+static void put_fire_array(sbuf *b, const char *name, int n, int which, double amp)
+{
+    sb_printf(b, ",\"%s\":[", name);
+    for (int i = 0; i < n; i++) {
+        unsigned k = (unsigned)(i * 2654435761u + (unsigned)which * 40503u) % 1000u;
+        sb_printf(b, "%s%g", i ? "," : "", amp * ((double)k / 500.0 - 1.0));
+    }
+    sb_str(b, "]");
 }
 
 /* Relative distances shaw keeps apart; rel_k then has 2K+1 rows. */
@@ -297,16 +314,25 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
         put_tensor(b, c, shape, 2, rng);
         sb_str(b, "}");
     } else if (!strncmp(s, "kerple", 6)) {
-        /* r1 ALiBi-like per head (2^-(h+1), held to >= 2^-7 > 0.01), r2 1
-         * (power: 1.5). */
+        /* r1 ALiBi-like per head (2^-(h+1), held to >= 2^-6 = 0.0156 >=
+         * 0.01, the smallest value KERPLE accepts), r2 1 (power: 1.5). */
         const int power = !strcmp(s, "kerple:power");
         sb_printf(b, "{\"type\":\"kerple\",\"form\":\"%s\",\"r1\":[", power ? "power" : "log");
         for (int h = 0; h < c->heads; h++)
-            sb_printf(b, "%s%g", h ? "," : "", 1.0 / (double)(2u << (h < 6 ? h : 6)));
+            sb_printf(b, "%s%g", h ? "," : "", 1.0 / (double)(2u << (h < 5 ? h : 5)));
         sb_str(b, "],\"r2\":[");
         for (int h = 0; h < c->heads; h++)
             sb_printf(b, "%s%s", h ? "," : "", power ? "1.5" : "1");
         sb_str(b, "]}");
+    } else if (!strcmp(s, "fire")) {
+        /* A fixed MLP of width FIRE_HIDDEN, defaults c 0.1, L 512; always
+         * causal (load_payload_build adds it). */
+        sb_str(b, "{\"type\":\"fire\"");
+        put_fire_array(b, "w1", FIRE_HIDDEN, 1, 3.0);
+        put_fire_array(b, "b1", FIRE_HIDDEN, 2, 2.0);
+        put_fire_array(b, "w2", FIRE_HIDDEN * c->heads, 3, 1.0);
+        put_fire_array(b, "b2", c->heads, 4, 1.0);
+        sb_str(b, "}");
     } else if (!strcmp(s, "learned")) {
         /* One row per position, d_model = heads * head_dim columns. */
         int shape[2] = {length, c->heads * c->head_dim};
@@ -370,7 +396,7 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
     for (int i = 0; i < c->batch && !b.oom; i++) {
         sb_printf(&b, "%s{\"id\":%d,\"scheme\":", i ? "," : "", i);
         put_scheme(&b, c, scheme, length, &rng);
-        if (c->causal)
+        if (c->causal || !strcmp(scheme, "fire")) /* fire is causal only */
             sb_str(&b, ",\"causal\":true");
         if (c->softcap > 0)
             sb_printf(&b, ",\"softcap\":%.17g", c->softcap);

@@ -9,7 +9,9 @@ import { ApiError, api } from '/web/api.js';
 import { panel, wire } from '/web/panel.js';
 
 export const DM = 8, NH = 2, HD = 4;  // d_model, heads, head dim (layer mode)
-const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'xpos'];
+const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'xpos', 'fire'];
+// Schemes defined for causal attention only: their items are always causal.
+const CAUSAL_ONLY = ['fire'];
 let attMaps = null, userX = null;
 
 function attScheme(type, g, L) {
@@ -20,6 +22,10 @@ function attScheme(type, g, L) {
   // KERPLE's log form with ALiBi-like multipliers, one per head.
   case 'kerple': return { type, r1: Array.from({ length: NH }, (_, h) => 2 ** -(h + 1)),
     r2: new Array(NH).fill(1) };
+  // FIRE: a small seeded MLP (hidden 8) of the normalised distance, L 8 so
+  // that the page's short inputs reach past the threshold.
+  case 'fire': return { type, L: 8, w1: round(g(8, 3)), b1: round(g(8, 1)),
+    w2: round(g(8 * NH, 1)), b2: round(g(NH, 0.5)) };
   default: return { type };
   }
 }
@@ -157,7 +163,8 @@ export const attPanel = panel('attention', 'att-status', async (current) => {
   const w = () => ({ shape: [DM, NH * HD], data: round(g(DM * NH * HD, 1.5 / Math.sqrt(DM))) });
   const opts = attOptions();
   const common = Object.assign({ x, w_q: w(), w_k: w(), w_v: w(), num_heads: NH, causal }, opts);
-  const items = ATT_SCHEMES.map((t) => Object.assign({ scheme: attScheme(t, g, L) }, common));
+  const items = ATT_SCHEMES.map((t) => Object.assign({ scheme: attScheme(t, g, L) }, common,
+    CAUSAL_ONLY.includes(t) ? { causal: true } : {}));
   if (!attMaps) {
     const box = $('att-grid');
     attMaps = ATT_SCHEMES.map((t) => {
@@ -165,7 +172,7 @@ export const attPanel = panel('attention', 'att-status', async (current) => {
       card.className = 'card';
       card.id = `card-${t}`;
       box.appendChild(card);
-      const map = new Heatmap(card, { title: `${t}`, id: `att-${t}`, xLabel: 'key',
+      const map = new Heatmap(card, { title: CAUSAL_ONLY.includes(t) ? `${t} (always causal)` : `${t}`, id: `att-${t}`, xLabel: 'key',
         yLabel: 'query', maxH: 300 });
       const v = document.createElement('p');
       v.className = 'verdict';

@@ -192,6 +192,9 @@ function loadItem(type, g) {
   case 'shaw': return Object.assign({ scheme: { type, max_relative_position: 8, rel_k: t(17, D) } }, qkv());
   case 'kerple': return Object.assign({ scheme: { type, r1: Array.from({ length: NH }, (_, h) => 2 ** -(h + 1)),
     r2: new Array(NH).fill(1) } }, qkv());
+  // FIRE: a seeded MLP of width 8 (every load item is causal, as fire needs).
+  case 'fire': return Object.assign({ scheme: { type, w1: round(g(8, 3)), b1: round(g(8, 1)),
+    w2: round(g(8 * NH, 1)), b2: round(g(NH, 0.5)) } }, qkv());
   case 'sinusoidal': return Object.assign({ scheme: { type } }, layer());
   case 'learned': return Object.assign({ scheme: { type, table: t(L, DL) } }, layer());
   default: return Object.assign({ scheme: { type } }, qkv());

@@ -432,6 +432,9 @@ static const struct {
     {PA_SCHEME_ROPE2D, "prefix_tokens", offsetof(pa_scheme, rope2d.prefix_tokens)},
     {PA_SCHEME_ROPE2D, "merge_size", offsetof(pa_scheme, rope2d.merge_size)},
     {PA_SCHEME_ROPE2D, "normalize", offsetof(pa_scheme, rope2d.normalize)},
+    {PA_SCHEME_FIRE, "c", offsetof(pa_scheme, fire.c)},
+    {PA_SCHEME_FIRE, "L", offsetof(pa_scheme, fire.L)},
+    {PA_SCHEME_FIRE, "eps", offsetof(pa_scheme, fire.eps)},
 };
 
 static void test_param_table(void **state)
