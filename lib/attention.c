@@ -166,6 +166,11 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
                 w->overflow = true;
         }
     }
+    if (p->scheme->type == PA_SCHEME_COPE) {
+        /* One block row of gates, positions and position terms at a time. */
+        b->cope = pa__ws_take(w, tq * Lk, sizeof(float));
+        b->cope_qe = pa__ws_take(w, tq * (size_t)p->scheme->cope.npos_max, sizeof(float));
+    }
     if (pa__decode_fits(p)) {
         const size_t rows = (size_t)p->H * Lq;
         b->dq = pa__ws_take(w, rows * (size_t)p->D, sizeof(float));

@@ -185,6 +185,8 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
         return pa_sandwich_check(&s->sandwich, D, err);
     case PA_SCHEME_XPOS:
         return pa_xpos_check(&s->xpos, D, err);
+    case PA_SCHEME_COPE:
+        return pa_cope_check(&s->cope, H, D, err);
     case PA_SCHEME_COUNT:
         break;
     }

@@ -42,6 +42,11 @@ static const char *scheme_doc(pa_scheme_type t)
         return "rope whose pairs also decay as zeta_i^((qpos - kpos)/scale_base) (Sun et al. "
                "2022), as microsoft/torchscale's XPOS: q scaled up, k down, about a common "
                "centre";
+    case PA_SCHEME_COPE:
+        return "contextual positions (Golovneva et al. 2024), as facebookresearch/RAM's "
+               "ContextPosSelfAttn: each key's position is the sum of the gates sigmoid(scale "
+               "q.k) of the keys from it to the query, and the logit gains q.pos_emb "
+               "interpolated at it; positions and masks only decide which keys count";
     default:
         return "";
     }

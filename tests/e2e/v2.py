@@ -793,7 +793,7 @@ class Stats(unittest.TestCase):
         self.assertEqual([m["name"] for m in every],
                          ["attention-" + s for s in ("none", "sinusoidal", "learned", "shaw",
                                                      "t5", "rope", "alibi", "kerple", "sandwich",
-                                                     "xpos")])
+                                                     "xpos", "cope")])
         self.assertEqual([m for m in every if m["name"] == "attention-shaw"][0]["inference_count"],
                          after["inference_count"])
         _, _, text = call("GET", "/metrics")
