@@ -425,6 +425,8 @@ static const struct {
     {PA_SCHEME_XPOS, "base", offsetof(pa_scheme, xpos.base)},
     {PA_SCHEME_XPOS, "scale_base", offsetof(pa_scheme, xpos.scale_base)},
     {PA_SCHEME_XPOS, "layout", offsetof(pa_scheme, xpos.layout)},
+    {PA_SCHEME_COPE, "npos_max", offsetof(pa_scheme, cope.npos_max)},
+    {PA_SCHEME_COPE, "nodiv", offsetof(pa_scheme, cope.nodiv)},
 };
 
 static void test_param_table(void **state)
