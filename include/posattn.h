@@ -760,9 +760,9 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
  * one kv head's key term by table row, k_len * n floats, n <= 2K+1 the rows
  * the call's positions reach (at most the span of qpos - kpos plus one): it
  * depends on the positions, so size each descriptor that has positions of
- * its own. cope adds one block row of its position terms and q.E, 64 *
- * (k_len + npos_max) floats (a block is 64 queries). Returns 0 if the size
- * overflows. */
+ * its own. cope adds one block row of its position terms and q.E: 64 *
+ * (k_len rounded up to 16, + 16, + npos_max) floats (a block is 64
+ * queries). Returns 0 if the size overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
 /* Effective sizes after defaults: useful for sizing outputs. */

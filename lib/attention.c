@@ -167,8 +167,12 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         }
     }
     if (p->scheme->type == PA_SCHEME_COPE) {
-        /* One block row of gates, positions and position terms at a time. */
-        b->cope = pa__ws_take(w, tq * Lk, sizeof(float));
+        /* One block row of gates, positions and position terms at a time.
+         * Rows a cache line more than a multiple of 16 floats apart: the
+         * scan walks down the block's columns, and rows 2^k bytes apart
+         * would share one L1 set. */
+        b->cope_ld = pa__tile_kt_ld(p->Lk) + 16;
+        b->cope = pa__ws_take(w, tq * b->cope_ld, sizeof(float));
         b->cope_qe = pa__ws_take(w, tq * (size_t)p->scheme->cope.npos_max, sizeof(float));
     }
     if (pa__decode_fits(p)) {

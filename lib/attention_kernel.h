@@ -78,7 +78,8 @@ typedef struct buffers {
     float *dist_bias;   /* [H, dist_n] kerple, sandwich: each head's bias by |qpos - kpos| */
     int32_t dist_n;     /* dmax + 1 of the call */
     float *bins;        /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
-    float *cope;        /* [BQ, Lk] cope: the block's gates, positions, then position term */
+    float *cope;        /* [BQ, cope_ld] cope: the block's gates, positions, then terms */
+    size_t cope_ld;     /* >= Lk */
     float *cope_qe;     /* [BQ, npos_max] cope: the block's q . pos_emb */
     /* Shaw's key term (key_term): krel [krel_n, krel_ld] = scale * rel_k[krel_lo
      * + r] . k_j, one kv head's keys by table row, of the rows any pair of

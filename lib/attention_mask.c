@@ -294,7 +294,7 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
         case PA_SCHEME_COPE:
             /* The block's position term, computed before its tiles
              * (lib/cope.c): rows of b->cope are the block's rows. */
-            pa__row_add(row, b->cope + (size_t)i * p->Lk + j0, nk);
+            pa__row_add(row, b->cope + (size_t)i * b->cope_ld + j0, nk);
             break;
         default:
             break;

@@ -80,8 +80,10 @@ void pa__cope_block(const pa__plan *p, const buffers *b, int32_t h, const float 
     const float *bias =
         a->bias != NULL ? a->bias + (size_t)(a->bias_heads == 1 ? 0 : h) * p->Lq * Lk : NULL;
     const double mult = c->nodiv ? 1.0 : (double)p->scale;
-    const double pmax = (double)(npos - 1);
+    double pmax;
+    int32_t ne;
     float *C = b->cope;
+    const size_t ld = b->cope_ld;
     double acc[BQ];
     int32_t qmin = INT32_MAX, qmax = INT32_MIN, lo, hi, n;
 
@@ -95,17 +97,17 @@ void pa__cope_block(const pa__plan *p, const buffers *b, int32_t h, const float 
         pa__mask_range(p, h, i0, nq, &lo, &hi);
     n = hi - lo;
     for (int32_t i = 0; i < nq; i++) {
-        pa__row_fill(C + (size_t)i * Lk, lo, 0.0f);
-        pa__row_fill(C + (size_t)i * Lk + hi, Lk - hi, 0.0f);
+        pa__row_fill(C + (size_t)i * ld, lo, 0.0f);
+        pa__row_fill(C + (size_t)i * ld + hi, Lk - hi, 0.0f);
     }
     if (n == 0)
         return;
 
     /* Gates: sigmoid(scale q.k), 0 where a mask (or a -inf bias) hides the
      * key. */
-    pa__tile_qk(nq, n, p->D, p->scale, Qb, ldq, Kt + lo, ldkt, C + lo, Lk);
+    pa__tile_qk(nq, n, p->D, p->scale, Qb, ldq, Kt + lo, ldkt, C + lo, (int)ld);
     for (int32_t i = 0; i < nq; i++) {
-        float *row = C + (size_t)i * Lk + lo;
+        float *row = C + (size_t)i * ld + lo;
         pa__mask_row(p, b, h, i0 + i, row, lo, n);
         if (bias != NULL) {
             const float *brow = bias + (size_t)(i0 + i) * Lk + lo;
@@ -116,9 +118,14 @@ void pa__cope_block(const pa__plan *p, const buffers *b, int32_t h, const float 
         pa__row_sigmoid(row, n);
     }
 
-    /* e [nq, npos] = Q E^T: each row's term at every whole position. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, npos, p->D, 1.0f, Qb, ldq, E, p->D,
-                0.0f, b->cope_qe, npos);
+    /* e [nq, ne] = Q E^T: each row's term at every whole position it may
+     * reach. A sum of n gates, each at most 1, is at most n (also in
+     * rounded arithmetic): positions past n are never read, and the clamp
+     * to n is no clamp. */
+    ne = pa__min_i32(npos, n + 1);
+    pmax = (double)(ne - 1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, ne, p->D, 1.0f, Qb, ldq, E, p->D, 0.0f,
+                b->cope_qe, ne);
 
     /* Positions: suffix sums from the last key, the block's rows side by
      * side (independent sums, not one serial chain per row), in double and
@@ -130,19 +137,19 @@ void pa__cope_block(const pa__plan *p, const buffers *b, int32_t h, const float 
     for (int32_t j = hi - 1; j >= lo; j--) {
         float *col = C + j;
         for (int32_t i = 0; i < nq; i++) {
-            const float *e = b->cope_qe + (size_t)i * npos;
+            const float *e = b->cope_qe + (size_t)i * ne;
             double pos, w;
             int32_t f, ce;
-            acc[i] += col[(size_t)i * Lk];
+            acc[i] += col[(size_t)i * ld];
             pos = acc[i] < pmax ? acc[i] : pmax;
             f = (int32_t)pos; /* pos >= 0: truncation is floor */
             w = pos - f;
             ce = f + (w > 0.0); /* ceil */
-            col[(size_t)i * Lk] = (float)(((double)e[ce] * w + (double)e[f] * (1.0 - w)) * mult);
+            col[(size_t)i * ld] = (float)(((double)e[ce] * w + (double)e[f] * (1.0 - w)) * mult);
         }
     }
     for (int32_t i = 0; i < nq; i++)
         /* q.E past 3.4e38: a -inf term would hide the key silently. */
-        if (!pa__row_finite(C + (size_t)i * Lk + lo, (size_t)n))
+        if (!pa__row_finite(C + (size_t)i * ld + lo, (size_t)n))
             *b->overflow = true;
 }
