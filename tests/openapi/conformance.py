@@ -291,6 +291,7 @@ GOOD_ITEMS = {
     "kerple": qkv({"type": "kerple", "form": "power", "r1": [0.5, 1.0], "r2": [1.5, 0.25]},
                   causal=True),
     "sandwich": qkv({"type": "sandwich", "hidden_size": 8}),
+    "cope": qkv({"type": "cope", "pos_emb": T(5, 4, seed=12), "nodiv": True}, causal=True),
 }
 
 ROPE_SCALINGS = [

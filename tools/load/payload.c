@@ -264,7 +264,7 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
 {
     if (!strcmp(s, "none") || !strcmp(s, "rope") || !strcmp(s, "alibi") || !strcmp(s, "t5") ||
         !strcmp(s, "shaw") || !strcmp(s, "kerple") || !strcmp(s, "kerple:power") ||
-        !strcmp(s, "sandwich") || !strcmp(s, "xpos") || layer_only(s))
+        !strcmp(s, "sandwich") || !strcmp(s, "xpos") || !strcmp(s, "cope") || layer_only(s))
         return 1;
     if (!strncmp(s, "rope:", 5)) {
         for (size_t i = 0; i < sizeof ROPE_SCALINGS / sizeof *ROPE_SCALINGS; i++)
@@ -278,7 +278,7 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
     }
     snprintf(err, errlen,
              "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, kerple, sandwich, xpos, "
-             "sinusoidal, learned, ...)",
+             "cope, sinusoidal, learned, ...)",
              s);
     return 0;
 }
@@ -306,6 +306,13 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
         for (int h = 0; h < c->heads; h++)
             sb_printf(b, "%s%s", h ? "," : "", power ? "1.5" : "1");
         sb_str(b, "]}");
+    } else if (!strcmp(s, "cope")) {
+        /* The reference's npos: every count a row can reach (length + 1),
+         * one table shared by the heads, from the same seeded generator. */
+        int shape[2] = {length + 1, c->head_dim};
+        sb_str(b, "{\"type\":\"cope\",\"pos_emb\":");
+        put_tensor(b, c, shape, 2, rng);
+        sb_str(b, "}");
     } else if (!strcmp(s, "learned")) {
         /* One row per position, d_model = heads * head_dim columns. */
         int shape[2] = {length, c->heads * c->head_dim};

@@ -9,7 +9,7 @@ import { ApiError, api } from '/web/api.js';
 import { panel, wire } from '/web/panel.js';
 
 export const DM = 8, NH = 2, HD = 4;  // d_model, heads, head dim (layer mode)
-const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'xpos'];
+const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'xpos', 'cope'];
 let attMaps = null, userX = null;
 
 function attScheme(type, g, L) {
@@ -20,6 +20,9 @@ function attScheme(type, g, L) {
   // KERPLE's log form with ALiBi-like multipliers, one per head.
   case 'kerple': return { type, r1: Array.from({ length: NH }, (_, h) => 2 ** -(h + 1)),
     r2: new Array(NH).fill(1) };
+  // CoPE with the reference's npos (every count a row can reach: L + 1),
+  // one table shared by the heads.
+  case 'cope': return { type, pos_emb: { shape: [L + 1, HD], data: round(g((L + 1) * HD)) } };
   default: return { type };
   }
 }
