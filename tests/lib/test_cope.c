@@ -5,7 +5,8 @@
  * explicit and out-of-order positions, GQA, shared and per-head pos_emb, a
  * small npos_max where the clamp bites, window, chunk, padding, the
  * caller's mask and -inf bias (all gate 0), nodiv, softcap, sinks,
- * returned weights, logits and row statistics; split into parts. */
+ * returned weights, logits and row statistics; layer mode with q/k norms;
+ * split into parts. */
 #include "attention_fixture.h"
 #include "internal.h" /* tests may reach inside lib/ */
 #include "ref_cope.h"
@@ -285,6 +286,26 @@ static void test_masks_and_options(void **state)
     }
 }
 
+/* Layer mode: q and k projected from one x (and normalised: the gates and
+ * q.E read q as attention sees it), w_o after. */
+static void test_layer(void **state)
+{
+    (void)state;
+    for (int norm = 0; norm < 2; norm++) {
+        fixture f;
+        setup_layer(&f, PA_SCHEME_COPE, 70, 24, 4, 2, 8, 0, 12, 800 + (uint64_t)norm);
+        cope_scheme(&f, 71, 4, false, 801);
+        f.a.causal = true;
+        if (norm) {
+            f.a.q_norm_unweighted = f.a.k_norm_unweighted = true;
+            f.a.q_norm_eps = f.a.k_norm_eps = 1e-6f;
+        }
+        check_against_reference(&f.a, 0);
+        check_against_reference(&f.a, WANT_WEIGHTS | WANT_LOGITS);
+        fixture_free(&f);
+    }
+}
+
 /* Parts: the same result whether one part or three run the call; cope
  * does not split by keys. */
 static void test_parts(void **state)
@@ -390,7 +411,7 @@ int main(void)
         cmocka_unit_test(test_reference),     cmocka_unit_test(test_attention),
         cmocka_unit_test(test_clamp_reached), cmocka_unit_test(test_masks_and_options),
         cmocka_unit_test(test_parts),         cmocka_unit_test(test_overflow),
-        cmocka_unit_test(test_decompose),
+        cmocka_unit_test(test_decompose),     cmocka_unit_test(test_layer),
     };
     return cmocka_run_group_tests_name("cope", tests, NULL, NULL);
 }

@@ -192,6 +192,8 @@ function loadItem(type, g) {
   case 'shaw': return Object.assign({ scheme: { type, max_relative_position: 8, rel_k: t(17, D) } }, qkv());
   case 'kerple': return Object.assign({ scheme: { type, r1: Array.from({ length: NH }, (_, h) => 2 ** -(h + 1)),
     r2: new Array(NH).fill(1) } }, qkv());
+  // CoPE's table: the reference's npos (L + 1), shared by the heads.
+  case 'cope': return Object.assign({ scheme: { type, pos_emb: t(L + 1, D) } }, qkv());
   case 'sinusoidal': return Object.assign({ scheme: { type } }, layer());
   case 'learned': return Object.assign({ scheme: { type, table: t(L, DL) } }, layer());
   default: return Object.assign({ scheme: { type } }, qkv());
