@@ -88,6 +88,7 @@ typedef enum pa_scheme_type {
     PA_SCHEME_ROPE2D,     /* 2-D rotary embedding of image patches (timm axial, Pixtral). */
     PA_SCHEME_FIRE,       /* Functional interpolation: an MLP of the normalised distance (Li et al.
                              2023). Causal only. */
+    PA_SCHEME_COPE,       /* Contextual positions counted by gates (Golovneva et al. 2024). */
     PA_SCHEME_COUNT
 } pa_scheme_type;
 
@@ -97,7 +98,7 @@ typedef enum pa_position_site {
     PA_POSITION_SITE_INPUT,        /* added to the token embeddings x (sinusoidal, learned) */
     PA_POSITION_SITE_QK_ROTATION,  /* rotates q and k after projection (rope) */
     PA_POSITION_SITE_LOGITS,       /* an additive bias on the attention logits (t5, alibi,
-                                      kerple, sandwich, fire) */
+                                      kerple, sandwich, fire, cope) */
     PA_POSITION_SITE_LOGITS_VALUES /* terms on the logits and on the values (shaw) */
 } pa_position_site;
 
@@ -431,6 +432,41 @@ typedef struct pa_fire {
 
 /* The widest FIRE MLP accepted (hidden units). */
 #define PA_FIRE_MAX_HIDDEN 65536
+/* CoPE, Golovneva et al. 2024, "Contextual Position Encoding: Learning to
+ * Count What's Important", as facebookresearch/RAM computes it
+ * (projects/cope/src/cope/context_position.py, ContextPosSelfAttn with
+ * key_cope = key and no value gates). With s = scale (default 1/sqrt(D),
+ * the reference's 1/sqrt(head_dim)), query i, key j and E = pos_emb of the
+ * query's head:
+ *   l_ij  = q_i.k_j
+ *   g_ij  = sigmoid(s l_ij), 0 for every key the masks hide (causal, window,
+ *           chunk, key_length, mask, and a -inf entry of bias)
+ *   p_ij  = min(sum_{t >= j} g_it, npos_max - 1)   (a suffix sum over keys)
+ *   e_if  = q_i.E[f], f = 0 .. npos_max-1
+ *   pos_ij = e_i,ceil(p) w + e_i,floor(p) (1 - w),   w = p - floor(p)
+ *   logit_ij = s (l_ij + pos_ij)          (the reference's default)
+ *            = s l_ij + pos_ij            (nodiv: its --cope-nodiv)
+ * then the masks and the softmax. q is q as attention sees it (after q_norm
+ * and the query scalings); positions (q_positions, k_positions) only decide
+ * the masks. With softcap the content logit s l_ij is capped and the
+ * position term added after it (as other bias schemes); the gates read the
+ * uncapped s l_ij. Sinks join the softmax as usual: they are not keys and
+ * gate nothing. The reference's table is [1, head_dim, npos]; pos_emb here
+ * is its transpose [npos_max, D], shared by every head, or one per head,
+ * [H, npos_max, D]. */
+typedef struct pa_cope {
+    int32_t npos_max;      /* positions 0 .. npos_max-1, >= 2; required */
+    const float *pos_emb;  /* [pos_emb_heads, npos_max, D], finite; required */
+    int32_t pos_emb_heads; /* 1 (shared by every head) or H */
+    /* The table's rows per head and columns as the caller's tensor has
+     * them, checked against npos_max and D when not 0 (0: not given). */
+    int32_t pos_emb_rows, pos_emb_cols;
+    bool nodiv; /* default false: the position term is scaled by s too */
+} pa_cope;
+
+/* The largest npos_max (2^24: every whole position below it is exact in
+ * float32). */
+#define PA_COPE_NPOS_MAX (1 << 24)
 
 /* A scheme and its parameters. Only the member for `type` is read. Tables are
  * borrowed: the caller keeps them alive and unchanged during every call. */
@@ -447,13 +483,14 @@ typedef struct pa_scheme {
     pa_xpos xpos;
     pa_rope2d rope2d;
     pa_fire fire;
+    pa_cope cope;
 } pa_scheme;
 
 /* Fills *s with `type` and every default named above. */
 void pa_scheme_init(pa_scheme *s, pa_scheme_type type);
 
 /* "none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple",
- * "sandwich", "xpos", "rope2d", "fire"; NULL if invalid. */
+ * "sandwich", "xpos", "rope2d", "fire", "cope"; NULL if invalid. */
 const char *pa_scheme_type_name(pa_scheme_type type);
 /* Inverse of pa_scheme_type_name; returns false for an unknown name. */
 bool pa_scheme_type_from_name(const char *name, pa_scheme_type *out);
@@ -636,6 +673,12 @@ pa_status pa_fire_check(const pa_fire *f, int32_t num_heads, pa_error *err);
  * (pa_fire), in double, the MLP evaluated term by term: O(hidden). The
  * scheme must have passed pa_fire_check. */
 double pa_fire_bias(const pa_fire *f, int32_t H, int32_t h, double qpos, double kpos);
+/* Checks a CoPE scheme for num_heads heads of head_dim: npos_max in [2,
+ * PA_COPE_NPOS_MAX], pos_emb present, pos_emb_heads 1 or num_heads, the
+ * rows and columns (when given) npos_max and head_dim, every value of
+ * pos_emb finite. Errors name the field ("scheme.npos_max",
+ * "scheme.pos_emb", "scheme.pos_emb[h][f][d]"). */
+pa_status pa_cope_check(const pa_cope *c, int32_t num_heads, int32_t head_dim, pa_error *err);
 
 /* T5 bucket of a relative position (kpos - qpos), as HF computes it. */
 int32_t pa_t5_bucket(int32_t relative_position, bool bidirectional, int32_t num_buckets,
@@ -706,8 +749,8 @@ int32_t pa_shaw_pair_index(const pa_shaw *s, int32_t q_position, int32_t k_posit
  *   softcap c > 0: l = c * tanh(l / c) (Gemma 2; as Hugging Face, FlashAttention
  *       and ggml apply it: before position biases and masks. ONNX's Attention
  *       op adds its mask first);
- *   + the scheme's bias (alibi, t5, kerple, sandwich, fire) + bias[h, i, j] (a -inf
- *       entry hides the key);
+ *   + the scheme's bias (alibi, t5, kerple, sandwich, fire; cope's
+ *       position term, pa_cope) + bias[h, i, j] (a -inf entry hides the key);
  *   masks: hidden keys are -inf.
  * Masks, with positions qpos = q_positions[i], kpos = k_positions[j], all
  * combined by AND:
@@ -856,7 +899,9 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
  * one kv head's key term by table row, k_len * n floats, n <= 2K+1 the rows
  * the call's positions reach (at most the span of qpos - kpos plus one): it
  * depends on the positions, so size each descriptor that has positions of
- * its own. Returns 0 if the size overflows. */
+ * its own. cope adds one block row of its position terms and q.E: 64 *
+ * (k_len rounded up to 16, + 16, + npos_max) floats (a block is 64
+ * queries). Returns 0 if the size overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
 /* Effective sizes after defaults: useful for sizing outputs. */
@@ -986,7 +1031,10 @@ pa_status pa_analyze_similarity(const pa_scheme *s, const int32_t *positions, in
  *   (attn_temperature_tuning, logn_scaling) depend on position only: content
  *   is computed without them, so their share is position (with NoPE,
  *   position = (factor - 1) * content). Masks (chunk and mask included) do
- *   not apply; sinks change weights, not logits. Absolute schemes reject
+ *   not apply; sinks change weights, not logits. cope is refused
+ *   (PA_STATUS_UNSUPPORTED): its position term counts the keys the masks
+ *   leave visible, so it has no value without them; pa_attention_run's
+ *   logits hold it. Absolute schemes reject
  *   softcap, bias, q/k norms, b_q, b_k (their four terms are bilinear in e
  *   and p, and those are not) and the query scalings. fire is refused
  *   (PA_STATUS_UNSUPPORTED, "scheme.type"): it is defined on causal pairs

@@ -355,6 +355,11 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
     pa__ws_init_aligned(&w, ws, ws_size);
     dec_layout(&p, &w, &b);
 
+    if (p.scheme->type == PA_SCHEME_COPE)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "scheme.type",
+                        "the content/position split is of logits before masks, and cope's "
+                        "positions count the keys the masks leave visible: run the attention "
+                        "and return its logits instead");
     if (a->k_prerotated)
         return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_prerotated",
                         "the content/position split needs the keys before rotation; with "

@@ -182,6 +182,15 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
                 w->overflow = true;
         }
     }
+    if (p->scheme->type == PA_SCHEME_COPE) {
+        /* One block row of gates, positions and position terms at a time.
+         * Rows a cache line more than a multiple of 16 floats apart: the
+         * scan walks down the block's columns, and rows 2^k bytes apart
+         * would share one L1 set. */
+        b->cope_ld = pa__tile_kt_ld(p->Lk) + 16;
+        b->cope = pa__ws_take(w, tq * b->cope_ld, sizeof(float));
+        b->cope_qe = pa__ws_take(w, tq * (size_t)p->scheme->cope.npos_max, sizeof(float));
+    }
     if (pa__decode_fits(p)) {
         const size_t rows = (size_t)p->H * Lq;
         b->dq = pa__ws_take(w, rows * (size_t)p->D, sizeof(float));

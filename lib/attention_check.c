@@ -234,6 +234,8 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
                             "the keys at or before query position i, as in the causal decoder "
                             "that defines it (mcleish7/arithmetic FIRE)");
         return pa_fire_check(&s->fire, H, err);
+    case PA_SCHEME_COPE:
+        return pa_cope_check(&s->cope, H, D, err);
     case PA_SCHEME_COUNT:
         break;
     }

@@ -32,7 +32,7 @@
 
 bool pa__decode_fits(const pa__plan *p)
 {
-    return p->Lq <= 8 && p->scheme->type != PA_SCHEME_SHAW;
+    return p->Lq <= 8 && p->scheme->type != PA_SCHEME_SHAW && p->scheme->type != PA_SCHEME_COPE;
 }
 
 /* ------------------------------------------------------------------------- */

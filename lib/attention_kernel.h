@@ -88,6 +88,9 @@ typedef struct buffers {
     int32_t dist_n;       /* dmax + 1 of the call */
     pa__fire_tables fire; /* fire: segments, row normalisers, psi by distance */
     float *bins;          /* [BQ, 2K+1] shaw with rel_v: probabilities summed by distance */
+    float *cope;          /* [BQ, cope_ld] cope: the block's gates, positions, then terms */
+    size_t cope_ld;       /* >= Lk */
+    float *cope_qe;       /* [BQ, npos_max] cope: the block's q . pos_emb */
     /* Shaw's key term (key_term): krel [krel_n, krel_ld] = scale * rel_k[krel_lo
      * + r] . k_j, one kv head's keys by table row, of the rows any pair of
      * the call reaches (pa__shaw_key_rows). */
@@ -197,11 +200,28 @@ void pa__visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int3
  * of rows [i0, i0 + nq) of head h attend. */
 void pa__mask_range(const pa__plan *p, int32_t h, int32_t i0, int32_t nq, int32_t *lo, int32_t *hi);
 
+/* Sets to -inf the entries of row [nk] (query row qi of head h, keys j0..)
+ * that the masks hide: causal, window, chunk, key_length, the caller's
+ * mask. */
+void pa__mask_row(const pa__plan *p, const buffers *b, int32_t h, int32_t qi, float *row,
+                  int32_t j0, int32_t nk);
+
 /* The logits S [nq, nk] (row stride nk) of head h, query rows i0.., keys
  * j0..: Shaw's terms, softcap, the scheme's bias, the caller's bias, masks.
  * With Shaw's key term, b->krel holds the kv head of h. */
 void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h, int32_t i0,
                        int32_t nq, int32_t j0, int32_t nk);
+
+/* cope.c */
+
+/* CoPE's position term (pa_cope) of query rows [i0, i0 + nq) of head h
+ * into b->cope [nq, Lk], for pa__bias_and_mask to add: the rows' gates
+ * over every key they see (Qb [nq, D] the queries as attention sees them,
+ * row stride ldq; Kt the kv head's packed K^T), the suffix sums, q.E and
+ * the interpolation. Entries of hidden keys are finite and masked later.
+ * Sets *b->overflow when a term is not finite. */
+void pa__cope_block(const pa__plan *p, const buffers *b, int32_t h, const float *Qb, int ldq,
+                    const float *Kt, size_t ldkt, int32_t i0, int32_t nq);
 
 /* attention_prefill.c */
 
@@ -225,7 +245,9 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
 /* attention_decode.c */
 
 /* Whether the decode kernel runs a descriptor: few query rows (Lq <= 8),
- * no Shaw tables. Whatever results are returned. */
+ * no Shaw tables, not cope (its rows need their gates over every key
+ * first: the tiled kernel does that per block). Whatever results are
+ * returned. */
 bool pa__decode_fits(const pa__plan *p);
 
 /* The state [H*Lq, PA__STATE(Dv)] of the rows of query heads [h0, h1) over

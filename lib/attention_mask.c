@@ -1,7 +1,7 @@
 /* attention_mask.c - which keys each query sees (causal, window, chunk,
  * padding, the caller's mask) and the logit biases (Shaw, softcap, ALiBi,
- * T5, KERPLE, Sandwich, FIRE, the caller's bias), applied to a tile of logits in
- * one pass.
+ * T5, KERPLE, Sandwich, FIRE, CoPE, the caller's bias), applied to a tile of
+ * logits in one pass.
  */
 #include "attention_kernel.h"
 
@@ -172,6 +172,39 @@ void pa__mask_range(const pa__plan *p, int32_t h, int32_t i0, int32_t nq, int32_
     *hi = last;
 }
 
+void pa__mask_row(const pa__plan *p, const buffers *b, int32_t h, int32_t qi, float *row,
+                  int32_t j0, int32_t nk)
+{
+    const pa_attention *a = p->a;
+    const int32_t *kpos = b->kpos + j0;
+    const int32_t qp = b->qpos[qi];
+    const uint8_t *mrow =
+        a->mask != NULL
+            ? a->mask + ((size_t)(a->mask_heads == 1 ? 0 : h) * p->Lq + (size_t)qi) * p->Lk + j0
+            : NULL;
+    if (!pa__needs_mask(p))
+        return;
+    if (b->kpos_sorted) {
+        /* Visibility is an interval of key positions, so of key indices
+         * here: its ends by binary search, the hidden ends filled. */
+        int32_t lo = 0, hi = pa__max_i32(0, pa__min_i32(nk, p->key_len - j0));
+        /* Both ends visible: all of it (most tiles off the diagonal). */
+        if (hi == 0 || !visible(p, qp, kpos[0]) || !visible(p, qp, kpos[hi - 1]))
+            pa__visible_span(p, qp, kpos, &lo, &hi);
+        pa__row_fill(row, lo, -INFINITY);
+        pa__row_fill(row + hi, nk - hi, -INFINITY);
+        if (mrow != NULL)
+            for (int32_t j = lo; j < hi; j++)
+                if (!mrow[j])
+                    row[j] = -INFINITY;
+    } else {
+        for (int32_t j = 0; j < nk; j++) {
+            if (j0 + j >= p->key_len || !visible(p, qp, kpos[j]) || (mrow != NULL && !mrow[j]))
+                row[j] = -INFINITY;
+        }
+    }
+}
+
 /* The logits tile S [nq, nk] of head h (scale * q.k) into what the softmax
  * takes: Shaw's scale * q.rel_k (and scale * k.rel_k) added, softcap, the
  * scheme's position bias and the caller's bias added, masked entries -inf.
@@ -184,8 +217,6 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
     const int32_t *kpos = b->kpos + j0;
     const float *bias =
         a->bias != NULL ? a->bias + (size_t)(a->bias_heads == 1 ? 0 : h) * p->Lq * p->Lk : NULL;
-    const uint8_t *mask =
-        a->mask != NULL ? a->mask + (size_t)(a->mask_heads == 1 ? 0 : h) * p->Lq * p->Lk : NULL;
     for (int32_t i = 0; i < nq; i++) {
         float *row = S + (size_t)i * nk;
         int32_t qp = b->qpos[i0 + i];
@@ -266,33 +297,17 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
             pa__fire_row(row, kpos, nk, qp, i0 + i, &b->fire, h, p->H, s->fire.c,
                          b->kpos_sorted && a->causal);
             break;
+        case PA_SCHEME_COPE:
+            /* The block's position term, computed before its tiles
+             * (lib/cope.c): rows of b->cope are the block's rows. */
+            pa__row_add(row, b->cope + (size_t)i * b->cope_ld + j0, nk);
+            break;
         default:
             break;
         }
         if (bias != NULL) {
             pa__row_add(row, bias + (size_t)(i0 + i) * p->Lk + j0, nk);
         }
-        if (pa__needs_mask(p) && b->kpos_sorted) {
-            /* Visibility is an interval of key positions, so of key indices
-             * here: its ends by binary search, the hidden ends filled. */
-            int32_t lo = 0, hi = pa__max_i32(0, pa__min_i32(nk, p->key_len - j0));
-            /* Both ends visible: all of it (most tiles off the diagonal). */
-            if (hi == 0 || !visible(p, qp, kpos[0]) || !visible(p, qp, kpos[hi - 1]))
-                pa__visible_span(p, qp, kpos, &lo, &hi);
-            pa__row_fill(row, lo, -INFINITY);
-            pa__row_fill(row + hi, nk - hi, -INFINITY);
-            if (mask != NULL) {
-                const uint8_t *mrow = mask + (size_t)(i0 + i) * p->Lk + j0;
-                for (int32_t j = lo; j < hi; j++)
-                    if (!mrow[j])
-                        row[j] = -INFINITY;
-            }
-        } else if (pa__needs_mask(p)) {
-            const uint8_t *mrow = mask != NULL ? mask + (size_t)(i0 + i) * p->Lk + j0 : NULL;
-            for (int32_t j = 0; j < nk; j++) {
-                if (j0 + j >= p->key_len || !visible(p, qp, kpos[j]) || (mrow != NULL && !mrow[j]))
-                    row[j] = -INFINITY;
-            }
-        }
+        pa__mask_row(p, b, h, i0 + i, row, j0, nk);
     }
 }

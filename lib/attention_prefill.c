@@ -92,6 +92,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
         b->sa[i] = b->sb[i] = b->sk[i] = b->sf[i] = 0.0f;
     }
     memset(b->O, 0, (size_t)nq * Dv * sizeof(float));
+    if (p->scheme->type == PA_SCHEME_COPE)
+        pa__cope_block(p, b, h, Qb, op->ldq, op->Kt, op->ldkt, i0, nq);
     if (bins != NULL)
         memset(bins, 0, (size_t)nq * nrel * sizeof(float));
     if (shaw) {

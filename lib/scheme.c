@@ -51,6 +51,7 @@ static const char *const scheme_names[PA_SCHEME_COUNT] = {
     [PA_SCHEME_XPOS] = "xpos",
     [PA_SCHEME_ROPE2D] = "rope2d",
     [PA_SCHEME_FIRE] = "fire",
+    [PA_SCHEME_COPE] = "cope",
 };
 
 static const char *const rope_scaling_names[PA_ROPE_SCALING_COUNT] = {
@@ -120,6 +121,7 @@ pa_position_site pa_scheme_position_site(pa_scheme_type type)
     case PA_SCHEME_KERPLE:
     case PA_SCHEME_SANDWICH:
     case PA_SCHEME_FIRE:
+    case PA_SCHEME_COPE:
         return PA_POSITION_SITE_LOGITS;
     case PA_SCHEME_SHAW:
         return PA_POSITION_SITE_LOGITS_VALUES;

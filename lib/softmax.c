@@ -196,6 +196,15 @@ static inline float tanh_lane(float x)
     return ax < 0.625f ? poly : big;
 }
 
+PA__CLONES void pa__row_sigmoid(float *row, int32_t n)
+{
+    for (int32_t j = 0; j < n; j++) {
+        const float x = row[j];
+        const float g = 1.0f / (1.0f + exp_lane(-x));
+        row[j] = x == -INFINITY ? 0.0f : g;
+    }
+}
+
 PA__CLONES static void row_softcap(float *row, int32_t n, float cap)
 {
     const float inv = 1.0f / cap;

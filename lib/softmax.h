@@ -43,4 +43,8 @@ void pa__row_fill(float *row, int32_t n, float v);
  * 3 ulp of cap * tanhf. */
 void pa__row_softcap(float *row, int32_t n, float cap);
 
+/* row[j] = 1 / (1 + exp(-row[j])) in place (CoPE's gates); -inf entries
+ * (hidden keys) give exactly 0, NaN stays NaN. */
+void pa__row_sigmoid(float *row, int32_t n);
+
 #endif

@@ -1,5 +1,6 @@
 /* ref_attention.c - double-precision reference attention for the tests. */
 #include "ref_attention.h"
+#include "ref_cope.h"
 #include "ref_encodings.h"
 #include "ref_rope.h"
 #include "ref_rope2d.h"
@@ -178,6 +179,8 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
     double *v = xcalloc((size_t)Lk * Hkv * Dv, sizeof *v);
     double *o = xcalloc((size_t)Lq * H * Dv, sizeof *o);
     double *row = xcalloc((size_t)Lk, sizeof *row);
+    double *cope = xcalloc((size_t)Lk, sizeof *cope), *gl = xcalloc((size_t)Lk, sizeof *gl);
+    bool *vis = xcalloc((size_t)Lk, sizeof *vis);
 
     const int32_t *qp_in = a->q_positions, *kp_in = a->k_positions;
     if (layer) {
@@ -343,6 +346,22 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
             double sink = a->sinks ? a->sinks[h] : -INFINITY;
             double mx = sink, sum = 0;
             const double *qi = q + ((size_t)i * H + h) * D;
+            if (s->type == PA_SCHEME_COPE) {
+                /* CoPE's gates need the whole row first: every key's scale
+                 * q.k, and whether a mask (or a -inf bias) hides it. */
+                for (int j = 0; j < Lk; j++) {
+                    const double *kj = k + ((size_t)j * Hkv + g) * D;
+                    double dot = 0;
+                    for (int d = 0; d < D; d++)
+                        dot += qi[d] * kj[d];
+                    gl[j] = scale * dot;
+                    vis[j] = visible(a, h, i, j, qpos[i], kpos[j], key_len, Lq, Lk) &&
+                             !(a->bias &&
+                               a->bias[((size_t)(a->bias_heads == 1 ? 0 : h) * Lq + i) * Lk + j] ==
+                                   -INFINITY);
+                }
+                ref_cope_row(&s->cope, D, h, scale, qi, gl, vis, Lk, NULL, cope);
+            }
             for (int j = 0; j < Lk; j++) {
                 const double *kj = k + ((size_t)j * Hkv + g) * D;
                 long rel = (long)kpos[j] - qpos[i];
@@ -364,6 +383,9 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
                                : ref_kerple_log(s->kerple.r1[h], s->kerple.r2[h], diff);
                     break;
                 }
+                case PA_SCHEME_COPE:
+                    bias = cope[j]; /* after softcap, as the other biases */
+                    break;
                 case PA_SCHEME_SANDWICH:
                     bias = ref_sandwich(s->sandwich.hidden_size ? s->sandwich.hidden_size : D, H, h,
                                         fabs((double)rel));
@@ -460,5 +482,8 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
     free(v);
     free(o);
     free(row);
+    free(cope);
+    free(gl);
+    free(vis);
     free(slopes);
 }

@@ -550,6 +550,13 @@ static bool encode_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
     if (!api_scheme_parse(cJSON_GetObjectItemCaseSensitive(root, "scheme"), &ctx, &ej->sch, &e))
         goto fail;
     job->tasks[0].scheme_name = pa_scheme_type_name(ej->sch.s.type);
+    if (ej->sch.s.type == PA_SCHEME_COPE) {
+        api_fail(&e, &ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
+                 "scheme 'cope' has no encoding of positions alone: its positions count the "
+                 "gates sigmoid(scale q.k) of the keys, so they depend on q and k; use "
+                 "/v1/attention with return: [\"logits\"] (the logits carry its position term)");
+        goto fail;
+    }
 
     allowed = fields_of(ej->sch.s.type);
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "chunk_size")) != NULL) {

@@ -188,6 +188,16 @@ static const api_param params[] = {
      "[H, hidden]; bias_h = b2[h] + sum_k w2[k, h] relu(w1[k] x + b1[k])"},
     {PA_SCHEME_FIRE, "b2", API_PARAM_NUMBER_ARRAY, 0, 0, "[H]", "required",
      "second layer's biases (mlp.2.bias), one per head"},
+    {PA_SCHEME_COPE, "npos_max", API_PARAM_INT, OFF(cope.npos_max), 0, NULL, "optional",
+     "positions 0 .. npos_max-1 (>= 2; 0 = pos_emb's rows, which it must match): p_ij = "
+     "min(sum_{t >= j} g_it, npos_max - 1), g_it = sigmoid(scale q_i.k_t), 0 for hidden keys"},
+    {PA_SCHEME_COPE, "pos_emb", API_PARAM_TENSOR, 0, 0, "[npos_max, D] or [H, npos_max, D]",
+     "required",
+     "position embeddings, shared by the heads or one table per head (the transpose of "
+     "facebookresearch/RAM's [1, head_dim, npos]); the logit gains e[ceil p] w + e[floor p] "
+     "(1 - w), e = q_i.pos_emb, w = p - floor p, times scale unless nodiv"},
+    {PA_SCHEME_COPE, "nodiv", API_PARAM_BOOL, OFF(cope.nodiv), 0, NULL, "optional",
+     "the reference's --cope-nodiv: logit = scale q.k + pos instead of scale (q.k + pos)"},
 };
 
 #undef OFF
@@ -325,10 +335,22 @@ static bool parse_tensor_param(const api_param *p, const cJSON *v, const char *r
     srv_tensor *t = p->type == PA_SCHEME_SHAW
                         ? (strcmp(p->name, "rel_k") == 0 ? &out->rel_k : &out->rel_v)
                         : &out->table;
-    if (!api_get_tensor(v, rel, ctx, 2, t, e))
+    /* cope's pos_emb is [npos_max, D] or [H, npos_max, D]. */
+    if (!api_get_tensor(v, rel, ctx, p->type == PA_SCHEME_COPE ? 0 : 2, t, e))
         return false;
     out->bytes = api_add_sat(out->bytes, api_tensor_bytes(t));
     switch (p->type) {
+    case PA_SCHEME_COPE:
+        if (t->ndim != 2 && t->ndim != 3)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,
+                            "%s has %d dims; it is [npos_max, head_dim] (shared by the heads) or "
+                            "[num_heads, npos_max, head_dim]",
+                            rel, t->ndim);
+        out->s.cope.pos_emb = t->data;
+        out->s.cope.pos_emb_heads = t->ndim == 3 ? (int32_t)t->shape[0] : 1;
+        out->s.cope.pos_emb_rows = (int32_t)t->shape[t->ndim - 2];
+        out->s.cope.pos_emb_cols = (int32_t)t->shape[t->ndim - 1];
+        break;
     case PA_SCHEME_LEARNED:
         out->s.learned.table = t->data;
         out->s.learned.rows = (int32_t)t->shape[0];
@@ -488,10 +510,10 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
 
     memset(out, 0, sizeof *out);
     if (node == NULL)
-        return api_fail(
-            e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
-            "scheme is required: an object with a 'type' (none, sinusoidal, "
-            "learned, shaw, t5, rope, alibi, kerple, sandwich, xpos, rope2d, fire) and its parameters");
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
+                        "scheme is required: an object with a 'type' (none, sinusoidal, "
+                        "learned, shaw, t5, rope, alibi, kerple, sandwich, xpos, rope2d, fire, "
+                        "cope) and its parameters");
     if (!cJSON_IsObject(node))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
                         "scheme must be an object with a 'type', found %s", api_json_type(node));
@@ -499,13 +521,13 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
     if (m == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type is required (none, sinusoidal, learned, shaw, t5, rope, "
-                        "alibi, kerple, sandwich, xpos, rope2d, fire)");
+                        "alibi, kerple, sandwich, xpos, rope2d, fire, cope)");
     if (!api_get_string(m, "scheme.type", ctx, &type_name, e))
         return false;
     if (!pa_scheme_type_from_name(type_name, &type))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme.type",
                         "scheme.type='%.32s' is not a scheme (none, sinusoidal, learned, shaw, "
-                        "t5, rope, alibi, kerple, sandwich, xpos, rope2d, fire)",
+                        "t5, rope, alibi, kerple, sandwich, xpos, rope2d, fire, cope)",
                         type_name);
     pa_scheme_init(&out->s, type);
 
@@ -535,6 +557,9 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
     if (type == PA_SCHEME_ROPE2D && out->s.rope2d.variant == PA_ROPE2D_DINOV3 &&
         cJSON_GetObjectItemCaseSensitive(node, "layout") == NULL)
         out->s.rope2d.layout = PA_ROPE_LAYOUT_NEOX;
+    /* cope's npos_max defaults to the table's positions. */
+    if (type == PA_SCHEME_COPE && out->s.cope.npos_max == 0)
+        out->s.cope.npos_max = out->s.cope.pos_emb_rows;
 
     /* A rope parameter that the chosen scaling does not read would be
      * silently ignored: reject it, which also catches a forgotten scaling. */

@@ -50,6 +50,11 @@ static const char *scheme_doc(pa_scheme_type t)
         return "functional interpolation (Li et al. 2023): an MLP Linear(1, hidden) -> ReLU -> "
                "Linear(hidden, H) of psi(|qpos - kpos|) / (psi(max(qpos, |L|)) + eps), psi(x) = "
                "log(|c x| + 1), as mcleish7/arithmetic's FIRE; causal attention only";
+    case PA_SCHEME_COPE:
+        return "contextual positions (Golovneva et al. 2024), as facebookresearch/RAM's "
+               "ContextPosSelfAttn: each key's position is the sum of the gates sigmoid(scale "
+               "q.k) of the keys from it to the query, and the logit gains q.pos_emb "
+               "interpolated at it; positions and masks only decide which keys count";
     default:
         return "";
     }

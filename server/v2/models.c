@@ -251,7 +251,10 @@ size_t v2_model_inputs(const v2_model *m, v2_input *out)
     for (size_t i = 0; i < np && n < V2_MAX_INPUTS; i++) {
         if (!(schemes >> p[i].type & 1u) || input_named(out, n, p[i].name) != NULL)
             continue;
-        if (p[i].kind == API_PARAM_TENSOR)
+        if (p[i].kind == API_PARAM_TENSOR && p[i].type == PA_SCHEME_COPE)
+            /* pos_emb: [npos_max, D] (shown) or [H, npos_max, D] */
+            out[n++] = (v2_input){p[i].name, V2_ROLE_SCHEME_TENSOR, 0, false, false, {0}, 2};
+        else if (p[i].kind == API_PARAM_TENSOR)
             out[n++] = (v2_input){p[i].name, V2_ROLE_SCHEME_TENSOR, 2, false, false, {0}, 0};
         else if (p[i].kind == API_PARAM_INT_ARRAY)
             out[n++] = (v2_input){p[i].name, V2_ROLE_SCHEME_ARRAY, 1, true, false, {0}, 0};

@@ -274,6 +274,39 @@ class Metadata(unittest.TestCase):
         self.assertEqual(st, 400, body)
         self.assertIn("fire needs causal=true", json.loads(body)["error"])
 
+    def test_cope_model(self):
+        """attention-cope takes pos_emb as an FP32 input ([npos, D] or
+        [H, npos, D]) and npos_max, nodiv as parameters: it answers as
+        /v1/attention does, and a table of the wrong width is a 400."""
+        c = Case(33)
+        rng = random.Random(34)
+        for shape, params in (([6, 8], {"causal": True}),
+                              ([4, 6, 8], {"npos_max": 6, "nodiv": True})):
+            n = 1
+            for d in shape:
+                n *= d
+            E = rand_f32(rng, n)
+            ins = c.v2_inputs() + [{"name": "pos_emb", "shape": shape, "datatype": "FP32",
+                                    "data": E}]
+            st, _, body = post_json("/v2/models/attention-cope/infer",
+                                    {"inputs": ins, "parameters": params})
+            self.assertEqual(st, 200, body)
+            got = json.loads(body)["outputs"][0]["data"]
+            scheme = {"type": "cope", "pos_emb": {"shape": shape, "b64": b64(E)}}
+            for k in ("npos_max", "nodiv"):
+                if k in params:
+                    scheme[k] = params[k]
+            want, _ = v1_attention(c.v1_item(scheme, causal=params.get("causal", False)))
+            want = struct.unpack("<%df" % (len(want["output"]) // 4), want["output"])
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got, want):
+                self.assertAlmostEqual(g, w, delta=1e-6 + 1e-6 * abs(w))
+        bad = c.v2_inputs() + [{"name": "pos_emb", "shape": [6, 5], "datatype": "FP32",
+                                "data": [0.0] * 30}]
+        st, _, body = post_json("/v2/models/attention-cope/infer", {"inputs": bad})
+        self.assertEqual(st, 400, body)
+        self.assertIn("rows of 5 values but head_dim=8", json.loads(body)["error"])
+
     def test_versions(self):
         """The OpenAPI document's versioned paths: version 1 is the model."""
         _, _, plain = call("GET", "/v2/models/attention-alibi")
@@ -821,7 +854,7 @@ class Stats(unittest.TestCase):
         self.assertEqual([m["name"] for m in every],
                          ["attention-" + s for s in ("none", "sinusoidal", "learned", "shaw",
                                                      "t5", "rope", "alibi", "kerple", "sandwich",
-                                                     "xpos", "rope2d", "fire")])
+                                                     "xpos", "rope2d", "fire", "cope")])
         self.assertEqual([m for m in every if m["name"] == "attention-shaw"][0]["inference_count"],
                          after["inference_count"])
         _, _, text = call("GET", "/metrics")

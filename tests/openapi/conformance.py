@@ -293,6 +293,7 @@ GOOD_ITEMS = {
     "sandwich": qkv({"type": "sandwich", "hidden_size": 8}),
     "fire": qkv({"type": "fire", "c": 0.2, "L": 2, "w1": [1.5, -2.0, 0.75], "b1": [-0.5, 1.0, 0.25],
                  "w2": [0.5, -1.0, 2.0, 0.25, -0.75, 1.5], "b2": [0.1, -0.2]}, causal=True),
+    "cope": qkv({"type": "cope", "pos_emb": T(5, 4, seed=12), "nodiv": True}, causal=True),
 }
 
 ROPE_SCALINGS = [

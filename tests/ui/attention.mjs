@@ -10,7 +10,8 @@ import { page, posted, settle, pixels, drawn, heatCell } from './page.mjs';
 
 export async function attentionChecks() {
   // ----------------------------------------------------------- attention
-  const SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'fire'];
+  const SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'xpos',
+    'rope2d', 'fire', 'cope'];
   // This panel's weights request: one item per scheme, with the scheme as id
   // (the Models panel's requests return weights too).
   const attReq = (p) => p.url.endsWith('/v1/attention') && /"return"/.test(p.body) &&

@@ -266,7 +266,7 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
         !strcmp(s, "shaw") || !strcmp(s, "kerple") || !strcmp(s, "kerple:power") ||
         !strcmp(s, "sandwich") || !strcmp(s, "xpos") || !strcmp(s, "rope2d") ||
         !strcmp(s, "rope2d:pixtral") || !strcmp(s, "rope2d:dinov3") || !strcmp(s, "fire") ||
-        layer_only(s))
+        !strcmp(s, "cope") || layer_only(s))
         return 1;
     if (!strncmp(s, "rope:", 5)) {
         for (size_t i = 0; i < sizeof ROPE_SCALINGS / sizeof *ROPE_SCALINGS; i++)
@@ -280,7 +280,7 @@ int load_scheme_known(const char *s, char *err, size_t errlen)
     }
     snprintf(err, errlen,
              "unknown scheme '%s' (none, rope, rope:yarn, alibi, t5, shaw, kerple, sandwich, xpos, "
-             "rope2d, fire, sinusoidal, learned, ...)",
+             "rope2d, fire, cope, sinusoidal, learned, ...)",
              s);
     return 0;
 }
@@ -332,6 +332,13 @@ static void put_scheme(sbuf *b, const load_config *c, const char *s, int length,
         put_fire_array(b, "b1", FIRE_HIDDEN, 2, 2.0);
         put_fire_array(b, "w2", FIRE_HIDDEN * c->heads, 3, 1.0);
         put_fire_array(b, "b2", c->heads, 4, 1.0);
+        sb_str(b, "}");
+    } else if (!strcmp(s, "cope")) {
+        /* The reference's npos: every count a row can reach (length + 1),
+         * one table shared by the heads, from the same seeded generator. */
+        int shape[2] = {length + 1, c->head_dim};
+        sb_str(b, "{\"type\":\"cope\",\"pos_emb\":");
+        put_tensor(b, c, shape, 2, rng);
         sb_str(b, "}");
     } else if (!strcmp(s, "learned")) {
         /* One row per position, d_model = heads * head_dim columns. */

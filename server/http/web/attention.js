@@ -9,7 +9,7 @@ import { ApiError, api } from '/web/api.js';
 import { panel, wire } from '/web/panel.js';
 
 export const DM = 8, NH = 2, HD = 4;  // d_model, heads, head dim (layer mode)
-const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'xpos', 'fire'];
+const ATT_SCHEMES = ['none', 'sinusoidal', 'learned', 'shaw', 't5', 'rope', 'alibi', 'kerple', 'sandwich', 'xpos', 'rope2d', 'fire', 'cope'];
 // Schemes defined for causal attention only: their items are always causal.
 const CAUSAL_ONLY = ['fire'];
 let attMaps = null, userX = null;
@@ -26,6 +26,16 @@ function attScheme(type, g, L) {
   // that the page's short inputs reach past the threshold.
   case 'fire': return { type, L: 8, w1: round(g(8, 3)), b1: round(g(8, 1)),
     w2: round(g(8 * NH, 1)), b2: round(g(NH, 0.5)) };
+  // rope2d: the L tokens as one image, rows the largest divisor of L up to
+  // its square root (posattn-load's rule).
+  case 'rope2d': {
+    let rows = 1;
+    for (let d = 1; d * d <= L; d++) if (L % d === 0) rows = d;
+    return { type, grid: [rows, L / rows] };
+  }
+  // CoPE with the reference's npos (every count a row can reach: L + 1),
+  // one table shared by the heads.
+  case 'cope': return { type, pos_emb: { shape: [L + 1, HD], data: round(g((L + 1) * HD)) } };
   default: return { type };
   }
 }

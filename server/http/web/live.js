@@ -195,6 +195,10 @@ function loadItem(type, g) {
   // FIRE: a seeded MLP of width 8 (every load item is causal, as fire needs).
   case 'fire': return Object.assign({ scheme: { type, w1: round(g(8, 3)), b1: round(g(8, 1)),
     w2: round(g(8 * NH, 1)), b2: round(g(NH, 0.5)) } }, qkv());
+  // rope2d: the 32 tokens as one 4 x 8 image.
+  case 'rope2d': return Object.assign({ scheme: { type, grid: [4, 8] } }, qkv());
+  // CoPE's table: the reference's npos (L + 1), shared by the heads.
+  case 'cope': return Object.assign({ scheme: { type, pos_emb: t(L + 1, D) } }, qkv());
   case 'sinusoidal': return Object.assign({ scheme: { type } }, layer());
   case 'learned': return Object.assign({ scheme: { type, table: t(L, DL) } }, layer());
   default: return Object.assign({ scheme: { type } }, qkv());

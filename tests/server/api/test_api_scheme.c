@@ -435,6 +435,8 @@ static const struct {
     {PA_SCHEME_FIRE, "c", offsetof(pa_scheme, fire.c)},
     {PA_SCHEME_FIRE, "L", offsetof(pa_scheme, fire.L)},
     {PA_SCHEME_FIRE, "eps", offsetof(pa_scheme, fire.eps)},
+    {PA_SCHEME_COPE, "npos_max", offsetof(pa_scheme, cope.npos_max)},
+    {PA_SCHEME_COPE, "nodiv", offsetof(pa_scheme, cope.nodiv)},
 };
 
 static void test_param_table(void **state)

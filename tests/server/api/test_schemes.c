@@ -98,8 +98,8 @@ static void test_every_scheme(void **state)
     cJSON *ans = answer(&lim, NULL);
     const cJSON *schemes = cJSON_GetObjectItemCaseSensitive(ans, "schemes"), *s;
     static const char *const sites[PA_SCHEME_COUNT] = {
-        "none",   "input",  "input",  "logits_values", "logits",      "qk_rotation",
-        "logits", "logits", "logits", "qk_rotation",   "qk_rotation", "logits"};
+        "none",   "input",  "input",       "logits_values", "logits", "qk_rotation", "logits",
+        "logits", "logits", "qk_rotation", "qk_rotation",   "logits", "logits"};
     int t = 0;
     assert_int_equal(cJSON_GetArraySize(schemes), PA_SCHEME_COUNT);
     cJSON_ArrayForEach(s, schemes)

@@ -234,7 +234,7 @@ static void test_compute_queue_and_gauges(void **state)
         srv_metrics_compute(m, pa_scheme_type_name((pa_scheme_type)t), 0.001 * (t + 1));
     srv_metrics_compute(m, "rope", 0.002);
     srv_metrics_compute(m, "analysis", 2);
-    srv_metrics_compute(m, "cope", 0.1);
+    srv_metrics_compute(m, "nope_v2", 0.1);
     srv_metrics_compute(m, NULL, 0.1);
     srv_metrics_queue(m, 0.25);
     srv_metrics_queue(m, 0.5);
