@@ -80,8 +80,14 @@ static void sub_desc(const pa_attention *a, int32_t s, const slices *sl, pa_atte
         o->q_positions = a->q_positions + q0;
     if (a->k_positions != NULL)
         o->k_positions = a->k_positions + k0;
-    if (sl == NULL)
+    if (sl == NULL) {
+        /* Measuring: the M-RoPE pointers are equal exactly when the run's
+         * copies will be (the layout shares rope tables then), never read. */
+        if (a->k_mrope_positions != NULL && !one_mrope &&
+            a->k_mrope_positions == a->q_mrope_positions)
+            o->k_mrope_positions = a->k_mrope_positions + 1;
         return;
+    }
     if (a->q_mrope_positions != NULL) {
         copy_mrope(sl->q_mrope, a->q_mrope_positions, Lq, q0, n);
         o->q_mrope_positions = sl->q_mrope;

@@ -375,6 +375,15 @@ static void test_mrope(void **state)
     f.a.cu_seqlens_q = cu;
     f.a.num_seqs = 2;
     check_packed(&f.a, false);
+    {
+        /* One array for both, the keys packed otherwise: separate tables
+         * (and workspace for them) in each sequence. */
+        static const int32_t cq[] = {0, 3, 9, 15}, ck[] = {0, 5, 11, 15};
+        f.a.cu_seqlens_q = cq;
+        f.a.cu_seqlens_k = ck; /* sequence 1: 6 and 6 rows from 3 and 5 */
+        f.a.num_seqs = 3;
+        check_packed(&f.a, false);
+    }
     fixture_free(&f);
 }
 
