@@ -2,7 +2,8 @@
  * /v1/attention without HTTP (server/api/item_packed.c): a packed item
  * answers what the same sequences sent as separate items of the same
  * request answer, bit for bit in the JSON numbers (and in the b64 bytes,
- * in f16 on the wire, and split over parts); its weights, logits, entropy
+ * in f16 on the wire, split over parts, and written from within the
+ * packed buffer by the deferred b64 writer); its weights, logits, entropy
  * and distance come as a list, one tensor per sequence; the 400s name the
  * field and the values; the size limit names its flag; the analyses refuse
  * it.
@@ -199,10 +200,87 @@ static void test_wire_and_parts(void **state)
     packed_case f16 = {4, cu4, NULL, "{\"type\":\"rope\"}", true, "b64", "f16", 1};
     packed_case f16j = {4, cu4, NULL, "{\"type\":\"alibi\"}", false, NULL, "f16", 1};
     packed_case parts = {3, big, NULL, "{\"type\":\"rope\"}", true, "b64", NULL, 3};
+    /* A small sequence, then one whose b64 weights (4 x 80 x 80) the answer
+     * writes straight from within the packed buffer (srv_defer). */
+    static const int32_t late[] = {0, 1, 81};
+    packed_case deferred = {2, late, NULL, "{\"type\":\"alibi\"}", true, "b64", NULL, 1};
     check_case(&b64, 8200);
     check_case(&f16, 8201);
     check_case(&f16j, 8202);
     check_case(&parts, 8203);
+    check_case(&deferred, 8204);
+}
+
+/* Layer mode: x [14, d_model] packs 5 + 9 tokens; a learned table of 10
+ * rows serves both (positions restart; the 14 rows unpacked would be
+ * refused), w_o per sequence. Equal to the two items bit for bit. */
+static void test_layer_mode(void **state)
+{
+    (void)state;
+    enum { L = 14, DM = 8, HH = 2, HK = 1, DD = 4, DOUT = 6 };
+    static const int32_t cu[] = {0, 5, 14};
+    tu_rng r;
+    int status;
+    srv_limits lim = limits();
+    cJSON *items[3];
+    float *x, *wq, *wk, *wv, *wo, *table;
+    tu_rng_seed(&r, 8600);
+    x = rnd(&r, (size_t)L * DM, -1, 1);
+    wq = rnd(&r, (size_t)DM * HH * DD, -0.5, 0.5);
+    wk = rnd(&r, (size_t)DM * HK * DD, -0.5, 0.5);
+    wv = rnd(&r, (size_t)DM * HK * DD, -0.5, 0.5);
+    wo = rnd(&r, (size_t)HH * DD * DOUT, -0.5, 0.5);
+    table = rnd(&r, (size_t)10 * DM, -1, 1);
+    for (int i = 0; i < 3; i++) {
+        const int r0 = i == 0 ? 0 : cu[i - 1], n = i == 0 ? L : cu[i] - cu[i - 1];
+        cJSON *sch = scheme_of("{\"type\":\"learned\"}");
+        cJSON_AddItemToObject(sch, "table", jtensor(table, 2, 10, DM));
+        items[i] = cJSON_CreateObject();
+        cJSON_AddItemToObject(items[i], "scheme", sch);
+        cJSON_AddItemToObject(items[i], "x", jtensor(x + (size_t)r0 * DM, 2, n, DM));
+        cJSON_AddItemToObject(items[i], "w_q", jtensor(wq, 2, DM, HH * DD));
+        cJSON_AddItemToObject(items[i], "w_k", jtensor(wk, 2, DM, HK * DD));
+        cJSON_AddItemToObject(items[i], "w_v", jtensor(wv, 2, DM, HK * DD));
+        cJSON_AddItemToObject(items[i], "w_o", jtensor(wo, 2, HH * DD, DOUT));
+        cJSON_AddNumberToObject(items[i], "num_heads", HH);
+        cJSON_AddNumberToObject(items[i], "num_kv_heads", HK);
+        cJSON_AddTrueToObject(items[i], "causal");
+        cJSON_AddItemToObject(items[i], "return",
+                              cJSON_CreateStringArray((const char *[]){"output", "weights"}, 2));
+    }
+    cJSON_AddItemToObject(items[0], "cu_seqlens", jints(cu, 3));
+    cJSON *ans = call_json(&srv_ep_attention, batch(items, 3), &lim, &status);
+    expect_ok(ans, status);
+    {
+        size_t n, w, at = 0;
+        unsigned char *all =
+            values(cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "output"), &n, &w);
+        const cJSON *wl = cJSON_GetObjectItemCaseSensitive(output_at(ans, 0), "weights");
+        assert_int_equal(n, (size_t)L * DOUT);
+        for (int s = 0; s < 2; s++) {
+            size_t m, w1, nw, mw;
+            const cJSON *o = output_at(ans, s + 1);
+            unsigned char *one = values(cJSON_GetObjectItemCaseSensitive(o, "output"), &m, &w1);
+            unsigned char *pw = values(cJSON_GetArrayItem(wl, s), &nw, &w1);
+            unsigned char *sw = values(cJSON_GetObjectItemCaseSensitive(o, "weights"), &mw, &w1);
+            same_bits(all + at * w, one, m * w, "output");
+            assert_int_equal(nw, mw);
+            same_bits(pw, sw, nw * 4, "weights");
+            at += m;
+            free(one);
+            free(pw);
+            free(sw);
+        }
+        assert_int_equal(at, n);
+        free(all);
+    }
+    cJSON_Delete(ans);
+    free(x);
+    free(wq);
+    free(wk);
+    free(wv);
+    free(wo);
+    free(table);
 }
 
 /* One item with cu_seqlens set as given, its error. */
@@ -301,9 +379,13 @@ static void test_analyze_refuses(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_packed_equals_items), cmocka_unit_test(test_cross_and_decode),
-        cmocka_unit_test(test_wire_and_parts),      cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_size_limit),          cmocka_unit_test(test_analyze_refuses),
+        cmocka_unit_test(test_packed_equals_items),
+        cmocka_unit_test(test_cross_and_decode),
+        cmocka_unit_test(test_wire_and_parts),
+        cmocka_unit_test(test_layer_mode),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_size_limit),
+        cmocka_unit_test(test_analyze_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
