@@ -688,7 +688,9 @@ typedef struct pa_attention {
      * sequences' [H, Lq_s, Lk_s] one after the other (sum_s H*Lq_s*Lk_s
      * values), entropy, distance and far_share their [H, Lq_s] one after
      * the other (H*Lq values). The workspace is the largest sequence's plus
-     * room for its slices of mask, bias and M-RoPE rows. Refused with it:
+     * room for its slices of mask, bias and M-RoPE rows; the parts of
+     * pa_attention_run_part each run their share of every sequence (the
+     * same bits as one part). Refused with it:
      * key_length (packed rows have no padding), cu_seqlens_k differing from
      * cu_seqlens_q in layer mode, the split by keys
      * (pa_attention_partials_size is 0) and the analyses. Errors name them
