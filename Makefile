@@ -202,7 +202,8 @@ $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/
     $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_json $(BUILD)/tests/test_json_arrays $(BUILD)/tests/test_sizes \
     $(BUILD)/tests/test_api_scheme $(BUILD)/tests/test_item $(BUILD)/tests/test_model_item \
     $(BUILD)/tests/test_item_qscale $(BUILD)/tests/test_bias_schemes $(BUILD)/tests/test_api_xpos \
-    $(BUILD)/tests/test_api_rope2d $(BUILD)/tests/test_api_fire $(BUILD)/tests/test_api_cope: $(TEST_API_OBJ)
+    $(BUILD)/tests/test_api_rope2d $(BUILD)/tests/test_api_fire $(BUILD)/tests/test_api_cope \
+    $(BUILD)/tests/test_api_packed: $(TEST_API_OBJ)
 $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_item_qscale: $(TEST_BATCH_OBJ)
 $(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store \
     $(BUILD)/tests/test_tensors: $(TEST_STORE_OBJ)
@@ -210,7 +211,8 @@ $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
 $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/test_attention_options \
     $(BUILD)/tests/test_attention_decode $(BUILD)/tests/test_attention_qscale $(BUILD)/tests/test_shaw \
     $(BUILD)/tests/test_rope_gemma4_hunyuan $(BUILD)/tests/test_kerple $(BUILD)/tests/test_sandwich \
-    $(BUILD)/tests/test_xpos $(BUILD)/tests/test_rope2d $(BUILD)/tests/test_fire $(BUILD)/tests/test_cope: $(TEST_ATT_OBJ)
+    $(BUILD)/tests/test_xpos $(BUILD)/tests/test_rope2d $(BUILD)/tests/test_fire $(BUILD)/tests/test_cope \
+    $(BUILD)/tests/test_packed: $(TEST_ATT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c

@@ -854,6 +854,35 @@ typedef struct pa_attention {
     double temperature_floor_scale; /* > 0, finite: attn_temperature_tuning on (Llama 4: 8192) */
     double temperature_attn_scale;  /* > 0, finite, with floor_scale (Llama 4: 0.1) */
     int32_t logn_train_length;      /* >= 2: logn_scaling on (Qwen-1: seq_length) */
+    /* Packed sequences (FlashAttention's flash_attn_varlen_func, xFormers'
+     * BlockDiagonalMask.from_seqlens): q [Lq, H, D] (x [L, d_model] in
+     * layer mode) holds S = num_seqs sequences back to back, sequence s the
+     * rows cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1, and k/v theirs by
+     * cu_seqlens_k (NULL: the same as cu_seqlens_q, as self-attention
+     * has). Both hold S+1 values, 0 = c[0] < c[1] < ... < c[S] = Lq (Lk).
+     * Attention is block-diagonal: sequence s's queries see only its keys,
+     * and each sequence is computed exactly as the call of that sequence
+     * alone would be (bit for bit): default positions restart at 0 in each
+     * (q's at Lk_s - Lq_s), causal is bottom-right within each pair, and
+     * no off-diagonal pair is ever computed. Given q_positions/k_positions
+     * are per packed row and used as they are; M-RoPE rows [3, Lq] are per
+     * packed row too. mask and bias keep their full shape [heads, Lq, Lk]
+     * and only the diagonal blocks are read. Outputs by row (output,
+     * q_rot, k_rot) are packed as the inputs; weights and logits are the
+     * sequences' [H, Lq_s, Lk_s] one after the other (sum_s H*Lq_s*Lk_s
+     * values), entropy, distance and far_share their [H, Lq_s] one after
+     * the other (H*Lq values). The workspace is the largest sequence's plus
+     * room for its slices of mask, bias and M-RoPE rows; the parts of
+     * pa_attention_run_part each run their share of every sequence (the
+     * same bits as one part). Refused with it:
+     * key_length (packed rows have no padding), cu_seqlens_k differing from
+     * cu_seqlens_q in layer mode, the split by keys
+     * (pa_attention_partials_size is 0) and the analyses. Errors name them
+     * as a request does: "cu_seqlens", "cu_seqlens_k". NULL: one sequence,
+     * exactly as before they existed. */
+    const int32_t *cu_seqlens_q; /* [num_seqs + 1], or NULL */
+    const int32_t *cu_seqlens_k; /* [num_seqs + 1], or NULL; needs cu_seqlens_q */
+    int32_t num_seqs;            /* S >= 1 with cu_seqlens_q */
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. Zero the struct before
@@ -861,7 +890,7 @@ typedef struct pa_attention {
  * are added here over time. */
 typedef struct pa_attention_out {
     float *output;  /* required: [Lq, H, Dv]; in layer mode with w_o, [L, d_out] */
-    float *weights; /* optional: [H, Lq, Lk] softmax weights */
+    float *weights; /* optional: [H, Lq, Lk] softmax weights (packed: per sequence, above) */
     float *logits;  /* optional: [H, Lq, Lk] pre-softmax logits, masked = -INFINITY */
     float *q_rot;   /* optional: [Lq, H, D] q as attention sees it (rotated for rope) */
     float *k_rot;   /* optional: [Lk, Hkv, D] */
@@ -904,10 +933,14 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
  * queries). Returns 0 if the size overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
-/* Effective sizes after defaults: useful for sizing outputs. */
+/* Effective sizes after defaults: useful for sizing outputs. With packed
+ * sequences the lengths are the totals. */
 int32_t pa_attention_q_len(const pa_attention *a);
 int32_t pa_attention_k_len(const pa_attention *a);
 float pa_attention_scale(const pa_attention *a);
+/* Values of out->weights (and logits) for a checked descriptor: H*Lq*Lk,
+ * or with packed sequences sum_s H*Lq_s*Lk_s. */
+size_t pa_attention_weights_len(const pa_attention *a);
 
 /* Runs attention. Validates *a again (cheaply), so a bad descriptor is a
  * status, never a crash. Finite inputs whose products overflow float32 make

@@ -50,6 +50,13 @@ static void perm_layout(const pa__plan *p, pa__ws *w, perm_bufs *b)
     b->inner = pa__ws_take(w, b->inner_size, 1);
 }
 
+/* The analyses take one sequence: a packed call is its sequences' calls. */
+static pa_status packed_refused(pa_error *err)
+{
+    return pa__fail(err, PA_STATUS_UNSUPPORTED, "cu_seqlens",
+                    "the analyses take one sequence: send each packed sequence as its own item");
+}
+
 size_t pa_permutation_workspace_size(const pa_attention *a)
 {
     pa__plan p;
@@ -92,6 +99,8 @@ pa_status pa_analyze_permutation(const pa_attention *a, const int32_t *perm, voi
 
     if ((st = pa_attention_check(a, err)) != PA_STATUS_OK)
         return st;
+    if (a->cu_seqlens_q != NULL)
+        return packed_refused(err);
     pa__plan_init(&p, a);
     if (p.Lq != p.Lk)
         return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "q.shape[0]",
@@ -345,6 +354,8 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
 
     if ((st = pa_attention_check(a, err)) != PA_STATUS_OK)
         return st;
+    if (a->cu_seqlens_q != NULL)
+        return packed_refused(err);
     if (o == NULL || o->content == NULL || o->position == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "content",
                         "content and position buffers are required");

@@ -205,6 +205,8 @@ size_t pa_attention_workspace_size(const pa_attention *a)
     pa__plan p;
     pa__ws w;
     buffers b;
+    if (a->cu_seqlens_q != NULL || a->cu_seqlens_k != NULL)
+        return pa__packed_workspace_size(a);
     pa__plan_init(&p, a);
     pa__ws_init(&w, NULL, 0);
     layout(&p, &w, &b);
@@ -578,8 +580,8 @@ pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, v
     return pa_attention_run_part(a, out, 0, 1, ws, ws_size, err);
 }
 
-static pa_status run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
-                          int32_t nparts, void *ws, size_t ws_size, pa_error *err)
+pa_status pa__run_part_one(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                           int32_t nparts, void *ws, size_t ws_size, pa_error *err)
 {
     call c;
     const pa__plan *p = &c.p;
@@ -626,8 +628,8 @@ size_t pa_attention_partials_size(const pa_attention *a, const pa_attention_out 
                                   int32_t nparts)
 {
     pa__plan p;
-    if (a == NULL || out == NULL || nparts < 1 || a->x != NULL ||
-        pa_attention_check(a, NULL) != PA_STATUS_OK)
+    if (a == NULL || out == NULL || nparts < 1 || a->x != NULL || a->cu_seqlens_q != NULL ||
+        a->cu_seqlens_k != NULL || pa_attention_check(a, NULL) != PA_STATUS_OK)
         return 0;
     pa__plan_init(&p, a);
     if (!pa__decode_fits(&p) || part_floats(&p) > SIZE_MAX / sizeof(float) / (size_t)nparts)
@@ -680,7 +682,9 @@ pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *o
                                 int32_t nparts, void *ws, size_t ws_size, pa_error *err)
 {
     const unsigned fp = pa__fp_enter();
-    const pa_status st = run_part(a, out, part, nparts, ws, ws_size, err);
+    const pa_status st = a != NULL && (a->cu_seqlens_q != NULL || a->cu_seqlens_k != NULL)
+                             ? pa__packed_run_part(a, out, part, nparts, ws, ws_size, err)
+                             : pa__run_part_one(a, out, part, nparts, ws, ws_size, err);
     pa__fp_leave(fp);
     return st;
 }

@@ -31,6 +31,21 @@ typedef struct pa__plan {
 /* Resolves defaults for a descriptor that passed pa_attention_check. */
 void pa__plan_init(pa__plan *p, const pa_attention *a);
 
+/* pa_attention_check for one sequence (cu_seqlens ignored). */
+pa_status pa__check_one(const pa_attention *a, pa_error *err);
+
+/* lib/attention_packed.c: packed sequences (cu_seqlens), each run as the
+ * call of that sequence alone. */
+pa_status pa__packed_check(const pa_attention *a, pa_error *err);
+size_t pa__packed_workspace_size(const pa_attention *a);
+/* pa_attention_run_part of a packed descriptor. */
+pa_status pa__packed_run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                              int32_t nparts, void *ws, size_t ws_size, pa_error *err);
+/* lib/attention.c: pa_attention_run_part of one sequence, without the
+ * floating-point environment (the caller holds it). */
+pa_status pa__run_part_one(const pa_attention *a, const pa_attention_out *out, int32_t part,
+                           int32_t nparts, void *ws, size_t ws_size, pa_error *err);
+
 /* lib/attention_qscale.c: the query scalings by position (posattn.h). */
 
 /* Whether a (checked) descriptor scales its query rows. */

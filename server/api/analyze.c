@@ -111,6 +111,10 @@ static const cJSON *member(const cJSON *obj, const char *name)
 /* The analyses explain one sequence: a batch is refused, naming it. */
 static bool one_sequence(const api_item *it, const api_ctx *ctx, api_err *e)
 {
+    if (api_item_is_packed(it))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "cu_seqlens",
+                        "an analysis explains one sequence: send each packed sequence as its own "
+                        "request (POST /v1/attention takes cu_seqlens)");
     if (it->batched)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "q.shape",
                         "q.shape is [B, L, H, D]=[%d, %d, %d, %d], a batch: an analysis explains "

@@ -179,6 +179,8 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
         goto fail;
     }
     macs = 2.0 * a->it.Lq * (double)a->it.Lk * a->it.D * a->it.H; /* one sequence */
+    if (api_item_is_packed(&a->it))                               /* the diagonal blocks only */
+        macs = 2.0 * (double)pa_attention_weights_len(&a->it.att) * a->it.D;
     if (a->it.att.x != NULL) /* the projections: x w_q, x w_k, x w_v (and w_o) */
         macs += (double)(a->it.Lq + 2 * a->it.Lk) * a->it.att.d_model * a->it.H * a->it.D +
                 (double)a->it.Lq * a->it.H * a->it.Dv * a->it.att.d_out;
@@ -440,12 +442,39 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj, int *status)
         for (int r = 0; r < API_NRES; r++) {
             int64_t shape[4];
             int nd = api_item_result_shape(it, 1u << r, shape);
-            if ((it->ret & (1u << r)) && !srv_tensor_render_as(obj, api_result_names[r], a->res[r],
-                                                               nd, shape, job->enc, a->out_wire))
+            if (!(it->ret & (1u << r)))
+                continue;
+            if (api_item_is_packed(it) && api_item_packed_result(1u << r)) {
+                if (!api_item_render_packed(obj, api_result_names[r], it, 1u << r, a->res[r],
+                                            job->enc, a->out_wire))
+                    return false;
+            } else if (!srv_tensor_render_as(obj, api_result_names[r], a->res[r], nd, shape,
+                                             job->enc, a->out_wire)) {
                 return false;
+            }
         }
     }
     return api_render_timing(obj, &t);
+}
+
+/* Whether the text of result r is yet to be written from its values: a
+ * packed item's lists hold each sequence's tensor from within them. */
+static bool result_deferred(const att_item *a, int r)
+{
+    if (a->res[r] == NULL)
+        return false;
+    if (srv_defer_uses(a->res[r]))
+        return true;
+    if (!a->valid || !api_item_is_packed(&a->it) || !api_item_packed_result(1u << r))
+        return false;
+    for (int32_t s = 1; s < api_item_packed_count(&a->it); s++) {
+        int64_t shape[3];
+        size_t at;
+        api_item_packed_shape(&a->it, 1u << r, s, shape, &at);
+        if (srv_defer_uses(a->res[r] + at))
+            return true;
+    }
+    return false;
 }
 
 /* The answer's status: 200 when any item succeeded (a partial failure says
@@ -481,7 +510,7 @@ static bool att_render(srv_job *job, cJSON *root)
          * text of one of them is yet to be written (srv_defer). */
         bool deferred = false;
         for (int r = 0; r < API_NRES; r++)
-            deferred = deferred || srv_defer_uses(aj->items[i].res[r]);
+            deferred = deferred || result_deferred(&aj->items[i], r);
         if (!deferred)
             free_outputs(&aj->items[i]);
     }

@@ -202,15 +202,17 @@ static bool prepare_tensors(const cJSON *root, const api_ctx *ctx, ex_job *x, in
         return false;
     a = &x->it.att;
     if (x->it.batched || a->mask != NULL || a->bias != NULL || a->key_length >= 0 ||
-        x->it.query_lengths != NULL)
+        x->it.query_lengths != NULL || api_item_is_packed(&x->it))
         return api_fail(e, ctx, SRV_ERR_UNSUPPORTED,
-                        x->it.batched        ? "q.shape"
-                        : a->mask != NULL    ? "mask"
-                        : a->bias != NULL    ? "bias"
-                        : a->key_length >= 0 ? "key_length"
-                                             : "query_length",
+                        x->it.batched                ? "q.shape"
+                        : a->mask != NULL            ? "mask"
+                        : a->bias != NULL            ? "bias"
+                        : a->key_length >= 0         ? "key_length"
+                        : api_item_is_packed(&x->it) ? "cu_seqlens"
+                                                     : "query_length",
                         "the extrapolation analysis runs one sequence on its first L rows: a "
-                        "batch, mask, bias, key_length or query_length has no such prefix");
+                        "batch, mask, bias, key_length, query_length or cu_seqlens has no such "
+                        "prefix");
     if (x->it.Lq != x->it.Lk)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "k",
                         "the extrapolation analysis is self-attention: q has %d rows, k %d",

@@ -51,6 +51,8 @@ static const char *const attention_fields[] = {
     "k_prerotated",
     "attn_temperature_tuning",
     "logn_scaling",
+    "cu_seqlens", /* api/item_packed.c */
+    "cu_seqlens_k",
     "model", /* api/model_item.c: these four are read before the others */
     "layer",
     "stack",
@@ -86,6 +88,8 @@ void api_item_free(api_item *it)
     free(it->key_lengths);
     free(it->query_lengths);
     free(it->default_qpos);
+    free(it->cu_seqlens);
+    free(it->cu_seqlens_k);
     memset(it, 0, sizeof *it);
 }
 
@@ -558,7 +562,7 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
         goto fail;
     }
     if (!api_model_check_shapes(&mu, out, ctx, e) || !parse_masks(obj, ctx, out, e) ||
-        !api_item_parse_options(obj, ctx, out, e))
+        !api_item_parse_options(obj, ctx, out, e) || !api_item_parse_packed(obj, ctx, out, e))
         goto fail;
 
     if (pa_attention_check(&out->att, &pe) != PA_STATUS_OK) {
@@ -732,6 +736,11 @@ int api_item_result_shape(const api_item *it, unsigned which, int64_t shape[4])
         break;
     case API_RET_WEIGHTS:
     case API_RET_LOGITS:
+        if (api_item_is_packed(it)) { /* a list by sequence, held flat */
+            one[0] = (int64_t)pa_attention_weights_len(&it->att);
+            n = 1;
+            break;
+        }
         one[0] = it->H, one[1] = it->Lq, one[2] = it->Lk;
         break;
     case API_RET_Q_ROT:
@@ -741,6 +750,10 @@ int api_item_result_shape(const api_item *it, unsigned which, int64_t shape[4])
     case API_RET_DISTANCE:
         one[0] = it->H, one[1] = it->Lq;
         n = 2;
+        if (api_item_is_packed(it)) {
+            one[0] = (int64_t)it->H * it->Lq;
+            n = 1;
+        }
         break;
     default:
         one[0] = it->Lk, one[1] = it->Hkv, one[2] = it->D;

@@ -110,6 +110,18 @@ static const api_option options[] = {
     {"b_v", "tensor", "[Hkv*Dv]", "layer mode: v = x w_v + b_v", "GPT-2, BERT, Qwen2", "input"},
     {"b_o", "tensor", "[d_out]", "layer mode: output = attn w_o + b_o (with w_o)", "GPT-2, BERT",
      "input"},
+    {"cu_seqlens", "integer array", "[S+1]",
+     "packed sequences: q [L_total, H, D] (x) holds S sequences back to back, sequence s the rows "
+     "cu_seqlens[s] .. cu_seqlens[s+1]-1; attention block-diagonal, each sequence exactly its own "
+     "item (positions restart, causal per sequence); weights, logits, entropy, distance a list "
+     "per sequence",
+     "FlashAttention flash_attn_varlen_func, xFormers BlockDiagonalMask.from_seqlens, PyTorch "
+     "varlen attention (vision towers, packed training batches)",
+     "input (INT32 or INT64)"},
+    {"cu_seqlens_k", "integer array", "[S+1]",
+     "with cu_seqlens: the keys' boundaries in k/v when they differ (cross attention, decode "
+     "against packed caches); default cu_seqlens",
+     "FlashAttention cu_seqlens_k", "input (INT32 or INT64)"},
 };
 
 const api_option *api_options(size_t *n)

@@ -69,6 +69,10 @@ typedef struct api_item {
     size_t q_pos_stride, k_pos_stride, mask_stride, bias_stride;
     size_t q_mrope_stride, k_mrope_stride; /* [B, 3 or 2, L] position rows: 3 L or 2 L */
     size_t input_bytes;                    /* every tensor and array above */
+    /* Packed sequences (api/item_packed.c): cu_seqlens [n_cu] and
+     * cu_seqlens_k [n_cu] (or NULL), malloc'd; att borrows them. */
+    int32_t *cu_seqlens, *cu_seqlens_k;
+    int32_t n_cu;
 } api_item;
 
 /* The descriptor of sequence b of a valid item: att with the inputs of
@@ -107,6 +111,25 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
 /* The options of current models (item_options.c), parsed into it once its
  * shapes are known (item.c). */
 bool api_item_parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+
+/* Packed sequences (api/item_packed.c). Parses cu_seqlens and cu_seqlens_k
+ * into it (called by api_item_parse before pa_attention_check, which
+ * validates the rest). */
+bool api_item_parse_packed(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+bool api_item_is_packed(const api_item *it);
+/* Whether a packed item returns result `which` (API_RET_*) as a list, one
+ * tensor per sequence: weights and logits [H, Lq_s, Lk_s], entropy and
+ * distance [H, Lq_s], held one after the other (the core library's
+ * layout). Their api_item_result_shape is then flat, [the values]. */
+bool api_item_packed_result(unsigned which);
+int32_t api_item_packed_count(const api_item *it);
+/* Sequence s's tensor of such a result: its shape (the rank is returned)
+ * and where it starts (*offset, in values). */
+int api_item_packed_shape(const api_item *it, unsigned which, int32_t s, int64_t shape[3],
+                          size_t *offset);
+/* Adds name: [tensor, ...] (one per sequence) to obj. */
+bool api_item_render_packed(cJSON *obj, const char *name, const api_item *it, unsigned which,
+                            const float *data, srv_encoding enc, srv_wire wire);
 
 /* Parses "return" into out->ret (default output only). */
 bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, api_err *e);

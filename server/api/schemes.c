@@ -249,6 +249,9 @@ static bool add_shapes(cJSON *root)
         {"k_rot", "[Lk, Hkv, D]", "[B, Lk, Hkv, D]"},
         {"entropy", "[H, Lq]", "[B, H, Lq]"},
         {"distance", "[H, Lq]", "[B, H, Lq]"},
+        {"cu_seqlens", "[S+1]: q [L_total, H, D]; weights, logits, entropy, distance a list",
+         "not with a batch"},
+        {"cu_seqlens_k", "[S+1]: k, v [Lk_total, Hkv, D]", "not with a batch"},
     };
     cJSON *sh = cJSON_AddObjectToObject(root, "shapes");
     if (sh == NULL)

@@ -149,6 +149,8 @@ static const v2_input item_inputs[] = {
     {"w_o", V2_ROLE_TENSOR, 2, false, false, {0}, 0},
     {"q_positions", V2_ROLE_POSITIONS, 1, true, false, {0}, 0},
     {"k_positions", V2_ROLE_POSITIONS, 1, true, false, {0}, 0},
+    {"cu_seqlens", V2_ROLE_POSITIONS, 1, true, false, {0}, 0},
+    {"cu_seqlens_k", V2_ROLE_POSITIONS, 1, true, false, {0}, 0},
     {"sinks", V2_ROLE_TENSOR, 1, false, false, {0}, 0},
     {"mask", V2_ROLE_TENSOR, 0, false, true, {0}, 0},
     {"bias", V2_ROLE_TENSOR, 0, false, false, {0}, 0},

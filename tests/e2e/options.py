@@ -442,6 +442,39 @@ class Options(unittest.TestCase):
         err = json.loads(body)["outputs"][0]["error"]
         self.assertEqual((err["code"], err["field"]), ("OUT_OF_RANGE", "inputs[0].output_dtype"))
 
+    def test_packed_sequences(self):
+        """cu_seqlens: each sequence against the float64 reference of that
+        sequence alone, and bit for bit the separate items of the same
+        request (b64). Sequence 1's weights (4 x 130 x 130) are written
+        straight into the answer from within the packed buffer."""
+        rng = np.random.default_rng(4390)
+        lens, H, Hkv, D = [1, 130, 7], 4, 2, 8
+        cu = [0, 1, 131, 138]
+        q, k, v = (f32(rng, (cu[-1], h, D)) for h in (H, Hkv, Hkv))
+        ret = {"return": ["output", "weights"]}
+        items = [dict({"scheme": {"type": "alibi"}, "q": btensor(q), "k": btensor(k),
+                       "v": btensor(v), "causal": True, "cu_seqlens": cu}, **ret)]
+        for s in range(3):
+            a, b = cu[s], cu[s + 1]
+            items.append(dict({"scheme": {"type": "alibi"}, "q": btensor(q[a:b]),
+                               "k": btensor(k[a:b]), "v": btensor(v[a:b]), "causal": True},
+                              **ret))
+        st, _, body = call("POST", "/v1/attention", json.dumps(
+            {"inputs": items, "output_encoding": "b64"}).encode())
+        self.assertEqual(st, 200, body)
+        outs = json.loads(body)["outputs"]
+        packed = outs[0]
+        self.assertEqual(packed["output"]["shape"], [cu[-1], H, D])
+        self.assertEqual(len(packed["weights"]), 3)
+        out = decode(packed["output"])
+        for s in range(3):
+            a, b = cu[s], cu[s + 1]
+            want_out, want_w = reference(q[a:b], k[a:b], v[a:b], alibi=True, causal=True)
+            self.check(out[a:b], want_out)
+            self.check(decode(packed["weights"][s]), want_w)
+            self.assertEqual(packed["weights"][s]["b64"], outs[s + 1]["weights"]["b64"])
+            self.assertEqual(out[a:b].tobytes(), decode(outs[s + 1]["output"]).tobytes())
+
     def test_errors(self):
         base = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
                 "v": btensor(self.v)}

@@ -187,6 +187,7 @@ class Metadata(unittest.TestCase):
         common = [t("q", "FP32", 3), t("k", "FP32", 3), t("v", "FP32", 3), t("x", "FP32", 2),
                   t("w_q", "FP32", 2), t("w_k", "FP32", 2), t("w_v", "FP32", 2),
                   t("w_o", "FP32", 2), t("q_positions", "INT32", 1), t("k_positions", "INT32", 1),
+                  t("cu_seqlens", "INT32", 1), t("cu_seqlens_k", "INT32", 1),
                                     t("sinks", "FP32", 1), t("mask", "BOOL", 3), t("bias", "FP32", 3),
                   t("q_norm_weight", "FP32", 1), t("k_norm_weight", "FP32", 1),
                   t("b_q", "FP32", 1), t("b_k", "FP32", 1), t("b_v", "FP32", 1),
@@ -521,6 +522,39 @@ class InferJson(unittest.TestCase):
         st, h, data = infer("INT16", True, pos)
         self.assertEqual(st, 400, data)
         self.assertIn("INT32 or INT64", json.loads(data)["error"])
+
+    def test_packed_sequences(self):
+        """cu_seqlens (INT64, binary) and cu_seqlens_k (INT32, JSON): the
+        /v1 packed item's output bit for bit, and weights flat, each
+        sequence's [H, Lq_s, Lk_s] after the other (/v1 lists them)."""
+        c = Case(47, Lq=9, Lk=12)
+        cq, ck = [0, 4, 9], [0, 5, 12]
+        item = c.v1_item({"type": "rope"}, causal=True, cu_seqlens=cq, cu_seqlens_k=ck,
+                         **{"return": ["output", "weights"]})
+        st, _, data = post_json("/v1/attention", {"inputs": [item], "output_encoding": "b64"})
+        self.assertEqual(st, 200, data)
+        v1 = json.loads(data)["outputs"][0]
+        self.assertEqual([w["shape"] for w in v1["weights"]], [[4, 4, 5], [4, 5, 7]])
+        flat = b"".join(base64.b64decode(w["b64"]) for w in v1["weights"])
+        ins = c.v2_inputs(binary=True)
+        ins.append({"name": "cu_seqlens", "shape": [3], "datatype": "INT64",
+                    "parameters": {"binary_data_size": 24}})
+        ins.append({"name": "cu_seqlens_k", "shape": [3], "datatype": "INT32", "data": ck})
+        header = {"parameters": {"causal": True, "binary_data_output": True}, "inputs": ins,
+                  "outputs": [{"name": "output"}, {"name": "weights"}]}
+        body, hdrs = binary_request(header, c.binary_part() + struct.pack("<3q", *cq))
+        st, h, data = call("POST", "/v2/models/attention-rope/infer", body, hdrs)
+        self.assertEqual(st, 200, data)
+        head, raw = split_binary(h, data)
+        self.assertEqual(head["outputs"][1]["shape"], [4 * (4 * 5 + 5 * 7)])
+        n_out = head["outputs"][0]["parameters"]["binary_data_size"]
+        self.assertEqual(raw[:n_out], base64.b64decode(v1["output"]["b64"]))
+        self.assertEqual(raw[n_out:], flat)
+        ins[-1]["data"] = [0, 5, 11]
+        body, hdrs = binary_request(header, c.binary_part() + struct.pack("<3q", *cq))
+        st, h, data = call("POST", "/v2/models/attention-rope/infer", body, hdrs)
+        self.assertEqual(st, 400, data)
+        self.assertIn("cu_seqlens_k", json.loads(data)["error"])
 
     def test_t5_table_input(self):
         c = Case(5, H=2, Hkv=2)

@@ -533,7 +533,13 @@ class Attention(unittest.TestCase):
         scaled = qkv({"type": "none"}, attn_temperature_tuning={"floor_scale": 2},
                      logn_scaling={"train_length": 2}, q_norm={},
                      k_norm={"weight": T(4), "weight_offset": 1})
-        self.ok({"inputs": [opts, batch, lay, pre, scaled]})
+        # Packed sequences: weights, logits, entropy, distance a list per sequence.
+        packed = qkv({"type": "rope"}, L=4, causal=True, cu_seqlens=[0, 1, 4],
+                     cu_seqlens_k={"shape": [3], "data": [0, 1, 4]},
+                     **{"return": ["output", "weights", "logits", "entropy", "distance"]})
+        obj = self.ok({"inputs": [opts, batch, lay, pre, scaled, packed]})
+        self.assertEqual([w["shape"] for w in obj["outputs"][5]["weights"]],
+                         [[2, 1, 1], [2, 3, 3]])
 
     def test_int_tensor_positions(self):
         # IntTensor: positions as {"shape", "data"} as well as {"shape", "b64"}.

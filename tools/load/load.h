@@ -114,6 +114,7 @@ typedef struct {
     double softcap;     /* > 0: every item's softcap (Gemma 2) */
     int sinks;          /* every item carries sinks [H] (gpt-oss) */
     int chunk;          /* > 0: every item's chunk_size (Llama 4) */
+    int packed;         /* > 1: every item packs this many sequences (cu_seqlens) */
     char ret[128];      /* --return: the item's "return" list, comma separated; "" = output */
     const char *cacert; /* --cacert: the CA that signed an https server's certificate */
     const char *preset; /* the --preset that set the defaults, or NULL */

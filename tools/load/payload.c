@@ -411,6 +411,13 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
             sb_printf(&b, ",\"chunk_size\":%d", c->chunk);
         put_return(&b, c);
         put_key_length(&b, c, length, nb, &rng);
+        if (c->packed > 1) { /* S sequences of about L/S rows (at most L of them) */
+            int s = c->packed < length ? c->packed : length;
+            sb_str(&b, ",\"cu_seqlens\":[0");
+            for (int k = 1; k <= s; k++)
+                sb_printf(&b, ",%d", (int)((long long)length * k / s));
+            sb_str(&b, "]");
+        }
         if (c->sinks) {
             int hs[1] = {c->heads};
             sb_str(&b, ",\"sinks\":");

@@ -59,6 +59,8 @@ static const char USAGE[] =
     "  --softcap C          logit softcapping C * tanh(l / C) on every item (Gemma 2)\n"
     "  --sinks              one attention sink per query head on every item (gpt-oss)\n"
     "  --chunk C            chunked local attention, chunk_size C (Llama 4)\n"
+    "  --packed S           each item packs S sequences of about L/S tokens (cu_seqlens;\n"
+    "                       attention block-diagonal); not with --batch-seq or --model\n"
     "  --return LIST        the results each item asks for, comma separated (output,\n"
     "                       weights, logits, q_rot, k_rot, entropy, distance; default\n"
     "                       output): --return output,entropy,distance shows what the\n"
@@ -345,6 +347,10 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         else if (!strcmp(name, "--softcap")) {
             if (parse_double(val, 1e-6, 1e30, &c->softcap))
                 BAD("a positive number");
+        } else if (!strcmp(name, "--packed")) {
+            if (parse_long(val, 2, 1 << 20, &v))
+                BAD("2..1048576 sequences");
+            c->packed = (int)v;
         } else if (!strcmp(name, "--chunk")) {
             if (parse_long(val, 1, 1 << 30, &v))
                 BAD("1..1073741824");
@@ -510,6 +516,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         return usage_error("%s", "--spawn and --url exclude each other");
     if (c->n_server_args && !c->spawn)
         return usage_error("%s", "--server-arg needs --spawn");
+    if (c->packed > 1 && (c->batch_seq > 1 || c->model_name))
+        return usage_error("%s", "--packed packs one item's rows: not with --batch-seq or --model");
     if (c->lengths_spread > 0 && c->batch_seq < 2)
         return usage_error("%s", "--lengths-spread needs --batch-seq 2 or more");
     /* One request body must stay reasonable: q, k and v of every item

@@ -38,6 +38,8 @@ static void describe(FILE *f, const load_config *c, const char *nl)
         fprintf(f, "layer mode (d_model %d)  ", c->heads * c->head_dim);
     if (c->preset)
         fprintf(f, "preset %s  ", c->preset);
+    if (c->packed > 1)
+        fprintf(f, "packed %d  ", c->packed);
     if (c->dtype != LOAD_DTYPE_F32)
         fprintf(f, "dtype %s  ", c->dtype == LOAD_DTYPE_F16 ? "f16" : "bf16");
     if (c->batch_seq > 1)

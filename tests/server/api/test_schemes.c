@@ -352,7 +352,7 @@ static void test_options_dtypes_shapes(void **state)
     /* Every result name has its shape. */
     for (int i = 0; i < API_NRES; i++)
         assert_non_null(cJSON_GetObjectItemCaseSensitive(sh, api_result_names[i]));
-    assert_int_equal(cJSON_GetArraySize(sh), 18 + 1);
+    assert_int_equal(cJSON_GetArraySize(sh), 20 + 1); /* + cu_seqlens, cu_seqlens_k */
     cJSON_Delete(ans);
 }
 
