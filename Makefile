@@ -254,11 +254,15 @@ test: deps
 	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
 
 # README's quickstart run as written (make run on a free port through
-# POSATTN_PORT, then its curl and Python blocks against it), and every
-# relative link of README.md, docs/ and the clients' pages resolving.
+# POSATTN_PORT, then its curl and Python blocks against it), every
+# relative link of README.md, docs/ and the clients' pages resolving, and
+# docs/extrapolation.md's script on short lengths (so that it keeps working).
 readme-test: $(POSATTND) $(LOAD_BIN)
 	@/usr/bin/python3 tests/readme/links.py
 	@/usr/bin/python3 tests/readme/quickstart.py --build $(BUILD)
+	@/usr/bin/python3 tools/extrapolation_compare.py --quick --posattnd $(POSATTND) \
+	    --md $(BUILD)/extrapolation.md --svg $(BUILD)/extrapolation.svg >/dev/null && \
+	    echo "extrapolation_compare.py --quick: ok (docs/extrapolation.md's script)"
 
 # Everything make test needs, built (the first suite, so that a compiler
 # error is reported as the build's).
