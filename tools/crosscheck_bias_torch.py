@@ -16,27 +16,14 @@ each case, and compares it with:
 The formulas are transliterated here (no NeMo or gpt-neox import).
 """
 
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import torch
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+import peer_server
 
 
 def encode(port, body):
-    req = urllib.request.Request("http://127.0.0.1:%d/v1/encode" % port,
-                                 data=json.dumps(body).encode())
-    with urllib.request.urlopen(req) as r:
-        ans = json.loads(r.read())
+    ans = peer_server.post(port, "/v1/encode", body)
     b = ans["bias"]
     return torch.tensor(b["data"], dtype=torch.float64).reshape(b["shape"])
 
@@ -67,18 +54,10 @@ def sandwich_peer(hidden_size, H, L, dtype):
 
 
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else "build/posattnd"
-    port = free_port()
-    srv = subprocess.Popen([binary, "--port", str(port), "--workers", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = peer_server.start()
+    port = srv.port
     worst = 0.0
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port)
-                break
-            except OSError:
-                time.sleep(0.05)
         L = 48
         causal = torch.tril(torch.ones(L, L, dtype=torch.bool))
         for form, r1, r2 in (("log", [0.5, 1.0, 2.0, 0.01], [0.1, 1.0, 3.0, 0.01]),
@@ -99,8 +78,7 @@ def main():
                 print("sandwich d=%-3d H=%-2d %s max rel err %.3g" % (hs, H, dtype, err))
                 assert err < tol, err
     finally:
-        srv.terminate()
-        srv.wait()
+        srv.stop(check=True)
     print("ok")
 
 

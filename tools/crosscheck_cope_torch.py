@@ -17,28 +17,15 @@ mask is the causal one (attn_mask multiplies the gates and adds log 0 =
 reference runs. Logits are compared where the mask keeps a key.
 """
 
-import json
 import math
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import torch
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+import peer_server
 
 
 def attention(port, item):
-    req = urllib.request.Request("http://127.0.0.1:%d/v1/attention" % port,
-                                 data=json.dumps({"inputs": [item]}).encode())
-    with urllib.request.urlopen(req) as r:
-        ans = json.loads(r.read())["outputs"][0]
+    ans = peer_server.post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
     assert "error" not in ans, ans
     # Hidden keys' logits (-inf) are JSON null.
     return {n: torch.tensor([-math.inf if x is None else float(x) for x in ans[n]["data"]],
@@ -75,18 +62,10 @@ def cope_forward(query, key, val, pos_emb, npos, nodiv, attn_mask):
 
 
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else "build/posattnd"
-    port = free_port()
-    srv = subprocess.Popen([binary, "--port", str(port), "--workers", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = peer_server.start()
+    port = srv.port
     worst = {torch.float64: 0.0, torch.float32: 0.0}
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port)
-                break
-            except OSError:
-                time.sleep(0.05)
         gen = torch.Generator().manual_seed(31)
         L, H, D = 96, 4, 16
         for npos, per_head, nodiv, causal in ((L + 1, False, False, True),
@@ -128,8 +107,7 @@ def main():
               "reference %.3g" % (worst[torch.float64], worst[torch.float32]))
         assert worst[torch.float64] < 1e-4 and worst[torch.float32] < 1e-3, worst
     finally:
-        srv.terminate()
-        srv.wait()
+        srv.stop(check=True)
     print("ok")
 
 

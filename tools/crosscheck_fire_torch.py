@@ -21,27 +21,10 @@ b2 = mlp.2.bias, L = L_multiplier * init_L. The peer runs in float64 here
 and in float32 as trained (tolerance for that).
 """
 
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import torch
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, path, body):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
-                                 data=json.dumps(body).encode())
-    with urllib.request.urlopen(req) as r:
-        return json.loads(r.read())
+import peer_server
 
 
 def tensor_of(t):
@@ -74,18 +57,10 @@ class PeerFIRE(torch.nn.Module):
 
 
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else "build/posattnd"
-    port = free_port()
-    srv = subprocess.Popen([binary, "--port", str(port), "--workers", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = peer_server.start()
+    port = srv.port
     worst = {torch.float64: 0.0, torch.float32: 0.0}
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port)
-                break
-            except OSError:
-                time.sleep(0.05)
         torch.manual_seed(31)
         cases = ((48, 12, 32, 0.1, 1.0, 1e-6), (300, 4, 7, 0.3, 0.05, 1e-6),
                  (70, 3, 64, -0.2, -0.01, 1e-3), (20, 1, 1, 2.0, 0.0, 0.5))
@@ -112,7 +87,7 @@ def main():
                 wants[torch.float64] = peer(L)
                 wants[torch.float32] = peer.float()(L).double()
                 peer.double()
-            got = tensor_of(post(port, "/v1/encode", {"scheme": scheme, "q_length": L})["bias"])
+            got = tensor_of(peer_server.post(port, "/v1/encode", {"scheme": scheme, "q_length": L})["bias"])
             assert torch.isinf(got[:, ~vis]).all()
             for dtype, tol in ((torch.float64, 1e-6), (torch.float32, 1e-4)):
                 want = wants[dtype]
@@ -132,7 +107,7 @@ def main():
                         "k": {"shape": list(k.shape), "data": k.flatten().tolist()},
                         "v": {"shape": list(v.shape), "data": v.flatten().tolist()},
                         "causal": True, "return": ["logits"]}
-                got = tensor_of(post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
+                got = tensor_of(peer_server.post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
                                 ["logits"])
                 for dtype, tol in ((torch.float64, 2e-5), (torch.float32, 2e-4)):
                     qd = qq.to(dtype).permute(1, 0, 2)
@@ -147,8 +122,7 @@ def main():
                     assert err < tol, err
                     worst[dtype] = max(worst[dtype], err)
     finally:
-        srv.terminate()
-        srv.wait()
+        srv.stop(check=True)
     print("worst: float64 peer %.3g, float32 peer %.3g" % (worst[torch.float64],
                                                           worst[torch.float32]))
     print("ok")

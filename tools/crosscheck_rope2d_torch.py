@@ -25,27 +25,10 @@ here (no timm or mistral-inference import):
 in float64 and in float32 as the peers run.
 """
 
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import torch
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, path, body):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
-                                 data=json.dumps(body).encode())
-    with urllib.request.urlopen(req) as r:
-        return json.loads(r.read())
+import peer_server
 
 
 # ---- timm (transliterated) ------------------------------------------------
@@ -141,17 +124,9 @@ def qwen2vl_vision(x, h, w, m, theta, dtype):
 
 
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else "build/posattnd"
-    port = free_port()
-    srv = subprocess.Popen([binary, "--port", str(port), "--workers", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = peer_server.start()
+    port = srv.port
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port)
-                break
-            except OSError:
-                time.sleep(0.05)
         g = torch.Generator().manual_seed(5)
         cases = (
             ("axial", (4, 6), 64, 10000.0, 0.0, None, 1),
@@ -185,7 +160,7 @@ def main():
                     "k": {"shape": [L, H, D], "data": q32.flatten().tolist()},
                     "v": {"shape": [L, H, 1], "data": v.flatten().tolist()},
                     "return": ["q_rot"]}
-            ans = post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
+            ans = peer_server.post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
             got = torch.tensor(ans["q_rot"]["data"], dtype=torch.float64).reshape(L, H, D)
             for dtype, tol in ((torch.float64, 2e-6), (torch.float32, 2e-5)):
                 x = q32.to(dtype)
@@ -204,8 +179,7 @@ def main():
                                                dtype, err))
                 assert err < tol, err
     finally:
-        srv.terminate()
-        srv.wait()
+        srv.stop(check=True)
     print("ok")
 
 

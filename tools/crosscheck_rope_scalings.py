@@ -15,14 +15,10 @@ The peers, restated (float32 like theirs):
 posattn computes in double and rounds once, so agreement is to float32's
 precision (relative 1e-6), and zeros must be exact zeros.
 """
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import torch
+
+import peer_server
 
 
 def peer_proportional(head_dim, base, p, factor):
@@ -38,18 +34,9 @@ def peer_ntk_alpha(rotary_dim, base, alpha):
     return 1.0 / (new_base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def encode(port, scheme, dim):
-    body = json.dumps({"scheme": scheme, "positions": [0, 1, 1000], "dim": dim}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/encode", body,
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req) as r:
-        return json.load(r)
+    return peer_server.post(port, "/v1/encode",
+                            {"scheme": scheme, "positions": [0, 1, 1000], "dim": dim})
 
 
 def close(got, want, what):
@@ -63,17 +50,9 @@ def close(got, want, what):
 
 
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else "build/posattnd"
-    port = free_port()
-    srv = subprocess.Popen([binary, "--port", str(port)], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    srv = peer_server.start()
+    port = srv.port
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/schemes").read()
-                break
-            except OSError:
-                time.sleep(0.05)
         n = 0
         for D, base, p, f in [(512, 1e6, 0.25, 1.0), (256, 1e6, 0.25, 1.0), (16, 1e4, 0.5, 2.0),
                               (10, 1e4, 0.3, 1.0), (10, 1e4, 0.7, 1.0), (64, 5e5, 1.0, 8.0)]:
@@ -91,8 +70,7 @@ def main():
             n += 1
         print(f"crosscheck_rope_scalings: {n} cases agree with the torch peers")
     finally:
-        srv.terminate()
-        srv.wait()
+        srv.stop(check=True)
 
 
 if __name__ == "__main__":

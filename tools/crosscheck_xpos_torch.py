@@ -18,27 +18,10 @@ decode step (q of length 1 at offset L - 1), in float64 and in float32 as
 torchscale runs it.
 """
 
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import torch
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, path, body):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
-                                 data=json.dumps(body).encode())
-    with urllib.request.urlopen(req) as r:
-        return json.loads(r.read())
+import peer_server
 
 
 def fixed_pos_embedding(x):
@@ -80,17 +63,9 @@ def xpos(x, head_dim, scale_base, offset=0, downscale=False):
 
 
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else "build/posattnd"
-    port = free_port()
-    srv = subprocess.Popen([binary, "--port", str(port), "--workers", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = peer_server.start()
+    port = srv.port
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port)
-                break
-            except OSError:
-                time.sleep(0.05)
         g = torch.Generator().manual_seed(31)
         for L, H, D, sb in ((40, 2, 16, 512.0), (300, 1, 8, 64.0), (17, 3, 32, 512.0)):
             q = torch.rand(L, H, D, generator=g, dtype=torch.float64) * 2 - 1
@@ -104,7 +79,7 @@ def main():
                         "k": {"shape": list(k.shape), "data": k32.flatten().tolist()},
                         "v": {"shape": list(v.shape), "data": v.flatten().tolist()},
                         "causal": True, "return": ["logits"]}
-                ans = post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
+                ans = peer_server.post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
                 lg = ans["logits"]
                 got = torch.tensor([x if x is not None else float("-inf") for x in lg["data"]],
                                    dtype=torch.float64).reshape(lg["shape"])
@@ -122,8 +97,7 @@ def main():
                           % (L, H, D, sb, step, dtype, err))
                     assert err < tol, err
     finally:
-        srv.terminate()
-        srv.wait()
+        srv.stop(check=True)
     print("ok")
 
 
