@@ -7,7 +7,7 @@
 Starts its own posattnd (the binary of --bin, else $POSATTND, else
 build/posattnd) with three fixture configs loaded by --model (gemma2 as g2,
 gpt_oss as oss, t5 as t5: a --model t5 beside the scheme model attention-t5)
-and checks over HTTP, with v2.py's helpers (http.client, the OpenAPI
+and checks over HTTP, with v2_common.py's helpers (http.client, the OpenAPI
 document's own schemas):
   - GET /v2/models/NAME: the config's counts in the shapes (q [-1, H, D],
     k [-1, Hkv, D], sinks [H], T5's table [buckets, H]), the parameters
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "openapi"))
 import posattnd  # noqa: E402  (tests/posattnd.py)
-import v2  # noqa: E402  (tests/e2e/v2.py: call, conform, binary_request, ...)
+import v2_common as v2  # noqa: E402  (tests/e2e/v2_common.py: call, conform, binary_request, ...)
 import conformance  # noqa: E402  (tests/openapi/conformance.py: openapi.yaml's schemas)
 
 FIXTURES = os.path.join(HERE, "..", "fixtures", "models")
