@@ -307,6 +307,13 @@ typedef struct pa_xpos {
  *            (columns) with normalize "separate", max(rows, cols) with
  *            "max", min with "min"; it needs the grid. The model pairs
  *            halves (neox).
+ *   mixed   (RoPE-Mixed, Heo et al. 2024; timm RotaryEmbeddingMixed,
+ *            get_mixed_freqs): learned frequencies per head, freqs [2, H,
+ *            D/2] (fx, then fy): pair p of head h turns by
+ *            row * fx[h, p] + col * fy[h, p] (timm's t_x is the row index
+ *            with grid_indexing 'ij'); neighbours paired (gptj, its
+ *            repeat_interleave). Every head has its own angles, so keys
+ *            need their query head's: num_kv_heads must equal num_heads.
  * merge_size m > 1 orders the grid's tokens as Qwen2-VL's vision tower
  * does: m x m blocks row-major, the patches of a block row-major inside it
  * (token t: block t / m^2, then (t % m^2) / m, t % m); rows and cols must
@@ -321,7 +328,8 @@ typedef struct pa_xpos {
 typedef enum pa_rope2d_variant {
     PA_ROPE2D_AXIAL = 0, /* default */
     PA_ROPE2D_PIXTRAL,
-    PA_ROPE2D_DINOV3
+    PA_ROPE2D_DINOV3,
+    PA_ROPE2D_MIXED
 } pa_rope2d_variant;
 
 typedef enum pa_rope2d_normalize {
@@ -340,6 +348,8 @@ typedef struct pa_rope2d {
     int32_t prefix_tokens;         /* leading tokens left unrotated (class tokens); >= 0 */
     int32_t merge_size;            /* grid order in m x m blocks (Qwen2-VL); 0 or 1: none */
     pa_rope2d_normalize normalize; /* dinov3's coordinate normalisation */
+    const float *freqs;            /* mixed: [2, H, D/2] fx then fy, finite; borrowed */
+    int32_t num_freqs;             /* mixed: its count, 2 * H * D/2 */
 } pa_rope2d;
 /* FIRE, Li et al. 2023, "Functional Interpolation for Relative Positions
  * Improves Long Context Transformers", as the peer implementation
@@ -557,7 +567,7 @@ pa_status pa_xpos_cos_sin(const pa_xpos *x, int32_t head_dim, const int32_t *pos
                           int64_t centre, int sign, float *cos_out, float *sin_out,
                           float *scale_out, pa_error *err);
 
-/* "axial", "pixtral", "dinov3"; "separate", "max", "min"; and the
+/* "axial", "pixtral", "dinov3", "mixed"; "separate", "max", "min"; and the
  * inverses (false when unknown). */
 const char *pa_rope2d_variant_name(pa_rope2d_variant variant);
 bool pa_rope2d_variant_from_name(const char *name, pa_rope2d_variant *out);
@@ -581,6 +591,13 @@ double pa_rope2d_pair(const pa_rope2d *r, int32_t head_dim, int32_t p, int *axis
  * sin 0. Angles in double, rounded once. */
 pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t *positions2,
                             int32_t n, float *cos_out, float *sin_out, pa_error *err);
+/* The same for variant mixed, whose angles differ by head: cos_out, sin_out
+ * [num_heads, n, head_dim/2], head h from freqs[.., h, ..]; num_freqs must
+ * be num_heads * head_dim ("scheme.freqs"). pa_rope2d_cos_sin refuses
+ * mixed, and this function every other variant. */
+pa_status pa_rope2d_cos_sin_mixed(const pa_rope2d *r, int32_t head_dim, int32_t num_heads,
+                                  const int32_t *positions2, int32_t n, float *cos_out,
+                                  float *sin_out, pa_error *err);
 
 /* ALiBi slopes for num_heads heads: slopes [num_heads]. Errors: num_heads < 1,
  * max_bias not finite or <= 0. Explicit a->slopes are copied after a length check. */

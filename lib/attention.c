@@ -112,17 +112,18 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     if (p->rope) {
         /* Rotated keys one kv head at a time and queries one block at a
          * time: O(Lk*D), not O(L*H*D), whatever the head count. */
-        size_t half = (size_t)p->r / 2;
-        b->cos_q = pa__ws_take(w, Lq * half, sizeof(float));
-        b->sin_q = pa__ws_take(w, Lq * half, sizeof(float));
+        /* rope2d mixed: one table per head ([H, L, r/2]). */
+        size_t half = (size_t)p->r / 2, nh = (size_t)p->rope_heads;
+        b->cos_q = pa__ws_take(w, Lq * half * nh, sizeof(float));
+        b->sin_q = pa__ws_take(w, Lq * half * nh, sizeof(float));
         /* xpos scales q and k by opposite powers: its tables differ even
          * at the same positions. */
         if ((same_positions(p) && !p->xpos) || a->k_prerotated) { /* prerotated: never read */
             b->cos_k = b->cos_q;
             b->sin_k = b->sin_q;
         } else {
-            b->cos_k = pa__ws_take(w, Lk * half, sizeof(float));
-            b->sin_k = pa__ws_take(w, Lk * half, sizeof(float));
+            b->cos_k = pa__ws_take(w, Lk * half * nh, sizeof(float));
+            b->sin_k = pa__ws_take(w, Lk * half * nh, sizeof(float));
         }
     }
     b->kt = pa__ws_take(w, (size_t)p->D * pa__tile_kt_ld(p->Lk), sizeof(float));
@@ -494,6 +495,13 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         if (st == PA_STATUS_OK && !a->k_prerotated)
             st =
                 pa_xpos_cos_sin(x, p->D, b->kpos, p->Lk, centre, -1, b->cos_k, b->sin_k, NULL, err);
+        if (st != PA_STATUS_OK)
+            return st;
+    } else if (p->rope2d && p->rope_heads > 1) {
+        const pa_rope2d *r = &p->scheme->rope2d;
+        st = pa_rope2d_cos_sin_mixed(r, p->D, p->H, p->q_pos2, p->Lq, b->cos_q, b->sin_q, err);
+        if (st == PA_STATUS_OK && b->cos_k != b->cos_q)
+            st = pa_rope2d_cos_sin_mixed(r, p->D, p->H, p->k_pos2, p->Lk, b->cos_k, b->sin_k, err);
         if (st != PA_STATUS_OK)
             return st;
     } else if (p->rope2d) {

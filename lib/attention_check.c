@@ -225,8 +225,22 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
         return pa_sandwich_check(&s->sandwich, D, err);
     case PA_SCHEME_XPOS:
         return pa_xpos_check(&s->xpos, D, err);
-    case PA_SCHEME_ROPE2D:
-        return pa_rope2d_check(&s->rope2d, D, err);
+    case PA_SCHEME_ROPE2D: {
+        const pa_status st = pa_rope2d_check(&s->rope2d, D, err);
+        if (st != PA_STATUS_OK || s->rope2d.variant != PA_ROPE2D_MIXED)
+            return st;
+        if ((a->num_kv_heads ? a->num_kv_heads : H) != H)
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "num_kv_heads",
+                            "rope2d mixed turns every head by its own frequencies, so a key "
+                            "head serves one query head: num_kv_heads=%d must equal "
+                            "num_heads=%d",
+                            (int)a->num_kv_heads, (int)H);
+        if ((int64_t)s->rope2d.num_freqs != (int64_t)H * D)
+            return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "scheme.freqs",
+                            "scheme.freqs has %d values but [2, H, D/2] is 2 x %d x %d = %lld",
+                            (int)s->rope2d.num_freqs, (int)H, (int)(D / 2), (long long)H * D);
+        return PA_STATUS_OK;
+    }
     case PA_SCHEME_FIRE:
         if (!a->causal)
             return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "causal",
@@ -420,6 +434,7 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
     p->xpos = a->scheme->type == PA_SCHEME_XPOS;
     p->rope2d = a->scheme->type == PA_SCHEME_ROPE2D;
     p->rope = a->scheme->type == PA_SCHEME_ROPE || p->xpos || p->rope2d;
+    p->rope_heads = p->rope2d && a->scheme->rope2d.variant == PA_ROPE2D_MIXED ? a->num_heads : 1;
     if (p->xpos)
         pa_xpos_rope(&a->scheme->xpos, &p->rope_cfg);
     else if (p->rope2d)

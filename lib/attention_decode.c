@@ -307,7 +307,8 @@ static void prep_queries(const pa__plan *p, const buffers *b, const head_io *io,
         float *dst = b->dq + (size_t)h * p->Lq * p->D;
         const float *src = io->Q + (size_t)h * p->D;
         if (p->rope || qn.on || p->q_scale)
-            pa__prep_rows(p, &qn, h, b->cos_q, b->sin_q, b->q_scale, src, io->ldq, p->Lq, dst,
+            pa__prep_rows(p, &qn, h, pa__rope_tab(p, b->cos_q, h, p->Lq),
+                          pa__rope_tab(p, b->sin_q, h, p->Lq), b->q_scale, src, io->ldq, p->Lq, dst,
                           io->q_rot ? io->q_rot + (size_t)h * p->D : NULL, io->ldq);
         else
             for (int32_t i = 0; i < p->Lq; i++)
@@ -338,9 +339,10 @@ static void own_results(const pa__plan *p, const buffers *b, const head_io *io, 
             row_norm nm = kn;
             if (nm.inv != NULL)
                 nm.inv += j;
-            pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)j * half : NULL,
-                          p->rope ? b->sin_k + (size_t)j * half : NULL, NULL,
-                          io->K + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk, n, b->dk,
+            pa__prep_rows(p, &nm, g,
+                          p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j * half : NULL,
+                          p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j * half : NULL,
+                          NULL, io->K + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk, n, b->dk,
                           io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
         }
     }
@@ -396,10 +398,14 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
                         row_norm nm = kn;
                         if (nm.inv != NULL)
                             nm.inv += j + t;
-                        pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)(j + t) * half : NULL,
-                                      p->rope ? b->sin_k + (size_t)(j + t) * half : NULL, NULL,
-                                      kr + (size_t)t * io->ldk, io->ldk, 1, b->dk + (size_t)t * D,
-                                      NULL, 0);
+                        pa__prep_rows(
+                            p, &nm, g,
+                            p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)(j + t) * half
+                                    : NULL,
+                            p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)(j + t) * half
+                                    : NULL,
+                            NULL, kr + (size_t)t * io->ldk, io->ldk, 1, b->dk + (size_t)t * D, NULL,
+                            0);
                     }
                     kr = b->dk;
                     ldk = (size_t)D;

@@ -99,6 +99,12 @@ typedef struct buffers {
     size_t krel_ld;
 } buffers;
 
+/* Head h's rope table of L rows (rope2d mixed keeps one per head). */
+static inline const float *pa__rope_tab(const pa__plan *p, const float *tab, int32_t h, int32_t L)
+{
+    return tab + (p->rope_heads > 1 ? (size_t)h * (size_t)L * (size_t)(p->r / 2) : 0);
+}
+
 typedef struct head_io {
     const float *Q; /* [Lq, ldq] rows; head h at column h*D */
     const float *K; /* [Lk, ldk]; kv head g at column g*D */

@@ -9,12 +9,13 @@
 typedef struct pa__plan {
     const pa_attention *a;
     const pa_scheme *scheme;
-    bool layer;    /* x and weights given */
-    bool rope;     /* q and k are rotated (rope, xpos or rope2d) */
-    bool xpos;     /* ... and scaled: separate q and k tables */
-    bool rope2d;   /* ... by (row, column) coordinates */
-    bool absolute; /* the scheme adds an encoding to x */
-    bool q_norm;   /* q is RMS-normalised (with a weight or without) */
+    bool layer;         /* x and weights given */
+    bool rope;          /* q and k are rotated (rope, xpos or rope2d) */
+    bool xpos;          /* ... and scaled: separate q and k tables */
+    bool rope2d;        /* ... by (row, column) coordinates */
+    int32_t rope_heads; /* tables per head (rope2d mixed: H), else 1 */
+    bool absolute;      /* the scheme adds an encoding to x */
+    bool q_norm;        /* q is RMS-normalised (with a weight or without) */
     bool k_norm;
     bool q_scale; /* attn_temperature_tuning or logn_scaling scale the q rows */
     int32_t H, Hkv, group, D, Dv, Lq, Lk;

@@ -281,8 +281,8 @@ void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const fl
             memcpy(y, x, (size_t)D * sizeof(float));
         }
         if (p->rope)
-            pa_rope_apply(&p->rope_cfg, D, 1, 1, cos_t + (size_t)i * half,
-                          sin_t + (size_t)i * half, y, y);
+            pa_rope_apply(&p->rope_cfg, D, 1, 1, cos_t + (size_t)i * half, sin_t + (size_t)i * half,
+                          y, y);
         if (scale != NULL) /* after rope, as Hugging Face and Qwen scale q */
             for (int32_t d = 0; d < D; d++)
                 y[d] *= scale[i];
@@ -344,10 +344,12 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                 row_norm nm = kn;
                 if (nm.inv != NULL)
                     nm.inv += j0;
-                pa__prep_rows(p, &nm, g, p->rope ? b->cos_k + (size_t)j0 * half : NULL,
-                              p->rope ? b->sin_k + (size_t)j0 * half : NULL, NULL,
-                              Kh + (size_t)j0 * io->ldk, io->ldk, n, b->qblk,
-                              ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
+                pa__prep_rows(
+                    p, &nm, g,
+                    p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j0 * half : NULL,
+                    p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j0 * half : NULL, NULL,
+                    Kh + (size_t)j0 * io->ldk, io->ldk, n, b->qblk,
+                    ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
                 pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
             }
         } else {
@@ -371,8 +373,9 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                 if (nm.inv != NULL)
                     nm.inv += i0;
                 pa__prep_rows(
-                    p, &nm, h, p->rope ? b->cos_q + (size_t)i0 * half : NULL,
-                    p->rope ? b->sin_q + (size_t)i0 * half : NULL,
+                    p, &nm, h,
+                    p->rope ? pa__rope_tab(p, b->cos_q, h, p->Lq) + (size_t)i0 * half : NULL,
+                    p->rope ? pa__rope_tab(p, b->sin_q, h, p->Lq) + (size_t)i0 * half : NULL,
                     b->q_scale != NULL ? b->q_scale + i0 : NULL, op.Qb, io->ldq, nq, b->qblk,
                     io->q_rot ? io->q_rot + (size_t)i0 * io->ldq + (size_t)h * p->D : NULL,
                     io->ldq);

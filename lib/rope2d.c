@@ -12,7 +12,7 @@
 
 #define PI 3.14159265358979323846
 
-static const char *const variant_names[] = {"axial", "pixtral", "dinov3"};
+static const char *const variant_names[] = {"axial", "pixtral", "dinov3", "mixed"};
 static const char *const normalize_names[] = {"separate", "max", "min"};
 
 static int index_of(const char *const *names, int n, const char *name)
@@ -25,13 +25,12 @@ static int index_of(const char *const *names, int n, const char *name)
 
 const char *pa_rope2d_variant_name(pa_rope2d_variant variant)
 {
-    return variant >= PA_ROPE2D_AXIAL && variant <= PA_ROPE2D_DINOV3 ? variant_names[variant]
-                                                                     : NULL;
+    return variant >= PA_ROPE2D_AXIAL && variant <= PA_ROPE2D_MIXED ? variant_names[variant] : NULL;
 }
 
 bool pa_rope2d_variant_from_name(const char *name, pa_rope2d_variant *out)
 {
-    const int i = index_of(variant_names, 3, name);
+    const int i = index_of(variant_names, 4, name);
     if (i >= 0)
         *out = (pa_rope2d_variant)i;
     return i >= 0;
@@ -70,7 +69,8 @@ pa_status pa_rope2d_check(const pa_rope2d *r, int32_t head_dim, pa_error *err)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme", "rope2d configuration is NULL");
     if (pa_rope2d_variant_name(r->variant) == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.variant",
-                        "scheme.variant=%d is not axial, pixtral or dinov3", (int)r->variant);
+                        "scheme.variant=%d is not axial, pixtral, dinov3 or mixed",
+                        (int)r->variant);
     if (pa_rope2d_normalize_name(r->normalize) == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.normalize",
                         "scheme.normalize=%d is not separate, max or min", (int)r->normalize);
@@ -110,6 +110,15 @@ pa_status pa_rope2d_check(const pa_rope2d *r, int32_t head_dim, pa_error *err)
     if (r->prefix_tokens < 0)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.prefix_tokens",
                         "scheme.prefix_tokens=%d must be >= 0", (int)r->prefix_tokens);
+    if (r->variant == PA_ROPE2D_MIXED && r->freqs == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.freqs",
+                        "mixed needs its learned frequencies, scheme.freqs [2, H, D/2]");
+    if (r->variant == PA_ROPE2D_MIXED) {
+        for (int32_t i = 0; i < r->num_freqs; i++)
+            if (!isfinite(r->freqs[i]))
+                return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.freqs",
+                                "scheme.freqs[%d] is not finite", (int)i);
+    }
     if (r->variant == PA_ROPE2D_DINOV3 && r->grid_rows == 0)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_rows",
                         "dinov3 normalises coordinates by the grid's size: it needs the "
@@ -152,15 +161,10 @@ double pa_rope2d_pair(const pa_rope2d *r, int32_t head_dim, int32_t p, int *axis
     return pow(r->base, -(double)k / q); /* timm freq_bands(step=1): base^(-k/nb) */
 }
 
-pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t *positions2,
-                            int32_t n, float *cos_out, float *sin_out, pa_error *err)
+/* The grid covers n tokens (when the coordinates come from it). */
+static pa_status check_tokens(const pa_rope2d *r, const int32_t *positions2, int32_t n,
+                              float *cos_out, float *sin_out, pa_error *err)
 {
-    enum { CHUNK = 64 };
-    pa_status st = pa_rope2d_check(r, head_dim, err);
-    const int32_t half = head_dim / 2, pre = r->prefix_tokens < n ? r->prefix_tokens : n;
-    double scale[2] = {1.0, 1.0};
-    if (st != PA_STATUS_OK)
-        return st;
     if (n < 0 || (n > 0 && (cos_out == NULL || sin_out == NULL)))
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "positions",
                         "n=%d tokens need non-NULL tables", (int)n);
@@ -177,6 +181,14 @@ pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t 
                             (int)n, (int)r->grid_rows, (int)r->grid_cols, (int)r->prefix_tokens,
                             (long long)(r->prefix_tokens + cells));
     }
+    return PA_STATUS_OK;
+}
+
+/* Token t's coordinates as the variant forms them (t >= prefix_tokens). */
+static void coords(const pa_rope2d *r, const int32_t *positions2, int32_t n, int32_t t, double *c)
+{
+    const int32_t pre = r->prefix_tokens;
+    double scale[2] = {1.0, 1.0};
     if (r->ref_rows > 0) { /* timm: t / feat_shape * ref_feat_shape */
         scale[0] = (double)r->ref_rows / r->grid_rows;
         scale[1] = (double)r->ref_cols / r->grid_cols;
@@ -192,12 +204,54 @@ pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t 
                           : nz == PA_ROPE2D_NORMALIZE_MIN ? small
                                                           : r->grid_cols);
     }
+    if (positions2 != NULL) {
+        c[0] = positions2[t];
+        c[1] = positions2[(size_t)n + t];
+    } else if (r->merge_size > 1) { /* m x m blocks, row-major in and out */
+        const int32_t m = r->merge_size, u = t - pre, blk = u / (m * m), in = u % (m * m),
+                      bcols = r->grid_cols / m;
+        c[0] = (double)(blk / bcols) * m + in / m;
+        c[1] = (double)(blk % bcols) * m + in % m;
+    } else {
+        c[0] = (t - pre) / r->grid_cols;
+        c[1] = (t - pre) % r->grid_cols;
+    }
+    if (r->variant == PA_ROPE2D_DINOV3) {
+        c[0] = (c[0] + 0.5) * scale[0] - 1.0;
+        c[1] = (c[1] + 0.5) * scale[1] - 1.0;
+    } else {
+        c[0] = (c[0] + r->grid_offset) * scale[0];
+        c[1] = (c[1] + r->grid_offset) * scale[1];
+    }
+}
+
+/* Prefix tokens: cos 1, sin 0. */
+static void unrotated(float *cos_out, float *sin_out, int32_t pre, int32_t half)
+{
     for (int32_t t = 0; t < pre; t++) {
         for (int32_t p = 0; p < half; p++) {
             cos_out[(size_t)t * half + p] = 1.0f;
             sin_out[(size_t)t * half + p] = 0.0f;
         }
     }
+}
+
+pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t *positions2,
+                            int32_t n, float *cos_out, float *sin_out, pa_error *err)
+{
+    enum { CHUNK = 64 };
+    pa_status st = pa_rope2d_check(r, head_dim, err);
+    int32_t half, pre;
+    if (st != PA_STATUS_OK)
+        return st;
+    if (r->variant == PA_ROPE2D_MIXED)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.variant",
+                        "mixed has angles per head: pa_rope2d_cos_sin_mixed");
+    if ((st = check_tokens(r, positions2, n, cos_out, sin_out, err)) != PA_STATUS_OK)
+        return st;
+    half = head_dim / 2;
+    pre = r->prefix_tokens < n ? r->prefix_tokens : n;
+    unrotated(cos_out, sin_out, pre, half);
     for (int32_t p0 = 0; p0 < half; p0 += CHUNK) {
         const int32_t w = half - p0 < CHUNK ? half - p0 : CHUNK;
         double f[CHUNK];
@@ -206,29 +260,52 @@ pa_status pa_rope2d_cos_sin(const pa_rope2d *r, int32_t head_dim, const int32_t 
             f[i] = pa_rope2d_pair(r, head_dim, p0 + i, &ax[i]);
         for (int32_t t = pre; t < n; t++) {
             double c[2];
-            if (positions2 != NULL) {
-                c[0] = positions2[t];
-                c[1] = positions2[(size_t)n + t];
-            } else if (r->merge_size > 1) { /* m x m blocks, row-major in and out */
-                const int32_t m = r->merge_size, u = t - pre, blk = u / (m * m), in = u % (m * m),
-                              bcols = r->grid_cols / m;
-                c[0] = (double)(blk / bcols) * m + in / m;
-                c[1] = (double)(blk % bcols) * m + in % m;
-            } else {
-                c[0] = (t - pre) / r->grid_cols;
-                c[1] = (t - pre) % r->grid_cols;
-            }
-            if (r->variant == PA_ROPE2D_DINOV3) {
-                c[0] = (c[0] + 0.5) * scale[0] - 1.0;
-                c[1] = (c[1] + 0.5) * scale[1] - 1.0;
-            } else {
-                c[0] = (c[0] + r->grid_offset) * scale[0];
-                c[1] = (c[1] + r->grid_offset) * scale[1];
-            }
+            coords(r, positions2, n, t, c);
             for (int32_t i = 0; i < w; i++) {
                 const double a = c[ax[i]] * f[i];
                 cos_out[(size_t)t * half + p0 + i] = (float)cos(a);
                 sin_out[(size_t)t * half + p0 + i] = (float)sin(a);
+            }
+        }
+    }
+    return PA_STATUS_OK;
+}
+
+pa_status pa_rope2d_cos_sin_mixed(const pa_rope2d *r, int32_t head_dim, int32_t num_heads,
+                                  const int32_t *positions2, int32_t n, float *cos_out,
+                                  float *sin_out, pa_error *err)
+{
+    pa_status st = pa_rope2d_check(r, head_dim, err);
+    int32_t half, pre;
+    size_t plane;
+    if (st != PA_STATUS_OK)
+        return st;
+    if (r->variant != PA_ROPE2D_MIXED)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.variant",
+                        "pa_rope2d_cos_sin_mixed is for variant mixed, not %s",
+                        pa_rope2d_variant_name(r->variant));
+    if ((int64_t)r->num_freqs != (int64_t)num_heads * head_dim)
+        return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "scheme.freqs",
+                        "scheme.freqs has %d values but [2, H, D/2] is 2 x %d x %d = %lld",
+                        (int)r->num_freqs, (int)num_heads, (int)(head_dim / 2),
+                        (long long)num_heads * head_dim);
+    if ((st = check_tokens(r, positions2, n, cos_out, sin_out, err)) != PA_STATUS_OK)
+        return st;
+    half = head_dim / 2;
+    pre = r->prefix_tokens < n ? r->prefix_tokens : n;
+    plane = (size_t)n * half;
+    for (int32_t h = 0; h < num_heads; h++) {
+        const float *fx = r->freqs + (size_t)h * half;
+        const float *fy = r->freqs + ((size_t)num_heads + h) * half;
+        float *co = cos_out + (size_t)h * plane, *si = sin_out + (size_t)h * plane;
+        unrotated(co, si, pre, half);
+        for (int32_t t = pre; t < n; t++) {
+            double c[2];
+            coords(r, positions2, n, t, c);
+            for (int32_t p = 0; p < half; p++) {
+                const double a = c[0] * fx[p] + c[1] * fy[p];
+                co[(size_t)t * half + p] = (float)cos(a);
+                si[(size_t)t * half + p] = (float)sin(a);
             }
         }
     }

@@ -313,11 +313,11 @@ void ref_attention(const pa_attention *a, double *out, double *weights, double *
         for (int i = 0; i < Lq; i++)
             if (ref_rope2d_coord(&s->rope2d, q2, Lq, i, &y, &x))
                 for (int h = 0; h < H; h++)
-                    ref_rope2d_apply(&s->rope2d, D, y, x, q + ((size_t)i * H + h) * D);
+                    ref_rope2d_apply(&s->rope2d, D, h, H, y, x, q + ((size_t)i * H + h) * D);
         for (int j = 0; j < (a->k_prerotated ? 0 : Lk); j++)
             if (ref_rope2d_coord(&s->rope2d, k2, Lk, j, &y, &x))
                 for (int h = 0; h < Hkv; h++)
-                    ref_rope2d_apply(&s->rope2d, D, y, x, k + ((size_t)j * Hkv + h) * D);
+                    ref_rope2d_apply(&s->rope2d, D, h, Hkv, y, x, k + ((size_t)j * Hkv + h) * D);
     }
     /* The query scalings by position, after rope (as the models apply them). */
     for (int i = 0; i < Lq; i++) {

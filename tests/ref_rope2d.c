@@ -56,13 +56,18 @@ bool ref_rope2d_coord(const pa_rope2d *r, const int32_t *pos2, int n, int t, dou
     return true;
 }
 
-void ref_rope2d_apply(const pa_rope2d *r, int head_dim, double row, double col, double *v)
+void ref_rope2d_apply(const pa_rope2d *r, int head_dim, int head, int num_heads, double row,
+                      double col, double *v)
 {
     const int half = head_dim / 2, nb = head_dim / 4;
     double *ang = malloc((size_t)half * sizeof *ang), *out = malloc((size_t)head_dim * sizeof *out);
     if (ang == NULL || out == NULL)
         abort();
-    if (r->variant == PA_ROPE2D_PIXTRAL) {
+    if (r->variant == PA_ROPE2D_MIXED) {
+        for (int p = 0; p < half; p++)
+            ang[p] = row * r->freqs[(size_t)head * half + p] +
+                     col * r->freqs[((size_t)num_heads + head) * half + p];
+    } else if (r->variant == PA_ROPE2D_PIXTRAL) {
         /* freqs = 1 / theta^(arange(0, dim, 2) / dim); freqs_h = freqs[::2],
          * freqs_w = freqs[1::2]; cat([h * freqs_h, w * freqs_w]). */
         for (int j = 0; j < half; j++) {

@@ -20,7 +20,10 @@
 bool ref_rope2d_coord(const pa_rope2d *r, const int32_t *pos2, int n, int t, double *row,
                       double *col);
 
-/* v [head_dim] rotated in place at coordinate (row, col). */
-void ref_rope2d_apply(const pa_rope2d *r, int head_dim, double row, double col, double *v);
+/* v [head_dim] of head `head` (of num_heads) rotated in place at coordinate
+ * (row, col); only mixed reads the head (timm get_mixed_freqs: t_x
+ * freqs[0][h] + t_y freqs[1][h], repeat_interleave(2)). */
+void ref_rope2d_apply(const pa_rope2d *r, int head_dim, int head, int num_heads, double row,
+                      double col, double *v);
 
 #endif

@@ -19,6 +19,8 @@ here (no timm or mistral-inference import):
   - dinov3: facebookresearch/dinov3 RopePositionEmbedding.forward
     (normalize_coords separate / max / min, base periods) and rope_apply
     (rope_rotate_half), prefix tokens left out as its SelfAttention does;
+  - mixed: timm RotaryEmbeddingMixed's get_mixed_freqs (per-head learned
+    frequencies [2, H, D/2], t_x the row, repeat_interleave(2), rot());
   - Qwen2-VL's vision tower: Hugging Face modeling_qwen2_vl
     VisionRotaryEmbedding, rot_pos_emb's merge-block position ids and
     apply_rotary_pos_emb_vision (rotate_half), one frame.
@@ -123,6 +125,23 @@ def qwen2vl_vision(x, h, w, m, theta, dtype):
     return x * cos[:, None, :] + torch.cat((-x2, x1), dim=-1) * sin[:, None, :]
 
 
+# ---- timm RoPE-Mixed (transliterated) ------------------------------------
+def timm_mixed(x, H_grid, W_grid, freqs, dtype):
+    """x [L, H, D]; freqs [2, H, D/2] (one depth of init_random_2d_freqs)."""
+    x_pos, y_pos = torch.meshgrid(torch.arange(H_grid, dtype=torch.float32),
+                                  torch.arange(W_grid, dtype=torch.float32), indexing="ij")
+    t_x, t_y = x_pos.to(dtype).flatten(), y_pos.to(dtype).flatten()
+    f = freqs.to(dtype)
+    freqs_x = t_x.unsqueeze(-1) @ f[0].unsqueeze(-2)  # [H, N, D/2]
+    freqs_y = t_y.unsqueeze(-1) @ f[1].unsqueeze(-2)
+    combined = freqs_x + freqs_y
+    sin_emb = torch.sin(combined).repeat_interleave(2, -1)  # [H, N, D]
+    cos_emb = torch.cos(combined).repeat_interleave(2, -1)
+    xh = x.permute(1, 0, 2)  # [H, N, D]
+    out = xh * cos_emb + rot(xh) * sin_emb
+    return out.permute(1, 0, 2)
+
+
 def main():
     srv = peer_server.start()
     port = srv.port
@@ -139,6 +158,8 @@ def main():
             ("dinov3", (6, 2), 16, 100.0, "min", None, 0),
             ("qwen2vl", (4, 6), 64, 10000.0, 2, None, 0),
             ("qwen2vl", (6, 6), 32, 10000.0, 3, None, 0),
+            ("mixed", (4, 5), 32, 10000.0, 0, None, 0),
+            ("mixed", (3, 3), 16, 10000.0, 0, None, 0),
         )
         for variant, grid, D, base, off, ref, prefix in cases:
             L, H = grid[0] * grid[1] + prefix, 2
@@ -148,6 +169,10 @@ def main():
                       "prefix_tokens": prefix}
             if variant == "dinov3":
                 scheme["normalize"] = off
+            if variant == "mixed":  # timm init_random_2d_freqs's scale: 10^(-4k/D), rotated
+                mfreqs = torch.rand(2, H, D // 2, generator=g, dtype=torch.float64) - 0.5
+                scheme["freqs"] = {"shape": [2, H, D // 2],
+                                   "data": mfreqs.float().flatten().tolist()}
             if variant == "qwen2vl":  # axial's frequencies, halves paired, merge order
                 scheme.update(variant="axial", layout="neox", merge_size=off)
             elif variant == "axial":
@@ -164,7 +189,9 @@ def main():
             got = torch.tensor(ans["q_rot"]["data"], dtype=torch.float64).reshape(L, H, D)
             for dtype, tol in ((torch.float64, 2e-6), (torch.float32, 2e-5)):
                 x = q32.to(dtype)
-                if variant == "dinov3":
+                if variant == "mixed":
+                    want = timm_mixed(x, grid[0], grid[1], mfreqs.float(), dtype)
+                elif variant == "dinov3":
                     want = dinov3(x, grid[0], grid[1], base, off, prefix, dtype)
                 elif variant == "qwen2vl":
                     want = qwen2vl_vision(x, grid[0], grid[1], off, base, dtype)

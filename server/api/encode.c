@@ -213,7 +213,11 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
         if (has_dim && s->type == PA_SCHEME_SINUSOIDAL)
             enc_bytes = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
         else if (has_dim && s->type == PA_SCHEME_ROPE2D)
-            enc_bytes = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
+            enc_bytes =
+                api_mul_sat(api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float)),
+                            s->rope2d.variant == PA_ROPE2D_MIXED && ej->dim > 0
+                                ? (size_t)s->rope2d.num_freqs / (size_t)ej->dim + 1
+                                : 1);
         else if (has_dim && s->type == PA_SCHEME_XPOS)
             enc_bytes =
                 api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), 3 * sizeof(float) / 2);
@@ -261,14 +265,25 @@ static bool prepare_absolute(const cJSON *root, const api_ctx *ctx, enc_job *ej,
             return false;
         *need = api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->dim), sizeof(float));
     } else if (s->type == PA_SCHEME_ROPE2D) {
-        int64_t shape[2] = {ej->n, ej->dim / 2};
+        /* mixed: a table per head, H = the frequencies' count / dim. */
+        const bool mixed = s->rope2d.variant == PA_ROPE2D_MIXED;
+        int64_t shape[3] = {1, ej->n, ej->dim / 2};
         if (pa_rope2d_check(&s->rope2d, ej->dim, &pe) != PA_STATUS_OK)
             return api_fail_pa(e, ctx, &pe);
+        if (mixed && s->rope2d.num_freqs % ej->dim != 0)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "scheme.freqs",
+                            "scheme.freqs has %d values: [2, H, dim/2] with dim=%d needs a "
+                            "multiple of %d",
+                            (int)s->rope2d.num_freqs, (int)ej->dim, (int)ej->dim);
+        ej->H = mixed ? s->rope2d.num_freqs / ej->dim : 1;
+        shape[0] = ej->H;
         ej->r = ej->dim;
-        if (!api_check_result_size("cos", 2, shape, ctx, e))
+        if (!api_check_result_size("cos", mixed ? 3 : 2, mixed ? shape : shape + 1, ctx, e))
             return false;
-        *need = api_add_sat(api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->r), sizeof(float)),
-                            (size_t)ej->r * (sizeof(float) + sizeof(int32_t)));
+        *need = api_add_sat(
+            api_mul_sat(api_mul_sat(api_mul_sat((size_t)ej->n, (size_t)ej->r), sizeof(float)),
+                        (size_t)ej->H),
+            (size_t)ej->r * (sizeof(float) + sizeof(int32_t)));
     } else if (s->type == PA_SCHEME_XPOS) {
         int64_t shape[2] = {ej->n, ej->dim / 2};
         if (pa_xpos_check(&s->xpos, ej->dim, &pe) != PA_STATUS_OK ||

@@ -91,12 +91,19 @@ void api_encode_run(srv_job *job, size_t i, void *ws, size_t ws_size)
         break;
     }
     case PA_SCHEME_ROPE2D: {
-        const size_t half = (size_t)ej->dim / 2;
+        const size_t half = (size_t)ej->dim / 2, heads = ej->H > 0 ? (size_t)ej->H : 1;
+        ej->cos = malloc(half * (size_t)ej->n * heads * sizeof(float));
+        ej->sin = malloc(half * (size_t)ej->n * heads * sizeof(float));
+        if (ej->cos == NULL || ej->sin == NULL)
+            goto oom;
+        if (s->rope2d.variant == PA_ROPE2D_MIXED) { /* per head, no shared frequencies */
+            st = pa_rope2d_cos_sin_mixed(&s->rope2d, ej->dim, ej->H, ej->positions3, ej->n, ej->cos,
+                                         ej->sin, &pe);
+            break;
+        }
         ej->inv_freq = malloc(half * sizeof(float));
         ej->mrope_row = malloc(half * sizeof(int32_t));
-        ej->cos = malloc(half * (size_t)ej->n * sizeof(float));
-        ej->sin = malloc(half * (size_t)ej->n * sizeof(float));
-        if (ej->inv_freq == NULL || ej->mrope_row == NULL || ej->cos == NULL || ej->sin == NULL)
+        if (ej->inv_freq == NULL || ej->mrope_row == NULL)
             goto oom;
         for (size_t k = 0; k < half; k++) {
             int axis;
@@ -233,8 +240,16 @@ bool api_encode_render(srv_job *job, cJSON *root)
     }
     case PA_SCHEME_ROPE2D: {
         int64_t half[1] = {ej->r / 2};
-        int64_t grid[2] = {ej->n, ej->r / 2};
-        cJSON *o = cJSON_AddObjectToObject(root, "axis");
+        int64_t grid[2] = {ej->n, ej->r / 2}, heads[3] = {ej->H, ej->n, ej->r / 2};
+        cJSON *o;
+        if (s->rope2d.variant == PA_ROPE2D_MIXED) { /* cos, sin [H, n, dim/2] */
+            if (!cJSON_AddNumberToObject(root, "rotary_dim", ej->r) ||
+                !srv_tensor_render(root, "cos", ej->cos, 3, heads, enc) ||
+                !srv_tensor_render(root, "sin", ej->sin, 3, heads, enc))
+                return false;
+            break;
+        }
+        o = cJSON_AddObjectToObject(root, "axis");
         cJSON *shape = o != NULL ? cJSON_AddArrayToObject(o, "shape") : NULL;
         if (!cJSON_AddNumberToObject(root, "rotary_dim", ej->r) ||
             !srv_tensor_render(root, "inv_freq", ej->inv_freq, 1, half, enc) || shape == NULL ||

@@ -20,7 +20,7 @@
 /* A scheme parsed from a request, owning the tables pa_scheme borrows. */
 typedef struct api_scheme {
     pa_scheme s;
-    srv_tensor table; /* learned or t5 table */
+    srv_tensor table; /* learned or t5 table, cope's pos_emb, rope2d mixed's freqs */
     srv_tensor rel_k, rel_v;
     float *short_factor, *long_factor, *slopes;
     float *r1, *r2;           /* kerple */

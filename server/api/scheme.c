@@ -146,7 +146,7 @@ static const api_param params[] = {
      "(mistral-inference precompute_freqs_cis_2d: theta_j = base^(-2j/D); rows take the even "
      "j, columns the odd ones) or 'dinov3' (facebookresearch/dinov3 RopePositionEmbedding: "
      "axial's pairs, frequencies 2 pi / base^(2k/(D/2)), coordinates 2 (i + 1/2) / n - 1; needs "
-     "grid; send its base, 100)"},
+     "grid; send its base, 100) or 'mixed' (RoPE-Mixed: learned per-head freqs)"},
     {PA_SCHEME_ROPE2D, "base", API_PARAM_NUMBER, OFF(rope2d.base), 0, NULL, "optional",
      "timm's temperature, Pixtral's rope_theta (> 0)"},
     {PA_SCHEME_ROPE2D, "layout", API_PARAM_ENUM, OFF(rope2d.layout), 0, NULL, "optional",
@@ -168,6 +168,10 @@ static const api_param params[] = {
     {PA_SCHEME_ROPE2D, "merge_size", API_PARAM_INT, OFF(rope2d.merge_size), 0, NULL, "optional",
      "m > 1: the grid's tokens come in m x m blocks, row-major, as Qwen2-VL's vision tower "
      "orders them (rot_pos_emb); grid rows and cols multiples of m"},
+    {PA_SCHEME_ROPE2D, "freqs", API_PARAM_TENSOR, 0, 0, "[2, H, D/2]", "required for mixed",
+     "mixed (RoPE-Mixed, timm RotaryEmbeddingMixed): each head's learned frequencies, fx then "
+     "fy; pair p of head h turns by row * fx[h, p] + col * fy[h, p]; num_kv_heads must equal "
+     "num_heads"},
     {PA_SCHEME_ROPE2D, "normalize", API_PARAM_ENUM, OFF(rope2d.normalize), 0, NULL, "optional",
      "dinov3: 'separate' (each axis by its own size), 'max' or 'min' (both by max or min of "
      "rows and cols), DINOv3's normalize_coords"},
@@ -299,7 +303,7 @@ static bool parse_enum(const api_param *p, const cJSON *v, const char *rel, cons
         ok = pa_rope2d_variant_from_name(name, &s->rope2d.variant);
         if (!ok)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
-                            "%s='%.32s' is not 'axial', 'pixtral' or 'dinov3'", rel, name);
+                            "%s='%.32s' is not 'axial', 'pixtral', 'dinov3' or 'mixed'", rel, name);
     } else if (p->type == PA_SCHEME_ROPE2D && strcmp(p->name, "normalize") == 0) {
         ok = pa_rope2d_normalize_from_name(name, &s->rope2d.normalize);
         if (!ok)
@@ -335,11 +339,24 @@ static bool parse_tensor_param(const api_param *p, const cJSON *v, const char *r
     srv_tensor *t = p->type == PA_SCHEME_SHAW
                         ? (strcmp(p->name, "rel_k") == 0 ? &out->rel_k : &out->rel_v)
                         : &out->table;
-    /* cope's pos_emb is [npos_max, D] or [H, npos_max, D]. */
-    if (!api_get_tensor(v, rel, ctx, p->type == PA_SCHEME_COPE ? 0 : 2, t, e))
+    /* cope's pos_emb is [npos_max, D] or [H, npos_max, D]; rope2d's freqs
+     * [2, H, D/2]. */
+    if (!api_get_tensor(v, rel, ctx,
+                        p->type == PA_SCHEME_COPE     ? 0
+                        : p->type == PA_SCHEME_ROPE2D ? 3
+                                                      : 2,
+                        t, e))
         return false;
     out->bytes = api_add_sat(out->bytes, api_tensor_bytes(t));
     switch (p->type) {
+    case PA_SCHEME_ROPE2D:
+        if (t->shape[0] != 2)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,
+                            "%s.shape[0]=%lld: it is [2, num_heads, head_dim/2], fx then fy", rel,
+                            (long long)t->shape[0]);
+        out->s.rope2d.freqs = t->data;
+        out->s.rope2d.num_freqs = (int32_t)t->count;
+        break;
     case PA_SCHEME_COPE:
         if (t->ndim != 2 && t->ndim != 3)
             return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, rel,

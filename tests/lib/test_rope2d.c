@@ -162,6 +162,73 @@ static void test_attention_vs_reference(void **state)
         }
 }
 
+static void expect_status(const pa_attention *a, pa_status st, const char *field)
+{
+    pa_error err = {0};
+    assert_int_equal(pa_attention_check(a, &err), st);
+    if (st != PA_STATUS_OK && strcmp(err.field, field) != 0)
+        fail_msg("field %s, want %s (%s)", err.field, field, err.message);
+}
+
+/* RoPE-Mixed: each head its own learned frequencies [2, H, D/2]; prefill
+ * and decode, causal, explicit rows and a grid with a class token; the
+ * heads' angles by hand for one token; GQA refused. */
+static void test_mixed(void **state)
+{
+    (void)state;
+    tu_rng rng;
+    tu_rng_seed(&rng, 77);
+    for (int c = 0; c < 3; c++) {
+        fixture f;
+        const int H = 4, D = 16, Lq = c == 2 ? 2 : 13, Lk = 13;
+        float *fr = rand_tensor(&rng, (size_t)2 * H * D / 2, -1.0, 1.0);
+        int32_t pos2[2 * 13];
+        for (int t = 0; t < 13; t++) {
+            pos2[t] = t / 4;
+            pos2[13 + t] = t % 4 - 1;
+        }
+        setup_qkv(&f, PA_SCHEME_ROPE2D, Lq, Lk, H, H, D, 0, 7800 + (uint64_t)c);
+        f.scheme.rope2d.variant = PA_ROPE2D_MIXED;
+        f.scheme.rope2d.freqs = fr;
+        f.scheme.rope2d.num_freqs = 2 * H * D / 2;
+        if (c == 0) {
+            f.scheme.rope2d.grid_rows = 3;
+            f.scheme.rope2d.grid_cols = 4;
+            f.scheme.rope2d.prefix_tokens = 1;
+        } else {
+            f.a.q_positions_2d = c == 1 ? pos2 : pos2 + 0; /* decode: the first two rows */
+            f.a.k_positions_2d = pos2;
+            if (c == 2) {
+                static int32_t q2[4];
+                q2[0] = pos2[11];
+                q2[1] = pos2[12];
+                q2[2] = pos2[13 + 11];
+                q2[3] = pos2[13 + 12];
+                f.a.q_positions_2d = q2;
+            }
+        }
+        f.a.causal = c != 0;
+        check_against_reference(&f.a, WANT_ALL);
+        if (c == 0) {
+            float co[4 * 13 * 8], si[4 * 13 * 8];
+            TU_ASSERT_STATUS(
+                pa_rope2d_cos_sin_mixed(&f.scheme.rope2d, D, H, NULL, 13, co, si, NULL),
+                PA_STATUS_OK, NULL);
+            /* token 1 + 6 = patch (1, 2): head 3, pair 5 */
+            const double a = 1.0 * fr[3 * 8 + 5] + 2.0 * fr[(4 + 3) * 8 + 5];
+            assert_true(fabs(co[(3 * 13 + 7) * 8 + 5] - cos(a)) < 1e-6);
+            assert_true(fabs(si[(3 * 13 + 7) * 8 + 5] - sin(a)) < 1e-6);
+            f.a.num_kv_heads = 2;
+            expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "num_kv_heads");
+            f.a.num_kv_heads = H;
+            f.scheme.rope2d.num_freqs = 7;
+            expect_status(&f.a, PA_STATUS_SHAPE_MISMATCH, "scheme.freqs");
+        }
+        free(fr);
+        fixture_free(&f);
+    }
+}
+
 /* Layer mode, EVA-02's shape: a class token then a 4 x 4 grid, one array of
  * coordinates or the grid for both sides; and a projection's prefix row
  * comes back unrotated. */
@@ -227,14 +294,6 @@ static void test_k_prerotated(void **state)
     free(out2.output);
     f.a.k = f.k;
     fixture_free(&f);
-}
-
-static void expect_status(const pa_attention *a, pa_status st, const char *field)
-{
-    pa_error err = {0};
-    assert_int_equal(pa_attention_check(a, &err), st);
-    if (st != PA_STATUS_OK && strcmp(err.field, field) != 0)
-        fail_msg("field %s, want %s (%s)", err.field, field, err.message);
 }
 
 static void test_errors(void **state)
@@ -303,7 +362,7 @@ int main(void)
         cmocka_unit_test(test_angles_by_hand), cmocka_unit_test(test_dinov3_and_merge_by_hand),
         cmocka_unit_test(test_grid_tables),    cmocka_unit_test(test_attention_vs_reference),
         cmocka_unit_test(test_layer_mode),     cmocka_unit_test(test_k_prerotated),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),         cmocka_unit_test(test_mixed),
     };
     return cmocka_run_group_tests_name("rope2d", tests, NULL, NULL);
 }

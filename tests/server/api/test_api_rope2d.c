@@ -99,6 +99,81 @@ static void test_attention_matches_library(void **state)
              NULL, NULL, 34);
 }
 
+/* RoPE-Mixed: freqs [2, H, D/2] as a tensor; attention equals the library
+ * (MHA, as mixed requires), encode gives [H, n, D/2] tables; GQA and a
+ * missing table are 400s naming the field. */
+static void test_mixed(void **state)
+{
+    (void)state;
+    srv_limits lim = limits();
+    float fr[2 * 2 * 4];
+    char text[1024];
+    size_t used = 0;
+    pa_scheme s;
+    qkv f;
+    pa_attention a;
+    lib_out o;
+    int status;
+    for (int i = 0; i < 16; i++)
+        fr[i] = 0.1f * (float)(i + 1) * (i % 3 == 0 ? -1.0f : 1.0f);
+    used += (size_t)snprintf(text + used, sizeof text - used,
+                             "{\"type\":\"rope2d\",\"variant\":\"mixed\",\"grid\":[2,3],"
+                             "\"freqs\":{\"shape\":[2,2,4],\"data\":[");
+    for (int i = 0; i < 16; i++)
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s%.9g", i ? "," : "",
+                                 (double)fr[i]);
+    snprintf(text + used, sizeof text - used, "]}}");
+    pa_scheme_init(&s, PA_SCHEME_ROPE2D);
+    s.rope2d.variant = PA_ROPE2D_MIXED;
+    s.rope2d.grid_rows = 2;
+    s.rope2d.grid_cols = 3;
+    s.rope2d.freqs = fr;
+    s.rope2d.num_freqs = 16;
+    qkv_make(&f, 6, 6, 2, 2, 8, 8, 41);
+    qkv_desc(&f, &s, &a);
+    lib_run(&a, (size_t)6 * 2 * 8, &o);
+    {
+        cJSON *item = qkv_item(&f, scheme_of(text));
+        cJSON_AddItemToObject(item, "return", cJSON_Parse("[\"output\",\"logits\"]"));
+        cJSON *items[1] = {item};
+        cJSON *ans = call_json(&srv_ep_attention, batch(items, 1), &lim, &status);
+        expect_batch_status(ans, status);
+        result_is(output_at(ans, 0), "output", o.out, o.n_out);
+        result_is(output_at(ans, 0), "logits", o.logits, o.n_scores);
+        cJSON_Delete(ans);
+    }
+    lib_free(&o);
+    qkv_free(&f);
+    {
+        /* encode: head 1, token 4 = (1, 1): pair 2 turns by fx[1][2] + fy[1][2] */
+        char body[1200];
+        snprintf(body, sizeof body, "{\"scheme\":%s,\"dim\":8}", text);
+        cJSON *ans = call(&srv_ep_encode, body, &lim, &status);
+        expect_ok(ans, status);
+        shape_is(ans, "cos", 3, 2, 6, 4);
+        const cJSON *d =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ans, "cos"), "data");
+        const double want = cos((double)fr[1 * 4 + 2] + (double)fr[(2 + 1) * 4 + 2]);
+        assert_true(fabs(cJSON_GetArrayItem(d, (1 * 6 + 4) * 4 + 2)->valuedouble - want) < 1e-6);
+        cJSON_Delete(ans);
+    }
+    {
+        /* GQA, and no table */
+        qkv g;
+        qkv_make(&f, 6, 6, 4, 2, 8, 8, 42);
+        qkv_make(&g, 6, 6, 2, 2, 8, 8, 43);
+        cJSON *items[2] = {qkv_item(&f, scheme_of(text)),
+                           qkv_item(&g, scheme_of("{\"type\":\"rope2d\",\"variant\":\"mixed\","
+                                                  "\"grid\":[2,3]}"))};
+        cJSON *ans = call_json(&srv_ep_attention, batch(items, 2), &lim, &status);
+        expect_item_error(ans, 0, "INVALID_ARGUMENT", "inputs[0].num_kv_heads");
+        expect_item_error(ans, 1, "INVALID_ARGUMENT", "inputs[1].scheme.freqs");
+        cJSON_Delete(ans);
+        qkv_free(&f);
+        qkv_free(&g);
+    }
+}
+
 /* A batch of two images' tokens with their own [2, L] rows each. */
 static void test_batch_rows(void **state)
 {
@@ -179,7 +254,7 @@ static void test_errors(void **state)
         const char *body, *code, *field, *words;
     } bad[] = {
         {"{\"scheme\":{\"type\":\"rope2d\",\"variant\":\"eva\"},\"positions\":[[1],[1]],\"dim\":4}",
-         "INVALID_ARGUMENT", "scheme.variant", "not 'axial', 'pixtral' or 'dinov3'"},
+         "INVALID_ARGUMENT", "scheme.variant", "not 'axial', 'pixtral', 'dinov3' or 'mixed'"},
         {"{\"scheme\":{\"type\":\"rope2d\",\"variant\":\"dinov3\"},\"positions\":[[1],[1]],"
          "\"dim\":4}",
          "INVALID_ARGUMENT", "scheme.grid", "needs the scheme's grid"},
@@ -239,6 +314,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_matches_library),
         cmocka_unit_test(test_batch_rows),
+        cmocka_unit_test(test_mixed),
         cmocka_unit_test(test_encode),
         cmocka_unit_test(test_errors),
     };

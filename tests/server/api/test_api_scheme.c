@@ -552,8 +552,10 @@ static void test_param_table_parses(void **state)
                      : strcmp(p[i].name, "layout") == 0    ? "gptj"
                                                            : "ntk");
             break;
-        case API_PARAM_TENSOR:
-            snprintf(value, sizeof value, "{\"shape\":[3,2],\"data\":[1,2,3,4,5,6]}");
+        case API_PARAM_TENSOR: /* rope2d's freqs is [2, H, D/2] */
+            snprintf(value, sizeof value, "%s",
+                     p[i].type == PA_SCHEME_ROPE2D ? "{\"shape\":[2,1,3],\"data\":[1,2,3,4,5,6]}"
+                                                   : "{\"shape\":[3,2],\"data\":[1,2,3,4,5,6]}");
             break;
         case API_PARAM_NUMBER_ARRAY:
             snprintf(value, sizeof value, "[1,2]");
