@@ -157,7 +157,7 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
         goto fail;
     if (!api_item_parse_return(cJSON_GetObjectItemCaseSensitive(node, "return"), &ctx, &a->it,
                                &a->err) ||
-        !api_item_diff_return(&a->it, &ctx, &a->err) || !check_results(&a->it, &ctx, &a->err))
+        !check_results(&a->it, &ctx, &a->err))
         goto fail;
     ws = a->it.diff ? pa_diff_workspace_size(&a->it.att, &a->it.dif)
                     : pa_attention_workspace_size(&a->it.att);

@@ -661,6 +661,11 @@ bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, ap
                             "%s='%.32s' is not one of output, weights, logits, q_rot, k_rot, "
                             "entropy, distance",
                             rel, it->valuestring);
+        if (out->diff && k > 1) /* api/item_diff.c */
+            return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "return",
+                            "%s='%s' is not available with differential attention: it returns "
+                            "output [Lq, H, 2 head_dim] and weights [H, Lq, Lk]",
+                            rel, it->valuestring);
         out->ret |= 1u << k;
     }
     return true;

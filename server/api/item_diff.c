@@ -202,21 +202,6 @@ bool api_item_diff_shapes(const cJSON *obj, const api_ctx *ctx, api_item *it, ap
     return true;
 }
 
-bool api_item_diff_return(const api_item *it, const api_ctx *ctx, api_err *e)
-{
-    const unsigned extra = it->ret & ~(unsigned)(API_RET_OUTPUT | API_RET_WEIGHTS);
-    int k = 0;
-    if (!it->diff || extra == 0)
-        return true;
-    while (!(extra & (1u << k)))
-        k++;
-    return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "return",
-                    "return='%s' is not available with differential attention: it returns "
-                    "output [Lq, H, 2 head_dim] and weights [H, Lq, Lk] (the difference of the "
-                    "two maps)",
-                    api_result_names[k]);
-}
-
 void api_item_diff_free(api_item *it)
 {
     for (int i = 0; i < 5; i++) {

@@ -146,11 +146,10 @@ bool api_item_render_packed(cJSON *obj, const char *name, const api_item *it, un
  * layer mode is refused). api_item_diff_shapes, right after q, k and v,
  * checks v against the pairs' layout and the vectors against head_dim,
  * refuses batches and sets H (the output heads), Dv (2D) and the output
- * shape [Lq, H, 2D]. api_item_diff_return refuses the results other than
- * output and weights. */
+ * shape [Lq, H, 2D]. (api_item_parse_return refuses the results other
+ * than output and weights.) */
 bool api_item_parse_diff(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 bool api_item_diff_shapes(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
-bool api_item_diff_return(const api_item *it, const api_ctx *ctx, api_err *e);
 void api_item_diff_free(api_item *it);
 
 /* Parses "return" into out->ret (default output only). */
