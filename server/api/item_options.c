@@ -134,7 +134,8 @@ static const api_option options[] = {
      "rope2d; not with layer mode, batches, packed, sinks, per-head masks, q/k norms",
      "Differential Transformer (microsoft/unilm multihead_diffattn: interleaved), Hugging Face "
      "DiffLlama (halves)",
-     "not yet"},
+     "parameters differential_pairs, differential_lambda, differential_lambda_init, "
+     "differential_depth, differential_subln, differential_subln_eps (the vectors: not yet)"},
 };
 
 const api_option *api_options(size_t *n)
