@@ -134,7 +134,8 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
                            srv_wire out_wire)
 {
     const srv_limits *lim = top->lim;
-    static const char *const extra[] = {"id", "return", "output_dtype"};
+    /* differential: api/item_diff.c, /v1/attention's alone. */
+    static const char *const extra[] = {"id", "return", "output_dtype", "differential"};
     char prefix[32];
     api_ctx ctx;
     size_t ws, concurrent;
@@ -147,7 +148,7 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     ctx.prefix = prefix;
     ctx.source = top->source;
     ctx.lift = top->lift;
-    if (!api_item_parse(node, &ctx, extra, 3, &a->it, &a->err))
+    if (!api_item_parse(node, &ctx, extra, sizeof extra / sizeof extra[0], &a->it, &a->err))
         goto fail;
     a->out_wire = out_wire;
     if (cJSON_GetObjectItemCaseSensitive(node, "output_dtype") != NULL &&
@@ -158,7 +159,8 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
                                &a->err) ||
         !check_results(&a->it, &ctx, &a->err))
         goto fail;
-    ws = pa_attention_workspace_size(&a->it.att);
+    ws = a->it.diff ? pa_diff_workspace_size(&a->it.att, &a->it.dif)
+                    : pa_attention_workspace_size(&a->it.att);
     /* Shaw's key term sizes its table by the rows the positions reach: a
      * batch whose sequences have positions of their own takes the most
      * any of them needs (0, an overflow, wins). */
@@ -191,13 +193,15 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
         const double reach = (double)a->it.Lq + a->it.Lk - 1.0;
         macs += (double)a->it.Hkv * a->it.Lk * a->it.D * (rows < reach ? rows : reach);
     }
+    if (a->it.diff) /* two maps of H heads: q k^T of D and A V of 2D each */
+        macs = 6.0 * a->it.Lq * (double)a->it.Lk * a->it.D * a->it.H;
     a->macs = macs * a->it.B;
     /* Short query rows are spread out of the weights after the run, which
      * one task does for all heads. */
     bool whole =
         a->it.query_lengths != NULL &&
         (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_ENTROPY | API_RET_DISTANCE));
-    if (a->it.att.x == NULL && !whole && lim->parallel_parts > a->it.B &&
+    if (a->it.att.x == NULL && !whole && !a->it.diff && lim->parallel_parts > a->it.B &&
         macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
     if (a->nparts > 1) {
@@ -340,7 +344,8 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
                                  .entropy = res[5],
                                  .distance = res[6]};
     }
-    if (run_share(a, &att, &out, b, part, ws, ws_size, &pe) == PA_STATUS_OK) {
+    if ((it->diff ? pa_diff_run(&att, &it->dif, out.output, out.weights, ws, ws_size, &pe)
+                  : run_share(a, &att, &out, b, part, ws, ws_size, &pe)) == PA_STATUS_OK) {
         if (it->query_lengths != NULL && att.q_len < it->Lq)
             pad_query_rows(it, att.q_len, part, &out);
     } else {

@@ -90,6 +90,7 @@ void api_item_free(api_item *it)
     free(it->default_qpos);
     free(it->cu_seqlens);
     free(it->cu_seqlens_k);
+    api_item_diff_free(it);
     memset(it, 0, sizeof *it);
 }
 
@@ -175,7 +176,7 @@ static bool parse_qkv(const cJSON *obj, const api_ctx *ctx, api_item *it, api_er
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "v.shape",
                         "v.shape[%d]=%lld does not equal k.shape[%d]=%d (keys)", o,
                         (long long)it->v.shape[o], o, (int)it->Lk);
-    if (it->v.shape[o + 1] != it->Hkv)
+    if (!it->diff && it->v.shape[o + 1] != it->Hkv) /* differential: api_item_diff_shapes */
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "v.shape",
                         "v.shape[%d]=%lld does not equal k.shape[%d]=%d (num_kv_heads)", o + 1,
                         (long long)it->v.shape[o + 1], o + 1, (int)it->Hkv);
@@ -555,17 +556,20 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     if (!api_scheme_parse(api_member(obj, "scheme"), ctx, &out->scheme, e))
         goto fail;
     pa_attention_init(&out->att, &out->scheme.s);
+    if (!api_item_parse_diff(obj, ctx, out, e))
+        goto fail;
     if (api_member(obj, "x") != NULL) {
         if (!parse_layer(obj, ctx, out, e))
             goto fail;
-    } else if (!parse_qkv(obj, ctx, out, e)) {
+    } else if (!parse_qkv(obj, ctx, out, e) || !api_item_diff_shapes(obj, ctx, out, e)) {
         goto fail;
     }
     if (!api_model_check_shapes(&mu, out, ctx, e) || !parse_masks(obj, ctx, out, e) ||
         !api_item_parse_options(obj, ctx, out, e) || !api_item_parse_packed(obj, ctx, out, e))
         goto fail;
 
-    if (pa_attention_check(&out->att, &pe) != PA_STATUS_OK) {
+    if ((out->diff ? pa_diff_check(&out->att, &out->dif, &pe)
+                   : pa_attention_check(&out->att, &pe)) != PA_STATUS_OK) {
         api_fail_pa(e, ctx, &pe);
         goto fail;
     }
@@ -656,6 +660,11 @@ bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, ap
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, rel,
                             "%s='%.32s' is not one of output, weights, logits, q_rot, k_rot, "
                             "entropy, distance",
+                            rel, it->valuestring);
+        if (out->diff && k > 1) /* api/item_diff.c */
+            return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "return",
+                            "%s='%s' is not available with differential attention: it returns "
+                            "output [Lq, H, 2 head_dim] and weights [H, Lq, Lk]",
                             rel, it->valuestring);
         out->ret |= 1u << k;
     }

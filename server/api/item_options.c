@@ -122,6 +122,20 @@ static const api_option options[] = {
      "with cu_seqlens: the keys' boundaries in k/v when they differ (cross attention, decode "
      "against packed caches); default cu_seqlens",
      "FlashAttention cu_seqlens_k", "input (INT32 or INT64)"},
+    {"differential", "object",
+     "{\"pairs\": \"interleaved\" or \"halves\", \"lambda\": l or lambda_q1, lambda_k1, "
+     "lambda_q2, lambda_k2 [D], \"lambda_init\": l0 or \"depth\": n, \"subln\": true, "
+     "\"subln_weight\": [2D], \"subln_eps\": 1e-5}",
+     "differential attention: q [Lq, 2H, D], per output head softmax(q_a k_a) - lambda "
+     "softmax(q_b k_b) times V_h [Lk, 2D], then (1 - lambda_init) RMSNorm * subln_weight; lambda "
+     "= exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init, lambda_init = 0.8 "
+     "- 0.6 exp(-0.3 depth); interleaved: heads 2h, 2h+1, v [Lk, Hk/2, 2D]; halves: heads h, "
+     "h+H, v [Lk, Hk, D]; output [Lq, H, 2D], weights [H, Lq, Lk]; schemes none, rope, xpos, "
+     "rope2d; not with layer mode, batches, packed, sinks, per-head masks, q/k norms",
+     "Differential Transformer (microsoft/unilm multihead_diffattn: interleaved), Hugging Face "
+     "DiffLlama (halves)",
+     "parameters differential_pairs, differential_lambda, differential_lambda_init, "
+     "differential_depth, differential_subln, differential_subln_eps (the vectors: not yet)"},
 };
 
 const api_option *api_options(size_t *n)

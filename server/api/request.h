@@ -11,6 +11,7 @@
 #include "codec/tensor.h"
 #include "model/model.h"
 #include "posattn.h"
+#include "posattn_diff.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -73,6 +74,15 @@ typedef struct api_item {
      * cu_seqlens_k [n_cu] (or NULL), malloc'd; att borrows them. */
     int32_t *cu_seqlens, *cu_seqlens_k;
     int32_t n_cu;
+    /* Differential attention (api/item_diff.c): att has q's 2H heads and H
+     * the output heads; dif borrows the arrays below (lambda_q1, lambda_k1,
+     * lambda_q2, lambda_k2, subln_weight), each a malloc'd number array or a
+     * tensor. */
+    bool diff;
+    pa_differential dif;
+    float *diff_array[5];
+    srv_tensor diff_tensor[5];
+    int32_t diff_len[5];
 } api_item;
 
 /* The descriptor of sequence b of a valid item: att with the inputs of
@@ -130,6 +140,17 @@ int api_item_packed_shape(const api_item *it, unsigned which, int32_t s, int64_t
 /* Adds name: [tensor, ...] (one per sequence) to obj. */
 bool api_item_render_packed(cJSON *obj, const char *name, const api_item *it, unsigned which,
                             const float *data, srv_encoding enc, srv_wire wire);
+
+/* Differential attention (api/item_diff.c). api_item_parse_diff reads the
+ * item's "differential" into it->diff and it->dif (before q, k and v;
+ * layer mode is refused). api_item_diff_shapes, right after q, k and v,
+ * checks v against the pairs' layout and the vectors against head_dim,
+ * refuses batches and sets H (the output heads), Dv (2D) and the output
+ * shape [Lq, H, 2D]. (api_item_parse_return refuses the results other
+ * than output and weights.) */
+bool api_item_parse_diff(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+bool api_item_diff_shapes(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+void api_item_diff_free(api_item *it);
 
 /* Parses "return" into out->ret (default output only). */
 bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, api_err *e);

@@ -55,6 +55,13 @@ static const struct {
     {"attn_temperature_tuning_attn_scale", API_PARAM_NUMBER, "attn_temperature_tuning",
      "attn_scale"},
     {"logn_scaling_train_length", API_PARAM_INT, "logn_scaling", "train_length"},
+    /* differential attention's scalars (its vectors are /v1's alone) */
+    {"differential_pairs", API_PARAM_ENUM, "differential", "pairs"},
+    {"differential_lambda", API_PARAM_NUMBER, "differential", "lambda"},
+    {"differential_lambda_init", API_PARAM_NUMBER, "differential", "lambda_init"},
+    {"differential_depth", API_PARAM_INT, "differential", "depth"},
+    {"differential_subln", API_PARAM_BOOL, "differential", "subln"},
+    {"differential_subln_eps", API_PARAM_NUMBER, "differential", "subln_eps"},
 };
 
 /* ------------------------------------------------------------------------- */

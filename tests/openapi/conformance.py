@@ -537,9 +537,21 @@ class Attention(unittest.TestCase):
         packed = qkv({"type": "rope"}, L=4, causal=True, cu_seqlens=[0, 1, 4],
                      cu_seqlens_k={"shape": [3], "data": [0, 1, 4]},
                      **{"return": ["output", "weights", "logits", "entropy", "distance"]})
-        obj = self.ok({"inputs": [opts, batch, lay, pre, scaled, packed]})
+        # Differential attention: q 2H heads, v [Lk, Hk/2, 2D] (interleaved)
+        # or [Lk, Hk, D] (halves); output [Lq, H, 2D].
+        diff = {"scheme": {"type": "rope"}, "q": T(3, 4, 4, seed=1), "k": T(3, 2, 4, seed=2),
+                "v": T(3, 1, 8, seed=3), "causal": True, "return": ["output", "weights"],
+                "differential": {"lambda_q1": T(4), "lambda_k1": [0.1] * 4,
+                                 "lambda_q2": [0.2] * 4, "lambda_k2": [0.1] * 4, "depth": 2,
+                                 "subln_weight": [1.0] * 8}}
+        halves = dict(qkv({"type": "none"}, H=4), differential={
+            "pairs": "halves", "lambda": 0.5, "lambda_init": 0.2, "subln_eps": 1e-6})
+        obj = self.ok({"inputs": [opts, batch, lay, pre, scaled, packed, diff, halves]})
         self.assertEqual([w["shape"] for w in obj["outputs"][5]["weights"]],
                          [[2, 1, 1], [2, 3, 3]])
+        self.assertEqual(obj["outputs"][6]["output"]["shape"], [3, 2, 8])
+        self.assertEqual(obj["outputs"][6]["weights"]["shape"], [2, 3, 3])
+        self.assertEqual(obj["outputs"][7]["output"]["shape"], [3, 2, 8])
 
     def test_int_tensor_positions(self):
         # IntTensor: positions as {"shape", "data"} as well as {"shape", "b64"}.
@@ -694,7 +706,8 @@ class UnknownFields(unittest.TestCase):
                     "inputs[0].")
         for name, value, schema in (
                 ("attn_temperature_tuning", {"floor_scale": 8192}, "AttnTemperatureTuning"),
-                ("logn_scaling", {"train_length": 4}, "LognScaling")):
+                ("logn_scaling", {"train_length": 4}, "LognScaling"),
+                ("differential", {"lambda": 0.5}, "Differential")):
             self.refuse("/v1/attention", {"inputs": [dict(GOOD_ITEMS["none"], **{name: value})]},
                         ["inputs", 0, name], name + ".no_such_field", component(schema),
                         "inputs[0].")

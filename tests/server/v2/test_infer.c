@@ -12,6 +12,7 @@
 #include "api_harness.h" /* limits() */
 #include "api/attention.h"
 #include "v2/v2.h"
+#include "posattn_diff.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -654,6 +655,70 @@ static void test_shaw_parameters(void **state)
                     "parameters.key_term must be true or false");
 }
 
+/* Differential attention's scalar parameters (differential_*): q [3, 4, 2]
+ * (2 output heads), k [3, 2, 2], v [3, 1, 4] (unilm's layout) or [3, 2, 2]
+ * (halves), the answer pa_diff_run's; a vector-free lambda only. */
+static void test_differential_parameters(void **state)
+{
+    (void)state;
+    float q[3 * 4 * 2], k[3 * 2 * 2], v[3 * 2 * 2], got[3 * 2 * 4], want[3 * 2 * 4];
+    tu_rng r;
+    tu_rng_seed(&r, 21);
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+        q[i] = (float)tu_uniform(&r, -1, 1);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        k[i] = (float)tu_uniform(&r, -1, 1), v[i] = (float)tu_uniform(&r, -1, 1);
+    for (int halves = 0; halves < 2; halves++) {
+        char body[4096];
+        const float *const t[3] = {q, k, v};
+        const int n[3] = {24, 12, 12};
+        const char *const shape[3] = {"[3,4,2]", "[3,2,2]", halves ? "[3,2,2]" : "[3,1,4]"};
+        pa_scheme s;
+        pa_attention a;
+        pa_differential d;
+        pa_error err;
+        snprintf(body, sizeof body,
+                 "{\"parameters\":{\"causal\":true,\"differential_pairs\":\"%s\","
+                 "\"differential_lambda\":0.25,\"differential_depth\":2,"
+                 "\"differential_subln_eps\":1e-6},\"inputs\":[",
+                 halves ? "halves" : "interleaved");
+        for (int j = 0; j < 3; j++) {
+            snprintf(body + strlen(body), sizeof body - strlen(body),
+                     "%s{\"name\":\"%c\",\"shape\":%s,\"datatype\":\"FP32\",\"data\":[",
+                     j ? "," : "", "qkv"[j], shape[j]);
+            for (int i = 0; i < n[j]; i++)
+                snprintf(body + strlen(body), sizeof body - strlen(body), "%s%.9g", i ? "," : "",
+                         (double)t[j][i]);
+            snprintf(body + strlen(body), sizeof body - strlen(body), "]}");
+        }
+        snprintf(body + strlen(body), sizeof body - strlen(body), "]}");
+        assert_true(strlen(body) < sizeof body - 1);
+        infer_output("attention-rope", body, strlen(body), -1, got, 24);
+        pa_scheme_init(&s, PA_SCHEME_ROPE);
+        pa_attention_init(&a, &s);
+        a.num_heads = 4, a.num_kv_heads = 2, a.head_dim = 2;
+        a.q_len = a.k_len = 3;
+        a.q = q, a.k = k, a.v = v, a.causal = true;
+        pa_diff_init(&d);
+        d.pairs = halves ? PA_DIFF_PAIRS_HALVES : PA_DIFF_PAIRS_INTERLEAVED;
+        d.lambda = 0.25;
+        d.lambda_init = pa_diff_lambda_init(2);
+        d.subln_eps = 1e-6;
+        size_t ws_size = pa_diff_workspace_size(&a, &d);
+        void *ws = tu_alloc(ws_size, 1);
+        assert_int_equal(pa_diff_run(&a, &d, want, NULL, ws, ws_size, &err), PA_STATUS_OK);
+        free(ws);
+        for (int i = 0; i < 24; i++)
+            assert_true(got[i] == want[i]);
+    }
+    static const char body[] =
+        "{\"parameters\":{\"differential_lambda\":0.1,\"differential_pairs\":\"blocks\"},"
+        "\"inputs\":[{\"name\":\"q\",\"shape\":[1,2,2],\"datatype\":\"FP32\",\"data\":[1,2,3,4]},"
+        "{\"name\":\"k\",\"shape\":[1,2,2],\"datatype\":\"FP32\",\"data\":[1,2,3,4]},"
+        "{\"name\":\"v\",\"shape\":[1,1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]}]}";
+    expect_v2_error("attention-none", body, strlen(body), -1, 400, "differential.pairs='blocks'");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -664,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_binary_arrays),
         cmocka_unit_test(test_qscale_parameters),
         cmocka_unit_test(test_shaw_parameters),
+        cmocka_unit_test(test_differential_parameters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
