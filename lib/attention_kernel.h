@@ -102,7 +102,9 @@ typedef struct buffers {
 /* Head h's rope table of L rows (rope2d mixed keeps one per head). */
 static inline const float *pa__rope_tab(const pa__plan *p, const float *tab, int32_t h, int32_t L)
 {
-    return tab + (p->rope_heads > 1 ? (size_t)h * (size_t)L * (size_t)(p->r / 2) : 0);
+    if (tab == NULL || p->rope_heads <= 1) /* no rope: the NULL table as it is */
+        return tab;
+    return tab + (size_t)h * (size_t)L * (size_t)(p->r / 2);
 }
 
 typedef struct head_io {
