@@ -281,6 +281,7 @@ unit: $(TEST_BIN) $(POSATTND)
 # the C end-to-end tests (tests/e2e/test_*.c) run with the unit tests.
 E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "node --test tests/e2e/client.mjs" "/usr/bin/python3 tests/e2e/v2.py -q" \
+               "/usr/bin/python3 tests/e2e/v2_readme.py -q" \
                "/usr/bin/python3 tests/e2e/v2_models.py -q" \
                "/usr/bin/python3 tests/e2e/options.py -q" \
                "/usr/bin/python3 tests/e2e/bounds.py -q" \

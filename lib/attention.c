@@ -201,13 +201,11 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     }
 }
 
-size_t pa_attention_workspace_size(const pa_attention *a)
+size_t pa__workspace_one(const pa_attention *a)
 {
     pa__plan p;
     pa__ws w;
     buffers b;
-    if (a->cu_seqlens_q != NULL || a->cu_seqlens_k != NULL)
-        return pa__packed_workspace_size(a);
     pa__plan_init(&p, a);
     pa__ws_init(&w, NULL, 0);
     layout(&p, &w, &b);
@@ -409,13 +407,13 @@ typedef struct call {
 static pa_status check_call(const pa_attention *a, const pa_attention_out *out, int32_t part,
                             int32_t nparts, void *ws, size_t ws_size, pa_error *err)
 {
-    pa_status st = pa_attention_check(a, err);
+    pa_status st = pa__check_one(a, err);
     size_t need;
     if (st != PA_STATUS_OK)
         return st;
     if (out == NULL || out->output == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "output", "an output buffer is required");
-    need = pa_attention_workspace_size(a);
+    need = pa__workspace_one(a);
     if (need == 0)
         return pa__fail(err, PA_STATUS_TOO_LARGE, "", "the workspace size overflows");
     if (ws == NULL || ws_size < need)
@@ -582,12 +580,6 @@ static pa_status overflowed(const pa__plan *p, pa_error *err)
                     "3.4e38 or not a number): scale the inputs down");
 }
 
-pa_status pa_attention_run(const pa_attention *a, const pa_attention_out *out, void *ws,
-                           size_t ws_size, pa_error *err)
-{
-    return pa_attention_run_part(a, out, 0, 1, ws, ws_size, err);
-}
-
 pa_status pa__run_part_one(const pa_attention *a, const pa_attention_out *out, int32_t part,
                            int32_t nparts, void *ws, size_t ws_size, pa_error *err)
 {
@@ -637,7 +629,7 @@ size_t pa_attention_partials_size(const pa_attention *a, const pa_attention_out 
 {
     pa__plan p;
     if (a == NULL || out == NULL || nparts < 1 || a->x != NULL || a->cu_seqlens_q != NULL ||
-        a->cu_seqlens_k != NULL || pa_attention_check(a, NULL) != PA_STATUS_OK)
+        a->cu_seqlens_k != NULL || pa__check_one(a, NULL) != PA_STATUS_OK)
         return 0;
     pa__plan_init(&p, a);
     if (!pa__decode_fits(&p) || part_floats(&p) > SIZE_MAX / sizeof(float) / (size_t)nparts)
@@ -659,7 +651,12 @@ static pa_status run_keys(const pa_attention *a, const pa_attention_out *out, in
     const pa__plan *p = &c.p;
     int32_t j0, j1;
     int64_t n;
-    pa_status st = check_call(a, out, part, nparts, ws, ws_size, err);
+    pa_status st;
+    if (a != NULL && (a->cu_seqlens_q != NULL || a->cu_seqlens_k != NULL))
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "cu_seqlens",
+                        "packed sequences do not split by keys (pa_attention_partials_size is "
+                        "0): use pa_attention_run_part");
+    st = check_call(a, out, part, nparts, ws, ws_size, err);
     if (st != PA_STATUS_OK)
         return st;
     if (partials == NULL || pa_attention_partials_size(a, out, nparts) == 0)
@@ -686,17 +683,6 @@ static pa_status run_keys(const pa_attention *a, const pa_attention_out *out, in
     return PA_STATUS_OK;
 }
 
-pa_status pa_attention_run_part(const pa_attention *a, const pa_attention_out *out, int32_t part,
-                                int32_t nparts, void *ws, size_t ws_size, pa_error *err)
-{
-    const unsigned fp = pa__fp_enter();
-    const pa_status st = a != NULL && (a->cu_seqlens_q != NULL || a->cu_seqlens_k != NULL)
-                             ? pa__packed_run_part(a, out, part, nparts, ws, ws_size, err)
-                             : pa__run_part_one(a, out, part, nparts, ws, ws_size, err);
-    pa__fp_leave(fp);
-    return st;
-}
-
 pa_status pa_attention_run_keys(const pa_attention *a, const pa_attention_out *out, int32_t part,
                                 int32_t nparts, void *partials, void *ws, size_t ws_size,
                                 pa_error *err)
@@ -714,8 +700,11 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
     buffers b;
     head_io io;
     bool overflow = false, overflow_out = false;
-    pa_status st = pa_attention_check(a, err);
-    if (st != PA_STATUS_OK)
+    pa_status st;
+    if (a != NULL && (a->cu_seqlens_q != NULL || a->cu_seqlens_k != NULL))
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "cu_seqlens",
+                        "packed sequences do not split by keys: nothing to merge");
+    if ((st = pa__check_one(a, err)) != PA_STATUS_OK)
         return st;
     if (out == NULL || out->output == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "output", "an output buffer is required");

@@ -352,13 +352,6 @@ static pa_status check_options(const pa_attention *a, int32_t H, int32_t Hkv, in
     return PA_STATUS_OK;
 }
 
-pa_status pa_attention_check(const pa_attention *a, pa_error *err)
-{
-    if (a != NULL && (a->cu_seqlens_q != NULL || a->cu_seqlens_k != NULL))
-        return pa__packed_check(a, err);
-    return pa__check_one(a, err);
-}
-
 pa_status pa__check_one(const pa_attention *a, pa_error *err)
 {
     int32_t H, Hkv, D, Dv, Lq, Lk;

@@ -288,7 +288,7 @@ size_t pa__packed_workspace_size(const pa_attention *a)
         pa_attention sub;
         size_t n;
         sub_desc(a, s, NULL, &sub);
-        n = pa_attention_workspace_size(&sub);
+        n = pa__workspace_one(&sub);
         if (n == 0)
             return 0;
         most = n > most ? n : most;
@@ -329,7 +329,7 @@ pa_status pa__packed_run_part(const pa_attention *a, const pa_attention_out *out
     size_t need, head, w0 = 0;
     slices sl;
     pa__ws w;
-    pa_status st = pa_attention_check(a, err);
+    pa_status st = pa__packed_check(a, err);
     if (st != PA_STATUS_OK)
         return st;
     if (out == NULL || out->output == NULL)

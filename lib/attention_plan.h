@@ -32,8 +32,12 @@ typedef struct pa__plan {
 /* Resolves defaults for a descriptor that passed pa_attention_check. */
 void pa__plan_init(pa__plan *p, const pa_attention *a);
 
-/* pa_attention_check for one sequence (cu_seqlens ignored). */
+/* pa_attention_check and pa_attention_workspace_size for one sequence
+ * (cu_seqlens ignored): lib/attention_check.c, lib/attention.c. The public
+ * entry points (lib/attention_entry.c) send packed descriptors to
+ * lib/attention_packed.c and the rest here. */
 pa_status pa__check_one(const pa_attention *a, pa_error *err);
+size_t pa__workspace_one(const pa_attention *a);
 
 /* lib/attention_packed.c: packed sequences (cu_seqlens), each run as the
  * call of that sequence alone. */

@@ -14,57 +14,6 @@
 #define MODEL_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define MODEL_PRINTF(f, a)
-/* The derivation table's row (model/derive.c) and what every layer of a
- * model shares. */
-typedef enum { POS_ROPE, POS_ALIBI, POS_LEARNED, POS_T5, POS_BERT, POS_FALCON, POS_MPT } pos_kind;
-typedef enum { WIN_NONE, WIN_ALL, WIN_QWEN2, WIN_ALTERNATE, WIN_PATTERN, WIN_LLAMA4 } win_kind;
-typedef enum { NORM_NONE, NORM_HEAD, NORM_GEMMA, NORM_PROJ, NORM_LLAMA4, NORM_COHERE } norm_kind;
-typedef enum {
-    SCALE_HEAD_DIM,
-    SCALE_PRE_ATTN,
-    SCALE_MULTIPLIER,
-    SCALE_ONE,
-    SCALE_GPT2,
-    SCALE_MPT
-} scale_kind;
-
-typedef struct model_row {
-    const char *type;
-    /* Config keys ('|' between spellings): heads, kv heads (NULL: none),
-     * hidden size, layers, head dim (NULL: hidden / heads). */
-    const char *heads, *kv_heads, *hidden, *layers, *head_dim;
-    pos_kind pos;
-    rope_rule rope; /* POS_ROPE and Falcon without alibi */
-    scale_kind scale;
-    const char *softcap; /* config key, or NULL */
-    win_kind win;
-    norm_kind norm;
-    bool sinks;
-    bool encoder;     /* bidirectional (BERT; causal only with is_decoder) */
-    bool enc_dec;     /* T5: an encoder and a decoder stack */
-    int32_t offset;   /* learned positions: OPT's 2 */
-    const char *positions; /* learned positions: the table's rows key */
-} model_row;
-
-typedef struct common {
-    const model_row *row;
-    int32_t H, Hkv, D, d_model, n_layers, n_decoder;
-    srv_model_source heads, kv, dim, type;
-    const cJSON *layer_types;
-    srv_model_source layer_types_src;
-} common;
-
-/* layer_types, when the config has one: n_layers known names, into c. */
-bool model_read_layer_types(const cfg_ctx *d, common *c);
-/* Whether layer l of a Llama 4 model applies RoPE (no_rope_layers, or every
- * no_rope_layer_interval-th layer NoPE). */
-bool model_llama4_rope(const cfg_ctx *d, const common *c, int32_t l, bool *rope,
-                       srv_model_source *src);
-/* The layer's kind: a static "full_attention", "sliding_attention" or
- * "chunked_attention", and the key that decides it. */
-bool model_layer_kind(const cfg_ctx *d, const common *c, int32_t l, bool rope_layer,
-                      const char **kind, srv_model_source *src);
-
 #endif
 
 /* A config being read: the attention's own object (a wrapper's

@@ -1,5 +1,5 @@
 """examples.py - the marked examples of the documentation, for the e2e
-clients written in Python (client.py, v2.py) to run as written.
+clients written in Python (client.py, v2_readme.py) to run as written.
 
 A block follows a marker <!-- e2e: LANG NAME --> in README.md or a page of
 docs/; E2E_EXAMPLES (paths joined with ":") reads other pages instead.
