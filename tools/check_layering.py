@@ -54,8 +54,9 @@ LAYERS = [
     ("common", []),
 ]
 ALLOWED = dict(LAYERS)
-# include/: posattn.h, the parts it includes, and posattn_diff.h.
-PUBLIC = {"posattn.h", "posattn_schemes.h", "posattn_analysis.h", "posattn_diff.h"}
+# include/: posattn.h, the parts it includes, posattn_diff.h and posattn_mla.h.
+PUBLIC = {"posattn.h", "posattn_schemes.h", "posattn_analysis.h", "posattn_diff.h",
+          "posattn_mla.h"}
 
 # System headers that belong to one part of the tree (prefix -> folders).
 OWNED = {
