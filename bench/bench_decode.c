@@ -17,8 +17,17 @@
  * at least 1 GiB) on T threads, and a buffer the size of the cache the
  * decode reads (268 MB, which a large L3 may partly hold between calls);
  * the target, 0.6, is against the first.
+ *
+ * MLA (include/posattn_mla.h), DeepSeek-V3's decode shape: Lq = 1 over
+ * Lk = 32768 with H = 128 heads, on one thread (pa_mla_run has no parts).
+ * The expanded form with small head dims (D_nope = Dv = 32, D_rope = 16)
+ * reads k_nope and v of every head and the one shared k_rope: its GB/s
+ * counts those bytes once. The absorbed form with DeepSeek's own latent
+ * (R = 512, D_rope = 64) reads 75 MB but does H * Lk * (4 R + 2 D_rope)
+ * flops: its figure is a fraction of the FMA peak.
  */
 #include "posattn.h"
+#include "posattn_mla.h"
 
 #include "ceiling.h"
 
@@ -126,6 +135,95 @@ typedef struct dec_case {
     int B, Lk, window;
     bool target; /* counted against the 0.6 target */
 } dec_case;
+
+/* MLA decode, both forms (above), T = 1. */
+static void mla_rows(bool smoke, double bw, int reps)
+{
+    const int H = smoke ? 8 : 128, Lk = smoke ? 300 : 32768;
+    const char *width;
+    const double fma = ceiling_fma_gflops(1, &width);
+    printf("\nMLA decode, Lq=1, H=%d, Lk=%d, rope gptj, causal; T=1\n", H, Lk);
+    printf("%-26s %9s %8s %9s %9s %9s\n", "case", "ms", "GB/s", "of read", "GFLOP/s", "of FMA");
+    for (int absorbed = 0; absorbed <= 1; absorbed++) {
+        const int Dn = smoke ? 8 : absorbed ? 128 : 32, Dr = smoke ? 8 : absorbed ? 64 : 16;
+        const int Dv = smoke ? 8 : absorbed ? 128 : 32, R = smoke ? 32 : 512;
+        pa_scheme s;
+        pa_attention a;
+        pa_mla m;
+        pa_attention_out out;
+        pa_error err;
+        float *q = randf((size_t)H * (Dn + Dr), 11), *kr = randf((size_t)Lk * Dr, 12);
+        float *k = NULL, *v = NULL, *c = NULL, *wuk = NULL, *wuv = NULL;
+        double bytes, flops, best = 1e30;
+        size_t wsz;
+        void *ws;
+        pa_scheme_init(&s, PA_SCHEME_ROPE);
+        s.rope.layout = PA_ROPE_LAYOUT_GPTJ;
+        pa_attention_init(&a, &s);
+        memset(&m, 0, sizeof m);
+        memset(&out, 0, sizeof out);
+        a.num_heads = H;
+        a.head_dim = Dn + Dr;
+        a.v_head_dim = Dv;
+        a.q_len = 1;
+        a.k_len = Lk;
+        a.q = q;
+        a.causal = true;
+        a.k_prerotated = true; /* a cache keeps k_rope rotated */
+        m.rope_dim = Dr;
+        m.k_rope = kr;
+        if (absorbed) {
+            c = randf((size_t)Lk * R, 13);
+            wuk = randf((size_t)H * Dn * R, 14);
+            wuv = randf((size_t)H * Dv * R, 15);
+            m.absorbed = true;
+            m.kv_lora_rank = R;
+            m.c_kv = c;
+            m.w_uk = wuk;
+            m.w_uv = wuv;
+            bytes = (double)Lk * (R + Dr) * sizeof(float);
+            flops = 2.0 * H * Lk * (2.0 * R + Dr) + 2.0 * H * R * (Dn + Dv);
+        } else {
+            k = randf((size_t)Lk * H * Dn, 13);
+            v = randf((size_t)Lk * H * Dv, 14);
+            a.k = k;
+            a.v = v;
+            bytes = (double)Lk * ((double)H * (Dn + Dv) + Dr) * sizeof(float);
+            flops = 2.0 * H * Lk * (Dn + Dr + Dv);
+        }
+        out.output = xmalloc((size_t)H * Dv * sizeof(float));
+        wsz = pa_mla_workspace_size(&a, &m);
+        if (wsz == 0) {
+            fprintf(stderr, "bench_decode: mla workspace\n");
+            exit(1);
+        }
+        ws = xmalloc(wsz);
+        for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+            double t0 = now();
+            if (pa_mla_run(&a, &m, &out, ws, wsz, &err) != PA_STATUS_OK)
+                fail(&err);
+            if (r >= 0)
+                best = fmin(best, now() - t0);
+        }
+        {
+            char name[64];
+            const double gbs = bytes / best * 1e-9, gfs = flops / best * 1e-9;
+            snprintf(name, sizeof name, "%s Dn=%d Dr=%d R=%d", absorbed ? "absorbed" : "expanded",
+                     Dn, Dr, absorbed ? R : 0);
+            printf("%-26s %9.2f %8.1f %9.2f %9.1f %9.2f\n", name, best * 1e3, gbs, gbs / bw, gfs,
+                   gfs / fma);
+        }
+        free(ws);
+        free(out.output);
+        free(q);
+        free(kr);
+        free(k);
+        free(v);
+        free(c);
+        free(wuk);
+        free(wuv);
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -236,6 +334,7 @@ int main(int argc, char **argv)
         }
     }
     free(t5_table);
+    mla_rows(smoke, bw_far[1], reps);
     printf("decode targets: %d met, %d not met\n", met, missed);
     return 0;
 }

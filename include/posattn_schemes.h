@@ -294,6 +294,14 @@ typedef struct pa_xpos {
  *            (position + grid_offset), times ref / grid of that axis when
  *            ref_rows, ref_cols are set (timm's ref_feat_shape, EVA-02's
  *            resize rule).
+ *            in_pixels (timm's RotaryEmbeddingCat default; its
+ *            build_fourier_pos_embed pixel grid): the coordinate of an
+ *            axis of n patches is -1 + 2 i / (n - 1) (torch.linspace(-1, 1,
+ *            n); -1 when n is 1), then times ref / grid as above, with i
+ *            the grid index (or the given coordinate); grid_offset does
+ *            not apply. The bands are pi times linspace(1, max_res / 2,
+ *            nb) with linear_bands, pi times 2^linspace(0, log2(max_res)
+ *            - 1, nb) without (timm's pixel_freq_bands); it needs the grid.
  *   pixtral (mistral-inference rope.py precompute_freqs_cis_2d): with
  *            theta_j = base^(-2j / D), j < D/2, pair p < D/4 turns by
  *            row * theta_(2p) (the even frequencies), pair p >= D/4 by
@@ -345,6 +353,9 @@ typedef struct pa_rope2d {
     int32_t grid_rows, grid_cols;  /* the patch grid; 0, 0: coordinates are given */
     int32_t ref_rows, ref_cols;    /* axial: timm's ref_feat_shape (0, 0: none); needs the grid */
     double grid_offset;            /* axial: timm's grid_offset, added to both coordinates */
+    bool in_pixels;                /* axial: timm's pixel grid and bands (above) */
+    double max_res;                /* in_pixels: timm's max_res; 0 = its default 224 */
+    bool linear_bands;             /* in_pixels: linear band spacing (timm default false) */
     int32_t prefix_tokens;         /* leading tokens left unrotated (class tokens); >= 0 */
     int32_t merge_size;            /* grid order in m x m blocks (Qwen2-VL); 0 or 1: none */
     pa_rope2d_normalize normalize; /* dinov3's coordinate normalisation */

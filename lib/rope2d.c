@@ -104,6 +104,29 @@ pa_status pa_rope2d_check(const pa_rope2d *r, int32_t head_dim, pa_error *err)
                         "%s is timm's (variant axial), not %s's",
                         r->ref_rows > 0 ? "scheme.ref_rows" : "scheme.grid_offset",
                         pa_rope2d_variant_name(r->variant));
+    if ((r->in_pixels || r->max_res != 0.0 || r->linear_bands) && r->variant != PA_ROPE2D_AXIAL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT,
+                        r->in_pixels        ? "scheme.in_pixels"
+                        : r->max_res != 0.0 ? "scheme.max_res"
+                                            : "scheme.linear_bands",
+                        "in_pixels, max_res and linear_bands are timm's (variant axial), not %s's",
+                        pa_rope2d_variant_name(r->variant));
+    if (!r->in_pixels && (r->max_res != 0.0 || r->linear_bands))
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT,
+                        r->max_res != 0.0 ? "scheme.max_res" : "scheme.linear_bands",
+                        "%s shapes timm's pixel bands: it needs in_pixels",
+                        r->max_res != 0.0 ? "scheme.max_res" : "scheme.linear_bands");
+    if (r->in_pixels && r->grid_rows == 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_rows",
+                        "in_pixels spreads each axis's coordinates over [-1, 1] by the grid's "
+                        "size: it needs the scheme's grid (rows, cols)");
+    if (r->in_pixels && r->grid_offset != 0.0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_offset",
+                        "timm adds grid_offset to index coordinates only, not to in_pixels' "
+                        "[-1, 1] ones: leave scheme.grid_offset 0");
+    if (!isfinite(r->max_res) || r->max_res < 0.0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.max_res",
+                        "scheme.max_res=%g must be finite and > 0 (0: timm's 224)", r->max_res);
     if (!isfinite(r->grid_offset))
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_offset",
                         "scheme.grid_offset=%g is not finite", r->grid_offset);
@@ -158,6 +181,11 @@ double pa_rope2d_pair(const pa_rope2d *r, int32_t head_dim, int32_t p, int *axis
         return pow(r->base, -2.0 * (2.0 * k + *axis) / head_dim);
     if (r->variant == PA_ROPE2D_DINOV3) /* 2 pi / periods, periods = base^(2k / (D/2)) */
         return 2.0 * PI / pow(r->base, 2.0 * k / (head_dim / 2));
+    if (r->in_pixels) { /* timm pixel_freq_bands: pi linspace(1, max / 2) or 2^linspace */
+        const double mx = r->max_res != 0.0 ? r->max_res : 224.0;
+        const double t = q > 1 ? (double)k / (q - 1) : 0.0;
+        return PI * (r->linear_bands ? 1.0 + t * (mx / 2.0 - 1.0) : exp2(t * (log2(mx) - 1.0)));
+    }
     return pow(r->base, -(double)k / q); /* timm freq_bands(step=1): base^(-k/nb) */
 }
 
@@ -216,7 +244,10 @@ static void coords(const pa_rope2d *r, const int32_t *positions2, int32_t n, int
         c[0] = (t - pre) / r->grid_cols;
         c[1] = (t - pre) % r->grid_cols;
     }
-    if (r->variant == PA_ROPE2D_DINOV3) {
+    if (r->in_pixels) { /* linspace(-1, 1, n), then ref / grid */
+        c[0] = (r->grid_rows > 1 ? -1.0 + 2.0 * c[0] / (r->grid_rows - 1) : -1.0) * scale[0];
+        c[1] = (r->grid_cols > 1 ? -1.0 + 2.0 * c[1] / (r->grid_cols - 1) : -1.0) * scale[1];
+    } else if (r->variant == PA_ROPE2D_DINOV3) {
         c[0] = (c[0] + 0.5) * scale[0] - 1.0;
         c[1] = (c[1] + 0.5) * scale[1] - 1.0;
     } else {

@@ -44,6 +44,10 @@ bool ref_rope2d_coord(const pa_rope2d *r, const int32_t *pos2, int n, int t, dou
         *col = 2.0 * ((x + 0.5) / nw) - 1.0;
         return true;
     }
+    if (r->in_pixels) { /* timm: t = linspace(-1, 1, steps=s); then / feat_shape * ref */
+        y = r->grid_rows == 1 ? -1.0 : -1.0 + 2.0 * y / (r->grid_rows - 1);
+        x = r->grid_cols == 1 ? -1.0 : -1.0 + 2.0 * x / (r->grid_cols - 1);
+    }
     /* timm: t = arange(s) + grid_offset; then t / feat_shape * ref_feat_shape */
     y += r->grid_offset;
     x += r->grid_offset;
@@ -84,6 +88,18 @@ void ref_rope2d_apply(const pa_rope2d *r, int head_dim, int head, int num_heads,
             double period = pow(r->base, 2.0 * k / (head_dim / 2));
             ang[k] = 2.0 * 3.14159265358979323846 * row / period;
             ang[nb + k] = 2.0 * 3.14159265358979323846 * col / period;
+        }
+    } else if (r->in_pixels) {
+        /* pixel_freq_bands: linspace(1, max_res / 2, nb) or 2 **
+         * linspace(0, log2(max_res) - 1, nb), times pi */
+        const double mx = r->max_res != 0.0 ? r->max_res : 224.0;
+        for (int k = 0; k < nb; k++) {
+            const double lo = r->linear_bands ? 1.0 : 0.0;
+            const double hi = r->linear_bands ? mx / 2.0 : log(mx) / log(2.0) - 1.0;
+            const double t = nb == 1 ? lo : lo + (hi - lo) * k / (nb - 1);
+            const double band = 3.14159265358979323846 * (r->linear_bands ? t : pow(2.0, t));
+            ang[k] = row * band;
+            ang[nb + k] = col * band;
         }
     } else {
         /* bands = 1 / temperature^(arange(0, nb) / nb); the grid [.., 2]

@@ -12,7 +12,9 @@ here (no timm or mistral-inference import):
     build_fourier_pos_embed (in_pixels=False, grid_offset, ref_feat_shape,
     grid_indexing 'ij'), build_rotary_pos_embed (repeat_interleave(2)) and
     apply_rot_embed_cat (rot(): neighbours), as EVA-02 calls them, with a
-    class token left unrotated as timm's Eva attention does;
+    class token left unrotated as timm's Eva attention does; and with
+    in_pixels=True (timm's default): pixel_freq_bands (max_res, both band
+    spacings) over the linspace(-1, 1) grid, ref_feat_shape applied;
   - pixtral: mistral-inference src/mistral_inference/rope.py
     precompute_freqs_cis_2d and apply_rotary_emb (complex products of
     neighbouring pairs), indexed by the patches' (row, column);
@@ -27,6 +29,8 @@ here (no timm or mistral-inference import):
 in float64 and in float32 as the peers run.
 """
 
+
+import math
 
 import torch
 
@@ -50,6 +54,31 @@ def build_rotary_pos_embed(feat_shape, dim, temperature, grid_offset, ref_feat_s
     sin_emb = pos.sin().reshape(n, -1).repeat_interleave(2, -1)
     cos_emb = pos.cos().reshape(n, -1).repeat_interleave(2, -1)
     return sin_emb, cos_emb
+
+
+def pixel_freq_bands(num_bands, max_freq, linear_bands, dtype):
+    if linear_bands:
+        bands = torch.linspace(1.0, max_freq / 2, num_bands, dtype=dtype)
+    else:
+        bands = 2 ** torch.linspace(0, math.log(max_freq, 2) - 1, num_bands, dtype=dtype)
+    return bands * torch.pi
+
+
+def timm_pixels(x, feat_shape, max_res, linear_bands, ref, prefix, dtype):
+    """timm build_fourier_pos_embed with in_pixels=True: the 'pixel' grid."""
+    L, H, D = x.shape
+    bands = pixel_freq_bands(D // 4, float(max_res), linear_bands, dtype)
+    t = [torch.linspace(-1.0, 1.0, steps=s, dtype=dtype) for s in feat_shape]
+    if ref is not None:
+        t = [v / f * r for v, f, r in zip(t, feat_shape, ref)]
+    grid = torch.stack(torch.meshgrid(t, indexing="ij"), dim=-1).unsqueeze(-1)
+    pos = grid * bands
+    n = feat_shape[0] * feat_shape[1]
+    sin_emb = pos.sin().reshape(n, -1).repeat_interleave(2, -1)
+    cos_emb = pos.cos().reshape(n, -1).repeat_interleave(2, -1)
+    body = x[prefix:]
+    out = body * cos_emb[:, None, :] + rot(body) * sin_emb[:, None, :]
+    return torch.cat([x[:prefix], out], 0)
 
 
 def rot(x):
@@ -151,6 +180,8 @@ def main():
             ("axial", (4, 6), 64, 10000.0, 0.0, None, 1),
             ("axial", (3, 5), 32, 100.0, 0.5, (8, 8), 0),
             ("axial", (7, 7), 16, 10000.0, 0.0, (16, 16), 1),
+            ("pixels", (4, 6), 32, 224.0, False, None, 1),
+            ("pixels", (5, 3), 16, 64.0, True, (10, 6), 0),
             ("pixtral", (5, 4), 64, 10000.0, 0.0, None, 0),
             ("pixtral", (3, 9), 16, 100.0, 0.0, None, 0),
             ("dinov3", (4, 6), 64, 100.0, "separate", None, 1),
@@ -175,6 +206,11 @@ def main():
                                    "data": mfreqs.float().flatten().tolist()}
             if variant == "qwen2vl":  # axial's frequencies, halves paired, merge order
                 scheme.update(variant="axial", layout="neox", merge_size=off)
+            elif variant == "pixels":  # timm in_pixels: max_res in base's column
+                scheme.update(variant="axial", in_pixels=True, max_res=base, linear_bands=off)
+                del scheme["base"]
+                if ref is not None:
+                    scheme["ref_grid"] = list(ref)
             elif variant == "axial":
                 scheme["grid_offset"] = off
                 if ref is not None:
@@ -187,7 +223,10 @@ def main():
                     "return": ["q_rot"]}
             ans = peer_server.post(port, "/v1/attention", {"inputs": [item]})["outputs"][0]
             got = torch.tensor(ans["q_rot"]["data"], dtype=torch.float64).reshape(L, H, D)
-            for dtype, tol in ((torch.float64, 2e-6), (torch.float32, 2e-5)):
+            # float32 angles of the pixel bands reach pi * max_res / 2 (352 rad
+            # at 224), where float32's spacing is 3e-5: the peer's own rounding.
+            f32_tol = 2e-4 if variant == "pixels" else 2e-5
+            for dtype, tol in ((torch.float64, 2e-6), (torch.float32, f32_tol)):
                 x = q32.to(dtype)
                 if variant == "mixed":
                     want = timm_mixed(x, grid[0], grid[1], mfreqs.float(), dtype)
@@ -195,6 +234,8 @@ def main():
                     want = dinov3(x, grid[0], grid[1], base, off, prefix, dtype)
                 elif variant == "qwen2vl":
                     want = qwen2vl_vision(x, grid[0], grid[1], off, base, dtype)
+                elif variant == "pixels":
+                    want = timm_pixels(x, grid, base, off, ref, prefix, dtype)
                 elif variant == "axial":
                     want = timm_axial(x, grid, base, off, ref, prefix, dtype)
                 else:

@@ -161,6 +161,14 @@ static const api_param params[] = {
      "ref / grid; needs grid"},
     {PA_SCHEME_ROPE2D, "grid_offset", API_PARAM_NUMBER, OFF(rope2d.grid_offset), 0, NULL,
      "optional", "axial: timm's grid_offset, added to both coordinates"},
+    {PA_SCHEME_ROPE2D, "in_pixels", API_PARAM_BOOL, OFF(rope2d.in_pixels), 0, NULL, "optional",
+     "axial: timm's pixel grid (RotaryEmbeddingCat's default in_pixels=True): each axis's "
+     "coordinates linspace(-1, 1, n), bands pi * pixel_freq_bands(max_res, linear_bands); "
+     "needs grid"},
+    {PA_SCHEME_ROPE2D, "max_res", API_PARAM_NUMBER, OFF(rope2d.max_res), 0, NULL, "optional",
+     "in_pixels: timm's max_res (default 224): the highest band is pi * max_res / 2"},
+    {PA_SCHEME_ROPE2D, "linear_bands", API_PARAM_BOOL, OFF(rope2d.linear_bands), 0, NULL,
+     "optional", "in_pixels: bands spaced linearly (default false: log-spaced, as timm)"},
     {PA_SCHEME_ROPE2D, "prefix_tokens", API_PARAM_INT, OFF(rope2d.prefix_tokens), 0, NULL,
      "optional",
      "leading tokens left unrotated (class and register tokens), as timm and DINOv3 leave "

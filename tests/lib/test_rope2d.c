@@ -70,6 +70,67 @@ static void test_grid_tables(void **state)
     assert_true(fabs(c[9 * 4 + 2] - cos(1.75)) < 1e-6 && fabs(sn[9 * 4 + 3] - sin(0.0175)) < 1e-6);
 }
 
+/* timm's in_pixels by hand: a 3 x 5 grid, D = 8 (two bands per axis),
+ * max_res 16: coordinates linspace(-1, 1, n), rows -1, 0, 1 and columns
+ * -1, -0.5, .., 1; log bands pi * 2^(0, 3) = pi, 8 pi; linear ones pi *
+ * (1, 8). Token 7 = patch (1, 2): row 0, column 0; token 13 = (2, 3): row
+ * 1, column 0.5; with ref_grid 6 x 10 both double. */
+static void test_in_pixels_by_hand(void **state)
+{
+    (void)state;
+    pa_scheme s;
+    float c[15 * 4], sn[15 * 4];
+    const double PI_ = 3.14159265358979323846;
+    for (int lin = 0; lin < 2; lin++) {
+        rope2d(&s, PA_ROPE2D_AXIAL, PA_ROPE_LAYOUT_GPTJ);
+        s.rope2d.grid_rows = 3;
+        s.rope2d.grid_cols = 5;
+        s.rope2d.in_pixels = true;
+        s.rope2d.max_res = 16.0;
+        s.rope2d.linear_bands = lin;
+        TU_ASSERT_STATUS(pa_rope2d_cos_sin(&s.rope2d, 8, NULL, 15, c, sn, NULL), PA_STATUS_OK,
+                         NULL);
+        /* token 7: both coordinates 0 */
+        for (int p = 0; p < 4; p++)
+            assert_true(fabs(c[7 * 4 + p] - 1.0) < 1e-6 && fabs(sn[7 * 4 + p]) < 1e-6);
+        /* token 13: row 1 (bands pi, 8 pi), column 0.5 */
+        assert_true(fabs(sn[13 * 4 + 0] - sin(PI_)) < 1e-5);
+        assert_true(fabs(c[13 * 4 + 1] - cos(8.0 * PI_)) < 1e-5);
+        assert_true(fabs(sn[13 * 4 + 2] - sin(0.5 * PI_)) < 1e-5);
+        assert_true(fabs(c[13 * 4 + 3] - cos(0.5 * 8.0 * PI_)) < 1e-5);
+        /* token 0 = (0, 0): both -1 */
+        assert_true(fabs(sn[0] - sin(-PI_)) < 1e-5 && fabs(sn[2] - sin(-PI_)) < 1e-5);
+    }
+    /* the log bands differ from the linear ones past the ends: max_res 64,
+     * three bands: pi (1, 2^2.5, 32) against pi (1, 16.5, 32) */
+    s.rope2d.max_res = 64.0;
+    s.rope2d.linear_bands = false;
+    s.rope2d.grid_rows = 3;
+    s.rope2d.grid_cols = 3;
+    {
+        float c2[9 * 6], s2[9 * 6];
+        TU_ASSERT_STATUS(pa_rope2d_cos_sin(&s.rope2d, 12, NULL, 9, c2, s2, NULL), PA_STATUS_OK,
+                         NULL);
+        /* token 8 = (2, 2): row 1; pair 1 turns by pi 2^2.5 */
+        assert_true(fabs(s2[8 * 6 + 1] - sin(PI_ * pow(2.0, 2.5))) < 1e-5);
+        s.rope2d.linear_bands = true;
+        TU_ASSERT_STATUS(pa_rope2d_cos_sin(&s.rope2d, 12, NULL, 9, c2, s2, NULL), PA_STATUS_OK,
+                         NULL);
+        assert_true(fabs(s2[8 * 6 + 1] - sin(PI_ * 16.5)) < 1e-5);
+    }
+    /* ref_grid doubles the coordinates */
+    rope2d(&s, PA_ROPE2D_AXIAL, PA_ROPE_LAYOUT_GPTJ);
+    s.rope2d.grid_rows = 3;
+    s.rope2d.grid_cols = 5;
+    s.rope2d.ref_rows = 6;
+    s.rope2d.ref_cols = 10;
+    s.rope2d.in_pixels = true;
+    s.rope2d.max_res = 16.0;
+    TU_ASSERT_STATUS(pa_rope2d_cos_sin(&s.rope2d, 8, NULL, 15, c, sn, NULL), PA_STATUS_OK, NULL);
+    assert_true(fabs(sn[13 * 4 + 0] - sin(2.0 * PI_)) < 1e-5);
+    assert_true(fabs(sn[13 * 4 + 2] - sin(1.0 * PI_)) < 1e-5);
+}
+
 /* DINOv3 by hand: a 2 x 4 grid, D = 8 (two bands per axis), base 100:
  * periods 1 and 100^(1/2) = 10, coordinates 2 (i + 1/2) / n - 1 with n the
  * axis's size ("separate") or max(2, 4) = 4 ("max"). And Qwen2-VL's merge
@@ -136,6 +197,16 @@ static void test_attention_vs_reference(void **state)
             if (v == PA_ROPE2D_DINOV3)
                 f.scheme.rope2d.normalize = (pa_rope2d_normalize)(1 + layout); /* max, min */
             check_against_reference(&f.a, WANT_ALL);
+            if (v == PA_ROPE2D_AXIAL) { /* timm's pixel grid and bands, both spacings */
+                f.scheme.rope2d.in_pixels = true;
+                f.scheme.rope2d.grid_offset = 0.0;
+                f.scheme.rope2d.max_res = 32.0;
+                f.scheme.rope2d.linear_bands = layout;
+                check_against_reference(&f.a, WANT_ALL);
+                f.scheme.rope2d.in_pixels = f.scheme.rope2d.linear_bands = false;
+                f.scheme.rope2d.max_res = 0.0;
+                f.scheme.rope2d.grid_offset = 0.25;
+            }
             f.a.causal = true;
             check_against_reference(&f.a, WANT_WEIGHTS | WANT_ROT);
             fixture_free(&f);
@@ -319,6 +390,19 @@ static void test_errors(void **state)
     f.scheme.rope2d.grid_offset = 0.5;
     expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_offset");
     f.scheme.rope2d.grid_offset = 0.0;
+    f.scheme.rope2d.in_pixels = true; /* timm's, axial only */
+    expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.in_pixels");
+    f.scheme.rope2d.variant = PA_ROPE2D_AXIAL;
+    f.scheme.rope2d.grid_offset = 0.5; /* timm adds it to index grids only */
+    expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.grid_offset");
+    f.scheme.rope2d.grid_offset = 0.0;
+    f.scheme.rope2d.max_res = -1.0;
+    expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.max_res");
+    f.scheme.rope2d.in_pixels = false;
+    f.scheme.rope2d.max_res = 64.0; /* without in_pixels it means nothing */
+    expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.max_res");
+    f.scheme.rope2d.max_res = 0.0;
+    f.scheme.rope2d.variant = PA_ROPE2D_PIXTRAL;
     f.scheme.rope2d.base = 0.0;
     expect_status(&f.a, PA_STATUS_INVALID_ARGUMENT, "scheme.base");
     f.scheme.rope2d.base = 10000.0;
@@ -359,10 +443,15 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_angles_by_hand), cmocka_unit_test(test_dinov3_and_merge_by_hand),
-        cmocka_unit_test(test_grid_tables),    cmocka_unit_test(test_attention_vs_reference),
-        cmocka_unit_test(test_layer_mode),     cmocka_unit_test(test_k_prerotated),
-        cmocka_unit_test(test_errors),         cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_angles_by_hand),
+        cmocka_unit_test(test_in_pixels_by_hand),
+        cmocka_unit_test(test_dinov3_and_merge_by_hand),
+        cmocka_unit_test(test_grid_tables),
+        cmocka_unit_test(test_attention_vs_reference),
+        cmocka_unit_test(test_layer_mode),
+        cmocka_unit_test(test_k_prerotated),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_mixed),
     };
     return cmocka_run_group_tests_name("rope2d", tests, NULL, NULL);
 }

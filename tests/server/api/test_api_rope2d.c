@@ -272,6 +272,12 @@ static void test_errors(void **state)
         {"{\"scheme\":{\"type\":\"rope2d\",\"variant\":\"pixtral\",\"grid_offset\":1},"
          "\"positions\":[[1],[1]],\"dim\":4}",
          "INVALID_ARGUMENT", "scheme.grid_offset", "variant axial"},
+        {"{\"scheme\":{\"type\":\"rope2d\",\"in_pixels\":true},\"positions\":[[1],[1]],"
+         "\"dim\":4}",
+         "INVALID_ARGUMENT", "scheme.grid", "needs the scheme's grid"},
+        {"{\"scheme\":{\"type\":\"rope2d\",\"max_res\":64},\"positions\":[[1],[1]],"
+         "\"dim\":4}",
+         "INVALID_ARGUMENT", "scheme.max_res", "needs in_pixels"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int status;
