@@ -12,9 +12,10 @@ export async function layoutChecks() {
   await check('keyboard: Tab reaches the key field, sliders, selects, plots and buttons', async () => {
     await page.evaluate(() => { document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); });
     const want = ['api-key', 'sin-length', 'sin-dim', 'sin-enc-map', 'circle-pos', 'rope-pair', 'rope-score-plot',
-      'bias-heads', 'alibi-head-0', 'att-causal', 'att-none', 'models-model', 'models-weights', 'live-auto', 'live-load'];
+      'bias-heads', 'alibi-head-0', 'att-causal', 'att-none', 'packed-lengths', 'packed-full',
+      'diff-lambda', 'diff-A', 'models-model', 'models-weights', 'live-auto', 'live-load'];
     const seen = new Set();
-    for (let i = 0; i < 120 && want.some((w) => !seen.has(w)); i++) {
+    for (let i = 0; i < 200 && want.some((w) => !seen.has(w)); i++) {
       await page.keyboard.press('Tab');
       seen.add(await page.evaluate(() => document.activeElement && document.activeElement.id));
     }

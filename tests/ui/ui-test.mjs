@@ -26,8 +26,8 @@
 //
 // This file is the runner: it starts the server and the browser, runs the
 // checks of each module in order (one per panel of the page: key.mjs,
-// sinusoidal.mjs, rope.mjs, bias.mjs, attention.mjs, models.mjs, extrap.mjs,
-// live.mjs;
+// sinusoidal.mjs, rope.mjs, bias.mjs, attention.mjs, shapes.mjs (packed
+// sequences and differential attention), models.mjs, extrap.mjs, live.mjs;
 // then second-tab.mjs, layout.mjs, load-report.mjs, https.mjs) and reports.
 // harness.mjs and page.mjs hold what the modules share.
 
@@ -45,6 +45,7 @@ import { sinusoidalChecks } from './sinusoidal.mjs';
 import { ropeChecks } from './rope.mjs';
 import { biasChecks } from './bias.mjs';
 import { attentionChecks } from './attention.mjs';
+import { shapesChecks } from './shapes.mjs';
 import { modelsChecks, MODEL_FLAGS } from './models.mjs';
 import { extrapChecks } from './extrap.mjs';
 import { liveChecks } from './live.mjs';
@@ -85,6 +86,7 @@ async function run() {
   await ropeChecks();
   await biasChecks();
   await attentionChecks();
+  await shapesChecks();
   await modelsChecks();
   await extrapChecks();
   await liveChecks();

@@ -115,6 +115,10 @@ typedef struct {
     int sinks;          /* every item carries sinks [H] (gpt-oss) */
     int chunk;          /* > 0: every item's chunk_size (Llama 4) */
     int packed;         /* > 1: every item packs this many sequences (cu_seqlens) */
+    int differential;   /* every item carries "differential"; --heads: q's 2H heads */
+    int diff_halves;    /* its pairs "halves" (DiffLlama); 0: "interleaved" (unilm) */
+    double diff_lambda; /* its "lambda" (default 0.5) */
+    int diff_depth;     /* its "depth", the layer lambda_init comes from (default 1) */
     char ret[128];      /* --return: the item's "return" list, comma separated; "" = output */
     const char *cacert; /* --cacert: the CA that signed an https server's certificate */
     const char *preset; /* the --preset that set the defaults, or NULL */
@@ -185,6 +189,17 @@ int load_scheme_known(const char *scheme, char *err, size_t errlen);
  * tensor for each field the layer requires. */
 char *load_payload_build_layer(const load_config *c, const load_layer *ly, int length,
                                unsigned variant, size_t *len, char *err, size_t errlen);
+
+/* differential.c: whether differential attention takes the scheme (none,
+ * rope and its scalings, xpos and rope2d apply to every head alike; the
+ * others carry per-head parameters or need layer mode, and the server
+ * refuses them). */
+int load_scheme_differential(const char *scheme);
+/* --differential against the other flags: 0, or -1 with a message in err
+ * for what the server would refuse (odd heads, --packed, ...). Drops the
+ * schemes it does not take from c->schemes (freeing them), with a note on
+ * stderr each; none left is an error. */
+int load_differential_check(load_config *c, char *err, size_t errlen);
 
 /* model.c: GET /v1/models, the model c->model_name and the layers that
  * --layer/--layers/--stack choose, into out (freed by load_model_free).

@@ -212,19 +212,26 @@ static void put_key_length(sbuf *b, const load_config *c, int length, int nb, ui
     sb_str(b, "]");
 }
 
-/* ,"q":...,"k":...,"v":... of [L, H, D] (and [B, L, H, D] for nb > 0). */
+/* ,"q":...,"k":...,"v":... of [L, H, D] (and [B, L, H, D] for nb > 0).
+ * Differential attention with pairs interleaved (unilm) takes v
+ * [L, Hkv/2, 2D]: the same floats as k, in half as many heads. */
 static void put_qkv(sbuf *b, const load_config *c, int heads, int kv_heads, int head_dim,
                     int length, int nb, uint64_t *rng)
 {
     int o = nb ? 1 : 0;
     int qs[4] = {nb, length, heads, head_dim};
     int ks[4] = {nb, length, kv_heads, head_dim};
+    int vs[4] = {nb, length, kv_heads, head_dim};
+    if (c->differential && !c->diff_halves) {
+        vs[2] = kv_heads / 2;
+        vs[3] = 2 * head_dim;
+    }
     sb_str(b, ",\"q\":");
     put_tensor(b, c, qs + 1 - o, 3 + o, rng);
     sb_str(b, ",\"k\":");
     put_tensor(b, c, ks + 1 - o, 3 + o, rng);
     sb_str(b, ",\"v\":");
-    put_tensor(b, c, ks + 1 - o, 3 + o, rng);
+    put_tensor(b, c, vs + 1 - o, 3 + o, rng);
 }
 
 /* Layer mode: x [L, d_model] (or [B, L, d_model]), w_q [d_model, H*D], w_k
@@ -409,6 +416,9 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
             sb_printf(&b, ",\"softcap\":%.17g", c->softcap);
         if (c->chunk > 0)
             sb_printf(&b, ",\"chunk_size\":%d", c->chunk);
+        if (c->differential)
+            sb_printf(&b, ",\"differential\":{\"pairs\":\"%s\",\"lambda\":%.17g,\"depth\":%d}",
+                      c->diff_halves ? "halves" : "interleaved", c->diff_lambda, c->diff_depth);
         put_return(&b, c);
         put_key_length(&b, c, length, nb, &rng);
         if (c->packed > 1) { /* S sequences of about L/S rows (at most L of them) */

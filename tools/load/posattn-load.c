@@ -3,7 +3,8 @@
  * loopback only), --spawn, the phase loop and the reports.
  *
  * Files: hist.c (latency histogram), payload.c (seeded request bodies),
- * runner.c (libcurl multi driver, /metrics), spawn.c, report.c.
+ * differential.c (--differential's schemes and checks), runner.c (libcurl
+ * multi driver, /metrics), spawn.c, report.c.
  */
 #include "load.h"
 
@@ -74,8 +75,24 @@ static const char USAGE[] =
     "  --layer              every scheme in layer mode (x [L, heads x head-dim] and\n"
     "                       projections): the same work for all, projections included\n";
 
-/* The help goes in three strings: a string literal past 4095 bytes is beyond
+/* The help goes in four strings: a string literal past 4095 bytes is beyond
  * what C11 guarantees (-Woverlength-strings). */
+static const char USAGE_DIFF[] =
+    "  --differential       differential attention on every item (Ye et al. 2024,\n"
+    "                       the item option \"differential\"): --heads are q's 2H\n"
+    "                       paired query heads (even; the output has --heads/2 heads\n"
+    "                       of 2 x head-dim), v follows the pairs' layout. Only the\n"
+    "                       schemes it takes run (none, rope, rope:*, xpos, rope2d*);\n"
+    "                       the others are skipped with a note. Not with --layer,\n"
+    "                       --packed, --batch-seq, --sinks or --model; --return output\n"
+    "                       and weights only\n"
+    "  --diff-pairs P       interleaved (unilm: heads 2h, 2h+1, v [L, kv-heads/2,\n"
+    "                       2 x head-dim], kv-heads even; default) or halves\n"
+    "                       (DiffLlama: heads h, h+H, v [L, kv-heads, head-dim])\n"
+    "  --diff-lambda X      lambda, the second map's weight (default 0.5)\n"
+    "  --diff-depth N       the layer index lambda_init comes from: 0.8 - 0.6 exp(-0.3 N)\n"
+    "                       (default 1)\n";
+
 static const char USAGE_MODEL[] =
     "  --model NAME         load the layers of a model the target has loaded (posattnd\n"
     "                       --model NAME=config.json): GET /v1/models gives each\n"
@@ -307,6 +324,7 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
     int with_model = model_given(argc, argv);
     const char *decided = NULL;     /* a flag the model's config decides, when given */
     const char *needs_model = NULL; /* --layers or --stack, when given */
+    const char *diff_flag = NULL;   /* a --diff-* flag, when given */
     int rc = apply_preset(c, argc, argv, scheme_buf, sizeof scheme_buf);
     if (rc != 0)
         return rc;
@@ -321,7 +339,7 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
         int is_bool = !strcmp(name, "--causal") || !strcmp(name, "--allow-remote") ||
                       !strcmp(name, "--quiet") || (!strcmp(name, "--layer") && !with_model) ||
-                      !strcmp(name, "--sinks");
+                      !strcmp(name, "--sinks") || !strcmp(name, "--differential");
         static const char *const by_config[] = {"--schemes",  "--preset",  "--heads", "--kv-heads",
                                                 "--head-dim", "--softcap", "--sinks", "--chunk"};
         for (size_t k = 0; k < sizeof by_config / sizeof *by_config && !decided; k++)
@@ -342,7 +360,23 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             c->causal = 1;
         else if (!strcmp(name, "--sinks"))
             c->sinks = 1;
-        else if (!strcmp(name, "--preset"))
+        else if (!strcmp(name, "--differential"))
+            c->differential = 1;
+        else if (!strcmp(name, "--diff-pairs")) {
+            if (strcmp(val, "interleaved") && strcmp(val, "halves"))
+                BAD("interleaved or halves");
+            c->diff_halves = !strcmp(val, "halves");
+            diff_flag = "--diff-pairs";
+        } else if (!strcmp(name, "--diff-lambda")) {
+            if (parse_double(val, -1e6, 1e6, &c->diff_lambda))
+                BAD("a number in -1e6..1e6");
+            diff_flag = "--diff-lambda";
+        } else if (!strcmp(name, "--diff-depth")) {
+            if (parse_long(val, 0, 1 << 20, &v))
+                BAD("0..1048576");
+            c->diff_depth = (int)v;
+            diff_flag = "--diff-depth";
+        } else if (!strcmp(name, "--preset"))
             ; /* applied first (apply_preset) */
         else if (!strcmp(name, "--softcap")) {
             if (parse_double(val, 1e-6, 1e30, &c->softcap))
@@ -520,6 +554,13 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         return usage_error("%s", "--packed packs one item's rows: not with --batch-seq or --model");
     if (c->lengths_spread > 0 && c->batch_seq < 2)
         return usage_error("%s", "--lengths-spread needs --batch-seq 2 or more");
+    if (c->differential || diff_flag) {
+        char err[256];
+        if (!c->differential)
+            return usage_error("%s needs --differential", diff_flag);
+        if (load_differential_check(c, err, sizeof err) != 0)
+            return usage_error("%s", err);
+    }
     /* One request body must stay reasonable: q, k and v of every item
      * (a model's shapes are checked once its layers are known). */
     for (int l = 0; l < c->n_lengths && !c->model_name; l++) {
@@ -620,9 +661,12 @@ int main(int argc, char **argv)
     c.head_dim = 64;
     c.batch = 1;
     c.seed = 1;
+    c.diff_lambda = 0.5;
+    c.diff_depth = 1;
     rc = parse_args(&c, argc, argv, &url_given);
     if (rc == 1) {
         fputs(USAGE, stdout);
+        fputs(USAGE_DIFF, stdout);
         fputs(USAGE_MODEL, stdout);
         fputs(USAGE_OUTPUT, stdout);
         return 0;

@@ -40,6 +40,9 @@ static void describe(FILE *f, const load_config *c, const char *nl)
         fprintf(f, "preset %s  ", c->preset);
     if (c->packed > 1)
         fprintf(f, "packed %d  ", c->packed);
+    if (c->differential)
+        fprintf(f, "differential %s lambda %g depth %d  ",
+                c->diff_halves ? "halves" : "interleaved", c->diff_lambda, c->diff_depth);
     if (c->dtype != LOAD_DTYPE_F32)
         fprintf(f, "dtype %s  ", c->dtype == LOAD_DTYPE_F16 ? "f16" : "bf16");
     if (c->batch_seq > 1)
@@ -158,6 +161,12 @@ int load_report_json(const char *path, const load_config *c, const load_result *
         cJSON_AddNumberToObject(cfg, "softcap", c->softcap);
         cJSON_AddBoolToObject(cfg, "sinks", c->sinks);
         cJSON_AddNumberToObject(cfg, "chunk_size", c->chunk);
+        if (c->differential) {
+            cJSON *d = cJSON_AddObjectToObject(cfg, "differential");
+            cJSON_AddStringToObject(d, "pairs", c->diff_halves ? "halves" : "interleaved");
+            cJSON_AddNumberToObject(d, "lambda", c->diff_lambda);
+            cJSON_AddNumberToObject(d, "depth", c->diff_depth);
+        }
     }
     cJSON_AddStringToObject(cfg, "return", c->ret[0] ? c->ret : "output");
     if (c->preset)

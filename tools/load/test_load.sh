@@ -2,8 +2,8 @@
 # test_load.sh - posattn-load against a spawned posattnd: the JSON report's
 # structure and that its counts add up, 503s counted by status with a tiny
 # queue, the refusals (no bound, non-loopback URL, unknown scheme), the
-# layer-mode schemes, the structure of the SVG and HTML charts, and --model
-# (a loaded config's layers, reported per layer).
+# layer-mode schemes, the structure of the SVG and HTML charts, --model
+# (a loaded config's layers, reported per layer) and --differential.
 #
 # usage: tools/load/test_load.sh [BUILD]   (BUILD holds posattn-load and posattnd; default build)
 set -u
@@ -480,6 +480,51 @@ if "$LOAD" --model g2 --heads 8 --requests 1 >"$TMP/decided.out" 2>&1 ||
         ! grep -q -- "--layers needs --model" "$TMP/decided.out"; then
     bad "--heads with --model and --layers without it are refused" "$TMP/decided.out"
 else ok "--heads with --model and --layers without it are refused"; fi
+
+# 10. --differential: every item carries "differential" and v in the
+# pairs' layout; alibi (per-head slopes) is skipped with a note, the
+# schemes kept are answered without an error, in both layouts (halves with
+# GQA); what the server would refuse is a usage error here.
+"$LOAD" --spawn "$SRV" --differential --schemes rope,alibi,xpos,none --lengths 24 --heads 4 \
+    --kv-heads 2 --head-dim 8 --requests 8 --concurrency 2 --return output,weights \
+    --json "$TMP/diff.json" --quiet >"$TMP/diff.out" 2>&1 || echo "exit $?" >>"$TMP/diff.out"
+"$LOAD" --spawn "$SRV" --differential --diff-pairs halves --diff-lambda 0.8 --diff-depth 3 \
+    --schemes rope2d,rope:yarn --lengths 16 --heads 8 --kv-heads 2 --head-dim 4 --causal \
+    --requests 6 --encoding b64 --json "$TMP/diff2.json" --quiet >>"$TMP/diff.out" 2>&1 ||
+    echo "exit $?" >>"$TMP/diff.out"
+"$LOAD" --differential --lengths 6 --heads 4 --kv-heads 2 --head-dim 4 --requests 1 \
+    --dump-body "$TMP/diff-body.json" >>"$TMP/diff.out" 2>&1 || echo "exit $?" >>"$TMP/diff.out"
+if grep -q "skipping scheme alibi (differential attention takes none, rope, xpos and rope2d" "$TMP/diff.out" &&
+        $PY - "$TMP" >"$TMP/check10.out" 2>&1 <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/diff.json"))
+assert r["config"]["schemes"] == ["rope", "xpos", "none"], r["config"]["schemes"]
+assert r["config"]["differential"] == {"pairs": "interleaved", "lambda": 0.5, "depth": 1}, r["config"]
+for x in r["results"]:
+    assert x["ok"] == 8 and x["errors"] == 0, x
+    assert x["server"]["compute_count"] == 8, (x["scheme"], x["server"])
+r = json.load(open(d + "/diff2.json"))
+assert r["config"]["differential"] == {"pairs": "halves", "lambda": 0.8, "depth": 3}, r["config"]
+assert [(x["scheme"], x["ok"], x["errors"]) for x in r["results"]] == [("rope2d", 6, 0), ("rope:yarn", 6, 0)], \
+    r["results"]
+[it] = json.load(open(d + "/diff-body.json"))["inputs"]
+assert it["differential"] == {"pairs": "interleaved", "lambda": 0.5, "depth": 1}, it
+assert (it["q"]["shape"], it["k"]["shape"], it["v"]["shape"]) == ([6, 4, 4], [6, 2, 4], [6, 1, 8]), it
+print("ok")
+PYEOF
+then ok "--differential: rope, xpos, none answered with 0 errors (alibi skipped); halves with GQA; v [L, Hkv/2, 2D]"
+else bad "--differential: rope, xpos, none answered with 0 errors (alibi skipped); halves with GQA; v [L, Hkv/2, 2D]" "$TMP/check10.out"; cat "$TMP/diff.out" | tail -5; fi
+refused=""
+for args in "--heads 3 --kv-heads 1" "--packed 2" "--layer" "--return entropy" "--schemes alibi,t5"; do
+    # shellcheck disable=SC2086
+    "$LOAD" --differential --requests 1 $args >"$TMP/diffbad.out" 2>&1
+    [ $? -eq 2 ] || refused="$refused [$args]"
+done
+"$LOAD" --diff-lambda 2 --requests 1 >"$TMP/diffbad.out" 2>&1
+[ $? -eq 2 ] && grep -q -- "--diff-lambda needs --differential" "$TMP/diffbad.out" || refused="$refused [--diff-lambda alone]"
+if [ -z "$refused" ]; then ok "--differential: odd heads, --packed, --layer, --return entropy, no scheme it takes, --diff-* alone are usage errors"
+else bad "--differential: not refused:$refused"; fi
 
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]

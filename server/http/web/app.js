@@ -5,9 +5,10 @@
 // and tests.
 
 // Each panel is a module of its own (sinusoidal.js, rope.js, bias.js,
-// attention.js, models.js, extrap.js, live.js, on util.js, api.js and
-// panel.js); this one loads them, keeps a deep link in view (follow.js), and
-// runs them all when the page opens and when an API key is given.
+// attention.js, packed.js, diff.js, models.js, extrap.js, live.js, on
+// util.js, api.js and panel.js); this one loads them, keeps a deep link in
+// view (follow.js), and runs them all when the page opens and when an API
+// key is given.
 
 import '/web/follow.js';
 import { $ } from '/web/util.js';
@@ -16,13 +17,15 @@ import { sinPanel } from '/web/sinusoidal.js';
 import { ropePanel } from '/web/rope.js';
 import { biasPanel } from '/web/bias.js';
 import { attPanel } from '/web/attention.js';
+import { packedPanel } from '/web/packed.js';
+import { diffPanel } from '/web/diff.js';
 import { modelsPanel } from '/web/models.js';
 import { livePanel } from '/web/live.js';
 import { extrapPanel } from '/web/extrap.js';
 
 // ------------------------------------------------------------- the key
 
-const ALL = [sinPanel, ropePanel, biasPanel, attPanel, modelsPanel, extrapPanel, livePanel];
+const ALL = [sinPanel, ropePanel, biasPanel, attPanel, packedPanel, diffPanel, modelsPanel, extrapPanel, livePanel];
 $('api-key').value = getApiKey();
 $('key-form').addEventListener('submit', (e) => {
   e.preventDefault();

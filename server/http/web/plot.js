@@ -100,7 +100,8 @@ const INK = '#1b1f24', MUTED = '#57606a', GRID = '#d8dee4';
 // select a cell; the readout names it and its value. extra.side = {label,
 // values} adds one more column of per-row values (column index cols), drawn
 // apart on the same colour scale, e.g. the share of each row that went to an
-// attention sink.
+// attention sink;
+// extra.blocks = [0, c1, ..., n] outlines square blocks on the diagonal.
 export class Heatmap {
   constructor(container, opts) {
     this.o = Object.assign({ cmap: 'viridis', symmetric: false, xLabel: 'column',
@@ -181,6 +182,13 @@ export class Heatmap {
     ctx.drawImage(off, m.l, m.t, pw, ph);
     ctx.strokeStyle = GRID;
     ctx.strokeRect(m.l - 0.5, m.t - 0.5, pw + 1, ph + 1);
+    if (this.extra.blocks) {   // [0, c1, ..., n]: outline the diagonal blocks (packed sequences)
+      const b = this.extra.blocks, cw = pw / this.cols, ch = ph / this.rows;
+      ctx.strokeStyle = '#fff'; ctx.lineWidth = 1.5;
+      for (let s = 0; s + 1 < b.length; s++)
+        ctx.strokeRect(m.l + b[s] * cw, m.t + b[s] * ch, (b[s + 1] - b[s]) * cw, (b[s + 1] - b[s]) * ch);
+      ctx.lineWidth = 1;
+    }
     const side = this.side(), sx = m.l + pw + SIDE_GAP;
     if (side) {
       const ch = ph / this.rows;
