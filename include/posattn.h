@@ -265,6 +265,23 @@ typedef struct pa_attention {
     const int32_t *cu_seqlens_q; /* [num_seqs + 1], or NULL */
     const int32_t *cu_seqlens_k; /* [num_seqs + 1], or NULL; needs cu_seqlens_q */
     int32_t num_seqs;            /* S >= 1 with cu_seqlens_q */
+    /* Paged keys and values, q/k/v mode: a KV cache kept in fixed-size
+     * pages, as vLLM's PagedAttention and llama.cpp keep theirs. k and v
+     * are NULL; key j is row j % page_tokens of page j / page_tokens:
+     * k_pages[p] [page_tokens, Hkv, D] and v_pages[p] [page_tokens, Hkv,
+     * Dv], ceil(Lk / page_tokens) pages of each (the last one may be partly
+     * used). Pages may sit anywhere and be shared between calls and
+     * threads (they are only read). Every result equals the call that
+     * sends the same rows in one k and v, bit for bit: the kernels read a
+     * page's rows where a contiguous call reads them, and sum values in
+     * runs of 16 keys at multiples of 16, which no page splits (so
+     * page_tokens is a multiple of 16). Refused with them: k_norm (a cache
+     * keeps its keys normalised, and rotated: k_prerotated), layer mode
+     * and packed sequences. Errors name "k_pages", "v_pages",
+     * "page_tokens". */
+    const float *const *k_pages; /* [ceil(Lk / page_tokens)], or NULL */
+    const float *const *v_pages; /* [ceil(Lk / page_tokens)], with k_pages */
+    int32_t page_tokens;         /* > 0, a multiple of 16, with k_pages */
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. Zero the struct before

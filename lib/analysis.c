@@ -99,6 +99,9 @@ pa_status pa_analyze_permutation(const pa_attention *a, const int32_t *perm, voi
 
     if ((st = pa_attention_check(a, err)) != PA_STATUS_OK)
         return st;
+    if (a->k_pages != NULL)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_pages",
+                        "the analyses read k and v whole: send them contiguous, not paged");
     if (a->cu_seqlens_q != NULL)
         return packed_refused(err);
     pa__plan_init(&p, a);
@@ -354,6 +357,9 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
 
     if ((st = pa_attention_check(a, err)) != PA_STATUS_OK)
         return st;
+    if (a->k_pages != NULL)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_pages",
+                        "the analyses read k and v whole: send them contiguous, not paged");
     if (a->cu_seqlens_q != NULL)
         return packed_refused(err);
     if (o == NULL || o->content == NULL || o->position == NULL)

@@ -127,8 +127,10 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         }
     }
     b->kt = pa__ws_take(w, (size_t)p->D * pa__tile_kt_ld(p->Lk), sizeof(float));
-    if (p->Hkv > 1)
+    if (p->Hkv > 1 || a->k_pages != NULL)
         b->vhead = pa__ws_take(w, Lk * (size_t)p->Dv, sizeof(float));
+    if (a->k_pages != NULL && !pa__decode_fits(p))
+        b->kgather = pa__ws_take(w, Lk * (size_t)p->D, sizeof(float));
     b->qpos = pa__ws_take(w, Lq, sizeof(int32_t));
     b->kpos = pa__ws_take(w, Lk, sizeof(int32_t));
     if (p->scheme->type == PA_SCHEME_ALIBI)
@@ -482,6 +484,9 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         io->Q = a->q;
         io->K = a->k;
         io->V = a->v;
+        io->kp = a->k_pages;
+        io->vp = a->v_pages;
+        io->pt = a->page_tokens;
     }
 
     if (p->xpos) {
@@ -537,7 +542,9 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
     if ((p->rope && !a->k_prerotated) || p->k_norm)
         io->k_rot = out->k_rot;
     else if (part == 0 && out->k_rot != NULL)
-        memcpy(out->k_rot, io->K, (size_t)p->Lk * io->ldk * sizeof(float));
+        for (int32_t j = 0; j < p->Lk; j += pa__krun(io, j, p->Lk - j)) /* page by page */
+            memcpy(out->k_rot + (size_t)j * io->ldk, pa__krow(io, j),
+                   (size_t)pa__krun(io, j, p->Lk - j) * io->ldk * sizeof(float));
     if (p->scheme->type == PA_SCHEME_ALIBI) {
         st = pa_alibi_slopes(&p->scheme->alibi, p->H, b->slopes, err);
         if (st == PA_STATUS_OK)

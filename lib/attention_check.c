@@ -72,6 +72,10 @@ static pa_status check_layer_inputs(const pa_attention *a, int32_t H, int32_t Hk
     if (a->q != NULL || a->k != NULL || a->v != NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "x",
                         "send either q, k and v, or x with w_q, w_k and w_v, not both");
+    if (a->k_pages != NULL || a->v_pages != NULL || a->page_tokens != 0)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_pages",
+                        "paged keys and values are q/k/v mode's: in layer mode the keys are "
+                        "projected from x");
     TRY(check_positive(err, "x.shape[0]", a->seq_len));
     TRY(check_positive(err, "x.shape[1]", a->d_model));
     if (a->w_q == NULL)
@@ -92,6 +96,40 @@ static pa_status check_layer_inputs(const pa_attention *a, int32_t H, int32_t Hk
     return PA_STATUS_OK;
 }
 
+/* Paged keys and values (posattn.h): both page tables, a page size that
+ * keeps runs of 16 keys whole, every page there, no k or v beside them. */
+static pa_status check_pages(const pa_attention *a, pa_error *err)
+{
+    int64_t n;
+    if (a->k != NULL || a->v != NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, a->k != NULL ? "k" : "v",
+                        "send k and v, or k_pages and v_pages, not both");
+    if (a->k_pages == NULL || a->v_pages == NULL)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, a->k_pages == NULL ? "k_pages" : "v_pages",
+                        "paged keys and values need k_pages, v_pages and page_tokens together");
+    if (a->page_tokens <= 0 || a->page_tokens % 16 != 0)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "page_tokens",
+                        "page_tokens=%d must be a positive multiple of 16 (the kernels sum "
+                        "values in runs of 16 keys, which a page must not split)",
+                        (int)a->page_tokens);
+    if (a->k_norm != NULL || a->k_norm_unweighted)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_norm",
+                        "k_norm with paged keys: a cache keeps its keys normalised already");
+    if (a->cu_seqlens_q != NULL || a->cu_seqlens_k != NULL)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "cu_seqlens",
+                        "packed sequences and paged keys do not go together");
+    TRY(check_positive(err, "k.shape[0]", a->k_len));
+    n = ((int64_t)a->k_len + a->page_tokens - 1) / a->page_tokens;
+    for (int64_t i = 0; i < n; i++)
+        if (a->k_pages[i] == NULL || a->v_pages[i] == NULL)
+            return pa__fail(err, PA_STATUS_INVALID_ARGUMENT,
+                            a->k_pages[i] == NULL ? "k_pages" : "v_pages",
+                            "%s[%lld] is NULL: %d keys of %d per page fill %lld pages",
+                            a->k_pages[i] == NULL ? "k_pages" : "v_pages", (long long)i,
+                            (int)a->k_len, (int)a->page_tokens, (long long)n);
+    return PA_STATUS_OK;
+}
+
 static pa_status check_qkv_inputs(const pa_attention *a, int32_t H, int32_t Hkv, int32_t D,
                                   int32_t Dv, pa_error *err)
 {
@@ -105,9 +143,11 @@ static pa_status check_qkv_inputs(const pa_attention *a, int32_t H, int32_t Hkv,
     if (a->q == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "q",
                         "q is required (or x for layer mode)");
-    if (a->k == NULL)
+    if (a->k_pages != NULL || a->v_pages != NULL || a->page_tokens != 0)
+        TRY(check_pages(a, err));
+    else if (a->k == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "k", "k is required");
-    if (a->v == NULL)
+    else if (a->v == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "v", "v is required");
     TRY(check_positive(err, "q.shape[0]", a->q_len));
     TRY(check_positive(err, "k.shape[0]", a->k_len));

@@ -334,16 +334,17 @@ static void own_results(const pa__plan *p, const buffers *b, const head_io *io, 
         return;
     for (int32_t g = (h0 + p->group - 1) / p->group; g * p->group < h1; g++) {
         const row_norm kn = pa__row_norm(p, b, true);
-        for (int32_t j = f0; j < f1; j += 4) {
-            const int32_t n = pa__min_i32(4, f1 - j);
+        for (int32_t j = f0; j < f1;) {
+            const int32_t n = pa__krun(io, j, pa__min_i32(4, f1 - j));
             row_norm nm = kn;
             if (nm.inv != NULL)
                 nm.inv += j;
             pa__prep_rows(p, &nm, g,
                           p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j * half : NULL,
                           p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j * half : NULL,
-                          NULL, io->K + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk, n, b->dk,
+                          NULL, pa__krow(io, j) + (size_t)g * p->D, io->ldk, n, b->dk,
                           io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
+            j += n;
         }
     }
 }
@@ -386,12 +387,13 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
         nk = hi - lo;
         if (nk == 0)
             continue;
-        /* Logits [H*Lq, nk]: four keys at a time, in memory order. */
-        for (int32_t j = lo; j < hi; j += 4) {
-            const int32_t nj = pa__min_i32(4, hi - j);
+        /* Logits [H*Lq, nk]: four keys at a time, in memory order (and
+         * within a page: each key's logit is its own sum either way). */
+        for (int32_t j = lo, nj; j < hi; j += nj) {
+            nj = pa__krun(io, j, pa__min_i32(4, hi - j));
             for (int32_t g = g0; g < g1; g++) {
                 const int32_t hs = pa__max_i32(h0, g * G), he = pa__min_i32(h1, (g + 1) * G);
-                const float *kr = io->K + (size_t)j * io->ldk + (size_t)g * D;
+                const float *kr = pa__krow(io, j) + (size_t)g * D;
                 size_t ldk = (size_t)io->ldk;
                 if (prep_k) {
                     for (int32_t t = 0; t < nj; t++) {
@@ -417,8 +419,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
              * head at a time (rows Hkv*Dv floats apart, which the hardware
              * prefetchers do not follow). */
             for (int32_t t = 0; t < nj; t++)
-                prefetch(io->V + (size_t)(j + t) * io->ldv + (size_t)g0 * Dv,
-                         (size_t)(g1 - g0) * Dv);
+                prefetch(pa__vrow(io, j + t) + (size_t)g0 * Dv, (size_t)(g1 - g0) * Dv);
         }
         /* Biases, masks and the online softmax, row by row. */
         for (int32_t h = h0; h < h1; h++) {
@@ -457,12 +458,16 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
             }
         }
         /* Values: each kv head's block (in L2, prefetched above) into
-         * its rows. */
+         * its rows, in runs of PA__VRUN keys at multiples of it, which a
+         * page never splits: paged and contiguous calls sum alike. */
         for (int32_t g = g0; g < g1; g++) {
             const int32_t hs = pa__max_i32(h0, g * G), he = pa__min_i32(h1, (g + 1) * G);
-            ops.pv(state + (size_t)hs * Lq * st + PA__STATE_O, st, b->dS + (size_t)hs * Lq * nk,
-                   (size_t)nk, (he - hs) * Lq, io->V + (size_t)lo * io->ldv + (size_t)g * Dv,
-                   (size_t)io->ldv, nk, Dv);
+            for (int32_t s0 = lo, s1; s0 < hi; s0 = s1) {
+                s1 = pa__min_i32(hi, (s0 / PA__VRUN + 1) * PA__VRUN);
+                ops.pv(state + (size_t)hs * Lq * st + PA__STATE_O, st,
+                       b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,
+                       pa__vrow(io, s0) + (size_t)g * Dv, (size_t)io->ldv, s1 - s0, Dv);
+            }
         }
     }
 }

@@ -56,7 +56,8 @@ typedef struct buffers {
     float *xp;                /* [L, d_model]: x plus the absolute encoding */
     float *q, *k, *v;         /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
     float *kt;                /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
-    float *vhead;             /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1) */
+    float *kgather;           /* [Lk, D] paged, tiled kernel: one kv head's keys gathered */
+    float *vhead;             /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1, paged) */
     float *qblk;              /* [BQ, D] rope, norms or q scales: one block of queries (or
                                  keys) as attention sees them */
     float *q_scale;           /* [Lq] query scalings by position: each row's factor */
@@ -112,12 +113,44 @@ typedef struct head_io {
     const float *K; /* [Lk, ldk]; kv head g at column g*D */
     const float *V; /* [Lk, ldv]; kv head g at column g*Dv */
     int ldq, ldk, ldv;
+    /* Paged keys and values (posattn.h): K and V are NULL, and row j is
+     * row j % pt of page j / pt (pa__krow, pa__vrow). */
+    const float *const *kp, *const *vp;
+    int32_t pt;
     float *out;                            /* [Lq, H*Dv] */
     float *weights, *logits;               /* [H, Lq, Lk] or NULL */
     float *q_rot, *k_rot;                  /* rope: rotated q and k to return, or NULL */
     float *entropy, *distance, *far_share; /* [H, Lq] row statistics, or NULL */
     float far;                             /* pa_attention_out.far_distance */
 } head_io;
+
+/* Key (value) row j, every kv head of it, paged or not. */
+static inline const float *pa__krow(const head_io *io, int32_t j)
+{
+    if (io->kp != NULL)
+        return io->kp[j / io->pt] + (size_t)(j % io->pt) * (size_t)io->ldk;
+    return io->K + (size_t)j * (size_t)io->ldk;
+}
+
+static inline const float *pa__vrow(const head_io *io, int32_t j)
+{
+    if (io->vp != NULL)
+        return io->vp[j / io->pt] + (size_t)(j % io->pt) * (size_t)io->ldv;
+    return io->V + (size_t)j * (size_t)io->ldv;
+}
+
+/* Of n rows from j, those before j's page ends (all n when not paged). */
+static inline int32_t pa__krun(const head_io *io, int32_t j, int32_t n)
+{
+    if (io->kp == NULL)
+        return n;
+    return n < io->pt - j % io->pt ? n : io->pt - j % io->pt;
+}
+
+/* Values are summed in runs of PA__VRUN keys at multiples of PA__VRUN
+ * (the decode kernel's pv): a page holds whole runs, so paged and
+ * contiguous calls add the same terms in the same order. */
+#define PA__VRUN 16
 
 static inline bool pa__want_stats(const head_io *io)
 {

@@ -180,6 +180,9 @@ pa_status pa__packed_check(const pa_attention *a, pa_error *err)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "cu_seqlens_k",
                         "cu_seqlens_k packs the keys of sequences that cu_seqlens packs the "
                         "queries of: send cu_seqlens too");
+    if (a->k_pages != NULL || a->v_pages != NULL || a->page_tokens != 0)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "cu_seqlens",
+                        "packed sequences and paged keys do not go together");
     if (a->num_seqs < 1)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "cu_seqlens",
                         "cu_seqlens has %d values; it needs at least 2 (0, then the end of each "

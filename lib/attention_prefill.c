@@ -317,6 +317,7 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
         const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
         head_ops op;
         const float *Kh = io->K + (size_t)g * p->D;
+        size_t ldk = (size_t)io->ldk; /* Kh's rows */
         if (g1 <= u0 || g0 >= u1)
             continue;
         op.Vh = io->V + (size_t)g * p->Dv;
@@ -324,12 +325,20 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
         if (b->vhead != NULL) {
             /* Value rows Hkv*Dv floats apart share few cache sets (a 2 KiB
              * stride maps a tile's rows onto 2 of L1's 64 sets): gather the
-             * head's rows once so the tiles stream from contiguous memory. */
+             * head's rows once so the tiles stream from contiguous memory.
+             * Paged values come together here too. */
             for (int32_t j = 0; j < p->Lk; j++)
-                memcpy(b->vhead + (size_t)j * p->Dv, op.Vh + (size_t)j * io->ldv,
+                memcpy(b->vhead + (size_t)j * p->Dv, pa__vrow(io, j) + (size_t)g * p->Dv,
                        (size_t)p->Dv * sizeof(float));
             op.Vh = b->vhead;
             op.ldv = p->Dv;
+        }
+        if (b->kgather != NULL) { /* paged keys: the head's rows, contiguous */
+            for (int32_t j = 0; j < p->Lk; j++)
+                memcpy(b->kgather + (size_t)j * p->D, pa__krow(io, j) + (size_t)g * p->D,
+                       (size_t)p->D * sizeof(float));
+            Kh = b->kgather;
+            ldk = (size_t)p->D;
         }
         op.Kt = b->kt;
         op.ldkt = pa__tile_kt_ld(p->Lk);
@@ -348,12 +357,12 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                     p, &nm, g,
                     p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j0 * half : NULL,
                     p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j0 * half : NULL, NULL,
-                    Kh + (size_t)j0 * io->ldk, io->ldk, n, b->qblk,
+                    Kh + (size_t)j0 * ldk, (int)ldk, n, b->qblk,
                     ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
                 pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
             }
         } else {
-            pa__tile_pack_kt(p->Lk, p->D, Kh, io->ldk, b->kt, op.ldkt);
+            pa__tile_pack_kt(p->Lk, p->D, Kh, (int)ldk, b->kt, op.ldkt);
         }
         if (b->krel != NULL) {
             /* Shaw's key term of this kv head by table row: krel = scale *
