@@ -19,13 +19,17 @@
     X(UNKNOWN_MODEL, 400)                                                                          \
     X(UNAUTHORIZED, 401)                                                                           \
     X(NOT_FOUND, 404)                                                                              \
+    X(SESSION_NOT_FOUND, 404)                                                                      \
     X(METHOD_NOT_ALLOWED, 405)                                                                     \
+    X(SESSION_FULL, 409)                                                                           \
+    X(SESSION_BUSY, 409)                                                                           \
     X(PAYLOAD_TOO_LARGE, 413)                                                                      \
     X(INTERNAL, 500)                                                                               \
     X(NOT_IMPLEMENTED, 501)                                                                        \
     X(OVERLOADED, 503)                                                                             \
     X(DRAINING, 503)                                                                               \
-    X(TIMEOUT, 504)
+    X(TIMEOUT, 504)                                                                                \
+    X(CACHE_FULL, 507)
 
 typedef enum srv_error {
 #define SRV__ERR_ENUM(name, http) SRV_ERR_##name,
