@@ -162,6 +162,16 @@ static const v2_input item_inputs[] = {
     {"b_o", V2_ROLE_TENSOR, 1, false, false, {0}, 0},
 };
 
+/* MLA's (api/item_mla.c), on the models of its schemes (rope, none):
+ * k_rope [Lk, D_rope] (or [Lk, 1, D_rope]), the absorbed form's c_kv
+ * [Lk, R] and the item's mla.w_uk [H, D_nope, R], mla.w_uv [H, Dv, R]. */
+static const v2_input mla_inputs[] = {
+    {"k_rope", V2_ROLE_TENSOR, 0, false, false, {0}, 2},
+    {"c_kv", V2_ROLE_TENSOR, 2, false, false, {0}, 0},
+    {"w_uk", V2_ROLE_MLA_TENSOR, 3, false, false, {0}, 0},
+    {"w_uv", V2_ROLE_MLA_TENSOR, 3, false, false, {0}, 0},
+};
+
 static v2_input *input_named(v2_input *in, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -250,6 +260,9 @@ size_t v2_model_inputs(const v2_model *m, v2_input *out)
     unsigned schemes = v2_model_schemes(m);
     for (size_t i = 0; i < sizeof item_inputs / sizeof item_inputs[0]; i++)
         out[n++] = item_inputs[i];
+    if (schemes & (1u << PA_SCHEME_ROPE | 1u << PA_SCHEME_NONE))
+        for (size_t i = 0; i < sizeof mla_inputs / sizeof mla_inputs[0]; i++)
+            out[n++] = mla_inputs[i];
     for (size_t i = 0; i < np && n < V2_MAX_INPUTS; i++) {
         if (!(schemes >> p[i].type & 1u) || input_named(out, n, p[i].name) != NULL)
             continue;
