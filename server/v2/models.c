@@ -235,6 +235,15 @@ static void config_dims(const srv_model *c, v2_input *in, size_t n)
     q->shape[2] = D;
     k->shape[1] = Hkv;
     k->shape[2] = D;
+    /* MLA (DeepSeek): k is k_nope, D - rope_dim wide, beside k_rope. */
+    const cJSON *mla = cJSON_GetObjectItemCaseSensitive(c->layers[0].options, "mla");
+    v2_input *kr = input_named(in, n, "k_rope");
+    if (mla != NULL && kr != NULL) {
+        int64_t Dr =
+            (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(mla, "rope_dim"));
+        k->shape[2] = D > Dr ? D - Dr : 0;
+        kr->shape[1] = Dr;
+    }
     input_named(in, n, "v")->shape[1] = Hkv;
     input_named(in, n, "sinks")->shape[0] = H;
     input_named(in, n, "x")->shape[1] = dm;
