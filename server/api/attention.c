@@ -134,8 +134,10 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
                            srv_wire out_wire)
 {
     const srv_limits *lim = top->lim;
-    /* differential: api/item_diff.c, /v1/attention's alone. */
-    static const char *const extra[] = {"id", "return", "output_dtype", "differential"};
+    /* differential (api/item_diff.c) and mla with its tensors (api/item_mla.c):
+     * /v1/attention's alone. */
+    static const char *const extra[] = {"id",  "return", "output_dtype", "differential",
+                                        "mla", "k_rope", "c_kv"};
     char prefix[32];
     api_ctx ctx;
     size_t ws, concurrent;
@@ -159,8 +161,9 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
                                &a->err) ||
         !check_results(&a->it, &ctx, &a->err))
         goto fail;
-    ws = a->it.diff ? pa_diff_workspace_size(&a->it.att, &a->it.dif)
-                    : pa_attention_workspace_size(&a->it.att);
+    ws = a->it.diff  ? pa_diff_workspace_size(&a->it.att, &a->it.dif)
+         : a->it.mla ? pa_mla_workspace_size(&a->it.att, &a->it.mla_opt)
+                     : pa_attention_workspace_size(&a->it.att);
     /* Shaw's key term sizes its table by the rows the positions reach: a
      * batch whose sequences have positions of their own takes the most
      * any of them needs (0, an overflow, wins). */
@@ -195,14 +198,21 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
     }
     if (a->it.diff) /* two maps of H heads: q k^T of D and A V of 2D each */
         macs = 6.0 * a->it.Lq * (double)a->it.Lk * a->it.D * a->it.H;
+    if (a->it.mla) { /* q k^T of D (absorbed: R + D_rope) and A V of Dv (R) per head */
+        const double Dr = a->it.mla_opt.rope_dim, R = a->it.mla_opt.kv_lora_rank;
+        const double rows = (double)a->it.Lq * a->it.H;
+        macs = a->it.mla_opt.absorbed
+                   ? rows * ((double)a->it.Lk * (2.0 * R + Dr) + (a->it.D - Dr) * R + a->it.Dv * R)
+                   : rows * a->it.Lk * ((double)a->it.D + a->it.Dv);
+    }
     a->macs = macs * a->it.B;
     /* Short query rows are spread out of the weights after the run, which
      * one task does for all heads. */
     bool whole =
         a->it.query_lengths != NULL &&
         (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_ENTROPY | API_RET_DISTANCE));
-    if (a->it.att.x == NULL && !whole && !a->it.diff && lim->parallel_parts > a->it.B &&
-        macs >= ATT_SPLIT_MIN_MACS)
+    if (a->it.att.x == NULL && !whole && !a->it.diff && !a->it.mla &&
+        lim->parallel_parts > a->it.B && macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
     if (a->nparts > 1) {
         /* Decode: the parts share the keys when the library can split them so. */
@@ -344,8 +354,9 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
                                  .entropy = res[5],
                                  .distance = res[6]};
     }
-    if ((it->diff ? pa_diff_run(&att, &it->dif, out.output, out.weights, ws, ws_size, &pe)
-                  : run_share(a, &att, &out, b, part, ws, ws_size, &pe)) == PA_STATUS_OK) {
+    if ((it->diff  ? pa_diff_run(&att, &it->dif, out.output, out.weights, ws, ws_size, &pe)
+         : it->mla ? pa_mla_run(&att, &it->mla_opt, &out, ws, ws_size, &pe)
+                   : run_share(a, &att, &out, b, part, ws, ws_size, &pe)) == PA_STATUS_OK) {
         if (it->query_lengths != NULL && att.q_len < it->Lq)
             pad_query_rows(it, att.q_len, part, &out);
     } else {

@@ -91,6 +91,7 @@ void api_item_free(api_item *it)
     free(it->cu_seqlens);
     free(it->cu_seqlens_k);
     api_item_diff_free(it);
+    api_item_mla_free(it);
     memset(it, 0, sizeof *it);
 }
 
@@ -556,20 +557,22 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     if (!api_scheme_parse(api_member(obj, "scheme"), ctx, &out->scheme, e))
         goto fail;
     pa_attention_init(&out->att, &out->scheme.s);
-    if (!api_item_parse_diff(obj, ctx, out, e))
+    if (!api_item_parse_diff(obj, ctx, out, e) || !api_item_parse_mla(obj, ctx, out, e))
         goto fail;
     if (api_member(obj, "x") != NULL) {
         if (!parse_layer(obj, ctx, out, e))
             goto fail;
-    } else if (!parse_qkv(obj, ctx, out, e) || !api_item_diff_shapes(obj, ctx, out, e)) {
+    } else if (out->mla ? !api_item_mla_qkv(obj, ctx, out, e) /* api/item_mla.c */
+                        : !parse_qkv(obj, ctx, out, e) || !api_item_diff_shapes(obj, ctx, out, e)) {
         goto fail;
     }
     if (!api_model_check_shapes(&mu, out, ctx, e) || !parse_masks(obj, ctx, out, e) ||
         !api_item_parse_options(obj, ctx, out, e) || !api_item_parse_packed(obj, ctx, out, e))
         goto fail;
 
-    if ((out->diff ? pa_diff_check(&out->att, &out->dif, &pe)
-                   : pa_attention_check(&out->att, &pe)) != PA_STATUS_OK) {
+    if ((out->diff  ? pa_diff_check(&out->att, &out->dif, &pe)
+         : out->mla ? pa_mla_check(&out->att, &out->mla_opt, &pe)
+                    : pa_attention_check(&out->att, &pe)) != PA_STATUS_OK) {
         api_fail_pa(e, ctx, &pe);
         goto fail;
     }
@@ -666,6 +669,15 @@ bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, ap
                             "%s='%s' is not available with differential attention: it returns "
                             "output [Lq, H, 2 head_dim] and weights [H, Lq, Lk]",
                             rel, it->valuestring);
+        /* api/item_mla.c: the library returns the maps while they fit. */
+        if (out->mla && (k == 1 || k == 2) &&
+            api_mul_sat(api_mul_sat((size_t)out->H, (size_t)out->Lq), (size_t)out->Lk) >
+                PA_MLA_LOGITS_MAX)
+            return api_fail(e, ctx, SRV_ERR_PAYLOAD_TOO_LARGE, api_result_names[k],
+                            "%s [H, Lq, Lk] = [%d, %d, %d] is more than the %zu values mla "
+                            "returns (the output has no such limit)",
+                            api_result_names[k], (int)out->H, (int)out->Lq, (int)out->Lk,
+                            PA_MLA_LOGITS_MAX);
         out->ret |= 1u << k;
     }
     return true;
@@ -766,6 +778,10 @@ int api_item_result_shape(const api_item *it, unsigned which, int64_t shape[4])
         break;
     default:
         one[0] = it->Lk, one[1] = it->Hkv, one[2] = it->D;
+        if (it->mla) { /* the one rotated key head, [Lk, D_rope] */
+            one[1] = it->mla_opt.rope_dim;
+            n = 2;
+        }
         break;
     }
     shape[0] = it->B;

@@ -136,6 +136,21 @@ static const api_option options[] = {
      "DiffLlama (halves)",
      "parameters differential_pairs, differential_lambda, differential_lambda_init, "
      "differential_depth, differential_subln, differential_subln_eps (the vectors: not yet)"},
+    {"mla", "object",
+     "{\"rope_dim\": D_rope, \"absorbed\": false, \"w_uk\": [H, D_nope, R], \"w_uv\": "
+     "[H, Dv, R]} with item tensors k_rope [Lk, D_rope] (or [Lk, 1, D_rope]) and, absorbed, c_kv "
+     "[Lk, R]",
+     "multi-head latent attention with decoupled RoPE: q [Lq, H, D_nope + D_rope], k = k_nope "
+     "[Lk, H, D_nope], v [Lk, H, Dv]; l_hij = s (q_nope_hi . k_nope_hj + rot(q_rope_hi) . "
+     "rot(k_rope_j)), the rope over the D_rope dims alone, one k_rope for every head; s = "
+     "(D_nope + D_rope)^-0.5 times mscale(factor, mscale_all_dim)^2 under yarn (Hugging Face's); "
+     "absorbed: k_nope_hj = w_uk[h] c_kv_j, v_hj = w_uv[h] c_kv_j (kv_b_proj.weight viewed "
+     "[H, D_nope + Dv, R]), computed over the latent c_kv, equal to the expanded form to float "
+     "rounding; output [Lq, H, Dv], k_rot [Lk, D_rope]; schemes rope (no M-RoPE) and none; not "
+     "with layer mode, batches, packed, query_length, softcap, q/k norms, query scalings",
+     "DeepSeek-V2/V3 (Hugging Face DeepseekV3Attention; the absorbed form: vLLM, SGLang, "
+     "FlashMLA)",
+     "parameters mla_rope_dim, mla_absorbed; inputs k_rope, c_kv, w_uk, w_uv"},
 };
 
 const api_option *api_options(size_t *n)

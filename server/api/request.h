@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "posattn.h"
 #include "posattn_diff.h"
+#include "posattn_mla.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -83,6 +84,12 @@ typedef struct api_item {
     float *diff_array[5];
     srv_tensor diff_tensor[5];
     int32_t diff_len[5];
+    /* MLA (api/item_mla.c): att's head_dim is q's D_nope + D_rope, its k
+     * is k_nope [Lk, H, D_nope] (NULL in the absorbed form, as v); mla_opt
+     * borrows k_rope, c_kv, w_uk and w_uv. */
+    bool mla;
+    pa_mla mla_opt;
+    srv_tensor k_rope, c_kv, w_uk, w_uv;
 } api_item;
 
 /* The descriptor of sequence b of a valid item: att with the inputs of
@@ -151,6 +158,18 @@ bool api_item_render_packed(cJSON *obj, const char *name, const api_item *it, un
 bool api_item_parse_diff(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 bool api_item_diff_shapes(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 void api_item_diff_free(api_item *it);
+
+/* MLA with decoupled RoPE (api/item_mla.c). api_item_parse_mla reads the
+ * item's "mla" into it->mla and it->mla_opt (before q, k and v; layer
+ * mode, differential, and k_rope or c_kv without mla are refused).
+ * api_item_mla_qkv then reads q, k_rope and k, v (expanded) or c_kv
+ * (absorbed) in place of parse_qkv, checks every shape against q's and
+ * mla.rope_dim, refuses batches and query_length, and sets the sizes and
+ * the output shape [Lq, H, Dv]. k_rot is [Lk, D_rope]
+ * (api_item_result_shape). */
+bool api_item_parse_mla(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+bool api_item_mla_qkv(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+void api_item_mla_free(api_item *it);
 
 /* Parses "return" into out->ret (default output only). */
 bool api_item_parse_return(const cJSON *v, const api_ctx *ctx, api_item *out, api_err *e);

@@ -246,12 +246,15 @@ static bool add_shapes(cJSON *root)
         {"weights", "[H, Lq, Lk]", "[B, H, Lq, Lk]"},
         {"logits", "[H, Lq, Lk]", "[B, H, Lq, Lk]"},
         {"q_rot", "[Lq, H, D]", "[B, Lq, H, D]"},
-        {"k_rot", "[Lk, Hkv, D]", "[B, Lk, Hkv, D]"},
+        {"k_rot", "[Lk, Hkv, D] (mla: [Lk, D_rope])", "[B, Lk, Hkv, D]"},
         {"entropy", "[H, Lq]", "[B, H, Lq]"},
         {"distance", "[H, Lq]", "[B, H, Lq]"},
         {"cu_seqlens", "[S+1]: q [L_total, H, D]; weights, logits, entropy, distance a list",
          "not with a batch"},
         {"cu_seqlens_k", "[S+1]: k, v [Lk_total, Hkv, D]", "not with a batch"},
+        {"k_rope", "mla: [Lk, D_rope] or [Lk, 1, D_rope] (k is then k_nope [Lk, H, D_nope])",
+         "not with a batch"},
+        {"c_kv", "mla absorbed: [Lk, R] (no k, v)", "not with a batch"},
     };
     cJSON *sh = cJSON_AddObjectToObject(root, "shapes");
     if (sh == NULL)

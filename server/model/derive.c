@@ -89,6 +89,11 @@ static const model_row rows[] = {
     {.type = "cohere", STD, ROPE("gptj", 0), .norm = NORM_COHERE},
     {.type = "starcoder2", STD, ROPE("neox", 0), .win = WIN_ALL},
     {.type = "granite", STD, ROPE("neox", 0), .scale = SCALE_MULTIPLIER},
+    /* DeepSeek's MLA (mla_dims, mla_option below): kv heads are the heads */
+    {.type = "deepseek_v2", .heads = "num_attention_heads", .hidden = "hidden_size",
+     .layers = "num_hidden_layers", ROPE("gptj", 0), .mla = 2},
+    {.type = "deepseek_v3", .heads = "num_attention_heads", .hidden = "hidden_size",
+     .layers = "num_hidden_layers", ROPE("gptj", 0), .mla = 3},
 };
 
 /* Multimodal or composite configs whose attention is their text_config's:
@@ -136,6 +141,33 @@ static const model_row *find_row(const char *type)
 /* What every layer shares                                                   */
 /* ------------------------------------------------------------------------- */
 
+/* DeepSeek's multi-head latent attention (Hugging Face DeepseekV2Attention,
+ * DeepseekV3Attention): q's heads are qk_nope_head_dim + qk_rope_head_dim
+ * wide (the config's head_dim, which HF sets to qk_rope_head_dim, is the
+ * rope's width), k is k_nope [L, H, qk_nope_head_dim] with one k_rope
+ * [L, qk_rope_head_dim] for every head, and v is v_head_dim wide (its
+ * shape says so). kv_b_proj gives every head its own k_nope and v, so the
+ * kv heads are the heads whatever num_key_value_heads says. */
+static bool mla_dims(const cfg_ctx *d, common *c, int64_t *D)
+{
+    int64_t dn, dr;
+    srv_model_source ns;
+    if (!cfg_int(d, "qk_nope_head_dim", 1, 65536, false, 128, &dn, &ns) ||
+        !cfg_int(d, "qk_rope_head_dim", 2, 65536, false, 64, &dr, &c->rope_dim_src))
+        return false;
+    if (dr % 2 != 0)
+        return cfg_fail(d, "qk_rope_head_dim",
+                        "config \"%sqk_rope_head_dim\": %lld must be even (RoPE rotates pairs)",
+                        d->prefix, (long long)dr);
+    if (c->rope_dim_src.key[0] == '\0')
+        cfg_source(&c->rope_dim_src, NULL, "qk_rope_head_dim", "64 (the default)");
+    *D = dn + dr;
+    c->rope_dim = (int32_t)dr;
+    snprintf(c->dim.key, sizeof c->dim.key, "%sqk_nope_head_dim + qk_rope_head_dim", d->prefix);
+    snprintf(c->dim.value, sizeof c->dim.value, "%lld + %lld", (long long)dn, (long long)dr);
+    return true;
+}
+
 static bool counts(const cfg_ctx *d, common *c)
 {
     const model_row *row = c->row;
@@ -147,6 +179,8 @@ static bool counts(const cfg_ctx *d, common *c)
         return false;
     D = 0;
     if (row->head_dim != NULL && !cfg_int(d, row->head_dim, 1, 65536, false, 0, &D, &c->dim))
+        return false;
+    if (row->mla != 0 && !mla_dims(d, c, &D))
         return false;
     if (D == 0) {
         if (hidden % H != 0)
@@ -366,6 +400,26 @@ static bool learned_scheme(const cfg_ctx *d, const common *c, int32_t l, cJSON *
            cJSON_AddNumberToObject(scheme, "offset", c->row->offset) != NULL;
 }
 
+/* A DeepSeek layer's item option mla {"rope_dim": qk_rope_head_dim} (the
+ * expanded form; an item adds absorbed, w_uk, w_uv member by member), and
+ * its rope's layout: the checkpoints pair neighbouring dims (V2's complex
+ * product; V3's rope_interleave, default true, else rotate_half). */
+static bool mla_option(const cfg_ctx *d, const common *c, srv_model_layer *L, cJSON *scheme)
+{
+    cJSON *m;
+    bool inter = true;
+    srv_model_source s;
+    if (c->row->mla == 3 && !cfg_bool(d, "rope_interleave", true, &inter, &s))
+        return false;
+    if (!inter && !cJSON_ReplaceItemInObjectCaseSensitive(scheme, "layout",
+                                                          cJSON_CreateString("neox")))
+        return cfg_fail(d, "", "out of memory");
+    if ((m = cJSON_AddObjectToObject(L->options, "mla")) == NULL ||
+        cJSON_AddNumberToObject(m, "rope_dim", c->rope_dim) == NULL)
+        return cfg_fail(d, "", "out of memory");
+    return add_source(L, "mla", &c->rope_dim_src);
+}
+
 static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, int32_t l,
                          srv_model_layer *L)
 {
@@ -422,9 +476,12 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
     if ((row->pos == POS_ROPE && rope_layer) || (row->pos == POS_FALCON && !falcon_alibi)) {
         bool local = strcmp(row->type, "gemma3_text") == 0 &&
                      strcmp(L->kind, "sliding_attention") == 0;
-        if (!model_rope_scheme(d, &row->rope, c->D, L->kind, local, scheme, &s))
+        if (!model_rope_scheme(d, &row->rope, row->mla != 0 ? c->rope_dim : c->D, L->kind, local,
+                               scheme, &s))
             return false;
         add_source(L, "scheme", &s);
+        if (row->mla != 0 && !mla_option(d, c, L, scheme))
+            return false;
     } else if (row->pos == POS_ALIBI || falcon_alibi || mpt_alibi) {
         if (!alibi_scheme(d, c, scheme, &s))
             return d->e->message[0] != '\0' ? false : cfg_fail(d, "", "out of memory");
@@ -480,12 +537,15 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
     if (!ok)
         return d->e->message[0] != '\0' ? false : cfg_fail(d, "", "out of memory");
 
-    /* Scale and softcap */
+    /* Scale and softcap. DeepSeek-V3's is the MLA call's default (HF's:
+     * head_dim^-0.5 times yarn's mscale(factor, mscale_all_dim)^2); HF's
+     * DeepSeek-V2 takes head_dim^-0.5 alone. */
     if (!derive_scale(d, c, l, &x, &s))
         return false;
-    if (cJSON_AddNumberToObject(L->options, "scale", x) == NULL)
+    if (row->mla != 3 && cJSON_AddNumberToObject(L->options, "scale", x) == NULL)
         return cfg_fail(d, "", "out of memory");
-    add_source(L, "scale", &s);
+    if (row->mla != 3)
+        add_source(L, "scale", &s);
     if (row->softcap != NULL && cfg_find(d, row->softcap, &s) != NULL) {
         if (!cfg_num(d, row->softcap, true, 0, &x, NULL))
             return false;

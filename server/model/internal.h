@@ -101,6 +101,7 @@ typedef struct model_row {
     bool enc_dec;     /* T5: an encoder and a decoder stack */
     int32_t offset;   /* learned positions: OPT's 2 */
     const char *positions; /* learned positions: the table's rows key */
+    int mla;               /* DeepSeek's MLA: 2 (V2) or 3 (V3); 0 for the others */
 } model_row;
 
 typedef struct common {
@@ -109,6 +110,8 @@ typedef struct common {
     srv_model_source heads, kv, dim, type;
     const cJSON *layer_types;
     srv_model_source layer_types_src;
+    int32_t rope_dim; /* MLA: qk_rope_head_dim (D is qk_nope_head_dim + it) */
+    srv_model_source rope_dim_src;
 } common;
 
 /* layer_types, when the config has one: n_layers known names, into c. */

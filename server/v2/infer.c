@@ -62,6 +62,9 @@ static const struct {
     {"differential_depth", API_PARAM_INT, "differential", "depth"},
     {"differential_subln", API_PARAM_BOOL, "differential", "subln"},
     {"differential_subln_eps", API_PARAM_NUMBER, "differential", "subln_eps"},
+    /* MLA's (its tensors are inputs: k_rope, c_kv, w_uk, w_uv) */
+    {"mla_rope_dim", API_PARAM_INT, "mla", "rope_dim"},
+    {"mla_absorbed", API_PARAM_BOOL, "mla", "absorbed"},
 };
 
 /* ------------------------------------------------------------------------- */
@@ -94,7 +97,8 @@ static bool add_ref(cJSON *parent, const char *name, const cJSON *node)
 /* The item's object `key` (made when first needed): q_norm or k_norm, the
  * parent of the input q_norm_weight (as "weight") and the parameters
  * q_norm_eps ("eps") and q_norm_weight_offset ("weight_offset"); or
- * attn_temperature_tuning, logn_scaling. NULL on allocation failure. */
+ * attn_temperature_tuning, logn_scaling, differential, mla (the parent of
+ * the inputs w_uk, w_uv). NULL on allocation failure. */
 static cJSON *item_object(cJSON *item, const char *key)
 {
     cJSON *o = cJSON_GetObjectItemCaseSensitive(item, key);
@@ -352,6 +356,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     case V2_ROLE_TENSOR:
     case V2_ROLE_SCHEME_TENSOR:
     case V2_ROLE_NORM_WEIGHT:
+    case V2_ROLE_MLA_TENSOR:
         node = cJSON_CreateObject();
         if (node == NULL || !add_ref(node, "shape", cJSON_GetObjectItemCaseSensitive(in, "shape")))
             return cJSON_Delete(node), oom(e);
@@ -419,7 +424,8 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                  ? scheme_object(rq)
              : spec->role == V2_ROLE_NORM_WEIGHT
                  ? item_object(rq->item, spec->name[0] == 'q' ? "q_norm" : "k_norm")
-                 : rq->item;
+             : spec->role == V2_ROLE_MLA_TENSOR ? item_object(rq->item, "mla")
+                                                : rq->item;
     if (parent == NULL ||
         !cJSON_AddItemToObject(parent, spec->role == V2_ROLE_NORM_WEIGHT ? "weight" : spec->name,
                                node))

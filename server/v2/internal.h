@@ -69,6 +69,7 @@ typedef enum v2_role {
     V2_ROLE_SCHEME_TENSOR, /* a scheme tensor: table, rel_k, rel_v */
     V2_ROLE_SCHEME_ARRAY,  /* a scheme number array: slopes, short_factor, ... */
     V2_ROLE_NORM_WEIGHT,   /* q_norm_weight, k_norm_weight: the item's q_norm.weight, ... */
+    V2_ROLE_MLA_TENSOR,    /* w_uk, w_uv: the item's mla.w_uk, mla.w_uv */
 } v2_role;
 
 typedef struct v2_input {

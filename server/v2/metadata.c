@@ -257,7 +257,10 @@ void srv_v2_model_metadata(const srv_model_set *models, const char *name, srv_re
                              specs[i].int32     ? "INT32"
                              : specs[i].boolean ? "BOOL"
                                                 : "FP32",
-                             specs[i].ndim ? specs[i].ndim : 3, NULL);
+                             specs[i].meta_ndim ? specs[i].meta_ndim
+                             : specs[i].ndim    ? specs[i].ndim
+                                                : 3,
+                             NULL);
     /* The model's output: [Lq, H, Dv] ([Lq, d_out] in layer mode with w_o),
      * what an infer request without "outputs" returns ([V2]: "all outputs
      * produced by the model"). weights, logits (H x Lq x Lk each), q_rot

@@ -162,6 +162,16 @@ static const v2_input item_inputs[] = {
     {"b_o", V2_ROLE_TENSOR, 1, false, false, {0}, 0},
 };
 
+/* MLA's (api/item_mla.c), on the models of its schemes (rope, none):
+ * k_rope [Lk, D_rope] (or [Lk, 1, D_rope]), the absorbed form's c_kv
+ * [Lk, R] and the item's mla.w_uk [H, D_nope, R], mla.w_uv [H, Dv, R]. */
+static const v2_input mla_inputs[] = {
+    {"k_rope", V2_ROLE_TENSOR, 0, false, false, {0}, 2},
+    {"c_kv", V2_ROLE_TENSOR, 2, false, false, {0}, 0},
+    {"w_uk", V2_ROLE_MLA_TENSOR, 3, false, false, {0}, 0},
+    {"w_uv", V2_ROLE_MLA_TENSOR, 3, false, false, {0}, 0},
+};
+
 static v2_input *input_named(v2_input *in, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -225,6 +235,15 @@ static void config_dims(const srv_model *c, v2_input *in, size_t n)
     q->shape[2] = D;
     k->shape[1] = Hkv;
     k->shape[2] = D;
+    /* MLA (DeepSeek): k is k_nope, D - rope_dim wide, beside k_rope. */
+    const cJSON *mla = cJSON_GetObjectItemCaseSensitive(c->layers[0].options, "mla");
+    v2_input *kr = input_named(in, n, "k_rope");
+    if (mla != NULL && kr != NULL) {
+        int64_t Dr =
+            (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(mla, "rope_dim"));
+        k->shape[2] = D > Dr ? D - Dr : 0;
+        kr->shape[1] = Dr;
+    }
     input_named(in, n, "v")->shape[1] = Hkv;
     input_named(in, n, "sinks")->shape[0] = H;
     input_named(in, n, "x")->shape[1] = dm;
@@ -250,6 +269,9 @@ size_t v2_model_inputs(const v2_model *m, v2_input *out)
     unsigned schemes = v2_model_schemes(m);
     for (size_t i = 0; i < sizeof item_inputs / sizeof item_inputs[0]; i++)
         out[n++] = item_inputs[i];
+    if (schemes & (1u << PA_SCHEME_ROPE | 1u << PA_SCHEME_NONE))
+        for (size_t i = 0; i < sizeof mla_inputs / sizeof mla_inputs[0]; i++)
+            out[n++] = mla_inputs[i];
     for (size_t i = 0; i < np && n < V2_MAX_INPUTS; i++) {
         if (!(schemes >> p[i].type & 1u) || input_named(out, n, p[i].name) != NULL)
             continue;

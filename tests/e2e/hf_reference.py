@@ -7,7 +7,7 @@ config itself, as each model's attention module does.
 
 arrays: "q", "k", "v" ([L, H, D], [L, Hkv, D]) or layer mode's "x", "w_q",
 "w_k", "w_v" (learned positions), "positions" ([L], or [3, L] rows for
-M-RoPE), and the tensors a layer needs by their item field ("sinks",
+M-RoPE), DeepSeek's "k_rope" [L, qk_rope_head_dim] (its "k" is k_nope), and the tensors a layer needs by their item field ("sinks",
 "q_norm.weight", "k_norm.weight", "scheme.table", "scheme.rel_k").
 Masks follow the positions (causal kpos <= qpos; sliding qpos - kpos < W;
 chunks floor(pos / C)), or token order with M-RoPE rows, as Hugging Face's
@@ -218,6 +218,13 @@ def attention(config, layer, stack, arrays):
     else:
         Hkv = c.get("num_key_value_heads", default=H)
     n_layers = c.get("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+    # DeepSeek's MLA (DeepseekV2Attention, DeepseekV3Attention): q [L, H,
+    # qk_nope + qk_rope], k is k_nope with one k_rope for every head, H kv heads.
+    mla = t in ("deepseek_v2", "deepseek_v3")
+    if mla:
+        Dn = c.get("qk_nope_head_dim", default=128)
+        Dr = c.get("qk_rope_head_dim", default=64)
+        D, Hkv = Dn + Dr, H
 
     # Layer type
     lt = c.get("layer_types")
@@ -245,6 +252,11 @@ def attention(config, layer, stack, arrays):
 
     # Scale
     scale = D ** -0.5
+    rs = c.get("rope_scaling") or {}
+    if t == "deepseek_v3" and rs.get("mscale_all_dim"):  # V2's HF port has no such factor
+        f, msa = rs["factor"], rs["mscale_all_dim"]
+        m = 1.0 if f <= 1 else 0.1 * msa * math.log(f) + 1.0
+        scale = scale * m * m
     if t in ("gemma2", "gemma3_text"):
         scale = c.get("query_pre_attn_scalar", default=256) ** -0.5
     elif t == "granite":
@@ -289,6 +301,19 @@ def attention(config, layer, stack, arrays):
     elif t == "olmo2":
         q = (rms(q.reshape(L, H * D), eps) * arrays["q_norm.weight"]).reshape(L, H, D)
         k = (rms(k.reshape(L, Hkv * D), eps) * arrays["k_norm.weight"]).reshape(L, Hkv, D)
+
+    # MLA: rope over the qk_rope dims of q and over k_rope ([L, 1, Dr], as
+    # HF views it), pairs neighbouring (V2's complex product; V3's
+    # rope_interleave, else rotate_half), then k_rot expanded to every head.
+    if mla:
+        rp = rope_dict(c, kind)
+        base = rp.get("rope_theta") or c.get("rope_theta", default=10000.0)
+        inv, att = inv_freq(c, rp, float(base), Dr, int(np.max(p1)) + 1)
+        layout = "gptj" if t == "deepseek_v2" or c.get("rope_interleave", default=True) else "neox"
+        qr = rotate(q[:, :, Dn:], p1, inv, att, Dr, layout)
+        kr = rotate(arrays["k_rope"][:, None, :], p1, inv, att, Dr, layout)
+        q = np.concatenate([q[:, :, :Dn], qr], axis=-1)
+        k = np.concatenate([k, np.broadcast_to(kr, (L, H, Dr))], axis=-1)
 
     # RoPE
     rope_models = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",

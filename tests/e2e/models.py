@@ -117,6 +117,17 @@ def inputs(name, run, layer, rng):
         t["arrays"].update(x=x, **w)
         for k, v in (("x", x), *w.items()):
             t["item"][k] = b64(v)
+    elif "mla" in opts:
+        # DeepSeek's MLA: k is k_nope [L, H, D - D_rope], one k_rope [L, D_rope]
+        # for every head, v as wide as the config's v_head_dim.
+        Dr = opts["mla"]["rope_dim"]
+        Dv = config(name).get("v_head_dim", 128)
+        q = rng.standard_normal((L, H, D)).astype(np.float32)
+        k = rng.standard_normal((L, H, D - Dr)).astype(np.float32)
+        v = rng.standard_normal((L, H, Dv)).astype(np.float32)
+        kr = rng.standard_normal((L, Dr)).astype(np.float32)
+        t["arrays"].update(q=q, k=k, v=v, k_rope=kr)
+        t["item"].update(q=b64(q), k=b64(k), v=b64(v), k_rope=b64(kr))
     else:
         q = rng.standard_normal((L, H, D)).astype(np.float32)
         k = rng.standard_normal((L, Hkv, D)).astype(np.float32)

@@ -160,6 +160,22 @@ class NamedTensors(unittest.TestCase):
         item_ref = self.item(dict(sch, rel_k={"ref": "rel_k"}, rel_v={"ref": "rel_v"}), q=q, k=k, v=v)
         self.same("/v1/attention", self.attention(item_inline), self.attention(item_ref))
 
+    def test_mla_absorbed(self):
+        # MLA's tensors by name: c_kv and k_rope (item tensors), mla.w_uk and
+        # mla.w_uv, in F16, BF16 and F32 files.
+        q = rnd((3, 2, 6), 12)
+        base = {"scheme": {"type": "rope", "layout": "gptj"}, "q": q, "causal": True,
+                "return": ["output", "weights", "k_rot"]}
+        names = ("mla_c_kv", "mla_k_rope", "mla_w_uk", "mla_w_uv")
+        items = []
+        for form in (inline, lambda n: {"ref": n}):
+            c, kr, wuk, wuv = (form(n) for n in names)
+            items.append(dict(base, c_kv=c, k_rope=kr,
+                              mla={"rope_dim": 2, "absorbed": True, "w_uk": wuk, "w_uv": wuv}))
+        a = self.same("/v1/attention", self.attention(items[0]), self.attention(items[1]))
+        self.assertEqual(a["outputs"][0]["output"]["shape"], [3, 2, 3])
+        self.assertEqual(a["outputs"][0]["k_rot"]["shape"], [6, 2])
+
     def test_batch_shares_one_table(self):
         # Many items borrowing one table: all answer as inline would.
         q, k, v = rnd((5, 4, 8), 8), rnd((5, 4, 8), 9), rnd((5, 4, 8), 10)

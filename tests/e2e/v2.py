@@ -78,10 +78,13 @@ class Metadata(unittest.TestCase):
                   t("b_q", "FP32", 1), t("b_k", "FP32", 1), t("b_v", "FP32", 1),
                   t("b_o", "FP32", 1)]
         outputs = [t("output", "FP32", 3)]  # the diagnostics are named in "properties"
+        # MLA's inputs, on the models of its schemes (none, rope).
+        mla = [t("k_rope", "FP32", 2), t("c_kv", "FP32", 2), t("w_uk", "FP32", 3),
+               t("w_uv", "FP32", 3)]
         extra = {
-            "none": [], "sinusoidal": [], "rope": [t("short_factor", "FP32", 1),
-                                                   t("long_factor", "FP32", 1),
-                                                   t("mrope_section", "INT32", 1)],
+            "none": mla, "sinusoidal": [], "rope": mla + [t("short_factor", "FP32", 1),
+                                                         t("long_factor", "FP32", 1),
+                                                         t("mrope_section", "INT32", 1)],
             "learned": [t("table", "FP32", 2)], "t5": [t("table", "FP32", 2)],
             "shaw": [t("rel_k", "FP32", 2), t("rel_v", "FP32", 2)],
             "alibi": [t("slopes", "FP32", 1)],

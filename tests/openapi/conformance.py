@@ -546,12 +546,25 @@ class Attention(unittest.TestCase):
                                  "subln_weight": [1.0] * 8}}
         halves = dict(qkv({"type": "none"}, H=4), differential={
             "pairs": "halves", "lambda": 0.5, "lambda_init": 0.2, "subln_eps": 1e-6})
-        obj = self.ok({"inputs": [opts, batch, lay, pre, scaled, packed, diff, halves]})
+        # MLA: k is k_nope [Lk, H, D_nope], k_rope [Lk, D_rope] (or [Lk, 1,
+        # D_rope]); absorbed: c_kv [Lk, R] with mla.w_uk and mla.w_uv.
+        mla = {"scheme": {"type": "rope", "layout": "gptj"}, "q": T(3, 2, 6, seed=4),
+               "k": T(3, 2, 4, seed=5), "v": T(3, 2, 3, seed=6), "k_rope": T(3, 2, seed=7),
+               "mla": {"rope_dim": 2}, "causal": True, "return": ["output", "k_rot"]}
+        absorbed = {"scheme": {"type": "rope"}, "q": T(2, 2, 6, seed=4), "c_kv": T(3, 5, seed=5),
+                    "k_rope": T(3, 1, 2, seed=7),
+                    "mla": {"rope_dim": 2, "absorbed": True, "w_uk": T(2, 4, 5, seed=8),
+                            "w_uv": T(2, 3, 5, seed=9)}}
+        obj = self.ok({"inputs": [opts, batch, lay, pre, scaled, packed, diff, halves, mla,
+                                  absorbed]})
         self.assertEqual([w["shape"] for w in obj["outputs"][5]["weights"]],
                          [[2, 1, 1], [2, 3, 3]])
         self.assertEqual(obj["outputs"][6]["output"]["shape"], [3, 2, 8])
         self.assertEqual(obj["outputs"][6]["weights"]["shape"], [2, 3, 3])
         self.assertEqual(obj["outputs"][7]["output"]["shape"], [3, 2, 8])
+        self.assertEqual(obj["outputs"][8]["output"]["shape"], [3, 2, 3])
+        self.assertEqual(obj["outputs"][8]["k_rot"]["shape"], [3, 2])
+        self.assertEqual(obj["outputs"][9]["output"]["shape"], [2, 2, 3])
 
     def test_int_tensor_positions(self):
         # IntTensor: positions as {"shape", "data"} as well as {"shape", "b64"}.
@@ -707,7 +720,8 @@ class UnknownFields(unittest.TestCase):
         for name, value, schema in (
                 ("attn_temperature_tuning", {"floor_scale": 8192}, "AttnTemperatureTuning"),
                 ("logn_scaling", {"train_length": 4}, "LognScaling"),
-                ("differential", {"lambda": 0.5}, "Differential")):
+                ("differential", {"lambda": 0.5}, "Differential"),
+                ("mla", {"rope_dim": 2}, "Mla")):
             self.refuse("/v1/attention", {"inputs": [dict(GOOD_ITEMS["none"], **{name: value})]},
                         ["inputs", 0, name], name + ".no_such_field", component(schema),
                         "inputs[0].")

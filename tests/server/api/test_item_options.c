@@ -623,10 +623,10 @@ static void test_schemes_document_options(void **state)
     qkv f;
     int status, n = 0;
     const char *want[] = {
-        "softcap",        "sinks",        "chunk_size",  "mask",   "bias",
-        "attention_mask", "k_prerotated", "q_norm",      "k_norm", "attn_temperature_tuning",
-        "logn_scaling",   "b_q",          "b_k",         "b_v",    "b_o",
-        "cu_seqlens",     "cu_seqlens_k", "differential"};
+        "softcap",        "sinks",        "chunk_size",   "mask",   "bias",
+        "attention_mask", "k_prerotated", "q_norm",       "k_norm", "attn_temperature_tuning",
+        "logn_scaling",   "b_q",          "b_k",          "b_v",    "b_o",
+        "cu_seqlens",     "cu_seqlens_k", "differential", "mla"};
     memset(&reply, 0, sizeof reply);
     srv_endpoint_answer(&srv_ep_schemes, &lim, &reply);
     assert_int_equal(reply.http_status, 200);
@@ -651,15 +651,15 @@ static void test_schemes_document_options(void **state)
         cJSON_Delete(res);
         n++;
     }
-    assert_int_equal(n, 18);
+    assert_int_equal(n, 19);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ans, "dtypes");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "input")), 4);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(dt, "output")), 3);
     /* The shapes table names every tensor of an item and each result. */
     const cJSON *shapes = cJSON_GetObjectItemCaseSensitive(ans, "shapes");
     static const char *const named[] = {
-        "q",      "k",       "v",      "x",     "key_length", "attention_mask",
-        "output", "weights", "logits", "q_rot", "k_rot"};
+        "q",      "k",     "v",     "x",      "key_length", "attention_mask", "output", "weights",
+        "logits", "q_rot", "k_rot", "k_rope", "c_kv"};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
         const cJSON *row = cJSON_GetObjectItemCaseSensitive(shapes, named[i]);
         assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "one")));

@@ -340,9 +340,12 @@ static void test_options_dtypes_shapes(void **state)
 
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(ans, "shapes");
     static const char *const rows[][3] = {
-        {"q", "[Lq, H, D]", "[B, Lq, H, D]"},         {"k", "[Lk, Hkv, D]", "[B, Lk, Hkv, D]"},
-        {"v", "[Lk, Hkv, Dv]", "[B, Lk, Hkv, Dv]"},   {"weights", "[H, Lq, Lk]", "[B, H, Lq, Lk]"},
-        {"k_rot", "[Lk, Hkv, D]", "[B, Lk, Hkv, D]"}, {"entropy", "[H, Lq]", "[B, H, Lq]"},
+        {"q", "[Lq, H, D]", "[B, Lq, H, D]"},
+        {"k", "[Lk, Hkv, D]", "[B, Lk, Hkv, D]"},
+        {"v", "[Lk, Hkv, Dv]", "[B, Lk, Hkv, Dv]"},
+        {"weights", "[H, Lq, Lk]", "[B, H, Lq, Lk]"},
+        {"k_rot", "[Lk, Hkv, D] (mla: [Lk, D_rope])", "[B, Lk, Hkv, D]"},
+        {"entropy", "[H, Lq]", "[B, H, Lq]"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(sh, rows[i][0]);
@@ -352,7 +355,8 @@ static void test_options_dtypes_shapes(void **state)
     /* Every result name has its shape. */
     for (int i = 0; i < API_NRES; i++)
         assert_non_null(cJSON_GetObjectItemCaseSensitive(sh, api_result_names[i]));
-    assert_int_equal(cJSON_GetArraySize(sh), 20 + 1); /* + cu_seqlens, cu_seqlens_k */
+    /* + cu_seqlens, cu_seqlens_k, mla's k_rope and c_kv */
+    assert_int_equal(cJSON_GetArraySize(sh), 22 + 1);
     cJSON_Delete(ans);
 }
 

@@ -424,6 +424,43 @@ static void test_model_set_load(void **state)
     assert_non_null(strstr(err, "given twice"));
 }
 
+/* DeepSeek's MLA: q's head dim is qk_nope + qk_rope whatever head_dim
+ * says, the kv heads are the heads, the option mla names qk_rope_head_dim,
+ * V3's rope_interleave false is rotate_half (neox), V3 leaves the scale to
+ * the MLA call (HF's mscale_all_dim), an odd qk_rope_head_dim is refused. */
+static void test_deepseek_mla(void **state)
+{
+    (void)state;
+    srv_model *m = derive_file("deepseek_v3"), *n = NULL;
+    srv_model_err e;
+    const srv_model_source *s = srv_model_source_of(&m->layers[0], "mla");
+    assert_non_null(s);
+    assert_string_equal(s->key, "qk_rope_head_dim");
+    assert_string_equal(s->value, "8");
+    assert_null(cJSON_GetObjectItem(m->layers[0].options, "scale"));
+    assert_string_equal(m->layers[0].dim.key, "qk_nope_head_dim + qk_rope_head_dim");
+    srv_model_free(m);
+    cJSON *cfg = cJSON_Parse("{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,"
+                             "\"num_attention_heads\":4,\"num_key_value_heads\":1,"
+                             "\"head_dim\":8,\"num_hidden_layers\":1,\"qk_nope_head_dim\":16,"
+                             "\"qk_rope_head_dim\":8,\"rope_interleave\":false}");
+    assert_true(srv_model_derive(cfg, NULL, &n, &e));
+    assert_int_equal(n->layers[0].head_dim, 24);
+    assert_int_equal(n->layers[0].num_kv_heads, 4);
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(n->layers[0].options, "scheme"), "layout")
+            ->valuestring,
+        "neox");
+    srv_model_free(n);
+    cJSON_Delete(cfg);
+    cfg = cJSON_Parse("{\"model_type\":\"deepseek_v2\",\"hidden_size\":64,"
+                      "\"num_attention_heads\":4,\"num_hidden_layers\":1,"
+                      "\"qk_rope_head_dim\":7}");
+    assert_false(srv_model_derive(cfg, NULL, &n, &e));
+    assert_string_equal(e.key, "qk_rope_head_dim");
+    cJSON_Delete(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_rope_parameters_of_transformers_5),
         cmocka_unit_test(test_proportional_and_ntk_alpha),
         cmocka_unit_test(test_model_set_load),
+        cmocka_unit_test(test_deepseek_mla),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

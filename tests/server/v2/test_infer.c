@@ -13,6 +13,7 @@
 #include "api/attention.h"
 #include "v2/v2.h"
 #include "posattn_diff.h"
+#include "posattn_mla.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -719,6 +720,90 @@ static void test_differential_parameters(void **state)
     expect_v2_error("attention-none", body, strlen(body), -1, 400, "differential.pairs='blocks'");
 }
 
+/* Appends input {name, shape, FP32, data} (n values) to body. */
+static void add_input(char *body, size_t cap, const char *name, const char *shape, const float *d,
+                      int n)
+{
+    snprintf(body + strlen(body), cap - strlen(body),
+             "%s{\"name\":\"%s\",\"shape\":%s,\"datatype\":\"FP32\",\"data\":[",
+             body[strlen(body) - 1] == '[' ? "" : ",", name, shape);
+    for (int i = 0; i < n; i++)
+        snprintf(body + strlen(body), cap - strlen(body), "%s%.9g", i ? "," : "", (double)d[i]);
+    snprintf(body + strlen(body), cap - strlen(body), "]}");
+}
+
+/* MLA: the parameters mla_rope_dim, mla_absorbed and the inputs k_rope,
+ * c_kv, w_uk, w_uv. q [3, 2, 6] (D_nope 4, D_rope 2); expanded k [3, 2, 4],
+ * v [3, 2, 3], k_rope [3, 2]; absorbed c_kv [3, 5], k_rope [3, 1, 2],
+ * w_uk [2, 4, 5], w_uv [2, 3, 5]; the answer pa_mla_run's, bit for bit. */
+static void test_mla_parameters(void **state)
+{
+    (void)state;
+    float q[36], k[24], v[18], kr[6], c[15], wuk[40], wuv[30], got[18], want[18];
+    float *const all[7] = {q, k, v, kr, c, wuk, wuv};
+    const int n[7] = {36, 24, 18, 6, 15, 40, 30};
+    tu_rng r;
+    tu_rng_seed(&r, 32);
+    for (int t = 0; t < 7; t++)
+        for (int i = 0; i < n[t]; i++)
+            all[t][i] = (float)tu_uniform(&r, -1, 1);
+    for (int absorbed = 0; absorbed < 2; absorbed++) {
+        char body[8192];
+        pa_scheme s;
+        pa_attention a;
+        pa_mla m;
+        pa_error err;
+        snprintf(body, sizeof body,
+                 "{\"parameters\":{\"causal\":true,\"layout\":\"gptj\",\"mla_rope_dim\":2%s},"
+                 "\"inputs\":[",
+                 absorbed ? ",\"mla_absorbed\":true" : "");
+        add_input(body, sizeof body, "q", "[3,2,6]", q, 36);
+        if (absorbed) {
+            add_input(body, sizeof body, "c_kv", "[3,5]", c, 15);
+            add_input(body, sizeof body, "k_rope", "[3,1,2]", kr, 6);
+            add_input(body, sizeof body, "w_uk", "[2,4,5]", wuk, 40);
+            add_input(body, sizeof body, "w_uv", "[2,3,5]", wuv, 30);
+        } else {
+            add_input(body, sizeof body, "k", "[3,2,4]", k, 24);
+            add_input(body, sizeof body, "v", "[3,2,3]", v, 18);
+            add_input(body, sizeof body, "k_rope", "[3,2]", kr, 6);
+        }
+        snprintf(body + strlen(body), sizeof body - strlen(body), "]}");
+        assert_true(strlen(body) < sizeof body - 1);
+        infer_output("attention-rope", body, strlen(body), -1, got, 18);
+        pa_scheme_init(&s, PA_SCHEME_ROPE);
+        s.rope.layout = PA_ROPE_LAYOUT_GPTJ;
+        pa_attention_init(&a, &s);
+        a.num_heads = 2, a.head_dim = 6, a.v_head_dim = 3;
+        a.q_len = a.k_len = 3;
+        a.q = q, a.causal = true;
+        memset(&m, 0, sizeof m);
+        m.rope_dim = 2;
+        m.k_rope = kr;
+        if (absorbed) {
+            m.absorbed = true, m.kv_lora_rank = 5, m.c_kv = c, m.w_uk = wuk, m.w_uv = wuv;
+        } else {
+            a.k = k, a.v = v;
+        }
+        size_t ws_size = pa_mla_workspace_size(&a, &m);
+        void *ws = tu_alloc(ws_size, 1);
+        pa_attention_out out = {.output = want};
+        assert_int_equal(pa_mla_run(&a, &m, &out, ws, ws_size, &err), PA_STATUS_OK);
+        free(ws);
+        for (int i = 0; i < 18; i++)
+            assert_true(got[i] == want[i]);
+    }
+    /* A refusal: k_nope's width against q's and mla_rope_dim. */
+    char body[2048] = "{\"parameters\":{\"mla_rope_dim\":2},\"inputs\":[";
+    add_input(body, sizeof body, "q", "[3,2,6]", q, 36);
+    add_input(body, sizeof body, "k", "[3,2,6]", q, 36);
+    add_input(body, sizeof body, "v", "[3,2,3]", v, 18);
+    add_input(body, sizeof body, "k_rope", "[3,2]", kr, 6);
+    snprintf(body + strlen(body), sizeof body - strlen(body), "]}");
+    expect_v2_error("attention-none", body, strlen(body), -1, 400,
+                    "k.shape[2]=6 does not equal q.shape[2] - mla.rope_dim = 6 - 2");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -730,6 +815,7 @@ int main(void)
         cmocka_unit_test(test_qscale_parameters),
         cmocka_unit_test(test_shaw_parameters),
         cmocka_unit_test(test_differential_parameters),
+        cmocka_unit_test(test_mla_parameters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
