@@ -71,7 +71,10 @@ static void label(const api_model_use *u, char *buf, size_t cap)
 static bool conflict(const api_model_use *u, const char *option, const char *field,
                      const cJSON *derived, const api_ctx *ctx, api_err *e)
 {
-    const srv_model_source *s = srv_model_source_of(u->layer, option);
+    /* A member may have a key of its own ("differential.subln_eps"). */
+    const srv_model_source *s = srv_model_source_of(u->layer, field);
+    if (s == NULL)
+        s = srv_model_source_of(u->layer, option);
     char *text = cJSON_PrintUnformatted(derived), who[160];
     label(u, who, sizeof who);
     api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, field,
@@ -287,8 +290,11 @@ bool api_model_check_shapes(const api_model_use *u, const api_item *it, const ap
     (layer ? snprintf(got, sizeof got, "%s=%d", name, (int)(v))                                    \
            : snprintf(got, sizeof got, "%s.shape[%d]=%d", dim == 1 ? "k" : "q", o + 1 + (dim == 2), \
                       (int)(v)))
-    if (it->H != L->num_heads) {
-        WHAT("num_heads", 0, it->H);
+    /* Differential attention's q has 2H heads (api_item_diff_shapes has
+     * halved it->H to the output's): a config's heads count q's. */
+    const int32_t q_heads = it->diff ? 2 * it->H : it->H;
+    if (q_heads != L->num_heads) {
+        WHAT("num_heads", 0, q_heads);
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, layer ? "num_heads" : "q.shape",
                         "%s does not match the %d heads of %s (config \"%s\": %s)", got,
                         (int)L->num_heads, who, L->heads.key, L->heads.value);

@@ -30,6 +30,8 @@
  */
 #include "model/internal.h"
 
+#include "posattn_diff.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +91,7 @@ static const model_row rows[] = {
     {.type = "cohere", STD, ROPE("gptj", 0), .norm = NORM_COHERE},
     {.type = "starcoder2", STD, ROPE("neox", 0), .win = WIN_ALL},
     {.type = "granite", STD, ROPE("neox", 0), .scale = SCALE_MULTIPLIER},
+    {.type = "diffllama", STD, ROPE("neox", 0), .diff = true},
 };
 
 /* Multimodal or composite configs whose attention is their text_config's:
@@ -176,6 +179,12 @@ static bool counts(const cfg_ctx *d, common *c)
         Hkv = H;
         c->kv = c->heads;
     }
+    /* DiffLlama splits q's heads in two halves (torch.chunk(..., 2, dim=1)). */
+    if (row->diff && H % 2 != 0)
+        return cfg_fail(d, c->heads.key + strlen(d->prefix),
+                        "config \"%s\": %s must be even: DiffLlama pairs query head h with "
+                        "head h + %s/2",
+                        c->heads.key, c->heads.value, c->heads.key);
     if (H % Hkv != 0)
         return cfg_fail(d, c->kv.key + strlen(d->prefix),
                         "config \"%s\": %s does not divide \"%s\": %s", c->kv.key, c->kv.value,
@@ -364,6 +373,46 @@ static bool learned_scheme(const cfg_ctx *d, const common *c, int32_t l, cJSON *
              "learned position embeddings (added to x)", &s);
     return cJSON_AddStringToObject(scheme, "type", "learned") != NULL &&
            cJSON_AddNumberToObject(scheme, "offset", c->row->offset) != NULL;
+}
+
+/* DiffLlama (modeling_diffllama.py, DiffLlamaAttention): the halves layout
+ * (query head h against head h + H/2, v chunked in two halves of heads),
+ * lambda_init = lambda_init_fn(layer_idx) of the 0-based layer index, and
+ * the group norm nn.RMSNorm(2 head_dim, eps=rms_norm_eps,
+ * elementwise_affine=False). lambda_q1..lambda_k2 are the layer's
+ * parameters ([head_dim] each), which only the checkpoint holds;
+ * lambda_std_dev only initialises them. */
+static bool diff_option(const cfg_ctx *d, const common *c, int32_t l, srv_model_layer *L)
+{
+    static const char *const vecs[] = {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"};
+    srv_model_source es, is;
+    double eps;
+    cJSON *o;
+    if (!cfg_num(d, "rms_norm_eps", false, 1e-5, &eps, &es))
+        return false;
+    if (!(eps > 0))
+        return cfg_fail(d, "rms_norm_eps", "config \"%srms_norm_eps\": %.17g must be positive",
+                        d->prefix, eps);
+    if ((o = cJSON_AddObjectToObject(L->options, "differential")) == NULL ||
+        cJSON_AddStringToObject(o, "pairs", "halves") == NULL ||
+        cJSON_AddNumberToObject(o, "lambda_init", pa_diff_lambda_init(l)) == NULL ||
+        cJSON_AddTrueToObject(o, "subln") == NULL ||
+        cJSON_AddNumberToObject(o, "subln_eps", eps) == NULL)
+        return cfg_fail(d, "", "out of memory");
+    is = c->type;
+    snprintf(is.value, sizeof is.value, "\"%s\", layer %d: 0.8 - 0.6 exp(-0.3 * %d)",
+             c->row->type, (int)l, (int)l);
+    add_source(L, "differential", &c->type);
+    add_source(L, "differential.lambda_init", &is);
+    add_source(L, "differential.subln_eps", &es);
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
+        char field[32], what[96];
+        snprintf(field, sizeof field, "differential.%s", vecs[i]);
+        snprintf(what, sizeof what, "differential attention's %s (the layer's self_attn.%s)",
+                 vecs[i], vecs[i]);
+        add_need(L, field, 1, c->D, 0, what, &c->type);
+    }
+    return true;
 }
 
 static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, int32_t l,
@@ -583,6 +632,8 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
 
     if (row->sinks)
         add_need(L, "sinks", 1, c->H, 0, "attention sinks", &c->type);
+    if (row->diff && !diff_option(d, c, l, L))
+        return false;
 
     /* Causal: decoders; BERT when is_decoder; T5's decoder */
     bool causal = !row->encoder;

@@ -97,6 +97,7 @@ typedef struct model_row {
     win_kind win;
     norm_kind norm;
     bool sinks;
+    bool diff;        /* DiffLlama: differential attention, heads h and h + H/2 */
     bool encoder;     /* bidirectional (BERT; causal only with is_decoder) */
     bool enc_dec;     /* T5: an encoder and a decoder stack */
     int32_t offset;   /* learned positions: OPT's 2 */

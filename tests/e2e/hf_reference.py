@@ -294,7 +294,7 @@ def attention(config, layer, stack, arrays):
     rope_models = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                    "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma", "gemma2", "gemma3_text",
                    "gpt_oss", "llama4_text", "phi3", "gptj", "gpt_neox", "olmo2", "cohere",
-                   "starcoder2", "granite")
+                   "starcoder2", "granite", "diffllama")
     if (t in rope_models and use_rope) or (t == "falcon" and not c.get("alibi")):
         rp = rope_dict(c, kind)
         layout = "gptj" if t in ("gptj", "cohere", "llama4_text") else "neox"
@@ -395,5 +395,24 @@ def attention(config, layer, stack, arrays):
         m = s.max(axis=-1, keepdims=True)
         e = np.exp(s - m)
         w = e / e.sum(axis=-1, keepdims=True)
+    if t == "diffllama":
+        return diffllama(c, layer, w, vv, arrays)
     out = np.einsum("hqk,khd->qhd", w, vv)
     return {"output": out, "weights": w}
+
+
+def diffllama(c, layer, w, vv, arrays):
+    """DiffLlamaAttention after the softmax of its H query heads (w [H, L, L],
+    vv = repeat_kv(v) [L, H, D]): v's halves of heads side by side, the two
+    halves of the maps subtracted with lambda, the weightless group norm."""
+    h = w.shape[0] // 2
+    v2 = np.concatenate([vv[:, :h], vv[:, h:]], axis=-1)  # cat(chunk(v, 2, heads), -1)
+    o = np.einsum("hqk,khd->qhd", w, np.concatenate([v2, v2], axis=1))  # .repeat(1, 2, 1, 1)
+    lam_init = 0.8 - 0.6 * math.exp(-0.3 * layer)  # lambda_init_fn(layer_idx)
+    dot = {n: float(np.sum(arrays["differential." + n].astype(np.float64) *
+                           arrays["differential." + m].astype(np.float64)))
+           for n, m in (("lambda_q1", "lambda_k1"), ("lambda_q2", "lambda_k2"))}
+    lam = math.exp(dot["lambda_q1"]) - math.exp(dot["lambda_q2"]) + lam_init
+    o = o[:, :h] - lam * o[:, h:]
+    o = (1 - lam_init) * rms(o, c.get("rms_norm_eps", default=1e-5))
+    return {"output": o, "weights": w[:h] - lam * w[h:]}

@@ -139,7 +139,7 @@ def inputs(name, run, layer, rng):
             t["item"]["q_positions"] = pos
             t["item"]["k_positions"] = pos
     for field, shape in run["requires"].items():
-        scale = 0.5 if field.endswith("weight") else 1.0
+        scale = 0.5 if field.endswith("weight") else 0.1 if ".lambda_" in field else 1.0
         a = (rng.standard_normal(shape) * scale).astype(np.float32)
         if field == "sinks":
             a = a + 1.0
@@ -208,12 +208,14 @@ class ModelsListed(unittest.TestCase):
 
 class ModelAnswers(unittest.TestCase):
     def compute(self, item):
-        item = dict(item, **{"return": ["output", "weights", "logits"]})
+        # differential attention returns output and weights (its two maps' A)
+        res = ["output", "weights"] if "differential" in item else ["output", "weights", "logits"]
+        item = dict(item, **{"return": res})
         st, body = call("POST", "/v1/attention", {"inputs": [item], "output_encoding": "b64"})
         self.assertEqual(st, 200, body)
         out = body["outputs"][0]
         self.assertNotIn("error", out)
-        return {k: unb64(out[k]) for k in ("output", "weights", "logits")}
+        return {k: unb64(out[k]) for k in res}
 
     def test_model_items_equal_handwritten_options_and_the_reference(self):
         rng = np.random.default_rng(30)

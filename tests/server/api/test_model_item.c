@@ -21,9 +21,10 @@ static int setup(void **state)
     srv_model_spec specs[] = {{"g2", "tests/fixtures/models/gemma2.json"},
                               {"t5", "tests/fixtures/models/t5.json"},
                               {"oss", "tests/fixtures/models/gpt_oss.json"},
-                              {"gpt2", "tests/fixtures/models/gpt2.json"}};
+                              {"gpt2", "tests/fixtures/models/gpt2.json"},
+                              {"dl", "tests/fixtures/models/diffllama.json"}};
     char err[512];
-    if (!srv_model_set_load(specs, 4, &models, err, sizeof err)) {
+    if (!srv_model_set_load(specs, sizeof specs / sizeof specs[0], &models, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
@@ -240,6 +241,109 @@ static void test_through_the_attention_job(void **state)
     qkv_free(&f);
 }
 
+/* DiffLlama: the model item derives differential (halves, lambda_init of
+ * the layer, the weightless group norm with rms_norm_eps) and the rope
+ * scheme; q's 4 heads are the config's num_attention_heads (2H), and the
+ * answer is the hand-written item's bit for bit. */
+static void test_diffllama_is_the_handwritten_differential_item(void **state)
+{
+    (void)state;
+    static const char *const vecs[] = {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"};
+    tu_rng r;
+    float *lam[4];
+    qkv f;
+    int st1, st2, st3;
+    tu_rng_seed(&r, 32);
+    qkv_make(&f, 6, 6, 4, 2, 16, 16, 32);
+    for (int i = 0; i < 4; i++)
+        lam[i] = rnd(&r, 16, -0.3, 0.3);
+    cJSON *a = qkv_item(&f, NULL), *b = qkv_item(&f, scheme_of("{\"type\":\"rope\",\"base\":10000,"
+                                                               "\"rotary_dim\":16,\"layout\":"
+                                                               "\"neox\"}"));
+    cJSON_DeleteItemFromObject(a, "scheme");
+    cJSON_AddStringToObject(a, "model", "dl");
+    cJSON_AddNumberToObject(a, "layer", 2);
+    cJSON *da = cJSON_AddObjectToObject(a, "differential"),
+          *db = cJSON_AddObjectToObject(b, "differential");
+    for (int i = 0; i < 4; i++) {
+        cJSON_AddItemToObject(da, vecs[i], jtensor(lam[i], 1, 16));
+        cJSON_AddItemToObject(db, vecs[i], jtensor(lam[i], 1, 16));
+    }
+    cJSON_AddStringToObject(db, "pairs", "halves");
+    cJSON_AddNumberToObject(db, "depth", 2); /* 0.8 - 0.6 exp(-0.3 * 2) */
+    cJSON_AddTrueToObject(db, "subln");
+    cJSON_AddNumberToObject(db, "subln_eps", 1e-5);
+    cJSON_AddNumberToObject(b, "scale", 0.25);
+    cJSON_AddTrueToObject(b, "causal");
+    cJSON *ret = json_of("[\"output\",\"weights\"]");
+    cJSON_AddItemToObject(a, "return", cJSON_Duplicate(ret, true));
+    cJSON_AddItemToObject(b, "return", ret);
+    cJSON *items1[] = {a}, *items2[] = {b};
+    cJSON *ra = call_json(&srv_ep_attention, batch(items1, 1), &lim, &st1);
+    cJSON *rb = call_json(&srv_ep_attention, batch(items2, 1), &lim, &st2);
+    expect_ok(ra, st1);
+    expect_ok(rb, st2);
+    shape_is(output_at(ra, 0), "output", 3, 6, 2, 32);
+    for (int k = 0; k < 2; k++) {
+        const char *res = k == 0 ? "output" : "weights";
+        assert_true(cJSON_Compare(cJSON_GetObjectItem(output_at(ra, 0), res),
+                                  cJSON_GetObjectItem(output_at(rb, 0), res), true));
+    }
+    cJSON_Delete(ra);
+    cJSON_Delete(rb);
+
+    /* Without the vectors: refused, naming them and their shape. */
+    cJSON *c = qkv_item(&f, NULL), *items3[] = {c};
+    cJSON_DeleteItemFromObject(c, "scheme");
+    cJSON_AddStringToObject(c, "model", "dl");
+    cJSON *rc = call_json(&srv_ep_attention, batch(items3, 1), &lim, &st3);
+    expect_item_error(rc, 0, "INVALID_ARGUMENT", "inputs[0].differential.lambda_q1");
+    assert_non_null(strstr(str_at(output_at(rc, 0), "error", "message"),
+                           "give \"differential.lambda_q1\" [16]"));
+    cJSON_Delete(rc);
+    qkv_free(&f);
+    for (int i = 0; i < 4; i++)
+        free(lam[i]);
+
+    /* A member the config decides names its own key. */
+    api_model_use u;
+    api_err e;
+    cJSON *item;
+    assert_false(merge("{\"model\":\"dl\",\"differential\":{\"subln_eps\":1e-6}}", &u, &e, &item));
+    ERR_IS(&e, SRV_ERR_INVALID_ARGUMENT, "inputs[0].differential.subln_eps", "\"rms_norm_eps\"",
+           "override");
+    cJSON_Delete(item);
+    assert_false(merge("{\"model\":\"dl\",\"layer\":1,\"differential\":{\"lambda_init\":0.5}}",
+                       &u, &e, &item));
+    ERR_IS(&e, SRV_ERR_INVALID_ARGUMENT, "inputs[0].differential.lambda_init", "layer 1",
+           "0.8 - 0.6 exp(-0.3 * 1)");
+    cJSON_Delete(item);
+}
+
+/* A differential item on a model whose config counts q's 2H heads (the
+ * Llama layout DiffLlama keeps): the head check counts q's heads, not the
+ * output's H. */
+static void test_differential_heads_are_q_heads(void **state)
+{
+    (void)state;
+    qkv f;
+    int st;
+    qkv_make(&f, 4, 4, 4, 2, 16, 16, 33);
+    cJSON *a = qkv_item(&f, NULL), *items[] = {a};
+    cJSON_DeleteItemFromObject(a, "scheme");
+    cJSON_AddStringToObject(a, "model", "g2");
+    cJSON_AddNumberToObject(a, "layer", 1);
+    cJSON *d = cJSON_AddObjectToObject(a, "differential");
+    cJSON_AddStringToObject(d, "pairs", "halves");
+    cJSON_AddNumberToObject(d, "lambda", 0.5);
+    cJSON_AddNumberToObject(d, "depth", 1);
+    cJSON *r = call_json(&srv_ep_attention, batch(items, 1), &lim, &st);
+    expect_ok(r, st);
+    shape_is(output_at(r, 0), "output", 3, 4, 2, 32);
+    cJSON_Delete(r);
+    qkv_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +352,8 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_layer_mode_takes_the_counts),
         cmocka_unit_test(test_through_the_attention_job),
+        cmocka_unit_test(test_diffllama_is_the_handwritten_differential_item),
+        cmocka_unit_test(test_differential_heads_are_q_heads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -169,6 +169,10 @@ static void test_sources_name_the_config_keys(void **state)
         {"mpt", 0, "scheme", "attn_config.alibi_bias_max", "8"},
         {"t5", 0, "scheme", "relative_attention_num_buckets", "32"},
         {"gpt_neox", 0, "scheme", "rotary_emb_base", "10000"},
+        {"diffllama", 0, "scheme", "rope_theta", "10000"},
+        {"diffllama", 1, "differential.subln_eps", "rms_norm_eps", NULL},
+        {"diffllama", 2, "differential.lambda_init", "model_type",
+         "\"diffllama\", layer 2: 0.8 - 0.6 exp(-0.3 * 2)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         srv_model *m = derive_file(cases[i].model);
@@ -277,6 +281,9 @@ static void test_refusals_name_the_key(void **state)
         {"{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":4,"
          "\"num_hidden_layers\":100000}",
          "num_hidden_layers", "from 1 to 1024"},
+        {"{\"model_type\":\"diffllama\",\"hidden_size\":48,\"num_attention_heads\":3,"
+         "\"num_hidden_layers\":2}",
+         "num_attention_heads", "3 must be even"},
         {"{\"model_type\":\"gptj\",\"n_embd\":64,\"n_head\":4,\"n_layer\":2,\"rotary_dim\":7}",
          "rotary_dim", "even"},
     };
