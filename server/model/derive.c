@@ -204,30 +204,6 @@ static bool counts(const cfg_ctx *d, common *c)
 /* One layer                                                                 */
 /* ------------------------------------------------------------------------- */
 
-static bool add_source(srv_model_layer *L, const char *option, const srv_model_source *s)
-{
-    if (L->n_sources == SRV_MODEL_MAX_SOURCES)
-        return true;
-    L->sources[L->n_sources] = *s;
-    snprintf(L->sources[L->n_sources].option, sizeof L->sources[0].option, "%s", option);
-    L->n_sources++;
-    return true;
-}
-
-static void add_need(srv_model_layer *L, const char *field, int ndim, int64_t a, int64_t b,
-                     const char *what, const srv_model_source *s)
-{
-    if (L->n_needs == SRV_MODEL_MAX_NEEDS)
-        return;
-    srv_model_need *n = &L->needs[L->n_needs++];
-    snprintf(n->field, sizeof n->field, "%s", field);
-    n->ndim = ndim;
-    n->shape[0] = a;
-    n->shape[1] = b;
-    snprintf(n->what, sizeof n->what, "%s", what);
-    n->source = *s;
-}
-
 /* Press et al.'s slope of head h of H (BLOOM's build_alibi_tensor). */
 static double press_slope(int32_t h, int32_t H)
 {
@@ -344,11 +320,11 @@ static bool add_norm(srv_model_layer *L, const char *name, double eps, bool weig
     if (o == NULL || cJSON_AddNumberToObject(o, "eps", eps) == NULL ||
         (gemma && cJSON_AddNumberToObject(o, "weight_offset", 1) == NULL))
         return false;
-    add_source(L, name, src);
+    model_add_source(L, name, src);
     if (weight) {
         char field[32];
         snprintf(field, sizeof field, "%s.weight", name);
-        add_need(L, field, 1, weight_len, 0, what, src);
+        model_add_need(L, field, 1, weight_len, 0, what, src);
     }
     return true;
 }
@@ -361,16 +337,16 @@ static bool learned_scheme(const cfg_ctx *d, const common *c, int32_t l, cJSON *
     srv_model_source s;
     if (l > 0) {
         cfg_source(&s, NULL, "model_type", "(positions entered at the embedding)");
-        add_source(L, "scheme", &s);
+        model_add_source(L, "scheme", &s);
         return cJSON_AddStringToObject(scheme, "type", "none") != NULL;
     }
     int64_t P;
     const char *keys = c->row->positions != NULL ? c->row->positions : "max_position_embeddings";
     if (!cfg_int(d, keys, 1, 1 << 24, false, 512, &P, &s))
         return false;
-    add_source(L, "scheme", &s);
-    add_need(L, "scheme.table", 2, P + c->row->offset, c->d_model,
-             "learned position embeddings (added to x)", &s);
+    model_add_source(L, "scheme", &s);
+    model_add_need(L, "scheme.table", 2, P + c->row->offset, c->d_model,
+                   "learned position embeddings (added to x)", &s);
     return cJSON_AddStringToObject(scheme, "type", "learned") != NULL &&
            cJSON_AddNumberToObject(scheme, "offset", c->row->offset) != NULL;
 }
@@ -402,15 +378,15 @@ static bool diff_option(const cfg_ctx *d, const common *c, int32_t l, srv_model_
     is = c->type;
     snprintf(is.value, sizeof is.value, "\"%s\", layer %d: 0.8 - 0.6 exp(-0.3 * %d)",
              c->row->type, (int)l, (int)l);
-    add_source(L, "differential", &c->type);
-    add_source(L, "differential.lambda_init", &is);
-    add_source(L, "differential.subln_eps", &es);
+    model_add_source(L, "differential", &c->type);
+    model_add_source(L, "differential.lambda_init", &is);
+    model_add_source(L, "differential.subln_eps", &es);
     for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
         char field[32], what[96];
         snprintf(field, sizeof field, "differential.%s", vecs[i]);
         snprintf(what, sizeof what, "differential attention's %s (the layer's self_attn.%s)",
                  vecs[i], vecs[i]);
-        add_need(L, field, 1, c->D, 0, what, &c->type);
+        model_add_need(L, field, 1, c->D, 0, what, &c->type);
     }
     return true;
 }
@@ -473,11 +449,11 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
                      strcmp(L->kind, "sliding_attention") == 0;
         if (!model_rope_scheme(d, &row->rope, c->D, L->kind, local, scheme, &s))
             return false;
-        add_source(L, "scheme", &s);
+        model_add_source(L, "scheme", &s);
     } else if (row->pos == POS_ALIBI || falcon_alibi || mpt_alibi) {
         if (!alibi_scheme(d, c, scheme, &s))
             return d->e->message[0] != '\0' ? false : cfg_fail(d, "", "out of memory");
-        add_source(L, "scheme", &s);
+        model_add_source(L, "scheme", &s);
     } else if (row->pos == POS_T5) {
         int64_t nb, md;
         srv_model_source nbs;
@@ -489,9 +465,9 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
              cJSON_AddNumberToObject(scheme, "num_buckets", (double)nb) &&
              cJSON_AddNumberToObject(scheme, "max_distance", (double)md) &&
              cJSON_AddBoolToObject(scheme, "bidirectional", enc);
-        add_source(L, "scheme", &nbs);
-        add_need(L, "scheme.table", 2, nb, c->H,
-                 "a relative attention bias (block 0's table, shared by the stack)", &nbs);
+        model_add_source(L, "scheme", &nbs);
+        model_add_need(L, "scheme.table", 2, nb, c->H,
+                       "a relative attention bias (block 0's table, shared by the stack)", &nbs);
     } else if (row->pos == POS_BERT) {
         const cJSON *pt = cfg_find(d, "position_embedding_type", &s);
         const char *t = pt != NULL && cJSON_IsString(pt) ? pt->valuestring : "absolute";
@@ -509,9 +485,9 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
                  cJSON_AddNumberToObject(scheme, "max_relative_position", (double)(P - 1)) &&
                  cJSON_AddStringToObject(scheme, "direction", "query_minus_key") &&
                  cJSON_AddBoolToObject(scheme, "key_term", strcmp(t, "relative_key_query") == 0);
-            add_source(L, "scheme", &s);
-            add_need(L, "scheme.rel_k", 2, 2 * P - 1, c->D,
-                     "relative position embeddings (the layer's distance_embedding)", &s);
+            model_add_source(L, "scheme", &s);
+            model_add_need(L, "scheme.rel_k", 2, 2 * P - 1, c->D,
+                           "relative position embeddings (the layer's distance_embedding)", &s);
         } else {
             return cfg_fail(d, "position_embedding_type",
                             "config \"%sposition_embedding_type\": \"%.40s\" is not one of "
@@ -524,7 +500,7 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
         ok = cJSON_AddStringToObject(scheme, "type", "none") != NULL;
         if (rope_src.key[0] == '\0')
             cfg_source(&rope_src, NULL, "model_type", "(no position encoding)");
-        add_source(L, "scheme", &rope_src);
+        model_add_source(L, "scheme", &rope_src);
     }
     if (!ok)
         return d->e->message[0] != '\0' ? false : cfg_fail(d, "", "out of memory");
@@ -534,14 +510,14 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
         return false;
     if (cJSON_AddNumberToObject(L->options, "scale", x) == NULL)
         return cfg_fail(d, "", "out of memory");
-    add_source(L, "scale", &s);
+    model_add_source(L, "scale", &s);
     if (row->softcap != NULL && cfg_find(d, row->softcap, &s) != NULL) {
         if (!cfg_num(d, row->softcap, true, 0, &x, NULL))
             return false;
         if (x > 0) {
             if (cJSON_AddNumberToObject(L->options, "softcap", x) == NULL)
                 return cfg_fail(d, "", "out of memory");
-            add_source(L, "softcap", &s);
+            model_add_source(L, "softcap", &s);
         }
     }
 
@@ -557,7 +533,7 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
                 return false;
             if (cJSON_AddNumberToObject(L->options, "window", (double)W) == NULL)
                 return cfg_fail(d, "", "out of memory");
-            add_source(L, "window", &s);
+            model_add_source(L, "window", &s);
         }
     } else if (strcmp(L->kind, "chunked_attention") == 0 &&
                cfg_find(d, "attention_chunk_size", NULL) != NULL) {
@@ -566,7 +542,7 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
             return false;
         if (cJSON_AddNumberToObject(L->options, "chunk_size", (double)C) == NULL)
             return cfg_fail(d, "", "out of memory");
-        add_source(L, "chunk_size", &s);
+        model_add_source(L, "chunk_size", &s);
     }
 
     /* Norms */
@@ -624,14 +600,14 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
                 !cJSON_AddNumberToObject(t, "floor_scale", fs) ||
                 !cJSON_AddNumberToObject(t, "attn_scale", as))
                 return cfg_fail(d, "attn_temperature_tuning", "out of memory");
-            add_source(L, "attn_temperature_tuning", &es);
+            model_add_source(L, "attn_temperature_tuning", &es);
         }
         break;
     }
     }
 
     if (row->sinks)
-        add_need(L, "sinks", 1, c->H, 0, "attention sinks", &c->type);
+        model_add_need(L, "sinks", 1, c->H, 0, "attention sinks", &c->type);
     if (row->diff && !diff_option(d, c, l, L))
         return false;
 
@@ -647,7 +623,7 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
     }
     if (cJSON_AddBoolToObject(L->defaults, "causal", causal) == NULL)
         return cfg_fail(d, "", "out of memory");
-    add_source(L, "causal", &s);
+    model_add_source(L, "causal", &s);
     return true;
 }
 
@@ -659,7 +635,7 @@ void srv_model_free(srv_model *m)
 {
     if (m == NULL)
         return;
-    for (int32_t i = 0; m->layers != NULL && i < m->n_layers + m->n_decoder; i++) {
+    for (int32_t i = 0; m->layers != NULL && i < srv_model_total_layers(m); i++) {
         cJSON_Delete(m->layers[i].options);
         cJSON_Delete(m->layers[i].defaults);
     }
@@ -712,8 +688,15 @@ bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, sr
     if (!counts(&d, &c) || !model_read_layer_types(&d, &c))
         return false;
 
-    if ((m = calloc(1, sizeof *m)) == NULL ||
-        (m->layers = calloc((size_t)(c.n_layers + c.n_decoder), sizeof *m->layers)) == NULL) {
+    vision_tower vt;
+    if ((m = calloc(1, sizeof *m)) == NULL)
+        return cfg_fail(&d, "", "out of memory");
+    if (!model_vision_read(config, mt->valuestring, m, &vt, e)) {
+        free(m);
+        return false;
+    }
+    if ((m->layers = calloc((size_t)(c.n_layers + c.n_decoder + vt.n_layers), sizeof *m->layers)) ==
+        NULL) {
         free(m);
         return cfg_fail(&d, "", "out of memory");
     }
@@ -737,6 +720,14 @@ bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, sr
         }
         m->layers[i].stack = stack;
     }
+    /* The vision tower's layers, after the text model's. */
+    for (int32_t i = 0; i < vt.n_layers; i++) {
+        m->n_vision = i + 1; /* so that srv_model_free frees this layer too */
+        if (!model_vision_layer(&vt, i, &m->layers[c.n_layers + c.n_decoder + i], e)) {
+            srv_model_free(m);
+            return false;
+        }
+    }
     if (c.row->pos == POS_BERT && m->layers[0].n_needs > 0 &&
         strcmp(m->layers[0].needs[0].field, "scheme.rel_k") == 0)
         m->note[0] = '\0';
@@ -744,11 +735,19 @@ bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, sr
     return true;
 }
 
+int32_t srv_model_total_layers(const srv_model *m)
+{
+    return m->n_layers + m->n_decoder + m->n_vision;
+}
+
 const srv_model_layer *srv_model_layer_at(const srv_model *m, const char *stack, int32_t layer)
 {
     bool dec = stack != NULL && strcmp(stack, "decoder") == 0;
+    bool vis = stack != NULL && strcmp(stack, "vision") == 0;
     if (m == NULL || layer < 0 || (dec && !m->encoder_decoder))
         return NULL;
+    if (vis)
+        return layer < m->n_vision ? &m->layers[m->n_layers + m->n_decoder + layer] : NULL;
     if (layer >= (dec ? m->n_decoder : m->n_layers))
         return NULL;
     return &m->layers[(dec ? m->n_layers : 0) + layer];

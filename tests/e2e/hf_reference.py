@@ -203,7 +203,39 @@ def rms(x, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
 
 
+def qwen2_vl_vision(config, arrays):
+    """Qwen2-VL's VisionAttention (modeling_qwen2_vl.py) over one frame of
+    arrays["grid"] = (rows, cols) patches: rot_pos_emb's (row, col) per
+    patch in spatial_merge_size blocks, VisionRotaryEmbedding(head_dim // 2)
+    (theta 10000), rotate_half over the whole head, no mask."""
+    vc = config["vision_config"]
+    H = vc.get("num_heads", 16)
+    D = vc.get("embed_dim", 1280) // H
+    m = vc.get("spatial_merge_size", 2)
+    h, w = arrays["grid"]
+    hpos = np.repeat(np.arange(h)[:, None], w, axis=1)
+    wpos = np.repeat(np.arange(w)[None, :], h, axis=0)
+    blocks = lambda a: a.reshape(h // m, m, w // m, m).transpose(0, 2, 1, 3).reshape(-1)
+    pos = np.stack([blocks(hpos), blocks(wpos)], axis=-1)  # [L, 2]
+    inv = 1.0 / 10000.0 ** (np.arange(0, D // 2, 2, dtype=np.float64) / (D // 2))
+    ang = (pos[:, :, None] * inv[None, None, :]).reshape(len(pos), -1)  # [L, D/2]: rows, then cols
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rot(x):
+        x = x.astype(np.float64)
+        x1, x2 = x[..., :D // 2], x[..., D // 2:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+    q, k, v = rot(arrays["q"]), rot(arrays["k"]), arrays["v"].astype(np.float64)
+    s = np.einsum("qhd,khd->hqk", q, k) * D ** -0.5
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    wts = e / e.sum(axis=-1, keepdims=True)
+    return {"output": np.einsum("hqk,khd->qhd", wts, v), "weights": wts}
+
+
 def attention(config, layer, stack, arrays):
+    if stack == "vision":
+        return qwen2_vl_vision(config, arrays)
     c = Cfg(config)
     t = c.type
     heads_key = {"gpt2": "n_head", "gptj": "n_head", "bloom": "n_head", "mpt": "n_heads",

@@ -118,12 +118,18 @@ def inputs(name, run, layer, rng):
         for k, v in (("x", x), *w.items()):
             t["item"][k] = b64(v)
     else:
-        q = rng.standard_normal((L, H, D)).astype(np.float32)
-        k = rng.standard_normal((L, Hkv, D)).astype(np.float32)
-        v = rng.standard_normal((L, Hkv, D)).astype(np.float32)
+        # a vision tower's item is one frame of grid rows x cols patches
+        grid = (2, 4) if scheme == "rope2d" else None
+        n = grid[0] * grid[1] if grid else L
+        q = rng.standard_normal((n, H, D)).astype(np.float32)
+        k = rng.standard_normal((n, Hkv, D)).astype(np.float32)
+        v = rng.standard_normal((n, Hkv, D)).astype(np.float32)
         t["arrays"].update(q=q, k=k, v=v)
         t["item"].update(q=b64(q), k=b64(k), v=b64(v))
-        if "mrope_section" in opts["scheme"]:
+        if grid:
+            t["arrays"]["grid"] = grid
+            t["item"]["scheme"] = {"grid": list(grid)}
+        elif "mrope_section" in opts["scheme"]:
             # M-RoPE rows (temporal, height, width) that differ, so that
             # every section matters; masks follow token order.
             rows = [[0, 10, 20, 30, 40, 50], [0, 3, 1, 4, 1, 5], [0, 2, 7, 1, 8, 2]]

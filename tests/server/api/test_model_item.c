@@ -22,7 +22,9 @@ static int setup(void **state)
                               {"t5", "tests/fixtures/models/t5.json"},
                               {"oss", "tests/fixtures/models/gpt_oss.json"},
                               {"gpt2", "tests/fixtures/models/gpt2.json"},
-                              {"dl", "tests/fixtures/models/diffllama.json"}};
+                              {"dl", "tests/fixtures/models/diffllama.json"},
+                              {"vl", "tests/fixtures/models/qwen2_vl.json"},
+                              {"vl5", "tests/fixtures/models/qwen2_5_vl.json"}};
     char err[512];
     if (!srv_model_set_load(specs, sizeof specs / sizeof specs[0], &models, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
@@ -344,6 +346,102 @@ static void test_differential_heads_are_q_heads(void **state)
     qkv_free(&f);
 }
 
+/* Qwen2-VL's vision tower, "stack": "vision": rope2d axial neox with the
+ * config's merge size, the tower's heads and scale, not causal; the caller
+ * sends the grid. Bit for bit the hand-written item. */
+static void test_vision_tower_is_the_handwritten_rope2d_item(void **state)
+{
+    (void)state;
+    qkv f;
+    int st1, st2;
+    qkv_make(&f, 8, 8, 4, 4, 16, 16, 34);
+    cJSON *a = qkv_item(&f, scheme_of("{\"grid\":[2,4]}")),
+          *b = qkv_item(&f, scheme_of("{\"type\":\"rope2d\",\"variant\":\"axial\",\"base\":10000,"
+                                      "\"layout\":\"neox\",\"merge_size\":2,\"grid\":[2,4]}"));
+    cJSON_AddStringToObject(a, "model", "vl");
+    cJSON_AddStringToObject(a, "stack", "vision");
+    cJSON_AddNumberToObject(a, "layer", 1);
+    cJSON_AddNumberToObject(b, "scale", 0.25);
+    cJSON_AddFalseToObject(b, "causal");
+    cJSON *ret = json_of("[\"output\",\"weights\",\"logits\"]");
+    cJSON_AddItemToObject(a, "return", cJSON_Duplicate(ret, true));
+    cJSON_AddItemToObject(b, "return", ret);
+    cJSON *items1[] = {a}, *items2[] = {b};
+    cJSON *ra = call_json(&srv_ep_attention, batch(items1, 1), &lim, &st1);
+    cJSON *rb = call_json(&srv_ep_attention, batch(items2, 1), &lim, &st2);
+    expect_ok(ra, st1);
+    expect_ok(rb, st2);
+    for (int k = 0; k < 3; k++) {
+        const char *res = k == 0 ? "output" : k == 1 ? "weights" : "logits";
+        assert_true(cJSON_Compare(cJSON_GetObjectItem(output_at(ra, 0), res),
+                                  cJSON_GetObjectItem(output_at(rb, 0), res), true));
+    }
+    cJSON_Delete(ra);
+    cJSON_Delete(rb);
+    qkv_free(&f);
+
+    /* The text model stays the default, and "text" names it. */
+    api_model_use u;
+    api_err e;
+    cJSON *item;
+    assert_true(merge("{\"model\":\"vl\",\"stack\":\"text\",\"layer\":1}", &u, &e, &item));
+    assert_null(u.layer->stack);
+    assert_int_equal(u.layer->num_heads, 2);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(u.merged, "causal")));
+    api_model_use_free(&u);
+    cJSON_Delete(item);
+    assert_true(merge("{\"model\":\"vl\",\"stack\":\"vision\"}", &u, &e, &item));
+    assert_string_equal(u.layer->stack, "vision");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(u.merged, "causal")));
+    api_model_use_free(&u);
+    cJSON_Delete(item);
+}
+
+static void test_vision_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *item, *code_field, *words[3];
+        srv_error code;
+    } cases[] = {
+        {"{\"model\":\"vl5\",\"stack\":\"vision\"}",
+         "inputs[0].stack",
+         {"windows", "fullatt_block_indexes", "\"vision_config.fullatt_block_indexes\""},
+         SRV_ERR_UNSUPPORTED},
+        {"{\"model\":\"vl\",\"stack\":\"vision\",\"layer\":2}",
+         "inputs[0].layer",
+         {"layer=2", "vision's 2 layers", "0 to 1"},
+         SRV_ERR_OUT_OF_RANGE},
+        {"{\"model\":\"vl\",\"stack\":\"decoder\"}",
+         "inputs[0].stack",
+         {"\"text\" or \"vision\"", NULL, NULL},
+         SRV_ERR_INVALID_ARGUMENT},
+        {"{\"model\":\"t5\",\"stack\":\"vision\"}",
+         "inputs[0].stack",
+         {"\"encoder\" or \"decoder\"", NULL, NULL},
+         SRV_ERR_INVALID_ARGUMENT},
+        {"{\"model\":\"dl\",\"stack\":\"vision\"}",
+         "inputs[0].stack",
+         {"one stack", "\"vision\"", NULL},
+         SRV_ERR_INVALID_ARGUMENT},
+        {"{\"model\":\"vl\",\"stack\":\"vision\",\"scheme\":{\"merge_size\":1}}",
+         "inputs[0].scheme.merge_size",
+         {"\"vision_config.spatial_merge_size\": 2", NULL, NULL},
+         SRV_ERR_INVALID_ARGUMENT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        api_model_use u;
+        api_err e;
+        cJSON *item;
+        if (merge(cases[i].item, &u, &e, &item))
+            fail_msg("case %zu accepted: %s", i, cases[i].item);
+        api_err_is(&e, cases[i].code, cases[i].code_field, cases[i].words[0], cases[i].words[1],
+                   cases[i].words[2], (const char *)NULL);
+        assert_null(u.merged);
+        cJSON_Delete(item);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -354,6 +452,8 @@ int main(void)
         cmocka_unit_test(test_through_the_attention_job),
         cmocka_unit_test(test_diffllama_is_the_handwritten_differential_item),
         cmocka_unit_test(test_differential_heads_are_q_heads),
+        cmocka_unit_test(test_vision_tower_is_the_handwritten_rope2d_item),
+        cmocka_unit_test(test_vision_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
