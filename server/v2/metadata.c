@@ -109,14 +109,7 @@ static bool add_requirements(const srv_model *c, cJSON *props)
             else
                 snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)nd->shape[0],
                          (long long)nd->shape[1]);
-            if (strncmp(field, "differential.", 13) == 0) {
-                /* No input carries differential's vectors (infer.c): /v1's. */
-                snprintf(text, sizeof text,
-                         "%s %s, required by every layer (config \"%s\": %s): KServe v2 does not "
-                         "carry differential attention's vectors yet; send the item to "
-                         "/v1/attention",
-                         nd->what, shape, nd->source.key, nd->source.value);
-            } else if (got == all) {
+            if (got == all) {
                 snprintf(text, sizeof text, "%s %s, required by every layer (config \"%s\": %s)",
                          nd->what, shape, nd->source.key, nd->source.value);
                 v2_list_add(required, sizeof required, input);

@@ -178,6 +178,8 @@ const char *v2_need_input(const char *field)
         return "q_norm_weight";
     if (strcmp(field, "k_norm.weight") == 0)
         return "k_norm_weight";
+    if (strncmp(field, "differential.", 13) == 0)
+        return field + 13;
     return field;
 }
 
@@ -269,6 +271,15 @@ size_t v2_model_inputs(const v2_model *m, v2_input *out)
         else if (p[i].kind == API_PARAM_NUMBER_ARRAY)
             out[n++] = (v2_input){p[i].name, V2_ROLE_SCHEME_ARRAY, 1, false, false, {0}, 0};
     }
+    /* differential's vectors, for a config whose layers need them */
+    for (int32_t i = 0; m->config != NULL && i < srv_model_total_layers(m->config); i++)
+        for (size_t j = 0; j < m->config->layers[i].n_needs; j++) {
+            const char *f = m->config->layers[i].needs[j].field;
+            if (strncmp(f, "differential.", 13) == 0 && n < V2_MAX_INPUTS &&
+                input_named(out, n, v2_need_input(f)) == NULL)
+                out[n++] =
+                    (v2_input){v2_need_input(f), V2_ROLE_DIFF_VECTOR, 1, false, false, {0}, 0};
+        }
     if (m->config != NULL)
         config_dims(m->config, out, n);
     return n;

@@ -367,7 +367,7 @@ static void test_config_metadata(void **state)
 }
 
 /* The models of #32: DiffLlama's output is H/2 heads of 2 head_dim and its
- * lambda vectors are /v1's; Qwen2-VL's vision tower is the stack vision,
+ * lambda vectors are inputs; Qwen2-VL's vision tower is the stack vision,
  * Qwen2.5-VL's is refused, saying why. */
 static void test_differential_and_vision_metadata(void **state)
 {
@@ -386,14 +386,19 @@ static void test_differential_and_vision_metadata(void **state)
     assert_string_equal(shape, "[-1,4,16]");
     shape_of(m, "outputs", "output", shape, sizeof shape);
     assert_string_equal(shape, "[-1,2,32]");
-    assert_string_equal(prop(m, "required_inputs"), "q, k and v (or x, w_q, w_k and w_v)");
-    assert_non_null(strstr(prop(m, "differential.lambda_q1"), "[16]"));
-    assert_non_null(strstr(prop(m, "differential.lambda_q1"), "/v1/attention"));
+    shape_of(m, "inputs", "lambda_k2", shape, sizeof shape);
+    assert_string_equal(shape, "[16]");
+    assert_string_equal(prop(m, "required_inputs"), "q, k and v (or x, w_q, w_k and w_v), "
+                                                    "lambda_q1, lambda_k1, lambda_q2, lambda_k2");
+    assert_non_null(strstr(prop(m, "lambda_q1"), "[16], required by every layer"));
     assert_non_null(strstr(prop(m, "decided_by_config"), "differential"));
     cJSON_Delete(m);
 
-    /* The text model's and the tower's shapes differ: -1. */
+    /* Other models have no lambda inputs. The text model's and the
+     * tower's shapes differ: -1. */
     m = metadata(set, "vl");
+    shape_of(m, "inputs", "lambda_q1", shape, sizeof shape);
+    assert_string_equal(shape, "");
     shape_of(m, "inputs", "q", shape, sizeof shape);
     assert_string_equal(shape, "[-1,-1,-1]");
     shape_of(m, "inputs", "q_positions", shape, sizeof shape);
