@@ -214,8 +214,9 @@ int main(int argc, char **argv)
     cfg.model_set = models;
     for (size_t i = 0; i < srv_model_set_count(models); i++) {
         const srv_model *m = srv_model_set_at(models, i);
-        fprintf(stderr, "posattnd: model %s: %s, %d layers%s\n", m->name, m->model_type,
-                (int)m->n_layers, m->encoder_decoder ? " + a decoder" : "");
+        fprintf(stderr, "posattnd: model %s: %s, %d layers%s%s\n", m->name, m->model_type,
+                (int)m->n_layers, m->encoder_decoder ? " + a decoder" : "",
+                m->n_vision > 0 ? " + a vision tower" : "");
     }
 
     /* Before any thread of ours exists, so that all of them inherit the

@@ -1,6 +1,7 @@
 /* model_item.c - an attention item that names a model: "model" (a name
  * loaded with --model, or a config object inline), "layer", "stack" (T5's
- * "encoder" or "decoder") and "override". The layer's derived options
+ * "encoder" or "decoder"; a vision-language model's "text" or "vision",
+ * its vision tower) and "override". The layer's derived options
  * (model/model.h) are merged into the item, which the ordinary item parser
  * then reads: a model item and the item with the same options written out
  * are one computation.
@@ -71,7 +72,10 @@ static void label(const api_model_use *u, char *buf, size_t cap)
 static bool conflict(const api_model_use *u, const char *option, const char *field,
                      const cJSON *derived, const api_ctx *ctx, api_err *e)
 {
-    const srv_model_source *s = srv_model_source_of(u->layer, option);
+    /* A member may have a key of its own ("differential.subln_eps"). */
+    const srv_model_source *s = srv_model_source_of(u->layer, field);
+    if (s == NULL)
+        s = srv_model_source_of(u->layer, option);
     char *text = cJSON_PrintUnformatted(derived), who[160];
     label(u, who, sizeof who);
     api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, field,
@@ -150,25 +154,34 @@ static bool resolve(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api_
     if ((v = api_member(obj, "override")) != NULL && !api_get_bool(v, "override", ctx, &u->override, e))
         return false;
     if ((v = api_member(obj, "stack")) != NULL) {
-        if (!u->model->encoder_decoder)
+        const srv_model *m = u->model;
+        const char *a = m->encoder_decoder ? "encoder" : "text",
+                   *b = m->encoder_decoder ? "decoder" : "vision";
+        if (!m->encoder_decoder && !m->has_vision_config)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "stack",
-                            "stack is for encoder-decoder models (T5); %s has one stack",
-                            u->model->model_type);
+                            "stack is for encoder-decoder models (T5); %s has one stack (the "
+                            "stacks are T5's \"encoder\" and \"decoder\", and a vision-language "
+                            "model's \"text\" and \"vision\")",
+                            m->model_type);
         if (!cJSON_IsString(v) ||
-            (strcmp(v->valuestring, "encoder") != 0 && strcmp(v->valuestring, "decoder") != 0))
+            (strcmp(v->valuestring, a) != 0 && strcmp(v->valuestring, b) != 0))
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "stack",
-                            "stack must be \"encoder\" or \"decoder\"");
-        stack = v->valuestring;
+                            "stack must be \"%s\" or \"%s\"", a, b);
+        if (strcmp(v->valuestring, "vision") == 0 && m->n_vision == 0)
+            return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "stack",
+                            "stack \"vision\": %s (config \"%s\")", m->no_vision, m->no_vision_key);
+        /* The text model is the model's first stack, as an absent stack. */
+        stack = strcmp(v->valuestring, "text") == 0 ? NULL : v->valuestring;
     }
     if ((v = api_member(obj, "layer")) != NULL && !api_get_int(v, "layer", ctx, &layer, e))
         return false;
     if ((u->layer = srv_model_layer_at(u->model, stack, layer)) == NULL) {
-        bool dec = stack != NULL && strcmp(stack, "decoder") == 0;
+        bool dec = stack != NULL && strcmp(stack, "decoder") == 0,
+             vis = stack != NULL && strcmp(stack, "vision") == 0;
+        int32_t n = dec ? u->model->n_decoder : vis ? u->model->n_vision : u->model->n_layers;
         return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, "layer",
-                        "layer=%d is outside the %s%s%d layers (0 to %d)", (int)layer,
-                        stack != NULL ? stack : "model", stack != NULL ? "'s " : "'s ",
-                        (int)(dec ? u->model->n_decoder : u->model->n_layers),
-                        (int)(dec ? u->model->n_decoder : u->model->n_layers) - 1);
+                        "layer=%d is outside the %s's %d layers (0 to %d)", (int)layer,
+                        stack != NULL ? stack : "model", (int)n, (int)n - 1);
     }
     return true;
 }
@@ -287,8 +300,11 @@ bool api_model_check_shapes(const api_model_use *u, const api_item *it, const ap
     (layer ? snprintf(got, sizeof got, "%s=%d", name, (int)(v))                                    \
            : snprintf(got, sizeof got, "%s.shape[%d]=%d", dim == 1 ? "k" : "q", o + 1 + (dim == 2), \
                       (int)(v)))
-    if (it->H != L->num_heads) {
-        WHAT("num_heads", 0, it->H);
+    /* Differential attention's q has 2H heads (api_item_diff_shapes has
+     * halved it->H to the output's): a config's heads count q's. */
+    const int32_t q_heads = it->diff ? 2 * it->H : it->H;
+    if (q_heads != L->num_heads) {
+        WHAT("num_heads", 0, q_heads);
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, layer ? "num_heads" : "q.shape",
                         "%s does not match the %d heads of %s (config \"%s\": %s)", got,
                         (int)L->num_heads, who, L->heads.key, L->heads.value);

@@ -30,6 +30,8 @@
  */
 #include "model/internal.h"
 
+#include "posattn_diff.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +44,8 @@
     .heads = "n_head|num_attention_heads", .hidden = "n_embd|hidden_size",                         \
     .layers = "n_layer|num_hidden_layers"
 #define ROPE(layout_, mrope_)                                                                      \
-    .pos = POS_ROPE, .rope = {layout_, "rope_theta", 10000.0, "partial_rotary_factor", 0, 1.0, mrope_}
+    .pos = POS_ROPE,                                                                               \
+    .rope = {layout_, "rope_theta", 10000.0, "partial_rotary_factor", 0, 1.0, mrope_}
 
 static const model_row rows[] = {
     {.type = "llama", STD, ROPE("neox", 0)},
@@ -56,44 +59,95 @@ static const model_row rows[] = {
     {.type = "qwen2_5_vl", STD, ROPE("neox", 1), .win = WIN_QWEN2},
     {.type = "qwen3_vl", STD, ROPE("neox", 2), .norm = NORM_HEAD},
     {.type = "gemma", STD, ROPE("neox", 0)},
-    {.type = "gemma2", STD, ROPE("neox", 0), .scale = SCALE_PRE_ATTN,
-     .softcap = "attn_logit_softcapping", .win = WIN_ALTERNATE},
-    {.type = "gemma3_text", STD, ROPE("neox", 0), .scale = SCALE_PRE_ATTN,
-     .softcap = "attn_logit_softcapping", .win = WIN_PATTERN, .norm = NORM_GEMMA},
+    {.type = "gemma2",
+     STD,
+     ROPE("neox", 0),
+     .scale = SCALE_PRE_ATTN,
+     .softcap = "attn_logit_softcapping",
+     .win = WIN_ALTERNATE},
+    {.type = "gemma3_text",
+     STD,
+     ROPE("neox", 0),
+     .scale = SCALE_PRE_ATTN,
+     .softcap = "attn_logit_softcapping",
+     .win = WIN_PATTERN,
+     .norm = NORM_GEMMA},
     {.type = "gpt_oss", STD, ROPE("neox", 0), .win = WIN_ALTERNATE, .sinks = true},
     {.type = "llama4_text", STD, ROPE("gptj", 0), .win = WIN_LLAMA4, .norm = NORM_LLAMA4},
     {.type = "phi3", STD, ROPE("neox", 0), .win = WIN_ALL},
-    {.type = "gpt2", GPT_KEYS, .pos = POS_LEARNED, .scale = SCALE_GPT2,
+    {.type = "gpt2",
+     GPT_KEYS,
+     .pos = POS_LEARNED,
+     .scale = SCALE_GPT2,
      .positions = "n_positions|max_position_embeddings"},
-    {.type = "gptj", GPT_KEYS, .pos = POS_ROPE, .rope = {"gptj", NULL, 10000.0, "rotary_dim", 2, 0, 0}},
-    {.type = "gpt_neox", .heads = "num_attention_heads", .hidden = "hidden_size",
-     .layers = "num_hidden_layers", .pos = POS_ROPE,
+    {.type = "gptj",
+     GPT_KEYS,
+     .pos = POS_ROPE,
+     .rope = {"gptj", NULL, 10000.0, "rotary_dim", 2, 0, 0}},
+    {.type = "gpt_neox",
+     .heads = "num_attention_heads",
+     .hidden = "hidden_size",
+     .layers = "num_hidden_layers",
+     .pos = POS_ROPE,
      .rope = {"neox", "rotary_emb_base|rope_theta", 10000.0, "rotary_pct|partial_rotary_factor", 0,
               0.25, 0}},
-    {.type = "opt", .heads = "num_attention_heads", .hidden = "hidden_size",
-     .layers = "num_hidden_layers", .pos = POS_LEARNED, .offset = 2,
+    {.type = "opt",
+     .heads = "num_attention_heads",
+     .hidden = "hidden_size",
+     .layers = "num_hidden_layers",
+     .pos = POS_LEARNED,
+     .offset = 2,
      .positions = "max_position_embeddings"},
-    {.type = "bloom", .heads = "n_head|num_attention_heads", .hidden = "hidden_size|n_embed",
-     .layers = "n_layer|num_hidden_layers", .pos = POS_ALIBI},
-    {.type = "mpt", .heads = "n_heads", .hidden = "d_model", .layers = "n_layers", .pos = POS_MPT,
+    {.type = "bloom",
+     .heads = "n_head|num_attention_heads",
+     .hidden = "hidden_size|n_embed",
+     .layers = "n_layer|num_hidden_layers",
+     .pos = POS_ALIBI},
+    {.type = "mpt",
+     .heads = "n_heads",
+     .hidden = "d_model",
+     .layers = "n_layers",
+     .pos = POS_MPT,
      .scale = SCALE_MPT},
-    {.type = "falcon", .heads = "num_attention_heads|n_head", .hidden = "hidden_size",
-     .layers = "num_hidden_layers|n_layer", .pos = POS_FALCON,
+    {.type = "falcon",
+     .heads = "num_attention_heads|n_head",
+     .hidden = "hidden_size",
+     .layers = "num_hidden_layers|n_layer",
+     .pos = POS_FALCON,
      .rope = {"neox", "rope_theta", 10000.0, NULL, 0, 1.0, 0}},
-    {.type = "t5", .heads = "num_heads", .hidden = "d_model", .layers = "num_layers",
-     .head_dim = "d_kv", .pos = POS_T5, .scale = SCALE_ONE, .enc_dec = true},
-    {.type = "bert", .heads = "num_attention_heads", .hidden = "hidden_size",
-     .layers = "num_hidden_layers", .pos = POS_BERT, .encoder = true,
+    {.type = "t5",
+     .heads = "num_heads",
+     .hidden = "d_model",
+     .layers = "num_layers",
+     .head_dim = "d_kv",
+     .pos = POS_T5,
+     .scale = SCALE_ONE,
+     .enc_dec = true},
+    {.type = "bert",
+     .heads = "num_attention_heads",
+     .hidden = "hidden_size",
+     .layers = "num_hidden_layers",
+     .pos = POS_BERT,
+     .encoder = true,
      .positions = "max_position_embeddings"},
     {.type = "olmo2", STD, ROPE("neox", 0), .norm = NORM_PROJ},
     {.type = "cohere", STD, ROPE("gptj", 0), .norm = NORM_COHERE},
     {.type = "starcoder2", STD, ROPE("neox", 0), .win = WIN_ALL},
     {.type = "granite", STD, ROPE("neox", 0), .scale = SCALE_MULTIPLIER},
     /* DeepSeek's MLA (mla_dims, mla_option below): kv heads are the heads */
-    {.type = "deepseek_v2", .heads = "num_attention_heads", .hidden = "hidden_size",
-     .layers = "num_hidden_layers", ROPE("gptj", 0), .mla = 2},
-    {.type = "deepseek_v3", .heads = "num_attention_heads", .hidden = "hidden_size",
-     .layers = "num_hidden_layers", ROPE("gptj", 0), .mla = 3},
+    {.type = "deepseek_v2",
+     .heads = "num_attention_heads",
+     .hidden = "hidden_size",
+     .layers = "num_hidden_layers",
+     ROPE("gptj", 0),
+     .mla = 2},
+    {.type = "deepseek_v3",
+     .heads = "num_attention_heads",
+     .hidden = "hidden_size",
+     .layers = "num_hidden_layers",
+     ROPE("gptj", 0),
+     .mla = 3},
+    {.type = "diffllama", STD, ROPE("neox", 0), .diff = true},
 };
 
 /* Multimodal or composite configs whose attention is their text_config's:
@@ -101,7 +155,7 @@ static const model_row rows[] = {
 static const struct {
     const char *outer, *inner;
 } wrappers[] = {
-    {"gemma3", "gemma3_text"}, {"llama4", "llama4_text"}, {"qwen2_vl", "qwen2_vl"},
+    {"gemma3", "gemma3_text"},    {"llama4", "llama4_text"}, {"qwen2_vl", "qwen2_vl"},
     {"qwen2_5_vl", "qwen2_5_vl"}, {"qwen3_vl", "qwen3_vl"},
 };
 /* Names a text_config may carry for a row's model. */
@@ -210,6 +264,12 @@ static bool counts(const cfg_ctx *d, common *c)
         Hkv = H;
         c->kv = c->heads;
     }
+    /* DiffLlama splits q's heads in two halves (torch.chunk(..., 2, dim=1)). */
+    if (row->diff && H % 2 != 0)
+        return cfg_fail(d, c->heads.key + strlen(d->prefix),
+                        "config \"%s\": %s must be even: DiffLlama pairs query head h with "
+                        "head h + %s/2",
+                        c->heads.key, c->heads.value, c->heads.key);
     if (H % Hkv != 0)
         return cfg_fail(d, c->kv.key + strlen(d->prefix),
                         "config \"%s\": %s does not divide \"%s\": %s", c->kv.key, c->kv.value,
@@ -229,30 +289,6 @@ static bool counts(const cfg_ctx *d, common *c)
 /* One layer                                                                 */
 /* ------------------------------------------------------------------------- */
 
-static bool add_source(srv_model_layer *L, const char *option, const srv_model_source *s)
-{
-    if (L->n_sources == SRV_MODEL_MAX_SOURCES)
-        return true;
-    L->sources[L->n_sources] = *s;
-    snprintf(L->sources[L->n_sources].option, sizeof L->sources[0].option, "%s", option);
-    L->n_sources++;
-    return true;
-}
-
-static void add_need(srv_model_layer *L, const char *field, int ndim, int64_t a, int64_t b,
-                     const char *what, const srv_model_source *s)
-{
-    if (L->n_needs == SRV_MODEL_MAX_NEEDS)
-        return;
-    srv_model_need *n = &L->needs[L->n_needs++];
-    snprintf(n->field, sizeof n->field, "%s", field);
-    n->ndim = ndim;
-    n->shape[0] = a;
-    n->shape[1] = b;
-    snprintf(n->what, sizeof n->what, "%s", what);
-    n->source = *s;
-}
-
 /* Press et al.'s slope of head h of H (BLOOM's build_alibi_tensor). */
 static double press_slope(int32_t h, int32_t H)
 {
@@ -264,8 +300,7 @@ static double press_slope(int32_t h, int32_t H)
     return pow(2.0, -4.0 * (2 * (h - n) + 1) / n);
 }
 
-static bool alibi_scheme(const cfg_ctx *d, const common *c, cJSON *scheme,
-                         srv_model_source *src)
+static bool alibi_scheme(const cfg_ctx *d, const common *c, cJSON *scheme, srv_model_source *src)
 {
     const model_row *row = c->row;
     bool ok = cJSON_AddStringToObject(scheme, "type", "alibi") != NULL;
@@ -278,8 +313,8 @@ static bool alibi_scheme(const cfg_ctx *d, const common *c, cJSON *scheme,
         cfg_find(d, "alibi", src);
         ok = ok && (slopes = cJSON_AddArrayToObject(scheme, "slopes")) != NULL;
         for (int32_t h = 0; ok && h < c->H; h++)
-            ok = cJSON_AddItemToArray(slopes,
-                                      cJSON_CreateNumber(press_slope(h, c->H) / sqrt(c->D)));
+            ok =
+                cJSON_AddItemToArray(slopes, cJSON_CreateNumber(press_slope(h, c->H) / sqrt(c->D)));
         return ok;
     }
     /* MPT: 2^-(max_bias (i+1) / H2) for H2 = 2^ceil(log2 H), reordered odd
@@ -323,8 +358,8 @@ static bool derive_scale(const cfg_ctx *d, const common *c, int32_t l, double *s
             return false;
         if (!(x > 0))
             return cfg_fail(d, "query_pre_attn_scalar",
-                            "config \"%squery_pre_attn_scalar\": %.17g must be positive",
-                            d->prefix, x);
+                            "config \"%squery_pre_attn_scalar\": %.17g must be positive", d->prefix,
+                            x);
         *scale = 1.0 / sqrt(x);
         return true;
     case SCALE_MULTIPLIER:
@@ -362,18 +397,17 @@ static bool derive_scale(const cfg_ctx *d, const common *c, int32_t l, double *s
 
 /* Adds a q or k norm object and its weight's need. */
 static bool add_norm(srv_model_layer *L, const char *name, double eps, bool weight,
-                     int64_t weight_len, bool gemma, const srv_model_source *src,
-                     const char *what)
+                     int64_t weight_len, bool gemma, const srv_model_source *src, const char *what)
 {
     cJSON *o = cJSON_AddObjectToObject(L->options, name);
     if (o == NULL || cJSON_AddNumberToObject(o, "eps", eps) == NULL ||
         (gemma && cJSON_AddNumberToObject(o, "weight_offset", 1) == NULL))
         return false;
-    add_source(L, name, src);
+    model_add_source(L, name, src);
     if (weight) {
         char field[32];
         snprintf(field, sizeof field, "%s.weight", name);
-        add_need(L, field, 1, weight_len, 0, what, src);
+        model_add_need(L, field, 1, weight_len, 0, what, src);
     }
     return true;
 }
@@ -386,16 +420,16 @@ static bool learned_scheme(const cfg_ctx *d, const common *c, int32_t l, cJSON *
     srv_model_source s;
     if (l > 0) {
         cfg_source(&s, NULL, "model_type", "(positions entered at the embedding)");
-        add_source(L, "scheme", &s);
+        model_add_source(L, "scheme", &s);
         return cJSON_AddStringToObject(scheme, "type", "none") != NULL;
     }
     int64_t P;
     const char *keys = c->row->positions != NULL ? c->row->positions : "max_position_embeddings";
     if (!cfg_int(d, keys, 1, 1 << 24, false, 512, &P, &s))
         return false;
-    add_source(L, "scheme", &s);
-    add_need(L, "scheme.table", 2, P + c->row->offset, c->d_model,
-             "learned position embeddings (added to x)", &s);
+    model_add_source(L, "scheme", &s);
+    model_add_need(L, "scheme.table", 2, P + c->row->offset, c->d_model,
+                   "learned position embeddings (added to x)", &s);
     return cJSON_AddStringToObject(scheme, "type", "learned") != NULL &&
            cJSON_AddNumberToObject(scheme, "offset", c->row->offset) != NULL;
 }
@@ -411,13 +445,54 @@ static bool mla_option(const cfg_ctx *d, const common *c, srv_model_layer *L, cJ
     srv_model_source s;
     if (c->row->mla == 3 && !cfg_bool(d, "rope_interleave", true, &inter, &s))
         return false;
-    if (!inter && !cJSON_ReplaceItemInObjectCaseSensitive(scheme, "layout",
-                                                          cJSON_CreateString("neox")))
+    if (!inter &&
+        !cJSON_ReplaceItemInObjectCaseSensitive(scheme, "layout", cJSON_CreateString("neox")))
         return cfg_fail(d, "", "out of memory");
     if ((m = cJSON_AddObjectToObject(L->options, "mla")) == NULL ||
         cJSON_AddNumberToObject(m, "rope_dim", c->rope_dim) == NULL)
         return cfg_fail(d, "", "out of memory");
-    return add_source(L, "mla", &c->rope_dim_src);
+    model_add_source(L, "mla", &c->rope_dim_src);
+    return true;
+}
+
+/* DiffLlama (modeling_diffllama.py, DiffLlamaAttention): the halves layout
+ * (query head h against head h + H/2, v chunked in two halves of heads),
+ * lambda_init = lambda_init_fn(layer_idx) of the 0-based layer index, and
+ * the group norm nn.RMSNorm(2 head_dim, eps=rms_norm_eps,
+ * elementwise_affine=False). lambda_q1..lambda_k2 are the layer's
+ * parameters ([head_dim] each), which only the checkpoint holds;
+ * lambda_std_dev only initialises them. */
+static bool diff_option(const cfg_ctx *d, const common *c, int32_t l, srv_model_layer *L)
+{
+    static const char *const vecs[] = {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"};
+    srv_model_source es, is;
+    double eps;
+    cJSON *o;
+    if (!cfg_num(d, "rms_norm_eps", false, 1e-5, &eps, &es))
+        return false;
+    if (!(eps > 0))
+        return cfg_fail(d, "rms_norm_eps", "config \"%srms_norm_eps\": %.17g must be positive",
+                        d->prefix, eps);
+    if ((o = cJSON_AddObjectToObject(L->options, "differential")) == NULL ||
+        cJSON_AddStringToObject(o, "pairs", "halves") == NULL ||
+        cJSON_AddNumberToObject(o, "lambda_init", pa_diff_lambda_init(l)) == NULL ||
+        cJSON_AddTrueToObject(o, "subln") == NULL ||
+        cJSON_AddNumberToObject(o, "subln_eps", eps) == NULL)
+        return cfg_fail(d, "", "out of memory");
+    is = c->type;
+    snprintf(is.value, sizeof is.value, "\"%s\", layer %d: 0.8 - 0.6 exp(-0.3 * %d)", c->row->type,
+             (int)l, (int)l);
+    model_add_source(L, "differential", &c->type);
+    model_add_source(L, "differential.lambda_init", &is);
+    model_add_source(L, "differential.subln_eps", &es);
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
+        char field[32], what[96];
+        snprintf(field, sizeof field, "differential.%s", vecs[i]);
+        snprintf(what, sizeof what, "differential attention's %s (the layer's self_attn.%s)",
+                 vecs[i], vecs[i]);
+        model_add_need(L, field, 1, c->D, 0, what, &c->type);
+    }
+    return true;
 }
 
 static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, int32_t l,
@@ -474,18 +549,18 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
                             d->prefix);
     }
     if ((row->pos == POS_ROPE && rope_layer) || (row->pos == POS_FALCON && !falcon_alibi)) {
-        bool local = strcmp(row->type, "gemma3_text") == 0 &&
-                     strcmp(L->kind, "sliding_attention") == 0;
+        bool local =
+            strcmp(row->type, "gemma3_text") == 0 && strcmp(L->kind, "sliding_attention") == 0;
         if (!model_rope_scheme(d, &row->rope, row->mla != 0 ? c->rope_dim : c->D, L->kind, local,
                                scheme, &s))
             return false;
-        add_source(L, "scheme", &s);
+        model_add_source(L, "scheme", &s);
         if (row->mla != 0 && !mla_option(d, c, L, scheme))
             return false;
     } else if (row->pos == POS_ALIBI || falcon_alibi || mpt_alibi) {
         if (!alibi_scheme(d, c, scheme, &s))
             return d->e->message[0] != '\0' ? false : cfg_fail(d, "", "out of memory");
-        add_source(L, "scheme", &s);
+        model_add_source(L, "scheme", &s);
     } else if (row->pos == POS_T5) {
         int64_t nb, md;
         srv_model_source nbs;
@@ -497,9 +572,9 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
              cJSON_AddNumberToObject(scheme, "num_buckets", (double)nb) &&
              cJSON_AddNumberToObject(scheme, "max_distance", (double)md) &&
              cJSON_AddBoolToObject(scheme, "bidirectional", enc);
-        add_source(L, "scheme", &nbs);
-        add_need(L, "scheme.table", 2, nb, c->H,
-                 "a relative attention bias (block 0's table, shared by the stack)", &nbs);
+        model_add_source(L, "scheme", &nbs);
+        model_add_need(L, "scheme.table", 2, nb, c->H,
+                       "a relative attention bias (block 0's table, shared by the stack)", &nbs);
     } else if (row->pos == POS_BERT) {
         const cJSON *pt = cfg_find(d, "position_embedding_type", &s);
         const char *t = pt != NULL && cJSON_IsString(pt) ? pt->valuestring : "absolute";
@@ -517,9 +592,9 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
                  cJSON_AddNumberToObject(scheme, "max_relative_position", (double)(P - 1)) &&
                  cJSON_AddStringToObject(scheme, "direction", "query_minus_key") &&
                  cJSON_AddBoolToObject(scheme, "key_term", strcmp(t, "relative_key_query") == 0);
-            add_source(L, "scheme", &s);
-            add_need(L, "scheme.rel_k", 2, 2 * P - 1, c->D,
-                     "relative position embeddings (the layer's distance_embedding)", &s);
+            model_add_source(L, "scheme", &s);
+            model_add_need(L, "scheme.rel_k", 2, 2 * P - 1, c->D,
+                           "relative position embeddings (the layer's distance_embedding)", &s);
         } else {
             return cfg_fail(d, "position_embedding_type",
                             "config \"%sposition_embedding_type\": \"%.40s\" is not one of "
@@ -532,7 +607,7 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
         ok = cJSON_AddStringToObject(scheme, "type", "none") != NULL;
         if (rope_src.key[0] == '\0')
             cfg_source(&rope_src, NULL, "model_type", "(no position encoding)");
-        add_source(L, "scheme", &rope_src);
+        model_add_source(L, "scheme", &rope_src);
     }
     if (!ok)
         return d->e->message[0] != '\0' ? false : cfg_fail(d, "", "out of memory");
@@ -545,14 +620,14 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
     if (row->mla != 3 && cJSON_AddNumberToObject(L->options, "scale", x) == NULL)
         return cfg_fail(d, "", "out of memory");
     if (row->mla != 3)
-        add_source(L, "scale", &s);
+        model_add_source(L, "scale", &s);
     if (row->softcap != NULL && cfg_find(d, row->softcap, &s) != NULL) {
         if (!cfg_num(d, row->softcap, true, 0, &x, NULL))
             return false;
         if (x > 0) {
             if (cJSON_AddNumberToObject(L->options, "softcap", x) == NULL)
                 return cfg_fail(d, "", "out of memory");
-            add_source(L, "softcap", &s);
+            model_add_source(L, "softcap", &s);
         }
     }
 
@@ -568,7 +643,7 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
                 return false;
             if (cJSON_AddNumberToObject(L->options, "window", (double)W) == NULL)
                 return cfg_fail(d, "", "out of memory");
-            add_source(L, "window", &s);
+            model_add_source(L, "window", &s);
         }
     } else if (strcmp(L->kind, "chunked_attention") == 0 &&
                cfg_find(d, "attention_chunk_size", NULL) != NULL) {
@@ -577,7 +652,7 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
             return false;
         if (cJSON_AddNumberToObject(L->options, "chunk_size", (double)C) == NULL)
             return cfg_fail(d, "", "out of memory");
-        add_source(L, "chunk_size", &s);
+        model_add_source(L, "chunk_size", &s);
     }
 
     /* Norms */
@@ -635,14 +710,16 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
                 !cJSON_AddNumberToObject(t, "floor_scale", fs) ||
                 !cJSON_AddNumberToObject(t, "attn_scale", as))
                 return cfg_fail(d, "attn_temperature_tuning", "out of memory");
-            add_source(L, "attn_temperature_tuning", &es);
+            model_add_source(L, "attn_temperature_tuning", &es);
         }
         break;
     }
     }
 
     if (row->sinks)
-        add_need(L, "sinks", 1, c->H, 0, "attention sinks", &c->type);
+        model_add_need(L, "sinks", 1, c->H, 0, "attention sinks", &c->type);
+    if (row->diff && !diff_option(d, c, l, L))
+        return false;
 
     /* Causal: decoders; BERT when is_decoder; T5's decoder */
     bool causal = !row->encoder;
@@ -656,7 +733,7 @@ static bool derive_layer(const cfg_ctx *d, const common *c, const char *stack, i
     }
     if (cJSON_AddBoolToObject(L->defaults, "causal", causal) == NULL)
         return cfg_fail(d, "", "out of memory");
-    add_source(L, "causal", &s);
+    model_add_source(L, "causal", &s);
     return true;
 }
 
@@ -668,7 +745,7 @@ void srv_model_free(srv_model *m)
 {
     if (m == NULL)
         return;
-    for (int32_t i = 0; m->layers != NULL && i < m->n_layers + m->n_decoder; i++) {
+    for (int32_t i = 0; m->layers != NULL && i < srv_model_total_layers(m); i++) {
         cJSON_Delete(m->layers[i].options);
         cJSON_Delete(m->layers[i].defaults);
     }
@@ -713,16 +790,23 @@ bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, sr
                         "(%s)",
                         d.prefix, type, list);
     }
-    cfg_source(&c.type, NULL, d.cfg != config && cfg_member(d.cfg, "model_type") != NULL
-                                  ? "text_config.model_type"
-                                  : "model_type",
+    cfg_source(&c.type, NULL,
+               d.cfg != config && cfg_member(d.cfg, "model_type") != NULL ? "text_config.model_type"
+                                                                          : "model_type",
                "");
     snprintf(c.type.value, sizeof c.type.value, "\"%.40s\"", type);
     if (!counts(&d, &c) || !model_read_layer_types(&d, &c))
         return false;
 
-    if ((m = calloc(1, sizeof *m)) == NULL ||
-        (m->layers = calloc((size_t)(c.n_layers + c.n_decoder), sizeof *m->layers)) == NULL) {
+    vision_tower vt;
+    if ((m = calloc(1, sizeof *m)) == NULL)
+        return cfg_fail(&d, "", "out of memory");
+    if (!model_vision_read(config, mt->valuestring, m, &vt, e)) {
+        free(m);
+        return false;
+    }
+    if ((m->layers = calloc((size_t)(c.n_layers + c.n_decoder + vt.n_layers), sizeof *m->layers)) ==
+        NULL) {
         free(m);
         return cfg_fail(&d, "", "out of memory");
     }
@@ -746,6 +830,14 @@ bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, sr
         }
         m->layers[i].stack = stack;
     }
+    /* The vision tower's layers, after the text model's. */
+    for (int32_t i = 0; i < vt.n_layers; i++) {
+        m->n_vision = i + 1; /* so that srv_model_free frees this layer too */
+        if (!model_vision_layer(&vt, i, &m->layers[c.n_layers + c.n_decoder + i], e)) {
+            srv_model_free(m);
+            return false;
+        }
+    }
     if (c.row->pos == POS_BERT && m->layers[0].n_needs > 0 &&
         strcmp(m->layers[0].needs[0].field, "scheme.rel_k") == 0)
         m->note[0] = '\0';
@@ -753,11 +845,19 @@ bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, sr
     return true;
 }
 
+int32_t srv_model_total_layers(const srv_model *m)
+{
+    return m->n_layers + m->n_decoder + m->n_vision;
+}
+
 const srv_model_layer *srv_model_layer_at(const srv_model *m, const char *stack, int32_t layer)
 {
     bool dec = stack != NULL && strcmp(stack, "decoder") == 0;
+    bool vis = stack != NULL && strcmp(stack, "vision") == 0;
     if (m == NULL || layer < 0 || (dec && !m->encoder_decoder))
         return NULL;
+    if (vis)
+        return layer < m->n_vision ? &m->layers[m->n_layers + m->n_decoder + layer] : NULL;
     if (layer >= (dec ? m->n_decoder : m->n_layers))
         return NULL;
     return &m->layers[(dec ? m->n_layers : 0) + layer];

@@ -97,6 +97,7 @@ typedef struct model_row {
     win_kind win;
     norm_kind norm;
     bool sinks;
+    bool diff;        /* DiffLlama: differential attention, heads h and h + H/2 */
     bool encoder;     /* bidirectional (BERT; causal only with is_decoder) */
     bool enc_dec;     /* T5: an encoder and a decoder stack */
     int32_t offset;   /* learned positions: OPT's 2 */
@@ -124,5 +125,25 @@ bool model_llama4_rope(const cfg_ctx *d, const common *c, int32_t l, bool *rope,
  * "chunked_attention", and the key that decides it. */
 bool model_layer_kind(const cfg_ctx *d, const common *c, int32_t l, bool rope_layer,
                       const char **kind, srv_model_source *src);
+
+/* A layer's bookkeeping (model/layers.c): an option's config key, a tensor
+ * the layer needs (dropped beyond the arrays' room). */
+void model_add_source(srv_model_layer *L, const char *option, const srv_model_source *s);
+void model_add_need(srv_model_layer *L, const char *field, int ndim, int64_t a, int64_t b,
+                    const char *what, const srv_model_source *s);
+
+/* A vision tower (model/vision.c), read from the config's vision_config. */
+typedef struct vision_tower {
+    int32_t n_layers, H, D, embed, merge;
+    srv_model_source heads, dim, embed_src, merge_src;
+} vision_tower;
+/* Reads config's vision_config for the model type outer (the config's own
+ * model_type). Sets m->has_vision_config; v->n_layers 0 when there is no
+ * tower to derive (m->no_vision then says why, when the config has one).
+ * false (e filled) when a key the tower reads is wrong. */
+bool model_vision_read(const cJSON *config, const char *outer, srv_model *m, vision_tower *v,
+                       srv_model_err *e);
+/* Layer l of the tower into L (its stack "vision"). */
+bool model_vision_layer(const vision_tower *v, int32_t l, srv_model_layer *L, srv_model_err *e);
 
 #endif

@@ -1,6 +1,8 @@
 /* layers.c - which kind each layer of a model is (full, sliding, chunked)
  * and, for Llama 4, whether it applies RoPE: layer_types when the config has
- * it, else the model's rule (model/derive.c's rows name it).
+ * it, else the model's rule (model/derive.c's rows name it); and the
+ * bookkeeping of a layer's sources and needs, shared by derive.c and
+ * vision.c.
  */
 #include "model/internal.h"
 
@@ -116,4 +118,28 @@ bool model_layer_kind(const cfg_ctx *d, const common *c, int32_t l, bool rope_la
         return true;
     }
     return true;
+}
+
+/* A layer's bookkeeping (internal.h). */
+void model_add_source(srv_model_layer *L, const char *option, const srv_model_source *s)
+{
+    if (L->n_sources == SRV_MODEL_MAX_SOURCES)
+        return;
+    L->sources[L->n_sources] = *s;
+    snprintf(L->sources[L->n_sources].option, sizeof L->sources[0].option, "%s", option);
+    L->n_sources++;
+}
+
+void model_add_need(srv_model_layer *L, const char *field, int ndim, int64_t a, int64_t b,
+                    const char *what, const srv_model_source *s)
+{
+    if (L->n_needs == SRV_MODEL_MAX_NEEDS)
+        return;
+    srv_model_need *n = &L->needs[L->n_needs++];
+    snprintf(n->field, sizeof n->field, "%s", field);
+    n->ndim = ndim;
+    n->shape[0] = a;
+    n->shape[1] = b;
+    snprintf(n->what, sizeof n->what, "%s", what);
+    n->source = *s;
 }

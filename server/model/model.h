@@ -86,8 +86,16 @@ typedef struct srv_model {
     bool encoder_decoder;
     int32_t n_layers;    /* of the model, or its encoder */
     int32_t n_decoder;   /* encoder-decoder: the decoder's layers; else 0 */
-    srv_model_layer *layers; /* n_layers, then n_decoder */
+    /* A vision-language model's vision tower (its vision_config), the stack
+     * "vision" beside the text model's ("text", the default); else 0. */
+    int32_t n_vision;
+    srv_model_layer *layers; /* n_layers, then n_decoder, then n_vision */
     char note[256];      /* what the caller should know ("" when nothing) */
+    /* A config with a vision_config whose tower is not derived: why, and the
+     * config key that says so ("" when derived, or when there is none). */
+    bool has_vision_config;
+    char no_vision[256];
+    char no_vision_key[SRV_MODEL_KEY_MAX];
 } srv_model;
 
 /* Derives every layer of config (a parsed config.json object). name may be
@@ -95,15 +103,21 @@ typedef struct srv_model {
 bool srv_model_derive(const cJSON *config, const char *name, srv_model **out, srv_model_err *e);
 void srv_model_free(srv_model *m);
 
-/* The layer of stack ("encoder" or "decoder"; NULL = the model's only
- * stack, or the encoder) or NULL when out of range. */
+/* The layer of stack ("encoder" or "decoder" of T5; "text" or "vision" of
+ * a vision-language model; NULL = the model's only stack, the encoder or
+ * the text model) or NULL when out of range or the model has no such
+ * stack. */
 const srv_model_layer *srv_model_layer_at(const srv_model *m, const char *stack, int32_t layer);
+/* Every layer of every stack: n_layers + n_decoder + n_vision. */
+int32_t srv_model_total_layers(const srv_model *m);
 /* The option's source (its config key), or NULL. */
 const srv_model_source *srv_model_source_of(const srv_model_layer *l, const char *option);
 
 /* The model as GET /v1/models lists it: {"name","model_type","num_layers",
  * ("num_decoder_layers"), "layers":[run, ...]} where a run is a set of
- * consecutive identical layers: {"first_layer","last_layer",("stack"),
+ * consecutive identical layers (("num_vision_layers", "vision" (why a
+ * vision_config is not derived) when the model has one):
+ * {"first_layer","last_layer",("stack"),
  * "attention","num_heads","num_kv_heads","head_dim", the options and
  * defaults, "requires":[{"field","shape","what","config"}],
  * "config":{option: {"key","value"}}}. NULL on allocation failure. */

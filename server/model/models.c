@@ -72,12 +72,16 @@ static cJSON *render_layer(const srv_model_layer *l)
 cJSON *srv_model_render(const srv_model *m)
 {
     cJSON *o = cJSON_CreateObject(), *runs = NULL, *prev = NULL;
-    int32_t total = m->n_layers + m->n_decoder;
+    int32_t total = srv_model_total_layers(m);
     bool ok = o != NULL && cJSON_AddStringToObject(o, "name", m->name) &&
               cJSON_AddStringToObject(o, "model_type", m->model_type) &&
               cJSON_AddNumberToObject(o, "num_layers", m->n_layers);
     if (ok && m->encoder_decoder)
         ok = cJSON_AddNumberToObject(o, "num_decoder_layers", m->n_decoder) != NULL;
+    if (ok && m->n_vision > 0)
+        ok = cJSON_AddNumberToObject(o, "num_vision_layers", m->n_vision) != NULL;
+    if (ok && m->no_vision[0] != '\0')
+        ok = cJSON_AddStringToObject(o, "vision", m->no_vision) != NULL;
     if (ok && m->note[0] != '\0')
         ok = cJSON_AddStringToObject(o, "note", m->note) != NULL;
     ok = ok && (runs = cJSON_AddArrayToObject(o, "layers")) != NULL;

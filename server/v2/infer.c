@@ -357,6 +357,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     case V2_ROLE_SCHEME_TENSOR:
     case V2_ROLE_NORM_WEIGHT:
     case V2_ROLE_MLA_TENSOR:
+    case V2_ROLE_DIFF_VECTOR:
         node = cJSON_CreateObject();
         if (node == NULL || !add_ref(node, "shape", cJSON_GetObjectItemCaseSensitive(in, "shape")))
             return cJSON_Delete(node), oom(e);
@@ -424,8 +425,9 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                  ? scheme_object(rq)
              : spec->role == V2_ROLE_NORM_WEIGHT
                  ? item_object(rq->item, spec->name[0] == 'q' ? "q_norm" : "k_norm")
-             : spec->role == V2_ROLE_MLA_TENSOR ? item_object(rq->item, "mla")
-                                                : rq->item;
+             : spec->role == V2_ROLE_MLA_TENSOR  ? item_object(rq->item, "mla")
+             : spec->role == V2_ROLE_DIFF_VECTOR ? item_object(rq->item, "differential")
+                                                 : rq->item;
     if (parent == NULL ||
         !cJSON_AddItemToObject(parent, spec->role == V2_ROLE_NORM_WEIGHT ? "weight" : spec->name,
                                node))
@@ -527,6 +529,7 @@ static void rename_fields(api_err *e, unsigned schemes, bool config)
         bool config; /* only for a --model model's */
     } words[] = {{"q_norm.weight", "q_norm_weight", true},
                  {"k_norm.weight", "k_norm_weight", true},
+                 {"differential.lambda_", "lambda_", true},
                  {"\"override\": true", "parameters.override true", true}};
     char out[API_MESSAGE_MAX];
     size_t o = 0, np;

@@ -70,6 +70,8 @@ typedef enum v2_role {
     V2_ROLE_SCHEME_ARRAY,  /* a scheme number array: slopes, short_factor, ... */
     V2_ROLE_NORM_WEIGHT,   /* q_norm_weight, k_norm_weight: the item's q_norm.weight, ... */
     V2_ROLE_MLA_TENSOR,    /* w_uk, w_uv: the item's mla.w_uk, mla.w_uv */
+    V2_ROLE_DIFF_VECTOR,   /* lambda_q1 .. lambda_k2: the item's differential.lambda_q1, ...
+                            * (a --model model whose layers need them: DiffLlama) */
 } v2_role;
 
 typedef struct v2_input {
@@ -85,11 +87,13 @@ typedef struct v2_input {
 } v2_input;
 
 /* The input that carries an item field a layer needs (srv_model_need):
- * "scheme.table" is table, "q_norm.weight" q_norm_weight, "sinks" sinks. */
+ * "scheme.table" is table, "q_norm.weight" q_norm_weight, "sinks" sinks,
+ * "differential.lambda_q1" lambda_q1. */
 const char *v2_need_input(const char *field);
 
 /* The inputs of m into out[V2_MAX_INPUTS]: the item's, then its schemes'
- * tensors and arrays; for a --model model, the dims its config fixes.
+ * tensors and arrays; for a --model model, differential's vectors when its
+ * layers need them, and the dims its config fixes.
  * Returns their count. */
 size_t v2_model_inputs(const v2_model *m, v2_input *out);
 

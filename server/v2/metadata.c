@@ -77,7 +77,7 @@ static int32_t needing(const srv_model *c, int32_t first, int32_t n, const char 
 /* The first need of field among the layers. */
 static const srv_model_need *need_of(const srv_model *c, const char *field)
 {
-    for (int32_t i = 0; i < c->n_layers + c->n_decoder; i++)
+    for (int32_t i = 0; i < srv_model_total_layers(c); i++)
         for (size_t j = 0; j < c->layers[i].n_needs; j++)
             if (strcmp(c->layers[i].needs[j].field, field) == 0)
                 return &c->layers[i].needs[j];
@@ -90,13 +90,13 @@ static bool add_requirements(const srv_model *c, cJSON *props)
     char required[256] = "q, k and v (or x, w_q, w_k and w_v)";
     const char *done[SRV_MODEL_MAX_NEEDS * 4];
     size_t n_done = 0;
-    for (int32_t i = 0; i < c->n_layers + c->n_decoder; i++)
+    for (int32_t i = 0; i < srv_model_total_layers(c); i++)
         for (size_t j = 0; j < c->layers[i].n_needs; j++) {
             const char *field = c->layers[i].needs[j].field;
             const srv_model_need *nd = need_of(c, field);
             const char *input = v2_need_input(field);
             char enc[160] = "", dec[160] = "", shape[48], text[1024];
-            int32_t k, all = c->n_layers + c->n_decoder, got;
+            int32_t k, all = srv_model_total_layers(c), got;
             for (k = 0; k < (int32_t)n_done && strcmp(done[k], field) != 0; k++)
                 ;
             if (k < (int32_t)n_done || n_done == sizeof done / sizeof done[0])
@@ -135,7 +135,7 @@ static bool add_decided(const srv_model *c, cJSON *props)
     const char *seen[32];
     size_t n = 0;
     char list[256] = "", text[512];
-    for (int32_t i = 0; i < c->n_layers + c->n_decoder; i++) {
+    for (int32_t i = 0; i < srv_model_total_layers(c); i++) {
         const cJSON *o;
         cJSON_ArrayForEach(o, c->layers[i].options)
         {
@@ -167,9 +167,18 @@ static void config_metadata(const v2_model *m, srv_reply *reply)
     int64_t out_shape[3] = {0, 0, 0};
     bool ok;
 
+    bool diff = srv_model_total_layers(c) > 0;
+    for (int32_t i = 0; i < srv_model_total_layers(c); i++)
+        diff =
+            diff && cJSON_GetObjectItemCaseSensitive(c->layers[i].options, "differential") != NULL;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(specs[i].name, "q") == 0)
+        if (strcmp(specs[i].name, "q") == 0) {
             out_shape[1] = specs[i].shape[1]; /* output [Lq, H, Dv] */
+            if (diff) { /* differential (DiffLlama): q's 2H heads give H of 2 head_dim */
+                out_shape[1] = specs[i].shape[1] / 2;
+                out_shape[2] = 2 * specs[i].shape[2];
+            }
+        }
     for (size_t i = 1; i < V2_OUTPUTS; i++)
         v2_list_add(diag, sizeof diag, v2_outputs[i].name);
     ok = root != NULL && cJSON_AddStringToObject(root, "name", m->name) &&
@@ -205,6 +214,18 @@ static void config_metadata(const v2_model *m, srv_reply *reply)
         ok = add_string(props, "num_decoder_layers", text);
         snprintf(text, sizeof text, "parameters.stack: encoder (the default) or decoder");
         ok = ok && add_string(props, "stack", text);
+    }
+    if (ok && (c->n_vision > 0 || c->no_vision[0] != '\0')) {
+        if (c->n_vision > 0) {
+            snprintf(text, sizeof text,
+                     "parameters.stack: text (the default) or vision, the vision tower's %d "
+                     "layers (0 to %d; send the frame's patch grid as the input grid)",
+                     (int)c->n_vision, (int)c->n_vision - 1);
+        } else {
+            snprintf(text, sizeof text, "parameters.stack: text only; vision is refused: %.240s",
+                     c->no_vision);
+        }
+        ok = add_string(props, "stack", text);
     }
     if (ok) {
         if (c->encoder_decoder)

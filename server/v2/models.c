@@ -68,7 +68,7 @@ unsigned v2_model_schemes(const v2_model *m)
     unsigned bits = 0;
     if (c == NULL)
         return 1u << m->type;
-    for (int32_t i = 0; i < c->n_layers + c->n_decoder; i++) {
+    for (int32_t i = 0; i < srv_model_total_layers(c); i++) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(c->layers[i].options, "scheme"), "type");
         pa_scheme_type t;
@@ -188,6 +188,8 @@ const char *v2_need_input(const char *field)
         return "q_norm_weight";
     if (strcmp(field, "k_norm.weight") == 0)
         return "k_norm_weight";
+    if (strncmp(field, "differential.", 13) == 0)
+        return field + 13;
     return field;
 }
 
@@ -207,19 +209,25 @@ static void config_dims(const srv_model *c, v2_input *in, size_t n)
 {
     int64_t H = 0, Hkv = 0, D = 0, dm = 0;
     v2_input *q = input_named(in, n, "q"), *k = input_named(in, n, "k");
-    bool mrope = true;
-    for (int32_t i = 0; i < c->n_layers + c->n_decoder; i++) {
+    /* Position rows: M-RoPE's 3, rope2d's 2 (a vision tower's), else 1-D. */
+    int64_t rows = 0;
+    bool rowed = true;
+    for (int32_t i = 0; i < srv_model_total_layers(c); i++) {
         const srv_model_layer *l = &c->layers[i];
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(l->options, "scheme");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(sc, "type");
+        int64_t r = cJSON_GetObjectItemCaseSensitive(sc, "mrope_section") != NULL      ? 3
+                    : cJSON_IsString(type) && strcmp(type->valuestring, "rope2d") == 0 ? 2
+                                                                                       : 0;
         agree(&H, l->num_heads, i > 0);
         agree(&Hkv, l->num_kv_heads, i > 0);
         agree(&D, l->head_dim, i > 0);
         agree(&dm, l->d_model, i > 0);
-        mrope = mrope && cJSON_GetObjectItemCaseSensitive(
-                             cJSON_GetObjectItemCaseSensitive(l->options, "scheme"),
-                             "mrope_section") != NULL;
+        agree(&rows, r, i > 0);
+        rowed = rowed && r != 0;
     }
     bool seen[V2_MAX_INPUTS] = {false};
-    for (int32_t i = 0; i < c->n_layers + c->n_decoder; i++) {
+    for (int32_t i = 0; i < srv_model_total_layers(c); i++) {
         const srv_model_layer *l = &c->layers[i];
         for (size_t j = 0; j < l->n_needs; j++) {
             const srv_model_need *nd = &l->needs[j];
@@ -254,11 +262,11 @@ static void config_dims(const srv_model *c, v2_input *in, size_t n)
     input_named(in, n, "w_v")->shape[0] = dm;
     input_named(in, n, "b_q")->shape[0] = H && D ? H * D : 0;
     input_named(in, n, "b_k")->shape[0] = Hkv && D ? Hkv * D : 0;
-    if (mrope) { /* M-RoPE positions are rows [3, L] */
+    if (rowed) { /* M-RoPE positions are rows [3, L], rope2d's [2, L] (0: both) */
         input_named(in, n, "q_positions")->meta_ndim = 2;
-        input_named(in, n, "q_positions")->shape[0] = 3;
+        input_named(in, n, "q_positions")->shape[0] = rows;
         input_named(in, n, "k_positions")->meta_ndim = 2;
-        input_named(in, n, "k_positions")->shape[0] = 3;
+        input_named(in, n, "k_positions")->shape[0] = rows;
     }
 }
 
@@ -285,6 +293,15 @@ size_t v2_model_inputs(const v2_model *m, v2_input *out)
         else if (p[i].kind == API_PARAM_NUMBER_ARRAY)
             out[n++] = (v2_input){p[i].name, V2_ROLE_SCHEME_ARRAY, 1, false, false, {0}, 0};
     }
+    /* differential's vectors, for a config whose layers need them */
+    for (int32_t i = 0; m->config != NULL && i < srv_model_total_layers(m->config); i++)
+        for (size_t j = 0; j < m->config->layers[i].n_needs; j++) {
+            const char *f = m->config->layers[i].needs[j].field;
+            if (strncmp(f, "differential.", 13) == 0 && n < V2_MAX_INPUTS &&
+                input_named(out, n, v2_need_input(f)) == NULL)
+                out[n++] =
+                    (v2_input){v2_need_input(f), V2_ROLE_DIFF_VECTOR, 1, false, false, {0}, 0};
+        }
     if (m->config != NULL)
         config_dims(m->config, out, n);
     return n;

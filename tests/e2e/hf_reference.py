@@ -203,7 +203,39 @@ def rms(x, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
 
 
+def qwen2_vl_vision(config, arrays):
+    """Qwen2-VL's VisionAttention (modeling_qwen2_vl.py) over one frame of
+    arrays["grid"] = (rows, cols) patches: rot_pos_emb's (row, col) per
+    patch in spatial_merge_size blocks, VisionRotaryEmbedding(head_dim // 2)
+    (theta 10000), rotate_half over the whole head, no mask."""
+    vc = config["vision_config"]
+    H = vc.get("num_heads", 16)
+    D = vc.get("embed_dim", 1280) // H
+    m = vc.get("spatial_merge_size", 2)
+    h, w = arrays["grid"]
+    hpos = np.repeat(np.arange(h)[:, None], w, axis=1)
+    wpos = np.repeat(np.arange(w)[None, :], h, axis=0)
+    blocks = lambda a: a.reshape(h // m, m, w // m, m).transpose(0, 2, 1, 3).reshape(-1)
+    pos = np.stack([blocks(hpos), blocks(wpos)], axis=-1)  # [L, 2]
+    inv = 1.0 / 10000.0 ** (np.arange(0, D // 2, 2, dtype=np.float64) / (D // 2))
+    ang = (pos[:, :, None] * inv[None, None, :]).reshape(len(pos), -1)  # [L, D/2]: rows, then cols
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rot(x):
+        x = x.astype(np.float64)
+        x1, x2 = x[..., :D // 2], x[..., D // 2:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+    q, k, v = rot(arrays["q"]), rot(arrays["k"]), arrays["v"].astype(np.float64)
+    s = np.einsum("qhd,khd->hqk", q, k) * D ** -0.5
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    wts = e / e.sum(axis=-1, keepdims=True)
+    return {"output": np.einsum("hqk,khd->qhd", wts, v), "weights": wts}
+
+
 def attention(config, layer, stack, arrays):
+    if stack == "vision":
+        return qwen2_vl_vision(config, arrays)
     c = Cfg(config)
     t = c.type
     heads_key = {"gpt2": "n_head", "gptj": "n_head", "bloom": "n_head", "mpt": "n_heads",
@@ -319,7 +351,7 @@ def attention(config, layer, stack, arrays):
     rope_models = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                    "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma", "gemma2", "gemma3_text",
                    "gpt_oss", "llama4_text", "phi3", "gptj", "gpt_neox", "olmo2", "cohere",
-                   "starcoder2", "granite")
+                   "starcoder2", "granite", "diffllama")
     if (t in rope_models and use_rope) or (t == "falcon" and not c.get("alibi")):
         rp = rope_dict(c, kind)
         layout = "gptj" if t in ("gptj", "cohere", "llama4_text") else "neox"
@@ -420,5 +452,24 @@ def attention(config, layer, stack, arrays):
         m = s.max(axis=-1, keepdims=True)
         e = np.exp(s - m)
         w = e / e.sum(axis=-1, keepdims=True)
+    if t == "diffllama":
+        return diffllama(c, layer, w, vv, arrays)
     out = np.einsum("hqk,khd->qhd", w, vv)
     return {"output": out, "weights": w}
+
+
+def diffllama(c, layer, w, vv, arrays):
+    """DiffLlamaAttention after the softmax of its H query heads (w [H, L, L],
+    vv = repeat_kv(v) [L, H, D]): v's halves of heads side by side, the two
+    halves of the maps subtracted with lambda, the weightless group norm."""
+    h = w.shape[0] // 2
+    v2 = np.concatenate([vv[:, :h], vv[:, h:]], axis=-1)  # cat(chunk(v, 2, heads), -1)
+    o = np.einsum("hqk,khd->qhd", w, np.concatenate([v2, v2], axis=1))  # .repeat(1, 2, 1, 1)
+    lam_init = 0.8 - 0.6 * math.exp(-0.3 * layer)  # lambda_init_fn(layer_idx)
+    dot = {n: float(np.sum(arrays["differential." + n].astype(np.float64) *
+                           arrays["differential." + m].astype(np.float64)))
+           for n, m in (("lambda_q1", "lambda_k1"), ("lambda_q2", "lambda_k2"))}
+    lam = math.exp(dot["lambda_q1"]) - math.exp(dot["lambda_q2"]) + lam_init
+    o = o[:, :h] - lam * o[:, h:]
+    o = (1 - lam_init) * rms(o, c.get("rms_norm_eps", default=1e-5))
+    return {"output": o, "weights": w[:h] - lam * w[h:]}

@@ -129,12 +129,18 @@ def inputs(name, run, layer, rng):
         t["arrays"].update(q=q, k=k, v=v, k_rope=kr)
         t["item"].update(q=b64(q), k=b64(k), v=b64(v), k_rope=b64(kr))
     else:
-        q = rng.standard_normal((L, H, D)).astype(np.float32)
-        k = rng.standard_normal((L, Hkv, D)).astype(np.float32)
-        v = rng.standard_normal((L, Hkv, D)).astype(np.float32)
+        # a vision tower's item is one frame of grid rows x cols patches
+        grid = (2, 4) if scheme == "rope2d" else None
+        n = grid[0] * grid[1] if grid else L
+        q = rng.standard_normal((n, H, D)).astype(np.float32)
+        k = rng.standard_normal((n, Hkv, D)).astype(np.float32)
+        v = rng.standard_normal((n, Hkv, D)).astype(np.float32)
         t["arrays"].update(q=q, k=k, v=v)
         t["item"].update(q=b64(q), k=b64(k), v=b64(v))
-        if "mrope_section" in opts["scheme"]:
+        if grid:
+            t["arrays"]["grid"] = grid
+            t["item"]["scheme"] = {"grid": list(grid)}
+        elif "mrope_section" in opts["scheme"]:
             # M-RoPE rows (temporal, height, width) that differ, so that
             # every section matters; masks follow token order.
             rows = [[0, 10, 20, 30, 40, 50], [0, 3, 1, 4, 1, 5], [0, 2, 7, 1, 8, 2]]
@@ -150,7 +156,7 @@ def inputs(name, run, layer, rng):
             t["item"]["q_positions"] = pos
             t["item"]["k_positions"] = pos
     for field, shape in run["requires"].items():
-        scale = 0.5 if field.endswith("weight") else 1.0
+        scale = 0.5 if field.endswith("weight") else 0.1 if ".lambda_" in field else 1.0
         a = (rng.standard_normal(shape) * scale).astype(np.float32)
         if field == "sinks":
             a = a + 1.0
@@ -219,12 +225,14 @@ class ModelsListed(unittest.TestCase):
 
 class ModelAnswers(unittest.TestCase):
     def compute(self, item):
-        item = dict(item, **{"return": ["output", "weights", "logits"]})
+        # differential attention returns output and weights (its two maps' A)
+        res = ["output", "weights"] if "differential" in item else ["output", "weights", "logits"]
+        item = dict(item, **{"return": res})
         st, body = call("POST", "/v1/attention", {"inputs": [item], "output_encoding": "b64"})
         self.assertEqual(st, 200, body)
         out = body["outputs"][0]
         self.assertNotIn("error", out)
-        return {k: unb64(out[k]) for k in ("output", "weights", "logits")}
+        return {k: unb64(out[k]) for k in res}
 
     def test_model_items_equal_handwritten_options_and_the_reference(self):
         rng = np.random.default_rng(30)

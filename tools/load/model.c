@@ -171,12 +171,22 @@ int load_model_fetch(const load_config *c, load_model *out)
     m.num_layers = int_of(model, "num_layers", 0);
     runs = cJSON_GetObjectItemCaseSensitive(model, "layers");
 
+    /* A vision tower's items need each image's patch grid, which the
+     * payloads here do not make: its layers are left out. */
+    if (c->stack && strcmp(c->stack, "vision") == 0) {
+        fprintf(stderr,
+                "posattn-load: --stack vision: a vision tower's items need a patch grid, which "
+                "posattn-load does not send yet; load its text model (the default)\n");
+        goto out;
+    }
     /* Two passes over the runs: how many layers are chosen, then each. */
     int n = 0;
     cJSON_ArrayForEach(run, runs)
     {
         const char *stack = str_of(run, "stack", "");
         int lo = int_of(run, "first_layer", 0), hi = int_of(run, "last_layer", -1);
+        if (strcmp(stack, "vision") == 0)
+            continue;
         has_stack |= stack[0] != '\0';
         if (c->stack && strcmp(stack, c->stack) != 0)
             continue;
@@ -214,6 +224,8 @@ int load_model_fetch(const load_config *c, load_model *out)
     {
         load_layer proto;
         int lo = int_of(run, "first_layer", 0), hi = int_of(run, "last_layer", -1);
+        if (strcmp(str_of(run, "stack", ""), "vision") == 0)
+            continue;
         if (c->stack && strcmp(str_of(run, "stack", ""), c->stack) != 0)
             continue;
         if (read_run(&m, run, &proto) != 0)

@@ -180,9 +180,17 @@ function layerItem(m, e, L, pos, g) {
     item.v = tensor(g, [L, Hkv, D]);
     sent.push(`q [${L}, ${H}, ${D}], k and v [${L}, ${Hkv}, ${D}]`);
   }
-  item.q_positions = pos;
-  item.k_positions = pos.slice();
-  sent.push('q_positions = k_positions = ' + (L > 4 ? `${pos[0]}, ${pos[1]}, \u2026, ${pos[L - 1]}` : pos.join(', ')));
+  // A vision tower's patches sit on a grid (merge_size rows of blocks), not
+  // at 1-D positions.
+  const m2 = run.scheme && run.scheme.type === 'rope2d' ? (run.scheme.merge_size || 1) : 0;
+  if (m2 && L % (m2 * m2) === 0) {
+    item.scheme = { grid: [m2, L / m2] };
+    sent.push(`scheme.grid = [${m2}, ${L / m2}] (one frame of patches)`);
+  } else {
+    item.q_positions = pos;
+    item.k_positions = pos.slice();
+    sent.push('q_positions = k_positions = ' + (L > 4 ? `${pos[0]}, ${pos[1]}, \u2026, ${pos[L - 1]}` : pos.join(', ')));
+  }
   for (const r of run.requires) {
     const shape = r.shape.slice();
     let note = '';

@@ -21,9 +21,12 @@ static int setup(void **state)
     srv_model_spec specs[] = {{"g2", "tests/fixtures/models/gemma2.json"},
                               {"t5", "tests/fixtures/models/t5.json"},
                               {"oss", "tests/fixtures/models/gpt_oss.json"},
-                              {"gpt2", "tests/fixtures/models/gpt2.json"}};
+                              {"gpt2", "tests/fixtures/models/gpt2.json"},
+                              {"dl", "tests/fixtures/models/diffllama.json"},
+                              {"vl", "tests/fixtures/models/qwen2_vl.json"},
+                              {"vl5", "tests/fixtures/models/qwen2_5_vl.json"}};
     char err[512];
-    if (!srv_model_set_load(specs, 4, &models, err, sizeof err)) {
+    if (!srv_model_set_load(specs, sizeof specs / sizeof specs[0], &models, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
@@ -240,6 +243,205 @@ static void test_through_the_attention_job(void **state)
     qkv_free(&f);
 }
 
+/* DiffLlama: the model item derives differential (halves, lambda_init of
+ * the layer, the weightless group norm with rms_norm_eps) and the rope
+ * scheme; q's 4 heads are the config's num_attention_heads (2H), and the
+ * answer is the hand-written item's bit for bit. */
+static void test_diffllama_is_the_handwritten_differential_item(void **state)
+{
+    (void)state;
+    static const char *const vecs[] = {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"};
+    tu_rng r;
+    float *lam[4];
+    qkv f;
+    int st1, st2, st3;
+    tu_rng_seed(&r, 32);
+    qkv_make(&f, 6, 6, 4, 2, 16, 16, 32);
+    for (int i = 0; i < 4; i++)
+        lam[i] = rnd(&r, 16, -0.3, 0.3);
+    cJSON *a = qkv_item(&f, NULL), *b = qkv_item(&f, scheme_of("{\"type\":\"rope\",\"base\":10000,"
+                                                               "\"rotary_dim\":16,\"layout\":"
+                                                               "\"neox\"}"));
+    cJSON_DeleteItemFromObject(a, "scheme");
+    cJSON_AddStringToObject(a, "model", "dl");
+    cJSON_AddNumberToObject(a, "layer", 2);
+    cJSON *da = cJSON_AddObjectToObject(a, "differential"),
+          *db = cJSON_AddObjectToObject(b, "differential");
+    for (int i = 0; i < 4; i++) {
+        cJSON_AddItemToObject(da, vecs[i], jtensor(lam[i], 1, 16));
+        cJSON_AddItemToObject(db, vecs[i], jtensor(lam[i], 1, 16));
+    }
+    cJSON_AddStringToObject(db, "pairs", "halves");
+    cJSON_AddNumberToObject(db, "depth", 2); /* 0.8 - 0.6 exp(-0.3 * 2) */
+    cJSON_AddTrueToObject(db, "subln");
+    cJSON_AddNumberToObject(db, "subln_eps", 1e-5);
+    cJSON_AddNumberToObject(b, "scale", 0.25);
+    cJSON_AddTrueToObject(b, "causal");
+    cJSON *ret = json_of("[\"output\",\"weights\"]");
+    cJSON_AddItemToObject(a, "return", cJSON_Duplicate(ret, true));
+    cJSON_AddItemToObject(b, "return", ret);
+    cJSON *items1[] = {a}, *items2[] = {b};
+    cJSON *ra = call_json(&srv_ep_attention, batch(items1, 1), &lim, &st1);
+    cJSON *rb = call_json(&srv_ep_attention, batch(items2, 1), &lim, &st2);
+    expect_ok(ra, st1);
+    expect_ok(rb, st2);
+    shape_is(output_at(ra, 0), "output", 3, 6, 2, 32);
+    for (int k = 0; k < 2; k++) {
+        const char *res = k == 0 ? "output" : "weights";
+        assert_true(cJSON_Compare(cJSON_GetObjectItem(output_at(ra, 0), res),
+                                  cJSON_GetObjectItem(output_at(rb, 0), res), true));
+    }
+    cJSON_Delete(ra);
+    cJSON_Delete(rb);
+
+    /* Without the vectors: refused, naming them and their shape. */
+    cJSON *c = qkv_item(&f, NULL), *items3[] = {c};
+    cJSON_DeleteItemFromObject(c, "scheme");
+    cJSON_AddStringToObject(c, "model", "dl");
+    cJSON *rc = call_json(&srv_ep_attention, batch(items3, 1), &lim, &st3);
+    expect_item_error(rc, 0, "INVALID_ARGUMENT", "inputs[0].differential.lambda_q1");
+    assert_non_null(strstr(str_at(output_at(rc, 0), "error", "message"),
+                           "give \"differential.lambda_q1\" [16]"));
+    cJSON_Delete(rc);
+    qkv_free(&f);
+    for (int i = 0; i < 4; i++)
+        free(lam[i]);
+
+    /* A member the config decides names its own key. */
+    api_model_use u;
+    api_err e;
+    cJSON *item;
+    assert_false(merge("{\"model\":\"dl\",\"differential\":{\"subln_eps\":1e-6}}", &u, &e, &item));
+    ERR_IS(&e, SRV_ERR_INVALID_ARGUMENT, "inputs[0].differential.subln_eps", "\"rms_norm_eps\"",
+           "override");
+    cJSON_Delete(item);
+    assert_false(merge("{\"model\":\"dl\",\"layer\":1,\"differential\":{\"lambda_init\":0.5}}",
+                       &u, &e, &item));
+    ERR_IS(&e, SRV_ERR_INVALID_ARGUMENT, "inputs[0].differential.lambda_init", "layer 1",
+           "0.8 - 0.6 exp(-0.3 * 1)");
+    cJSON_Delete(item);
+}
+
+/* A differential item on a model whose config counts q's 2H heads (the
+ * Llama layout DiffLlama keeps): the head check counts q's heads, not the
+ * output's H. */
+static void test_differential_heads_are_q_heads(void **state)
+{
+    (void)state;
+    qkv f;
+    int st;
+    qkv_make(&f, 4, 4, 4, 2, 16, 16, 33);
+    cJSON *a = qkv_item(&f, NULL), *items[] = {a};
+    cJSON_DeleteItemFromObject(a, "scheme");
+    cJSON_AddStringToObject(a, "model", "g2");
+    cJSON_AddNumberToObject(a, "layer", 1);
+    cJSON *d = cJSON_AddObjectToObject(a, "differential");
+    cJSON_AddStringToObject(d, "pairs", "halves");
+    cJSON_AddNumberToObject(d, "lambda", 0.5);
+    cJSON_AddNumberToObject(d, "depth", 1);
+    cJSON *r = call_json(&srv_ep_attention, batch(items, 1), &lim, &st);
+    expect_ok(r, st);
+    shape_is(output_at(r, 0), "output", 3, 4, 2, 32);
+    cJSON_Delete(r);
+    qkv_free(&f);
+}
+
+/* Qwen2-VL's vision tower, "stack": "vision": rope2d axial neox with the
+ * config's merge size, the tower's heads and scale, not causal; the caller
+ * sends the grid. Bit for bit the hand-written item. */
+static void test_vision_tower_is_the_handwritten_rope2d_item(void **state)
+{
+    (void)state;
+    qkv f;
+    int st1, st2;
+    qkv_make(&f, 8, 8, 4, 4, 16, 16, 34);
+    cJSON *a = qkv_item(&f, scheme_of("{\"grid\":[2,4]}")),
+          *b = qkv_item(&f, scheme_of("{\"type\":\"rope2d\",\"variant\":\"axial\",\"base\":10000,"
+                                      "\"layout\":\"neox\",\"merge_size\":2,\"grid\":[2,4]}"));
+    cJSON_AddStringToObject(a, "model", "vl");
+    cJSON_AddStringToObject(a, "stack", "vision");
+    cJSON_AddNumberToObject(a, "layer", 1);
+    cJSON_AddNumberToObject(b, "scale", 0.25);
+    cJSON_AddFalseToObject(b, "causal");
+    cJSON *ret = json_of("[\"output\",\"weights\",\"logits\"]");
+    cJSON_AddItemToObject(a, "return", cJSON_Duplicate(ret, true));
+    cJSON_AddItemToObject(b, "return", ret);
+    cJSON *items1[] = {a}, *items2[] = {b};
+    cJSON *ra = call_json(&srv_ep_attention, batch(items1, 1), &lim, &st1);
+    cJSON *rb = call_json(&srv_ep_attention, batch(items2, 1), &lim, &st2);
+    expect_ok(ra, st1);
+    expect_ok(rb, st2);
+    for (int k = 0; k < 3; k++) {
+        const char *res = k == 0 ? "output" : k == 1 ? "weights" : "logits";
+        assert_true(cJSON_Compare(cJSON_GetObjectItem(output_at(ra, 0), res),
+                                  cJSON_GetObjectItem(output_at(rb, 0), res), true));
+    }
+    cJSON_Delete(ra);
+    cJSON_Delete(rb);
+    qkv_free(&f);
+
+    /* The text model stays the default, and "text" names it. */
+    api_model_use u;
+    api_err e;
+    cJSON *item;
+    assert_true(merge("{\"model\":\"vl\",\"stack\":\"text\",\"layer\":1}", &u, &e, &item));
+    assert_null(u.layer->stack);
+    assert_int_equal(u.layer->num_heads, 2);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(u.merged, "causal")));
+    api_model_use_free(&u);
+    cJSON_Delete(item);
+    assert_true(merge("{\"model\":\"vl\",\"stack\":\"vision\"}", &u, &e, &item));
+    assert_string_equal(u.layer->stack, "vision");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(u.merged, "causal")));
+    api_model_use_free(&u);
+    cJSON_Delete(item);
+}
+
+static void test_vision_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *item, *code_field, *words[3];
+        srv_error code;
+    } cases[] = {
+        {"{\"model\":\"vl5\",\"stack\":\"vision\"}",
+         "inputs[0].stack",
+         {"windows", "fullatt_block_indexes", "\"vision_config.fullatt_block_indexes\""},
+         SRV_ERR_UNSUPPORTED},
+        {"{\"model\":\"vl\",\"stack\":\"vision\",\"layer\":2}",
+         "inputs[0].layer",
+         {"layer=2", "vision's 2 layers", "0 to 1"},
+         SRV_ERR_OUT_OF_RANGE},
+        {"{\"model\":\"vl\",\"stack\":\"decoder\"}",
+         "inputs[0].stack",
+         {"\"text\" or \"vision\"", NULL, NULL},
+         SRV_ERR_INVALID_ARGUMENT},
+        {"{\"model\":\"t5\",\"stack\":\"vision\"}",
+         "inputs[0].stack",
+         {"\"encoder\" or \"decoder\"", NULL, NULL},
+         SRV_ERR_INVALID_ARGUMENT},
+        {"{\"model\":\"dl\",\"stack\":\"vision\"}",
+         "inputs[0].stack",
+         {"one stack", "\"vision\"", NULL},
+         SRV_ERR_INVALID_ARGUMENT},
+        {"{\"model\":\"vl\",\"stack\":\"vision\",\"scheme\":{\"merge_size\":1}}",
+         "inputs[0].scheme.merge_size",
+         {"\"vision_config.spatial_merge_size\": 2", NULL, NULL},
+         SRV_ERR_INVALID_ARGUMENT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        api_model_use u;
+        api_err e;
+        cJSON *item;
+        if (merge(cases[i].item, &u, &e, &item))
+            fail_msg("case %zu accepted: %s", i, cases[i].item);
+        api_err_is(&e, cases[i].code, cases[i].code_field, cases[i].words[0], cases[i].words[1],
+                   cases[i].words[2], (const char *)NULL);
+        assert_null(u.merged);
+        cJSON_Delete(item);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +450,10 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_layer_mode_takes_the_counts),
         cmocka_unit_test(test_through_the_attention_job),
+        cmocka_unit_test(test_diffllama_is_the_handwritten_differential_item),
+        cmocka_unit_test(test_differential_heads_are_q_heads),
+        cmocka_unit_test(test_vision_tower_is_the_handwritten_rope2d_item),
+        cmocka_unit_test(test_vision_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -169,10 +169,21 @@ static void test_sources_name_the_config_keys(void **state)
         {"mpt", 0, "scheme", "attn_config.alibi_bias_max", "8"},
         {"t5", 0, "scheme", "relative_attention_num_buckets", "32"},
         {"gpt_neox", 0, "scheme", "rotary_emb_base", "10000"},
+        {"diffllama", 0, "scheme", "rope_theta", "10000"},
+        {"diffllama", 1, "differential.subln_eps", "rms_norm_eps", NULL},
+        {"diffllama", 2, "differential.lambda_init", "model_type",
+         "\"diffllama\", layer 2: 0.8 - 0.6 exp(-0.3 * 2)"},
+        {"qwen2_vl/vision", 1, "scheme", "vision_config.spatial_merge_size", "2"},
+        {"qwen2_vl/vision", 0, "scale", "vision_config.embed_dim / vision_config.num_heads", "16"},
+        {"qwen2_vl/vision", 0, "causal", "model_type", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        srv_model *m = derive_file(cases[i].model);
-        const srv_model_layer *l = srv_model_layer_at(m, NULL, cases[i].layer);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(cases[i].model, "/"), cases[i].model);
+        srv_model *m = derive_file(name);
+        /* "qwen2_vl/vision": the stack after the slash */
+        const char *slash = strchr(cases[i].model, '/');
+        const srv_model_layer *l = srv_model_layer_at(m, slash ? slash + 1 : NULL, cases[i].layer);
         const srv_model_source *s;
         assert_non_null(l);
         s = srv_model_source_of(l, cases[i].option);
@@ -197,7 +208,24 @@ static void test_layers_and_stacks(void **state)
     assert_null(srv_model_layer_at(m, NULL, -1));
     assert_string_equal(srv_model_layer_at(m, "decoder", 0)->stack, "decoder");
     srv_model_free(m);
+    m = derive_file("qwen2_vl");
+    assert_true(m->has_vision_config);
+    assert_int_equal(m->n_vision, 2);
+    assert_int_equal(srv_model_total_layers(m), 4);
+    assert_string_equal(srv_model_layer_at(m, "vision", 1)->stack, "vision");
+    assert_int_equal(srv_model_layer_at(m, "vision", 1)->head_dim, 16);
+    assert_null(srv_model_layer_at(m, "vision", 2));
+    assert_null(srv_model_layer_at(m, NULL, 0)->stack);
+    srv_model_free(m);
+    m = derive_file("qwen2_5_vl");
+    assert_true(m->has_vision_config);
+    assert_int_equal(m->n_vision, 0);
+    assert_null(srv_model_layer_at(m, "vision", 0));
+    assert_string_equal(m->no_vision_key, "vision_config.fullatt_block_indexes");
+    srv_model_free(m);
     m = derive_file("llama");
+    assert_false(m->has_vision_config);
+    assert_null(srv_model_layer_at(m, "vision", 0));
     assert_null(srv_model_layer_at(m, "decoder", 0)); /* one stack */
     assert_null(srv_model_layer_at(m, NULL, 2));
     srv_model_free(m);
@@ -277,6 +305,25 @@ static void test_refusals_name_the_key(void **state)
         {"{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":4,"
          "\"num_hidden_layers\":100000}",
          "num_hidden_layers", "from 1 to 1024"},
+        {"{\"model_type\":\"diffllama\",\"hidden_size\":48,\"num_attention_heads\":3,"
+         "\"num_hidden_layers\":2}",
+         "num_attention_heads", "3 must be even"},
+        {"{\"model_type\":\"qwen2_vl\",\"hidden_size\":256,\"num_attention_heads\":2,"
+         "\"num_hidden_layers\":2,\"rope_scaling\":{\"type\":\"mrope\",\"mrope_section\":[16,"
+         "24,24]},\"vision_config\":{\"depth\":2,\"embed_dim\":64,\"num_heads\":3}}",
+         "vision_config.num_heads", "3 does not divide \"vision_config.embed_dim\": 64"},
+        {"{\"model_type\":\"qwen2_vl\",\"hidden_size\":256,\"num_attention_heads\":2,"
+         "\"num_hidden_layers\":2,\"rope_scaling\":{\"type\":\"mrope\",\"mrope_section\":[16,"
+         "24,24]},\"vision_config\":{\"depth\":2,\"embed_dim\":40,\"num_heads\":4}}",
+         "vision_config.embed_dim", "head dim 10, which 2-D RoPE needs a multiple of 4"},
+        {"{\"model_type\":\"qwen2_vl\",\"hidden_size\":256,\"num_attention_heads\":2,"
+         "\"num_hidden_layers\":2,\"rope_scaling\":{\"type\":\"mrope\",\"mrope_section\":[16,"
+         "24,24]},\"vision_config\":{\"spatial_merge_size\":0}}",
+         "vision_config.spatial_merge_size", "from 1 to 64"},
+        {"{\"model_type\":\"qwen2_vl\",\"hidden_size\":256,\"num_attention_heads\":2,"
+         "\"num_hidden_layers\":2,\"rope_scaling\":{\"type\":\"mrope\",\"mrope_section\":[16,"
+         "24,24]},\"vision_config\":[1]}",
+         "vision_config", "must be an object"},
         {"{\"model_type\":\"gptj\",\"n_embd\":64,\"n_head\":4,\"n_layer\":2,\"rotary_dim\":7}",
          "rotary_dim", "even"},
     };

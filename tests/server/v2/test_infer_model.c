@@ -33,10 +33,11 @@ static int setup(void **state)
         {"oss", "tests/fixtures/models/gpt_oss.json"},
         {"t5", "tests/fixtures/models/t5.json"},
         {"q3", "tests/fixtures/models/qwen3.json"},
+        {"dl", "tests/fixtures/models/diffllama.json"},
     };
     char err[512];
     (void)state;
-    if (!srv_model_set_load(specs, 4, &set, err, sizeof err)) {
+    if (!srv_model_set_load(specs, sizeof specs / sizeof specs[0], &set, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
@@ -368,12 +369,60 @@ static void test_refusals(void **state)
 #undef REQ
 }
 
+/* DiffLlama: differential's vectors as the inputs lambda_q1 .. lambda_k2;
+ * the output [5, 2, 32] is /v1's bit for bit. */
+static void test_diffllama_vectors(void **state)
+{
+    (void)state;
+    static problem p;
+    static float want[NQ], got[NQ];
+    static const char *const lam[4] = {"[0.1,-0.2,0.05,0,0.3,0,0,0.1,0,0,0,0,0,0,0.3,-0.1]",
+                                       "[0.2,0.1,-0.05,0,0.1,0,0,0.2,0,0.1,0,0,0,0,-0.3,0.1]",
+                                       "[-0.1,0.2,0,0,0,0.1,0,0,0,0,0.2,0,0,0,0.1,0]",
+                                       "[0.1,0.1,0.1,0,0,0,0,0,0,0,0,0.3,0,0,0,0.2]"};
+    size_t cap = 64 * 1024;
+    char *v1 = tu_alloc(cap, 1), *body = tu_alloc(cap, 1);
+    problem_make(&p, 13, HKV);
+    snprintf(v1, cap,
+             "\"model\":\"dl\",\"layer\":2,\"q\":{\"shape\":[5,4,16],\"data\":%s},"
+             "\"k\":{\"shape\":[5,2,16],\"data\":%s},\"v\":{\"shape\":[5,2,16],\"data\":%s},"
+             "\"differential\":{\"lambda_q1\":%s,\"lambda_k1\":%s,\"lambda_q2\":%s,"
+             "\"lambda_k2\":%s}",
+             p.jq, p.jk, p.jv, lam[0], lam[1], lam[2], lam[3]);
+    v1_output(v1, want, NQ);
+    snprintf(body, cap,
+             "{\"parameters\":{\"layer\":2,\"binary_data_output\":true},\"inputs\":["
+             "{\"name\":\"q\",\"shape\":[5,4,16],\"datatype\":\"FP32\",\"data\":%s},"
+             "{\"name\":\"k\",\"shape\":[5,2,16],\"datatype\":\"FP32\",\"data\":%s},"
+             "{\"name\":\"v\",\"shape\":[5,2,16],\"datatype\":\"FP32\",\"data\":%s},"
+             "{\"name\":\"lambda_q1\",\"shape\":[16],\"datatype\":\"FP32\",\"data\":%s},"
+             "{\"name\":\"lambda_k1\",\"shape\":[16],\"datatype\":\"FP32\",\"data\":%s},"
+             "{\"name\":\"lambda_q2\",\"shape\":[16],\"datatype\":\"FP32\",\"data\":%s},"
+             "{\"name\":\"lambda_k2\",\"shape\":[16],\"datatype\":\"FP32\",\"data\":%s}]}",
+             p.jq, p.jk, p.jv, lam[0], lam[1], lam[2], lam[3]);
+    v2_output("dl", body, strlen(body), -1, got, NQ);
+    assert_memory_equal(got, want, sizeof want);
+
+    /* A vector missing: named as the input. */
+    snprintf(body, cap,
+             "{\"inputs\":["
+             "{\"name\":\"q\",\"shape\":[5,4,16],\"datatype\":\"FP32\",\"data\":%s},"
+             "{\"name\":\"k\",\"shape\":[5,2,16],\"datatype\":\"FP32\",\"data\":%s},"
+             "{\"name\":\"v\",\"shape\":[5,2,16],\"datatype\":\"FP32\",\"data\":%s}]}",
+             p.jq, p.jk, p.jv);
+    expect_refusal("dl", body, 400, "give \"lambda_q1\" [16]");
+    problem_free(&p);
+    free(v1);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers_bit_identical),
         cmocka_unit_test(test_options_and_stacks),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_diffllama_vectors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

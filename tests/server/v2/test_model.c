@@ -366,6 +366,60 @@ static void test_config_metadata(void **state)
     srv_model_set_free(set);
 }
 
+/* The models of #32: DiffLlama's output is H/2 heads of 2 head_dim and its
+ * lambda vectors are inputs; Qwen2-VL's vision tower is the stack vision,
+ * Qwen2.5-VL's is refused, saying why. */
+static void test_differential_and_vision_metadata(void **state)
+{
+    (void)state;
+    static const srv_model_spec specs[] = {
+        {"dl", "tests/fixtures/models/diffllama.json"},
+        {"vl", "tests/fixtures/models/qwen2_vl.json"},
+        {"vl5", "tests/fixtures/models/qwen2_5_vl.json"},
+    };
+    srv_model_set *set = NULL;
+    char err[512], shape[64];
+    assert_true(srv_model_set_load(specs, 3, &set, err, sizeof err));
+
+    cJSON *m = metadata(set, "dl");
+    shape_of(m, "inputs", "q", shape, sizeof shape);
+    assert_string_equal(shape, "[-1,4,16]");
+    shape_of(m, "outputs", "output", shape, sizeof shape);
+    assert_string_equal(shape, "[-1,2,32]");
+    shape_of(m, "inputs", "lambda_k2", shape, sizeof shape);
+    assert_string_equal(shape, "[16]");
+    assert_string_equal(prop(m, "required_inputs"), "q, k and v (or x, w_q, w_k and w_v), "
+                                                    "lambda_q1, lambda_k1, lambda_q2, lambda_k2");
+    assert_non_null(strstr(prop(m, "lambda_q1"), "[16], required by every layer"));
+    assert_non_null(strstr(prop(m, "decided_by_config"), "differential"));
+    cJSON_Delete(m);
+
+    /* Other models have no lambda inputs. The text model's and the
+     * tower's shapes differ: -1. */
+    m = metadata(set, "vl");
+    shape_of(m, "inputs", "lambda_q1", shape, sizeof shape);
+    assert_string_equal(shape, "");
+    shape_of(m, "inputs", "q", shape, sizeof shape);
+    assert_string_equal(shape, "[-1,-1,-1]");
+    shape_of(m, "inputs", "q_positions", shape, sizeof shape);
+    assert_string_equal(shape, "[-1,-1]"); /* M-RoPE's 3 rows, rope2d's 2 */
+    shape_of(m, "inputs", "grid", shape, sizeof shape);
+    assert_string_equal(shape, "[-1]");
+    assert_non_null(strstr(prop(m, "stack"), "text (the default) or vision"));
+    assert_non_null(strstr(prop(m, "stack"), "2 layers (0 to 1"));
+    cJSON_Delete(m);
+
+    m = metadata(set, "vl5");
+    shape_of(m, "inputs", "q", shape, sizeof shape);
+    assert_string_equal(shape, "[-1,2,128]");
+    shape_of(m, "inputs", "q_positions", shape, sizeof shape);
+    assert_string_equal(shape, "[3,-1]");
+    assert_non_null(strstr(prop(m, "stack"), "vision is refused"));
+    assert_non_null(strstr(prop(m, "stack"), "fullatt_block_indexes"));
+    cJSON_Delete(m);
+    srv_model_set_free(set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_config_models),
         cmocka_unit_test(test_check_models),
         cmocka_unit_test(test_config_metadata),
+        cmocka_unit_test(test_differential_and_vision_metadata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
