@@ -207,9 +207,9 @@ int load_differential_check(load_config *c, char *err, size_t errlen);
 /* mla.c: whether MLA takes the scheme (none, and rope with any scaling but
  * mrope: the server refuses the rest with mla). */
 int load_scheme_mla(const char *scheme);
-/* --mla against the other flags: 0, or -1 with a message in err for what
- * the server would refuse (odd or too wide D_rope, --kv-heads, --packed,
- * ...). Drops the schemes MLA does not take, as load_differential_check. */
+/* --mla (or --mla-absorbed) against the other flags: 0, or -1 with a
+ * message in err for what the server would refuse (odd or too wide D_rope,
+ * --kv-heads, --packed, ...) and for --mla-absorbed without --mla. Drops the schemes MLA does not take, as load_differential_check. */
 int load_mla_check(load_config *c, char *err, size_t errlen);
 
 /* model.c: GET /v1/models, the model c->model_name and the layers that

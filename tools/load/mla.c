@@ -19,6 +19,10 @@ int load_mla_check(load_config *c, char *err, size_t errlen)
 {
     const int dr = c->mla_rope_dim;
     int kept = 0;
+    if (dr == 0) {
+        snprintf(err, errlen, "%s", "--mla-absorbed needs --mla DR");
+        return -1;
+    }
     if (c->model_name || c->layer || c->packed > 1 || c->batch_seq > 1 || c->differential ||
         c->softcap > 0) {
         snprintf(err, errlen, "--mla: not with %s (the server refuses it)",

@@ -335,7 +335,6 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
     const char *decided = NULL;     /* a flag the model's config decides, when given */
     const char *needs_model = NULL; /* --layers or --stack, when given */
     const char *diff_flag = NULL;   /* a --diff-* flag, when given */
-    int mla_absorbed = 0;           /* --mla-absorbed given */
     int rc = apply_preset(c, argc, argv, scheme_buf, sizeof scheme_buf);
     if (rc != 0)
         return rc;
@@ -395,7 +394,6 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             if (parse_long(val, 1, 1 << 16, &v))
                 BAD("kv_lora_rank R, 1..65536");
             c->mla_rank = (int)v;
-            mla_absorbed = 1;
         } else if (!strcmp(name, "--preset"))
             ; /* applied first (apply_preset) */
         else if (!strcmp(name, "--softcap")) {
@@ -581,10 +579,8 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         if (load_differential_check(c, err, sizeof err) != 0)
             return usage_error("%s", err);
     }
-    if (c->mla_rope_dim > 0 || mla_absorbed) {
+    if (c->mla_rope_dim > 0 || c->mla_rank > 0) {
         char err[256];
-        if (c->mla_rope_dim == 0)
-            return usage_error("%s", "--mla-absorbed needs --mla DR");
         if (load_mla_check(c, err, sizeof err) != 0)
             return usage_error("%s", err);
     }
