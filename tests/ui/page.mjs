@@ -9,7 +9,7 @@ export let page;
 export const posted = [];   // every POST the page makes: {url, body}
 export function setPage(p) { page = p; }
 
-export const PANELS = ['sinusoidal', 'rope', 'bias', 'attention', 'packed', 'diff', 'models', 'extrap', 'live'];
+export const PANELS = ['sinusoidal', 'rope', 'bias', 'attention', 'packed', 'diff', 'mla', 'models', 'extrap', 'live'];
 export async function settle(id, timeout = 30000, pg = page) {
   await pg.waitForFunction((s) => document.getElementById(s).dataset.state === 'ready', id, { timeout })
     .catch(async () => {

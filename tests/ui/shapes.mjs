@@ -9,8 +9,8 @@ import path from 'node:path';
 import { OUT, consoleErrors, check, assert, close, api } from './harness.mjs';
 import { page, posted, settle, drawn, heatCell } from './page.mjs';
 
-// The request a panel sent last: the item whose id is id.
-function lastItem(id) {
+// The request a panel sent last: the item whose id is id (mla.mjs too).
+export function lastItem(id) {
   const req = [...posted].reverse().find((p) => p.url.endsWith('/v1/attention') &&
     JSON.parse(p.body).inputs.some((it) => it.id === id));
   assert(req, `the page sent no item "${id}"`);
@@ -20,7 +20,7 @@ function lastItem(id) {
 // Types value into the control and waits for the panel to fail; returns
 // its status text. The browser logs the 400 of a refused request: expected
 // here, so it is taken off the console errors the run checks at the end.
-async function failWith(panelId, sel, value) {
+export async function failWith(panelId, sel, value) {
   const seen = consoleErrors.length;
   await page.fill(sel, value);
   await page.waitForFunction((s) => document.getElementById(s).dataset.state === 'error', panelId, { timeout: 15000 })

@@ -27,7 +27,7 @@
 // This file is the runner: it starts the server and the browser, runs the
 // checks of each module in order (one per panel of the page: key.mjs,
 // sinusoidal.mjs, rope.mjs, bias.mjs, attention.mjs, shapes.mjs (packed
-// sequences and differential attention), models.mjs, extrap.mjs, live.mjs;
+// sequences and differential attention), mla.mjs, models.mjs, extrap.mjs, live.mjs;
 // then second-tab.mjs, layout.mjs, load-report.mjs, https.mjs) and reports.
 // harness.mjs and page.mjs hold what the modules share.
 
@@ -46,6 +46,7 @@ import { ropeChecks } from './rope.mjs';
 import { biasChecks } from './bias.mjs';
 import { attentionChecks } from './attention.mjs';
 import { shapesChecks } from './shapes.mjs';
+import { mlaChecks } from './mla.mjs';
 import { modelsChecks, MODEL_FLAGS } from './models.mjs';
 import { extrapChecks } from './extrap.mjs';
 import { liveChecks } from './live.mjs';
@@ -87,6 +88,7 @@ async function run() {
   await biasChecks();
   await attentionChecks();
   await shapesChecks();
+  await mlaChecks();
   await modelsChecks();
   await extrapChecks();
   await liveChecks();

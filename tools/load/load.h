@@ -119,6 +119,9 @@ typedef struct {
     int diff_halves;    /* its pairs "halves" (DiffLlama); 0: "interleaved" (unilm) */
     double diff_lambda; /* its "lambda" (default 0.5) */
     int diff_depth;     /* its "depth", the layer lambda_init comes from (default 1) */
+    int mla_rope_dim;   /* > 0: every item carries "mla" with this D_rope (--mla); --head-dim
+                           is D_nope + D_rope, v [L, H, D_nope] */
+    int mla_rank;       /* > 0: the absorbed form, c_kv [L, R] with this R (--mla-absorbed) */
     char ret[128];      /* --return: the item's "return" list, comma separated; "" = output */
     const char *cacert; /* --cacert: the CA that signed an https server's certificate */
     const char *preset; /* the --preset that set the defaults, or NULL */
@@ -200,6 +203,14 @@ int load_scheme_differential(const char *scheme);
  * schemes it does not take from c->schemes (freeing them), with a note on
  * stderr each; none left is an error. */
 int load_differential_check(load_config *c, char *err, size_t errlen);
+
+/* mla.c: whether MLA takes the scheme (none, and rope with any scaling but
+ * mrope: the server refuses the rest with mla). */
+int load_scheme_mla(const char *scheme);
+/* --mla (or --mla-absorbed) against the other flags: 0, or -1 with a
+ * message in err for what the server would refuse (odd or too wide D_rope,
+ * --kv-heads, --packed, ...) and for --mla-absorbed without --mla. Drops the schemes MLA does not take, as load_differential_check. */
+int load_mla_check(load_config *c, char *err, size_t errlen);
 
 /* model.c: GET /v1/models, the model c->model_name and the layers that
  * --layer/--layers/--stack choose, into out (freed by load_model_free).

@@ -1,6 +1,7 @@
 /* payload.c - posattn-load's request bodies: a /v1/attention batch for one
  * (scheme, length), or for one layer of a loaded model, with q/k/v (or, for
- * the absolute schemes, layer mode's x and projections) and any scheme
+ * the absolute schemes, layer mode's x and projections; with --mla, MLA's
+ * q, k_rope and k_nope, v or c_kv with its weights) and any scheme
  * tables or required tensors drawn from a seeded generator, so the same
  * flags always send the same bytes.
  */
@@ -234,6 +235,41 @@ static void put_qkv(sbuf *b, const load_config *c, int heads, int kv_heads, int 
     put_tensor(b, c, vs + 1 - o, 3 + o, rng);
 }
 
+/* --mla: ,"mla":{...} and the item's tensors. q [L, H, D] (D = --head-dim
+ * = D_nope + D_rope), k_rope [L, D_rope]; expanded k (k_nope) and v
+ * [L, H, D_nope]; absorbed ("absorbed":true) c_kv [L, R] with w_uk and w_uv
+ * [H, D_nope, R] in the option, scaled by ~1/sqrt(R) so that the keys they
+ * make stay of order one. */
+static void put_mla(sbuf *b, const load_config *c, int length, uint64_t *rng)
+{
+    const int H = c->heads, D = c->head_dim, dr = c->mla_rope_dim, dn = D - dr, R = c->mla_rank;
+    int qs[3] = {length, H, D}, ks[3] = {length, H, dn}, kr[2] = {length, dr};
+    sb_printf(b, ",\"mla\":{\"rope_dim\":%d", dr);
+    if (R > 0) {
+        int ws[3] = {H, dn, R}, amp = 1;
+        while ((amp + 1) * (amp + 1) * R <= 100000000)
+            amp++;
+        sb_str(b, ",\"absorbed\":true,\"w_uk\":");
+        put_tensor_amp(b, c, ws, 3, rng, amp);
+        sb_str(b, ",\"w_uv\":");
+        put_tensor_amp(b, c, ws, 3, rng, amp);
+    }
+    sb_str(b, "},\"q\":");
+    put_tensor(b, c, qs, 3, rng);
+    if (R > 0) {
+        int cs[2] = {length, R};
+        sb_str(b, ",\"c_kv\":");
+        put_tensor(b, c, cs, 2, rng);
+    } else {
+        sb_str(b, ",\"k\":");
+        put_tensor(b, c, ks, 3, rng);
+        sb_str(b, ",\"v\":");
+        put_tensor(b, c, ks, 3, rng);
+    }
+    sb_str(b, ",\"k_rope\":");
+    put_tensor(b, c, kr, 2, rng);
+}
+
 /* Layer mode: x [L, d_model] (or [B, L, d_model]), w_q [d_model, H*D], w_k
  * and w_v [d_model, Hkv*D], scaled by ~1/sqrt(d_model) so that q and k stay
  * of order one, as in a trained layer; with_heads names the heads too (a
@@ -436,6 +472,8 @@ char *load_payload_build(const load_config *c, const char *scheme, int length, u
         if (c->layer || layer_only(scheme))
             put_layer_inputs(&b, c, c->heads, c->kv_heads, c->head_dim, c->heads * c->head_dim,
                              length, nb, 1, &rng);
+        else if (c->mla_rope_dim > 0)
+            put_mla(&b, c, length, &rng);
         else
             put_qkv(&b, c, c->heads, c->kv_heads, c->head_dim, length, nb, &rng);
         sb_str(&b, "}");

@@ -3,7 +3,8 @@
  * loopback only), --spawn, the phase loop and the reports.
  *
  * Files: hist.c (latency histogram), payload.c (seeded request bodies),
- * differential.c (--differential's schemes and checks), runner.c (libcurl
+ * differential.c (--differential's schemes and checks), mla.c (--mla's),
+ * runner.c (libcurl
  * multi driver, /metrics), spawn.c, report.c.
  */
 #include "load.h"
@@ -91,7 +92,16 @@ static const char USAGE_DIFF[] =
     "                       (DiffLlama: heads h, h+H, v [L, kv-heads, head-dim])\n"
     "  --diff-lambda X      lambda, the second map's weight (default 0.5)\n"
     "  --diff-depth N       the layer index lambda_init comes from: 0.8 - 0.6 exp(-0.3 N)\n"
-    "                       (default 1)\n";
+    "                       (default 1)\n"
+    "  --mla DR             DeepSeek's MLA on every item (the item option \"mla\"):\n"
+    "                       --head-dim is D_nope + DR, q [L, H, head-dim], k_nope and\n"
+    "                       v [L, H, D_nope], k_rope [L, DR] shared by the heads; DR\n"
+    "                       even, below --head-dim. Only none and rope (any scaling\n"
+    "                       but mrope) run, the others are skipped with a note. Not\n"
+    "                       with --layer, --packed, --batch-seq, --differential,\n"
+    "                       --softcap, --model or --kv-heads other than --heads\n"
+    "  --mla-absorbed R     with --mla: the absorbed form, c_kv [L, R] with w_uk and\n"
+    "                       w_uv [H, D_nope, R] instead of k_nope and v\n";
 
 static const char USAGE_MODEL[] =
     "  --model NAME         load the layers of a model the target has loaded (posattnd\n"
@@ -376,6 +386,14 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
                 BAD("0..1048576");
             c->diff_depth = (int)v;
             diff_flag = "--diff-depth";
+        } else if (!strcmp(name, "--mla")) {
+            if (parse_long(val, 1, 1 << 16, &v))
+                BAD("D_rope, 2..65536 (even)");
+            c->mla_rope_dim = (int)v;
+        } else if (!strcmp(name, "--mla-absorbed")) {
+            if (parse_long(val, 1, 1 << 16, &v))
+                BAD("kv_lora_rank R, 1..65536");
+            c->mla_rank = (int)v;
         } else if (!strcmp(name, "--preset"))
             ; /* applied first (apply_preset) */
         else if (!strcmp(name, "--softcap")) {
@@ -559,6 +577,11 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
         if (!c->differential)
             return usage_error("%s needs --differential", diff_flag);
         if (load_differential_check(c, err, sizeof err) != 0)
+            return usage_error("%s", err);
+    }
+    if (c->mla_rope_dim > 0 || c->mla_rank > 0) {
+        char err[256];
+        if (load_mla_check(c, err, sizeof err) != 0)
             return usage_error("%s", err);
     }
     /* One request body must stay reasonable: q, k and v of every item

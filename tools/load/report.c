@@ -43,6 +43,10 @@ static void describe(FILE *f, const load_config *c, const char *nl)
     if (c->differential)
         fprintf(f, "differential %s lambda %g depth %d  ",
                 c->diff_halves ? "halves" : "interleaved", c->diff_lambda, c->diff_depth);
+    if (c->mla_rope_dim > 0 && c->mla_rank > 0)
+        fprintf(f, "mla rope_dim %d absorbed R %d  ", c->mla_rope_dim, c->mla_rank);
+    else if (c->mla_rope_dim > 0)
+        fprintf(f, "mla rope_dim %d  ", c->mla_rope_dim);
     if (c->dtype != LOAD_DTYPE_F32)
         fprintf(f, "dtype %s  ", c->dtype == LOAD_DTYPE_F16 ? "f16" : "bf16");
     if (c->batch_seq > 1)
@@ -166,6 +170,13 @@ int load_report_json(const char *path, const load_config *c, const load_result *
             cJSON_AddStringToObject(d, "pairs", c->diff_halves ? "halves" : "interleaved");
             cJSON_AddNumberToObject(d, "lambda", c->diff_lambda);
             cJSON_AddNumberToObject(d, "depth", c->diff_depth);
+        }
+        if (c->mla_rope_dim > 0) {
+            cJSON *m = cJSON_AddObjectToObject(cfg, "mla");
+            cJSON_AddNumberToObject(m, "rope_dim", c->mla_rope_dim);
+            cJSON_AddBoolToObject(m, "absorbed", c->mla_rank > 0);
+            if (c->mla_rank > 0)
+                cJSON_AddNumberToObject(m, "kv_lora_rank", c->mla_rank);
         }
     }
     cJSON_AddStringToObject(cfg, "return", c->ret[0] ? c->ret : "output");

@@ -3,7 +3,7 @@
 # structure and that its counts add up, 503s counted by status with a tiny
 # queue, the refusals (no bound, non-loopback URL, unknown scheme), the
 # layer-mode schemes, the structure of the SVG and HTML charts, --model
-# (a loaded config's layers, reported per layer) and --differential.
+# (a loaded config's layers, reported per layer), --differential and --mla.
 #
 # usage: tools/load/test_load.sh [BUILD]   (BUILD holds posattn-load and posattnd; default build)
 set -u
@@ -525,6 +525,62 @@ done
 [ $? -eq 2 ] && grep -q -- "--diff-lambda needs --differential" "$TMP/diffbad.out" || refused="$refused [--diff-lambda alone]"
 if [ -z "$refused" ]; then ok "--differential: odd heads, --packed, --layer, --return entropy, no scheme it takes, --diff-* alone are usage errors"
 else bad "--differential: not refused:$refused"; fi
+
+# 11. --mla: every item carries "mla", q [L, H, head-dim] with k_nope, v
+# [L, H, head-dim - DR] and k_rope [L, DR] (expanded), or c_kv [L, R] with
+# w_uk, w_uv (absorbed); alibi and rope:mrope are skipped with a note, the
+# rope scalings and none answered without an error in both forms; what the
+# server would refuse is a usage error here.
+"$LOAD" --spawn "$SRV" --mla 8 --schemes rope,alibi,rope:yarn,rope:mrope,none --lengths 20 --heads 4 \
+    --head-dim 24 --requests 6 --concurrency 2 --causal --return output,weights,entropy \
+    --json "$TMP/mla.json" --quiet >"$TMP/mla.out" 2>&1 || echo "exit $?" >>"$TMP/mla.out"
+"$LOAD" --spawn "$SRV" --mla 4 --mla-absorbed 16 --schemes rope,rope:llama3,none --lengths 18 --heads 2 \
+    --head-dim 12 --requests 6 --encoding b64 --dtype bf16 --sinks --batch 2 \
+    --json "$TMP/mla2.json" --quiet >>"$TMP/mla.out" 2>&1 || echo "exit $?" >>"$TMP/mla.out"
+"$LOAD" --mla 4 --lengths 6 --heads 2 --head-dim 12 --requests 1 \
+    --dump-body "$TMP/mla-body.json" >>"$TMP/mla.out" 2>&1 || echo "exit $?" >>"$TMP/mla.out"
+"$LOAD" --mla 4 --mla-absorbed 3 --lengths 6 --heads 2 --head-dim 12 --requests 1 \
+    --dump-body "$TMP/mla-body2.json" >>"$TMP/mla.out" 2>&1 || echo "exit $?" >>"$TMP/mla.out"
+if grep -q "skipping scheme alibi (MLA takes none and rope" "$TMP/mla.out" &&
+        grep -q "skipping scheme rope:mrope" "$TMP/mla.out" && ! grep -q "^exit" "$TMP/mla.out" &&
+        $PY - "$TMP" >"$TMP/check11.out" 2>&1 <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/mla.json"))
+assert r["config"]["schemes"] == ["rope", "rope:yarn", "none"], r["config"]["schemes"]
+assert r["config"]["mla"] == {"rope_dim": 8, "absorbed": False}, r["config"]
+for x in r["results"]:
+    assert x["ok"] == 6 and x["errors"] == 0, x
+r = json.load(open(d + "/mla2.json"))
+assert r["config"]["mla"] == {"rope_dim": 4, "absorbed": True, "kv_lora_rank": 16}, r["config"]
+assert [(x["scheme"], x["ok"], x["errors"]) for x in r["results"]] == \
+    [("rope", 6, 0), ("rope:llama3", 6, 0), ("none", 6, 0)], r["results"]
+[it] = json.load(open(d + "/mla-body.json"))["inputs"]
+assert it["mla"] == {"rope_dim": 4}, it["mla"]
+assert (it["q"]["shape"], it["k"]["shape"], it["v"]["shape"], it["k_rope"]["shape"]) == \
+    ([6, 2, 12], [6, 2, 8], [6, 2, 8], [6, 4]), it
+[it] = json.load(open(d + "/mla-body2.json"))["inputs"]
+m = it["mla"]
+assert m["rope_dim"] == 4 and m["absorbed"] is True and "k" not in it and "v" not in it, it
+assert (it["q"]["shape"], it["c_kv"]["shape"], m["w_uk"]["shape"], m["w_uv"]["shape"]) == \
+    ([6, 2, 12], [6, 3], [2, 8, 3], [2, 8, 3]), it
+print("ok")
+PYEOF
+then ok "--mla: rope, rope:yarn, none answered with 0 errors (alibi, rope:mrope skipped); absorbed with bf16 b64 and sinks"
+else bad "--mla: rope, rope:yarn, none answered with 0 errors (alibi, rope:mrope skipped); absorbed with bf16 b64 and sinks" "$TMP/check11.out"; tail -5 "$TMP/mla.out"; fi
+refused=""
+for args in "--mla 3" "--mla 64" "--mla 4 --kv-heads 2" "--mla 4 --packed 2" "--mla 4 --layer" \
+        "--mla 4 --batch-seq 2" "--mla 4 --differential" "--mla 4 --softcap 5" "--mla 4 --schemes alibi,xpos"; do
+    # shellcheck disable=SC2086
+    "$LOAD" --requests 1 $args >"$TMP/mlabad.out" 2>&1
+    [ $? -eq 2 ] || refused="$refused [$args]"
+done
+"$LOAD" --mla-absorbed 8 --requests 1 >"$TMP/mlabad.out" 2>&1
+[ $? -eq 2 ] && grep -q -- "--mla-absorbed needs --mla" "$TMP/mlabad.out" || refused="$refused [--mla-absorbed alone]"
+"$LOAD" --mla 5 --requests 1 >"$TMP/mlabad.out" 2>&1
+grep -q -- "--mla 5: D_rope must be even" "$TMP/mlabad.out" || refused="$refused [--mla 5 message]"
+if [ -z "$refused" ]; then ok "--mla: odd or too wide D_rope, --kv-heads, --packed, --layer, --batch-seq, --differential, --softcap, no scheme it takes, --mla-absorbed alone are usage errors"
+else bad "--mla: not refused:$refused"; fi
 
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]

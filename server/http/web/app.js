@@ -5,7 +5,7 @@
 // and tests.
 
 // Each panel is a module of its own (sinusoidal.js, rope.js, bias.js,
-// attention.js, packed.js, diff.js, models.js, extrap.js, live.js, on
+// attention.js, packed.js, diff.js, mla.js, models.js, extrap.js, live.js, on
 // util.js, api.js and panel.js); this one loads them, keeps a deep link in
 // view (follow.js), and runs them all when the page opens and when an API
 // key is given.
@@ -19,13 +19,14 @@ import { biasPanel } from '/web/bias.js';
 import { attPanel } from '/web/attention.js';
 import { packedPanel } from '/web/packed.js';
 import { diffPanel } from '/web/diff.js';
+import { mlaPanel } from '/web/mla.js';
 import { modelsPanel } from '/web/models.js';
 import { livePanel } from '/web/live.js';
 import { extrapPanel } from '/web/extrap.js';
 
 // ------------------------------------------------------------- the key
 
-const ALL = [sinPanel, ropePanel, biasPanel, attPanel, packedPanel, diffPanel, modelsPanel, extrapPanel, livePanel];
+const ALL = [sinPanel, ropePanel, biasPanel, attPanel, packedPanel, diffPanel, mlaPanel, modelsPanel, extrapPanel, livePanel];
 $('api-key').value = getApiKey();
 $('key-form').addEventListener('submit', (e) => {
   e.preventDefault();
