@@ -68,6 +68,10 @@ typedef enum srv_kv_evict {
  * (a fork shares it, counted). */
 typedef struct srv_kv_spec {
     const pa_scheme *scheme;
+    /* The scheme as the request sent it (JSON text, copied): what a
+     * snapshot keeps of it (kv_snapshot.h); NULL: the session is not
+     * saved. */
+    const char *scheme_json;
     void *scheme_owner;
     void (*scheme_free)(void *owner);
     int32_t num_kv_heads, head_dim, v_head_dim;
@@ -157,5 +161,32 @@ size_t srv_kv_list(srv_kv_cache *c, size_t offset, srv_kv_info *out, size_t cap,
 /* Drops sessions idle past the ttl; returns how many. */
 size_t srv_kv_expire(srv_kv_cache *c);
 void srv_kv_stats_get(srv_kv_cache *c, srv_kv_stats *out);
+
+/* A session's whole state, copied out (srv_kv_export) or in
+ * (srv_kv_import): for snapshots (store/kv_snapshot.h). Slots in order:
+ * k as kept (rotated with rope), v, each slot's own position; the window's
+ * ring and shift; the raw keys of the sinks when the session re-rotates
+ * them. */
+typedef struct srv_kv_state {
+    char id[SRV_KV_ID_LEN];
+    srv_kv_spec spec; /* export: the session's (scheme borrowed while it lives) */
+    int32_t length, next_position, ring, shift;
+    int64_t appended, evicted;
+    bool prerotated;
+    float *k, *v;    /* [length, Hkv * D], [length, Hkv * Dv] */
+    int32_t *pos;    /* [length] */
+    float *sink_raw; /* [sinks, Hkv * D] or NULL */
+} srv_kv_state;
+
+/* Copies session id out (the arrays malloc'd: srv_kv_state_free). Waits
+ * for a running append, as a view does. */
+bool srv_kv_export(srv_kv_cache *c, const char *id, srv_kv_state *st, srv_kv_err *e);
+/* Recreates a session from st under st->id (refused when that id lives,
+ * or the state does not hold together: lengths, ring, positions, whether
+ * keys are kept rotated under its scheme); the blocks count against the
+ * budget (CACHE_FULL, nothing dropped for it). On success the spec's
+ * scheme owner is the session's; st's arrays stay the caller's. */
+bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e);
+void srv_kv_state_free(srv_kv_state *st);
 
 #endif

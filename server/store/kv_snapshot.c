@@ -1,0 +1,442 @@
+/* kv_snapshot.c - see kv_snapshot.h. */
+#include "store/kv_snapshot.h"
+
+#include "store/tensor_file.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FORMAT "posattn-session-1"
+#define SUFFIX ".safetensors"
+
+/* The file of session id under dir. */
+static void path_of(char *buf, size_t cap, const char *dir, const char *id, const char *suffix)
+{
+    snprintf(buf, cap, "%s/%s%s", dir, id, suffix);
+}
+
+static bool meta_str(cJSON *m, const char *key, const char *val)
+{
+    return cJSON_AddStringToObject(m, key, val) != NULL;
+}
+
+static bool meta_int(cJSON *m, const char *key, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, v);
+    return meta_str(m, key, buf);
+}
+
+/* Adds tensor name {dtype, shape, data_offsets} at *off, advancing it. */
+static bool add_tensor(cJSON *h, const char *name, const char *dtype, const int64_t *shape,
+                       int ndim, size_t bytes, size_t *off)
+{
+    cJSON *t = cJSON_AddObjectToObject(h, name), *s, *o;
+    if (t == NULL || cJSON_AddStringToObject(t, "dtype", dtype) == NULL ||
+        (s = cJSON_AddArrayToObject(t, "shape")) == NULL ||
+        (o = cJSON_AddArrayToObject(t, "data_offsets")) == NULL)
+        return false;
+    for (int i = 0; i < ndim; i++)
+        if (!cJSON_AddItemToArray(s, cJSON_CreateNumber((double)shape[i])))
+            return false;
+    if (!cJSON_AddItemToArray(o, cJSON_CreateNumber((double)*off)) ||
+        !cJSON_AddItemToArray(o, cJSON_CreateNumber((double)(*off + bytes))))
+        return false;
+    *off += bytes;
+    return true;
+}
+
+static bool write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        c += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* The header JSON of st (padded to a multiple of 8 with spaces by the
+ * caller). */
+static char *header_of(const srv_kv_state *st, size_t *data_bytes)
+{
+    const srv_kv_spec *sp = &st->spec;
+    const int64_t n = st->length, hkv = sp->num_kv_heads;
+    const int64_t ks[3] = {n, hkv, sp->head_dim}, vs[3] = {n, hkv, sp->v_head_dim}, ps[1] = {n};
+    const int64_t ss[3] = {sp->sinks, hkv, sp->head_dim};
+    cJSON *h = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(h, "__metadata__");
+    size_t off = 0;
+    char *txt = NULL;
+    bool ok = m != NULL && meta_str(m, "format", FORMAT) && meta_str(m, "id", st->id) &&
+              meta_str(m, "scheme", sp->scheme_json) &&
+              meta_int(m, "num_kv_heads", sp->num_kv_heads) &&
+              meta_int(m, "head_dim", sp->head_dim) && meta_int(m, "v_head_dim", sp->v_head_dim) &&
+              meta_int(m, "max_tokens", sp->max_tokens) &&
+              meta_str(m, "eviction", sp->eviction == SRV_KV_EVICT_WINDOW ? "window" : "none") &&
+              meta_int(m, "window", sp->window) && meta_int(m, "sinks", sp->sinks) &&
+              meta_str(m, "reposition", sp->reposition ? "true" : "false") &&
+              meta_int(m, "next_position", st->next_position) && meta_int(m, "ring", st->ring) &&
+              meta_int(m, "shift", st->shift) && meta_int(m, "appended", st->appended) &&
+              meta_int(m, "evicted", st->evicted) &&
+              meta_str(m, "prerotated", st->prerotated ? "true" : "false");
+    ok = ok && add_tensor(h, "k", "F32", ks, 3, (size_t)(n * hkv * sp->head_dim) * 4, &off) &&
+         add_tensor(h, "v", "F32", vs, 3, (size_t)(n * hkv * sp->v_head_dim) * 4, &off) &&
+         add_tensor(h, "positions", "I32", ps, 1, (size_t)n * 4, &off);
+    if (ok && st->sink_raw != NULL)
+        ok = add_tensor(h, "sink_raw", "F32", ss, 3, (size_t)(sp->sinks * hkv * sp->head_dim) * 4,
+                        &off);
+    if (ok)
+        txt = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    *data_bytes = off;
+    return txt;
+}
+
+bool srv_kv_save(srv_kv_cache *c, const char *id, const char *dir, srv_kv_err *e)
+{
+    srv_kv_state st;
+    char tmp[1024], dst[1024], *hdr;
+    size_t data, hlen, pad;
+    unsigned char len8[8];
+    int fd;
+    bool ok;
+    if (!srv_kv_export(c, id, &st, e))
+        return false;
+    if (st.spec.scheme_json == NULL) {
+        srv_kv_state_free(&st);
+        snprintf(e->field, sizeof e->field, "session");
+        snprintf(e->message, sizeof e->message, "session '%s' keeps no scheme JSON to save", id);
+        e->code = SRV_ERR_INTERNAL;
+        return false;
+    }
+    hdr = header_of(&st, &data);
+    path_of(tmp, sizeof tmp, dir, st.id, ".tmp");
+    path_of(dst, sizeof dst, dir, st.id, SUFFIX);
+    fd = hdr != NULL ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+    hlen = hdr != NULL ? strlen(hdr) : 0;
+    pad = (8 - hlen % 8) % 8;
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)(hlen + pad) >> (8 * i));
+    ok = fd >= 0 && write_all(fd, len8, 8) && write_all(fd, hdr, hlen) &&
+         write_all(fd, "        ", pad) &&
+         write_all(fd, st.k, (size_t)st.length * st.spec.num_kv_heads * st.spec.head_dim * 4) &&
+         write_all(fd, st.v, (size_t)st.length * st.spec.num_kv_heads * st.spec.v_head_dim * 4) &&
+         write_all(fd, st.pos, (size_t)st.length * 4) &&
+         (st.sink_raw == NULL ||
+          write_all(fd, st.sink_raw,
+                    (size_t)st.spec.sinks * st.spec.num_kv_heads * st.spec.head_dim * 4)) &&
+         fsync(fd) == 0;
+    if (fd >= 0 && close(fd) != 0)
+        ok = false;
+    ok = ok && rename(tmp, dst) == 0;
+    if (ok) { /* the rename itself */
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    } else {
+        const int err = errno;
+        unlink(tmp);
+        e->code = SRV_ERR_INTERNAL;
+        snprintf(e->field, sizeof e->field, "session");
+        snprintf(e->message, sizeof e->message, "writing %.200s: %s", dst,
+                 hdr == NULL ? "out of memory" : strerror(err));
+    }
+    free(hdr);
+    srv_kv_state_free(&st);
+    (void)data;
+    return ok;
+}
+
+/* Whether name is ID.safetensors with a session id (32 hex digits). */
+static bool session_file(const char *name, char id[SRV_KV_ID_LEN])
+{
+    const size_t n = strlen(name), sl = strlen(SUFFIX);
+    if (n != SRV_KV_ID_LEN - 1 + sl || strcmp(name + n - sl, SUFFIX) != 0)
+        return false;
+    for (size_t i = 0; i < SRV_KV_ID_LEN - 1; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+            return false;
+    memcpy(id, name, SRV_KV_ID_LEN - 1);
+    id[SRV_KV_ID_LEN - 1] = '\0';
+    return true;
+}
+
+size_t srv_kv_save_all(srv_kv_cache *c, const char *dir, size_t *failed, char *err, size_t cap)
+{
+    size_t total = 0, n, saved = 0, cap_list;
+    srv_kv_info *list;
+    DIR *d;
+    struct dirent *de;
+    *failed = 0;
+    if (err != NULL && cap > 0)
+        err[0] = '\0';
+    srv_kv_list(c, 0, NULL, 0, &total);
+    cap_list = total + 64; /* sessions created meanwhile wait for the next */
+    list = calloc(cap_list, sizeof *list);
+    if (list == NULL) {
+        snprintf(err, cap, "out of memory listing the sessions");
+        *failed = total;
+        return 0;
+    }
+    n = srv_kv_list(c, 0, list, cap_list, &total);
+    for (size_t i = 0; i < n; i++) {
+        srv_kv_err e;
+        if (srv_kv_save(c, list[i].id, dir, &e)) {
+            saved++;
+        } else if (e.code != SRV_ERR_SESSION_NOT_FOUND) { /* deleted meanwhile: fine */
+            if (*failed == 0 && err != NULL)
+                snprintf(err, cap, "%s", e.message);
+            ++*failed;
+        }
+    }
+    /* The files of sessions that are gone. */
+    if ((d = opendir(dir)) != NULL) {
+        while ((de = readdir(d)) != NULL) {
+            char id[SRV_KV_ID_LEN];
+            srv_kv_info info;
+            if (session_file(de->d_name, id) && !srv_kv_info_get(c, id, &info, NULL))
+                srv_kv_unlink(dir, id);
+        }
+        closedir(d);
+    }
+    free(list);
+    return saved;
+}
+
+void srv_kv_unlink(const char *dir, const char *id)
+{
+    char p[1024];
+    path_of(p, sizeof p, dir, id, SUFFIX);
+    unlink(p);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Loading                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    long n;
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    } else if (buf != NULL) {
+        *len = (size_t)n;
+    }
+    fclose(f);
+    return buf;
+}
+
+static const char *meta_get(const cJSON *m, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* An integer metadata value in [lo, hi]. */
+static bool meta_num(const cJSON *m, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    const char *s = meta_get(m, key);
+    char *end;
+    long long v;
+    if (s == NULL || *s == '\0')
+        return false;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static const srv_tensor_entry *entry(const srv_tensor_entry *es, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(es[i].name, name) == 0)
+            return &es[i];
+    return NULL;
+}
+
+/* Entry e as F32 of shape [a, b, c] (ndim 3) or [a] (ndim 1), or NULL. */
+static bool shaped(const srv_tensor_entry *e, const char *dtype, int ndim, int64_t a, int64_t b,
+                   int64_t c)
+{
+    if (e == NULL || strcmp(e->dtype_name, dtype) != 0 || e->ndim != ndim || e->shape[0] != a)
+        return false;
+    return ndim == 1 || (e->shape[1] == b && e->shape[2] == c);
+}
+
+/* Reads one file into st (its arrays malloc'd); why says what is wrong. */
+static bool parse_file(const char *path, const char *want_id, srv_kv_state *st, char **scheme,
+                       const char **why, char *buf_why, size_t cap)
+{
+    size_t len = 0, n = 0, bad;
+    unsigned char *buf = read_file(path, &len);
+    srv_tensor_entry *es = NULL;
+    cJSON *hdr = NULL;
+    const cJSON *m;
+    const srv_tensor_entry *ek, *ev, *ep, *esr;
+    int64_t x[12];
+    uint64_t hl = 0;
+    bool ok = false;
+    memset(st, 0, sizeof *st);
+    *scheme = NULL;
+    *why = buf_why;
+    if (buf == NULL) {
+        snprintf(buf_why, cap, "cannot read it: %s", strerror(errno));
+        return false;
+    }
+    if (!srv_safetensors_parse(buf, len, &es, &n, buf_why, cap))
+        goto out;
+    for (int i = 0; i < 8; i++)
+        hl |= (uint64_t)buf[i] << (8 * i);
+    hdr = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hl);
+    m = cJSON_GetObjectItemCaseSensitive(hdr, "__metadata__");
+    if (m == NULL || meta_get(m, "format") == NULL || strcmp(meta_get(m, "format"), FORMAT) != 0) {
+        *why = "not a posattn session (metadata format is not " FORMAT ")";
+        goto out;
+    }
+    if (meta_get(m, "id") == NULL || strcmp(meta_get(m, "id"), want_id) != 0) {
+        *why = "its metadata id is not its file name's";
+        goto out;
+    }
+    if (meta_get(m, "scheme") == NULL || meta_get(m, "eviction") == NULL ||
+        meta_get(m, "reposition") == NULL || meta_get(m, "prerotated") == NULL ||
+        !meta_num(m, "num_kv_heads", 1, 1 << 20, &x[0]) ||
+        !meta_num(m, "head_dim", 1, 1 << 20, &x[1]) ||
+        !meta_num(m, "v_head_dim", 1, 1 << 20, &x[2]) ||
+        !meta_num(m, "max_tokens", 1, INT32_MAX, &x[3]) ||
+        !meta_num(m, "window", 0, INT32_MAX, &x[4]) || !meta_num(m, "sinks", 0, INT32_MAX, &x[5]) ||
+        !meta_num(m, "next_position", INT32_MIN, INT32_MAX, &x[6]) ||
+        !meta_num(m, "ring", 0, INT32_MAX, &x[7]) ||
+        !meta_num(m, "shift", INT32_MIN, INT32_MAX, &x[8]) ||
+        !meta_num(m, "appended", 0, INT64_MAX, &x[9]) ||
+        !meta_num(m, "evicted", 0, INT64_MAX, &x[10])) {
+        *why = "its metadata lacks a field or holds one out of range";
+        goto out;
+    }
+    ek = entry(es, n, "k");
+    ep = entry(es, n, "positions");
+    x[11] = ep != NULL && ep->ndim == 1 ? ep->shape[0] : -1;
+    ev = entry(es, n, "v");
+    esr = entry(es, n, "sink_raw");
+    if (x[11] < 0 || x[11] > INT32_MAX || !shaped(ek, "F32", 3, x[11], x[0], x[1]) ||
+        !shaped(ev, "F32", 3, x[11], x[0], x[2]) || !shaped(ep, "I32", 1, x[11], 0, 0) ||
+        (esr != NULL && !shaped(esr, "F32", 3, x[5], x[0], x[1]))) {
+        *why = "its tensors are missing or of the wrong dtype or shape";
+        goto out;
+    }
+    st->k = malloc(ek->count * sizeof(float) + 1);
+    st->v = malloc(ev->count * sizeof(float) + 1);
+    st->pos = malloc(ep->count * sizeof(int32_t) + 1);
+    st->sink_raw = esr != NULL ? malloc(esr->count * sizeof(float) + 1) : NULL;
+    *scheme = strdup(meta_get(m, "scheme"));
+    if (st->k == NULL || st->v == NULL || st->pos == NULL || *scheme == NULL ||
+        (esr != NULL && st->sink_raw == NULL)) {
+        *why = "out of memory";
+        goto out;
+    }
+    if (!srv_dtype_to_f32(SRV_DTYPE_F32, buf + ek->offset, ek->count, st->k, &bad) ||
+        !srv_dtype_to_f32(SRV_DTYPE_F32, buf + ev->offset, ev->count, st->v, &bad) ||
+        (esr != NULL &&
+         !srv_dtype_to_f32(SRV_DTYPE_F32, buf + esr->offset, esr->count, st->sink_raw, &bad))) {
+        *why = "a key or value is not finite";
+        goto out;
+    }
+    for (size_t i = 0; i < ep->count; i++) {
+        const unsigned char *p = buf + ep->offset + 4 * i;
+        st->pos[i] = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                               (uint32_t)p[3] << 24);
+    }
+    snprintf(st->id, sizeof st->id, "%s", want_id);
+    st->spec.num_kv_heads = (int32_t)x[0];
+    st->spec.head_dim = (int32_t)x[1];
+    st->spec.v_head_dim = (int32_t)x[2];
+    st->spec.max_tokens = (int32_t)x[3];
+    st->spec.window = (int32_t)x[4];
+    st->spec.sinks = (int32_t)x[5];
+    st->spec.eviction =
+        strcmp(meta_get(m, "eviction"), "window") == 0 ? SRV_KV_EVICT_WINDOW : SRV_KV_EVICT_NONE;
+    st->spec.reposition = strcmp(meta_get(m, "reposition"), "true") == 0;
+    st->next_position = (int32_t)x[6];
+    st->ring = (int32_t)x[7];
+    st->shift = (int32_t)x[8];
+    st->appended = x[9];
+    st->evicted = x[10];
+    st->length = (int32_t)x[11];
+    st->prerotated = strcmp(meta_get(m, "prerotated"), "true") == 0;
+    ok = true;
+out:
+    if (!ok) {
+        srv_kv_state_free(st);
+        free(*scheme);
+        *scheme = NULL;
+    }
+    cJSON_Delete(hdr);
+    free(es);
+    free(buf);
+    return ok;
+}
+
+size_t srv_kv_load_dir(srv_kv_cache *c, const char *dir, srv_kv_scheme_fn mk, void *arg,
+                       void (*skip)(void *arg, const char *path, const char *why))
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    size_t loaded = 0;
+    if (d == NULL) {
+        if (skip != NULL)
+            skip(arg, dir, strerror(errno));
+        return 0;
+    }
+    while ((de = readdir(d)) != NULL) {
+        char id[SRV_KV_ID_LEN], path[1024], why_buf[256], *scheme = NULL;
+        const char *why = NULL;
+        srv_kv_state st;
+        srv_kv_err e;
+        if (!session_file(de->d_name, id))
+            continue;
+        path_of(path, sizeof path, dir, id, SUFFIX);
+        if (!parse_file(path, id, &st, &scheme, &why, why_buf, sizeof why_buf)) {
+            if (skip != NULL)
+                skip(arg, path, why);
+            continue;
+        }
+        st.spec.scheme_json = scheme;
+        if (!mk(arg, scheme, &st.spec, why_buf, sizeof why_buf)) {
+            if (skip != NULL)
+                skip(arg, path, why_buf);
+        } else if (!srv_kv_import(c, &st, &e)) {
+            if (st.spec.scheme_free != NULL)
+                st.spec.scheme_free(st.spec.scheme_owner);
+            if (skip != NULL)
+                skip(arg, path, e.message);
+        } else {
+            loaded++;
+        }
+        free(scheme);
+        srv_kv_state_free(&st);
+    }
+    closedir(d);
+    return loaded;
+}
