@@ -2,7 +2,9 @@
 # included by the Makefile.
 #
 #   make lb-test         deploy/nginx.conf in front of 3 local posattnd processes:
-#                        a replica killed and one drained mid-load, no request lost
+#                        session affinity (one replica per X-Posattn-Session key,
+#                        stateless round robin), then a replica killed and one
+#                        drained mid-load, no request lost
 #   make k8s-validate    yamllint, then every manifest of deploy/k8s (kustomize
 #                        base, overlays/example, keda, hpa-pods-metric, and
 #                        kserve/hpa, kserve/keda) checked offline: built-in kinds
