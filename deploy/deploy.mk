@@ -2,10 +2,15 @@
 # included by the Makefile.
 #
 #   make lb-test         deploy/nginx.conf in front of 3 local posattnd processes:
-#                        a replica killed and one drained mid-load, no request lost
+#                        session affinity (one replica per X-Posattn-Session key,
+#                        stateless round robin), then a replica killed and one
+#                        drained mid-load, no request lost
 #   make k8s-validate    yamllint, then every manifest of deploy/k8s (kustomize
-#                        base and overlays/example) checked offline against the
-#                        Kubernetes schemas and posattn's rules
+#                        base, overlays/example, keda, hpa-pods-metric, and
+#                        kserve/hpa, kserve/keda) checked offline: built-in kinds
+#                        against the Kubernetes schemas (validate.mjs), KServe's
+#                        InferenceService and KEDA's ScaledObject against their
+#                        upstream CRDs (crd_validate.py), and posattn's rules
 #   make image           the posattnd image (podman; POSATTN_IMAGE)
 #   make container-test  the image run read-only on 127.0.0.1: API, healthcheck, drain
 #   make compose-test    deploy/compose.yaml: 3 replicas behind nginx, then down
@@ -17,7 +22,7 @@
 # and no registry here: the base image is built from the Debian mirror the
 # first time, about 85 s). Builds never use --pull.
 
-DEPLOY_DEB_PACKAGES := nginx yamllint iptables curl python3 nodejs
+DEPLOY_DEB_PACKAGES := nginx yamllint iptables curl python3 python3-jsonschema python3-yaml nodejs
 POSATTN_IMAGE ?= localhost/posattnd:dev
 POSATTN_LB_IMAGE ?= localhost/posattn-lb:dev
 CONTAINER_ENV_SH ?= deploy/container-env.sh
@@ -25,7 +30,8 @@ CONTAINER_ENV_SH ?= deploy/container-env.sh
 # there if the setup failed).
 CONTAINER_ENV = cenv=$$(bash $(CONTAINER_ENV_SH) --print-env) && eval "$$cenv"
 K8S_VALIDATE_DIR := deploy/k8s/validate
-K8S_DIRS := deploy/k8s/base deploy/k8s/overlays/example
+K8S_DIRS := deploy/k8s/base deploy/k8s/overlays/example deploy/k8s/overlays/keda \
+            deploy/k8s/overlays/hpa-pods-metric deploy/k8s/kserve/hpa deploy/k8s/kserve/keda
 
 .PHONY: deploy-deps image lb-image lb-test k8s-validate container-test compose-test \
         deploy-test deploy-clean
@@ -60,6 +66,7 @@ k8s-validate: deploy-deps
 	yamllint -s -c deploy/.yamllint.yaml deploy/compose.yaml deploy/k8s
 	@command -v kubectl >/dev/null || { echo "k8s-validate: kubectl (for kustomize) is missing"; exit 1; }
 	node $(K8S_VALIDATE_DIR)/validate.mjs $(K8S_DIRS)
+	/usr/bin/python3 $(K8S_VALIDATE_DIR)/crd_validate.py $(K8S_DIRS)
 
 container-test: image
 	@$(CONTAINER_ENV) && POSATTN_IMAGE=$(POSATTN_IMAGE) tests/deploy/container-test.sh
