@@ -228,6 +228,38 @@ class Sessions(unittest.TestCase):
                              m0["posattn_session_tokens_evicted_total"] + 5)
             call("DELETE", "/v1/sessions/" + s["id"])
 
+    def test_concurrent_appends(self):
+        # Four clients append to one session at once: each append is all or
+        # nothing, answered 200 or 409 SESSION_BUSY (another one ran), and
+        # the session counts exactly the tokens of the 200s.
+        import threading
+        sid = create(scheme={"type": "rope"}, max_tokens=None,
+                     eviction={"type": "window", "window": 48, "sinks": 4})["id"]
+        body = json.dumps({"k": tensor(8, 2, 4, b64=True),
+                           "v": tensor(8, 2, 4, 1, b64=True)}).encode()
+        seen = []
+        lock = threading.Lock()
+
+        def client():
+            for _ in range(15):
+                st, obj, _ = call("POST", "/v1/sessions/%s/append" % sid, raw=body)
+                with lock:
+                    seen.append((st, obj.get("error", {}).get("code") if st != 200 else None))
+
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(len(seen), 60)
+        for st, code in seen:
+            self.assertIn((st, code), ((200, None), (409, "SESSION_BUSY")))
+        ok = sum(1 for st, _ in seen if st == 200)
+        st, obj, _ = call("GET", "/v1/sessions/" + sid)
+        self.assertEqual(obj["appended"], 8 * ok)
+        self.assertEqual(obj["length"], min(52, 8 * ok))
+        call("DELETE", "/v1/sessions/" + sid)
+
     def test_ttl(self):
         # A server of its own with --session-ttl 1: an idle session is gone
         # after it (dropped by the next sessions request), and counted.
