@@ -158,8 +158,8 @@ typedef struct srv_route_params {
  * Either may be NULL: none. Valid for the call it is passed to. */
 struct srv_endpoint_args {
     const srv_route_params *params;
-    /* The value of the query parameter key ("" when given without one),
-     * or NULL when the query has no such key. */
+    /* The value of the query parameter key (percent-decoded), or NULL
+     * when the query has no such key or gives it no value. */
     const char *(*query)(void *query_arg, const char *key);
     void *query_arg;
 };
