@@ -8,6 +8,7 @@
 #include "runtime/keys.h"
 #include "http/http.h"
 #include "runtime/metrics.h"
+#include "store/kv_cache.h"
 #include "runtime/pool.h"
 #include "model/model.h"
 #include "store/tensor_store.h"
@@ -152,6 +153,7 @@ int main(int argc, char **argv)
     srv_http *http;
     srv_tensor_store *tensors = NULL;
     srv_model_set *models = NULL;
+    srv_kv_cache *sessions = NULL;
     char msg[1024];
     int port = 0, sig = 0, rc;
     uint64_t t0;
@@ -238,10 +240,18 @@ int main(int argc, char **argv)
      * worker would oversubscribe the cores. */
     openblas_set_num_threads(cfg.blas_threads);
 
-    keyring = srv_keyring_new(&keys);
+    /* The sessions' cache: its budget is a ceiling, not an allocation
+     * (blocks are taken as sessions grow). They live as long as the
+     * process: nothing is written on drain yet (docs/sessions.md). */
+    sessions = srv_kv_cache_new(&(srv_kv_config){.budget_bytes = cfg.cache_bytes,
+                                                 .block_tokens = cfg.cache_block_tokens,
+                                                 .ttl_s = cfg.session_ttl});
+    cfg.kv_cache = sessions;
+    keyring = sessions ? srv_keyring_new(&keys) : NULL;
     cfg.keys = keyring;
     metrics = keyring ? srv_metrics_new() : NULL;
     srv_metrics_set_queue_limit(metrics, cfg.queue_depth);
+    srv_metrics_set_sessions(metrics, sessions);
     /* The --model models' own /v2 counters (each name once). */
     _Static_assert((int)SRV_MAX_MODEL_SPECS <= (int)SRV_METRICS_MAX_MODELS &&
                        (int)SRV_MODEL_NAME_MAX <= (int)SRV_METRICS_MODEL_NAME_MAX,
@@ -257,6 +267,7 @@ int main(int argc, char **argv)
         srv_tensor_store_free(tensors);
         srv_model_set_free(models);
         srv_keyring_free(keyring);
+        srv_kv_cache_free(sessions);
         return 1;
     }
     printf("posattnd %s listening on %s://%s:%d (workers %d, queue depth %d)\n", PA_VERSION_STRING,
@@ -331,6 +342,7 @@ int main(int argc, char **argv)
     srv_tensor_store_free(tensors);
     srv_model_set_free(models);
     srv_keyring_free(keyring);
+    srv_kv_cache_free(sessions);
     fprintf(stderr, "posattnd: stopped\n");
     return 0;
 }

@@ -20,6 +20,8 @@
 /* An endpoint of the API: one file of api/ each, which defines its record
  * (api/job.h). Routes name them (http/routes.c). */
 typedef struct srv_endpoint srv_endpoint;
+/* The route's path parameters and query an endpoint may take (below). */
+typedef struct srv_endpoint_args srv_endpoint_args;
 extern const srv_endpoint srv_ep_attention; /* POST /v1/attention (api/attention.c) */
 extern const srv_endpoint srv_ep_encode;    /* POST /v1/encode (api/encode.c) */
 extern const srv_endpoint srv_ep_analyze;   /* POST /v1/analyze (api/analyze.c) */
@@ -27,6 +29,14 @@ extern const srv_endpoint srv_ep_schemes;   /* GET /v1/schemes (api/schemes.c) *
 extern const srv_endpoint srv_ep_tensors;   /* GET /v1/tensors (api/tensors.c) */
 extern const srv_endpoint srv_ep_models;    /* GET /v1/models (api/models.c) */
 extern const srv_endpoint srv_ep_models_resolve; /* POST /v1/models/resolve (api/models.c) */
+/* Sessions (api/sessions.c): POST and GET /v1/sessions, GET and DELETE
+ * /v1/sessions/{id}, POST /v1/sessions/{id}/append and .../fork. */
+extern const srv_endpoint srv_ep_sessions_create;
+extern const srv_endpoint srv_ep_sessions_list;
+extern const srv_endpoint srv_ep_session_get;
+extern const srv_endpoint srv_ep_session_delete;
+extern const srv_endpoint srv_ep_session_append;
+extern const srv_endpoint srv_ep_session_fork;
 
 typedef struct srv_limits {
     size_t max_batch_items;     /* items in one /v1/attention batch */
@@ -40,6 +50,10 @@ typedef struct srv_limits {
     /* Models loaded at start-up (--model, model/model.h), for items'
      * "model": "NAME"; NULL when none is loaded. Read-only, shared. */
     const struct srv_model_set *models;
+    /* The sessions' KV cache (store/kv_cache.h), for /v1/sessions; NULL
+     * when the server keeps none (the endpoints answer NOT_IMPLEMENTED).
+     * Shared by every thread (the cache locks itself). */
+    struct srv_kv_cache *sessions;
 } srv_limits;
 
 /* A growable per-worker scratch buffer, reused across tasks so that pages
@@ -61,6 +75,12 @@ typedef struct srv_job srv_job;
  * and returns false. */
 bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const srv_limits *lim,
                      srv_job **job, srv_reply *reply);
+/* The same for a route that hands the endpoint its path parameters and
+ * query (args, which may be NULL; srv_job_prepare passes NULL). An
+ * endpoint whose body is optional (POST /v1/sessions/{id}/fork) reads an
+ * empty body as {}. */
+bool srv_job_prepare_args(const srv_endpoint *ep, const srv_endpoint_args *args, const char *body,
+                          size_t len, const srv_limits *lim, srv_job **job, srv_reply *reply);
 
 /* Tasks of a job: for /v1/attention one per batch item, or up to
  * lim->parallel_parts for an item large enough to spread over the workers;
@@ -125,12 +145,24 @@ typedef struct srv_model_counts {
     uint64_t last_ms; /* the last inference, ms since the epoch; 0 before any */
 } srv_model_counts;
 
-/* The {name} and {version} segments of a route's path ("" when the path
- * has none), cut to fit. */
+/* The {name}, {version} and {id} segments of a route's path ("" when the
+ * path has none), cut to fit. */
 typedef struct srv_route_params {
     char name[128];
     char version[32];
+    char id[64];
 } srv_route_params;
+
+/* What a route hands an endpoint besides its body: the path's parameters
+ * (GET /v1/sessions/{id}) and the query string's values (?offset=&limit=).
+ * Either may be NULL: none. Valid for the call it is passed to. */
+struct srv_endpoint_args {
+    const srv_route_params *params;
+    /* The value of the query parameter key (percent-decoded), or NULL
+     * when the query has no such key or gives it no value. */
+    const char *(*query)(void *query_arg, const char *key);
+    void *query_arg;
+};
 
 /* What a protocol's route sees of the server and the request. */
 typedef struct srv_protocol_ctx {
@@ -188,5 +220,9 @@ bool srv_endpoint_takes_body(const srv_endpoint *ep);
  * the loaded named tensors). A 404 NOT_FOUND for an endpoint that takes a
  * body. */
 void srv_endpoint_answer(const srv_endpoint *ep, const srv_limits *lim, srv_reply *reply);
+/* The same with the route's path parameters and query (args may be NULL):
+ * GET /v1/sessions?offset=&limit=, GET and DELETE /v1/sessions/{id}. */
+void srv_endpoint_answer_args(const srv_endpoint *ep, const srv_limits *lim,
+                              const srv_endpoint_args *args, srv_reply *reply);
 
 #endif

@@ -95,11 +95,21 @@ void api_task_fail(srv_job *job, size_t i, const api_err *err)
 
 bool srv_endpoint_takes_body(const srv_endpoint *ep)
 {
-    return ep != NULL && ep->prepare != NULL;
+    return ep != NULL && (ep->prepare != NULL || ep->prepare_args != NULL);
 }
 
 void srv_endpoint_answer(const srv_endpoint *ep, const srv_limits *lim, srv_reply *reply)
 {
+    srv_endpoint_answer_args(ep, lim, NULL, reply);
+}
+
+void srv_endpoint_answer_args(const srv_endpoint *ep, const srv_limits *lim,
+                              const srv_endpoint_args *args, srv_reply *reply)
+{
+    if (ep != NULL && ep->answer_args != NULL) {
+        ep->answer_args(lim, args, reply);
+        return;
+    }
     if (ep == NULL || ep->answer == NULL) {
         srv_reply_error(reply, SRV_ERR_NOT_FOUND, NULL, "no such endpoint");
         return;
@@ -110,6 +120,12 @@ void srv_endpoint_answer(const srv_endpoint *ep, const srv_limits *lim, srv_repl
 bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const srv_limits *lim,
                      srv_job **job, srv_reply *reply)
 {
+    return srv_job_prepare_args(ep, NULL, body, len, lim, job, reply);
+}
+
+bool srv_job_prepare_args(const srv_endpoint *ep, const srv_endpoint_args *args, const char *body,
+                          size_t len, const srv_limits *lim, srv_job **job, srv_reply *reply)
+{
     api_err e;
     api_body b;
     bool ok;
@@ -119,12 +135,17 @@ bool srv_job_prepare(const srv_endpoint *ep, const char *body, size_t len, const
         srv_reply_error(reply, SRV_ERR_NOT_FOUND, NULL, "no such endpoint");
         return false;
     }
+    if (len == 0 && ep->body_optional) {
+        body = "{}";
+        len = 2;
+    }
     if (!api_body_read(body, len, lim, true, &b, &e)) {
         api_reply_err(reply, &e);
         return false;
     }
     api_ctx ctx = {lim, "", NULL, b.lifted ? &b.lift : NULL};
-    ok = ep->prepare(b.root, &ctx, job, reply);
+    ok = ep->prepare_args != NULL ? ep->prepare_args(b.root, &ctx, args, job, reply)
+                                  : ep->prepare(b.root, &ctx, job, reply);
     if (ok && !api_job_check_cost(*job, lim, &e)) {
         srv_job_free(*job);
         *job = NULL;

@@ -62,6 +62,15 @@ struct srv_endpoint {
     void (*destroy)(void *impl);
     /* GET endpoints: the answer, at once (prepare is NULL). */
     void (*answer)(const srv_limits *lim, srv_reply *reply);
+    /* Or the answer of a route with path parameters or a query (GET and
+     * DELETE /v1/sessions/{id}); args may be NULL. Set answer or this. */
+    void (*answer_args)(const srv_limits *lim, const srv_endpoint_args *args, srv_reply *reply);
+    /* Or the preparer of a route with path parameters (POST
+     * /v1/sessions/{id}/append): args may be NULL. Set prepare or this. */
+    bool (*prepare_args)(const cJSON *root, const api_ctx *ctx, const srv_endpoint_args *args,
+                         srv_job **job, srv_reply *reply);
+    /* An empty body reads as {} (a POST whose body is all optional). */
+    bool body_optional;
 };
 
 struct srv_job {

@@ -223,8 +223,9 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
     }
     if (!method_ok) {
-        snprintf(msg, sizeof msg, "%.64s takes %s, not %.16s", url, srv_routes[q->route].method,
-                 method);
+        char allow[64];
+        snprintf(msg, sizeof msg, "%.64s takes %s, not %.16s", url,
+                 srv_route_allow(q->route, allow, sizeof allow), method);
         return refuse(q, c, SRV_ERR_METHOD_NOT_ALLOWED, msg);
     }
     if (q->route == SRV_ROUTE_WEB && (strlen(url) >= sizeof q->path || !srv_web_find(url, &file))) {
@@ -519,6 +520,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     h->limits.parallel_parts = cfg->workers;
     h->limits.tensors = cfg->tensor_store;
     h->limits.models = cfg->model_set;
+    h->limits.sessions = cfg->kv_cache;
     atomic_init(&h->draining, false);
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->open, 0);

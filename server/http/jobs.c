@@ -137,7 +137,10 @@ enum MHD_Result http_start_job(request *q)
         http_protocol_ctx(q, &pc);
         prepared = d->proto->prepare(d->op, &pc, body, q->body_len, q->framing, &q->job, &q->reply);
     } else {
-        prepared = srv_job_prepare(d->ep, body, q->body_len, &h->limits, &q->job, &q->reply);
+        srv_endpoint_args args;
+        http_endpoint_args(q, &args);
+        prepared =
+            srv_job_prepare_args(d->ep, &args, body, q->body_len, &h->limits, &q->job, &q->reply);
     }
     if (!prepared)
         return http_send_reply(q);

@@ -137,8 +137,11 @@ enum MHD_Result http_send_reply(request *q)
     }
     if (r->http_status == MHD_HTTP_SERVICE_UNAVAILABLE)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (r->http_status == MHD_HTTP_METHOD_NOT_ALLOWED && q->route != SRV_ROUTE_NOT_FOUND)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, srv_routes[q->route].method);
+    if (r->http_status == MHD_HTTP_METHOD_NOT_ALLOWED && q->route != SRV_ROUTE_NOT_FOUND) {
+        char allow[64];
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
+                                srv_route_allow(q->route, allow, sizeof allow));
+    }
     if (r->http_status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (atomic_load(&q->h->draining) || q->close)
@@ -183,6 +186,18 @@ static void model_counts(void *arg, const char *key, srv_model_counts *out)
     srv_metrics_model_counts(arg, key, out);
 }
 
+static const char *query_value(void *arg, const char *key)
+{
+    return MHD_lookup_connection_value(arg, MHD_GET_ARGUMENT_KIND, key);
+}
+
+void http_endpoint_args(request *q, srv_endpoint_args *a)
+{
+    a->params = &q->params;
+    a->query = query_value;
+    a->query_arg = q->conn;
+}
+
 void http_protocol_ctx(request *q, srv_protocol_ctx *pc)
 {
     pc->lim = &q->h->limits;
@@ -196,8 +211,10 @@ enum MHD_Result http_serve_simple(request *q)
 {
     srv_http *h = q->h;
     const srv_route_def *d = &srv_routes[q->route];
-    if (d->ep != NULL) { /* GET /v1/schemes, /v1/tensors */
-        srv_endpoint_answer(d->ep, &h->limits, &q->reply);
+    if (d->ep != NULL) { /* GET /v1/schemes, /v1/tensors, /v1/sessions/{id}; DELETE */
+        srv_endpoint_args args;
+        http_endpoint_args(q, &args);
+        srv_endpoint_answer_args(d->ep, &h->limits, &args, &q->reply);
         return http_send_reply(q);
     }
     if (d->proto != NULL) {

@@ -22,6 +22,9 @@ void http_record_answer(request *q);
 /* A route without a job: health, metrics, the page, GET endpoints of the
  * API, a protocol's GET routes. */
 enum MHD_Result http_serve_simple(request *q);
+/* What an API endpoint sees of q besides its body: the path's parameters
+ * and the query string (valid while q is). */
+void http_endpoint_args(request *q, srv_endpoint_args *a);
 /* What the route's protocol sees of q and the server. */
 void http_protocol_ctx(request *q, srv_protocol_ctx *pc);
 

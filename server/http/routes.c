@@ -18,6 +18,16 @@ const srv_route_def srv_routes[] = {
     [SRV_ROUTE_MODELS] = {"/v1/models", "GET", "models", true, &srv_ep_models},
     [SRV_ROUTE_MODELS_RESOLVE] = {"/v1/models/resolve", "POST", "models_resolve", true,
                                   &srv_ep_models_resolve},
+    [SRV_ROUTE_SESSIONS] = {"/v1/sessions", "GET", "sessions", true, &srv_ep_sessions_list},
+    [SRV_ROUTE_SESSIONS_CREATE] = {"/v1/sessions", "POST", "sessions_create", true,
+                                   &srv_ep_sessions_create},
+    [SRV_ROUTE_SESSION] = {"/v1/sessions/{id}", "GET", "session", true, &srv_ep_session_get},
+    [SRV_ROUTE_SESSION_DELETE] = {"/v1/sessions/{id}", "DELETE", "session_delete", true,
+                                  &srv_ep_session_delete},
+    [SRV_ROUTE_SESSION_APPEND] = {"/v1/sessions/{id}/append", "POST", "session_append", true,
+                                  &srv_ep_session_append},
+    [SRV_ROUTE_SESSION_FORK] = {"/v1/sessions/{id}/fork", "POST", "session_fork", true,
+                                &srv_ep_session_fork},
     [SRV_ROUTE_HEALTHZ] = {"/healthz", "GET", "healthz", false},
     [SRV_ROUTE_READYZ] = {"/readyz", "GET", "readyz", false},
     [SRV_ROUTE_METRICS] = {"/metrics", "GET", "metrics", false},
@@ -83,6 +93,8 @@ static bool match(const char *path, const char *url, srv_route_params *p)
                 return false;
             if (strncmp(path, "{name}", 6) == 0)
                 copy_cut(p->name, sizeof p->name, url, n);
+            else if (strncmp(path, "{id}", 4) == 0)
+                copy_cut(p->id, sizeof p->id, url, n);
             else
                 copy_cut(p->version, sizeof p->version, url, n);
             path = close + 1;
@@ -95,21 +107,51 @@ static bool match(const char *path, const char *url, srv_route_params *p)
     return *url == '\0';
 }
 
+static bool method_matches(const char *method, const char *row)
+{
+    return strcmp(method, row) == 0 || (strcmp(method, "HEAD") == 0 && strcmp(row, "GET") == 0);
+}
+
 srv_route srv_route_find(const char *url, const char *method, bool *method_ok, srv_route_params *p)
 {
+    srv_route first = SRV_ROUTE_NOT_FOUND;
+    srv_route_params first_p = {"", "", ""};
     for (srv_route i = SRV_ROUTE_NOT_FOUND + 1; srv_routes[i].path != NULL; i++) {
         const srv_route_def *d = &srv_routes[i];
-        srv_route_params found = {"", ""};
+        srv_route_params found = {"", "", ""};
         bool hit = i == SRV_ROUTE_WEB ? strncmp(url, d->path, strlen(d->path)) == 0
                                       : match(d->path, url, &found);
-        if (hit) {
-            *method_ok = strcmp(method, d->method) == 0 ||
-                         (strcmp(method, "HEAD") == 0 && strcmp(d->method, "GET") == 0);
+        if (!hit)
+            continue;
+        if (method_matches(method, d->method)) {
+            *method_ok = true;
             *p = found;
             return i;
         }
+        if (first == SRV_ROUTE_NOT_FOUND) {
+            first = i;
+            first_p = found;
+        }
     }
-    *method_ok = true;
-    memset(p, 0, sizeof *p);
-    return SRV_ROUTE_NOT_FOUND;
+    *method_ok = first == SRV_ROUTE_NOT_FOUND;
+    *p = first_p;
+    return first;
+}
+
+const char *srv_route_allow(srv_route r, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    if (r <= SRV_ROUTE_NOT_FOUND || srv_routes[r].path == NULL)
+        return buf;
+    for (srv_route i = SRV_ROUTE_NOT_FOUND + 1; srv_routes[i].path != NULL; i++) {
+        int w;
+        if (strcmp(srv_routes[i].path, srv_routes[r].path) != 0)
+            continue;
+        w = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", srv_routes[i].method);
+        if (w < 0 || (size_t)w >= cap - used)
+            break;
+        used += (size_t)w;
+    }
+    return buf;
 }

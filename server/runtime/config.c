@@ -21,11 +21,12 @@
 #define MB ((size_t)1 << 20)
 
 typedef enum opt_kind {
-    OPT_STRING,  /* char[256] */
-    OPT_INT,     /* int in [min, max] */
-    OPT_SIZE,    /* size_t in [min, max] */
-    OPT_SIZE_MB, /* size_t bytes, given as whole MB in [min, max] */
-    OPT_SECONDS, /* double in (0, max] */
+    OPT_STRING,      /* char[256] */
+    OPT_INT,         /* int in [min, max] */
+    OPT_SIZE,        /* size_t in [min, max] */
+    OPT_SIZE_MB,     /* size_t bytes, given as whole MB in [min, max] */
+    OPT_SECONDS,     /* double in (0, max] */
+    OPT_SECONDS_OFF, /* double in [0, max]: 0 turns it off */
     OPT_LOG_FORMAT,
     OPT_TENSORS, /* appends to tensors[]; the variable holds a list */
     OPT_MODELS,  /* appends to models[]; the variable holds a list */
@@ -81,6 +82,12 @@ static const opt options[] = {
      "access log on stderr: json, text or off (default json)"},
     {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",
      "OpenBLAS threads inside each worker (default 1)"},
+    {"cache-mb", "POSATTN_CACHE_MB", OPT_SIZE_MB, FIELD(cache_bytes), 1, 1048576, false, "MB",
+     "memory for every session's keys and values (default: a quarter of memory, 64 to 4096)"},
+    {"cache-block-tokens", "POSATTN_CACHE_BLOCK_TOKENS", OPT_INT, FIELD(cache_block_tokens), 16,
+     65536, false, "N", "tokens per block of a session's cache, a multiple of 16 (default 16)"},
+    {"session-ttl", "POSATTN_SESSION_TTL", OPT_SECONDS_OFF, FIELD(session_ttl), 0, 31536000, false,
+     "S", "seconds an idle session lives, 0 for ever (default 600)"},
     {"tensor", "POSATTN_TENSORS", OPT_TENSORS, FIELD(tensors), 0, 0, false, "NAME=PATH[:TENSOR]",
      "load a named tensor at start-up (repeatable; see below)"},
     {"model", "POSATTN_MODELS", OPT_MODELS, FIELD(models), 0, 0, false, "NAME=PATH",
@@ -134,6 +141,34 @@ void srv_config_defaults(srv_config *c)
     c->api_key[0] = '\0';
     c->log_format = SRV_LOG_JSON;
     c->blas_threads = 1;
+    c->cache_bytes = srv_config_default_cache_bytes();
+    c->cache_block_tokens = 16;
+    c->session_ttl = 600;
+}
+
+size_t srv_config_default_cache_bytes(void)
+{
+    const size_t lo = 64 * MB, hi = 4096 * MB;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double mem = pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    if (f != NULL) {
+        char limit[32];
+        if (fscanf(f, "%31s", limit) == 1 && strcmp(limit, "max") != 0) {
+            double l = strtod(limit, NULL);
+            if (l > 0 && (mem <= 0 || l < mem))
+                mem = l;
+        }
+        fclose(f);
+    }
+    if (mem <= 0)
+        return 1024 * MB; /* unknown: a fixed figure */
+    mem /= 4;
+    if (mem < (double)lo)
+        return lo;
+    if (mem > (double)hi)
+        return hi;
+    return (size_t)(mem / (double)MB) * MB;
 }
 
 static const char *prog_name(int argc, char **argv)
@@ -346,16 +381,18 @@ static bool apply(srv_config *c, const opt *o, const char *name, const char *val
         else
             *(size_t *)(void *)base = (size_t)iv * MB;
         return true;
-    case OPT_SECONDS: {
+    case OPT_SECONDS:
+    case OPT_SECONDS_OFF: {
         char *end;
+        const bool off = o->kind == OPT_SECONDS_OFF;
         errno = 0;
         double v = value[0] ? strtod(value, &end) : NAN;
         if (!value[0] || isspace((unsigned char)value[0]) || errno || *end || !isfinite(v) ||
-            !(v > o->min) || v > o->max) {
+            !(off ? v >= o->min : v > o->min) || v > o->max) {
             fprintf(err,
-                    "%s: invalid value \"%.300s\" for %s: expected seconds, more than 0 and at "
-                    "most %.0f\n",
-                    prog, value, name, o->max);
+                    "%s: invalid value \"%.300s\" for %s: expected seconds, %s and at most "
+                    "%.0f\n",
+                    prog, value, name, off ? "0 (never) or more" : "more than 0", o->max);
             return false;
         }
         *(double *)(void *)base = v;
@@ -518,6 +555,13 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
         }
         if (!apply(&next, o, name, value, err, prog))
             return -1;
+    }
+    if (next.cache_block_tokens % 16 != 0) {
+        fprintf(err,
+                "%s: invalid value %d for --cache-block-tokens (POSATTN_CACHE_BLOCK_TOKENS): "
+                "expected a multiple of 16 (the library's runs of keys)\n",
+                prog, next.cache_block_tokens);
+        return -1;
     }
     if ((next.tls_cert[0] == '\0') != (next.tls_key[0] == '\0')) {
         fprintf(err, "%s: --tls-cert and --tls-key go together: %s is missing\n", prog,

@@ -35,6 +35,13 @@ typedef struct srv_config {
     char tls_key[4096];        /* --tls-key, POSATTN_TLS_KEY: its PEM private key */
     srv_log_format log_format; /* --log-format json|text|off, POSATTN_LOG_FORMAT; default json */
     int blas_threads;          /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
+    /* Sessions (store/kv_cache.h, docs/sessions.md). */
+    size_t cache_bytes;     /* --cache-mb, POSATTN_CACHE_MB; default a quarter of memory (the
+                             * smaller of physical RAM and a cgroup v2 memory.max), at least
+                             * 64 MB and at most 4096 MB (srv_config_default_cache_bytes) */
+    int cache_block_tokens; /* --cache-block-tokens, POSATTN_CACHE_BLOCK_TOKENS; default 16: a
+                             * positive multiple of 16 */
+    double session_ttl;     /* --session-ttl (s), POSATTN_SESSION_TTL; default 600; 0 = never */
     /* --tensor NAME=PATH[:TENSOR] (repeatable), POSATTN_TENSORS (entries
      * separated by ';' or newlines); any --tensor replaces the variable's
      * list. Names are unique. Loaded by main.c before listening. */
@@ -49,6 +56,9 @@ typedef struct srv_config {
     size_t n_models;
     /* The loaded models (model/model.h), set by main.c. Not a flag. */
     const struct srv_model_set *model_set;
+    /* The sessions' cache (store/kv_cache.h), made by main.c from
+     * cache_bytes, cache_block_tokens and session_ttl. Not a flag. */
+    struct srv_kv_cache *kv_cache;
     /* The keys of --api-key and --api-key-file (runtime/keys.h), set by
      * main.c before listening; NULL or none: no key is required. */
     struct srv_keyring *keys;
@@ -56,6 +66,10 @@ typedef struct srv_config {
 
 /* Defaults, as documented above. */
 void srv_config_defaults(srv_config *c);
+/* The default of --cache-mb here, in bytes: a quarter of the smaller of
+ * physical memory and the cgroup v2 memory limit, rounded down to whole MB,
+ * clamped to [64 MB, 4096 MB]. */
+size_t srv_config_default_cache_bytes(void);
 
 /* Parses the environment (getenv) then argv into *c (which holds defaults).
  * Returns 0 to run, 1 when --help or --version was printed to out (exit 0),

@@ -10,6 +10,7 @@
  * tolerates.
  */
 #include "runtime/metrics.h"
+#include "store/kv_cache.h"
 
 #include "posattn.h"
 
@@ -37,15 +38,17 @@ static const struct {
 #define N_BUCKETS (N_BOUNDS + 1) /* + the +Inf bucket */
 
 static const char *const endpoint_names[] = {
-    "attention", "encode",      "analyze",  "schemes",     "tensors",   "models",
-    "models_resolve", "healthz", "readyz", "metrics", "openapi", "page",
-    "v2_infer", "v2_metadata", "v2_health", "v2_stats", "other",
+    "attention",      "encode",         "analyze",      "schemes",         "tensors",
+    "models",         "models_resolve", "sessions",     "sessions_create", "session",
+    "session_delete", "session_append", "session_fork", "healthz",         "readyz",
+    "metrics",        "openapi",        "page",         "v2_infer",        "v2_metadata",
+    "v2_health",      "v2_stats",       "other",
 };
 #define N_ENDPOINTS (sizeof endpoint_names / sizeof endpoint_names[0])
 #define ENDPOINT_OTHER (N_ENDPOINTS - 1)
 
 /* Status codes the service answers, then a class per hundred, then "other". */
-static const int known_codes[] = {200, 400, 401, 404, 405, 413, 500, 501, 503, 504};
+static const int known_codes[] = {200, 201, 400, 401, 404, 405, 409, 413, 500, 501, 503, 504, 507};
 #define N_KNOWN_CODES (sizeof known_codes / sizeof known_codes[0])
 static const char *const code_classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 #define N_CODE_CLASSES (sizeof code_classes / sizeof code_classes[0])
@@ -91,7 +94,8 @@ struct srv_metrics {
         atomic_uint_fast64_t last_ms;
     } model[N_MODEL_SLOTS];
     char model_names[SRV_METRICS_MAX_MODELS][SRV_METRICS_MODEL_NAME_MAX];
-    size_t n_models; /* set before serving, read-only after */
+    size_t n_models;        /* set before serving, read-only after */
+    srv_kv_cache *sessions; /* set before serving; its figures are read at each render */
 };
 
 static const char *const phase_names[SRV_PHASE_COUNT] = {"queue", "compute_input", "compute_infer",
@@ -204,6 +208,7 @@ srv_metrics *srv_metrics_new(void)
     atomic_init(&m->tls_failed[0], 0);
     atomic_init(&m->tls_failed[1], 0);
     m->n_models = 0;
+    m->sessions = NULL;
     for (size_t s = 0; s < N_MODEL_SLOTS; s++) {
         for (int k = 0; k < 2; k++) {
             atomic_init(&m->model[s].n[k], 0);
@@ -447,6 +452,43 @@ static void labelled(FILE *f, const char *name, const char *help, const char *la
         fprintf(f, "%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[k], load(&counts[k]));
 }
 
+void srv_metrics_set_sessions(srv_metrics *m, srv_kv_cache *c)
+{
+    if (m != NULL)
+        m->sessions = c;
+}
+
+/* The sessions' figures (store/kv_cache.h), read at once; idle sessions
+ * past --session-ttl are dropped first, so the gauges never count them. */
+static void sessions_write(FILE *f, srv_kv_cache *c)
+{
+    srv_kv_stats st;
+    srv_kv_expire(c);
+    srv_kv_stats_get(c, &st);
+    header(f, "posattn_sessions", "gauge", "Sessions (KV caches) the server holds.");
+    fprintf(f, "posattn_sessions %zu\n", st.sessions);
+    header(f, "posattn_cache_bytes", "gauge",
+           "Bytes of the sessions' blocks (a block shared by forks counted once).");
+    fprintf(f, "posattn_cache_bytes %zu\n", st.bytes);
+    header(f, "posattn_cache_budget_bytes", "gauge", "The sessions' budget (--cache-mb).");
+    fprintf(f, "posattn_cache_budget_bytes %zu\n", st.budget);
+    header(f, "posattn_cache_blocks", "gauge",
+           "The sessions' blocks: used (every one held), shared (held by more than one fork).");
+    fprintf(f, "posattn_cache_blocks{state=\"used\"} %zu\n", st.blocks_used);
+    fprintf(f, "posattn_cache_blocks{state=\"shared\"} %zu\n", st.blocks_shared);
+    header(f, "posattn_cache_evictions_total", "counter",
+           "Sessions dropped: idle past --session-ttl (ttl), or idle while the budget was full "
+           "(pool_full, least recently used first).");
+    fprintf(f, "posattn_cache_evictions_total{reason=\"ttl\"} %" PRIu64 "\n", st.evicted_ttl);
+    fprintf(f, "posattn_cache_evictions_total{reason=\"pool_full\"} %" PRIu64 "\n",
+            st.evicted_full);
+    header(f, "posattn_session_tokens_appended_total", "counter", "Tokens appended to sessions.");
+    fprintf(f, "posattn_session_tokens_appended_total %" PRIu64 "\n", st.tokens_appended);
+    header(f, "posattn_session_tokens_evicted_total", "counter",
+           "Tokens dropped by sessions' windows (eviction window).");
+    fprintf(f, "posattn_session_tokens_evicted_total %" PRIu64 "\n", st.tokens_evicted);
+}
+
 char *srv_metrics_render(srv_metrics *m, size_t *len)
 {
     char *buf = NULL;
@@ -559,6 +601,9 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
                 fprintf(f, "posattn_v2_phase_seconds_total{%s,phase=\"%s\"} %.9f\n", label,
                         phase_names[p], (double)load(&m->model[s].phase_ns[p]) / 1e9);
             }
+
+    if (m->sessions != NULL)
+        sessions_write(f, m->sessions);
 
     header(f, "posattn_build_info", "gauge",
            "The posattn version and the kernels this CPU runs (avx512 or portable); always 1.");

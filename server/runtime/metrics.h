@@ -27,6 +27,13 @@
  *   posattn_tls_handshake_failures_total{reason} counter: TLS connections closed without a
  *                                                request: failed (the peer or a protocol
  *                                                error), timeout (not done in --request-timeout)
+ *   posattn_sessions                             gauge: sessions held (store/kv_cache.h)
+ *   posattn_cache_bytes                          gauge: bytes of their blocks
+ *   posattn_cache_budget_bytes                   gauge: --cache-mb
+ *   posattn_cache_blocks{state}                  gauge: used, shared
+ *   posattn_cache_evictions_total{reason}        counter: sessions dropped: ttl, pool_full
+ *   posattn_session_tokens_appended_total        counter
+ *   posattn_session_tokens_evicted_total         counter: dropped by windows
  *   posattn_build_info{version,kernel}           gauge 1
  * The v2 counters are what GET /v2/models/.../stats reports (v2/v2.h).
  */
@@ -80,6 +87,10 @@ void srv_metrics_auth_refused(srv_metrics *m, const char *reason);
 void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n);
 /* --queue-depth, shown as posattn_queue_limit (set once at start). */
 void srv_metrics_set_queue_limit(srv_metrics *m, int64_t tasks);
+/* The sessions' cache whose figures /metrics shows (posattn_sessions,
+ * posattn_cache_*); set once before serving; NULL: the series are left
+ * out. Each render also drops sessions idle past their ttl. */
+void srv_metrics_set_sessions(srv_metrics *m, struct srv_kv_cache *c);
 /* The drain has begun: posattn_draining is 1 from now on. */
 void srv_metrics_set_draining(srv_metrics *m);
 int64_t srv_metrics_queue_depth(const srv_metrics *m);

@@ -896,6 +896,7 @@ static void info_of(const srv_kv_cache *c, const kv_session *s, srv_kv_info *o)
     }
     o->idle_s = t > s->last_ms ? (double)(t - s->last_ms) / 1000.0 : 0.0;
     o->spec = s->spec;
+    o->scheme_type = s->spec.scheme->type;
     o->prerotated = s->rotate;
     (void)c;
 }

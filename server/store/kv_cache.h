@@ -91,17 +91,19 @@ typedef struct srv_kv_err {
 /* A session as GET /v1/sessions/{id} shows it. */
 typedef struct srv_kv_info {
     char id[SRV_KV_ID_LEN];
-    int32_t length;         /* retained tokens */
-    int64_t appended;       /* tokens appended since creation (a fork: its parent's too) */
-    int32_t next_position;  /* the position the next token takes */
-    int32_t first_position; /* the smallest retained position (virtual: srv_kv_view) */
-    int32_t last_position;  /* the largest */
-    int64_t evicted;        /* tokens dropped by the window */
-    size_t bytes;           /* of its blocks (shared ones counted in each holder) */
-    size_t shared_blocks;   /* blocks it shares with a fork */
-    double idle_s;          /* since the last append or view */
-    srv_kv_spec spec;       /* its scheme is valid while the session lives */
-    bool prerotated;        /* keys kept rotated (rope) */
+    int32_t length;             /* retained tokens */
+    int64_t appended;           /* tokens appended since creation (a fork: its parent's too) */
+    int32_t next_position;      /* the position the next token takes */
+    int32_t first_position;     /* the smallest retained position (virtual: srv_kv_view) */
+    int32_t last_position;      /* the largest */
+    int64_t evicted;            /* tokens dropped by the window */
+    size_t bytes;               /* of its blocks (shared ones counted in each holder) */
+    size_t shared_blocks;       /* blocks it shares with a fork */
+    double idle_s;              /* since the last append or view */
+    srv_kv_spec spec;           /* its scheme is valid while the session lives */
+    pa_scheme_type scheme_type; /* spec.scheme's type, read under the lock: a reader racing
+                                   a delete must not follow spec.scheme */
+    bool prerotated;            /* keys kept rotated (rope) */
 } srv_kv_info;
 
 /* What attention reads of a session at one moment (srv_kv_view_take):

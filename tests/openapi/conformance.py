@@ -664,6 +664,77 @@ class V2(unittest.TestCase):
         self.assertEqual(st, 404)
 
 
+SESSION = {"scheme": {"type": "rope"}, "num_kv_heads": 2, "head_dim": 4, "max_tokens": 8}
+
+
+def new_session(body=None):
+    st, obj = exchange("POST", "/v1/sessions", body or SESSION)
+    assert st == 201, (st, obj)
+    return obj["id"]
+
+
+class Sessions(unittest.TestCase):
+    """/v1/sessions: every route, its statuses and its errors."""
+
+    def test_lifecycle(self):
+        sid = new_session()
+        path = "/v1/sessions/" + sid
+        st, obj = exchange("GET", path)
+        self.assertEqual((st, obj["length"], obj["positions"]), (200, 0, None))
+        st, obj = exchange("POST", path + "/append", {"k": T(3, 2, 4, seed=1),
+                                                      "v": T(3, 2, 4, seed=2, b64=True)})
+        self.assertEqual((st, obj["length"]), (200, 3))
+        self.assertIn("timing", obj)
+        st, obj = exchange("POST", path + "/append", {"k": T(1, 2, 4), "v": T(1, 2, 4),
+                                                      "k_positions": [9]})
+        self.assertEqual((st, obj["positions"]), (200, {"first": 0, "last": 9}))
+        st, fork = exchange("POST", path + "/fork")
+        self.assertEqual((st, fork["length"], fork["shared_blocks"]), (201, 4, 1))
+        st, obj = exchange("POST", "/v1/sessions/%s/fork" % fork["id"], {})
+        self.assertEqual(st, 201)
+        st, obj = exchange("GET", "/v1/sessions?offset=0&limit=2")
+        self.assertEqual((st, len(obj["sessions"])), (200, 2))
+        st, obj = exchange("GET", "/v1/sessions")
+        self.assertEqual(st, 200)
+        self.assertGreaterEqual(obj["total"], 3)
+        st, obj = exchange("GET", "/v1/sessions?limit=x")
+        self.assertEqual((st, obj["error"]["field"]), (400, "limit"))
+        st, obj = exchange("DELETE", path)
+        self.assertEqual((st, obj), (200, {"id": sid, "deleted": True}))
+        for method, p, body in (("GET", path, None), ("DELETE", path, None),
+                                ("POST", path + "/append", {"k": T(1, 2, 4), "v": T(1, 2, 4)}),
+                                ("POST", path + "/fork", None)):
+            st, obj = exchange(method, p, body)
+            self.assertEqual((st, obj["error"]["code"]), (404, "SESSION_NOT_FOUND"))
+        exchange("DELETE", "/v1/sessions/" + fork["id"])
+        for method, p in (("PUT", "/v1/sessions"), ("POST", path), ("GET", path + "/append"),
+                          ("DELETE", path + "/fork")):
+            st, obj = exchange(method, p)
+            self.assertEqual(st, 405)
+
+    def test_window(self):
+        sid = new_session(dict(SESSION, scheme={"type": "alibi"}, eviction={
+            "type": "window", "window": 4, "sinks": 1, "reposition": True}))
+        st, obj = exchange("POST", "/v1/sessions/%s/append" % sid,
+                           {"k": T(10, 2, 4), "v": T(10, 2, 4)})
+        self.assertEqual((st, obj["length"], obj["eviction"]["evicted"]), (200, 5, 5))
+        exchange("DELETE", "/v1/sessions/" + sid)
+
+    def test_errors(self):
+        sid = new_session()
+        path = "/v1/sessions/%s/append" % sid
+        st, obj = exchange("POST", path, {"k": T(9, 2, 4), "v": T(9, 2, 4)})
+        self.assertEqual((st, obj["error"]["code"]), (409, "SESSION_FULL"))
+        st, obj = exchange("POST", path, {"k": T(1, 3, 4), "v": T(1, 2, 4)})
+        self.assertEqual((st, obj["error"]["field"]), (400, "k.shape[1]"))
+        st, obj = exchange("POST", "/v1/sessions", dict(SESSION, dtype="bf16"))
+        self.assertEqual((st, obj["error"]["code"], obj["error"]["field"]),
+                         (400, "UNSUPPORTED", "dtype"))
+        st, obj = exchange("POST", "/v1/sessions", dict(SESSION, max_tokens=0), valid=False)
+        self.assertEqual((st, obj["error"]["field"]), (400, "max_tokens"))
+        exchange("DELETE", "/v1/sessions/" + sid)
+
+
 class UnknownFields(unittest.TestCase):
     """Every strict object of the spec is strict in the server, with the same fields."""
 
@@ -755,6 +826,18 @@ class UnknownFields(unittest.TestCase):
             if name in ("permutation", "decomposition", "extrapolation_tensors"):
                 self.probe_item(body, spec, lambda b: ("/v1/analyze", json.dumps(b).encode()),
                                 extra_ok=("analysis", "inputs"))
+
+    def test_sessions(self):
+        self.refuse("/v1/sessions", SESSION, [], "no_such_field",
+                    component("SessionCreateRequest"))
+        self.refuse("/v1/sessions", dict(SESSION, eviction={"type": "window", "window": 4}),
+                    ["eviction"], "eviction.no_such_field", component("SessionEviction"))
+        sid = new_session()
+        self.refuse("/v1/sessions/%s/append" % sid, {"k": T(1, 2, 4), "v": T(1, 2, 4)}, [],
+                    "no_such_field", component("SessionAppendRequest"))
+        self.refuse("/v1/sessions/%s/fork" % sid, {}, [], "no_such_field",
+                    component("SessionForkRequest"))
+        exchange("DELETE", "/v1/sessions/" + sid)
 
     def test_v2_infer(self):
         body = {"inputs": [{"name": n, "shape": [1, 1, 2], "datatype": "FP32",

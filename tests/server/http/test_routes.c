@@ -38,17 +38,69 @@ static void test_exact_paths(void **state)
     char model[32];
     for (int i = SRV_ROUTE_NOT_FOUND + 1; srv_routes[i].path != NULL; i++) {
         const srv_route_def *d = &srv_routes[i];
+        /* The first row of the path: where another method is refused. */
+        int first = i;
+        while (first > SRV_ROUTE_NOT_FOUND + 1 && strcmp(srv_routes[first - 1].path, d->path) == 0)
+            first--;
         if (srv_route_has_params(i))
             continue; /* their paths hold a {name} */
         assert_int_equal(find(d->path, d->method, &ok, model), i);
         assert_true(ok);
         assert_string_equal(model, ""); /* no parameters */
         /* HEAD answers where GET does; other methods are refused. */
-        assert_int_equal(find(d->path, "HEAD", &ok, model), i);
-        assert_true(ok == (strcmp(d->method, "GET") == 0));
-        assert_int_equal(find(d->path, "DELETE", &ok, model), i);
+        if (strcmp(d->method, "GET") == 0) {
+            assert_int_equal(find(d->path, "HEAD", &ok, model), i);
+            assert_true(ok);
+        }
+        assert_int_equal(find(d->path, "DELETE", &ok, model), first);
         assert_false(ok);
     }
+}
+
+/* One path, several methods (/v1/sessions, /v1/sessions/{id}): the row
+ * whose method matches, else the first row of the path (405) with every
+ * method in Allow; {id} is a path parameter. */
+static void test_methods_of_a_path(void **state)
+{
+    (void)state;
+    bool ok;
+    srv_route_params p;
+    char allow[64];
+    assert_int_equal(srv_route_find("/v1/sessions", "GET", &ok, &p), SRV_ROUTE_SESSIONS);
+    assert_true(ok);
+    assert_int_equal(srv_route_find("/v1/sessions", "HEAD", &ok, &p), SRV_ROUTE_SESSIONS);
+    assert_true(ok);
+    assert_int_equal(srv_route_find("/v1/sessions", "POST", &ok, &p), SRV_ROUTE_SESSIONS_CREATE);
+    assert_true(ok);
+    assert_int_equal(srv_route_find("/v1/sessions", "PUT", &ok, &p), SRV_ROUTE_SESSIONS);
+    assert_false(ok);
+    assert_string_equal(srv_route_allow(SRV_ROUTE_SESSIONS, allow, sizeof allow), "GET, POST");
+    assert_int_equal(srv_route_find("/v1/sessions/abc", "GET", &ok, &p), SRV_ROUTE_SESSION);
+    assert_true(ok);
+    assert_string_equal(p.id, "abc");
+    assert_string_equal(p.name, "");
+    assert_int_equal(srv_route_find("/v1/sessions/abc", "DELETE", &ok, &p),
+                     SRV_ROUTE_SESSION_DELETE);
+    assert_true(ok);
+    assert_string_equal(p.id, "abc");
+    assert_int_equal(srv_route_find("/v1/sessions/abc", "POST", &ok, &p), SRV_ROUTE_SESSION);
+    assert_false(ok);
+    assert_string_equal(srv_route_allow(SRV_ROUTE_SESSION, allow, sizeof allow), "GET, DELETE");
+    assert_int_equal(srv_route_find("/v1/sessions/abc/append", "POST", &ok, &p),
+                     SRV_ROUTE_SESSION_APPEND);
+    assert_true(ok);
+    assert_string_equal(p.id, "abc");
+    assert_int_equal(srv_route_find("/v1/sessions/abc/fork", "GET", &ok, &p),
+                     SRV_ROUTE_SESSION_FORK);
+    assert_false(ok);
+    assert_string_equal(srv_route_allow(SRV_ROUTE_SESSION_FORK, allow, sizeof allow), "POST");
+    assert_int_equal(srv_route_find("/v1/sessions/", "GET", &ok, &p), SRV_ROUTE_NOT_FOUND);
+    assert_int_equal(srv_route_find("/v1/sessions/a/b", "GET", &ok, &p), SRV_ROUTE_NOT_FOUND);
+    /* An id longer than its buffer is cut. */
+    char url[160];
+    snprintf(url, sizeof url, "/v1/sessions/%0100d", 7);
+    assert_int_equal(srv_route_find(url, "GET", &ok, &p), SRV_ROUTE_SESSION);
+    assert_int_equal(strlen(p.id), sizeof p.id - 1);
 }
 
 static void test_not_found(void **state)
@@ -167,7 +219,8 @@ static void test_table(void **state)
         if (d->proto != NULL)
             assert_true(srv_url_protocol(d->path) == d->proto);
         assert_non_null(d->label);
-        assert_true(strcmp(d->method, "GET") == 0 || strcmp(d->method, "POST") == 0);
+        assert_true(strcmp(d->method, "GET") == 0 || strcmp(d->method, "POST") == 0 ||
+                    strcmp(d->method, "DELETE") == 0);
         bool versioned = strncmp(d->path, "/v1/", 4) == 0 || strncmp(d->path, "/v2", 3) == 0;
         bool probe = strstr(d->path, "health") != NULL || strstr(d->path, "/ready") != NULL;
         assert_true(d->api == (versioned && !probe));
@@ -196,6 +249,18 @@ static void test_endpoints(void **state)
             continue;
         assert_true(srv_endpoint_takes_body(d->ep) == (strcmp(d->method, "POST") == 0));
         memset(&r, 0, sizeof r);
+        if (strncmp(d->path, "/v1/sessions", 12) == 0) {
+            /* A server without a session cache (lim has none): 501. */
+            if (srv_endpoint_takes_body(d->ep)) {
+                assert_false(srv_job_prepare(d->ep, "{}", 2, &lim, &job, &r));
+                assert_null(job);
+            } else {
+                srv_endpoint_answer(d->ep, &lim, &r);
+            }
+            assert_int_equal(r.http_status, 501);
+            srv_reply_free(&r);
+            continue;
+        }
         if (srv_endpoint_takes_body(d->ep)) {
             srv_endpoint_answer(d->ep, &lim, &r);
             assert_int_equal(r.http_status, 404);
@@ -224,9 +289,13 @@ static void test_endpoints(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exact_paths), cmocka_unit_test(test_not_found),
-        cmocka_unit_test(test_web_prefix),  cmocka_unit_test(test_v2_models),
-        cmocka_unit_test(test_table),       cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_exact_paths),
+        cmocka_unit_test(test_not_found),
+        cmocka_unit_test(test_web_prefix),
+        cmocka_unit_test(test_v2_models),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_methods_of_a_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

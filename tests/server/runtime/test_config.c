@@ -29,6 +29,9 @@ static const char *const env_names[] = {
     "POSATTN_LOG_FORMAT",
     "POSATTN_BLAS_THREADS",
     "POSATTN_TENSORS",
+    "POSATTN_CACHE_MB",
+    "POSATTN_CACHE_BLOCK_TOKENS",
+    "POSATTN_SESSION_TTL",
 };
 
 /* Every test starts from a clean environment, whatever the runner has set. */
@@ -476,6 +479,59 @@ static void test_bad_values(void **state)
     }
 }
 
+/* The sessions' flags: --cache-mb (default a quarter of memory, 64 to
+ * 4096 MB), --cache-block-tokens (a positive multiple of 16), --session-ttl
+ * (0 = never). */
+static void test_session_flags(void **state)
+{
+    (void)state;
+    srv_config c;
+    srv_config_defaults(&c);
+    assert_int_equal(c.cache_bytes, srv_config_default_cache_bytes());
+    assert_true(c.cache_bytes >= 64 * MB && c.cache_bytes <= 4096 * MB);
+    assert_int_equal(c.cache_bytes % MB, 0);
+    assert_int_equal(c.cache_block_tokens, 16);
+    assert_true(c.session_ttl == 600);
+
+    const char *args[] = {"--cache-mb",    "12", "--cache-block-tokens=32",
+                          "--session-ttl", "0",  NULL};
+    run r = parse(args);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.err, "");
+    assert_int_equal(r.c.cache_bytes, 12 * MB);
+    assert_int_equal(r.c.cache_block_tokens, 32);
+    assert_true(r.c.session_ttl == 0);
+    run_free(&r);
+
+    setenv("POSATTN_CACHE_MB", "7", 1);
+    setenv("POSATTN_CACHE_BLOCK_TOKENS", "64", 1);
+    setenv("POSATTN_SESSION_TTL", "1.5", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.cache_bytes, 7 * MB);
+    assert_int_equal(r.c.cache_block_tokens, 64);
+    assert_true(r.c.session_ttl == 1.5);
+    run_free(&r);
+    setenv("POSATTN_CACHE_BLOCK_TOKENS", "24", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, -1);
+    assert_non_null(strstr(r.err, "POSATTN_CACHE_BLOCK_TOKENS"));
+    assert_non_null(strstr(r.err, "multiple of 16"));
+    run_free(&r);
+    unsetenv("POSATTN_CACHE_MB");
+    unsetenv("POSATTN_CACHE_BLOCK_TOKENS");
+    unsetenv("POSATTN_SESSION_TTL");
+
+    BAD("--cache-mb", "0", "--cache-mb", NULL);
+    BAD("--cache-block-tokens", "0", "--cache-block-tokens", "16 to 65536");
+    BAD("--cache-block-tokens", "8", "--cache-block-tokens", NULL);
+    BAD("--cache-block-tokens", "40", "--cache-block-tokens", "multiple of 16");
+    BAD("--session-ttl", "-1", "--session-ttl", "0 (never) or more");
+    BAD("--session-ttl", "x", "--session-ttl", NULL);
+    /* --request-timeout still refuses 0. */
+    BAD("--request-timeout", "0", "--request-timeout", "more than 0");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,6 +542,7 @@ int main(void)
         cmocka_unit_test_setup(test_limit_names, clear_env),
         cmocka_unit_test_setup(test_help_and_version, clear_env),
         cmocka_unit_test_setup(test_bad_values, clear_env),
+        cmocka_unit_test_setup(test_session_flags, clear_env),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "runtime/metrics.h"
+#include "store/kv_cache.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -461,6 +462,54 @@ static void test_concurrent_updates(void **state)
     srv_metrics_free(m);
 }
 
+/* The sessions' series (store/kv_cache.h), read from the cache at each
+ * render; absent without a cache. */
+static void test_sessions(void **state)
+{
+    (void)state;
+    srv_metrics *m = srv_metrics_new();
+    srv_kv_cache *c =
+        srv_kv_cache_new(&(srv_kv_config){.budget_bytes = 4096, .block_tokens = 16, .ttl_s = 0});
+    pa_scheme none;
+    char id[SRV_KV_ID_LEN], fork_id[SRV_KV_ID_LEN];
+    srv_kv_err e;
+    float k[20 * 2], v[20 * 2];
+    char *text = srv_metrics_render(m, NULL);
+    assert_null(strstr(text, "posattn_sessions"));
+    free(text);
+
+    pa_scheme_init(&none, PA_SCHEME_NONE);
+    for (int i = 0; i < 40; i++)
+        k[i] = v[i] = (float)i;
+    srv_kv_spec spec = {.scheme = &none,
+                        .num_kv_heads = 1,
+                        .head_dim = 2,
+                        .v_head_dim = 2,
+                        .max_tokens = 16,
+                        .eviction = SRV_KV_EVICT_WINDOW,
+                        .window = 12,
+                        .sinks = 4};
+    assert_true(srv_kv_create(c, &spec, id, &e));
+    assert_true(srv_kv_append(c, id, k, v, 20, NULL, &e));
+    assert_true(srv_kv_fork(c, id, fork_id, &e));
+    srv_metrics_set_sessions(m, c);
+    text = srv_metrics_render(m, NULL);
+    assert_non_null(text);
+    check_exposition(text);
+    assert_true(sample(text, "posattn_sessions") == 2);
+    assert_true(sample(text, "posattn_cache_bytes") == 256);
+    assert_true(sample(text, "posattn_cache_budget_bytes") == 4096);
+    assert_true(sample(text, "posattn_cache_blocks{state=\"used\"}") == 1);
+    assert_true(sample(text, "posattn_cache_blocks{state=\"shared\"}") == 1);
+    assert_true(sample(text, "posattn_cache_evictions_total{reason=\"ttl\"}") == 0);
+    assert_true(sample(text, "posattn_cache_evictions_total{reason=\"pool_full\"}") == 0);
+    assert_true(sample(text, "posattn_session_tokens_appended_total") == 20);
+    assert_true(sample(text, "posattn_session_tokens_evicted_total") == 4);
+    free(text);
+    srv_metrics_free(m);
+    srv_kv_cache_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_model_counters),
         cmocka_unit_test(test_named_model_counters),
         cmocka_unit_test(test_concurrent_updates),
+        cmocka_unit_test(test_sessions),
     };
     return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
 }

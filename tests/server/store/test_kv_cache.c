@@ -335,6 +335,9 @@ static void test_fork(void **state)
     assert_true(srv_kv_info_get(c, kid, &info, &e));
     assert_int_equal(info.length, 45);
     assert_int_equal(info.shared_blocks, 2);
+    /* The scheme's type is copied out: a reader racing a delete never
+     * follows info.spec.scheme. */
+    assert_int_equal(info.scheme_type, info.spec.scheme->type);
     assert_true(srv_kv_delete(c, id, &e));
     check(c, kid, &cm, &s, false, &r);
     srv_kv_stats_get(c, &st);
