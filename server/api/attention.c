@@ -134,10 +134,11 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
                            srv_wire out_wire)
 {
     const srv_limits *lim = top->lim;
-    /* differential (api/item_diff.c) and mla with its tensors (api/item_mla.c):
-     * /v1/attention's alone. */
-    static const char *const extra[] = {"id",  "return", "output_dtype", "differential",
-                                        "mla", "k_rope", "c_kv"};
+    /* differential (api/item_diff.c), mla with its tensors (api/item_mla.c)
+     * and a session with its append (api/item_session.c): /v1/attention's
+     * alone. */
+    static const char *const extra[] = {"id",     "return", "output_dtype", "differential", "mla",
+                                        "k_rope", "c_kv",   "session",      "append"};
     char prefix[32];
     api_ctx ctx;
     size_t ws, concurrent;

@@ -90,6 +90,7 @@ void api_item_free(api_item *it)
     free(it->default_qpos);
     free(it->cu_seqlens);
     free(it->cu_seqlens_k);
+    api_item_session_free(it);
     api_item_diff_free(it);
     api_item_mla_free(it);
     memset(it, 0, sizeof *it);
@@ -554,12 +555,26 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     if (!api_check_fields(obj, known, n_known, "", "an attention item", ctx, e))
         goto fail;
 
-    if (!api_scheme_parse(api_member(obj, "scheme"), ctx, &out->scheme, e))
+    if (api_member(obj, "session") != NULL) {
+        if (mu.merged != NULL) {
+            api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "model",
+                     "an item with \"session\" takes the session's scheme: leave \"model\" "
+                     "out");
+            goto fail;
+        }
+        if (!api_item_parse_session(obj, ctx, out, e)) /* api/item_session.c */
+            goto fail;
+    } else if (!api_scheme_parse(api_member(obj, "scheme"), ctx, &out->scheme, e)) {
         goto fail;
-    pa_attention_init(&out->att, &out->scheme.s);
-    if (!api_item_parse_diff(obj, ctx, out, e) || !api_item_parse_mla(obj, ctx, out, e))
+    }
+    if (!out->session)
+        pa_attention_init(&out->att, &out->scheme.s);
+    if (!out->session &&
+        (!api_item_parse_diff(obj, ctx, out, e) || !api_item_parse_mla(obj, ctx, out, e)))
         goto fail;
-    if (api_member(obj, "x") != NULL) {
+    if (out->session) {
+        /* q, the append and the session's keys: read above */
+    } else if (api_member(obj, "x") != NULL) {
         if (!parse_layer(obj, ctx, out, e))
             goto fail;
     } else if (out->mla ? !api_item_mla_qkv(obj, ctx, out, e) /* api/item_mla.c */
@@ -576,6 +591,9 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
         api_fail_pa(e, ctx, &pe);
         goto fail;
     }
+    /* Every field checked: the session's append, and its view. */
+    if (out->session && !api_item_session_commit(out, ctx, e))
+        goto fail;
     /* Each further sequence that has inputs of its own (positions, key
      * length), with the sequence named. */
     if (out->key_lengths != NULL || out->query_lengths != NULL || out->q_pos_stride != 0 ||

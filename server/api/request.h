@@ -13,6 +13,7 @@
 #include "posattn.h"
 #include "posattn_diff.h"
 #include "posattn_mla.h"
+#include "store/kv_cache.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -90,6 +91,19 @@ typedef struct api_item {
     bool mla;
     pa_mla mla_opt;
     srv_tensor k_rope, c_kv, w_uk, w_uv;
+    /* A session item (api/item_session.c): the session's id, a hold on its
+     * scheme, the append's tensors, and from api_item_session_commit on
+     * the view the task reads (its pages, positions). */
+    bool session;
+    char session_id[SRV_KV_ID_LEN];
+    struct srv_kv_cache *sess_cache;
+    void *sess_hold;
+    srv_kv_view sess_view;
+    bool sess_viewed;
+    const float **sess_pages; /* stand-ins for the checks before the view */
+    srv_tensor app_k, app_v;
+    int32_t *app_pos;
+    int32_t app_n;
 } api_item;
 
 /* The descriptor of sequence b of a valid item: att with the inputs of
@@ -158,6 +172,15 @@ bool api_item_render_packed(cJSON *obj, const char *name, const api_item *it, un
 bool api_item_parse_diff(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 bool api_item_diff_shapes(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 void api_item_diff_free(api_item *it);
+
+/* Session items (api/item_session.c). api_item_parse_session reads
+ * "session", q and "append" (refusing the fields the session provides)
+ * and sizes the keys as the append will leave them; after every check,
+ * api_item_session_commit appends and takes the view the task reads.
+ * api_item_session_free releases them. */
+bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+bool api_item_session_commit(api_item *it, const api_ctx *ctx, api_err *e);
+void api_item_session_free(api_item *it);
 
 /* MLA with decoupled RoPE (api/item_mla.c). api_item_parse_mla reads the
  * item's "mla" into it->mla and it->mla_opt (before q, k and v; layer

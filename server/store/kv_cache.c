@@ -898,7 +898,7 @@ static void info_of(const srv_kv_cache *c, const kv_session *s, srv_kv_info *o)
     o->spec = s->spec;
     o->scheme_type = s->spec.scheme->type;
     o->prerotated = s->rotate;
-    (void)c;
+    o->page_tokens = c->cfg.block_tokens;
 }
 
 bool srv_kv_info_get(srv_kv_cache *c, const char *id, srv_kv_info *out, srv_kv_err *e)
@@ -910,6 +910,30 @@ bool srv_kv_info_get(srv_kv_cache *c, const char *id, srv_kv_info *out, srv_kv_e
         info_of(c, s, out);
     pthread_mutex_unlock(&c->lock);
     return s != NULL || not_found(e, id);
+}
+
+bool srv_kv_info_hold(srv_kv_cache *c, const char *id, srv_kv_info *out, void **hold, srv_kv_err *e)
+{
+    kv_session *s;
+    *hold = NULL;
+    pthread_mutex_lock(&c->lock);
+    s = find(c, id);
+    if (s != NULL) {
+        info_of(c, s, out);
+        s->sch->refs++;
+        *hold = s->sch;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return s != NULL || not_found(e, id);
+}
+
+void srv_kv_scheme_release(srv_kv_cache *c, void *hold)
+{
+    if (hold == NULL)
+        return;
+    pthread_mutex_lock(&c->lock);
+    scheme_unref(hold);
+    pthread_mutex_unlock(&c->lock);
 }
 
 size_t srv_kv_list(srv_kv_cache *c, size_t offset, srv_kv_info *out, size_t cap, size_t *total)

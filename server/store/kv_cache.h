@@ -104,6 +104,7 @@ typedef struct srv_kv_info {
     pa_scheme_type scheme_type; /* spec.scheme's type, read under the lock: a reader racing
                                    a delete must not follow spec.scheme */
     bool prerotated;            /* keys kept rotated (rope) */
+    int32_t page_tokens;        /* the cache's block_tokens */
 } srv_kv_info;
 
 /* What attention reads of a session at one moment (srv_kv_view_take):
@@ -157,6 +158,12 @@ bool srv_kv_view_take(srv_kv_cache *c, const char *id, srv_kv_view *v, srv_kv_er
 void srv_kv_view_release(srv_kv_cache *c, srv_kv_view *v);
 /* The session's figures; false (and e) when there is none. */
 bool srv_kv_info_get(srv_kv_cache *c, const char *id, srv_kv_info *out, srv_kv_err *e);
+/* The session's figures and a hold on its scheme (*hold; out->spec.scheme
+ * stays valid until srv_kv_scheme_release, whatever happens to the
+ * session): what a request checks against before it appends or reads. */
+bool srv_kv_info_hold(srv_kv_cache *c, const char *id, srv_kv_info *out, void **hold,
+                      srv_kv_err *e);
+void srv_kv_scheme_release(srv_kv_cache *c, void *hold);
 /* Up to cap sessions from the offset-th, oldest first, into out; returns
  * how many were written and sets *total. */
 size_t srv_kv_list(srv_kv_cache *c, size_t offset, srv_kv_info *out, size_t cap, size_t *total);

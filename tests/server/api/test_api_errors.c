@@ -133,7 +133,7 @@ static void test_attention_item_errors(void **state)
          "bias, chunk_size, q_norm, k_norm, b_q, b_k, b_v, b_o, attention_mask, query_length, "
          "k_prerotated, attn_temperature_tuning, logn_scaling, cu_seqlens, cu_seqlens_k, model, "
          "layer, stack, override, id, "
-         "return, output_dtype, differential, mla, k_rope, c_kv)"},
+         "return, output_dtype, differential, mla, k_rope, c_kv, session, append)"},
         {"{\"scheme\":{\"type\":\"rope\",\"table\":1}," QKV3 "}", "UNKNOWN_FIELD",
          "inputs[0].scheme.table", "scheme 'rope'"},
         {"{\"scheme\":{\"type\":\"rope\",\"base\":\"big\"}," QKV3 "}", "INVALID_ARGUMENT",
