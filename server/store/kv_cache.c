@@ -523,7 +523,8 @@ bool srv_kv_fork(srv_kv_cache *c, const char *id, char new_id[SRV_KV_ID_LEN], sr
         if (s->blocks[i] != NULL)
             block_ref(c, s->blocks[i]);
     }
-    memcpy(s->pos, p->pos, slots * sizeof *s->pos);
+    if (slots > 0) /* an empty parent has no positions yet (p->pos NULL) */
+        memcpy(s->pos, p->pos, slots * sizeof *s->pos);
     if (p->sink_raw != NULL)
         memcpy(s->sink_raw, p->sink_raw, (size_t)p->spec.sinks * p->krow * sizeof(float));
     s->sch->refs++;
