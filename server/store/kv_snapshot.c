@@ -159,6 +159,13 @@ bool srv_kv_save(srv_kv_cache *c, const char *id, const char *dir, srv_kv_err *e
     free(hdr);
     srv_kv_state_free(&st);
     (void)data;
+    /* Deleted while being written (a delete's srv_kv_unlink may have run
+     * before the rename): the file must not bring it back. A delete after
+     * this check unlinks the renamed file itself. */
+    if (ok && !srv_kv_info_get(c, id, &(srv_kv_info){0}, e)) {
+        unlink(dst);
+        return false;
+    }
     return ok;
 }
 
