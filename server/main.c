@@ -10,6 +10,10 @@
 #include "runtime/metrics.h"
 #include "store/kv_cache.h"
 #include "runtime/pool.h"
+#include "runtime/log.h"
+#include "runtime/snapshot.h"
+#include "api/api.h"
+#include "store/kv_snapshot.h"
 #include "model/model.h"
 #include "store/tensor_store.h"
 #include "v2/v2.h"
@@ -133,6 +137,45 @@ static bool signals_install(void)
            sigaction(SIGHUP, &sa, NULL) == 0;
 }
 
+/* A session file --cache-dir holds that did not load: one line naming the
+ * file and why; the file stays where it is. */
+typedef struct load_log {
+    const srv_config *cfg;
+    const srv_limits *lim;
+} load_log;
+
+static void session_skipped(void *arg, const char *path, const char *why)
+{
+    const load_log *l = arg;
+    srv_log_event(l->cfg->log_format, "warn", "session_skipped", "session file %s skipped: %s",
+                  path, why);
+}
+
+static bool scheme_of_json(void *arg, const char *json, srv_kv_spec *spec, char *err, size_t cap)
+{
+    const load_log *l = arg;
+    return srv_api_session_scheme((void *)l->lim, json, spec, err, cap);
+}
+
+/* The last save, at drain: stops the periodic saves, then writes every
+ * session to --cache-dir (and removes the files of deleted ones). */
+static void save_sessions(const srv_config *cfg, srv_kv_cache *sessions, srv_snapshotter *snap)
+{
+    char msg[512] = "";
+    size_t failed = 0, n;
+    srv_snapshotter_stop(snap);
+    if (cfg->cache_dir[0] == '\0' || sessions == NULL)
+        return;
+    n = srv_kv_save_all(sessions, cfg->cache_dir, &failed, msg, sizeof msg);
+    if (failed > 0)
+        srv_log_event(cfg->log_format, "error", "session_save",
+                      "%zu session%s saved to %s, %zu not: %s", n, n == 1 ? "" : "s",
+                      cfg->cache_dir, failed, msg);
+    else
+        srv_log_event(cfg->log_format, "info", "session_save", "%zu session%s saved to %s", n,
+                      n == 1 ? "" : "s", cfg->cache_dir);
+}
+
 static double seconds_since(uint64_t t0)
 {
     return (double)(srv_now_ns() - t0) / 1e9;
@@ -154,6 +197,7 @@ int main(int argc, char **argv)
     srv_tensor_store *tensors = NULL;
     srv_model_set *models = NULL;
     srv_kv_cache *sessions = NULL;
+    srv_snapshotter *snapshotter = NULL;
     char msg[1024];
     int port = 0, sig = 0, rc;
     uint64_t t0;
@@ -241,12 +285,26 @@ int main(int argc, char **argv)
     openblas_set_num_threads(cfg.blas_threads);
 
     /* The sessions' cache: its budget is a ceiling, not an allocation
-     * (blocks are taken as sessions grow). They live as long as the
-     * process: nothing is written on drain yet (docs/sessions.md). */
+     * (blocks are taken as sessions grow). With --cache-dir the sessions
+     * saved there come back before the server listens, and are saved
+     * again on drain (and every --cache-snapshot-s seconds); without it
+     * they die with the process (docs/sessions.md). */
     sessions = srv_kv_cache_new(&(srv_kv_config){.budget_bytes = cfg.cache_bytes,
                                                  .block_tokens = cfg.cache_block_tokens,
                                                  .ttl_s = cfg.session_ttl});
     cfg.kv_cache = sessions;
+    if (sessions != NULL && cfg.cache_dir[0] != '\0') {
+        /* Schemes may name --tensor tensors; nothing else of the limits is
+         * read by a scheme's parser. */
+        srv_limits lim = {.max_tensor_elements = cfg.max_tensor_elements,
+                          .max_request_memory = cfg.max_request_memory,
+                          .tensors = tensors,
+                          .models = models};
+        load_log l = {&cfg, &lim};
+        size_t n = srv_kv_load_dir(sessions, cfg.cache_dir, scheme_of_json, &l, session_skipped);
+        srv_log_event(cfg.log_format, "info", "session_load", "%zu session%s loaded from %s", n,
+                      n == 1 ? "" : "s", cfg.cache_dir);
+    }
     keyring = sessions ? srv_keyring_new(&keys) : NULL;
     cfg.keys = keyring;
     metrics = keyring ? srv_metrics_new() : NULL;
@@ -269,6 +327,13 @@ int main(int argc, char **argv)
         srv_keyring_free(keyring);
         srv_kv_cache_free(sessions);
         return 1;
+    }
+    if (cfg.cache_snapshot_s > 0) {
+        snapshotter =
+            srv_snapshotter_start(sessions, cfg.cache_dir, cfg.cache_snapshot_s, cfg.log_format);
+        if (snapshotter == NULL)
+            srv_log_event(cfg.log_format, "error", "session_snapshot",
+                          "cannot start the snapshot thread: sessions are saved on drain only");
     }
     printf("posattnd %s listening on %s://%s:%d (workers %d, queue depth %d)\n", PA_VERSION_STRING,
            cfg.tls_cert[0] ? "https" : "http", cfg.host, port, cfg.workers, cfg.queue_depth);
@@ -334,10 +399,15 @@ int main(int argc, char **argv)
          * to the exit. */
         fprintf(stderr, "posattnd: drain timeout with %lld requests open\n",
                 (long long)srv_http_open_requests(http));
+        /* Still save: an append in flight is waited for (the cache's
+         * locks), and one that has not started is lost as its request. */
+        save_sessions(&cfg, sessions, snapshotter);
         return 1;
     }
     srv_http_stop(http);
     srv_pool_stop(pool);
+    /* Every request is answered: the sessions are as they will stay. */
+    save_sessions(&cfg, sessions, snapshotter);
     srv_metrics_free(metrics);
     srv_tensor_store_free(tensors);
     srv_model_set_free(models);

@@ -54,7 +54,21 @@ typedef struct srv_limits {
      * when the server keeps none (the endpoints answer NOT_IMPLEMENTED).
      * Shared by every thread (the cache locks itself). */
     struct srv_kv_cache *sessions;
+    /* --cache-dir: where a deleted session's file is removed from
+     * (store/kv_snapshot.h); NULL or "" when sessions are not saved. */
+    const char *cache_dir;
+    /* --replica-id: named by SESSION_NOT_FOUND messages; NULL or "": not named. */
+    const char *replica;
 } srv_limits;
+
+/* Rebuilds a saved session's scheme from the JSON its create request sent
+ * (store/kv_snapshot.h's srv_kv_scheme_fn; arg a const srv_limits *, for
+ * named tensors, or NULL): parses it as POST /v1/sessions does into a
+ * malloc'd scheme that spec->scheme_owner owns (freed by spec->scheme_free).
+ * False with the reason in err (cap bytes) when it does not parse. */
+struct srv_kv_spec;
+bool srv_api_session_scheme(void *arg, const char *scheme_json, struct srv_kv_spec *spec, char *err,
+                            size_t cap);
 
 /* A growable per-worker scratch buffer, reused across tasks so that pages
  * are touched once per worker, not once per request. */
@@ -150,7 +164,8 @@ typedef struct srv_model_counts {
 typedef struct srv_route_params {
     char name[128];
     char version[32];
-    char id[64];
+    char id[80]; /* a session id is at most 64 characters: a longer one, cut, still
+                    matches none */
 } srv_route_params;
 
 /* What a route hands an endpoint besides its body: the path's parameters

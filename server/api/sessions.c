@@ -16,7 +16,9 @@
 #include "api/job.h"
 #include "api/json.h"
 #include "api/request.h"
+#include "codec/json_lift.h"
 #include "store/kv_cache.h"
+#include "store/kv_snapshot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +30,18 @@ enum { LIST_DEFAULT = 100, LIST_MAX = 1000 };
 /* Errors and the session's JSON                                             */
 /* ------------------------------------------------------------------------- */
 
-static void err_of_kv(api_err *e, const srv_kv_err *ke)
+/* The store's error as the API's; SESSION_NOT_FOUND names this replica
+ * (--replica-id), so that a client behind a balancer learns where its
+ * request went. */
+static void err_of_kv(api_err *e, const srv_kv_err *ke, const srv_limits *lim)
 {
     e->code = ke->code;
     snprintf(e->field, sizeof e->field, "%s", ke->field);
-    snprintf(e->message, sizeof e->message, "%s", ke->message);
+    if (ke->code == SRV_ERR_SESSION_NOT_FOUND && lim != NULL && lim->replica != NULL &&
+        lim->replica[0] != '\0')
+        snprintf(e->message, sizeof e->message, "%s (replica %s)", ke->message, lim->replica);
+    else
+        snprintf(e->message, sizeof e->message, "%s", ke->message);
 }
 
 /* The cache, or false with NOT_IMPLEMENTED (a server built without one:
@@ -174,7 +183,7 @@ static bool parse_spec(const cJSON *root, const api_ctx *ctx, srv_kv_spec *sp, a
                        api_err *e)
 {
     static const char *const known[] = {"scheme", "num_kv_heads", "head_dim", "v_head_dim",
-                                        "dtype",  "max_tokens",   "eviction"};
+                                        "dtype",  "max_tokens",   "eviction", "id"};
     const cJSON *m;
     bool present;
 
@@ -234,6 +243,79 @@ static bool parse_spec(const cJSON *root, const api_ctx *ctx, srv_kv_spec *sp, a
     return true;
 }
 
+/* Replaces, in a copy of the request's tree, each array the parser lifted
+ * out of the body (codec/json_lift.h: a marker string) by its original
+ * text, so that the copy prints as the client sent it. */
+static bool unlift(cJSON *node, const srv_lift *lift)
+{
+    for (cJSON *ch = node->child; ch != NULL; ch = ch->next) {
+        const srv_lifted *l = cJSON_IsString(ch) ? srv_lift_find(lift, ch) : NULL;
+        cJSON *rep;
+        if (l == NULL) {
+            if ((cJSON_IsObject(ch) || cJSON_IsArray(ch)) && !unlift(ch, lift))
+                return false;
+            continue;
+        }
+        rep = cJSON_ParseWithLength(l->text, l->text_len);
+        if (rep == NULL && l->b64) { /* the string's characters without quotes */
+            char *t = malloc(l->text_len + 1);
+            if (t == NULL)
+                return false;
+            memcpy(t, l->text, l->text_len);
+            t[l->text_len] = '\0';
+            rep = cJSON_CreateString(t);
+            free(t);
+        }
+        /* ReplaceItemViaPointer keeps no member name: the object's own
+         * replace names it. */
+        if (rep == NULL ||
+            !(ch->string != NULL ? cJSON_ReplaceItemInObjectCaseSensitive(node, ch->string, rep)
+                                 : cJSON_ReplaceItemViaPointer(node, ch, rep))) {
+            cJSON_Delete(rep);
+            return false;
+        }
+        ch = rep;
+    }
+    return true;
+}
+
+/* The request's "scheme" as JSON text (malloc'd), what a snapshot keeps to
+ * rebuild it (srv_api_session_scheme); NULL when out of memory. */
+static char *scheme_text(const cJSON *node, const api_ctx *ctx)
+{
+    cJSON *copy = cJSON_Duplicate(node, true);
+    char *text = NULL;
+    if (copy != NULL && (ctx->lift == NULL || unlift(copy, ctx->lift)))
+        text = cJSON_PrintUnformatted(copy);
+    cJSON_Delete(copy);
+    return text;
+}
+
+bool srv_api_session_scheme(void *arg, const char *scheme_json, srv_kv_spec *spec, char *err,
+                            size_t cap)
+{
+    const api_ctx ctx = {arg, "", NULL, NULL};
+    cJSON *node = cJSON_Parse(scheme_json);
+    api_scheme *owner = malloc(sizeof *owner);
+    api_err e;
+    bool ok = false;
+
+    if (node == NULL || owner == NULL) {
+        snprintf(err, cap, "%s", node == NULL ? "its scheme is not JSON" : "out of memory");
+    } else if (!api_scheme_parse(node, &ctx, owner, &e)) {
+        snprintf(err, cap, "its scheme does not parse: %s: %s", e.field, e.message);
+    } else {
+        spec->scheme = &owner->s;
+        spec->scheme_owner = owner;
+        spec->scheme_free = scheme_owner_free;
+        owner = NULL;
+        ok = true;
+    }
+    free(owner);
+    cJSON_Delete(node);
+    return ok;
+}
+
 static bool made_render(srv_job *job, cJSON *root)
 {
     const made *m = job->impl;
@@ -269,23 +351,50 @@ static bool create_prepare(const cJSON *root, const api_ctx *ctx, srv_job **job,
     srv_kv_info info;
     srv_kv_err ke;
     api_scheme *owner = NULL;
-    char id[SRV_KV_ID_LEN];
+    char id[SRV_KV_ID_LEN], *scheme_json;
+    const char *want_id = NULL;
+    const cJSON *m;
     api_err e;
+    bool ok;
 
     *job = NULL;
-    if (!cache_of(ctx->lim, &c, &e) || !parse_spec(root, ctx, &sp, &owner, &e))
+    if (!cache_of(ctx->lim, &c, &e))
+        goto fail;
+    /* The client's id (for a balancer that routes by it), checked first
+     * so that a bad one is named before the rest. */
+    if ((m = api_member(root, "id")) != NULL) {
+        if (!api_get_string(m, "id", ctx, &want_id, &e))
+            goto fail;
+        if (!srv_kv_id_valid(want_id)) {
+            api_fail(&e, ctx, SRV_ERR_INVALID_ARGUMENT, "id",
+                     "id='%.80s' is not a session id: 1 to %d characters of A-Z a-z 0-9 _ . -, "
+                     "not starting with '.'",
+                     want_id, SRV_KV_ID_LEN - 1);
+            goto fail;
+        }
+    }
+    if (!parse_spec(root, ctx, &sp, &owner, &e))
         goto fail;
     if (!api_check_memory(owner->bytes, ctx->lim, &e)) {
         scheme_owner_free(owner);
         goto fail;
     }
-    if (!srv_kv_create(c, &sp, id, &ke)) {
+    /* The scheme as sent, so that the session can be saved (--cache-dir). */
+    sp.scheme_json = scheme_json = scheme_text(api_member(root, "scheme"), ctx);
+    if (scheme_json == NULL) {
+        scheme_owner_free(owner);
+        api_fail(&e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
+        goto fail;
+    }
+    ok = srv_kv_create_as(c, &sp, want_id, id, &ke);
+    free(scheme_json); /* the session keeps a copy */
+    if (!ok) {
         scheme_owner_free(owner); /* still ours on failure */
-        err_of_kv(&e, &ke);
+        err_of_kv(&e, &ke, ctx->lim);
         goto fail;
     }
     if (!srv_kv_info_get(c, id, &info, &ke)) { /* expired or deleted already */
-        err_of_kv(&e, &ke);
+        err_of_kv(&e, &ke, ctx->lim);
         goto fail;
     }
     return made_job(&srv_ep_sessions_create, &info, job, reply);
@@ -323,7 +432,7 @@ static bool fork_prepare(const cJSON *root, const api_ctx *ctx, const srv_endpoi
         !api_check_fields(root, NULL, 0, "", "a fork (it takes no fields)", ctx, &e))
         goto fail;
     if (!srv_kv_fork(c, path_id(args), id, &ke) || !srv_kv_info_get(c, id, &info, &ke)) {
-        err_of_kv(&e, &ke);
+        err_of_kv(&e, &ke, ctx->lim);
         goto fail;
     }
     return made_job(&srv_ep_session_fork, &info, job, reply);
@@ -348,6 +457,7 @@ const srv_endpoint srv_ep_session_fork = {
 
 typedef struct appending {
     srv_kv_cache *cache;
+    const srv_limits *lim; /* the server's, for error messages */
     char id[SRV_KV_ID_LEN];
     srv_tensor k, v;   /* [n, Hkv, D], [n, Hkv, Dv] */
     int32_t *pos, n;   /* [n] or NULL */
@@ -393,7 +503,7 @@ static bool append_prepare(const cJSON *root, const api_ctx *ctx, const srv_endp
     if (!cache_of(ctx->lim, &c, &e))
         goto fail;
     if (!srv_kv_info_get(c, path_id(args), &info, &ke)) {
-        err_of_kv(&e, &ke);
+        err_of_kv(&e, &ke, ctx->lim);
         goto fail;
     }
     if (!api_check_fields(root, known, 3, "", "an append", ctx, &e))
@@ -404,6 +514,7 @@ static bool append_prepare(const cJSON *root, const api_ctx *ctx, const srv_endp
         goto fail;
     }
     a->cache = c;
+    a->lim = ctx->lim;
     snprintf(a->id, sizeof a->id, "%s", info.id);
     if ((m = api_member(root, "k")) == NULL || api_member(root, "v") == NULL) {
         api_fail(&e, ctx, SRV_ERR_INVALID_ARGUMENT, m == NULL ? "k" : "v",
@@ -471,7 +582,7 @@ static void append_run(srv_job *job, size_t i, void *ws, size_t ws_size)
     (void)ws_size;
     if (!srv_kv_append(a->cache, a->id, a->k.data, a->v.data, a->n, a->pos, &ke) ||
         !srv_kv_info_get(a->cache, a->id, &a->after, &ke)) {
-        err_of_kv(&e, &ke);
+        err_of_kv(&e, &ke, a->lim);
         api_task_fail(job, i, &e);
     }
 }
@@ -579,7 +690,7 @@ static void get_answer(const srv_limits *lim, const srv_endpoint_args *args, srv
         return;
     }
     if (!srv_kv_info_get(c, path_id(args), &info, &ke)) {
-        err_of_kv(&e, &ke);
+        err_of_kv(&e, &ke, lim);
         api_reply_err(reply, &e);
         return;
     }
@@ -605,10 +716,12 @@ static void delete_answer(const srv_limits *lim, const srv_endpoint_args *args, 
         return;
     }
     if (!srv_kv_delete(c, id, &ke)) {
-        err_of_kv(&e, &ke);
+        err_of_kv(&e, &ke, lim);
         api_reply_err(reply, &e);
         return;
     }
+    if (lim->cache_dir != NULL && lim->cache_dir[0] != '\0')
+        srv_kv_unlink(lim->cache_dir, id);
     root = cJSON_CreateObject();
     reply_root(reply, 200, root,
                root != NULL && cJSON_AddStringToObject(root, "id", id) &&

@@ -23,6 +23,7 @@
     X(METHOD_NOT_ALLOWED, 405)                                                                     \
     X(SESSION_FULL, 409)                                                                           \
     X(SESSION_BUSY, 409)                                                                           \
+    X(SESSION_EXISTS, 409)                                                                         \
     X(PAYLOAD_TOO_LARGE, 413)                                                                      \
     X(INTERNAL, 500)                                                                               \
     X(NOT_IMPLEMENTED, 501)                                                                        \

@@ -521,6 +521,8 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     h->limits.tensors = cfg->tensor_store;
     h->limits.models = cfg->model_set;
     h->limits.sessions = cfg->kv_cache;
+    h->limits.cache_dir = cfg->cache_dir;
+    h->limits.replica = cfg->replica_id;
     atomic_init(&h->draining, false);
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->open, 0);

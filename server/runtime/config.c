@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MB ((size_t)1 << 20)
@@ -88,6 +89,12 @@ static const opt options[] = {
      65536, false, "N", "tokens per block of a session's cache, a multiple of 16 (default 16)"},
     {"session-ttl", "POSATTN_SESSION_TTL", OPT_SECONDS_OFF, FIELD(session_ttl), 0, 31536000, false,
      "S", "seconds an idle session lives, 0 for ever (default 600)"},
+    {"cache-dir", "POSATTN_CACHE_DIR", OPT_STRING, FIELD(cache_dir), 0, 4095, false, "DIR",
+     "save sessions here on drain and load them at start (default: none, sessions die)"},
+    {"cache-snapshot-s", "POSATTN_CACHE_SNAPSHOT_S", OPT_INT, FIELD(cache_snapshot_s), 0, 86400,
+     false, "N", "also save sessions every N seconds, 0 only on drain (default 0)"},
+    {"replica-id", "POSATTN_REPLICA_ID", OPT_STRING, FIELD(replica_id), 1, 63, false, "NAME",
+     "this replica's name in SESSION_NOT_FOUND messages (default: the hostname)"},
     {"tensor", "POSATTN_TENSORS", OPT_TENSORS, FIELD(tensors), 0, 0, false, "NAME=PATH[:TENSOR]",
      "load a named tensor at start-up (repeatable; see below)"},
     {"model", "POSATTN_MODELS", OPT_MODELS, FIELD(models), 0, 0, false, "NAME=PATH",
@@ -144,6 +151,9 @@ void srv_config_defaults(srv_config *c)
     c->cache_bytes = srv_config_default_cache_bytes();
     c->cache_block_tokens = 16;
     c->session_ttl = 600;
+    if (gethostname(c->replica_id, sizeof c->replica_id - 1) != 0 || c->replica_id[0] == '\0')
+        strcpy(c->replica_id, "posattnd");
+    c->replica_id[sizeof c->replica_id - 1] = '\0';
 }
 
 size_t srv_config_default_cache_bytes(void)
@@ -568,6 +578,31 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
                 next.tls_cert[0] ? "--tls-key (POSATTN_TLS_KEY)" : "--tls-cert (POSATTN_TLS_CERT)");
         return -1;
     }
+    if (next.cache_snapshot_s > 0 && next.cache_dir[0] == '\0') {
+        fprintf(err, "%s: --cache-snapshot-s needs --cache-dir (POSATTN_CACHE_DIR)\n", prog);
+        return -1;
+    }
+    if (next.cache_dir[0] != '\0' && !srv_config_check_dir(next.cache_dir, err, prog))
+        return -1;
     *c = next;
     return 0;
+}
+
+bool srv_config_check_dir(const char *dir, FILE *err, const char *prog)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        fprintf(err, "%s: --cache-dir \"%.300s\": %s\n", prog, dir, strerror(errno));
+        return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(err, "%s: --cache-dir \"%.300s\" is not a directory\n", prog, dir);
+        return false;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(err, "%s: --cache-dir \"%.300s\" is not writable: %s\n", prog, dir,
+                strerror(errno));
+        return false;
+    }
+    return true;
 }

@@ -42,6 +42,13 @@ typedef struct srv_config {
     int cache_block_tokens; /* --cache-block-tokens, POSATTN_CACHE_BLOCK_TOKENS; default 16: a
                              * positive multiple of 16 */
     double session_ttl;     /* --session-ttl (s), POSATTN_SESSION_TTL; default 600; 0 = never */
+    char cache_dir[4096];   /* --cache-dir, POSATTN_CACHE_DIR: sessions saved on drain and loaded
+                             * at start (store/kv_snapshot.h); empty = none. An existing,
+                             * writable directory (checked when parsed) */
+    int cache_snapshot_s;   /* --cache-snapshot-s, POSATTN_CACHE_SNAPSHOT_S; default 0: save
+                             * only on drain; N > 0: every N seconds too (needs cache_dir) */
+    char replica_id[64];    /* --replica-id, POSATTN_REPLICA_ID; default the hostname: named
+                             * by SESSION_NOT_FOUND messages */
     /* --tensor NAME=PATH[:TENSOR] (repeatable), POSATTN_TENSORS (entries
      * separated by ';' or newlines); any --tensor replaces the variable's
      * list. Names are unique. Loaded by main.c before listening. */
@@ -76,6 +83,10 @@ size_t srv_config_default_cache_bytes(void);
  * -1 on a bad value, with a message naming the flag (or variable) and the
  * value printed to err (exit 2). */
 int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err);
+
+/* Whether dir is an existing directory this process may write into;
+ * false with a message naming --cache-dir and the reason printed to err. */
+bool srv_config_check_dir(const char *dir, FILE *err, const char *prog);
 
 /* The --help text. */
 void srv_config_usage(FILE *out, const char *prog);

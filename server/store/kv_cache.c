@@ -66,6 +66,8 @@ struct srv_kv_cache {
     kv_session *lru_head, *lru_tail;
     size_t sessions, bytes, blocks, shared;
     uint64_t evicted_ttl, evicted_full, tokens_appended, tokens_evicted;
+    char (*kept)[SRV_KV_ID_LEN]; /* files srv_kv_load_dir skipped (srv_kv_keep_file) */
+    size_t n_kept, cap_kept;
 };
 
 /* ------------------------------------------------------------------------- */
@@ -238,11 +240,16 @@ static void new_id(char id[SRV_KV_ID_LEN])
         snprintf(id + 2 * i, 3, "%02x", r[i]);
 }
 
-static void link_new(srv_kv_cache *c, kv_session *s)
+/* Links s in under want_id (free: the caller checked), or a new random id
+ * when want_id is NULL. */
+static void link_new(srv_kv_cache *c, kv_session *s, const char *want_id)
 {
-    do
-        new_id(s->id);
-    while (find(c, s->id) != NULL);
+    if (want_id != NULL)
+        snprintf(s->id, sizeof s->id, "%s", want_id);
+    else
+        do
+            new_id(s->id);
+        while (find(c, s->id) != NULL);
     s->hnext = c->bucket[hash(s->id)];
     c->bucket[hash(s->id)] = s;
     s->prev = c->last;
@@ -284,6 +291,7 @@ void srv_kv_cache_free(srv_kv_cache *c)
         return;
     while (c->first != NULL)
         drop(c, c->first);
+    free(c->kept);
     pthread_cond_destroy(&c->idle);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -382,10 +390,38 @@ static bool check_spec(const srv_kv_spec *sp, srv_kv_err *e)
     return true;
 }
 
+bool srv_kv_id_valid(const char *id)
+{
+    size_t n = 0;
+    if (id == NULL || id[0] == '.')
+        return false;
+    for (; id[n] != '\0'; n++) {
+        const char ch = id[n];
+        if (n >= SRV_KV_ID_LEN - 1 ||
+            !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              ch == '_' || ch == '.' || ch == '-'))
+            return false;
+    }
+    return n > 0;
+}
+
 bool srv_kv_create(srv_kv_cache *c, const srv_kv_spec *spec, char id[SRV_KV_ID_LEN], srv_kv_err *e)
+{
+    return srv_kv_create_as(c, spec, NULL, id, e);
+}
+
+bool srv_kv_create_as(srv_kv_cache *c, const srv_kv_spec *spec, const char *want_id,
+                      char id[SRV_KV_ID_LEN], srv_kv_err *e)
 {
     kv_session *s;
     kv_scheme *sch;
+    if (want_id != NULL && !srv_kv_id_valid(want_id)) {
+        fail(e, SRV_ERR_INVALID_ARGUMENT, "id",
+             "id='%.80s' is not a session id: 1 to %d characters of A-Z a-z 0-9 _ . -, not "
+             "starting with '.'",
+             want_id, SRV_KV_ID_LEN - 1);
+        return false;
+    }
     if (!check_spec(spec, e))
         return false;
     s = calloc(1, sizeof *s);
@@ -414,7 +450,15 @@ bool srv_kv_create(srv_kv_cache *c, const srv_kv_spec *spec, char id[SRV_KV_ID_L
     s->krow = (size_t)spec->num_kv_heads * spec->head_dim;
     s->vrow = (size_t)spec->num_kv_heads * spec->v_head_dim;
     pthread_mutex_lock(&c->lock);
-    link_new(c, s);
+    if (want_id != NULL && find(c, want_id) != NULL) {
+        pthread_mutex_unlock(&c->lock);
+        free(s->scheme_json);
+        free(s);
+        free(sch);
+        fail(e, SRV_ERR_SESSION_EXISTS, "id", "session '%s' exists already", want_id);
+        return false;
+    }
+    link_new(c, s, want_id);
     snprintf(id, SRV_KV_ID_LEN, "%s", s->id);
     pthread_mutex_unlock(&c->lock);
     return true;
@@ -479,12 +523,13 @@ bool srv_kv_fork(srv_kv_cache *c, const char *id, char new_id[SRV_KV_ID_LEN], sr
         if (s->blocks[i] != NULL)
             block_ref(c, s->blocks[i]);
     }
-    memcpy(s->pos, p->pos, slots * sizeof *s->pos);
+    if (slots > 0) /* an empty parent has no positions yet (p->pos NULL) */
+        memcpy(s->pos, p->pos, slots * sizeof *s->pos);
     if (p->sink_raw != NULL)
         memcpy(s->sink_raw, p->sink_raw, (size_t)p->spec.sinks * p->krow * sizeof(float));
     s->sch->refs++;
     touch(c, p);
-    link_new(c, s);
+    link_new(c, s, NULL);
     snprintf(new_id, SRV_KV_ID_LEN, "%s", s->id);
     pthread_mutex_unlock(&c->lock);
     return true;
@@ -1096,6 +1141,10 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
     const int32_t bt = c->cfg.block_tokens;
     int32_t nb;
     size_t need;
+    if (!srv_kv_id_valid(st->id)) {
+        fail(e, SRV_ERR_INVALID_ARGUMENT, "id", "'%.80s' is not a session id", st->id);
+        return false;
+    }
     if (!check_spec(&st->spec, e) || !state_ok(st, e))
         return false;
     s = calloc(1, sizeof *s);
@@ -1142,7 +1191,7 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
         discard(s);
         free(sch);
         if (dup)
-            fail(e, SRV_ERR_INVALID_ARGUMENT, "session", "session '%s' exists already", st->id);
+            fail(e, SRV_ERR_SESSION_EXISTS, "session", "session '%s' exists already", st->id);
         else
             fail(e, SRV_ERR_CACHE_FULL, "session",
                  "session '%s' needs %zu bytes; the cache holds %zu of its %zu (set by "
@@ -1185,7 +1234,7 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
         sch->free_fn = NULL; /* the owner stays the caller's */
         discard(s);
         free(sch);
-        fail(e, SRV_ERR_INVALID_ARGUMENT, "session", "session '%s' exists already", st->id);
+        fail(e, SRV_ERR_SESSION_EXISTS, "session", "session '%s' exists already", st->id);
         return false;
     }
     c->blocks += (size_t)nb;
@@ -1202,4 +1251,34 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
     touch(c, s);
     pthread_mutex_unlock(&c->lock);
     return true;
+}
+
+bool srv_kv_keep_file(srv_kv_cache *c, const char *id)
+{
+    bool ok = true;
+    pthread_mutex_lock(&c->lock);
+    if (c->n_kept == c->cap_kept) {
+        size_t cap = c->cap_kept ? 2 * c->cap_kept : 8;
+        void *p = realloc(c->kept, cap * sizeof *c->kept);
+        if (p != NULL) {
+            c->kept = p;
+            c->cap_kept = cap;
+        }
+    }
+    if (c->n_kept < c->cap_kept)
+        snprintf(c->kept[c->n_kept++], SRV_KV_ID_LEN, "%s", id);
+    else
+        ok = false;
+    pthread_mutex_unlock(&c->lock);
+    return ok;
+}
+
+bool srv_kv_file_kept(srv_kv_cache *c, const char *id)
+{
+    bool found = false;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_kept && !found; i++)
+        found = strcmp(c->kept[i], id) == 0;
+    pthread_mutex_unlock(&c->lock);
+    return found;
 }

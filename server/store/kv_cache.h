@@ -48,7 +48,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { SRV_KV_ID_LEN = 33 }; /* 32 hex digits and the NUL */
+/* A session id: 1 .. 64 characters of [A-Za-z0-9_.-], not starting with
+ * '.' (srv_kv_id_valid), chosen by the client or 32 random hex digits; the
+ * NUL. The same charset names its file (ID.safetensors). */
+enum { SRV_KV_ID_LEN = 65 };
 
 typedef struct srv_kv_cache srv_kv_cache;
 
@@ -140,6 +143,14 @@ void srv_kv_cache_free(srv_kv_cache *c);
  * "eviction.window", "num_kv_heads") and creates a session; its id into
  * id. On failure the spec's scheme owner stays the caller's. */
 bool srv_kv_create(srv_kv_cache *c, const srv_kv_spec *spec, char id[SRV_KV_ID_LEN], srv_kv_err *e);
+/* The same under the id the caller chose (want_id, srv_kv_id_valid;
+ * INVALID_ARGUMENT naming "id" otherwise), or a random one when want_id is
+ * NULL. SESSION_EXISTS when a session holds that id. */
+bool srv_kv_create_as(srv_kv_cache *c, const srv_kv_spec *spec, const char *want_id,
+                      char id[SRV_KV_ID_LEN], srv_kv_err *e);
+/* Whether id is 1 .. SRV_KV_ID_LEN - 1 characters of [A-Za-z0-9_.-] not
+ * starting with '.' (so never "", "." or "..", and never a path). */
+bool srv_kv_id_valid(const char *id);
 /* SESSION_NOT_FOUND when there is none (or it expired). */
 bool srv_kv_delete(srv_kv_cache *c, const char *id, srv_kv_err *e);
 /* A new session sharing id's blocks (copy on write); its id into new_id. */
@@ -197,5 +208,12 @@ bool srv_kv_export(srv_kv_cache *c, const char *id, srv_kv_state *st, srv_kv_err
  * scheme owner is the session's; st's arrays stay the caller's. */
 bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e);
 void srv_kv_state_free(srv_kv_state *st);
+
+/* The ids of session files that did not load (store/kv_snapshot.h's
+ * srv_kv_load_dir notes them): srv_kv_save_all's sweep of the files of
+ * gone sessions leaves them for an operator. keep returns false when out
+ * of memory (the file may then be swept). */
+bool srv_kv_keep_file(srv_kv_cache *c, const char *id);
+bool srv_kv_file_kept(srv_kv_cache *c, const char *id);
 
 #endif

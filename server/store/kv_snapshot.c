@@ -159,21 +159,25 @@ bool srv_kv_save(srv_kv_cache *c, const char *id, const char *dir, srv_kv_err *e
     free(hdr);
     srv_kv_state_free(&st);
     (void)data;
+    /* Deleted while being written (a delete's srv_kv_unlink may have run
+     * before the rename): the file must not bring it back. A delete after
+     * this check unlinks the renamed file itself. */
+    if (ok && !srv_kv_info_get(c, id, &(srv_kv_info){0}, e)) {
+        unlink(dst);
+        return false;
+    }
     return ok;
 }
 
-/* Whether name is ID.safetensors with a session id (32 hex digits). */
+/* Whether name is ID.safetensors with a session id (srv_kv_id_valid). */
 static bool session_file(const char *name, char id[SRV_KV_ID_LEN])
 {
     const size_t n = strlen(name), sl = strlen(SUFFIX);
-    if (n != SRV_KV_ID_LEN - 1 + sl || strcmp(name + n - sl, SUFFIX) != 0)
+    if (n <= sl || n - sl > SRV_KV_ID_LEN - 1 || strcmp(name + n - sl, SUFFIX) != 0)
         return false;
-    for (size_t i = 0; i < SRV_KV_ID_LEN - 1; i++)
-        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
-            return false;
-    memcpy(id, name, SRV_KV_ID_LEN - 1);
-    id[SRV_KV_ID_LEN - 1] = '\0';
-    return true;
+    memcpy(id, name, n - sl);
+    id[n - sl] = '\0';
+    return srv_kv_id_valid(id);
 }
 
 size_t srv_kv_save_all(srv_kv_cache *c, const char *dir, size_t *failed, char *err, size_t cap)
@@ -209,7 +213,8 @@ size_t srv_kv_save_all(srv_kv_cache *c, const char *dir, size_t *failed, char *e
         while ((de = readdir(d)) != NULL) {
             char id[SRV_KV_ID_LEN];
             srv_kv_info info;
-            if (session_file(de->d_name, id) && !srv_kv_info_get(c, id, &info, NULL))
+            if (session_file(de->d_name, id) && !srv_kv_info_get(c, id, &info, NULL) &&
+                !srv_kv_file_kept(c, id))
                 srv_kv_unlink(dir, id);
         }
         closedir(d);
@@ -418,17 +423,23 @@ size_t srv_kv_load_dir(srv_kv_cache *c, const char *dir, srv_kv_scheme_fn mk, vo
             continue;
         path_of(path, sizeof path, dir, id, SUFFIX);
         if (!parse_file(path, id, &st, &scheme, &why, why_buf, sizeof why_buf)) {
+            srv_kv_keep_file(c, id);
             if (skip != NULL)
                 skip(arg, path, why);
             continue;
         }
         st.spec.scheme_json = scheme;
         if (!mk(arg, scheme, &st.spec, why_buf, sizeof why_buf)) {
+            srv_kv_keep_file(c, id);
             if (skip != NULL)
                 skip(arg, path, why_buf);
         } else if (!srv_kv_import(c, &st, &e)) {
             if (st.spec.scheme_free != NULL)
                 st.spec.scheme_free(st.spec.scheme_owner);
+            /* A live session of that id (e.code INVALID... "an id that
+             * lives") owns the name: its file is its own, saved next. */
+            if (e.code != SRV_ERR_SESSION_EXISTS)
+                srv_kv_keep_file(c, id);
             if (skip != NULL)
                 skip(arg, path, e.message);
         } else {

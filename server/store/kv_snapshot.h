@@ -23,7 +23,10 @@ typedef bool (*srv_kv_scheme_fn)(void *arg, const char *scheme_json, srv_kv_spec
                                  size_t cap);
 
 /* Writes session id to dir/ID.safetensors. A session without its
- * scheme's JSON (spec.scheme_json NULL) is refused (INTERNAL). */
+ * scheme's JSON (spec.scheme_json NULL) is refused (INTERNAL); one deleted
+ * while it was written is SESSION_NOT_FOUND and its file is removed again,
+ * so that a save racing a delete (and its srv_kv_unlink) never leaves the
+ * deleted session on disk. */
 bool srv_kv_save(srv_kv_cache *c, const char *id, const char *dir, srv_kv_err *e);
 /* Writes every session, then removes the files of sessions no longer
  * there; returns how many were written, *failed how many were not (the

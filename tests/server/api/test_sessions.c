@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A query string's values: "offset=1&limit=2" parsed on each lookup. */
 static const char *query_of(void *arg, const char *key)
@@ -617,6 +618,116 @@ static void test_no_cache(void **state)
     cJSON_Delete(ans);
 }
 
+/* A client's "id": taken as is, SESSION_EXISTS when taken, refused naming
+ * "id" when not of the charset; SESSION_NOT_FOUND names the replica. */
+static void test_chosen_id(void **state)
+{
+    (void)state;
+    srv_kv_cache *c = cache_new((size_t)1 << 20, 0);
+    srv_limits lim = lim_of(c);
+    char id[SRV_KV_ID_LEN];
+    int status;
+    cJSON *ans;
+#define BODY(idjson)                                                                               \
+    "{\"id\":" idjson ",\"scheme\":{\"type\":\"alibi\"},\"num_kv_heads\":1,\"head_dim\":2,"        \
+    "\"max_tokens\":4}"
+    create(BODY("\"conv-9.a_B\""), &lim, id);
+    assert_string_equal(id, "conv-9.a_B");
+    create_refused(&lim, BODY("\"conv-9.a_B\""), 409, "SESSION_EXISTS", "id", "conv-9.a_B");
+    create_refused(&lim, BODY("\".x\""), 400, "INVALID_ARGUMENT", "id", "not starting with '.'");
+    create_refused(&lim, BODY("\"a/b\""), 400, "INVALID_ARGUMENT", "id", "A-Z a-z 0-9 _ . -");
+    create_refused(&lim, BODY("\"\""), 400, "INVALID_ARGUMENT", "id", NULL);
+    create_refused(&lim, BODY("7"), 400, "INVALID_ARGUMENT", "id", NULL);
+    create_refused(&lim,
+                   BODY("\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\""),
+                   400, "INVALID_ARGUMENT", "id", "1 to 64");
+    create(BODY("\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\""), &lim, id);
+    assert_int_equal(strlen(id), 64);
+#undef BODY
+    ans = answer(&srv_ep_session_get, "conv-9.a_B", NULL, &lim, &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "id")),
+                        "conv-9.a_B");
+    cJSON_Delete(ans);
+    /* The replica is named when the server has a name. */
+    ans = answer(&srv_ep_session_get, "nope", NULL, &lim, &status);
+    expect_error(ans, status, 404, "SESSION_NOT_FOUND", "session");
+    assert_null(strstr(str_at(ans, "error", "message"), "(replica"));
+    cJSON_Delete(ans);
+    lim.replica = "pod-3";
+    ans = answer(&srv_ep_session_get, "nope", NULL, &lim, &status);
+    expect_error(ans, status, 404, "SESSION_NOT_FOUND", "session");
+    assert_non_null(strstr(str_at(ans, "error", "message"), "(replica pod-3)"));
+    cJSON_Delete(ans);
+    ans = append("nope", 1, 1, 2, NULL, &lim, &status);
+    expect_error(ans, status, 404, "SESSION_NOT_FOUND", "session");
+    assert_non_null(strstr(str_at(ans, "error", "message"), "(replica pod-3)"));
+    cJSON_Delete(ans);
+    srv_kv_cache_free(c);
+}
+
+/* Create keeps the request's scheme as JSON (arrays the parser lifted out
+ * of the body put back), and srv_api_session_scheme makes the same scheme
+ * from it; a delete removes the session's file under --cache-dir. */
+static void test_scheme_json(void **state)
+{
+    (void)state;
+    srv_kv_cache *c = cache_new((size_t)1 << 20, 0);
+    srv_limits lim = lim_of(c);
+    char id[SRV_KV_ID_LEN], dir[] = "/tmp/posattn-sessions-XXXXXX", path[128], err[256];
+    srv_kv_info info;
+    srv_kv_err ke;
+    srv_kv_spec sp;
+    int status;
+    cJSON *ans, *kept;
+    FILE *f;
+
+    create("{\"scheme\":{\"type\":\"t5\",\"num_buckets\":4,\"max_distance\":8,"
+           "\"table\":{\"shape\":[4,1],\"data\":[0.5,1.5,-2,3]}},"
+           "\"num_kv_heads\":1,\"head_dim\":2,\"max_tokens\":4}",
+           &lim, id);
+    assert_true(srv_kv_info_get(c, id, &info, &ke));
+    assert_non_null(info.spec.scheme_json);
+    kept = cJSON_Parse(info.spec.scheme_json);
+    assert_non_null(kept);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(kept, "type")), "t5");
+    {
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(kept, "table"), "data");
+        assert_true(cJSON_IsArray(data));
+        assert_int_equal(cJSON_GetArraySize(data), 4);
+        assert_true(cJSON_GetArrayItem(data, 2)->valuedouble == -2.0);
+    }
+    cJSON_Delete(kept);
+    memset(&sp, 0, sizeof sp);
+    assert_true(srv_api_session_scheme(&lim, info.spec.scheme_json, &sp, err, sizeof err));
+    assert_int_equal(sp.scheme->type, PA_SCHEME_T5);
+    assert_int_equal(sp.scheme->t5.num_buckets, 4);
+    assert_true(sp.scheme->t5.table[2] == -2.0f);
+    sp.scheme_free(sp.scheme_owner);
+    /* What does not parse says why. */
+    memset(&sp, 0, sizeof sp);
+    assert_false(srv_api_session_scheme(&lim, "{\"type\":", &sp, err, sizeof err));
+    assert_non_null(strstr(err, "not JSON"));
+    assert_false(srv_api_session_scheme(&lim, "{\"type\":\"warp\"}", &sp, err, sizeof err));
+    assert_non_null(strstr(err, "scheme.type"));
+    assert_null(sp.scheme_owner);
+
+    /* DELETE removes dir/ID.safetensors. */
+    assert_non_null(mkdtemp(dir));
+    lim.cache_dir = dir;
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, id);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    ans = answer(&srv_ep_session_delete, id, NULL, &lim, &status);
+    assert_int_equal(status, 200);
+    cJSON_Delete(ans);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(rmdir(dir), 0);
+    srv_kv_cache_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -627,6 +738,8 @@ int main(void)
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_no_cache),
+        cmocka_unit_test(test_chosen_id),
+        cmocka_unit_test(test_scheme_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MB ((size_t)1 << 20)
@@ -32,6 +33,9 @@ static const char *const env_names[] = {
     "POSATTN_CACHE_MB",
     "POSATTN_CACHE_BLOCK_TOKENS",
     "POSATTN_SESSION_TTL",
+    "POSATTN_CACHE_DIR",
+    "POSATTN_CACHE_SNAPSHOT_S",
+    "POSATTN_REPLICA_ID",
 };
 
 /* Every test starts from a clean environment, whatever the runner has set. */
@@ -532,6 +536,67 @@ static void test_session_flags(void **state)
     BAD("--request-timeout", "0", "--request-timeout", "more than 0");
 }
 
+/* --cache-dir (an existing, writable directory, checked when parsed),
+ * --cache-snapshot-s (0 by default: on drain only; needs --cache-dir) and
+ * --replica-id (the hostname by default). */
+static void test_cache_dir_flags(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/posattn-test-config-XXXXXX", file[64], missing[64];
+    srv_config c;
+    run r;
+    FILE *f;
+
+    srv_config_defaults(&c);
+    assert_string_equal(c.cache_dir, "");
+    assert_int_equal(c.cache_snapshot_s, 0);
+    assert_true(c.replica_id[0] != '\0');
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/f", dir);
+    snprintf(missing, sizeof missing, "%s/none", dir);
+    f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+
+    const char *args[] = {"--cache-dir", dir, "--cache-snapshot-s", "5", "--replica-id",
+                          "r-2",         NULL};
+    r = parse(args);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.err, "");
+    assert_string_equal(r.c.cache_dir, dir);
+    assert_int_equal(r.c.cache_snapshot_s, 5);
+    assert_string_equal(r.c.replica_id, "r-2");
+    run_free(&r);
+
+    setenv("POSATTN_CACHE_DIR", dir, 1);
+    setenv("POSATTN_CACHE_SNAPSHOT_S", "1", 1);
+    setenv("POSATTN_REPLICA_ID", "pod-7", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.c.cache_dir, dir);
+    assert_int_equal(r.c.cache_snapshot_s, 1);
+    assert_string_equal(r.c.replica_id, "pod-7");
+    run_free(&r);
+    unsetenv("POSATTN_CACHE_DIR");
+    unsetenv("POSATTN_CACHE_SNAPSHOT_S");
+    unsetenv("POSATTN_REPLICA_ID");
+
+    BAD("--cache-dir", missing, "--cache-dir", "No such file or directory");
+    BAD("--cache-dir", file, "--cache-dir", "is not a directory");
+    BAD("--cache-snapshot-s", "-1", "--cache-snapshot-s", "0 to 86400");
+    BAD("--cache-snapshot-s", "3", "--cache-snapshot-s", "needs --cache-dir");
+    BAD("--replica-id", "", "--replica-id", NULL);
+    /* A directory this process may not write into (root writes anywhere). */
+    if (geteuid() != 0) {
+        assert_int_equal(chmod(dir, 0500), 0);
+        BAD("--cache-dir", dir, "--cache-dir", "is not writable");
+        assert_int_equal(chmod(dir, 0700), 0);
+    }
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -543,6 +608,7 @@ int main(void)
         cmocka_unit_test_setup(test_help_and_version, clear_env),
         cmocka_unit_test_setup(test_bad_values, clear_env),
         cmocka_unit_test_setup(test_session_flags, clear_env),
+        cmocka_unit_test_setup(test_cache_dir_flags, clear_env),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

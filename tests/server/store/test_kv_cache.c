@@ -468,6 +468,51 @@ static void test_spec_errors(void **state)
     srv_kv_cache_free(c);
 }
 
+/* Ids the caller chooses (srv_kv_create_as): the charset, the length, a
+ * taken id (SESSION_EXISTS), and that a fork's id is still the cache's. */
+static void test_chosen_ids(void **state)
+{
+    (void)state;
+    const pa_scheme s = scheme_of(0);
+    srv_kv_cache *c = cache(1 << 20, 0);
+    char id[SRV_KV_ID_LEN], fork_id[SRV_KV_ID_LEN], longest[SRV_KV_ID_LEN + 1];
+    srv_kv_info info;
+    srv_kv_err e;
+    srv_kv_spec sp = spec_of(&s, 10, SRV_KV_EVICT_NONE, 0, 0, false);
+    static const char *const bad[] = {"", ".", "..", ".hidden", "a/b", "a b", "../x", "é", "a\n"};
+
+    assert_true(srv_kv_create_as(c, &sp, "chat-7.turn_2", id, &e));
+    assert_string_equal(id, "chat-7.turn_2");
+    assert_true(srv_kv_info_get(c, "chat-7.turn_2", &info, &e));
+    assert_string_equal(info.id, "chat-7.turn_2");
+    expect_err(srv_kv_create_as(c, &sp, "chat-7.turn_2", id, &e), &e, SRV_ERR_SESSION_EXISTS, "id",
+               "chat-7.turn_2");
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_false(srv_kv_id_valid(bad[i]));
+        expect_err(srv_kv_create_as(c, &sp, bad[i], id, &e), &e, SRV_ERR_INVALID_ARGUMENT, "id",
+                   "not a session id");
+    }
+    memset(longest, 'x', SRV_KV_ID_LEN - 1);
+    longest[SRV_KV_ID_LEN - 1] = '\0';
+    assert_true(srv_kv_id_valid(longest));
+    assert_true(srv_kv_create_as(c, &sp, longest, id, &e));
+    assert_string_equal(id, longest);
+    longest[SRV_KV_ID_LEN - 1] = 'x';
+    longest[SRV_KV_ID_LEN] = '\0';
+    assert_false(srv_kv_id_valid(longest));
+    assert_true(srv_kv_id_valid("a.b-c_D9"));
+    /* Random ids still come when none is chosen; a fork's too. */
+    assert_true(srv_kv_create_as(c, &sp, NULL, id, &e));
+    assert_int_equal(strlen(id), 32);
+    assert_true(srv_kv_fork(c, "chat-7.turn_2", fork_id, &e));
+    assert_int_equal(strlen(fork_id), 32);
+    assert_true(srv_kv_id_valid(fork_id));
+    /* A deleted id may be chosen again. */
+    assert_true(srv_kv_delete(c, "chat-7.turn_2", &e));
+    assert_true(srv_kv_create_as(c, &sp, "chat-7.turn_2", id, &e));
+    srv_kv_cache_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -476,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_view_and_expiry),
         cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_chosen_ids),
     };
     return cmocka_run_group_tests_name("kv_cache", tests, NULL, NULL);
 }

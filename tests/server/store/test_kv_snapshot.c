@@ -9,6 +9,7 @@
 #include "store/kv_snapshot.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,7 +281,79 @@ static void test_damaged_files(void **state)
             fail_msg("reasons: %s | %s | %s | %s", sk.why[0], sk.why[1], sk.why[2], sk.why[3]);
     }
     same(a, b, id, 5);
+    /* A save leaves the files that did not load where they are (for an
+     * operator), as it does the stray file: id's, id2's (NaN), the
+     * truncated, renamed and garbage ones, notes.txt. */
+    assert_int_equal(srv_kv_save_all(b, dir, &failed, err, sizeof err), 1);
+    {
+        int n = 0;
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        assert_non_null(d);
+        while ((de = readdir(d)) != NULL)
+            n += de->d_name[0] != '.';
+        closedir(d);
+        assert_int_equal(n, 6);
+        snprintf(bad, sizeof bad, "%s/%s.safetensors", dir, id2);
+        assert_int_equal(access(bad, F_OK), 0);
+    }
     free(buf);
+    srv_kv_cache_free(a);
+    srv_kv_cache_free(b);
+    {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
+/* Ids the client chose (srv_kv_create_as): any of the charset, up to 64
+ * characters, name their files and load back; a file whose name is not an
+ * id (a leading dot, another character, too long) is not a session's and
+ * is passed over without a word. */
+static void test_chosen_ids(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/posattn-kvsnap-XXXXXX", ids[3][SRV_KV_ID_LEN], path[512];
+    srv_kv_cache *a = cache(), *b = cache();
+    srv_kv_spec sp;
+    srv_kv_err e;
+    skips sk = {0};
+    size_t failed;
+    char err[256], longest[SRV_KV_ID_LEN];
+    tu_rng r;
+    tu_rng_seed(&r, 902);
+    pa_scheme_init(&schemes[0], PA_SCHEME_ROPE);
+    pa_scheme_init(&schemes[1], PA_SCHEME_ALIBI);
+    assert_non_null(mkdtemp(dir));
+    memset(longest, 'Z', SRV_KV_ID_LEN - 1);
+    longest[SRV_KV_ID_LEN - 1] = '\0';
+    sp = spec(0, SRV_KV_EVICT_WINDOW, 10, 2, true);
+    assert_true(srv_kv_create_as(a, &sp, "chat-7.turn_2", ids[0], &e));
+    sp = spec(1, SRV_KV_EVICT_NONE, 0, 0, false);
+    assert_true(srv_kv_create_as(a, &sp, longest, ids[1], &e));
+    assert_true(srv_kv_fork(a, longest, ids[2], &e));
+    for (int i = 0; i < 3; i++)
+        append(a, ids[i], &r, 20);
+    assert_int_equal(srv_kv_save_all(a, dir, &failed, err, sizeof err), 3);
+    snprintf(path, sizeof path, "%s/chat-7.turn_2.safetensors", dir);
+    assert_int_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, longest);
+    assert_int_equal(access(path, F_OK), 0);
+    /* Not a session's: passed over, not reported. */
+    snprintf(path, sizeof path, "%s/.hidden.safetensors", dir);
+    write_bytes(path, "x", 1);
+    snprintf(path, sizeof path, "%s/a b.safetensors", dir);
+    write_bytes(path, "x", 1);
+    snprintf(path, sizeof path, "%s/%sZ.safetensors", dir, longest);
+    write_bytes(path, "x", 1);
+    assert_int_equal(srv_kv_load_dir(b, dir, mk, &sk, on_skip), 3);
+    assert_int_equal(sk.n, 0);
+    for (int i = 0; i < 3; i++)
+        same(a, b, ids[i], 30 + (uint64_t)i);
+    srv_kv_unlink(dir, "chat-7.turn_2");
+    snprintf(path, sizeof path, "%s/chat-7.turn_2.safetensors", dir);
+    assert_int_equal(access(path, F_OK), -1);
     srv_kv_cache_free(a);
     srv_kv_cache_free(b);
     {
@@ -295,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_damaged_files),
+        cmocka_unit_test(test_chosen_ids),
     };
     return cmocka_run_group_tests_name("kv_snapshot", tests, NULL, NULL);
 }
