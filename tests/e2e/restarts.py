@@ -120,11 +120,23 @@ class Pair:
         i = self.ids[name][0 if srv is self.a else 1]
         return ok(srv, "GET", "/v1/sessions/" + i)
 
+    def attend(self, srv, name):
+        """A query over the session (docs/sessions.md): output and weights."""
+        i = self.ids[name][0 if srv is self.a else 1]
+        q = {"shape": [1, HKV, D],  # t5's table has a column per kv head
+             "data": [round(((j * 7) % 13) / 13 - 0.5, 3) for j in range(HKV * D)]}
+        item = {"session": i, "q": q, "causal": True, "return": ["output", "weights"]}
+        out = ok(srv, "POST", "/v1/attention", {"inputs": [item]})["outputs"][0]
+        assert "error" in out or "output" in out, out
+        return out.get("error", {}).get("code"), out.get("output"), out.get("weights")
+
     def same(self, test, name):
         ga, gc = figures(self.get(self.a, name)), figures(self.get(self.ctrl, name))
         ga.pop("id")
         gc.pop("id")
         test.assertEqual(ga, gc, name)
+        if ga["length"] > 0:  # attention over it answers alike, bit for bit
+            test.assertEqual(self.attend(self.a, name), self.attend(self.ctrl, name), name)
 
 
 class Restarts(unittest.TestCase):
