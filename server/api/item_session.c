@@ -49,8 +49,9 @@ static bool from_kv(api_err *e, const api_ctx *ctx, const srv_kv_err *ke)
     return api_fail(e, ctx, ke->code, ke->field, "%s", ke->message);
 }
 
-static bool dim_is(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,
-                   const api_ctx *ctx, api_err *e)
+/* t.shape[d] against the session's figure what = want (sessions.c too). */
+bool api_session_dim(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,
+                     const api_ctx *ctx, api_err *e)
 {
     char f[48];
     if (t->shape[d] == want)
@@ -81,10 +82,10 @@ static bool parse_append(const cJSON *a, const api_ctx *ctx, const srv_kv_spec *
                         "v_head_dim]");
     if (!api_get_tensor(api_member(a, "k"), "append.k", ctx, 3, &it->app_k, e) ||
         !api_get_tensor(api_member(a, "v"), "append.v", ctx, 3, &it->app_v, e) ||
-        !dim_is(&it->app_k, "append.k", 1, sp->num_kv_heads, "num_kv_heads", ctx, e) ||
-        !dim_is(&it->app_k, "append.k", 2, sp->head_dim, "head_dim", ctx, e) ||
-        !dim_is(&it->app_v, "append.v", 1, sp->num_kv_heads, "num_kv_heads", ctx, e) ||
-        !dim_is(&it->app_v, "append.v", 2, sp->v_head_dim, "v_head_dim", ctx, e))
+        !api_session_dim(&it->app_k, "append.k", 1, sp->num_kv_heads, "num_kv_heads", ctx, e) ||
+        !api_session_dim(&it->app_k, "append.k", 2, sp->head_dim, "head_dim", ctx, e) ||
+        !api_session_dim(&it->app_v, "append.v", 1, sp->num_kv_heads, "num_kv_heads", ctx, e) ||
+        !api_session_dim(&it->app_v, "append.v", 2, sp->v_head_dim, "v_head_dim", ctx, e))
         return false;
     if (it->app_v.shape[0] != it->app_k.shape[0])
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "append.v.shape[0]",
@@ -153,7 +154,7 @@ bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, 
                         "q has 4 dimensions (a batch): an item with one session takes q [Lq, "
                         "num_heads, head_dim]; send one item per session");
     if (!api_get_tensor(api_member(obj, "q"), "q", ctx, 3, &it->q, e) ||
-        !dim_is(&it->q, "q", 2, sp->head_dim, "head_dim", ctx, e))
+        !api_session_dim(&it->q, "q", 2, sp->head_dim, "head_dim", ctx, e))
         return false;
     if (it->q.shape[1] % sp->num_kv_heads != 0)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, "q.shape[1]",

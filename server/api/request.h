@@ -181,6 +181,10 @@ void api_item_diff_free(api_item *it);
 bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 bool api_item_session_commit(api_item *it, const api_ctx *ctx, api_err *e);
 void api_item_session_free(api_item *it);
+/* Refuses t when t->shape[d] is not the session's figure `what` (want),
+ * naming "name.shape[d]" and both values. */
+bool api_session_dim(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,
+                     const api_ctx *ctx, api_err *e);
 
 /* MLA with decoupled RoPE (api/item_mla.c). api_item_parse_mla reads the
  * item's "mla" into it->mla and it->mla_opt (before q, k and v; layer

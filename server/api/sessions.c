@@ -474,17 +474,6 @@ static void append_destroy(void *impl)
 }
 
 /* A tensor's dim d against the session's figure. */
-static bool dim_is(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,
-                   const api_ctx *ctx, api_err *e)
-{
-    char f[32];
-    if (t->shape[d] == want)
-        return true;
-    snprintf(f, sizeof f, "%s.shape[%d]", name, d);
-    return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, f,
-                    "%s.shape[%d]=%lld does not equal the session's %s=%lld", name, d,
-                    (long long)t->shape[d], what, (long long)want);
-}
 
 static bool append_prepare(const cJSON *root, const api_ctx *ctx, const srv_endpoint_args *args,
                            srv_job **job, srv_reply *reply)
@@ -525,10 +514,10 @@ static bool append_prepare(const cJSON *root, const api_ctx *ctx, const srv_endp
     if (!api_get_tensor(m, "k", ctx, 3, &a->k, &e) ||
         !api_get_tensor(api_member(root, "v"), "v", ctx, 3, &a->v, &e))
         goto fail;
-    if (!dim_is(&a->k, "k", 1, sp->num_kv_heads, "num_kv_heads", ctx, &e) ||
-        !dim_is(&a->k, "k", 2, sp->head_dim, "head_dim", ctx, &e) ||
-        !dim_is(&a->v, "v", 1, sp->num_kv_heads, "num_kv_heads", ctx, &e) ||
-        !dim_is(&a->v, "v", 2, sp->v_head_dim, "v_head_dim", ctx, &e))
+    if (!api_session_dim(&a->k, "k", 1, sp->num_kv_heads, "num_kv_heads", ctx, &e) ||
+        !api_session_dim(&a->k, "k", 2, sp->head_dim, "head_dim", ctx, &e) ||
+        !api_session_dim(&a->v, "v", 1, sp->num_kv_heads, "num_kv_heads", ctx, &e) ||
+        !api_session_dim(&a->v, "v", 2, sp->v_head_dim, "v_head_dim", ctx, &e))
         goto fail;
     if (a->v.shape[0] != a->k.shape[0]) {
         api_fail(&e, ctx, SRV_ERR_SHAPE_MISMATCH, "v.shape[0]",

@@ -1238,17 +1238,7 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
         return false;
     }
     c->blocks += (size_t)nb;
-    snprintf(s->id, sizeof s->id, "%s", st->id);
-    s->hnext = c->bucket[hash(s->id)];
-    c->bucket[hash(s->id)] = s;
-    s->prev = c->last;
-    if (c->last != NULL)
-        c->last->next = s;
-    else
-        c->first = s;
-    c->last = s;
-    c->sessions++;
-    touch(c, s);
+    link_new(c, s, st->id);
     pthread_mutex_unlock(&c->lock);
     return true;
 }
