@@ -147,6 +147,7 @@ typedef struct {
     int sess_sinks;     /* S, its sinks */
     int sess_reposition;
     double fork_share;  /* 0..1: the fraction of sequences that fork a shared prefix */
+    int sess_prefill_conc; /* > 0: at most this many sequences in the prefill stage at once */
 } load_config;
 
 /* The server's own split for a phase: deltas of the /metrics _sum/_count. */

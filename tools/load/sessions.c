@@ -31,7 +31,10 @@ const char load_sessions_usage[] =
     "  --eviction E         none (default: max_tokens L0 + T) or window:W:S[:reposition]\n"
     "                       (StreamingLLM: S sinks and the last W tokens)\n"
     "  --fork-share F       0..1: that fraction of the sequences fork one shared prefix\n"
-    "                       session (prefilled once) instead of prefilling their own\n";
+    "                       session (prefilled once) instead of prefilling their own\n"
+    "  --prefill-concurrency P  at most P sequences create and prefill at a time\n"
+    "                       (default all N): a server's queue holds --queue-depth\n"
+    "                       tasks, and N long prefills at once may pass it (OVERLOADED)\n";
 
 static int parse_int(const char *s, long lo, long hi, int *out)
 {
@@ -74,6 +77,10 @@ int load_sessions_flag(load_config *c, const char *name, const char *val, char *
         }
         snprintf(err, errlen, "--eviction %s: none or window:W:S[:reposition] (W >= 1, S >= 0)",
                  val);
+    } else if (!strcmp(name, "--prefill-concurrency")) {
+        if (parse_int(val, 1, LOAD_MAX_CONCURRENCY, &c->sess_prefill_conc) == 0)
+            return 1;
+        snprintf(err, errlen, "--prefill-concurrency %s: 1..%d", val, LOAD_MAX_CONCURRENCY);
     } else if (!strcmp(name, "--fork-share")) {
         char *end;
         double f = strtod(val, &end);
@@ -429,16 +436,26 @@ static void finish(driver *d, seq *s, CURLcode rc)
 }
 
 /* Runs every sequence whose state is not ST_IDLE until all are. */
-static int run_stage(driver *d)
+static int run_stage(driver *d, int max_in_flight)
 {
-    int in_flight = 0;
-    for (int i = 0; i < d->n; i++)
-        if (d->seqs[i].st != ST_IDLE) {
-            if (start(d, &d->seqs[i]) != 0)
+    int in_flight = 0, next = 0;
+    /* Sequences start in order, at most max_in_flight of them at a time; a
+     * sequence keeps its place until its work in the stage is done. */
+    for (;;) {
+        while (in_flight < max_in_flight && next < d->n) {
+            seq *s = &d->seqs[next++];
+            if (s->st == ST_IDLE)
+                continue;
+            if (load_interrupted && s->st != ST_DELETE) {
+                s->st = ST_IDLE;
+                continue;
+            }
+            if (start(d, s) != 0)
                 return -1;
             in_flight++;
         }
-    while (in_flight > 0) {
+        if (in_flight == 0)
+            break;
         int running, left;
         CURLMsg *msg;
         curl_multi_perform(d->m, &running);
@@ -575,7 +592,7 @@ static int run_phase(const load_config *c, const char *scheme, load_sess_result 
         prefix.st = ST_CREATE;
         d.seqs = &prefix;
         d.n = 1;
-        int stage_rc = run_stage(&d);
+        int stage_rc = run_stage(&d, d.n);
         d.seqs = keep;
         d.n = keep_n;
         if (stage_rc != 0)
@@ -596,7 +613,7 @@ static int run_phase(const load_config *c, const char *scheme, load_sess_result 
         s->st = s->fork ? ST_FORK : ST_CREATE;
     }
     t0 = load_now_s();
-    if (run_stage(&d) != 0)
+    if (run_stage(&d, c->sess_prefill_conc > 0 ? c->sess_prefill_conc : d.n) != 0)
         goto out;
     r->prefill_s = load_now_s() - t0;
     read_memory(c, &r->mem_prefill);
@@ -608,7 +625,7 @@ static int run_phase(const load_config *c, const char *scheme, load_sess_result 
         s->st = s->prefilled && c->sess_steps > 0 && !load_interrupted ? ST_STEP : ST_IDLE;
     }
     t0 = load_now_s();
-    if (run_stage(&d) != 0)
+    if (run_stage(&d, d.n) != 0)
         goto out;
     r->decode_s = load_now_s() - t0;
     /* Steps of sequences that never prefilled, or stopped at a 404. */
@@ -618,7 +635,7 @@ static int run_phase(const load_config *c, const char *scheme, load_sess_result 
     /* Stage 3: delete every session, the prefix last. */
     for (int i = 0; i < d.n; i++)
         d.seqs[i].st = d.seqs[i].id[0] ? ST_DELETE : ST_IDLE;
-    if (run_stage(&d) != 0)
+    if (run_stage(&d, d.n) != 0)
         goto out;
     if (prefix.id[0]) {
         seq *keep = d.seqs;
@@ -626,7 +643,7 @@ static int run_phase(const load_config *c, const char *scheme, load_sess_result 
         prefix.st = ST_DELETE;
         d.seqs = &prefix;
         d.n = 1;
-        int stage_rc = run_stage(&d);
+        int stage_rc = run_stage(&d, d.n);
         d.seqs = keep;
         d.n = keep_n;
         if (stage_rc != 0)

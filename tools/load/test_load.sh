@@ -602,7 +602,7 @@ sess_rc=""
     --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess.json" --html "$TMP/sess.html" \
     >"$TMP/sess.out" 2>"$TMP/sess.err" || sess_rc="$sess_rc plain=$?"
 "$LOAD" --url "$SESS_URL" --sessions 8 --prompt 64 --steps 20 --eviction window:32:4:reposition \
-    --schemes rope --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess-win.json" --quiet \
+    --prefill-concurrency 3 --schemes rope --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess-win.json" --quiet \
     >"$TMP/sess-win.out" 2>&1 || sess_rc="$sess_rc window=$?"
 "$LOAD" --url "$SESS_URL" --sessions 8 --prompt 64 --steps 20 --fork-share 0.5 --schemes alibi \
     --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess-fork.json" --quiet \
@@ -690,7 +690,8 @@ else bad "--sessions over a tiny --cache-mb: CACHE_FULL counted by code, exit 3 
 refused=""
 for args in "--sessions 0" "--sessions 2 --eviction window:0:4" "--sessions 2 --eviction lru" \
         "--sessions 2 --fork-share 1.5" "--sessions 2 --prompt 0 --fork-share 0.5" \
-        "--sessions 2 --csv x.csv" "--sessions 2 --schemes cope,rope2d"; do
+        "--sessions 2 --csv x.csv" "--sessions 2 --schemes cope,rope2d" \
+        "--sessions 2 --prefill-concurrency 0"; do
     # shellcheck disable=SC2086
     "$LOAD" $args >"$TMP/sessbad.out" 2>&1
     [ $? -eq 2 ] || refused="$refused [$args]"
