@@ -1,10 +1,11 @@
 // live.mjs - the browser test of the Live service panel
 // (tests/ui/ui-test.mjs): the load button's requests counted as /metrics
-// counts them, rates over the labelled window, the p99 line over time, and
-// percentiles equal to histogram_quantile of /metrics.
+// counts them, rates over the labelled window, the p99 line over time,
+// percentiles equal to histogram_quantile of /metrics, and the sessions'
+// figures following sessions made, appended to, forked and deleted.
 
 import path from 'node:path';
-import { OUT, check, assert, close, api } from './harness.mjs';
+import { OUT, KEY, base, check, assert, close, api } from './harness.mjs';
 import { page, settle, pixels, drawn } from './page.mjs';
 
 export async function liveChecks() {
@@ -104,6 +105,53 @@ export async function liveChecks() {
     assert(m, `p50 cell "${shown}"`);
     const secs = Number(m[1]) * { 'µs': 1e-6, ms: 1e-3, s: 1 }[m[2]];
     close(secs, want, 6e-3, 0, 'shaw p50 compute time (s), shown to 3 digits');
+    await page.check('#live-auto');
+  });
+  await check('live: sessions made, appended to, forked and deleted through the API change the panel\'s figures', async () => {
+    const values = async (f) => JSON.parse(await page.getAttribute(`#live-sessions tr[data-field="${f}"]`, 'data-values'));
+    const refresh = async () => { await page.click('#live-refresh'); await settle('live'); };
+    const del = async (id) => {
+      const r = await fetch(`${base}/v1/sessions/${id}`, { method: 'DELETE', headers: { Authorization: 'Bearer ' + KEY } });
+      assert(r.status === 200, `DELETE ${id}: ${r.status}`);
+    };
+    const t = (n, h, d, x = 0.5) => ({ shape: [n, h, d], data: Array.from({ length: n * h * d }, (_, i) => ((i * 7) % 11) / 11 - x) });
+    await page.uncheck('#live-auto');
+    await refresh();
+    const [n0] = await values('sessions'), [b0, budget] = await values('bytes');
+    const [app0, ev0] = await values('tokens'), [used0, shared0] = await values('blocks');
+    assert(n0 !== null && budget > 0, `sessions ${n0}, budget ${budget}: the panel reads the session metrics`);
+    // Three sessions of 2 kv heads of 8: a block of 16 tokens is 16 x 2 x 16 floats, 2 KiB.
+    const ids = [];
+    for (let i = 0; i < 3; i++)
+      ids.push((await api('/v1/sessions', { scheme: { type: 'rope' }, num_kv_heads: 2, head_dim: 8, max_tokens: 64 })).id);
+    await refresh();
+    assert((await values('sessions'))[0] === n0 + 3, `sessions ${(await values('sessions'))[0]} after 3 made, was ${n0}`);
+    for (const id of ids) await api(`/v1/sessions/${id}/append`, { k: t(20, 2, 8), v: t(20, 2, 8) });
+    // One decode step as an attention item over a session: q [1, 4, 8] and one token appended.
+    const step = await api('/v1/attention', { inputs: [{ session: ids[0], causal: true, q: t(1, 4, 8),
+      append: { k: t(1, 2, 8), v: t(1, 2, 8) } }] });
+    assert(step.errors === false, JSON.stringify(step).slice(0, 300));
+    const fork = (await api(`/v1/sessions/${ids[1]}/fork`, {})).id;
+    const win = (await api('/v1/sessions', { scheme: { type: 'alibi' }, num_kv_heads: 2, head_dim: 8,
+      eviction: { type: 'window', window: 4, sinks: 1 } })).id;
+    await api(`/v1/sessions/${win}/append`, { k: t(10, 2, 8), v: t(10, 2, 8) });
+    await refresh();
+    const [n1] = await values('sessions'), [b1] = await values('bytes');
+    const [app1, ev1] = await values('tokens'), [used1, shared1] = await values('blocks');
+    assert(n1 === n0 + 5, `sessions ${n1}, want ${n0 + 5} (3 made, a fork, a window)`);
+    assert(app1 - app0 === 3 * 20 + 1 + 10, `tokens appended ${app0} -> ${app1}`);
+    assert(ev1 - ev0 === 5, `tokens evicted ${ev0} -> ${ev1}: the window of 4 + 1 sink keeps 5 of 10`);
+    // 21 + 20 + 20 tokens are 2 + 2 + 2 blocks, the window's 5 one; the fork shares its parent's 2.
+    assert(used1 - used0 === 7 && shared1 - shared0 === 2, `blocks used ${used0} -> ${used1}, shared ${shared0} -> ${shared1}`);
+    assert(b1 - b0 === 7 * 2048, `cache bytes ${b0} -> ${b1}`);
+    const text = await page.textContent('#live-sessions tr[data-field="bytes"] td');
+    assert(/ of 4 GiB \(/.test(text) || / of [\d.]+ [KMG]i?B \(/.test(text), `cache cell "${text}"`);
+    const metrics = await api('/metrics');
+    assert(new RegExp(`^posattn_cache_bytes ${b1}$`, 'm').test(metrics), `posattn_cache_bytes is not ${b1}`);
+    for (const id of [...ids, fork, win]) await del(id);
+    await refresh();
+    assert((await values('sessions'))[0] === n0 && (await values('bytes'))[0] === b0,
+      `after deleting: sessions ${(await values('sessions'))[0]}, bytes ${(await values('bytes'))[0]}`);
     await page.check('#live-auto');
   });
   await page.locator('#live').screenshot({ path: path.join(OUT, 'live.png') });

@@ -1,6 +1,7 @@
 // load-report.mjs - the browser test of posattn-load's HTML report
 // (tests/ui/ui-test.mjs): its latency charts on a log axis by default, with
-// every bar and tick on the axis drawn, and the switch to linear axes.
+// every bar and tick on the axis drawn, and the switch to linear axes; the
+// --sessions report's step latency against cache length, on log axes.
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -65,5 +66,47 @@ export async function loadReportChecks() {
     assert(linMin < logMin, `smallest bar ${linMin} px linear, ${logMin} px log`);
     await p3.screenshot({ path: path.join(OUT, 'load-report-linear.png'), fullPage: true });
     await p3.close();
+  });
+  await check('posattn-load --sessions --html: step latency against cache length, both axes log', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'posattn-ui-sess-'));
+    tmpDirs.push(dir);
+    const out = path.join(dir, 'sessions.html');
+    // Caches of 9 to 208 tokens: the buckets 8, 16, 32, 64 and 128.
+    await runProgram(LOAD, ['--spawn', POSATTND, '--sessions', '4', '--prompt', '8', '--steps', '200',
+      '--schemes', 'rope,alibi', '--heads', '4', '--kv-heads', '2', '--head-dim', '16', '--html', out, '--quiet'], 90000);
+    const html = fs.readFileSync(out, 'utf8');
+    assert(!/<script|\b(src|href)=/i.test(html), 'the report has scripts or external resources');
+    const p4 = await context.newPage();
+    await p4.setContent(html);
+    const c = await p4.evaluate(() => {
+      const svg = document.querySelector('svg.by-length');
+      const texts = [...svg.querySelectorAll('text')];
+      return {
+        units: texts.filter((t) => /log scale/.test(t.textContent)).map((t) => t.textContent),
+        ticks: [...svg.querySelectorAll('line')].map((l) => [Number(l.nextElementSibling.textContent), Number(l.getAttribute('y1'))]),
+        xs: texts.filter((t) => t.getAttribute('text-anchor') === 'middle' && /^\d+$/.test(t.textContent))
+          .map((t) => [Number(t.textContent), Number(t.getAttribute('x'))]),
+        points: [...svg.querySelectorAll('circle')].map((e) => {
+          const m = /^(\S+) (\d+)-\d+ tokens: (p50|p99) (\S+) ms/.exec(e.querySelector('title').textContent);
+          return [m[1], Number(m[2]), m[3], Number(m[4]), Number(e.getAttribute('cx')), Number(e.getAttribute('cy'))];
+        }),
+        rows: [...document.querySelectorAll('table.sessions tr')].slice(1).map((tr) => tr.cells[0].textContent),
+      };
+    });
+    assert(c.units.length === 2, `axis titles ${JSON.stringify(c.units)}: both should say log scale`);
+    assert(JSON.stringify(c.rows) === '["rope","alibi"]', `rows ${c.rows}`);
+    assert(JSON.stringify(c.xs.map(([v]) => v)) === '[8,16,32,64,128]', `x labels ${JSON.stringify(c.xs)}`);
+    // x: evenly spaced powers of two (log2); y: linear in log10(ms) between the ticks.
+    const dx = c.xs[1][1] - c.xs[0][1];
+    c.xs.forEach(([, x], i) => assert(Math.abs(x - c.xs[0][1] - i * dx) <= 1, `x label ${i} at ${x}`));
+    const [a, b] = [c.ticks[0], c.ticks[c.ticks.length - 1]];
+    const Y = (v) => a[1] + (Math.log10(v) - Math.log10(a[0])) / (Math.log10(b[0]) - Math.log10(a[0])) * (b[1] - a[1]);
+    assert(c.points.length === 2 * 2 * 5, `${c.points.length} points, want 2 schemes x p50, p99 x 5 buckets`);
+    for (const [s, from, p, v, x, y] of c.points) {
+      assert(Math.abs(x - c.xs.find(([t]) => t === from)[1]) <= 1, `${s} ${from} ${p} at x ${x}`);
+      assert(Math.abs(Y(v) - y) <= 1.01, `${s} ${from} ${p} ${v} ms at y ${y}, not ${Y(v)}`);
+    }
+    await p4.screenshot({ path: path.join(OUT, 'load-report-sessions.png'), fullPage: true });
+    await p4.close();
   });
 }

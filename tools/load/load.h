@@ -138,6 +138,16 @@ typedef struct {
     int n_layer_ranges;      /* 0: every layer */
     const char *stack;       /* NULL: every stack */
     const load_model *model; /* set once GET /v1/models has answered */
+    /* --sessions N --prompt L0 --steps T [--eviction window:W:S[:reposition]]
+     * [--fork-share F] (sessions.c) */
+    int sessions;       /* > 0: the sessions mode, N concurrent sequences */
+    int sess_prompt;    /* L0, tokens prefilled */
+    int sess_steps;     /* T, decode steps per sequence */
+    int sess_window;    /* > 0: eviction window of W tokens */
+    int sess_sinks;     /* S, its sinks */
+    int sess_reposition;
+    double fork_share;  /* 0..1: the fraction of sequences that fork a shared prefix */
+    int sess_prefill_conc; /* > 0: at most this many sequences in the prefill stage at once */
 } load_config;
 
 /* The server's own split for a phase: deltas of the /metrics _sum/_count. */
@@ -192,6 +202,28 @@ int load_scheme_known(const char *scheme, char *err, size_t errlen);
  * tensor for each field the layer requires. */
 char *load_payload_build_layer(const load_config *c, const load_layer *ly, int length,
                                unsigned variant, size_t *len, char *err, size_t errlen);
+
+/* payload.c, sessions: POST /v1/sessions's body for scheme (--kv-heads,
+ * --head-dim, max_tokens L0 + T or the --eviction window), and the end of a
+ * /v1/attention body over a session from the session id's closing quote
+ * on: causal, q [n, H, D] and an append of n tokens, k and v [n, Hkv, D]
+ * (seeded by variant). The caller frees both. NULL on no memory. */
+char *load_payload_session_create(const load_config *c, const char *scheme, size_t *len);
+char *load_payload_session_tail(const load_config *c, const char *scheme, int n, unsigned variant,
+                                size_t *len);
+
+/* sessions.c: --sessions mode. load_sessions_flag takes one of its flags
+ * (1), is not one of them (0), or a bad value (-1, message in err).
+ * load_sessions_check, after parsing: 0, or -1 with a message for what the
+ * mode cannot go with; drops (with a note) the schemes a session refuses.
+ * load_sessions_run runs a phase per scheme against c->url and writes the
+ * reports: 0 when every request succeeded, 3 when some failed (counted in
+ * the report), 1 when the run could not go on. */
+int load_sessions_flag(load_config *c, const char *name, const char *val, char *err,
+                       size_t errlen);
+int load_sessions_check(load_config *c, char *err, size_t errlen);
+int load_sessions_run(const load_config *c);
+extern const char load_sessions_usage[];
 
 /* differential.c: whether differential attention takes the scheme (none,
  * rope and its scalings, xpos and rope2d apply to every head alike; the

@@ -587,3 +587,53 @@ char *load_payload_build_layer(const load_config *c, const load_layer *ly, int l
     *len = b.len;
     return b.p;
 }
+
+/* ------------------------------------------------------------- sessions */
+
+char *load_payload_session_create(const load_config *c, const char *scheme, size_t *len)
+{
+    sbuf b = {0};
+    uint64_t rng = hash_str(0xCBF29CE484222325ULL ^ c->seed, scheme);
+    int total = c->sess_prompt + c->sess_steps;
+    sb_str(&b, "{\"scheme\":");
+    put_scheme(&b, c, scheme, total, &rng);
+    sb_printf(&b, ",\"num_kv_heads\":%d,\"head_dim\":%d,\"dtype\":\"f32\"", c->kv_heads,
+              c->head_dim);
+    if (c->sess_window > 0)
+        sb_printf(&b,
+                  ",\"eviction\":{\"type\":\"window\",\"window\":%d,\"sinks\":%d,"
+                  "\"reposition\":%s}}",
+                  c->sess_window, c->sess_sinks, c->sess_reposition ? "true" : "false");
+    else
+        sb_printf(&b, ",\"max_tokens\":%d}", total > 0 ? total : 1);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+char *load_payload_session_tail(const load_config *c, const char *scheme, int n, unsigned variant,
+                                size_t *len)
+{
+    sbuf b = {0};
+    uint64_t rng = hash_str(0xCBF29CE484222325ULL ^ c->seed, scheme);
+    int qs[3] = {n, c->heads, c->head_dim}, ks[3] = {n, c->kv_heads, c->head_dim};
+    rng ^= ((uint64_t)n << 32) ^ ((uint64_t)variant * 0x9E3779B97F4A7C15ULL);
+    sb_str(&b, "\",\"causal\":true");
+    put_return(&b, c);
+    sb_str(&b, ",\"q\":");
+    put_tensor(&b, c, qs, 3, &rng);
+    sb_str(&b, ",\"append\":{\"k\":");
+    put_tensor(&b, c, ks, 3, &rng);
+    sb_str(&b, ",\"v\":");
+    put_tensor(&b, c, ks, 3, &rng);
+    sb_str(&b, "}}]}");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}

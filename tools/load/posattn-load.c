@@ -4,8 +4,8 @@
  *
  * Files: hist.c (latency histogram), payload.c (seeded request bodies),
  * differential.c (--differential's schemes and checks), mla.c (--mla's),
- * runner.c (libcurl
- * multi driver, /metrics), spawn.c, report.c.
+ * runner.c (libcurl multi driver, /metrics), spawn.c, report.c, and
+ * sessions.c with sessions_report.c (--sessions: server-side KV caches).
  */
 #include "load.h"
 
@@ -366,6 +366,12 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
             return usage_error("%s needs a value", name);
         }
 #define BAD(what) return usage_error("%s: " what, a)
+        char serr[160];
+        int taken = load_sessions_flag(c, name, val, serr, sizeof serr);
+        if (taken < 0)
+            return usage_error("%s", serr);
+        if (taken > 0)
+            continue;
         if (!strcmp(name, "--causal"))
             c->causal = 1;
         else if (!strcmp(name, "--sinks"))
@@ -555,7 +561,7 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
                            decided);
     if (!c->model_name && needs_model)
         return usage_error("%s needs --model", needs_model);
-    if (c->duration_s <= 0 && c->requests <= 0 && !c->dump_body_path)
+    if (c->duration_s <= 0 && c->requests <= 0 && !c->dump_body_path && !c->sessions)
         return usage_error("%s", "refusing to run unbounded: give --duration S or --requests N");
     if (c->kv_heads == 0)
         c->kv_heads = c->heads;
@@ -582,6 +588,11 @@ static int parse_args(load_config *c, int argc, char **argv, int *url_given)
     if (c->mla_rope_dim > 0 || c->mla_rank > 0) {
         char err[256];
         if (load_mla_check(c, err, sizeof err) != 0)
+            return usage_error("%s", err);
+    }
+    if (c->sessions) {
+        char err[256];
+        if (load_sessions_check(c, err, sizeof err) != 0)
             return usage_error("%s", err);
     }
     /* One request body must stay reasonable: q, k and v of every item
@@ -686,11 +697,14 @@ int main(int argc, char **argv)
     c.seed = 1;
     c.diff_lambda = 0.5;
     c.diff_depth = 1;
+    c.sess_prompt = 64;
+    c.sess_steps = 16;
     rc = parse_args(&c, argc, argv, &url_given);
     if (rc == 1) {
         fputs(USAGE, stdout);
         fputs(USAGE_DIFF, stdout);
         fputs(USAGE_MODEL, stdout);
+        fputs(load_sessions_usage, stdout);
         fputs(USAGE_OUTPUT, stdout);
         return 0;
     }
@@ -743,6 +757,10 @@ int main(int argc, char **argv)
         }
     }
 
+    if (c.sessions) {
+        rc = load_sessions_run(&c);
+        goto out;
+    }
     /* With a model, one phase per (length, concurrency) loads all its layers. */
     int n_sch = c.model ? 1 : c.n_schemes;
     int n_phases = n_sch * c.n_lengths * c.n_concurrency, done = 0;

@@ -3,7 +3,9 @@
 # structure and that its counts add up, 503s counted by status with a tiny
 # queue, the refusals (no bound, non-loopback URL, unknown scheme), the
 # layer-mode schemes, the structure of the SVG and HTML charts, --model
-# (a loaded config's layers, reported per layer), --differential and --mla.
+# (a loaded config's layers, reported per layer), --differential, --mla and
+# --sessions (server-side KV caches: counts, memory, eviction, forks,
+# CACHE_FULL).
 #
 # usage: tools/load/test_load.sh [BUILD]   (BUILD holds posattn-load and posattnd; default build)
 set -u
@@ -581,6 +583,121 @@ done
 grep -q -- "--mla 5: D_rope must be even" "$TMP/mlabad.out" || refused="$refused [--mla 5 message]"
 if [ -z "$refused" ]; then ok "--mla: odd or too wide D_rope, --kv-heads, --packed, --layer, --batch-seq, --differential, --softcap, no scheme it takes, --mla-absorbed alone are usage errors"
 else bad "--mla: not refused:$refused"; fi
+
+# 12. --sessions against a server of our own: N x T decode steps and nothing
+#     failed, the window's evictions, the shared prefix's forks, and every
+#     session deleted at the end (the server's GET /v1/sessions, read after
+#     the tool has gone, agrees); a tiny --cache-mb gives CACHE_FULL, counted,
+#     and exit 3.
+"$SRV" --host 127.0.0.1 --port 0 --log-format off >"$TMP/sess-srv.out" 2>&1 &
+SESS_PID=$!
+SESS_URL=""
+for _ in $(seq 1 100); do
+    SESS_URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$TMP/sess-srv.out" | head -1)
+    [ -n "$SESS_URL" ] && break
+    sleep 0.1
+done
+sess_rc=""
+"$LOAD" --url "$SESS_URL" --sessions 8 --prompt 64 --steps 20 --schemes rope,alibi,cope \
+    --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess.json" --html "$TMP/sess.html" \
+    >"$TMP/sess.out" 2>"$TMP/sess.err" || sess_rc="$sess_rc plain=$?"
+"$LOAD" --url "$SESS_URL" --sessions 8 --prompt 64 --steps 20 --eviction window:32:4:reposition \
+    --prefill-concurrency 3 --schemes rope --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess-win.json" --quiet \
+    >"$TMP/sess-win.out" 2>&1 || sess_rc="$sess_rc window=$?"
+"$LOAD" --url "$SESS_URL" --sessions 8 --prompt 64 --steps 20 --fork-share 0.5 --schemes alibi \
+    --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess-fork.json" --quiet \
+    >"$TMP/sess-fork.out" 2>&1 || sess_rc="$sess_rc fork=$?"
+curl -s "$SESS_URL/v1/sessions" >"$TMP/sess-left.json"
+kill "$SESS_PID" 2>/dev/null
+wait "$SESS_PID" 2>/dev/null
+if [ -z "$sess_rc" ]; then ok "--sessions: plain, window and fork runs exit 0"
+else bad "--sessions: plain, window and fork runs exit 0 ($sess_rc)" "$TMP/sess.err"; fi
+if $PY - "$TMP" >"$TMP/check12.out" 2>&1 <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+def load(name):
+    r = json.load(open(d + "/" + name))
+    assert r["mode"] == "sessions", r
+    return r
+def common(x, n=8, t=20, prompt=64):
+    assert x["steps_ok"] == n * t, x
+    assert x["steps_failed"] == 0 and x["steps_not_run"] == 0, x
+    assert x["failed_requests"] == 0 and x["errors_by_code"] == {}, x
+    assert x["step_latency_ms"]["count"] == n * t, x["step_latency_ms"]
+    assert sum(b["count"] for b in x["by_cache_length"]) == n * t, x["by_cache_length"]
+    assert x["steps_per_s"] > 0 and x["deletes_gone"] == 0, x
+    m = x["memory"]
+    assert m["after_delete"]["sessions"] == 0 and m["after_delete"]["bytes"] == 0, m
+    assert m["after_delete"]["blocks_used"] == 0, m
+    assert x["metrics"]["evictions_pool_full"] == 0, x["metrics"]
+r = load("sess.json")
+assert r["config"]["schemes"] == ["rope", "alibi"], r["config"]  # cope skipped
+# 4 heads of 32 kept 2 x (32 + 32) floats a token: 64 tokens = 4 blocks of 16, 64 KiB
+for x in r["results"]:
+    common(x)
+    assert x["creates_ok"] == 8 and x["prefills_ok"] == 8 and x["deletes_ok"] == 8, x
+    assert x["prefill_latency_ms"]["count"] == 8, x
+    m = x["memory"]
+    assert m["after_prefill"]["sessions"] == 8 and m["after_prefill"]["bytes"] == 8 * 4 * 16 * 512, m
+    assert m["after_decode"]["bytes"] == 8 * 6 * 16 * 512, m  # 84 tokens: 6 blocks
+    # 65..84 tokens kept after the steps: one bucket, 64..127
+    assert [(b["tokens_from"], b["tokens_to"]) for b in x["by_cache_length"]] == [(64, 127)]
+    assert x["metrics"]["tokens_appended"] == 8 * 84 and x["metrics"]["tokens_evicted"] == 0
+r = load("sess-win.json")
+[x] = r["results"]
+common(x)
+assert r["config"]["eviction"] == "window:32:4:reposition", r["config"]
+# 84 tokens appended, 36 kept: 48 evicted a sequence; every step sees 36 tokens (bucket 32..63)
+assert x["metrics"]["tokens_evicted"] == 8 * 48, x["metrics"]
+assert [(b["tokens_from"], b["count"]) for b in x["by_cache_length"]] == [(32, 160)], x
+r = load("sess-fork.json")
+[x] = r["results"]
+common(x)
+# the prefix (created, prefilled once), 4 own sequences, 4 forks of the prefix
+assert x["forked"] == 4 and x["forks_ok"] == 4 and x["creates_ok"] == 5, x
+assert x["prefills_ok"] == 5 and x["deletes_ok"] == 9, x
+m = x["memory"]["after_prefill"]
+# the prefix's 4 blocks are stored once for 5 sessions
+assert m["sessions"] == 9 and m["bytes"] == 5 * 4 * 16 * 512, m
+assert m["blocks_shared"] >= 4, m
+left = json.load(open(d + "/sess-left.json"))
+assert left["total"] == 0 and left["cache"]["bytes"] == 0, left
+print("ok")
+PYEOF
+then ok "--sessions: N x T steps, 0 errors, memory after prefill/decode, window evictions, forks share the prefix, cache empty at the end"
+else bad "--sessions: N x T steps, 0 errors, memory after prefill/decode, window evictions, forks share the prefix, cache empty at the end" "$TMP/check12.out"; fi
+if grep -q 'class="by-length"' "$TMP/sess.html" && grep -q 'log scale' "$TMP/sess.html" &&
+        ! grep -qi '<script' "$TMP/sess.html" && grep -q '^decode steps/s' "$TMP/sess.out" &&
+        grep -q 'skipping scheme cope' "$TMP/sess.err"; then
+    ok "--sessions: HTML chart by cache length (log axes), terminal table, cope skipped with a note"
+else bad "--sessions: HTML chart by cache length (log axes), terminal table, cope skipped with a note" "$TMP/sess.out"; fi
+
+# A prefill of 300 tokens (1.2 MB) over a 1 MB cache: CACHE_FULL for each.
+"$LOAD" --spawn "$SRV" --server-arg=--cache-mb=1 --sessions 4 --prompt 300 --steps 5 \
+    --schemes rope --json "$TMP/sess-full.json" --quiet >"$TMP/sess-full.out" 2>&1
+rc=$?
+if [ $rc -eq 3 ] && $PY - "$TMP/sess-full.json" >"$TMP/check12b.out" 2>&1 <<'PYEOF'
+import json, sys
+[x] = json.load(open(sys.argv[1]))["results"]
+assert x["errors_by_code"] == {"CACHE_FULL": 4}, x["errors_by_code"]
+assert "--cache-mb" in x["error_samples"]["CACHE_FULL"], x["error_samples"]
+assert x["prefills_failed"] == 4 and x["steps_not_run"] == 20 and x["failed_requests"] == 4, x
+assert x["memory"]["after_delete"]["sessions"] == 0, x["memory"]
+print("ok")
+PYEOF
+then ok "--sessions over a tiny --cache-mb: CACHE_FULL counted by code, exit 3"
+else bad "--sessions over a tiny --cache-mb: CACHE_FULL counted by code, exit 3 (exit $rc)" "$TMP/check12b.out"; fi
+refused=""
+for args in "--sessions 0" "--sessions 2 --eviction window:0:4" "--sessions 2 --eviction lru" \
+        "--sessions 2 --fork-share 1.5" "--sessions 2 --prompt 0 --fork-share 0.5" \
+        "--sessions 2 --csv x.csv" "--sessions 2 --schemes cope,rope2d" \
+        "--sessions 2 --prefill-concurrency 0"; do
+    # shellcheck disable=SC2086
+    "$LOAD" $args >"$TMP/sessbad.out" 2>&1
+    [ $? -eq 2 ] || refused="$refused [$args]"
+done
+if [ -z "$refused" ]; then ok "--sessions: bad counts, evictions, fork shares, --csv and no scheme a session keeps are usage errors"
+else bad "--sessions: not refused:$refused"; fi
 
 echo "load: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,7 +1,8 @@
 // live.js - the Live service panel of posattnd's web page: /metrics sampled
 // every 0.5 to 2 s, rates and percentiles per scheme and endpoint over a
 // chosen window (as Prometheus' histogram_quantile computes them), their
-// plots over time, and a button that sends a load of every scheme.
+// plots over time, the sessions' cache (count, bytes of the budget, blocks,
+// evictions, tokens), and a button that sends a load of every scheme.
 
 import { LinePlot, fmt, SERIES } from '/web/plot.js';
 import { $, num, rng, round } from '/web/util.js';
@@ -16,7 +17,12 @@ const p99Plot = new LinePlot($('live-p99'), { title: 'p99 compute time per schem
 const snaps = [];   // {t, m}: the parsed /metrics of each refresh, newest last (90 s of them)
 
 function parseMetrics(text) {
-  const m = { req: {}, items: {}, compute: {}, duration: {}, gauges: {} };
+  const m = { req: {}, items: {}, compute: {}, duration: {}, gauges: {}, sess: {} };
+  // Session series: a labelled one (cache bytes by dtype, blocks by state,
+  // evictions by reason) summed over the labels not named here.
+  const SESS = { posattn_sessions: 'sessions', posattn_cache_bytes: 'bytes',
+    posattn_cache_budget_bytes: 'budget', posattn_session_tokens_appended_total: 'appended',
+    posattn_session_tokens_evicted_total: 'evicted' };
   for (const line of text.split('\n')) {
     const r = /^([a-z_]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
     if (!r) continue;
@@ -31,6 +37,9 @@ function parseMetrics(text) {
       (m.duration[labels.endpoint] = m.duration[labels.endpoint] || []).push([Number(labels.le), v]);
     else if (name === 'posattn_build_info') m.gauges.version = labels.version;
     else if (name === 'posattn_queue_depth' || name === 'posattn_in_flight') m.gauges[name] = v;
+    else if (SESS[name]) m.sess[SESS[name]] = (m.sess[SESS[name]] || 0) + v;
+    else if (name === 'posattn_cache_blocks') m.sess[`blocks_${labels.state}`] = v;
+    else if (name === 'posattn_cache_evictions_total') m.sess[`evictions_${labels.reason}`] = v;
   }
   return m;
 }
@@ -149,8 +158,36 @@ function drawLive() {
     x: snaps.map((snap) => -(t - snap.t)), y: p99[j] })), Object.assign({ yMin: 0 }, xSpan));
   $('live-p99-plot').dataset.series = JSON.stringify(Object.fromEntries(busy.map((s, j) =>
     [s, snaps.map((snap, i) => [-(t - snap.t), p99[j][i]])])));
+  drawSessions(m.sess);
   $('live-gauges').textContent = `posattnd ${m.gauges.version || '?'}: ${m.gauges.posattn_queue_depth} tasks queued, ` +
     `${m.gauges.posattn_in_flight} requests in flight`;
+}
+
+function bytes(n) {
+  if (n === undefined) return '-';
+  if (n < 1024) return `${n} B`;
+  if (n < 1048576) return `${fmt(n / 1024, 3)} KiB`;
+  if (n < 1073741824) return `${fmt(n / 1048576, 3)} MiB`;
+  return `${fmt(n / 1073741824, 3)} GiB`;
+}
+
+// The sessions' figures as of the last refresh (not windowed: they are
+// gauges and totals since start). A server without sessions shows '-'.
+function drawSessions(s) {
+  const n = (v) => (v === undefined ? '-' : String(v));
+  const cells = {
+    sessions: [n(s.sessions), [s.sessions]],
+    bytes: [s.bytes === undefined ? '-' : `${bytes(s.bytes)} of ${bytes(s.budget)}` +
+      (s.budget > 0 ? ` (${fmt(100 * s.bytes / s.budget, 3)} %)` : ''), [s.bytes, s.budget]],
+    blocks: [`${n(s.blocks_used)} / ${n(s.blocks_shared)}`, [s.blocks_used, s.blocks_shared]],
+    evictions: [`${n(s.evictions_ttl)} / ${n(s.evictions_pool_full)}`, [s.evictions_ttl, s.evictions_pool_full]],
+    tokens: [`${n(s.appended)} / ${n(s.evicted)}`, [s.appended, s.evicted]],
+  };
+  for (const tr of $('live-sessions').tBodies[0].rows) {
+    const [text, values] = cells[tr.dataset.field];
+    tr.cells[1].textContent = text;
+    tr.dataset.values = JSON.stringify(values.map((v) => (v === undefined ? null : v)));
+  }
 }
 
 let liveAt = 0;   // when the last refresh started (performance.now)
