@@ -37,7 +37,7 @@ static int infer(srv_kv_cache *c, const char *model, const char *params, int n, 
     srv_limits lim = limits();
     srv_job *job = NULL;
     srv_reply reply;
-    char body[2048], kv[512] = "";
+    char body[4096], kv[1024] = "";
     int status;
     size_t o = 0;
 
