@@ -13,13 +13,15 @@ rope with an integer sequence_id and alibi with a string one and a window
 end deletes it (GET 404), a step on an unknown id without a start is
 SESSION_NOT_FOUND naming parameters.sequence_id, a second start on a live
 id is refused (409) and leaves it as it was, a refused start leaves no
-session behind, and a step sent to another scheme's model is refused.
+session behind, a step sent to another scheme's model is refused, and a
+step with binary tensors (in and out) answers as the JSON ones.
 The binary is $POSATTND (default build/posattnd). Part of make test's
 e2e-clients.
 """
 import json
 import os
 import random
+import struct
 import sys
 import unittest
 import urllib.error
@@ -141,6 +143,35 @@ class Sequences(unittest.TestCase):
         m = Model(sinks=1, window=4)
         self.run_sequence("attention-alibi", {"type": "alibi"}, "chat-7.turn_1", "seq-chat-7.turn_1",
                           {"sequence_window": 4, "sequence_sinks": 1}, rng, m, 7)
+
+    def test_binary_tensors(self):
+        # A start and a step whose q, k and v are binary (Triton's clients
+        # send them so), the answer binary too; equal to the JSON steps'.
+        rng = random.Random(4)
+        m = Model()
+        self.step("attention-none", {"type": "none"}, m, rng,
+                  {"sequence_id": "bin", "sequence_start": True}, n=3, lq=3)
+        q, k, v = rnd(rng, H * D), rnd(rng, HKV * D), rnd(rng, HKV * DV)
+        m.append(k, v)
+        want = stateless({"type": "none"}, m, q, 1)["output"]["data"]
+        header = json.dumps({
+            "parameters": {"sequence_id": "bin", "sequence_end": True, "causal": True,
+                           "binary_data_output": True},
+            "inputs": [{"name": n, "datatype": "FP32", "shape": s,
+                        "parameters": {"binary_data_size": 4 * len(x)}}
+                       for n, s, x in (("q", [1, H, D], q), ("k", [1, HKV, D], k),
+                                       ("v", [1, HKV, DV], v))]}).encode()
+        body = header + struct.pack("<%df" % (len(q) + len(k) + len(v)), *(q + k + v))
+        req = urllib.request.Request(
+            SRV.url + "/v2/models/attention-none/infer", data=body, method="POST",
+            headers={"Content-Type": "application/octet-stream",
+                     "Inference-Header-Content-Length": str(len(header))})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            n = int(r.headers["Inference-Header-Content-Length"])
+            raw = r.read()
+        got = struct.unpack("<%df" % (H * DV), raw[n:])
+        self.assertEqual(list(got), [struct.unpack("<f", struct.pack("<f", x))[0] for x in want])
+        self.assertEqual(call("GET", "/v1/sessions/seq-bin")[0], 404)
 
     def test_server_metadata(self):
         st, meta = call("GET", "/v2")
