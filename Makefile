@@ -197,7 +197,7 @@ $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_
     $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
 $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
     $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_infer \
-    $(BUILD)/tests/test_infer_model \
+    $(BUILD)/tests/test_infer_model $(BUILD)/tests/test_infer_sequence \
     $(BUILD)/tests/test_protocol $(BUILD)/tests/test_item_options $(BUILD)/tests/test_batch \
     $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_json $(BUILD)/tests/test_json_arrays $(BUILD)/tests/test_sizes \
     $(BUILD)/tests/test_api_scheme $(BUILD)/tests/test_item $(BUILD)/tests/test_model_item \
@@ -290,6 +290,7 @@ E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "/usr/bin/python3 tests/e2e/key_rotation.py -q" \
                "/usr/bin/python3 tests/e2e/sessions.py -q" \
                "/usr/bin/python3 tests/e2e/session_attention.py -q" \
+               "/usr/bin/python3 tests/e2e/v2_sequences.py -q" \
                "/usr/bin/python3 tests/e2e/restarts.py -q"
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \

@@ -199,6 +199,24 @@ enum { API_NRES = 7 };
  * entropy, distance. */
 extern const char *const api_result_names[API_NRES];
 
+/* Sessions (api/sessions.c) for a protocol that keeps state in them (v2/:
+ * Triton's sequences), as /v1/sessions keeps them. api_session_create
+ * creates the session spec describes (a POST /v1/sessions body, its "id"
+ * optional) and writes its id into id; errors are those of POST
+ * /v1/sessions (SESSION_EXISTS 409 for a live id, a field of spec named).
+ * api_session_scheme_type gives a live session's scheme, else
+ * SESSION_NOT_FOUND (404). api_session_delete deletes one as DELETE
+ * /v1/sessions/{id} does (its file under --cache-dir too): SESSION_NOT_FOUND,
+ * or SESSION_BUSY while it is being appended to. Each drops the sessions
+ * idle past --session-ttl first, and answers NOT_IMPLEMENTED when lim has
+ * no session cache. Thread safety: the cache's (store/kv_cache.h). */
+enum { API_SESSION_ID_MAX = 65 };
+bool api_session_create(const cJSON *spec, const api_ctx *ctx, char id[API_SESSION_ID_MAX],
+                        api_err *e);
+bool api_session_scheme_type(const srv_limits *lim, const char *id, pa_scheme_type *type,
+                             api_err *e);
+bool api_session_delete(const srv_limits *lim, const char *id, api_err *e);
+
 /* The preparer of POST /v1/attention (srv_ep_attention.prepare): root is a
  * /v1 attention request; ctx->source, when set, supplies tensor nodes that
  * are not JSON, and ctx->lift the arrays lifted from the body. */

@@ -26,6 +26,8 @@
 
 enum { LIST_DEFAULT = 100, LIST_MAX = 1000 };
 
+_Static_assert((int)API_SESSION_ID_MAX == (int)SRV_KV_ID_LEN, "api/protocol.h's session id size");
+
 /* ------------------------------------------------------------------------- */
 /* Errors and the session's JSON                                             */
 /* ------------------------------------------------------------------------- */
@@ -344,64 +346,95 @@ static bool made_job(const srv_endpoint *ep, const srv_kv_info *info, srv_job **
     return true;
 }
 
-static bool create_prepare(const cJSON *root, const api_ctx *ctx, srv_job **job, srv_reply *reply)
+/* Creates the session root describes (a POST /v1/sessions body) into
+ * *info; false with e set, the cache unchanged. */
+static bool create_session(const cJSON *root, const api_ctx *ctx, srv_kv_info *info, api_err *e)
 {
     srv_kv_cache *c = NULL;
     srv_kv_spec sp;
-    srv_kv_info info;
     srv_kv_err ke;
     api_scheme *owner = NULL;
     char id[SRV_KV_ID_LEN], *scheme_json;
     const char *want_id = NULL;
     const cJSON *m;
-    api_err e;
     bool ok;
 
-    *job = NULL;
-    if (!cache_of(ctx->lim, &c, &e))
-        goto fail;
+    if (!cache_of(ctx->lim, &c, e))
+        return false;
     /* The client's id (for a balancer that routes by it), checked first
      * so that a bad one is named before the rest. */
     if ((m = api_member(root, "id")) != NULL) {
-        if (!api_get_string(m, "id", ctx, &want_id, &e))
-            goto fail;
-        if (!srv_kv_id_valid(want_id)) {
-            api_fail(&e, ctx, SRV_ERR_INVALID_ARGUMENT, "id",
-                     "id='%.80s' is not a session id: 1 to %d characters of A-Z a-z 0-9 _ . -, "
-                     "not starting with '.'",
-                     want_id, SRV_KV_ID_LEN - 1);
-            goto fail;
-        }
+        if (!api_get_string(m, "id", ctx, &want_id, e))
+            return false;
+        if (!srv_kv_id_valid(want_id))
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "id",
+                            "id='%.80s' is not a session id: 1 to %d characters of A-Z a-z 0-9 _ "
+                            ". -, not starting with '.'",
+                            want_id, SRV_KV_ID_LEN - 1);
     }
-    if (!parse_spec(root, ctx, &sp, &owner, &e))
-        goto fail;
-    if (!api_check_memory(owner->bytes, ctx->lim, &e)) {
+    if (!parse_spec(root, ctx, &sp, &owner, e))
+        return false;
+    if (!api_check_memory(owner->bytes, ctx->lim, e)) {
         scheme_owner_free(owner);
-        goto fail;
+        return false;
     }
     /* The scheme as sent, so that the session can be saved (--cache-dir). */
     sp.scheme_json = scheme_json = scheme_text(api_member(root, "scheme"), ctx);
     if (scheme_json == NULL) {
         scheme_owner_free(owner);
-        api_fail(&e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
-        goto fail;
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
     }
     ok = srv_kv_create_as(c, &sp, want_id, id, &ke);
     free(scheme_json); /* the session keeps a copy */
     if (!ok) {
         scheme_owner_free(owner); /* still ours on failure */
-        err_of_kv(&e, &ke, ctx->lim);
-        goto fail;
+        err_of_kv(e, &ke, ctx->lim);
+        return false;
     }
-    if (!srv_kv_info_get(c, id, &info, &ke)) { /* expired or deleted already */
-        err_of_kv(&e, &ke, ctx->lim);
-        goto fail;
+    if (!srv_kv_info_get(c, id, info, &ke)) { /* expired or deleted already */
+        err_of_kv(e, &ke, ctx->lim);
+        return false;
+    }
+    return true;
+}
+
+bool api_session_create(const cJSON *spec, const api_ctx *ctx, char id[API_SESSION_ID_MAX],
+                        api_err *e)
+{
+    srv_kv_info info;
+    if (!create_session(spec, ctx, &info, e))
+        return false;
+    snprintf(id, API_SESSION_ID_MAX, "%s", info.id);
+    return true;
+}
+
+bool api_session_scheme_type(const srv_limits *lim, const char *id, pa_scheme_type *type,
+                             api_err *e)
+{
+    srv_kv_cache *c = NULL;
+    srv_kv_info info;
+    srv_kv_err ke;
+    if (!cache_of(lim, &c, e))
+        return false;
+    if (!srv_kv_info_get(c, id, &info, &ke)) {
+        err_of_kv(e, &ke, lim);
+        return false;
+    }
+    *type = info.scheme_type;
+    return true;
+}
+
+static bool create_prepare(const cJSON *root, const api_ctx *ctx, srv_job **job, srv_reply *reply)
+{
+    srv_kv_info info;
+    api_err e;
+
+    *job = NULL;
+    if (!create_session(root, ctx, &info, &e)) {
+        api_reply_err(reply, &e);
+        return false;
     }
     return made_job(&srv_ep_sessions_create, &info, job, reply);
-
-fail:
-    api_reply_err(reply, &e);
-    return false;
 }
 
 /* Create and fork render the whole answer (no timing: nothing was
@@ -692,25 +725,31 @@ const srv_endpoint srv_ep_session_get = {
     .answer_args = get_answer,
 };
 
-static void delete_answer(const srv_limits *lim, const srv_endpoint_args *args, srv_reply *reply)
+bool api_session_delete(const srv_limits *lim, const char *id, api_err *e)
 {
     srv_kv_cache *c = NULL;
     srv_kv_err ke;
+    if (!cache_of(lim, &c, e))
+        return false;
+    if (!srv_kv_delete(c, id, &ke)) {
+        err_of_kv(e, &ke, lim);
+        return false;
+    }
+    if (lim->cache_dir != NULL && lim->cache_dir[0] != '\0')
+        srv_kv_unlink(lim->cache_dir, id);
+    return true;
+}
+
+static void delete_answer(const srv_limits *lim, const srv_endpoint_args *args, srv_reply *reply)
+{
     api_err e;
     cJSON *root;
     const char *id = path_id(args);
 
-    if (!cache_of(lim, &c, &e)) {
+    if (!api_session_delete(lim, id, &e)) {
         api_reply_err(reply, &e);
         return;
     }
-    if (!srv_kv_delete(c, id, &ke)) {
-        err_of_kv(&e, &ke, lim);
-        api_reply_err(reply, &e);
-        return;
-    }
-    if (lim->cache_dir != NULL && lim->cache_dir[0] != '\0')
-        srv_kv_unlink(lim->cache_dir, id);
     root = cJSON_CreateObject();
     reply_root(reply, 200, root,
                root != NULL && cJSON_AddStringToObject(root, "id", id) &&

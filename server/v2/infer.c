@@ -16,6 +16,9 @@
  *         "binary_data_size" on inputs and outputs, "binary_data" on requested
  *         outputs, "binary_data_output" on the request, the
  *         Inference-Header-Content-Length header, "Raw Binary Request".
+ *   [SEQ] triton-inference-server/server docs/protocol/extension_sequence.md:
+ *         a request with "sequence_id" is a step of a sequence, a session
+ *         (v2/sequence.c makes the item that names it).
  */
 #include "v2/internal.h"
 
@@ -85,6 +88,7 @@ typedef struct v2_req {
     v2_input specs[V2_MAX_INPUTS];
     size_t n_specs;
     bool seen[V2_MAX_INPUTS];
+    v2_seq seq; /* [SEQ] its sequence_* parameters */
 } v2_req;
 
 static bool add_ref(cJSON *parent, const char *name, const cJSON *node)
@@ -123,6 +127,11 @@ static const struct {
     {"stack", API_PARAM_ENUM},
     {"override", API_PARAM_BOOL},
 };
+
+static bool oom(api_err *e)
+{
+    return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+}
 
 static bool check_scalar(const cJSON *v, api_param_kind kind, const char *path, const api_ctx *ctx,
                          api_err *e)
@@ -167,6 +176,13 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
                 return false;
             continue;
         }
+        if (rq->m.config == NULL && strncmp(m->string, "sequence_", 9) == 0) {
+            int r = v2_seq_parameter(&rq->seq, m, path, rq->ctx, e);
+            if (r < 0)
+                return false;
+            if (r > 0)
+                continue;
+        }
         for (k = 0; rq->m.config != NULL && k < sizeof model_options / sizeof model_options[0]; k++)
             if (strcmp(model_options[k].name, m->string) == 0)
                 break;
@@ -202,6 +218,8 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
             for (size_t i = 0; i < np; i++)
                 if (v2_scheme_scalar(rq->schemes, all[i].name) == &all[i])
                     v2_list_add(list, sizeof list, all[i].name);
+            if (rq->m.config == NULL)
+                v2_seq_list(list, sizeof list);
             return api_fail(e, rq->ctx, SRV_ERR_UNKNOWN_FIELD, path,
                             "%s is not a parameter of model %s (known: %s)", path, rq->model, list);
         }
@@ -211,11 +229,6 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
             return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
     }
     return true;
-}
-
-static bool oom(api_err *e)
-{
-    return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
 }
 
 /* [V2] $request_input -> a member of the /v1 item (or of its scheme). */
@@ -642,8 +655,9 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
     api_err e;
     v2_req rq;
     v2_answer *ans = NULL;
-    cJSON *root = NULL, *v1 = NULL, *list;
+    cJSON *root = NULL, *v1 = NULL, *list, *seq_scheme = NULL;
     srv_job *job = NULL;
+    bool created = false;
     size_t hlen;
     const api_err *ie;
 
@@ -704,7 +718,8 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
         goto fail;
     }
     rq.n_specs = v2_model_inputs(&rq.m, rq.specs);
-    if (!translate(&rq, root, ans, &e))
+    if (!translate(&rq, root, ans, &e) ||
+        !v2_seq_item(&rq.seq, &rq.m, rq.schemes, rq.item, &seq_scheme, &created, &ctx, &e))
         goto fail;
 
     /* The /v1 path from here: the same parser, limits and job. */
@@ -718,11 +733,18 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
     }
     if (!api_job_check_cost(job, lim, &e))
         goto fail;
+    /* [SEQ] sequence_end: the item holds its view of the session (the
+     * step appended), which a delete leaves whole, so the answer is the
+     * step's; the sequence is gone for the next request. */
+    if (rq.seq.end && !api_session_delete(lim, rq.seq.id, &e))
+        goto fail;
+    created = false;
     api_job_set_view(job, v2_view, v2_answer_free, ans);
     ans = NULL;
     *job_out = job;
     job = NULL;
     cJSON_Delete(v1);
+    cJSON_Delete(seq_scheme);
     api_body_free(&b);
     return true;
 
@@ -730,6 +752,14 @@ fail:
     rename_fields(&e, rq.schemes, rq.m.config != NULL);
     v2_fail_reply(reply, &e);
 done:
+    /* A start that is refused leaves no sequence behind. */
+    if (created) {
+        api_err ignored;
+        srv_job_free(job);
+        job = NULL;
+        api_session_delete(lim, rq.seq.id, &ignored);
+    }
+    cJSON_Delete(seq_scheme);
     srv_job_free(job);
     v2_answer_free(ans);
     cJSON_Delete(v1);

@@ -104,6 +104,38 @@ typedef struct v2_output {
 } v2_output;
 extern const v2_output v2_outputs[V2_OUTPUTS];
 
+/* [SEQ] Triton's sequence extension on the attention-<scheme> models
+ * (v2/sequence.c): the request parameters sequence_id, sequence_start,
+ * sequence_end and the sizes of a start, sequence_max_tokens,
+ * sequence_window, sequence_sinks and sequence_reposition. */
+typedef struct v2_seq {
+    bool on;                           /* sequence_id names a sequence */
+    bool start, end;                   /* sequence_start, sequence_end */
+    char text[API_SESSION_ID_MAX - 4]; /* sequence_id as text: "42", "chat-7" */
+    char id[API_SESSION_ID_MAX];       /* its session: "seq-<text>" */
+    /* The sizes' nodes in the request (borrowed), or NULL. */
+    const cJSON *max_tokens, *window, *sinks, *reposition;
+} v2_seq;
+/* Reads the request parameter m (its path "parameters.<name>") into s when
+ * it is a sequence parameter: 1 when read, 0 when m is not one, -1 when
+ * refused (e set, naming it). */
+int v2_seq_parameter(v2_seq *s, const cJSON *m, const char *path, const api_ctx *ctx, api_err *e);
+/* Appends the sequence parameters' names to list[cap] (v2_list_add). */
+void v2_seq_list(char *list, size_t cap);
+/* Once the request is read into item (the /v1 item of model m, whose
+ * scheme inputs and parameters belong to schemes): without a sequence,
+ * checks that no sequence parameter was given and leaves item alone. With
+ * one, makes item a step of it: its k, v and k_positions become its
+ * "append", it names the session s->id, and its "scheme" is detached into
+ * *scheme (the caller's to delete; NULL without one). With s->start the
+ * session is created from that scheme, k and v's dims and s's sizes, and
+ * *created is set: the caller deletes it if the request fails later.
+ * Without, the session must be live (SESSION_NOT_FOUND naming
+ * parameters.sequence_id) and of m's scheme, and the scheme may carry no
+ * parameter. False with e set on a refusal. */
+bool v2_seq_item(v2_seq *s, const v2_model *m, unsigned schemes, cJSON *item, cJSON **scheme,
+                 bool *created, const api_ctx *ctx, api_err *e);
+
 /* What the answer needs from the request: the job's view_ctx. */
 typedef struct v2_answer {
     char model[SRV_MODEL_NAME_MAX + 16]; /* v2_model.name */

@@ -98,13 +98,16 @@ void v2_reply_tree(srv_reply *reply, cJSON *root, bool ok)
 void srv_v2_server_metadata(srv_reply *reply)
 {
     /* [V2] "Server Metadata Response JSON Object"; [BIN]: a server with the
-     * extension reports "binary_tensor_data". */
+     * extension reports "binary_tensor_data"; [SEQ] "sequence", and
+     * "sequence(string_id)" when sequence_id may be a string. */
     cJSON *root = cJSON_CreateObject(), *ext;
     bool ok = root != NULL && cJSON_AddStringToObject(root, "name", "posattn") &&
               cJSON_AddStringToObject(root, "version", PA_VERSION_STRING) &&
               (ext = cJSON_AddArrayToObject(root, "extensions")) != NULL &&
               cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data")) &&
-              cJSON_AddItemToArray(ext, cJSON_CreateString("statistics"));
+              cJSON_AddItemToArray(ext, cJSON_CreateString("statistics")) &&
+              cJSON_AddItemToArray(ext, cJSON_CreateString("sequence")) &&
+              cJSON_AddItemToArray(ext, cJSON_CreateString("sequence(string_id)"));
     v2_reply_tree(reply, root, ok);
 }
 

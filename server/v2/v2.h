@@ -88,8 +88,11 @@ void srv_v2_model_stats(const srv_model_set *models, const char *name,
 
 /* POST /v2/models/{name}/infer (name: a model of lim->models too; its
  * parameters layer, stack and override go to the item's "layer", "stack"
- * and "override"). body holds len bytes: a JSON header of
- * header_len bytes followed by the binary inputs, or (header_len < 0, no
+ * and "override"). On an attention-<scheme> model, parameters.sequence_id
+ * makes the request a step of Triton's sequence extension over the session
+ * "seq-<id>" of lim->sessions: sequence_start creates it here, and
+ * sequence_end deletes it here, once the job holds its view of it. body holds len bytes: a JSON
+ * header of header_len bytes followed by the binary inputs, or (header_len < 0, no
  * Inference-Header-Content-Length) JSON only. Binary inputs are borrowed from
  * body in place when they are 4-byte aligned: body must outlive *job. On
  * success *job is an attention job whose srv_job_finish renders the

@@ -56,7 +56,8 @@ class Metadata(unittest.TestCase):
         meta = conform(json.loads(body), "metadata_server_response")
         self.assertEqual(sorted(meta), ["extensions", "name", "version"])
         self.assertEqual(meta["name"], "posattn")
-        self.assertEqual(meta["extensions"], ["binary_tensor_data", "statistics"])
+        self.assertEqual(meta["extensions"], ["binary_tensor_data", "statistics",
+                                             "sequence", "sequence(string_id)"])
         # The OpenAPI document's spelling, with the slash.
         st, _, slash = call("GET", "/v2/")
         self.assertEqual((st, json.loads(slash)), (200, meta))

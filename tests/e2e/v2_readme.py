@@ -35,7 +35,8 @@ class Readme(unittest.TestCase):
     def test_metadata(self):
         lines = run_readme("v2-metadata").splitlines()
         self.assertEqual(lines[0], "200")
-        self.assertEqual(json.loads(lines[1])["extensions"], ["binary_tensor_data", "statistics"])
+        self.assertEqual(json.loads(lines[1])["extensions"], ["binary_tensor_data", "statistics",
+                                                            "sequence", "sequence(string_id)"])
         meta = json.loads(lines[2])
         self.assertEqual(meta["inputs"][-1], {"name": "slopes", "datatype": "FP32", "shape": [-1]})
 
