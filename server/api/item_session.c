@@ -6,19 +6,30 @@
  * (store/kv_cache.h), kept rotated when its scheme is rope
  * (k_prerotated); the scheme is the session's.
  *
- * The item is read in two steps around api_item_parse's checks:
- * api_item_parse_session reads q and the append against the session as it
- * is and sizes the keys as the append will leave them (a window keeps at
- * most sinks + window), so every field is checked before anything changes;
- * api_item_session_commit then appends and takes the view the task reads
- * (held until the item is freed: a later append or delete does not change
- * what it reads). A query's default position follows the session's last
- * token: next_position - Lq + i.
+ * The item is read against the session as it is (api_item_parse_session):
+ * q and the append are checked and the keys sized as the append will leave
+ * them (a window keeps at most sinks + window), so every field is checked
+ * before anything changes. Then:
+ *   - without an append, api_item_session_commit takes the view the tasks
+ *     read, at once (held until the item is freed: a later append or
+ *     delete does not change what it reads);
+ *   - with one, nothing changes until the item's first task starts
+ *     (api_item_session_start): a request refused after it was read (the
+ *     queue full, its deadline passed) leaves the session as it was. The
+ *     append then lands only if the session took no token since the item
+ *     was read (else SESSION_BUSY, nothing appended), and the view is taken
+ *     in the same step. The item's other parts wait for it; a part that
+ *     finds its deadline passed before then abandons the item (its append
+ *     never lands), and once the append landed every part runs, deadline
+ *     or not (api_item_session_keep), so an answer never hides an append.
+ * A query's default position follows the session's last token:
+ * next_position - Lq + i.
  */
 #include "api/request.h"
 
 #include "api/json.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,19 +58,6 @@ static const char *const refused[] = {
 static bool from_kv(api_err *e, const api_ctx *ctx, const srv_kv_err *ke)
 {
     return api_fail(e, ctx, ke->code, ke->field, "%s", ke->message);
-}
-
-/* t.shape[d] against the session's figure what = want (sessions.c too). */
-bool api_session_dim(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,
-                     const api_ctx *ctx, api_err *e)
-{
-    char f[48];
-    if (t->shape[d] == want)
-        return true;
-    snprintf(f, sizeof f, "%s.shape[%d]", name, d);
-    return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, f,
-                    "%s.shape[%d]=%lld does not equal the session's %s=%lld", name, d,
-                    (long long)t->shape[d], what, (long long)want);
 }
 
 /* The append's tensors and positions, checked against the session. */
@@ -142,6 +140,8 @@ bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, 
         return from_kv(e, ctx, &ke);
     snprintf(it->session_id, sizeof it->session_id, "%s", info.id);
     it->session = true;
+    it->sess_lim = ctx->lim;
+    it->sess_expect = info.appended;
     /* The session's scheme (held until the item is freed). */
     it->scheme.s = *sp->scheme;
     pa_attention_init(&it->att, &it->scheme.s);
@@ -204,18 +204,17 @@ bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, 
     it->out_shape[0] = it->Lq;
     it->out_shape[1] = it->H;
     it->out_shape[2] = it->Dv;
+    it->sess_pending = it->app_n > 0;
+    atomic_init(&it->sess_state, API_SESS_ST_OPEN);
     return true;
 }
 
-bool api_item_session_commit(api_item *it, const api_ctx *ctx, api_err *e)
+/* The item reads the view it holds (it->sess_view), checked as it now is:
+ * the session may have taken tokens between the item's checks and the
+ * view (a read without an append). */
+static bool adopt_view(api_item *it, const api_ctx *ctx, api_err *e)
 {
-    srv_kv_err ke;
     pa_error pe;
-    if (it->app_n > 0 && !srv_kv_append(it->sess_cache, it->session_id, it->app_k.data,
-                                        it->app_v.data, it->app_n, it->app_pos, &ke))
-        return from_kv(e, ctx, &ke);
-    if (!srv_kv_view_take(it->sess_cache, it->session_id, &it->sess_view, &ke))
-        return from_kv(e, ctx, &ke);
     it->sess_viewed = true;
     it->Lk = it->sess_view.length;
     it->att.k_len = it->Lk;
@@ -232,8 +231,6 @@ bool api_item_session_commit(api_item *it, const api_ctx *ctx, api_err *e)
             it->default_qpos[i] = it->sess_view.next_position - it->Lq + i;
         it->att.q_positions = it->default_qpos;
     }
-    /* Another request may have appended between the checks and the view:
-     * the call as it now is. */
     if (pa_attention_check(&it->att, &pe) != PA_STATUS_OK) {
         api_fail_pa(e, ctx, &pe);
         return false;
@@ -241,8 +238,81 @@ bool api_item_session_commit(api_item *it, const api_ctx *ctx, api_err *e)
     return true;
 }
 
+bool api_item_session_commit(api_item *it, const api_ctx *ctx, api_err *e)
+{
+    srv_kv_err ke;
+    if (it->sess_pending) /* at its first task (api_item_session_start) */
+        return true;
+    if (!srv_kv_view_take(it->sess_cache, it->session_id, &it->sess_view, &ke))
+        return from_kv(e, ctx, &ke);
+    return adopt_view(it, ctx, e);
+}
+
+/* The append and its view, once: api_item_session_start's first part. */
+static bool append_now(api_item *it, const api_ctx *ctx, api_err *e)
+{
+    srv_kv_err ke;
+    api_err ignored;
+    if (!srv_kv_append_view(it->sess_cache, it->session_id, it->app_k.data, it->app_v.data,
+                            it->app_n, it->app_pos, it->sess_expect, &it->sess_view, &ke))
+        return from_kv(e, ctx, &ke);
+    if (!adopt_view(it, ctx, e))
+        return false;
+    /* A v2 sequence_end: the view keeps what this step reads. */
+    if (it->sess_end)
+        api_session_delete(it->sess_lim, it->session_id, &ignored);
+    return true;
+}
+
+api_sess_start api_item_session_start(api_item *it, const api_ctx *ctx, api_err *e)
+{
+    int st = API_SESS_ST_OPEN;
+    if (!it->sess_pending)
+        return API_SESS_RUN;
+    if (atomic_compare_exchange_strong(&it->sess_state, &st, API_SESS_ST_COMMITTING)) {
+        const bool ok = append_now(it, ctx, e);
+        atomic_store(&it->sess_state, ok ? API_SESS_ST_DONE : API_SESS_ST_FAILED);
+        return ok ? API_SESS_RUN : API_SESS_FAILS;
+    }
+    while (st == API_SESS_ST_COMMITTING) { /* another part appends: an append's time */
+        sched_yield();
+        st = atomic_load(&it->sess_state);
+    }
+    return st == API_SESS_ST_DONE ? API_SESS_RUN : st == API_SESS_ST_FAILED ? API_SESS_SKIP
+                                                                      : API_SESS_ABANDONED;
+}
+
+bool api_item_session_keep(api_item *it)
+{
+    int st = API_SESS_ST_OPEN;
+    if (!it->sess_pending)
+        return false;
+    if (atomic_compare_exchange_strong(&it->sess_state, &st, API_SESS_ST_ABANDONED))
+        return false;
+    return st != API_SESS_ST_ABANDONED;
+}
+
+bool api_item_session_own(api_item *it, bool created, bool end, api_err *e)
+{
+    if (!it->session)
+        return true;
+    if (it->sess_pending) {
+        it->sess_created = created;
+        it->sess_end = end;
+        return true;
+    }
+    return !end || api_session_delete(it->sess_lim, it->session_id, e);
+}
+
 void api_item_session_free(api_item *it)
 {
+    /* A session this request created whose append never landed is not
+     * left behind (a refused v2 sequence_start). */
+    if (it->sess_created && atomic_load(&it->sess_state) != API_SESS_ST_DONE) {
+        api_err ignored;
+        api_session_delete(it->sess_lim, it->session_id, &ignored);
+    }
+    it->sess_created = false;
     if (it->sess_viewed)
         srv_kv_view_release(it->sess_cache, &it->sess_view);
     if (it->sess_hold != NULL)

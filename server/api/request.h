@@ -16,6 +16,7 @@
 #include "store/kv_cache.h"
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -104,6 +105,15 @@ typedef struct api_item {
     srv_tensor app_k, app_v;
     int32_t *app_pos;
     int32_t app_n;
+    /* With an append, the append waits for the item's first task
+     * (api_item_session_start): sess_pending; the session's appended count
+     * the item was checked against; API_SESS_* of the parts' one append. */
+    bool sess_pending;
+    int64_t sess_expect;
+    atomic_int sess_state;
+    const srv_limits *sess_lim;
+    bool sess_end;     /* delete the session once the append landed (v2 sequence_end) */
+    bool sess_created; /* the request made the session: deleted if the append never lands */
 } api_item;
 
 /* The descriptor of sequence b of a valid item: att with the inputs of
@@ -176,13 +186,44 @@ void api_item_diff_free(api_item *it);
 /* Session items (api/item_session.c). api_item_parse_session reads
  * "session", q and "append" (refusing the fields the session provides)
  * and sizes the keys as the append will leave them; after every check,
- * api_item_session_commit appends and takes the view the task reads.
+ * api_item_session_commit takes the view the task reads, or leaves an
+ * append to the item's first task (api_item_session_start below).
  * api_item_session_free releases them. */
 bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 bool api_item_session_commit(api_item *it, const api_ctx *ctx, api_err *e);
 void api_item_session_free(api_item *it);
+/* An item with an append (sess_pending) appends when its first task starts.
+ * Every task of the item calls api_item_session_start before computing:
+ * RUN: compute (the append landed, or there was none); FAILS: this task's
+ * append failed, *e says why (its error is the item's); SKIP: another
+ * part's append failed, do nothing; ABANDONED: a part timed out before the
+ * append, so it never lands: this task times out too. */
+typedef enum api_sess_start {
+    API_SESS_RUN = 0,
+    API_SESS_FAILS,
+    API_SESS_SKIP,
+    API_SESS_ABANDONED,
+} api_sess_start;
+/* sess_state */
+enum {
+    API_SESS_ST_OPEN = 0,
+    API_SESS_ST_COMMITTING,
+    API_SESS_ST_DONE,
+    API_SESS_ST_FAILED,
+    API_SESS_ST_ABANDONED,
+};
+api_sess_start api_item_session_start(api_item *it, const api_ctx *ctx, api_err *e);
+/* A task of the item finds its deadline passed: true when it must run all
+ * the same (the item's append landed or is landing), false when it times
+ * out, and then the item's append never lands. */
+bool api_item_session_keep(api_item *it);
+/* A KServe v2 sequence step (v2/sequence.c): created, the request made the
+ * session (deleted at the item's end if its append never landed); end,
+ * delete the session once the step's append landed (at once when the step
+ * appends nothing). False (and e) when that delete failed. */
+bool api_item_session_own(api_item *it, bool created, bool end, api_err *e);
 /* Refuses t when t->shape[d] is not the session's figure `what` (want),
- * naming "name.shape[d]" and both values. */
+ * naming "name.shape[d]" and both values (api/sessions.c). */
 bool api_session_dim(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,
                      const api_ctx *ctx, api_err *e);
 
