@@ -207,11 +207,13 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
                    : rows * a->it.Lk * ((double)a->it.D + a->it.Dv);
     }
     a->macs = macs * a->it.B;
-    /* Short query rows are spread out of the weights after the run, which
-     * one task does for all heads. */
+    /* Short query rows are spread out of the weights after the run, as
+     * are a shorter session's keys, which one task does for all heads. */
     bool whole =
-        a->it.query_lengths != NULL &&
-        (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_ENTROPY | API_RET_DISTANCE));
+        (a->it.query_lengths != NULL &&
+         (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_ENTROPY | API_RET_DISTANCE))) ||
+        (api_item_session_ragged(&a->it) &&
+         (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_K_ROT)));
     if (a->it.att.x == NULL && !whole && !a->it.diff && !a->it.mla &&
         lim->parallel_parts > a->it.B && macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
@@ -306,6 +308,32 @@ static void pad_query_rows(const api_item *it, int32_t ql, int32_t part, pa_atte
     }
 }
 
+/* Sequence b ran over its session's kl keys (a list of sessions of other
+ * lengths): its weights and logits [H, Lq, kl] move to their place in
+ * [H, Lq, Lk], and k_rot's rows [kl, Hkv, D] are followed by zeros; the
+ * columns past kl are a padded key's (weight 0, logit -inf), as
+ * key_length gives them. Part 0 does it (such items run in one part). */
+static void pad_key_columns(const api_item *it, int32_t kl, int32_t part, pa_attention_out *out)
+{
+    const size_t Lk = (size_t)it->Lk, k = (size_t)kl, rows = (size_t)it->H * (size_t)it->Lq;
+    if (part != 0)
+        return;
+    for (int r = 0; r < 2; r++) {
+        float *m = r == 0 ? out->weights : out->logits;
+        if (m == NULL)
+            continue;
+        for (size_t i = rows; i-- > 0;) { /* descending: no row overwritten unread */
+            memmove(m + i * Lk, m + i * k, k * sizeof(float));
+            for (size_t j = k; j < Lk; j++)
+                m[i * Lk + j] = r == 0 ? 0.0f : -INFINITY;
+        }
+    }
+    if (out->k_rot != NULL) {
+        const size_t row = (size_t)it->Hkv * (size_t)it->D;
+        memset(out->k_rot + k * row, 0, (Lk - k) * row * sizeof(float));
+    }
+}
+
 /* Part `part` of sequence b: a share of the query heads, or of the keys
  * (decode), whose last part to finish merges the shares' states. */
 static pa_status run_share(att_item *a, const pa_attention *att, const pa_attention_out *out,
@@ -391,6 +419,8 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
                    : run_share(a, &att, &out, b, part, ws, ws_size, &pe)) == PA_STATUS_OK) {
         if (it->query_lengths != NULL && att.q_len < it->Lq)
             pad_query_rows(it, att.q_len, part, &out);
+        if (it->session && att.k_len < it->Lk)
+            pad_key_columns(it, att.k_len, part, &out);
     } else {
         api_fail_pa(&e, &ctx, &pe);
         if (it->batched)
@@ -645,20 +675,24 @@ static bool refuse_same_session(att_job *aj, size_t i)
         return false;
     for (size_t j = 0; j < i; j++) {
         const att_item *o = &aj->items[j];
-        char prefix[32];
-        api_ctx ctx = {NULL, prefix, NULL, NULL};
-        if (!o->valid || !o->it.session || strcmp(o->it.session_id, a->it.session_id) != 0 ||
-            (!o->it.sess_pending && !a->it.sess_pending))
+        if (!o->valid || !o->it.session || (!o->it.sess_pending && !a->it.sess_pending))
             continue;
-        api_item_prefix(prefix, i);
-        api_fail(&a->err, &ctx, SRV_ERR_INVALID_ARGUMENT, "session",
-                 "inputs[%zu] names session '%s' too, and one of the two appends to it: a "
-                 "request may name a session it appends to once (send the next step after "
-                 "this one answers)",
-                 j, a->it.session_id);
-        api_item_free(&a->it);
-        a->valid = false;
-        return true;
+        for (int32_t b = 0; b < a->it.n_sess; b++) {
+            const char *id = a->it.sess[b].id;
+            char prefix[32];
+            api_ctx ctx = {NULL, prefix, NULL, NULL};
+            if (!api_item_session_names(&o->it, id))
+                continue;
+            api_item_prefix(prefix, i);
+            api_fail(&a->err, &ctx, SRV_ERR_INVALID_ARGUMENT, "session",
+                     "inputs[%zu] names session '%s' too, and one of the two appends to it: a "
+                     "request may name a session it appends to once (send the next step after "
+                     "this one answers)",
+                     j, id);
+            api_item_free(&a->it);
+            a->valid = false;
+            return true;
+        }
     }
     return false;
 }
