@@ -454,11 +454,11 @@ $(BARE_MHD): bench/bare_mhd.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) $< -o $@ $(SRV_LIBS)
 
-bench-service: $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
+bench-service: $(POSATTND) $(LOAD_BIN) $(BARE_MHD) $(BUILD)/bench/bench_decode
 	@$(call apt_install,$(CROSSCHECK_PACKAGES) curl)
 	@bench/service.sh $(BUILD)
 	@POSATTND=$(POSATTND) E2E_TIMEOUT=300 tests/e2e/harness.sh /usr/bin/python3 bench/v2_throughput.py
-	@/usr/bin/python3 bench/decode_service.py --posattnd $(POSATTND)
+	@/usr/bin/python3 bench/decode_service.py --posattnd $(POSATTND) --ceiling-bin $(BUILD)/bench/bench_decode
 load-crosscheck: $(POSATTND) $(LOAD_BIN)
 	@$(call apt_install,$(CROSSCHECK_PACKAGES))
 	@tests/load/wrk-crosscheck.sh $(BUILD)
@@ -503,7 +503,8 @@ bench-smoke: $(BENCH_BIN) $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
 	    { echo "bench-smoke: bench/v2_throughput.py failed"; exit 1; }; \
 	/usr/bin/python3 bench/peer_ort.py --smoke --bin $(BUILD)/bench/bench_peer_case >/dev/null || \
 	    { echo "bench-smoke: bench/peer_ort.py failed"; exit 1; }; \
-	/usr/bin/python3 bench/decode_service.py --smoke --posattnd $(POSATTND) >/dev/null || \
+	/usr/bin/python3 bench/decode_service.py --smoke --posattnd $(POSATTND) \
+	    --ceiling-bin $(BUILD)/bench/bench_decode >/dev/null || \
 	    { echo "bench-smoke: bench/decode_service.py failed"; exit 1; }; \
 	echo "bench-smoke: ok"
 
