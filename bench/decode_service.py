@@ -20,7 +20,9 @@ timing.compute_us (the wall time from its first part's start to its last
 part's end), the GB/s of k and v that makes and its fraction of the read
 bandwidth (past the last-level cache, both cores), measured in the same run
 by bench/bench_decode --ceiling before and after the cases (the larger of
-the two is the ceiling), and the client's median wall time for the request.
+the two is the ceiling), the item's cpu_us over compute_us (about 2 when the
+decode is split over the keys across the two workers and the parts overlap),
+and the client's median wall time for the request.
 The session cases' target is >= 0.6 of the read bandwidth, as the
 named-tensor decode reaches (issue #33).
 
@@ -170,6 +172,7 @@ def main():
                                 "append": {"k": toks[r % 4][0], "v": toks[r % 4][1]}}],
                     "output_encoding": "b64"}, ">=%.2f" % TARGET))
             comp = {name: [] for name, _, _, _ in runs}
+            cpu = {name: [] for name, _, _, _ in runs}
             wall = {name: [] for name, _, _, _ in runs}
             for r in range(warm + reps):
                 for name, lk_of, body_of, _ in runs:
@@ -179,13 +182,14 @@ def main():
                         raise RuntimeError("%s: %s" % (name, out["error"]))
                     if r >= warm:
                         comp[name].append((out["timing"]["compute_us"] / 1e3, lk_of(r)))
+                        cpu[name].append(out["timing"]["cpu_us"] / max(1, out["timing"]["compute_us"]))
                         wall[name].append(t * 1e3)
             rows = []
             for name, _, _, target in runs:
                 best, best_lk = min(comp[name])
                 gbs = best_lk * kv_bytes / 1e9 / (best / 1e3) if best > 0 else 0.0
                 rows.append((name, best_lk, best, statistics.median(c for c, _ in comp[name]), gbs,
-                             statistics.median(wall[name]), target))
+                             statistics.median(cpu[name]), statistics.median(wall[name]), target))
             # A session step against its named-tensor twin of the same round.
             pairs = [(name, twin, statistics.median(
                 s_[0] / n_[0] for s_, n_ in zip(comp[name], comp[twin])))
@@ -213,17 +217,20 @@ def main():
     print("decode through posattnd (2 workers) on %s: Lq=1, H=%d, Hkv=%d, D=%d, causal; "
           "compute = timing.compute_us; sessions in blocks of %s tokens"
           % (cpu, H, Hkv, D, a.block_tokens or "16 (the default)"))
-    print("%-26s %8s %10s %10s %8s %8s %10s %16s" % (
-        "case", "Lk", "best ms", "median ms", "GB/s", "of read", "target", "client median ms"))
-    for name, lk, best, med, gbs, wall, target in rows:
+    print("%-26s %8s %10s %10s %8s %8s %10s %8s %16s" % (
+        "case", "Lk", "best ms", "median ms", "GB/s", "of read", "target", "cpu/comp",
+        "client median ms"))
+    for name, lk, best, med, gbs, cpu_ratio, wall, target in rows:
         ok = gbs / bw >= TARGET
         if target != "-":
             met, missed = met + ok, missed + (not ok)
-        print("%-26s %8d %10.2f %10.2f %8.1f %8.2f %10s %16.2f" % (
+        print("%-26s %8d %10.2f %10.2f %8.1f %8.2f %10s %8.2f %16.2f" % (
             name, lk, best, med, gbs, gbs / bw, target + ("" if target == "-" else
-                                                         " met" if ok else " NO"), wall))
+                                                         " met" if ok else " NO"), cpu_ratio, wall))
     print("ceiling: read %.1f GB/s on %d threads before the cases, %.1f after "
           "(bench_decode --ceiling); fractions of %.1f" % (bw0, bw_threads, bw1, bw))
+    print("cpu/comp: the item's timing.cpu_us over compute_us (median): about 2 when its two "
+          "parts (one per worker) split the keys and overlap")
     for name, twin, ratio in pairs:
         print("%s: compute %.2fx its named-tensor twin (%s), the median of the rounds' ratios"
               % (name, ratio, twin))
