@@ -215,6 +215,21 @@ typedef struct api_model_use {
  * layer's options into u->merged (nothing when obj has no "model"; then
  * "layer", "stack" and "override" are refused). On failure u is freed. */
 bool api_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api_err *e);
+/* The same for a model and layer already known (a session's, api/item.c):
+ * "model", "layer" and "stack" of obj are passed through (the caller
+ * refuses them), "override" is read, and the options named in
+ * skip[0..n_skip) are neither merged nor refused (nor the tensors they
+ * need): the item's own members of those names pass through as they are.
+ * On failure u is freed. */
+bool api_model_merge_layer(const cJSON *obj, const api_ctx *ctx, const srv_model *model,
+                           const srv_model_layer *layer, const char *const *skip, size_t n_skip,
+                           api_model_use *u, api_err *e);
+/* The model loaded (--model) as name, or UNKNOWN_MODEL naming "model" and
+ * the loaded ones. */
+bool api_model_find(const api_ctx *ctx, const char *name, const srv_model **m, api_err *e);
+/* "model \"g2\" (gemma2) layer 0" (an inline config: "gemma2 layer 0"),
+ * for messages. */
+void api_model_label(const srv_model *m, const srv_model_layer *l, char *buf, size_t cap);
 /* The parsed item's heads, kv heads and head dim against the config's. */
 bool api_model_check_shapes(const api_model_use *u, const api_item *it, const api_ctx *ctx,
                             api_err *e);
