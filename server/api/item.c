@@ -562,7 +562,7 @@ static bool merge_session_model(const cJSON *obj, const api_ctx *ctx, api_model_
         *hold = NULL;
     if (*hold == NULL || info.model[0] == '\0')
         return api_model_merge(obj, ctx, mu, e);
-    if (!api_model_find(ctx, info.model, &m, e)) /* loaded at its creation: always there */
+    if (!api_model_find(ctx, info.model, false, &m, e)) /* loaded at its creation: always there */
         return false;
     if ((L = srv_model_layer_at(m, NULL, info.layer)) == NULL)
         return api_fail(e, ctx, SRV_ERR_INTERNAL, "session",

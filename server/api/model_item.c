@@ -114,7 +114,8 @@ static bool merge_object(const api_model_use *u, const char *name, const cJSON *
     return true;
 }
 
-bool api_model_find(const api_ctx *ctx, const char *name, const srv_model **m, api_err *e)
+bool api_model_find(const api_ctx *ctx, const char *name, bool inline_ok, const srv_model **m,
+                    api_err *e)
 {
     const struct srv_model_set *set = ctx->lim != NULL ? ctx->lim->models : NULL;
     char names[256];
@@ -126,8 +127,9 @@ bool api_model_find(const api_ctx *ctx, const char *name, const srv_model **m, a
                                srv_model_set_at(set, i)->name);
     return api_fail(e, ctx, SRV_ERR_UNKNOWN_MODEL, "model",
                     "model \"%.64s\" is not loaded (%s%s); load it with --model "
-                    "NAME=config.json, or send the config object as \"model\"",
-                    name, at ? "loaded: " : "none is loaded", at ? names : "");
+                    "NAME=config.json%s",
+                    name, at ? "loaded: " : "none is loaded", at ? names : "",
+                    inline_ok ? ", or send the config object as \"model\"" : "");
 }
 
 /* Resolves "model", "layer" and "stack" into u->model and u->layer. */
@@ -138,7 +140,7 @@ static bool resolve(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api_
     const char *stack = NULL;
 
     if (cJSON_IsString(mv)) {
-        if (!api_model_find(ctx, mv->valuestring, &u->model, e))
+        if (!api_model_find(ctx, mv->valuestring, true, &u->model, e))
             return false;
     } else if (cJSON_IsObject(mv)) {
         srv_model_err me;

@@ -225,8 +225,10 @@ bool api_model_merge_layer(const cJSON *obj, const api_ctx *ctx, const srv_model
                            const srv_model_layer *layer, const char *const *skip, size_t n_skip,
                            api_model_use *u, api_err *e);
 /* The model loaded (--model) as name, or UNKNOWN_MODEL naming "model" and
- * the loaded ones. */
-bool api_model_find(const api_ctx *ctx, const char *name, const srv_model **m, api_err *e);
+ * the loaded ones (and, when inline_ok, that a config object may be sent
+ * instead). */
+bool api_model_find(const api_ctx *ctx, const char *name, bool inline_ok, const srv_model **m,
+                    api_err *e);
 /* "model \"g2\" (gemma2) layer 0" (an inline config: "gemma2 layer 0"),
  * for messages. */
 void api_model_label(const srv_model *m, const srv_model_layer *l, char *buf, size_t cap);

@@ -252,7 +252,7 @@ static bool parse_model(const cJSON *root, const api_ctx *ctx, from_model *fm, a
                         "scheme comes from the config of model \"%.64s\": send \"scheme\" or "
                         "\"model\" and \"layer\", not both",
                         mv->valuestring);
-    if (!api_model_find(ctx, mv->valuestring, &fm->model, e))
+    if (!api_model_find(ctx, mv->valuestring, false, &fm->model, e))
         return false;
     if (lv == NULL)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "layer",
