@@ -531,55 +531,6 @@ static bool parse_masks(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     return true;
 }
 
-/* The options a session made from a model does not take from its layer:
- * the scheme is the session's own (kept with it), and its keys were
- * normalised before they were appended (a cache holds them after k_norm;
- * the core library refuses k_norm over paged keys). */
-static const char *const session_kept[] = {"scheme", "k_norm"};
-
-/* An item that names a session (and no "model"): when the session was made
- * from a served model (POST /v1/sessions with "model" and "layer"), its
- * layer's options merged into mu as an item with that "model" and "layer"
- * would have them, but session_kept; otherwise what api_model_merge does
- * for an item without "model". *hold is the session's scheme as found
- * here (NULL when it was not), for api_item_parse to check that the
- * session it then reads is this one; released by the caller. */
-static bool merge_session_model(const cJSON *obj, const api_ctx *ctx, api_model_use *mu,
-                                void **hold, api_err *e)
-{
-    const cJSON *id = api_member(obj, "session");
-    srv_kv_cache *c = ctx->lim != NULL ? ctx->lim->sessions : NULL;
-    const srv_model *m = NULL;
-    const srv_model_layer *L;
-    srv_kv_info info;
-    srv_kv_err ke;
-    char who[160];
-
-    *hold = NULL;
-    memset(mu, 0, sizeof *mu);
-    /* Unknown sessions and bad ids are api_item_parse_session's to refuse. */
-    if (c == NULL || !cJSON_IsString(id) || !srv_kv_info_hold(c, id->valuestring, &info, hold, &ke))
-        *hold = NULL;
-    if (*hold == NULL || info.model[0] == '\0')
-        return api_model_merge(obj, ctx, mu, e);
-    if (!api_model_find(ctx, info.model, false, &m, e)) /* loaded at its creation: always there */
-        return false;
-    if ((L = srv_model_layer_at(m, NULL, info.layer)) == NULL)
-        return api_fail(e, ctx, SRV_ERR_INTERNAL, "session",
-                        "session '%s' names layer %d of model \"%s\", which has %d",
-                        info.id, (int)info.layer, m->name, (int)m->n_layers);
-    api_model_label(m, L, who, sizeof who);
-    for (size_t i = 0; i < 2; i++) {
-        const char *f = i == 0 ? "layer" : "stack";
-        if (api_member(obj, f) != NULL)
-            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, f,
-                            "%s is the session's: session '%s' keeps %s; leave %s out", f,
-                            info.id, who, f);
-    }
-    return api_model_merge_layer(obj, ctx, m, L, session_kept,
-                                 sizeof session_kept / sizeof *session_kept, mu, e);
-}
-
 bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra, size_t n_extra,
                     api_item *out, api_err *e)
 {
@@ -587,7 +538,7 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     size_t n_known = 0;
     pa_error pe;
     api_model_use mu;
-    void *sess_hold = NULL; /* merge_session_model's */
+    void *sess_hold = NULL; /* api_session_model_merge's */
     const bool sess = cJSON_IsObject(obj) && api_member(obj, "session") != NULL;
 
     memset(out, 0, sizeof *out);
@@ -600,7 +551,7 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
                         "made from a model, its layer's options): leave \"model\" out");
     /* An item that names a model is read merged with its layer's options;
      * one over a session made from a model, with the session's layer's. */
-    if (!(sess ? merge_session_model(obj, ctx, &mu, &sess_hold, e)
+    if (!(sess ? api_session_model_merge(obj, ctx, &mu, &sess_hold, e)
                : api_model_merge(obj, ctx, &mu, e))) {
         if (sess_hold != NULL)
             srv_kv_scheme_release(ctx->lim->sessions, sess_hold);

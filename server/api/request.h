@@ -237,6 +237,38 @@ bool api_model_check_shapes(const api_model_use *u, const api_item *it, const ap
                             api_err *e);
 void api_model_use_free(api_model_use *u);
 
+/* A session made from a served model's layer (api/session_model.c). */
+typedef struct api_session_model {
+    const srv_model *model; /* NULL: the create request sent "scheme" */
+    const srv_model_layer *layer; /* srv_model_layer_at(model, NULL, "layer") */
+    char who[160];                /* api_model_label */
+} api_session_model;
+/* "model" and "layer" of a POST /v1/sessions body into *fm (fm->model NULL
+ * when there is no "model"): the model loaded by that name (UNKNOWN_MODEL),
+ * "layer" required and in range (OUT_OF_RANGE), "scheme" and "layer"
+ * without "model" refused, and a layer a session cannot keep UNSUPPORTED
+ * naming "model" (MLA, differential attention, a scheme that needs a table
+ * no config holds). */
+bool api_session_model_parse(const cJSON *root, const api_ctx *ctx, api_session_model *fm,
+                             api_err *e);
+/* Whether a saved session made from a model (spec->model, spec->layer)
+ * still fits the models loaded now (ctx->lim->models): the model is
+ * loaded, has the layer, and that layer derives the scheme (scheme, parsed
+ * from the file) and the dims the session was saved with; else false with
+ * why in err. */
+bool api_session_model_still(const api_ctx *ctx, const cJSON *scheme, const srv_kv_spec *spec,
+                             char *err, size_t cap);
+/* An item that names a session (and no "model"): when the session was made
+ * from a served model, its layer's options merged into *mu as an item with
+ * that "model" and "layer" would have them, but the session's scheme and
+ * k_norm ("layer" and "stack" refused, "override" read); otherwise what
+ * api_model_merge does for an item without "model". *hold is a hold on the
+ * session's scheme as found here (NULL when it was not found), for the
+ * caller to check that the session it reads is this one, and to release
+ * (srv_kv_scheme_release). */
+bool api_session_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *mu, void **hold,
+                             api_err *e);
+
 /* Every position's row (position + offset) inside the learned table, with
  * the core library's wording; field names the array ("positions"). */
 bool api_check_learned_rows(const pa_learned *l, const int32_t *pos, int32_t n, const char *field,

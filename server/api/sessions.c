@@ -7,11 +7,11 @@
  * that names a session is its JSON (session_fill). docs/sessions.md.
  *
  * A session is made from a scheme and its dims, or from a served model's
- * layer ("model", "layer": parse_model): the layer's derived scheme and
- * dims, and the model's name and layer kept with the session (its file
- * too), so that an attention item over it takes that layer's options
- * (api/item.c). srv_job_session_step finds the session steps of a finished
- * job for the step histogram (runtime/metrics.h).
+ * layer ("model", "layer": api/session_model.c): the layer's derived
+ * scheme and dims, and the model's name and layer kept with the session
+ * (its file too), so that an attention item over it takes that layer's
+ * options. srv_job_session_step finds the session steps of a finished job
+ * for the step histogram (runtime/metrics.h).
  *
  * Create and fork do their work when prepared (on the HTTP thread: they
  * copy no keys); an append runs as the job's one task (a worker, or the
@@ -195,86 +195,11 @@ static bool parse_eviction(const cJSON *node, const api_ctx *ctx, int32_t dflt_w
     return m == NULL || api_get_bool(m, "eviction.reposition", ctx, &sp->reposition, e);
 }
 
-/* A session made from a served model: the model and layer of "model" and
- * "layer" (srv_model_layer_at: the text model's, or the only stack). */
-typedef struct from_model {
-    const srv_model *model; /* NULL: the request sent "scheme" */
-    const srv_model_layer *layer;
-    char who[160]; /* api_model_label */
-} from_model;
-
-/* The options of a layer a session cannot keep: attention whose cache is
- * not one layer's keys and values, or a scheme table no config holds. */
-static bool layer_keepable(const from_model *fm, const api_ctx *ctx, api_err *e)
-{
-    const srv_model_layer *L = fm->layer;
-    if (api_member(L->options, "mla") != NULL)
-        return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "model",
-                        "%s is MLA (config \"%s\"): a session keeps one layer's keys and values, "
-                        "not MLA's latent cache",
-                        fm->who, srv_model_source_of(L, "mla") ? srv_model_source_of(L, "mla")->key
-                                                               : "model_type");
-    if (api_member(L->options, "differential") != NULL)
-        return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "model",
-                        "%s is differential attention: its pairs of heads cannot keep a session",
-                        fm->who);
-    for (size_t i = 0; i < L->n_needs; i++)
-        if (strncmp(L->needs[i].field, "scheme.", 7) == 0)
-            return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "model",
-                            "%s's scheme needs %s (%s), which no config holds: create the "
-                            "session with \"scheme\" and the table instead of \"model\"",
-                            fm->who, L->needs[i].field, L->needs[i].what);
-    return true;
-}
-
-/* "model" and "layer" of a create request into *fm (fm->model NULL when
- * there is no "model"). */
-static bool parse_model(const cJSON *root, const api_ctx *ctx, from_model *fm, api_err *e)
-{
-    const cJSON *mv = api_member(root, "model"), *lv = api_member(root, "layer");
-    int32_t layer = 0;
-
-    memset(fm, 0, sizeof *fm);
-    if (mv == NULL) {
-        if (lv != NULL)
-            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "layer",
-                            "layer applies to a model: send \"model\" (a model loaded with "
-                            "--model) with it, or \"scheme\" without it");
-        return true;
-    }
-    if (!cJSON_IsString(mv))
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "model",
-                        "model must be the name of a model loaded with --model (a session keeps "
-                        "its model by name), found %s",
-                        api_json_type(mv));
-    if (api_member(root, "scheme") != NULL)
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "scheme",
-                        "scheme comes from the config of model \"%.64s\": send \"scheme\" or "
-                        "\"model\" and \"layer\", not both",
-                        mv->valuestring);
-    if (!api_model_find(ctx, mv->valuestring, false, &fm->model, e))
-        return false;
-    if (lv == NULL)
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "layer",
-                        "layer is required with model: the layer of model \"%s\" (0 to %d) "
-                        "whose keys and values the session keeps",
-                        fm->model->name, (int)fm->model->n_layers - 1);
-    if (!api_get_int(lv, "layer", ctx, &layer, e))
-        return false;
-    if ((fm->layer = srv_model_layer_at(fm->model, NULL, layer)) == NULL)
-        return api_fail(e, ctx, SRV_ERR_OUT_OF_RANGE, "layer",
-                        "layer=%d is outside the %d layers of model \"%s\" (%s): 0 to %d",
-                        (int)layer, (int)fm->model->n_layers, fm->model->name,
-                        fm->model->model_type, (int)fm->model->n_layers - 1);
-    api_model_label(fm->model, fm->layer, fm->who, sizeof fm->who);
-    return layer_keepable(fm, ctx, e);
-}
-
 /* A dimension of a create request (name) into *out: the model layer's
  * (want, its config key src) when from a model, and then a given value
  * must agree; else required (what says what it is) unless dflt > 0. */
 static bool parse_dim(const cJSON *root, const api_ctx *ctx, const char *name, const char *what,
-                      const from_model *fm, int32_t want, const srv_model_source *src,
+                      const api_session_model *fm, int32_t want, const srv_model_source *src,
                       int32_t dflt, int32_t *out, api_err *e)
 {
     bool present;
@@ -300,7 +225,7 @@ static bool parse_dim(const cJSON *root, const api_ctx *ctx, const char *name, c
 }
 
 /* The spec of a create request; the scheme is malloc'd into *owner. */
-static bool parse_spec(const cJSON *root, const api_ctx *ctx, const from_model *fm,
+static bool parse_spec(const cJSON *root, const api_ctx *ctx, const api_session_model *fm,
                        srv_kv_spec *sp, api_scheme **owner, api_err *e)
 {
     const srv_model_layer *L = fm->layer;
@@ -410,36 +335,6 @@ static char *scheme_text(const cJSON *node, const api_ctx *ctx)
     return text;
 }
 
-/* Whether a saved session made from a model (spec->model, spec->layer)
- * still fits the models loaded now: the model is loaded, has the layer,
- * and that layer derives the scheme (scheme, parsed) and the dims the
- * session was saved with; else false with why in err. */
-static bool model_still(const api_ctx *ctx, const cJSON *scheme, const srv_kv_spec *spec,
-                        char *err, size_t cap)
-{
-    const srv_model *m = ctx->lim != NULL ? srv_model_set_find(ctx->lim->models, spec->model)
-                                          : NULL;
-    const srv_model_layer *L = m != NULL ? srv_model_layer_at(m, NULL, spec->layer) : NULL;
-    if (m == NULL)
-        snprintf(err, cap, "it was made from model \"%s\", which is not loaded (--model %s=...)",
-                 spec->model, spec->model);
-    else if (L == NULL)
-        snprintf(err, cap, "it was made from layer %d of model \"%s\", which has %d layers now",
-                 (int)spec->layer, spec->model, (int)m->n_layers);
-    else if (!cJSON_Compare(scheme, api_member(L->options, "scheme"), true) ||
-             spec->num_kv_heads != L->num_kv_heads || spec->head_dim != L->head_dim ||
-             spec->v_head_dim != L->head_dim)
-        snprintf(err, cap,
-                 "model \"%s\" layer %d's config now derives another scheme or other dims "
-                 "(num_kv_heads=%d, head_dim=%d) than the session was made with (num_kv_heads=%d, "
-                 "head_dim=%d, v_head_dim=%d)",
-                 spec->model, (int)spec->layer, (int)L->num_kv_heads, (int)L->head_dim,
-                 (int)spec->num_kv_heads, (int)spec->head_dim, (int)spec->v_head_dim);
-    else
-        return true;
-    return false;
-}
-
 bool srv_api_session_scheme(void *arg, const char *scheme_json, srv_kv_spec *spec, char *err,
                             size_t cap)
 {
@@ -451,7 +346,7 @@ bool srv_api_session_scheme(void *arg, const char *scheme_json, srv_kv_spec *spe
 
     if (node == NULL || owner == NULL) {
         snprintf(err, cap, "%s", node == NULL ? "its scheme is not JSON" : "out of memory");
-    } else if (spec->model != NULL && !model_still(&ctx, node, spec, err, cap)) {
+    } else if (spec->model != NULL && !api_session_model_still(&ctx, node, spec, err, cap)) {
         /* err says why */
     } else if (!api_scheme_parse(node, &ctx, owner, &e)) {
         snprintf(err, cap, "its scheme does not parse: %s: %s", e.field, e.message);
@@ -509,7 +404,7 @@ static bool create_session(const cJSON *root, const api_ctx *ctx, srv_kv_info *i
     char id[SRV_KV_ID_LEN], *scheme_json;
     const char *want_id = NULL;
     const cJSON *m;
-    from_model fm;
+    api_session_model fm;
     bool ok;
 
     if (!cache_of(ctx->lim, &c, e) ||
@@ -526,7 +421,7 @@ static bool create_session(const cJSON *root, const api_ctx *ctx, srv_kv_info *i
                             ". -, not starting with '.'",
                             want_id, SRV_KV_ID_LEN - 1);
     }
-    if (!parse_model(root, ctx, &fm, e) || !parse_spec(root, ctx, &fm, &sp, &owner, e))
+    if (!api_session_model_parse(root, ctx, &fm, e) || !parse_spec(root, ctx, &fm, &sp, &owner, e))
         return false;
     if (!api_check_memory(owner->bytes, ctx->lim, e)) {
         scheme_owner_free(owner);
