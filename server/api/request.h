@@ -239,7 +239,7 @@ void api_model_use_free(api_model_use *u);
 
 /* A session made from a served model's layer (api/session_model.c). */
 typedef struct api_session_model {
-    const srv_model *model; /* NULL: the create request sent "scheme" */
+    const srv_model *model;       /* NULL: the create request sent "scheme" */
     const srv_model_layer *layer; /* srv_model_layer_at(model, NULL, "layer") */
     char who[160];                /* api_model_label */
 } api_session_model;

@@ -23,8 +23,9 @@ static bool layer_keepable(const api_session_model *fm, const api_ctx *ctx, api_
         return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "model",
                         "%s is MLA (config \"%s\"): a session keeps one layer's keys and values, "
                         "not MLA's latent cache",
-                        fm->who, srv_model_source_of(L, "mla") ? srv_model_source_of(L, "mla")->key
-                                                               : "model_type");
+                        fm->who,
+                        srv_model_source_of(L, "mla") ? srv_model_source_of(L, "mla")->key
+                                                      : "model_type");
     if (api_member(L->options, "differential") != NULL)
         return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "model",
                         "%s is differential attention: its pairs of heads cannot keep a session",
@@ -38,7 +39,8 @@ static bool layer_keepable(const api_session_model *fm, const api_ctx *ctx, api_
     return true;
 }
 
-bool api_session_model_parse(const cJSON *root, const api_ctx *ctx, api_session_model *fm, api_err *e)
+bool api_session_model_parse(const cJSON *root, const api_ctx *ctx, api_session_model *fm,
+                             api_err *e)
 {
     const cJSON *mv = api_member(root, "model"), *lv = api_member(root, "layer");
     int32_t layer = 0;
@@ -82,8 +84,8 @@ bool api_session_model_parse(const cJSON *root, const api_ctx *ctx, api_session_
 bool api_session_model_still(const api_ctx *ctx, const cJSON *scheme, const srv_kv_spec *spec,
                              char *err, size_t cap)
 {
-    const srv_model *m = ctx->lim != NULL ? srv_model_set_find(ctx->lim->models, spec->model)
-                                          : NULL;
+    const srv_model *m =
+        ctx->lim != NULL ? srv_model_set_find(ctx->lim->models, spec->model) : NULL;
     const srv_model_layer *L = m != NULL ? srv_model_layer_at(m, NULL, spec->layer) : NULL;
     if (m == NULL)
         snprintf(err, cap, "it was made from model \"%s\", which is not loaded (--model %s=...)",
@@ -133,15 +135,15 @@ bool api_session_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use
         return false;
     if ((L = srv_model_layer_at(m, NULL, info.layer)) == NULL)
         return api_fail(e, ctx, SRV_ERR_INTERNAL, "session",
-                        "session '%s' names layer %d of model \"%s\", which has %d",
-                        info.id, (int)info.layer, m->name, (int)m->n_layers);
+                        "session '%s' names layer %d of model \"%s\", which has %d", info.id,
+                        (int)info.layer, m->name, (int)m->n_layers);
     api_model_label(m, L, who, sizeof who);
     for (size_t i = 0; i < 2; i++) {
         const char *f = i == 0 ? "layer" : "stack";
         if (api_member(obj, f) != NULL)
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, f,
-                            "%s is the session's: session '%s' keeps %s; leave %s out", f,
-                            info.id, who, f);
+                            "%s is the session's: session '%s' keeps %s; leave %s out", f, info.id,
+                            who, f);
     }
     return api_model_merge_layer(obj, ctx, m, L, session_kept,
                                  sizeof session_kept / sizeof *session_kept, mu, e);

@@ -240,8 +240,8 @@ static bool parse_spec(const cJSON *root, const api_ctx *ctx, const api_session_
                    L ? L->head_dim : 0, L ? &L->dim : NULL, 0, &sp->head_dim, e) ||
         /* A model's values are as wide as its keys (MLA, whose are not, is
          * refused above). */
-        !parse_dim(root, ctx, "v_head_dim", "the values' dimension per head (Dv)", fm, L ? L->head_dim : 0, L ? &L->dim : NULL,
-                   sp->head_dim, &sp->v_head_dim, e))
+        !parse_dim(root, ctx, "v_head_dim", "the values' dimension per head (Dv)", fm,
+                   L ? L->head_dim : 0, L ? &L->dim : NULL, sp->head_dim, &sp->v_head_dim, e))
         return false;
     if ((m = api_member(root, "dtype")) != NULL) {
         const char *dt;
@@ -394,9 +394,9 @@ static bool made_job(const srv_endpoint *ep, const srv_kv_info *info, srv_job **
  * *info; false with e set, the cache unchanged. */
 static bool create_session(const cJSON *root, const api_ctx *ctx, srv_kv_info *info, api_err *e)
 {
-    static const char *const known[] = {"scheme",   "num_kv_heads", "head_dim", "v_head_dim",
-                                        "dtype",    "max_tokens",   "eviction", "id",
-                                        "model",    "layer"};
+    static const char *const known[] = {"scheme", "num_kv_heads", "head_dim", "v_head_dim",
+                                        "dtype",  "max_tokens",   "eviction", "id",
+                                        "model",  "layer"};
     srv_kv_cache *c = NULL;
     srv_kv_spec sp;
     srv_kv_err ke;

@@ -784,12 +784,13 @@ static void test_model_session(void **state)
     assert_int_equal((int)at_num(ans, "layer"), 0);
     assert_int_equal((int)at_num(ans, "num_kv_heads"), 2);
     assert_int_equal((int)at_num(ans, "v_head_dim"), 16);
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "scheme")), "rope");
-    snprintf(id, sizeof id, "%s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "id")));
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "scheme")),
+                        "rope");
+    snprintf(id, sizeof id, "%s",
+             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "id")));
     cJSON_Delete(ans);
     ans = post(&srv_ep_sessions_create, NULL,
-               "{\"model\":\"g2\",\"layer\":0,\"v_head_dim\":8,\"max_tokens\":8}", &lim,
-               &status);
+               "{\"model\":\"g2\",\"layer\":0,\"v_head_dim\":8,\"max_tokens\":8}", &lim, &status);
     expect_error(ans, status, 400, "SHAPE_MISMATCH", "v_head_dim");
     cJSON_Delete(ans);
     ans = post(&srv_ep_sessions_create, NULL, "{\"model\":\"g2\",\"layer\":-1,\"max_tokens\":8}",

@@ -486,10 +486,8 @@ static void test_session_steps(void **state)
                              "le=\"0.0025\"}") == 2);
     assert_true(has_line(text, "posattn_session_step_duration_seconds_sum{scheme=\"rope\"} "
                                "0.002400000"));
-    assert_true(sample(text, "posattn_session_step_duration_seconds_count{scheme=\"alibi\"}") ==
-                1);
-    assert_true(sample(text, "posattn_session_step_duration_seconds_count{scheme=\"other\"}") ==
-                1);
+    assert_true(sample(text, "posattn_session_step_duration_seconds_count{scheme=\"alibi\"}") == 1);
+    assert_true(sample(text, "posattn_session_step_duration_seconds_count{scheme=\"other\"}") == 1);
     /* A step is not a compute task: the item counters are the workers'. */
     assert_null(strstr(text, "posattn_items_total{"));
     free(text);
