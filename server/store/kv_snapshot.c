@@ -92,6 +92,9 @@ static char *header_of(const srv_kv_state *st, size_t *data_bytes)
               meta_int(m, "shift", st->shift) && meta_int(m, "appended", st->appended) &&
               meta_int(m, "evicted", st->evicted) &&
               meta_str(m, "prerotated", st->prerotated ? "true" : "false");
+    /* A session made from a served model: its name and layer (kv_cache.h). */
+    if (ok && st->model[0] != '\0')
+        ok = meta_str(m, "model", st->model) && meta_int(m, "layer", st->spec.layer);
     ok = ok && add_tensor(h, "k", "F32", ks, 3, (size_t)(n * hkv * sp->head_dim) * 4, &off) &&
          add_tensor(h, "v", "F32", vs, 3, (size_t)(n * hkv * sp->v_head_dim) * 4, &off) &&
          add_tensor(h, "positions", "I32", ps, 1, (size_t)n * 4, &off);
@@ -390,6 +393,17 @@ static bool parse_file(const char *path, const char *want_id, srv_kv_state *st, 
     st->evicted = x[10];
     st->length = (int32_t)x[11];
     st->prerotated = strcmp(meta_get(m, "prerotated"), "true") == 0;
+    if (meta_get(m, "model") != NULL) { /* made from a served model (kv_cache.h) */
+        const char *model = meta_get(m, "model");
+        int64_t layer;
+        if (model[0] == '\0' || strlen(model) >= sizeof st->model ||
+            !meta_num(m, "layer", 0, INT32_MAX, &layer)) {
+            *why = "its metadata model or layer is out of range";
+            goto out;
+        }
+        snprintf(st->model, sizeof st->model, "%s", model);
+        st->spec.layer = (int32_t)layer;
+    }
     ok = true;
 out:
     if (!ok) {
@@ -429,6 +443,7 @@ size_t srv_kv_load_dir(srv_kv_cache *c, const char *dir, srv_kv_scheme_fn mk, vo
             continue;
         }
         st.spec.scheme_json = scheme;
+        st.spec.model = st.model[0] != '\0' ? st.model : NULL; /* for mk to check */
         if (!mk(arg, scheme, &st.spec, why_buf, sizeof why_buf)) {
             srv_kv_keep_file(c, id);
             if (skip != NULL)
