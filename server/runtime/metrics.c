@@ -10,6 +10,7 @@
  * tolerates.
  */
 #include "runtime/metrics.h"
+#include "runtime/probe.h"
 #include "store/kv_cache.h"
 
 #include "posattn.h"
@@ -96,6 +97,7 @@ struct srv_metrics {
     char model_names[SRV_METRICS_MAX_MODELS][SRV_METRICS_MODEL_NAME_MAX];
     size_t n_models;        /* set before serving, read-only after */
     srv_kv_cache *sessions; /* set before serving; its figures are read at each render */
+    const srv_machine *machine; /* the probe's ceilings (runtime/probe.h), or NULL */
 };
 
 static const char *const phase_names[SRV_PHASE_COUNT] = {"queue", "compute_input", "compute_infer",
@@ -209,6 +211,7 @@ srv_metrics *srv_metrics_new(void)
     atomic_init(&m->tls_failed[1], 0);
     m->n_models = 0;
     m->sessions = NULL;
+    m->machine = NULL;
     for (size_t s = 0; s < N_MODEL_SLOTS; s++) {
         for (int k = 0; k < 2; k++) {
             atomic_init(&m->model[s].n[k], 0);
@@ -452,6 +455,12 @@ static void labelled(FILE *f, const char *name, const char *help, const char *la
         fprintf(f, "%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[k], load(&counts[k]));
 }
 
+void srv_metrics_set_machine(srv_metrics *m, const srv_machine *machine)
+{
+    if (m != NULL)
+        m->machine = machine;
+}
+
 void srv_metrics_set_sessions(srv_metrics *m, srv_kv_cache *c)
 {
     if (m != NULL)
@@ -604,6 +613,8 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
 
     if (m->sessions != NULL)
         sessions_write(f, m->sessions);
+
+    srv_probe_write_metrics(f, m->machine);
 
     header(f, "posattn_build_info", "gauge",
            "The posattn version and the kernels this CPU runs (avx512 or portable); always 1.");
