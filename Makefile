@@ -286,6 +286,7 @@ E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "/usr/bin/python3 tests/e2e/v2_readme.py -q" \
                "/usr/bin/python3 tests/e2e/v2_models.py -q" \
                "/usr/bin/python3 tests/e2e/options.py -q" \
+               "/usr/bin/python3 tests/e2e/roofline.py -q" \
                "/usr/bin/python3 tests/e2e/bounds.py -q" \
                "/usr/bin/python3 tests/e2e/key_rotation.py -q" \
                "/usr/bin/python3 tests/e2e/sessions.py -q" \
