@@ -160,6 +160,10 @@ void srv_job_set_timed_out(srv_job *job, size_t i);
  * Server-Timing. False when no item has one (another endpoint, every item
  * failed, or not rendered yet). */
 bool srv_job_roofline(const srv_job *job, double *flops, double *bytes, int *threads);
+/* Item k of the rendered job's items that have a fraction of peak: its
+ * scheme (static) and fraction; false past the last. For /metrics'
+ * posattn_fraction_of_peak summary. */
+bool srv_job_roofline_item(const srv_job *job, size_t k, const char **scheme, double *fraction);
 /* Renders the answer after every task has run (or timed out). */
 void srv_job_finish(srv_job *job, srv_reply *reply);
 void srv_job_free(srv_job *job);

@@ -94,6 +94,10 @@ struct srv_job {
     const srv_machine *machine;
     double roof_flops, roof_bytes;
     size_t roof_items;
+    /* Each rendered item's scheme and fraction of peak, for /metrics
+     * (srv_job_roofline_item); malloc'd, freed by srv_job_free. */
+    struct api_roof_frac *roof_frac;
+    size_t n_roof_frac;
 };
 
 /* Allocates a job of endpoint ep with n zeroed tasks; NULL on allocation

@@ -228,6 +228,15 @@ bool api_roofline_render(cJSON *obj, srv_job *job, const api_item *it, const api
     if (!srv_roofline_fraction(job->machine, w.flops, w.bytes, t->compute_us, threads, &fraction,
                                &compute))
         return true;
+    {
+        struct api_roof_frac *more =
+            realloc(job->roof_frac, (job->n_roof_frac + 1) * sizeof *job->roof_frac);
+        if (more == NULL)
+            return false;
+        job->roof_frac = more;
+        job->roof_frac[job->n_roof_frac].scheme = pa_scheme_type_name(it->scheme.s.type);
+        job->roof_frac[job->n_roof_frac++].fraction = fraction;
+    }
     /* Four significant figures: the timing itself is not better. */
     if (fraction > 0) {
         const double scale = pow(10.0, 3.0 - floor(log10(fraction)));
@@ -236,6 +245,15 @@ bool api_roofline_render(cJSON *obj, srv_job *job, const api_item *it, const api
     return cJSON_AddNumberToObject(timing, "fraction_of_peak", fraction) != NULL &&
            cJSON_AddStringToObject(timing, "bound", compute ? "compute" : "memory") != NULL &&
            cJSON_AddItemToObject(timing, "peak_threads", srv_json_int(threads));
+}
+
+bool srv_job_roofline_item(const srv_job *job, size_t k, const char **scheme, double *fraction)
+{
+    if (job == NULL || k >= job->n_roof_frac)
+        return false;
+    *scheme = job->roof_frac[k].scheme;
+    *fraction = job->roof_frac[k].fraction;
+    return true;
 }
 
 bool srv_job_roofline(const srv_job *job, double *flops, double *bytes, int *threads)

@@ -43,4 +43,10 @@ bool api_roofline_work(const api_item *it, api_work *w);
 bool api_roofline_render(cJSON *obj, srv_job *job, const api_item *it, const api_task *t,
                          size_t tasks);
 
+/* A rendered item's fraction of peak (srv_job_roofline_item). */
+struct api_roof_frac {
+    const char *scheme; /* pa_scheme_type_name */
+    double fraction;
+};
+
 #endif

@@ -149,6 +149,10 @@ class Probed(unittest.TestCase):
         for ln in gf + bw:
             self.assertGreater(float(ln.rsplit(" ", 1)[1]), 0)
         self.assertIn('threads="1"', gf[0])
+        # test_item_timing's items (alphabetical order: it ran first).
+        count = [ln for ln in text.splitlines()
+                 if ln.startswith('posattn_fraction_of_peak_count{scheme="rope"}')]
+        self.assertTrue(count and float(count[0].rsplit(" ", 1)[1]) >= 1, text[-2000:])
 
 
 class NoProbe(unittest.TestCase):
