@@ -21,6 +21,16 @@
 
 enum { MAX_T = 64 };
 
+/* The measuring loops run uninstrumented under the sanitizers (make asan,
+ * make tsan), which would otherwise make every start of a sanitized server
+ * slower by most of a second and measure only themselves. They touch no
+ * memory but their own share. */
+#if defined(__GNUC__)
+#define PROBE_RAW __attribute__((no_sanitize("address", "thread", "undefined")))
+#else
+#define PROBE_RAW
+#endif
+
 /* The budget of each phase (ms); the read buffer: up to 64 MiB, touched by
  * 4 MiB chunks while the touch budget lasts (at least 16 MiB), and flushed
  * from the caches before each pass (flush()), so that it reads memory
@@ -46,6 +56,7 @@ static double now_ms(void)
 
 typedef struct share {
     void (*fn)(struct share *);
+    pthread_mutex_t *gate;
     pthread_barrier_t *go;
     long iters;          /* FMA: loop trips */
     const float *p;      /* read: the slice */
@@ -56,6 +67,10 @@ typedef struct share {
 static void *trampoline(void *p)
 {
     share *s = p;
+    /* The gate opens once every thread is started and the barrier is set
+     * for as many as were. */
+    pthread_mutex_lock(s->gate);
+    pthread_mutex_unlock(s->gate);
     pthread_barrier_wait(s->go);
     s->fn(s);
     return NULL;
@@ -64,38 +79,34 @@ static void *trampoline(void *p)
 /* Runs fn on T shares at once; returns the wall time (ms) from the start to
  * the last share's end. This thread runs share 0 itself, so that a timer
  * thread of its own cannot be descheduled while the others run. -1 when a
- * thread could not start. */
+ * thread could not start (those that did run their share, untimed). */
 static double run_shares(int T, void (*fn)(share *), share *sh)
 {
     pthread_t th[MAX_T];
+    pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
     pthread_barrier_t go;
     double t0;
     int started = 1;
-    pthread_barrier_init(&go, NULL, (unsigned)T);
+    pthread_mutex_lock(&gate);
     for (int i = 0; i < T; i++) {
         sh[i].fn = fn;
+        sh[i].gate = &gate;
         sh[i].go = &go;
     }
     for (int i = 1; i < T; i++, started++)
         if (pthread_create(&th[i], NULL, trampoline, &sh[i]) != 0)
             break;
-    if (started < T) {
-        /* The barrier waits for T: run the missing shares here, untimed. */
-        for (int i = started; i < T; i++)
-            pthread_barrier_wait(&go);
-        for (int i = 1; i < started; i++)
-            pthread_join(th[i], NULL);
-        pthread_barrier_destroy(&go);
-        return -1;
-    }
+    pthread_barrier_init(&go, NULL, (unsigned)started);
+    pthread_mutex_unlock(&gate);
     pthread_barrier_wait(&go);
     t0 = now_ms();
     fn(&sh[0]);
-    for (int i = 1; i < T; i++)
+    for (int i = 1; i < started; i++)
         pthread_join(th[i], NULL);
     t0 = now_ms() - t0;
     pthread_barrier_destroy(&go);
-    return t0;
+    pthread_mutex_destroy(&gate);
+    return started < T ? -1 : t0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -107,7 +118,7 @@ static double run_shares(int T, void (*fn)(share *), share *sh)
 enum { CH512 = 16, CH256 = 12, CHSCALAR = 12 };
 
 #if PROBE_X86
-__attribute__((target("avx512f"))) static void fma_avx512(share *s)
+PROBE_RAW __attribute__((target("avx512f"))) static void fma_avx512(share *s)
 {
     __m512 acc[CH512];
     const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
@@ -123,7 +134,7 @@ __attribute__((target("avx512f"))) static void fma_avx512(share *s)
     s->sink = _mm512_reduce_add_ps(acc[0]);
 }
 
-__attribute__((target("avx2,fma"))) static void fma_avx2(share *s)
+PROBE_RAW __attribute__((target("avx2,fma"))) static void fma_avx2(share *s)
 {
     __m256 acc[CH256];
     const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
@@ -142,7 +153,7 @@ __attribute__((target("avx2,fma"))) static void fma_avx2(share *s)
 }
 #endif
 
-static void fma_scalar(share *s)
+PROBE_RAW static void fma_scalar(share *s)
 {
     float acc[CHSCALAR];
     for (int c = 0; c < CHSCALAR; c++)
@@ -202,7 +213,7 @@ static double fma_gflops(int T, double budget_ms, const char **width)
 /* ------------------------------------------------------------------------- */
 
 #if PROBE_X86
-__attribute__((target("avx512f"))) static void read_avx512(share *s)
+PROBE_RAW __attribute__((target("avx512f"))) static void read_avx512(share *s)
 {
     __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i + 64 <= s->n; i += 64) {
@@ -214,7 +225,7 @@ __attribute__((target("avx512f"))) static void read_avx512(share *s)
     s->sink = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
-__attribute__((target("avx2"))) static void read_avx2(share *s)
+PROBE_RAW __attribute__((target("avx2"))) static void read_avx2(share *s)
 {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     float out[8];
@@ -229,7 +240,7 @@ __attribute__((target("avx2"))) static void read_avx2(share *s)
 }
 #endif
 
-static void read_plain(share *s)
+PROBE_RAW static void read_plain(share *s)
 {
     float acc[16] = {0};
     for (size_t i = 0; i + 16 <= s->n; i += 16)
@@ -240,7 +251,7 @@ static void read_plain(share *s)
 
 /* Writes the share's slice: its pages are touched by the thread that will
  * read them, in parallel. */
-static void touch(share *s)
+PROBE_RAW static void touch(share *s)
 {
     float *p = (float *)(uintptr_t)s->p;
     for (size_t i = 0; i < s->n; i++)
@@ -260,7 +271,7 @@ static void slices(share *sh, int T, const float *buf, size_t n)
  * reads memory however small the buffer is: a buffer past the last-level
  * cache would need first touches that cost far more than the probe's
  * budget (12-20 us a 4 KiB page on these machines). */
-static void flush(const float *buf, size_t n)
+PROBE_RAW static void flush(const float *buf, size_t n)
 {
 #if PROBE_X86
     for (size_t i = 0; i < n; i += 16)
