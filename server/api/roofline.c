@@ -215,7 +215,7 @@ bool api_roofline_render(cJSON *obj, srv_job *job, const api_item *it, const api
     api_work w;
     double fraction;
     bool compute;
-    const int threads = tasks > 1 && job->machine != NULL ? job->machine->workers : 1;
+    const int threads = tasks > 1 && job->machine != NULL ? job->machine->threads : 1;
 
     if (timing == NULL || !api_roofline_work(it, &w))
         return true;
@@ -262,6 +262,6 @@ bool srv_job_roofline(const srv_job *job, double *flops, double *bytes, int *thr
         return false;
     *flops = job->roof_flops;
     *bytes = job->roof_bytes;
-    *threads = job->n_tasks > 1 && job->machine != NULL ? job->machine->workers : 1;
+    *threads = job->n_tasks > 1 && job->machine != NULL ? job->machine->threads : 1;
     return true;
 }

@@ -351,6 +351,7 @@ void srv_probe_none(srv_machine *m, int workers)
 {
     memset(m, 0, sizeof *m);
     m->workers = workers < 1 ? 1 : workers;
+    m->threads = 1;
     m->width = "";
     m->load_1m = load_average();
     cpu_model(m->cpu, sizeof m->cpu);
