@@ -10,6 +10,7 @@
 #include "runtime/metrics.h"
 #include "store/kv_cache.h"
 #include "runtime/pool.h"
+#include "runtime/probe.h"
 #include "runtime/log.h"
 #include "runtime/snapshot.h"
 #include "api/api.h"
@@ -192,6 +193,8 @@ int main(int argc, char **argv)
     srv_config cfg;
     sigset_t sigs;
     srv_metrics *metrics;
+    /* Read by every thread once the server serves; written before. */
+    static srv_machine machine;
     srv_pool *pool;
     srv_http *http;
     srv_tensor_store *tensors = NULL;
@@ -316,6 +319,14 @@ int main(int argc, char **argv)
                    "every --model model has counters");
     for (size_t i = 0; metrics != NULL && i < srv_model_set_count(models); i++)
         srv_metrics_add_model(metrics, srv_model_set_at(models, i)->name);
+    /* The machine's ceilings, before the workers and the listener exist, so
+     * that nothing of ours competes with the probe (runtime/probe.h). */
+    if (cfg.no_probe)
+        srv_probe_none(&machine, cfg.workers);
+    else
+        srv_probe_run(&machine, cfg.workers);
+    cfg.machine = &machine;
+    srv_metrics_set_machine(metrics, &machine);
     pool = metrics ? srv_pool_start(cfg.workers, cfg.queue_depth) : NULL;
     http = pool ? srv_http_start(&cfg, pool, metrics, &port) : NULL;
     if (http == NULL) {
@@ -350,6 +361,14 @@ int main(int argc, char **argv)
                "  web page  %s://%s%s%s:%d/\n",
                scheme, l, h, r, port, scheme, l, h, r, port);
     }
+    if (machine.probed)
+        printf("  machine   %s: float32 FMA %.0f GFLOP/s on 1 thread, %.0f on %d (%s); read %.0f "
+               "GB/s, %.0f on %d (probe %.0f ms, load average %.2f)\n",
+               machine.cpu, machine.gflops_1, machine.gflops_n, machine.threads, machine.width,
+               machine.read_gbps_1, machine.read_gbps_n, machine.threads, machine.probe_ms,
+               machine.load_1m);
+    else
+        printf("  machine   %s: not probed (--no-probe): no fraction_of_peak\n", machine.cpu);
     fflush(stdout);
 
     /* SIGHUP reloads the API key file, as does a change to it (checked

@@ -15,7 +15,9 @@ Compared byte for byte: the status, the body, and the headers a client
 acts on (Content-Type, Allow, WWW-Authenticate, Retry-After, Connection,
 Inference-Header-Content-Length's presence). What is measured rather than
 computed is set to 0 in both first: timing members ("queue_us",
-"compute_us", "cpu_us", "*_ns", "last_inference") and, in a binary /v2
+"compute_us", "cpu_us", "*_ns", "last_inference"), the start-up probe's
+figures and the fractions of them ("fraction_of_peak", "bound", /v1/schemes'
+machine) and, in a binary /v2
 answer, the JSON header's length; Server-Timing is not compared, nor
 /metrics. A refactoring that changes no behaviour passes this with the
 e2e clients as COMMAND (the closing note of issue #28 shows the run).
@@ -31,6 +33,19 @@ import threading
 
 HEADERS = ("content-type", "allow", "www-authenticate", "retry-after", "connection")
 TIMING = re.compile(rb'"(queue_us|compute_us|cpu_us|\w*_ns|ns|last_inference)":\s*\d+')
+# The start-up probe's figures (runtime/probe.h), measured too; and an item's
+# fraction of them, left out when it ran under a microsecond: removed whole.
+MEASURED = re.compile(rb'"(gflops_f32|read_gbps|read_buffer_bytes|probe_ms|load_average)":'
+                      rb'\s*-?[0-9.eE+-]+')
+FRACTION = re.compile(rb',"fraction_of_peak":[0-9.eE+-]+,"bound":"\w+","peak_threads":\d+')
+
+
+def unmeasured(body):
+    """body with its measured members set to 0 (fractions of peak removed)."""
+    body = TIMING.sub(rb'"\1":0', body)
+    return FRACTION.sub(b"", MEASURED.sub(rb'"\1":0', body))
+
+
 FRAMING = "inference-header-content-length"
 
 
@@ -60,9 +75,9 @@ def normal(status, raw_headers, body):
     n = headers.get(FRAMING)
     if n is not None:  # a JSON header, then binary tensors
         n = int(n)
-        body = TIMING.sub(rb'"\1":0', body[:n]) + b"\0FRAMED\0" + body[n:]
+        body = unmeasured(body[:n]) + b"\0FRAMED\0" + body[n:]
     else:
-        body = TIMING.sub(rb'"\1":0', body)
+        body = unmeasured(body)
     return (status, tuple((h, headers.get(h)) for h in HEADERS), FRAMING in headers, body)
 
 

@@ -70,7 +70,11 @@ export interface AttentionResult extends TensorResult {
   entropy?: Float32Array;
   distance?: Float32Array;
   id: unknown;
-  timing?: { queue_us: number; compute_us: number; cpu_us: number };
+  timing?: {
+    queue_us: number; compute_us: number; cpu_us: number;
+    /** q/k/v items: the work done and its fraction of the server's measured peak (docs/api.md) */
+    flops?: number; bytes?: number; fraction_of_peak?: number; bound?: "compute" | "memory"; peak_threads?: number;
+  };
 }
 
 export interface ClientOptions {

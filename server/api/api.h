@@ -38,6 +38,32 @@ extern const srv_endpoint srv_ep_session_delete;
 extern const srv_endpoint srv_ep_session_append;
 extern const srv_endpoint srv_ep_session_fork;
 
+/* The machine's own ceilings, measured once at start-up (runtime/probe.c,
+ * unless --no-probe): what each /v1/attention item's fraction_of_peak is a
+ * fraction of (api/roofline.c). Read-only once the server serves. */
+typedef struct srv_machine {
+    bool probed;        /* false: --no-probe, the figures below are 0 */
+    int workers;        /* --workers: the threads an item split into parts runs on */
+    int threads;        /* the threads the second figures were measured with (workers) */
+    double gflops_1;    /* float32 FMA GFLOP/s (1e9 multiply-adds x 2 per s), one thread */
+    double gflops_n;    /* the same, `threads` threads together */
+    double read_gbps_1; /* read bandwidth past the caches, GB/s (1e9 bytes/s), one thread */
+    double read_gbps_n; /* the same, `threads` threads together */
+    size_t read_bytes;  /* the buffer the bandwidth was read from */
+    double probe_ms;    /* how long the probe took */
+    double load_1m;     /* the 1-minute load average when it ran (/proc/loadavg; -1 unknown) */
+    const char *width;  /* static: "avx512", "avx2" or "scalar": the FMA width measured */
+    char cpu[96];       /* /proc/cpuinfo's model name, or "unknown" */
+} srv_machine;
+
+/* The fraction of the machine's peak that flops and bytes of work done in
+ * us microseconds reach: the larger of flops / (us * peak GFLOP/s) and
+ * bytes / (us * read GB/s), with *compute_bound saying which; the peaks of
+ * one thread when threads <= 1, else of the workers. False (outputs
+ * untouched) without a probe, without time (us == 0) or without work. */
+bool srv_roofline_fraction(const srv_machine *m, double flops, double bytes, uint64_t us,
+                           int threads, double *fraction, bool *compute_bound);
+
 typedef struct srv_limits {
     size_t max_batch_items;     /* items in one /v1/attention batch */
     size_t max_tensor_elements; /* floats in any one tensor */
@@ -59,6 +85,9 @@ typedef struct srv_limits {
     const char *cache_dir;
     /* --replica-id: named by SESSION_NOT_FOUND messages; NULL or "": not named. */
     const char *replica;
+    /* The start-up probe's ceilings (runtime/probe.h), for the items'
+     * fraction_of_peak and GET /v1/schemes' "machine"; NULL: not known. */
+    const srv_machine *machine;
 } srv_limits;
 
 /* Rebuilds a saved session's scheme from the JSON its create request sent
@@ -135,6 +164,16 @@ void srv_job_set_timed_out(srv_job *job, size_t i);
  * *at moves past it. False when there is none. Call once every task is
  * done (api/sessions.c). */
 bool srv_job_session_step(const srv_job *job, size_t *at, const char **scheme, double *seconds);
+/* The work of a rendered /v1/attention job's items that have a roofline
+ * (api/roofline.c): their flops and bytes summed, and the threads its
+ * peak is of (1 for a job of one task, else the workers), for
+ * Server-Timing. False when no item has one (another endpoint, every item
+ * failed, or not rendered yet). */
+bool srv_job_roofline(const srv_job *job, double *flops, double *bytes, int *threads);
+/* Item k of the rendered job's items that have a fraction of peak: its
+ * scheme (static) and fraction; false past the last. For /metrics'
+ * posattn_fraction_of_peak summary. */
+bool srv_job_roofline_item(const srv_job *job, size_t k, const char **scheme, double *fraction);
 /* Renders the answer after every task has run (or timed out). */
 void srv_job_finish(srv_job *job, srv_reply *reply);
 void srv_job_free(srv_job *job);

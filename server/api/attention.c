@@ -8,6 +8,7 @@
 #include "api/job.h"
 #include "api/json.h"
 #include "api/request.h"
+#include "api/roofline.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -539,7 +540,7 @@ static bool render_item(srv_job *job, size_t i, cJSON *obj, int *status)
             }
         }
     }
-    return api_render_timing(obj, &t);
+    return api_render_timing(obj, &t) && api_roofline_render(obj, job, it, &t, item_tasks(a));
 }
 
 /* Whether the text of result r is yet to be written from its values: a
@@ -786,6 +787,7 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
     }
     job->enc = enc;
     job->impl = aj;
+    job->machine = lim->machine;
     for (size_t k = 0, t = 0; k < n; k++) {
         att_item *a = &aj->items[k];
         char prefix[32];

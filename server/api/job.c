@@ -393,5 +393,6 @@ void srv_job_free(srv_job *job)
     if (job->impl != NULL && job->ep->destroy != NULL)
         job->ep->destroy(job->impl);
     free(job->tasks);
+    free(job->roof_frac);
     free(job);
 }

@@ -92,6 +92,15 @@ struct srv_job {
     void (*view)(srv_job *job, void *view_ctx, srv_reply *reply);
     void (*view_free)(void *view_ctx);
     void *view_ctx;
+    /* The machine's ceilings (srv_limits.machine), or NULL; and the work
+     * of the items rendered with a roofline, summed (api/roofline.c). */
+    const srv_machine *machine;
+    double roof_flops, roof_bytes;
+    size_t roof_items;
+    /* Each rendered item's scheme and fraction of peak, for /metrics
+     * (srv_job_roofline_item); malloc'd, freed by srv_job_free. */
+    struct api_roof_frac *roof_frac;
+    size_t n_roof_frac;
 };
 
 /* Allocates a job of endpoint ep with n zeroed tasks; NULL on allocation

@@ -7,6 +7,7 @@
 #include "api/job.h"
 #include "api/request.h"
 
+#include <math.h>
 #include <string.h>
 
 static const char *scheme_doc(pa_scheme_type t)
@@ -272,6 +273,51 @@ static bool add_shapes(cJSON *root)
            NULL;
 }
 
+static bool add_peak(cJSON *arr, int threads, double gflops, double gbps)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL || !cJSON_AddItemToArray(arr, o))
+        return cJSON_Delete(o), false;
+    return cJSON_AddItemToObject(o, "threads", srv_json_int(threads)) &&
+           cJSON_AddNumberToObject(o, "gflops_f32", round(gflops * 10) / 10) &&
+           cJSON_AddNumberToObject(o, "read_gbps", round(gbps * 10) / 10);
+}
+
+/* "machine": the ceilings posattnd measured at start-up (runtime/probe.h),
+ * what each attention item's fraction_of_peak is a fraction of. */
+static bool add_machine(cJSON *root, const srv_machine *m)
+{
+    cJSON *o = cJSON_AddObjectToObject(root, "machine"), *peaks;
+    if (o == NULL || !cJSON_AddBoolToObject(o, "probed", m != NULL && m->probed) ||
+        !cJSON_AddStringToObject(o, "kernel", pa_kernel_name()))
+        return false;
+    if (m == NULL)
+        return true;
+    if (!cJSON_AddStringToObject(o, "cpu", m->cpu) ||
+        !cJSON_AddItemToObject(o, "workers", srv_json_int(m->workers)))
+        return false;
+    if (!m->probed)
+        return cJSON_AddStringToObject(o, "description",
+                                       "--no-probe: the ceilings were not measured, and items' "
+                                       "timing has no fraction_of_peak") != NULL;
+    if (!cJSON_AddStringToObject(o, "fma_width", m->width) ||
+        (peaks = cJSON_AddArrayToObject(o, "peaks")) == NULL ||
+        !add_peak(peaks, 1, m->gflops_1, m->read_gbps_1) ||
+        (m->threads > 1 && !add_peak(peaks, m->threads, m->gflops_n, m->read_gbps_n)) ||
+        !cJSON_AddItemToObject(o, "read_buffer_bytes", srv_json_int((int64_t)m->read_bytes)) ||
+        !cJSON_AddNumberToObject(o, "probe_ms", round(m->probe_ms * 10) / 10) ||
+        !cJSON_AddNumberToObject(o, "load_average", m->load_1m))
+        return false;
+    return cJSON_AddStringToObject(
+               o, "description",
+               "measured once at start-up: float32 FMA GFLOP/s (independent fused multiply-add "
+               "chains in registers at fma_width) and read GB/s (threads summing slices of a "
+               "buffer of read_buffer_bytes), on one thread and on the workers; an item's "
+               "timing.fraction_of_peak divides its flops and bytes per compute_us by the "
+               "peaks of peak_threads. A busy machine at start-up (see load_average) reads "
+               "low: restart on a quiet one") != NULL;
+}
+
 static bool render(cJSON *root)
 {
     size_t n;
@@ -303,10 +349,10 @@ static bool render(cJSON *root)
 
 static void schemes_answer(const srv_limits *lim, srv_reply *reply)
 {
-    (void)lim;
     cJSON *root = cJSON_CreateObject();
     char *body = NULL;
-    if (root != NULL && render(root) && add_options(root) && add_dtypes(root) && add_shapes(root))
+    if (root != NULL && render(root) && add_options(root) && add_dtypes(root) && add_shapes(root) &&
+        add_machine(root, lim != NULL ? lim->machine : NULL))
         body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (body == NULL) {

@@ -522,6 +522,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     h->limits.models = cfg->model_set;
     h->limits.sessions = cfg->kv_cache;
     h->limits.cache_dir = cfg->cache_dir;
+    h->limits.machine = cfg->machine;
     h->limits.replica = cfg->replica_id;
     atomic_init(&h->draining, false);
     atomic_init(&h->in_flight, 0);

@@ -95,12 +95,40 @@ static char *put_ms(char *p, uint64_t us)
     return p;
 }
 
+/* Appends the roofline of an attention job's items to Server-Timing at p
+ * (cap bytes): their flops and bytes summed and, with the probe's peaks,
+ * the fraction the request's compute wall time reached (api/roofline.c):
+ * ", roofline;desc="compute 0.412";flops=..;bytes=..;fraction=0.412;bound=compute".
+ * Returns the end (p when there is none). */
+static char *add_roofline(const request *q, char *p, size_t cap)
+{
+    double flops, bytes, fraction;
+    int threads;
+    bool compute;
+    int n;
+    if (!srv_job_roofline(q->job, &flops, &bytes, &threads))
+        return p;
+    if (srv_roofline_fraction(q->h->limits.machine, flops, bytes, srv_request_compute_us(q),
+                              threads, &fraction, &compute))
+        n = snprintf(p, cap,
+                     ", roofline;desc=\"%s %.4g\";flops=%.0f;bytes=%.0f;fraction=%.4g;bound=%s",
+                     compute ? "compute" : "memory", fraction, flops, bytes, fraction,
+                     compute ? "compute" : "memory");
+    else
+        n = snprintf(p, cap, ", roofline;flops=%.0f;bytes=%.0f", flops, bytes);
+    if (n < 0 || (size_t)n >= cap) {
+        *p = '\0'; /* never a cut entry */
+        return p;
+    }
+    return p + n;
+}
+
 enum MHD_Result http_send_reply(request *q)
 {
     struct MHD_Response *resp;
     enum MHD_Result ret;
     srv_reply *r = &q->reply;
-    char timing[256];
+    char timing[512];
 
     if (q->shape != NULL)
         q->shape->error_shape(r); /* the protocol's shape, whichever layer refused */
@@ -130,8 +158,10 @@ enum MHD_Result http_send_reply(request *q)
             p = put_ms(stpcpy(p, ", compute;dur="), srv_request_compute_us(q));
             p = put_ms(stpcpy(p, ", cpu;dur="), atomic_load(&q->sum_compute_us));
             p = put_ms(stpcpy(p, ", render;dur="), q->render_us);
+            p = add_roofline(q, p, sizeof timing - 64 - (size_t)(p - timing));
             p = stpcpy(p, ", ");
         }
+        /* total stays last: clients read it as the header's end. */
         put_ms(stpcpy(p, "total;dur="), total_us);
         MHD_add_response_header(resp, "Server-Timing", timing);
     }

@@ -31,6 +31,7 @@ typedef enum opt_kind {
     OPT_LOG_FORMAT,
     OPT_TENSORS, /* appends to tensors[]; the variable holds a list */
     OPT_MODELS,  /* appends to models[]; the variable holds a list */
+    OPT_SWITCH,  /* bool: a flag without a value (--no-probe); the variable 1/0, true/false, yes/no */
 } opt_kind;
 
 typedef struct opt {
@@ -95,6 +96,8 @@ static const opt options[] = {
      false, "N", "also save sessions every N seconds, 0 only on drain (default 0)"},
     {"replica-id", "POSATTN_REPLICA_ID", OPT_STRING, FIELD(replica_id), 1, 63, false, "NAME",
      "this replica's name in SESSION_NOT_FOUND messages (default: the hostname)"},
+    {"no-probe", "POSATTN_NO_PROBE", OPT_SWITCH, FIELD(no_probe), 0, 0, false, "",
+     "skip measuring the machine's ceilings at start-up (no fraction_of_peak)"},
     {"tensor", "POSATTN_TENSORS", OPT_TENSORS, FIELD(tensors), 0, 0, false, "NAME=PATH[:TENSOR]",
      "load a named tensor at start-up (repeatable; see below)"},
     {"model", "POSATTN_MODELS", OPT_MODELS, FIELD(models), 0, 0, false, "NAME=PATH",
@@ -202,7 +205,8 @@ void srv_config_usage(FILE *out, const char *prog)
             prog ? prog : "posattnd");
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char left[64];
-        snprintf(left, sizeof left, "--%s %s", options[i].flag, options[i].metavar);
+        snprintf(left, sizeof left, "--%s%s%s", options[i].flag, options[i].metavar[0] ? " " : "",
+                 options[i].metavar);
         fprintf(out, "  %-26s %-29s %s\n", left, options[i].env, options[i].help);
     }
     fprintf(out, "  %-26s %-29s %s\n", "-h, --help", "", "print this help and exit");
@@ -424,6 +428,18 @@ static bool apply(srv_config *c, const opt *o, const char *name, const char *val
         *(srv_log_format *)(void *)base = f;
         return true;
     }
+    case OPT_SWITCH:
+        if (strcmp(value, "1") == 0 || strcmp(value, "true") == 0 || strcmp(value, "yes") == 0)
+            *(bool *)(void *)base = true;
+        else if (strcmp(value, "0") == 0 || strcmp(value, "false") == 0 ||
+                 strcmp(value, "no") == 0)
+            *(bool *)(void *)base = false;
+        else {
+            fprintf(err, "%s: invalid value \"%.300s\" for %s: expected 1 or 0 (true/false, yes/no)\n",
+                    prog, value, name);
+            return false;
+        }
+        return true;
     case OPT_TENSORS:
     case OPT_MODELS:
         if (name[0] == '-')
@@ -490,6 +506,8 @@ static arg_kind next_arg(int argc, char **argv, int *i, const opt **o, const cha
     }
     if (eq) {
         *value = eq + 1;
+    } else if ((*o)->kind == OPT_SWITCH) {
+        *value = "1"; /* a switch takes no separate value */
     } else if (*i + 1 < argc) {
         *value = argv[++*i];
     } else {

@@ -4,6 +4,7 @@
 #ifndef SRV_CONFIG_H
 #define SRV_CONFIG_H
 
+#include "api/api.h"
 #include "model/model.h"
 #include "store/tensor_spec.h"
 
@@ -47,6 +48,8 @@ typedef struct srv_config {
                              * writable directory (checked when parsed) */
     int cache_snapshot_s;   /* --cache-snapshot-s, POSATTN_CACHE_SNAPSHOT_S; default 0: save
                              * only on drain; N > 0: every N seconds too (needs cache_dir) */
+    bool no_probe;          /* --no-probe, POSATTN_NO_PROBE=1: skip the start-up probe of the
+                             * machine's ceilings (runtime/probe.h) */
     char replica_id[64];    /* --replica-id, POSATTN_REPLICA_ID; default the hostname: named
                              * by SESSION_NOT_FOUND messages */
     /* --tensor NAME=PATH[:TENSOR] (repeatable), POSATTN_TENSORS (entries
@@ -69,6 +72,9 @@ typedef struct srv_config {
     /* The keys of --api-key and --api-key-file (runtime/keys.h), set by
      * main.c before listening; NULL or none: no key is required. */
     struct srv_keyring *keys;
+    /* The machine's ceilings (runtime/probe.h), measured by main.c unless
+     * no_probe; read by the HTTP layer (srv_limits.machine). Not a flag. */
+    const srv_machine *machine;
 } srv_config;
 
 /* Defaults, as documented above. */

@@ -10,6 +10,7 @@
  * tolerates.
  */
 #include "runtime/metrics.h"
+#include "runtime/probe.h"
 #include "store/kv_cache.h"
 
 #include "posattn.h"
@@ -97,6 +98,9 @@ struct srv_metrics {
     char model_names[SRV_METRICS_MAX_MODELS][SRV_METRICS_MODEL_NAME_MAX];
     size_t n_models;        /* set before serving, read-only after */
     srv_kv_cache *sessions; /* set before serving; its figures are read at each render */
+    const srv_machine *machine; /* the probe's ceilings (runtime/probe.h), or NULL */
+    /* Items' fraction_of_peak by scheme: summed (in millionths) and counted. */
+    atomic_uint_fast64_t peak_sum[N_SCHEMES], peak_count[N_SCHEMES];
 };
 
 static const char *const phase_names[SRV_PHASE_COUNT] = {"queue", "compute_input", "compute_infer",
@@ -211,6 +215,11 @@ srv_metrics *srv_metrics_new(void)
     atomic_init(&m->tls_failed[1], 0);
     m->n_models = 0;
     m->sessions = NULL;
+    m->machine = NULL;
+    for (size_t s = 0; s < N_SCHEMES; s++) {
+        atomic_init(&m->peak_sum[s], 0);
+        atomic_init(&m->peak_count[s], 0);
+    }
     for (size_t s = 0; s < N_MODEL_SLOTS; s++) {
         for (int k = 0; k < 2; k++) {
             atomic_init(&m->model[s].n[k], 0);
@@ -460,6 +469,22 @@ static void labelled(FILE *f, const char *name, const char *help, const char *la
         fprintf(f, "%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[k], load(&counts[k]));
 }
 
+void srv_metrics_fraction_of_peak(srv_metrics *m, const char *scheme, double fraction)
+{
+    size_t s;
+    if (m == NULL || !(fraction >= 0) || fraction > 1e6)
+        return;
+    s = scheme_index(scheme);
+    atomic_fetch_add(&m->peak_sum[s], (uint_fast64_t)(fraction * 1e6 + 0.5));
+    atomic_fetch_add(&m->peak_count[s], 1);
+}
+
+void srv_metrics_set_machine(srv_metrics *m, const srv_machine *machine)
+{
+    if (m != NULL)
+        m->machine = machine;
+}
+
 void srv_metrics_set_sessions(srv_metrics *m, srv_kv_cache *c)
 {
     if (m != NULL)
@@ -623,6 +648,18 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
 
     if (m->sessions != NULL)
         sessions_write(f, m->sessions);
+
+    srv_probe_write_metrics(f, m->machine);
+    header(f, "posattn_fraction_of_peak", "summary",
+           "Attention items' timing.fraction_of_peak (of the ceilings measured at start-up), "
+           "summed and counted, by scheme.");
+    for (size_t s = 0; s < N_SCHEMES; s++)
+        if (load(&m->peak_count[s]) > 0)
+            fprintf(f,
+                    "posattn_fraction_of_peak_sum{scheme=\"%s\"} %.6f\n"
+                    "posattn_fraction_of_peak_count{scheme=\"%s\"} %" PRIu64 "\n",
+                    scheme_label(s), (double)load(&m->peak_sum[s]) / 1e6, scheme_label(s),
+                    load(&m->peak_count[s]));
 
     header(f, "posattn_build_info", "gauge",
            "The posattn version and the kernels this CPU runs (avx512 or portable); always 1.");

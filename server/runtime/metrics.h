@@ -38,6 +38,10 @@
  *   posattn_cache_evictions_total{reason}        counter: sessions dropped: ttl, pool_full
  *   posattn_session_tokens_appended_total        counter
  *   posattn_session_tokens_evicted_total         counter: dropped by windows
+ *   posattn_machine_gflops{dtype,threads}        gauge: float32 FMA peak measured at start-up
+ *                                                (runtime/probe.h), 1 thread and the workers
+ *   posattn_machine_read_gbps{threads}           gauge: read bandwidth measured with it
+ *   posattn_fraction_of_peak{scheme}             summary (_sum, _count): items' fraction_of_peak
  *   posattn_build_info{version,kernel}           gauge 1
  * The v2 counters are what GET /v2/models/.../stats reports (v2/v2.h).
  */
@@ -94,6 +98,12 @@ void srv_metrics_auth_refused(srv_metrics *m, const char *reason);
 void srv_metrics_connections_cut(srv_metrics *m, const char *phase, size_t n);
 /* --queue-depth, shown as posattn_queue_limit (set once at start). */
 void srv_metrics_set_queue_limit(srv_metrics *m, int64_t tasks);
+/* One attention item's fraction_of_peak (api/roofline.c), by its scheme. */
+void srv_metrics_fraction_of_peak(srv_metrics *m, const char *scheme, double fraction);
+/* The machine's ceilings (runtime/probe.h) /metrics shows as
+ * posattn_machine_gflops and posattn_machine_read_gbps; set once before
+ * serving; NULL or not probed: the series are left out. */
+void srv_metrics_set_machine(srv_metrics *m, const srv_machine *machine);
 /* The sessions' cache whose figures /metrics shows (posattn_sessions,
  * posattn_cache_*); set once before serving; NULL: the series are left
  * out. Each render also drops sessions idle past their ttl. */

@@ -33,6 +33,23 @@ export async function liveChecks() {
     const p50 = await page.textContent('#live-schemes tr[data-scheme="shaw"] td:nth-child(4)');
     assert(/\d/.test(p50), `p50 "${p50}"`);
   });
+  await check('live: each scheme\'s fraction of peak (posattn_fraction_of_peak) in the table and over time', async () => {
+    // The load's items just counted: a mean fraction for rope (never a speed:
+    // between 0 and 5), none for learned (layer mode has no roofline).
+    const text = await api('/metrics');
+    const count = Number((/^posattn_fraction_of_peak_count\{scheme="rope"\} (\S+)$/m.exec(text) || [0, 0])[1]);
+    assert(count >= 1, `posattn_fraction_of_peak_count{scheme="rope"} ${count}`);   // items under 1 us have none
+    const rope = Number(await page.getAttribute('#live-schemes tr[data-scheme="rope"]', 'data-peak'));
+    assert(rope > 0 && rope < 5, `rope's mean fraction of peak ${rope}`);
+    const cell = await page.textContent('#live-schemes tr[data-scheme="rope"] td:nth-child(7)');
+    assert(/^[\d.e+-]+$/.test(cell), `rope's of-peak cell "${cell}"`);
+    const learned = await page.textContent('#live-schemes tr[data-scheme="learned"] td:nth-child(7)');
+    assert(learned === '-', `learned's of-peak cell "${learned}"`);
+    const series = JSON.parse(await page.getAttribute('#live-peak-plot', 'data-series'));
+    assert(series.rope && series.rope.some((p) => p[1] > 0), `rope's fraction over time ${JSON.stringify(series.rope)}`);
+    const gauges = await page.textContent('#live-gauges');
+    assert(/peaks measured at start-up: [\d.]+ GFLOP\/s and [\d.]+ GB\/s on 1 thread/.test(gauges), `gauges "${gauges}"`);
+  });
   await check('live: items/s and req/s are over the labelled window, not the last refresh', async () => {
     // A refresh a second after the load (none in between): the last interval
     // holds no items, the 60 s window holds the load's 20 per scheme.

@@ -85,6 +85,29 @@ typedef struct {
     int n_layers;
 } load_model;
 
+/* ------------------------------------------------------------- roofline */
+/* The target's ceilings, from GET /v1/schemes' "machine" (roofline.c). */
+typedef struct {
+    int probed; /* 0: --no-probe, an older server, or not asked */
+    int threads;
+    double gflops_1, gflops_n, gbps_1, gbps_n;
+} load_machine;
+/* A phase's work as the answers' Server-Timing "roofline" entries say it
+ * (the items' timing summed per request): successful requests only. */
+typedef struct {
+    long n;           /* requests that carried the entry */
+    double flops, bytes, compute_s; /* summed; compute: the request's compute wall time */
+    long n_fraction;  /* of them, with a fraction of peak (the server probed) */
+    double fraction_sum;
+    long compute_bound;
+} load_roofline;
+/* One answer's Server-Timing entries (header line by line). */
+typedef struct {
+    int seen;
+    double flops, bytes, compute_ms, fraction;
+    int has_fraction, compute_bound;
+} load_roof_sample;
+
 /* ------------------------------------------------------------- scenario */
 
 typedef enum { LOAD_ENC_JSON, LOAD_ENC_B64 } load_encoding;
@@ -149,6 +172,7 @@ typedef struct {
     double fork_share;  /* 0..1: the fraction of sequences that fork a shared prefix */
     int sess_prefill_conc; /* > 0: at most this many sequences in the prefill stage at once */
     double sess_decode_s;  /* > 0: no step is sent past this many seconds of decode */
+    load_machine machine;  /* the target's ceilings (load_machine_fetch) */
 } load_config;
 
 /* The server's own split for a phase: deltas of the /metrics _sum/_count. */
@@ -189,6 +213,7 @@ typedef struct {
     load_server_split server;
     load_layer_result *layers; /* with --model: c->model->n_layers of them, else NULL */
     int n_layers;
+    load_roofline roof;
 } load_result;
 
 /* payload.c: one request body for a phase; NULL with a message in err on
@@ -268,6 +293,21 @@ int load_spawn_start(const load_config *c, char *url, size_t urllen);
 /* SIGTERM, wait for the drain; returns the exit status or -1. */
 int load_spawn_stop(void);
 
+/* roofline.c: GET /v1/schemes' machine into c->machine (left 0 when the
+ * target has none); a Server-Timing header line into *s (others ignored);
+ * a successful answer's sample added to a phase; and the reports' parts:
+ * a phase's achieved GFLOP/s, arithmetic intensity and mean fraction of
+ * peak, its JSON object, and the HTML roofline chart (log axes, a point per
+ * phase, the two ceilings as lines; nothing when no phase has work). */
+void load_machine_fetch(load_config *c);
+void load_roofline_header(const char *line, size_t n, load_roof_sample *s);
+void load_roofline_add(load_roofline *r, const load_roof_sample *s);
+double load_roofline_gflops(const load_roofline *r);
+double load_roofline_intensity(const load_roofline *r);
+double load_roofline_fraction(const load_roofline *r); /* -1: none */
+const char *load_roofline_bound(const load_roofline *r);
+void load_roofline_json(void *obj, const load_roofline *r); /* obj: the phase's cJSON object */
+void load_roofline_svg(FILE *f, const load_config *c, const load_result *r, int n);
 /* report.c */
 void load_report_table(FILE *f, const load_config *c, const load_result *r, int n);
 int load_report_json(const char *path, const load_config *c, const load_result *r, int n);

@@ -745,6 +745,7 @@ int main(int argc, char **argv)
         rc = rc ? rc : 1;
         goto out;
     }
+    load_machine_fetch(&c); /* the ceilings the answers' fractions are of */
     if (c.model_name) {
         if ((rc = load_model_fetch(&c, &model)) != 0)
             goto out;

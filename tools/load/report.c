@@ -71,9 +71,9 @@ static void describe(FILE *f, const load_config *c, const char *nl)
 void load_report_table(FILE *f, const load_config *c, const load_result *r, int n)
 {
     describe(f, c, "\n\n");
-    fprintf(f, "%-12s %6s %4s %9s %9s %8s %8s %8s %8s %8s %8s %8s %7s %9s %9s %9s\n", "scheme", "L",
-            "conc", "req/s", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "sent",
-            "ok", "errors", "queue ms", "comp ms", "srv ms");
+    fprintf(f, "%-12s %6s %4s %9s %9s %8s %8s %8s %8s %8s %8s %8s %7s %9s %9s %9s %9s %9s\n",
+            "scheme", "L", "conc", "req/s", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
+            "max ms", "sent", "ok", "errors", "queue ms", "comp ms", "srv ms", "GFLOP/s", "peak");
     for (int i = 0; i < n; i++) {
         const load_result *x = &r[i];
         fprintf(f, "%-12s %6d %4d %9.1f %9.1f", x->scheme, x->length, x->concurrency,
@@ -82,12 +82,21 @@ void load_report_table(FILE *f, const load_config *c, const load_result *r, int 
             fprintf(f, " %8.3f", load_ms(load_hist_percentile(&x->hist, load_pcts[p])));
         fprintf(f, " %8.3f %8ld %8ld %7ld", load_ms(x->hist.max_us), x->sent, x->ok, x->errors);
         if (x->server.valid)
-            fprintf(f, " %9.3f %9.3f %9.3f\n",
+            fprintf(f, " %9.3f %9.3f %9.3f",
                     mean_ms(x->server.queue_sum_s, x->server.queue_count),
                     mean_ms(x->server.compute_sum_s, x->server.compute_count),
                     mean_ms(x->server.request_sum_s, x->server.request_count));
         else
-            fprintf(f, " %9s %9s %9s\n", "-", "-", "-");
+            fprintf(f, " %9s %9s %9s", "-", "-", "-");
+        if (x->roof.n > 0)
+            fprintf(f, " %9.2f", load_roofline_gflops(&x->roof));
+        else
+            fprintf(f, " %9s", "-");
+        if (load_roofline_fraction(&x->roof) >= 0)
+            fprintf(f, " %7.3f %c\n", load_roofline_fraction(&x->roof),
+                    load_roofline_bound(&x->roof)[0]);
+        else
+            fprintf(f, " %9s\n", "-");
     }
     int any = 0;
     for (int i = 0; i < n; i++)
@@ -103,7 +112,9 @@ void load_report_table(FILE *f, const load_config *c, const load_result *r, int 
     fprintf(f,
             "\nlatency: successful requests, client side, +-1.6 %% (log buckets); queue/comp ms: "
             "the server's mean per task,\nsrv ms: its mean per request (arrival to "
-            "answer), both from /metrics before and after each phase\n");
+            "answer), both from /metrics before and after each phase;\nGFLOP/s: the items' "
+            "flops over the requests' compute time, peak: the mean fraction of the server's "
+            "peak (c compute, m memory bound), from each answer's Server-Timing roofline\n");
 }
 
 static FILE *open_out(const char *path)
@@ -185,6 +196,16 @@ int load_report_json(const char *path, const load_config *c, const load_result *
     if (!c->model)
         cJSON_AddBoolToObject(cfg, "layer", c->layer);
     cJSON_AddNumberToObject(cfg, "seed", (double)c->seed);
+    if (c->machine.probed) { /* the target's ceilings, GET /v1/schemes */
+        cJSON *m = cJSON_AddObjectToObject(root, "machine");
+        cJSON_AddNumberToObject(m, "threads", c->machine.threads);
+        cJSON_AddNumberToObject(m, "gflops_1", c->machine.gflops_1);
+        cJSON_AddNumberToObject(m, "gflops_n", c->machine.gflops_n);
+        cJSON_AddNumberToObject(m, "read_gbps_1", c->machine.gbps_1);
+        cJSON_AddNumberToObject(m, "read_gbps_n", c->machine.gbps_n);
+    } else {
+        cJSON_AddNullToObject(root, "machine");
+    }
 
     cJSON *res = cJSON_AddArrayToObject(root, "results");
     for (int i = 0; i < n; i++) {
@@ -235,6 +256,7 @@ int load_report_json(const char *path, const load_config *c, const load_result *
         } else {
             cJSON_AddNullToObject(o, "server");
         }
+        load_roofline_json(o, &x->roof);
         if (c->model)
             load_report_layers_json(o, c, x);
     }
@@ -263,7 +285,7 @@ int load_report_csv(const char *path, const load_config *c, const load_result *r
     fprintf(f, "scheme,length,concurrency,heads,kv_heads,head_dim,batch,encoding,causal,"
                "elapsed_s,sent,ok,errors,errors_by_status,requests_per_s,items_per_s,"
                "p50_ms,p90_ms,p99_ms,p99_9_ms,max_ms,server_queue_mean_ms,server_compute_mean_ms,"
-               "server_request_mean_ms\n");
+               "server_request_mean_ms,gflops,intensity,fraction_of_peak,bound\n");
     for (int i = 0; i < n; i++) {
         const load_result *x = &r[i];
         fprintf(f, "%s,%d,%d,%d,%d,%d,%d,%s,%d,%.3f,%ld,%ld,%ld,", x->scheme, x->length,
@@ -277,11 +299,21 @@ int load_report_csv(const char *path, const load_config *c, const load_result *r
             fprintf(f, ",%.3f", load_ms(load_hist_percentile(&x->hist, load_pcts[p])));
         fprintf(f, ",%.3f", load_ms(x->hist.max_us));
         if (x->server.valid)
-            fprintf(f, ",%.4f,%.4f,%.4f\n", mean_ms(x->server.queue_sum_s, x->server.queue_count),
+            fprintf(f, ",%.4f,%.4f,%.4f", mean_ms(x->server.queue_sum_s, x->server.queue_count),
                     mean_ms(x->server.compute_sum_s, x->server.compute_count),
                     mean_ms(x->server.request_sum_s, x->server.request_count));
         else
-            fprintf(f, ",,,\n");
+            fprintf(f, ",,,");
+        if (x->roof.n > 0)
+            fprintf(f, ",%.4f,%.4f", load_roofline_gflops(&x->roof),
+                    load_roofline_intensity(&x->roof));
+        else
+            fprintf(f, ",,");
+        if (load_roofline_fraction(&x->roof) >= 0)
+            fprintf(f, ",%.4f,%s\n", load_roofline_fraction(&x->roof),
+                    load_roofline_bound(&x->roof));
+        else
+            fprintf(f, ",,\n");
     }
     return close_out(f);
 }
@@ -576,7 +608,8 @@ int load_report_html(const char *path, const load_config *c, const load_result *
     fprintf(f, "</p>\n<table><tr><th>scheme</th><th>L</th><th>conc</th><th>req/s</th>"
                "<th>items/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th>"
                "<th>max ms</th><th>sent</th><th>ok</th><th>errors</th><th>server queue ms</th>"
-               "<th>server compute ms</th><th>server request ms</th></tr>\n");
+               "<th>server compute ms</th><th>server request ms</th><th>GFLOP/s</th>"
+               "<th>fraction of peak</th></tr>\n");
     for (int i = 0; i < n; i++) {
         const load_result *x = &r[i];
         fprintf(f, "<tr><td>");
@@ -592,12 +625,21 @@ int load_report_html(const char *path, const load_config *c, const load_result *
             fprintf(f, "%s%s&times;%ld", s ? ", " : " (", x->status[s].key, x->status[s].count);
         fprintf(f, "%s</td>", x->n_status ? ")" : "");
         if (x->server.valid)
-            fprintf(f, "<td>%.3f</td><td>%.3f</td><td>%.3f</td></tr>\n",
+            fprintf(f, "<td>%.3f</td><td>%.3f</td><td>%.3f</td>",
                     mean_ms(x->server.queue_sum_s, x->server.queue_count),
                     mean_ms(x->server.compute_sum_s, x->server.compute_count),
                     mean_ms(x->server.request_sum_s, x->server.request_count));
         else
-            fprintf(f, "<td>-</td><td>-</td><td>-</td></tr>\n");
+            fprintf(f, "<td>-</td><td>-</td><td>-</td>");
+        if (x->roof.n > 0)
+            fprintf(f, "<td>%.2f</td>", load_roofline_gflops(&x->roof));
+        else
+            fprintf(f, "<td>-</td>");
+        if (load_roofline_fraction(&x->roof) >= 0)
+            fprintf(f, "<td>%.3f %s</td></tr>\n", load_roofline_fraction(&x->roof),
+                    load_roofline_bound(&x->roof));
+        else
+            fprintf(f, "<td>-</td></tr>\n");
     }
     /* The switch of the latency axes: a checkbox the figures after it follow
      * in CSS (see svg_bars), so the page stays free of scripts. */
@@ -629,7 +671,9 @@ int load_report_html(const char *path, const load_config *c, const load_result *
         svg_concurrency(f, 0, c, r, n);
         fprintf(f, "</figure>\n");
     }
-    fprintf(f, "</body></html>\n");
+    fprintf(f, "<figure>\n");
+    load_roofline_svg(f, c, r, n);
+    fprintf(f, "</figure>\n</body></html>\n");
     return close_out(f);
 }
 

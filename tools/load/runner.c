@@ -46,6 +46,7 @@ typedef struct {
     double bytes_rx;
     char errbuf[CURL_ERROR_SIZE];
     int layer; /* with --model: the index of the layer the body in flight is for */
+    load_roof_sample roof; /* from the answer's Server-Timing (roofline.c) */
 } slot;
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
@@ -90,8 +91,16 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     return len;
 }
 
+/* The answer's headers: Server-Timing's compute time and roofline entry. */
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+    load_roofline_header(data, size * n, &((slot *)arg)->roof);
+    return size * n;
+}
+
 static void slot_reset(slot *s)
 {
+    memset(&s->roof, 0, sizeof s->roof);
     s->head_len = s->tail_len = s->pat_state = s->item_err_len = 0;
     s->head[0] = s->tail[0] = s->item_err[0] = 0;
     s->errbuf[0] = 0;
@@ -164,6 +173,7 @@ static void classify(slot *s, CURLcode rc, load_result *r)
     if (code == 200 && strstr(s->tail, "\"errors\":false")) {
         r->ok++;
         load_hist_record(&r->hist, (uint64_t)total_us);
+        load_roofline_add(&r->roof, &s->roof);
         if (ly) {
             ly->ok++;
             load_hist_record(&ly->hist, (uint64_t)total_us);
@@ -477,6 +487,8 @@ int load_run_phase(const load_config *c, const char *scheme, int length, int con
         curl_easy_setopt(s->h, CURLOPT_TIMEOUT, 300L);
         curl_easy_setopt(s->h, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(s->h, CURLOPT_WRITEDATA, s);
+        curl_easy_setopt(s->h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(s->h, CURLOPT_HEADERDATA, s);
         curl_easy_setopt(s->h, CURLOPT_PRIVATE, (char *)s);
         curl_easy_setopt(s->h, CURLOPT_ERRORBUFFER, s->errbuf);
     }

@@ -64,16 +64,24 @@ for x in res:
     # snapshot may miss the last few: within the concurrency, not exact.
     assert abs(s["request_count"] - x["sent"]) <= x["concurrency"], (s, x["sent"])
     assert s["queue_mean_ms"] >= 0 and s["compute_mean_ms"] > 0, s
+    # The roofline from the answers' Server-Timing: every request's work,
+    # and a fraction of the spawned server's probed peak (never a speed).
+    roof = x["roofline"]
+    assert roof["requests"] == x["ok"] and roof["flops"] > 0 and roof["bytes"] > 0, roof
+    assert roof["intensity"] == roof["flops"] / roof["bytes"] and roof["gflops"] > 0, roof
+    assert 0 < roof["fraction_of_peak"] < 5 and roof["bound"] in ("compute", "memory"), roof
+assert r["machine"]["gflops_n"] > 0 and r["machine"]["read_gbps_n"] > 0, r["machine"]
 print("ok")
 PYEOF
-then ok "JSON report: structure, sent = ok + errors, server counts match"
-else bad "JSON report: structure, sent = ok + errors, server counts match" "$TMP/check1.out"; fi
+then ok "JSON report: structure, sent = ok + errors, server counts match, roofline"
+else bad "JSON report: structure, sent = ok + errors, server counts match, roofline" "$TMP/check1.out"; fi
 
 if [ "$(wc -l <"$TMP/run.csv")" -eq 3 ] && head -1 "$TMP/run.csv" | grep -q '^scheme,length,concurrency,'; then
     ok "CSV: header and one row per phase"
 else bad "CSV: header and one row per phase" "$TMP/run.csv"; fi
 
 if grep -q '<svg' "$TMP/run.html" && [ "$(grep -c '<svg' "$TMP/run.html")" -ge 2 ] &&
+        grep -q 'class="roofline"' "$TMP/run.html" && grep -q '2 threads:' "$TMP/run.html" &&
         ! grep -qi '<script' "$TMP/run.html" && ! grep -Eq '(src|href)=' "$TMP/run.html"; then
     ok "HTML: inline SVG charts, no scripts or external resources"
 else bad "HTML: inline SVG charts, no scripts or external resources" "$TMP/run.html"; fi

@@ -1,8 +1,10 @@
 // live.js - the Live service panel of posattnd's web page: /metrics sampled
 // every 0.5 to 2 s, rates and percentiles per scheme and endpoint over a
 // chosen window (as Prometheus' histogram_quantile computes them), their
-// plots over time, the sessions' cache (count, bytes of the budget, blocks,
-// evictions, tokens), and a button that sends a load of every scheme.
+// plots over time, each scheme's mean fraction of the machine's peak (the
+// items' timing.fraction_of_peak, posattn_fraction_of_peak on /metrics) in
+// the table and over time, the sessions' cache (count, bytes of the budget,
+// blocks, evictions, tokens), and a button that sends a load of every scheme.
 
 import { LinePlot, fmt, SERIES } from '/web/plot.js';
 import { $, num, rng, round } from '/web/util.js';
@@ -14,10 +16,12 @@ const ratePlot = new LinePlot($('live-rate'), { title: 'Requests per second, by 
   xLabel: 'seconds ago', yLabel: 'requests/s' });
 const p99Plot = new LinePlot($('live-p99'), { title: 'p99 compute time per scheme over the window (\u00b5s)',
   id: 'live-p99-plot', xLabel: 'seconds ago', yLabel: 'p99 (\u00b5s, log)', markers: true, logY: true });
+const peakPlot = new LinePlot($('live-peak'), { title: 'Fraction of the machine\u2019s peak per scheme over the window',
+  id: 'live-peak-plot', xLabel: 'seconds ago', yLabel: 'fraction of peak', markers: true });
 const snaps = [];   // {t, m}: the parsed /metrics of each refresh, newest last (90 s of them)
 
 function parseMetrics(text) {
-  const m = { req: {}, items: {}, compute: {}, duration: {}, gauges: {}, sess: {} };
+  const m = { req: {}, items: {}, compute: {}, duration: {}, gauges: {}, sess: {}, peak: {}, peakN: {}, machine: {} };
   // Session series: a labelled one (cache bytes by dtype, blocks by state,
   // evictions by reason) summed over the labels not named here.
   const SESS = { posattn_sessions: 'sessions', posattn_cache_bytes: 'bytes',
@@ -36,6 +40,10 @@ function parseMetrics(text) {
     else if (name === 'posattn_request_duration_seconds_bucket')
       (m.duration[labels.endpoint] = m.duration[labels.endpoint] || []).push([Number(labels.le), v]);
     else if (name === 'posattn_build_info') m.gauges.version = labels.version;
+    else if (name === 'posattn_fraction_of_peak_sum') m.peak[labels.scheme] = v;
+    else if (name === 'posattn_fraction_of_peak_count') m.peakN[labels.scheme] = v;
+    else if (name === 'posattn_machine_gflops') m.machine[`gflops_${labels.threads}`] = v;
+    else if (name === 'posattn_machine_read_gbps') m.machine[`gbps_${labels.threads}`] = v;
     else if (name === 'posattn_queue_depth' || name === 'posattn_in_flight') m.gauges[name] = v;
     else if (SESS[name]) m.sess[SESS[name]] = (m.sess[SESS[name]] || 0) + v;
     else if (name === 'posattn_cache_blocks') m.sess[`blocks_${labels.state}`] = v;
@@ -99,6 +107,13 @@ function windowStart(i, W) {
   return snaps.slice(0, i).find((s) => s.t >= t - W - 0.5) || snaps[i - 1];
 }
 
+// The mean fraction of peak of a scheme's items in the window from snapshot
+// b (null: since start) to m; null when none had one.
+function peakMean(m, b, s) {
+  const n = (m.peakN[s] || 0) - ((b && b.m.peakN[s]) || 0);
+  return n > 0 ? ((m.peak[s] || 0) - ((b && b.m.peak[s]) || 0)) / n : null;
+}
+
 function drawLive() {
   if (!snaps.length) return;
   const last = snaps.length - 1, { t, m } = snaps[last];
@@ -118,11 +133,13 @@ function drawLive() {
   const sn = schemes.map((s) => inWindow(m.items[s], base && base.m.items[s]));
   rows($('live-schemes').tBodies[0], schemes.map((s, j) => {
     const b = base && base.m.compute[s], r = rate(sn[j]);
+    const pk = peakMean(m, W ? base : null, s);
     return [s, String(m.items[s]), r === null ? '-' : fmt(r, 3), dur(q(m.compute[s], b, 0.5)),
-      dur(q(m.compute[s], b, 0.9)), dur(q(m.compute[s], b, 0.99))];
+      dur(q(m.compute[s], b, 0.9)), dur(q(m.compute[s], b, 0.99)), pk === null ? '-' : fmt(pk, 3)];
   }));
   [...$('live-schemes').tBodies[0].rows].forEach((tr, j) => {
     tr.dataset.scheme = schemes[j];
+    tr.dataset.peak = String(peakMean(m, W ? base : null, schemes[j]));
     tr.dataset.windowCount = String(sn[j]);   // for the tests: the rate is this over data-window-s
   });
   const eps = Object.keys(m.req).filter((e) => m.req[e] > 0);
@@ -158,9 +175,22 @@ function drawLive() {
     x: snaps.map((snap) => -(t - snap.t)), y: p99[j] })), Object.assign({ yMin: 0 }, xSpan));
   $('live-p99-plot').dataset.series = JSON.stringify(Object.fromEntries(busy.map((s, j) =>
     [s, snaps.map((snap, i) => [-(t - snap.t), p99[j][i]])])));
+  // Fraction of peak over time: the window's mean as of each refresh.
+  const withPeak = schemes.filter((s) => (m.peakN[s] || 0) > 0);
+  const pk = withPeak.map((s) => snaps.map((snap, i) => {
+    if (i === 0 && W && !snap.first) return null;
+    return peakMean(snap.m, W ? windowStart(i, W) : null, s);
+  }));
+  peakPlot.set(withPeak.map((s, j) => ({ name: s, color: SERIES[j % SERIES.length],
+    x: snaps.map((snap) => -(t - snap.t)), y: pk[j] })), Object.assign({ yMin: 0 }, xSpan));
+  $('live-peak-plot').dataset.series = JSON.stringify(Object.fromEntries(withPeak.map((s, j) =>
+    [s, snaps.map((snap, i) => [-(t - snap.t), pk[j][i]])])));
   drawSessions(m.sess);
+  const mc = m.machine, thr = Object.keys(mc).filter((k) => k.startsWith('gflops_')).map((k) => k.slice(7));
+  const peaks = thr.length ? `; peaks measured at start-up: ${thr.map((n) => `${fmt(mc[`gflops_${n}`], 3)} GFLOP/s ` +
+    `and ${fmt(mc[`gbps_${n}`], 3)} GB/s on ${n} thread${n === '1' ? '' : 's'}`).join(', ')}` : '; no peaks measured (--no-probe)';
   $('live-gauges').textContent = `posattnd ${m.gauges.version || '?'}: ${m.gauges.posattn_queue_depth} tasks queued, ` +
-    `${m.gauges.posattn_in_flight} requests in flight`;
+    `${m.gauges.posattn_in_flight} requests in flight${peaks}`;
 }
 
 function bytes(n) {

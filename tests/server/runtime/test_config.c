@@ -36,6 +36,7 @@ static const char *const env_names[] = {
     "POSATTN_CACHE_DIR",
     "POSATTN_CACHE_SNAPSHOT_S",
     "POSATTN_REPLICA_ID",
+    "POSATTN_NO_PROBE",
 };
 
 /* Every test starts from a clean environment, whatever the runner has set. */
@@ -210,6 +211,50 @@ static void tensor_is(const srv_config *c, size_t i, const char *name, const cha
     assert_string_equal(c->tensors[i].name, name);
     assert_string_equal(c->tensors[i].path, path);
     assert_string_equal(c->tensors[i].tensor, tensor);
+}
+
+/* --no-probe is a switch: no value of its own, the next argument untouched;
+ * POSATTN_NO_PROBE takes 1/0, true/false, yes/no. */
+static void test_no_probe(void **state)
+{
+    (void)state;
+    run r = parse(NULL);
+    assert_int_equal(r.rc, 0);
+    assert_false(r.c.no_probe);
+    run_free(&r);
+
+    const char *flag[] = {"--no-probe", "--port", "7002", NULL};
+    r = parse(flag);
+    assert_int_equal(r.rc, 0);
+    assert_true(r.c.no_probe);
+    assert_int_equal(r.c.port, 7002);
+    run_free(&r);
+
+    setenv("POSATTN_NO_PROBE", "yes", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, 0);
+    assert_true(r.c.no_probe);
+    run_free(&r);
+
+    const char *off[] = {"--no-probe=0", NULL};
+    r = parse(off);
+    assert_int_equal(r.rc, 0);
+    assert_false(r.c.no_probe);
+    run_free(&r);
+
+    setenv("POSATTN_NO_PROBE", "maybe", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, -1);
+    assert_non_null(strstr(r.err, "POSATTN_NO_PROBE"));
+    run_free(&r);
+    unsetenv("POSATTN_NO_PROBE");
+
+    const char *help[] = {"--help", NULL};
+    r = parse(help);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.out, "--no-probe "));
+    assert_non_null(strstr(r.out, "POSATTN_NO_PROBE"));
+    run_free(&r);
 }
 
 static void test_tensors(void **state)
@@ -608,6 +653,7 @@ int main(void)
         cmocka_unit_test_setup(test_help_and_version, clear_env),
         cmocka_unit_test_setup(test_bad_values, clear_env),
         cmocka_unit_test_setup(test_session_flags, clear_env),
+        cmocka_unit_test_setup(test_no_probe, clear_env),
         cmocka_unit_test_setup(test_cache_dir_flags, clear_env),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -69,7 +69,7 @@ static int check_exposition(const char *text)
             assert_string_equal(fam, family);
             assert_true(help_seen);
             assert_true(strcmp(type, "counter") == 0 || strcmp(type, "gauge") == 0 ||
-                        strcmp(type, "histogram") == 0);
+                        strcmp(type, "histogram") == 0 || strcmp(type, "summary") == 0);
             help_seen = false;
             continue;
         }
@@ -104,6 +104,8 @@ static int check_exposition(const char *text)
                 /* _count equals the +Inf bucket just before it. */
                 assert_true(v == last_bucket);
             }
+        } else if (strcmp(type, "summary") == 0) { /* no quantiles: _sum and _count */
+            assert_true(strncmp(suffix, "_sum", 4) == 0 || strncmp(suffix, "_count", 6) == 0);
         } else {
             assert_true(suffix[0] == '\0' || suffix[0] == '{');
         }
@@ -496,6 +498,42 @@ static void test_session_steps(void **state)
 
 /* The sessions' series (store/kv_cache.h), read from the cache at each
  * render; absent without a cache. */
+/* The probe's ceilings as gauges (none without a probe) and the items'
+ * fractions of peak as a summary by scheme. */
+static void test_machine_and_fraction_of_peak(void **state)
+{
+    srv_metrics *m = srv_metrics_new();
+    srv_machine mc;
+    char *text;
+    (void)state;
+    memset(&mc, 0, sizeof mc);
+    mc.workers = mc.threads = 2;
+    srv_metrics_set_machine(m, &mc); /* not probed: no gauges */
+    text = srv_metrics_render(m, NULL);
+    check_exposition(text);
+    assert_null(strstr(text, "posattn_machine_"));
+    assert_null(strstr(text, "posattn_fraction_of_peak_count"));
+    free(text);
+    mc.probed = true;
+    mc.gflops_1 = 91.5, mc.gflops_n = 183.25, mc.read_gbps_1 = 40, mc.read_gbps_n = 52.5;
+    srv_metrics_fraction_of_peak(m, "rope", 0.25);
+    srv_metrics_fraction_of_peak(m, "rope", 0.5);
+    srv_metrics_fraction_of_peak(m, "alibi", 0.125);
+    srv_metrics_fraction_of_peak(m, "rope", -1); /* not a fraction: ignored */
+    text = srv_metrics_render(m, NULL);
+    check_exposition(text);
+    assert_true(has_line(text, "posattn_machine_gflops{dtype=\"f32\",threads=\"1\"} 91.500"));
+    assert_true(has_line(text, "posattn_machine_gflops{dtype=\"f32\",threads=\"2\"} 183.250"));
+    assert_true(has_line(text, "posattn_machine_read_gbps{threads=\"1\"} 40.000"));
+    assert_true(has_line(text, "posattn_machine_read_gbps{threads=\"2\"} 52.500"));
+    assert_true(has_line(text, "posattn_fraction_of_peak_sum{scheme=\"rope\"} 0.750000"));
+    assert_true(has_line(text, "posattn_fraction_of_peak_count{scheme=\"rope\"} 2"));
+    assert_true(has_line(text, "posattn_fraction_of_peak_sum{scheme=\"alibi\"} 0.125000"));
+    assert_true(has_line(text, "posattn_fraction_of_peak_count{scheme=\"alibi\"} 1"));
+    free(text);
+    srv_metrics_free(m);
+}
+
 static void test_sessions(void **state)
 {
     (void)state;
@@ -553,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_updates),
         cmocka_unit_test(test_sessions),
         cmocka_unit_test(test_session_steps),
+        cmocka_unit_test(test_machine_and_fraction_of_peak),
     };
     return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
 }
