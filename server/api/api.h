@@ -59,6 +59,10 @@ typedef struct srv_limits {
     const char *cache_dir;
     /* --replica-id: named by SESSION_NOT_FOUND messages; NULL or "": not named. */
     const char *replica;
+    /* --cache-shared: the folder the replicas share (cache_dir is then this
+     * replica's own under it), where a session this replica does not hold
+     * is looked for on first use (srv_kv_adopt); NULL or "": not shared. */
+    const char *cache_root;
 } srv_limits;
 
 /* Rebuilds a saved session's scheme from the JSON its create request sent

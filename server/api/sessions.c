@@ -40,10 +40,19 @@ static void err_of_kv(api_err *e, const srv_kv_err *ke, const srv_limits *lim)
     e->code = ke->code;
     snprintf(e->field, sizeof e->field, "%s", ke->field);
     if (ke->code == SRV_ERR_SESSION_NOT_FOUND && lim != NULL && lim->replica != NULL &&
-        lim->replica[0] != '\0')
+        lim->replica[0] != '\0' && strstr(ke->message, " on replica ") == NULL)
         snprintf(e->message, sizeof e->message, "%s (replica %s)", ke->message, lim->replica);
     else
         snprintf(e->message, sizeof e->message, "%s", ke->message);
+}
+
+bool api_session_adopt(const srv_limits *lim, const char *id, srv_kv_err *ke)
+{
+    if (ke->code != SRV_ERR_SESSION_NOT_FOUND || lim == NULL || lim->sessions == NULL ||
+        lim->cache_root == NULL || lim->cache_root[0] == '\0' || lim->replica == NULL)
+        return false;
+    return srv_kv_adopt(lim->sessions, lim->cache_root, lim->replica, id, srv_api_session_scheme,
+                        (void *)lim, ke);
 }
 
 /* The cache, or false with NOT_IMPLEMENTED (a server built without one:
@@ -429,7 +438,8 @@ bool api_session_scheme_type(const srv_limits *lim, const char *id, pa_scheme_ty
     srv_kv_err ke;
     if (!cache_of(lim, &c, e))
         return false;
-    if (!srv_kv_info_get(c, id, &info, &ke)) {
+    if (!srv_kv_info_get(c, id, &info, &ke) &&
+        !(api_session_adopt(lim, id, &ke) && srv_kv_info_get(c, id, &info, &ke))) {
         err_of_kv(e, &ke, lim);
         return false;
     }
@@ -477,7 +487,10 @@ static bool fork_prepare(const cJSON *root, const api_ctx *ctx, const srv_endpoi
     if (!cache_of(ctx->lim, &c, &e) ||
         !api_check_fields(root, NULL, 0, "", "a fork (it takes no fields)", ctx, &e))
         goto fail;
-    if (!srv_kv_fork(c, path_id(args), id, &ke) || !srv_kv_info_get(c, id, &info, &ke)) {
+    if ((!srv_kv_fork(c, path_id(args), id, &ke) &&
+         !(api_session_adopt(ctx->lim, path_id(args), &ke) &&
+           srv_kv_fork(c, path_id(args), id, &ke))) ||
+        !srv_kv_info_get(c, id, &info, &ke)) {
         err_of_kv(&e, &ke, ctx->lim);
         goto fail;
     }
@@ -537,7 +550,9 @@ static bool append_prepare(const cJSON *root, const api_ctx *ctx, const srv_endp
     *job = NULL;
     if (!cache_of(ctx->lim, &c, &e))
         goto fail;
-    if (!srv_kv_info_get(c, path_id(args), &info, &ke)) {
+    if (!srv_kv_info_get(c, path_id(args), &info, &ke) &&
+        !(api_session_adopt(ctx->lim, path_id(args), &ke) &&
+          srv_kv_info_get(c, path_id(args), &info, &ke))) {
         err_of_kv(&e, &ke, ctx->lim);
         goto fail;
     }
@@ -724,7 +739,9 @@ static void get_answer(const srv_limits *lim, const srv_endpoint_args *args, srv
         api_reply_err(reply, &e);
         return;
     }
-    if (!srv_kv_info_get(c, path_id(args), &info, &ke)) {
+    if (!srv_kv_info_get(c, path_id(args), &info, &ke) &&
+        !(api_session_adopt(lim, path_id(args), &ke) &&
+          srv_kv_info_get(c, path_id(args), &info, &ke))) {
         err_of_kv(&e, &ke, lim);
         api_reply_err(reply, &e);
         return;
@@ -744,7 +761,8 @@ bool api_session_delete(const srv_limits *lim, const char *id, api_err *e)
     srv_kv_err ke;
     if (!cache_of(lim, &c, e))
         return false;
-    if (!srv_kv_delete(c, id, &ke)) {
+    if (!srv_kv_delete(c, id, &ke) &&
+        !(api_session_adopt(lim, id, &ke) && srv_kv_delete(c, id, &ke))) {
         err_of_kv(e, &ke, lim);
         return false;
     }
