@@ -405,6 +405,11 @@ int main(int argc, char **argv)
      * their connections, so this ends. */
     srv_metrics_set_draining(metrics);
     srv_http_drain(http);
+    /* Replicas sharing --cache-dir learn that this one's sessions are
+     * coming to the folder: until it exits, they answer a session they
+     * find nowhere as perhaps this one's (retry), not as unknown. */
+    if (cfg.cache_shared)
+        srv_kv_dir_draining(cfg.cache_dir);
     t0 = srv_now_ns();
     while (srv_http_in_flight(http) > 0 && seconds_since(t0) < cfg.drain_timeout)
         sleep_ms(5);

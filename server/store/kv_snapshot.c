@@ -534,8 +534,60 @@ bool srv_kv_dir_own(const char *root, const char *replica, double wait_s, char *
         usleep(50 * 1000);
         waited += 0.05;
     }
+    {
+        char mark[1024];
+        snprintf(mark, sizeof mark, "%s/.draining", dir);
+        unlink(mark);
+    }
     *lock_fd = fd;
     return true;
+}
+
+void srv_kv_dir_draining(const char *dir)
+{
+    char mark[1024];
+    int fd;
+    snprintf(mark, sizeof mark, "%s/.draining", dir);
+    fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Whether replica name's lock is held: it runs (or another replica is
+ * taking one of its files over, for a moment). */
+static bool lock_held(const char *root, const char *name)
+{
+    int fd = lock_file(root, name);
+    bool held;
+    if (fd < 0)
+        return false;
+    held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    close(fd); /* releases it when it was ours */
+    return held;
+}
+
+/* A replica other than self that drains (its folder marked, its lock
+ * held), into name; false when none does. */
+static bool draining_replica(const char *root, const char *self, char *name, size_t cap)
+{
+    DIR *d = opendir(root);
+    struct dirent *de;
+    bool found = false;
+    if (d == NULL)
+        return false;
+    while (!found && (de = readdir(d)) != NULL) {
+        char mark[1024];
+        if (de->d_name[0] == '.' || strcmp(de->d_name, self) == 0 ||
+            !replica_name_ok(de->d_name))
+            continue;
+        snprintf(mark, sizeof mark, "%s/%s/.draining", root, de->d_name);
+        if (access(mark, F_OK) == 0 && lock_held(root, de->d_name)) {
+            snprintf(name, cap, "%s", de->d_name);
+            found = true;
+        }
+    }
+    closedir(d);
+    return found;
 }
 
 /* SESSION_NOT_FOUND naming this replica (self) and, when a running
@@ -579,9 +631,18 @@ bool srv_kv_adopt(srv_kv_cache *c, const char *root, const char *self, const cha
     }
     closedir(d);
     if (owner[0] == '\0') {
+        char drainer[256];
         /* Another request of this replica may have taken it over meanwhile. */
         if (srv_kv_info_get(c, id, &(srv_kv_info){0}, NULL))
             return true;
+        if (draining_replica(root, self, drainer, sizeof drainer)) {
+            not_found(e, id, self, NULL);
+            snprintf(e->message, sizeof e->message,
+                     "no session '%.40s' on replica %.40s: replica %.40s is draining and may "
+                     "hold it (its sessions are saved when it stops): retry",
+                     id, self, drainer);
+            return false;
+        }
         return not_found(e, id, self, NULL);
     }
     /* The owner's lock, held only while its process runs (or while

@@ -52,13 +52,22 @@ size_t srv_kv_load_dir(srv_kv_cache *c, const char *dir, srv_kv_scheme_fn mk, vo
  * taking over a file) and writes the folder into dir and the lock's fd
  * into *lock_fd (the caller keeps it open while it runs). False with the
  * reason in err: a bad name, a folder that cannot be made, or the lock
- * held for longer (another process runs as that replica). */
+ * held for longer (another process runs as that replica). It removes
+ * the folder's draining mark.
+ *
+ * srv_kv_dir_draining marks this replica's folder dir (dir/.draining) as
+ * draining: its sessions are not yet in files, but will be once it has
+ * answered its last requests and saved them. */
+void srv_kv_dir_draining(const char *dir);
 bool srv_kv_dir_own(const char *root, const char *replica, double wait_s, char *dir, size_t cap,
                     int *lock_fd, char *err, size_t ecap);
 /* Loads session id, which c does not hold, from another replica's folder
  * under root into c, taking the file over as above (self: this replica).
  * SESSION_NOT_FOUND when no folder holds it, or when the one that does
- * belongs to a running replica (the message names it); a file that does
+ * belongs to a running replica (the message names it: "replica A holds
+ * it and is running"); when no folder holds it while a replica drains
+ * (srv_kv_dir_draining, and that replica runs), the message says so
+ * ("replica A is draining and may hold it: retry"); a file that does
  * not load is kept in self's folder for an operator (INTERNAL, or the
  * import's CACHE_FULL). True once c holds the session. Thread safe. */
 bool srv_kv_adopt(srv_kv_cache *c, const char *root, const char *self, const char *id,

@@ -442,6 +442,11 @@ static void test_shared_dir(void **state)
     assert_non_null(strstr(e.message, "on replica b, nor a file"));
     assert_false(srv_kv_adopt(b, root, "b", "../a/s1", mk, NULL, &e));
     assert_int_equal(e.code, SRV_ERR_SESSION_NOT_FOUND);
+    /* a drains: a session found nowhere may be a's, coming to its file. */
+    srv_kv_dir_draining(dir_a);
+    assert_false(srv_kv_adopt(b, root, "b", "s2", mk, NULL, &e));
+    assert_int_equal(e.code, SRV_ERR_SESSION_NOT_FOUND);
+    assert_non_null(strstr(e.message, "replica a is draining and may hold it"));
 
     /* a stops: b takes s1 over; the file is b's now. */
     close(fd_a);
@@ -452,8 +457,14 @@ static void test_shared_dir(void **state)
     assert_int_equal(access(path, F_OK), 0);
     /* b holds it: a second adopt finds it held here and changes nothing. */
     assert_true(srv_kv_adopt(b, root, "b", "s1", mk, NULL, &e));
+    /* a's mark stays, but a is not running: s2 is simply unknown. */
+    assert_false(srv_kv_adopt(b, root, "b", "s2", mk, NULL, &e));
+    assert_non_null(strstr(e.message, "nor a file"));
     /* a again: its folder no longer has s1; b's sweep keeps b's file. */
     assert_true(srv_kv_dir_own(root, "a", 0, dir_a, sizeof dir_a, &fd_a, err, sizeof err));
+    snprintf(path, sizeof path, "%s/.draining", dir_a); /* the mark goes */
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof path, "%s/s1.safetensors", dir_b);
     {
         srv_kv_cache *a2 = cache();
         size_t failed;

@@ -364,7 +364,7 @@ static void test_refs_through_api(void **state)
     if (!srv_tensor_store_load(sp, 2, &s, err, sizeof err))
         fail_msg("%s", err);
 
-    srv_limits lim = {8, (size_t)1 << 24, (size_t)100 << 10, 1, s, 0, NULL, NULL, NULL, NULL};
+    srv_limits lim = {8, (size_t)1 << 24, (size_t)100 << 10, 1, s, 0, NULL, NULL, NULL, NULL, NULL};
     const char *body = "{\"scheme\":{\"type\":\"learned\",\"table\":{\"ref\":\"wpe\"}},"
                        "\"positions\":[3,0,511],\"output_encoding\":\"b64\"}";
     srv_job *job = NULL;
