@@ -46,15 +46,6 @@ static void err_of_kv(api_err *e, const srv_kv_err *ke, const srv_limits *lim)
         snprintf(e->message, sizeof e->message, "%s", ke->message);
 }
 
-bool api_session_adopt(const srv_limits *lim, const char *id, srv_kv_err *ke)
-{
-    if (ke->code != SRV_ERR_SESSION_NOT_FOUND || lim == NULL || lim->sessions == NULL ||
-        lim->cache_root == NULL || lim->cache_root[0] == '\0' || lim->replica == NULL)
-        return false;
-    return srv_kv_adopt(lim->sessions, lim->cache_root, lim->replica, id, srv_api_session_scheme,
-                        (void *)lim, ke);
-}
-
 /* The cache, or false with NOT_IMPLEMENTED (a server built without one:
  * tests of other endpoints); idle sessions past their ttl dropped. */
 static bool cache_of(const srv_limits *lim, srv_kv_cache **c, api_err *e)
@@ -313,31 +304,6 @@ static char *scheme_text(const cJSON *node, const api_ctx *ctx)
         text = cJSON_PrintUnformatted(copy);
     cJSON_Delete(copy);
     return text;
-}
-
-bool srv_api_session_scheme(void *arg, const char *scheme_json, srv_kv_spec *spec, char *err,
-                            size_t cap)
-{
-    const api_ctx ctx = {arg, "", NULL, NULL};
-    cJSON *node = cJSON_Parse(scheme_json);
-    api_scheme *owner = malloc(sizeof *owner);
-    api_err e;
-    bool ok = false;
-
-    if (node == NULL || owner == NULL) {
-        snprintf(err, cap, "%s", node == NULL ? "its scheme is not JSON" : "out of memory");
-    } else if (!api_scheme_parse(node, &ctx, owner, &e)) {
-        snprintf(err, cap, "its scheme does not parse: %s: %s", e.field, e.message);
-    } else {
-        spec->scheme = &owner->s;
-        spec->scheme_owner = owner;
-        spec->scheme_free = scheme_owner_free;
-        owner = NULL;
-        ok = true;
-    }
-    free(owner);
-    cJSON_Delete(node);
-    return ok;
 }
 
 static bool made_render(srv_job *job, cJSON *root)
