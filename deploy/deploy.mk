@@ -6,7 +6,8 @@
 #                        stateless round robin), then a replica killed and one
 #                        drained mid-load, no request lost
 #   make k8s-validate    yamllint, then every manifest of deploy/k8s (kustomize
-#                        base, overlays/example, keda, hpa-pods-metric, and
+#                        base, overlays/example, keda, hpa-pods-metric,
+#                        sessions-shared (a ReadWriteMany claim), and
 #                        kserve/hpa, kserve/keda) checked offline: built-in kinds
 #                        against the Kubernetes schemas (validate.mjs), KServe's
 #                        InferenceService and KEDA's ScaledObject against their
@@ -31,7 +32,8 @@ CONTAINER_ENV_SH ?= deploy/container-env.sh
 CONTAINER_ENV = cenv=$$(bash $(CONTAINER_ENV_SH) --print-env) && eval "$$cenv"
 K8S_VALIDATE_DIR := deploy/k8s/validate
 K8S_DIRS := deploy/k8s/base deploy/k8s/overlays/example deploy/k8s/overlays/keda \
-            deploy/k8s/overlays/hpa-pods-metric deploy/k8s/kserve/hpa deploy/k8s/kserve/keda
+            deploy/k8s/overlays/hpa-pods-metric deploy/k8s/overlays/sessions-shared \
+            deploy/k8s/kserve/hpa deploy/k8s/kserve/keda
 
 .PHONY: deploy-deps image lb-image lb-test k8s-validate container-test compose-test \
         deploy-test deploy-clean
