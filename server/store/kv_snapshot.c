@@ -650,9 +650,15 @@ bool srv_kv_adopt(srv_kv_cache *c, const char *root, const char *self, const cha
      * its sessions, so two replicas never hold one session. */
     if ((fd = lock_file(root, owner)) < 0)
         return not_found(e, id, self, NULL);
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        close(fd);
-        return not_found(e, id, self, owner);
+    /* Another takeover from that folder (by this process too: flock locks
+     * open files, not processes) holds the lock for a moment; a running
+     * owner holds it for good. */
+    for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || tries == 20) {
+            close(fd);
+            return not_found(e, id, self, owner);
+        }
+        usleep(5 * 1000);
     }
     /* The rename is the takeover: atomic, and only one replica can make
      * it. The file then lives in this replica's folder, which only this
