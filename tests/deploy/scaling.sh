@@ -27,7 +27,7 @@
 #
 # Environment: POSATTN_IMAGE, POSATTN_LB_IMAGE, POSATTN_PROM_IMAGE (built
 # by make scaling-sim), LOAD (default build/posattn-load), SCALING_DURATION
-# (D, 20), SCALING_CONCURRENCY (C, 8), SCALING_LENGTH (L, 256),
+# (D, 20), SCALING_CONCURRENCY (C, 8), SCALING_LENGTH (L, 1024),
 # SCALING_COOL (70), SCALING_JSON, POSATTN_WORKERS (1).
 set -u
 TEST_NAME=scaling
@@ -39,7 +39,7 @@ COMPOSE_FILE=$ROOT/deploy/compose.yaml
 LOAD=${LOAD:-$ROOT/build/posattn-load}
 DURATION=${SCALING_DURATION:-20}
 CONCURRENCY=${SCALING_CONCURRENCY:-8}
-LENGTH=${SCALING_LENGTH:-256}
+LENGTH=${SCALING_LENGTH:-1024}
 COOL=${SCALING_COOL:-70}
 project=posattnsc$$
 network=${project}_default
@@ -111,7 +111,7 @@ for n in 1 2 3; do
     start=$(date +%s)
     if "$LOAD" --url "$lb" --schemes rope --lengths "$LENGTH" --encoding b64 --concurrency "$CONCURRENCY" \
         --duration "$DURATION" --warmup 2 --json "$tmp/load-$n.json" >"$tmp/load-$n.out" 2>&1; then
-        pass "posattn-load with $n replica(s) ($(date +%s) - $start s)"
+        pass "posattn-load with $n replica(s) ($(($(date +%s) - start)) s)"
     else
         tail -5 "$tmp/load-$n.out" >&2
         fail "posattn-load with $n replica(s) failed"
