@@ -35,6 +35,9 @@ RUN apt-get update \
     && useradd --uid 10001 --gid 10001 --no-create-home \
        --home-dir /nonexistent --shell /usr/sbin/nologin posattn
 COPY --from=build /build/posattnd /usr/local/bin/posattnd
+# Where a volume for --cache-dir goes (deploy/compose.yaml): a new named
+# volume takes this folder's owner, so the server (uid 10001) may write it.
+RUN install -d -o 10001 -g 10001 -m 0770 /var/lib/posattn /var/lib/posattn/sessions
 
 # A numeric user, so Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001

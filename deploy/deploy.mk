@@ -6,7 +6,8 @@
 #                        stateless round robin), then a replica killed and one
 #                        drained mid-load, no request lost
 #   make k8s-validate    yamllint, then every manifest of deploy/k8s (kustomize
-#                        base, overlays/example, keda, hpa-pods-metric, and
+#                        base, overlays/example, keda, hpa-pods-metric,
+#                        sessions-shared (a ReadWriteMany claim), and
 #                        kserve/hpa, kserve/keda) checked offline: built-in kinds
 #                        against the Kubernetes schemas (validate.mjs), KServe's
 #                        InferenceService and KEDA's ScaledObject against their
@@ -14,6 +15,9 @@
 #   make image           the posattnd image (podman; POSATTN_IMAGE)
 #   make container-test  the image run read-only on 127.0.0.1: API, healthcheck, drain
 #   make compose-test    deploy/compose.yaml: 3 replicas behind nginx, then down
+#   make scaling-sim     not a test: posattn-load through the compose stack with
+#                        1, 2 and 3 replicas behind nginx, and the Prometheus
+#                        series an autoscaler reads (docs/deploy.md)
 #   make deploy-test     all four tests
 #   make deploy-deps     what they need: Debian packages and the validator's npm packages
 #   make deploy-clean    remove the images built here
@@ -31,10 +35,11 @@ CONTAINER_ENV_SH ?= deploy/container-env.sh
 CONTAINER_ENV = cenv=$$(bash $(CONTAINER_ENV_SH) --print-env) && eval "$$cenv"
 K8S_VALIDATE_DIR := deploy/k8s/validate
 K8S_DIRS := deploy/k8s/base deploy/k8s/overlays/example deploy/k8s/overlays/keda \
-            deploy/k8s/overlays/hpa-pods-metric deploy/k8s/kserve/hpa deploy/k8s/kserve/keda
+            deploy/k8s/overlays/hpa-pods-metric deploy/k8s/overlays/sessions-shared \
+            deploy/k8s/kserve/hpa deploy/k8s/kserve/keda
 
 .PHONY: deploy-deps image lb-image lb-test k8s-validate container-test compose-test \
-        deploy-test deploy-clean
+        deploy-test deploy-clean scaling-sim
 
 # Like `make deps`: installs only what is missing, apt-get update only then.
 # iptables: podman's netavark needs it to set up container networks and
@@ -76,6 +81,12 @@ compose-test: image lb-image
 	    tests/deploy/compose-test.sh
 
 deploy-test: lb-test k8s-validate container-test compose-test
+
+# About 3 minutes; its figures are in docs/deploy.md (Scaling simulation).
+scaling-sim: image lb-image
+	@$(MAKE) --no-print-directory $(LOAD_BIN)
+	@$(CONTAINER_ENV) && POSATTN_IMAGE=$(POSATTN_IMAGE) POSATTN_LB_IMAGE=$(POSATTN_LB_IMAGE) \
+	    LOAD=$(LOAD_BIN) tests/deploy/scaling.sh
 
 # Removes the two images; `podman image prune -f` also drops the build-stage
 # layers that podman keeps as <none> images (the layer cache).

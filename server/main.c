@@ -296,6 +296,23 @@ int main(int argc, char **argv)
                                                  .block_tokens = cfg.cache_block_tokens,
                                                  .ttl_s = cfg.session_ttl});
     cfg.kv_cache = sessions;
+    if (sessions != NULL && cfg.cache_shared) {
+        /* A --cache-dir shared by replicas: this one's files go to its own
+         * folder, whose lock it holds until it exits (the fd stays open);
+         * another replica's sessions are loaded on first use. */
+        char own[sizeof cfg.cache_dir], why[512];
+        int lock_fd = -1;
+        if (!srv_kv_dir_own(cfg.cache_dir, cfg.replica_id, 5.0, own, sizeof own, &lock_fd, why,
+                            sizeof why)) {
+            fprintf(stderr, "posattnd: %s\n", why);
+            srv_kv_cache_free(sessions);
+            srv_tensor_store_free(tensors);
+            srv_model_set_free(models);
+            return 1;
+        }
+        memcpy(cfg.cache_root, cfg.cache_dir, sizeof cfg.cache_root);
+        memcpy(cfg.cache_dir, own, sizeof cfg.cache_dir);
+    }
     if (sessions != NULL && cfg.cache_dir[0] != '\0') {
         /* Schemes may name --tensor tensors; nothing else of the limits is
          * read by a scheme's parser. */
@@ -407,6 +424,11 @@ int main(int argc, char **argv)
      * their connections, so this ends. */
     srv_metrics_set_draining(metrics);
     srv_http_drain(http);
+    /* Replicas sharing --cache-dir learn that this one's sessions are
+     * coming to the folder: until it exits, they answer a session they
+     * find nowhere as perhaps this one's (retry), not as unknown. */
+    if (cfg.cache_shared)
+        srv_kv_dir_draining(cfg.cache_dir);
     t0 = srv_now_ns();
     while (srv_http_in_flight(http) > 0 && seconds_since(t0) < cfg.drain_timeout)
         sleep_ms(5);

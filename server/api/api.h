@@ -88,6 +88,10 @@ typedef struct srv_limits {
     /* The start-up probe's ceilings (runtime/probe.h), for the items'
      * fraction_of_peak and GET /v1/schemes' "machine"; NULL: not known. */
     const srv_machine *machine;
+    /* --cache-shared: the folder the replicas share (cache_dir is then this
+     * replica's own under it), where a session this replica does not hold
+     * is looked for on first use (srv_kv_adopt); NULL or "": not shared. */
+    const char *cache_root;
 } srv_limits;
 
 /* Rebuilds a saved session's scheme from the JSON its create request sent

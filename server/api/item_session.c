@@ -258,7 +258,9 @@ bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, 
         return false;
     for (int32_t b = 0; b < it->n_sess; b++) {
         api_sess_seq *ss = &it->sess[b];
-        if (!srv_kv_info_hold(it->sess_cache, ss->id, b == 0 ? &first : &info, &ss->hold, &ke)) {
+        if (!srv_kv_info_hold(it->sess_cache, ss->id, b == 0 ? &first : &info, &ss->hold, &ke) &&
+            !(api_session_adopt(ctx->lim, ss->id, &ke) &&
+              srv_kv_info_hold(it->sess_cache, ss->id, b == 0 ? &first : &info, &ss->hold, &ke))) {
             char f[32];
             snprintf(f, sizeof f, "session[%d]", (int)b);
             return api_fail(e, ctx, ke.code, o ? f : ke.field, "%s", ke.message);

@@ -242,6 +242,13 @@ void api_item_session_sequence(const api_item *it, int32_t b, pa_attention *att)
 bool api_item_session_ragged(const api_item *it);
 /* Whether the item names session id. */
 bool api_item_session_names(const api_item *it, const char *id);
+/* Load on first use (api/session_load.c): after the store answered ke =
+ * SESSION_NOT_FOUND for id, and when replicas share --cache-dir
+ * (lim->cache_root), takes the session over from another replica's folder
+ * that holds its file and whose replica is not running (store/kv_snapshot.h,
+ * srv_kv_adopt). True when the cache now holds it (try again); else false
+ * with ke unchanged or saying why (the running replica that holds it). */
+bool api_session_adopt(const srv_limits *lim, const char *id, srv_kv_err *ke);
 /* Refuses t when t->shape[d] is not the session's figure `what` (want),
  * naming "name.shape[d]" and both values (api/sessions.c). */
 bool api_session_dim(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,

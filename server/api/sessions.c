@@ -47,7 +47,7 @@ static void err_of_kv(api_err *e, const srv_kv_err *ke, const srv_limits *lim)
     e->code = ke->code;
     snprintf(e->field, sizeof e->field, "%s", ke->field);
     if (ke->code == SRV_ERR_SESSION_NOT_FOUND && lim != NULL && lim->replica != NULL &&
-        lim->replica[0] != '\0')
+        lim->replica[0] != '\0' && strstr(ke->message, " on replica ") == NULL)
         snprintf(e->message, sizeof e->message, "%s (replica %s)", ke->message, lim->replica);
     else
         snprintf(e->message, sizeof e->message, "%s", ke->message);
@@ -348,33 +348,6 @@ static char *scheme_text(const cJSON *node, const api_ctx *ctx)
     return text;
 }
 
-bool srv_api_session_scheme(void *arg, const char *scheme_json, srv_kv_spec *spec, char *err,
-                            size_t cap)
-{
-    const api_ctx ctx = {arg, "", NULL, NULL};
-    cJSON *node = cJSON_Parse(scheme_json);
-    api_scheme *owner = malloc(sizeof *owner);
-    api_err e;
-    bool ok = false;
-
-    if (node == NULL || owner == NULL) {
-        snprintf(err, cap, "%s", node == NULL ? "its scheme is not JSON" : "out of memory");
-    } else if (spec->model != NULL && !api_session_model_still(&ctx, node, spec, err, cap)) {
-        /* err says why */
-    } else if (!api_scheme_parse(node, &ctx, owner, &e)) {
-        snprintf(err, cap, "its scheme does not parse: %s: %s", e.field, e.message);
-    } else {
-        spec->scheme = &owner->s;
-        spec->scheme_owner = owner;
-        spec->scheme_free = scheme_owner_free;
-        owner = NULL;
-        ok = true;
-    }
-    free(owner);
-    cJSON_Delete(node);
-    return ok;
-}
-
 static bool made_render(srv_job *job, cJSON *root)
 {
     const made *m = job->impl;
@@ -493,7 +466,8 @@ bool api_session_scheme_type(const srv_limits *lim, const char *id, pa_scheme_ty
     srv_kv_err ke;
     if (!cache_of(lim, &c, e))
         return false;
-    if (!srv_kv_info_get(c, id, &info, &ke)) {
+    if (!srv_kv_info_get(c, id, &info, &ke) &&
+        !(api_session_adopt(lim, id, &ke) && srv_kv_info_get(c, id, &info, &ke))) {
         err_of_kv(e, &ke, lim);
         return false;
     }
@@ -541,7 +515,10 @@ static bool fork_prepare(const cJSON *root, const api_ctx *ctx, const srv_endpoi
     if (!cache_of(ctx->lim, &c, &e) ||
         !api_check_fields(root, NULL, 0, "", "a fork (it takes no fields)", ctx, &e))
         goto fail;
-    if (!srv_kv_fork(c, path_id(args), id, &ke) || !srv_kv_info_get(c, id, &info, &ke)) {
+    if ((!srv_kv_fork(c, path_id(args), id, &ke) &&
+         !(api_session_adopt(ctx->lim, path_id(args), &ke) &&
+           srv_kv_fork(c, path_id(args), id, &ke))) ||
+        !srv_kv_info_get(c, id, &info, &ke)) {
         err_of_kv(&e, &ke, ctx->lim);
         goto fail;
     }
@@ -601,7 +578,9 @@ static bool append_prepare(const cJSON *root, const api_ctx *ctx, const srv_endp
     *job = NULL;
     if (!cache_of(ctx->lim, &c, &e))
         goto fail;
-    if (!srv_kv_info_get(c, path_id(args), &info, &ke)) {
+    if (!srv_kv_info_get(c, path_id(args), &info, &ke) &&
+        !(api_session_adopt(ctx->lim, path_id(args), &ke) &&
+          srv_kv_info_get(c, path_id(args), &info, &ke))) {
         err_of_kv(&e, &ke, ctx->lim);
         goto fail;
     }
@@ -788,7 +767,9 @@ static void get_answer(const srv_limits *lim, const srv_endpoint_args *args, srv
         api_reply_err(reply, &e);
         return;
     }
-    if (!srv_kv_info_get(c, path_id(args), &info, &ke)) {
+    if (!srv_kv_info_get(c, path_id(args), &info, &ke) &&
+        !(api_session_adopt(lim, path_id(args), &ke) &&
+          srv_kv_info_get(c, path_id(args), &info, &ke))) {
         err_of_kv(&e, &ke, lim);
         api_reply_err(reply, &e);
         return;
@@ -808,7 +789,8 @@ bool api_session_delete(const srv_limits *lim, const char *id, api_err *e)
     srv_kv_err ke;
     if (!cache_of(lim, &c, e))
         return false;
-    if (!srv_kv_delete(c, id, &ke)) {
+    if (!srv_kv_delete(c, id, &ke) &&
+        !(api_session_adopt(lim, id, &ke) && srv_kv_delete(c, id, &ke))) {
         err_of_kv(e, &ke, lim);
         return false;
     }

@@ -524,6 +524,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     h->limits.cache_dir = cfg->cache_dir;
     h->limits.machine = cfg->machine;
     h->limits.replica = cfg->replica_id;
+    h->limits.cache_root = cfg->cache_shared ? cfg->cache_root : NULL;
     atomic_init(&h->draining, false);
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->open, 0);

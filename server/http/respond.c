@@ -165,6 +165,10 @@ enum MHD_Result http_send_reply(request *q)
         put_ms(stpcpy(p, "total;dur="), total_us);
         MHD_add_response_header(resp, "Server-Timing", timing);
     }
+    /* Which replica answered (--replica-id): behind a balancer, the proof
+     * that a session's requests reach one replica (docs/deploy.md). */
+    if (q->h->limits.replica != NULL && q->h->limits.replica[0] != '\0')
+        MHD_add_response_header(resp, "X-Posattn-Replica", q->h->limits.replica);
     if (r->http_status == MHD_HTTP_SERVICE_UNAVAILABLE)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (r->http_status == MHD_HTTP_METHOD_NOT_ALLOWED && q->route != SRV_ROUTE_NOT_FOUND) {

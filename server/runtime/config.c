@@ -94,8 +94,10 @@ static const opt options[] = {
      "save sessions here on drain and load them at start (default: none, sessions die)"},
     {"cache-snapshot-s", "POSATTN_CACHE_SNAPSHOT_S", OPT_INT, FIELD(cache_snapshot_s), 0, 86400,
      false, "N", "also save sessions every N seconds, 0 only on drain (default 0)"},
+    {"cache-shared", "POSATTN_CACHE_SHARED", OPT_INT, FIELD(cache_shared), 0, 1, false, "0|1",
+     "1: replicas share --cache-dir, each in DIR/REPLICA-ID (default 0)"},
     {"replica-id", "POSATTN_REPLICA_ID", OPT_STRING, FIELD(replica_id), 1, 63, false, "NAME",
-     "this replica's name in SESSION_NOT_FOUND messages (default: the hostname)"},
+     "this replica's name: X-Posattn-Replica header, errors (default: the hostname)"},
     {"no-probe", "POSATTN_NO_PROBE", OPT_SWITCH, FIELD(no_probe), 0, 0, false, "",
      "skip measuring the machine's ceilings at start-up (no fraction_of_peak)"},
     {"tensor", "POSATTN_TENSORS", OPT_TENSORS, FIELD(tensors), 0, 0, false, "NAME=PATH[:TENSOR]",
@@ -594,6 +596,10 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
     if ((next.tls_cert[0] == '\0') != (next.tls_key[0] == '\0')) {
         fprintf(err, "%s: --tls-cert and --tls-key go together: %s is missing\n", prog,
                 next.tls_cert[0] ? "--tls-key (POSATTN_TLS_KEY)" : "--tls-cert (POSATTN_TLS_CERT)");
+        return -1;
+    }
+    if (next.cache_shared && next.cache_dir[0] == '\0') {
+        fprintf(err, "%s: --cache-shared needs --cache-dir (POSATTN_CACHE_DIR)\n", prog);
         return -1;
     }
     if (next.cache_snapshot_s > 0 && next.cache_dir[0] == '\0') {

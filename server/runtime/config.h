@@ -50,8 +50,13 @@ typedef struct srv_config {
                              * only on drain; N > 0: every N seconds too (needs cache_dir) */
     bool no_probe;          /* --no-probe, POSATTN_NO_PROBE=1: skip the start-up probe of the
                              * machine's ceilings (runtime/probe.h) */
+    int cache_shared;       /* --cache-shared, POSATTN_CACHE_SHARED; default 0. 1: replicas
+                             * share cache_dir, each in its folder cache_dir/replica_id
+                             * (store/kv_snapshot.h); needs cache_dir */
+    char cache_root[4096];  /* with cache_shared, set by main.c: the shared folder, while
+                             * cache_dir becomes this replica's own. Not a flag. */
     char replica_id[64];    /* --replica-id, POSATTN_REPLICA_ID; default the hostname: named
-                             * by SESSION_NOT_FOUND messages */
+                             * by SESSION_NOT_FOUND messages and the X-Posattn-Replica header */
     /* --tensor NAME=PATH[:TENSOR] (repeatable), POSATTN_TENSORS (entries
      * separated by ';' or newlines); any --tensor replaces the variable's
      * list. Names are unique. Loaded by main.c before listening. */

@@ -1,4 +1,5 @@
 /* kv_snapshot.c - see kv_snapshot.h. */
+#define _DEFAULT_SOURCE /* flock */
 #include "store/kv_snapshot.h"
 
 #include "store/tensor_file.h"
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -417,6 +419,42 @@ out:
     return ok;
 }
 
+/* Loads the session file path (of session id) into c. LOAD_OK; LOAD_KEEP
+ * when it does not load (the caller keeps the file for an operator);
+ * LOAD_LIVE when a live session of that id owns the name (its own file is
+ * saved next). *why says why, in why_buf or a static string; e, when not
+ * NULL, gets the store's error for an import that failed. */
+enum { LOAD_OK, LOAD_KEEP, LOAD_LIVE };
+static int load_one(srv_kv_cache *c, const char *path, const char *id, srv_kv_scheme_fn mk,
+                    void *arg, char *why_buf, size_t cap, const char **why, srv_kv_err *e)
+{
+    char *scheme = NULL;
+    srv_kv_state st;
+    srv_kv_err ke;
+    int r = LOAD_OK;
+    if (!parse_file(path, id, &st, &scheme, why, why_buf, cap))
+        return LOAD_KEEP;
+    st.spec.scheme_json = scheme;
+    st.spec.model = st.model[0] != '\0' ? st.model : NULL; /* for mk to check */
+    if (!mk(arg, scheme, &st.spec, why_buf, cap)) {
+        *why = why_buf;
+        r = LOAD_KEEP;
+    } else if (!srv_kv_import(c, &st, &ke)) {
+        if (st.spec.scheme_free != NULL)
+            st.spec.scheme_free(st.spec.scheme_owner);
+        /* A live session of that id (SESSION_EXISTS) owns the name: its
+         * file is its own, saved next. */
+        r = ke.code == SRV_ERR_SESSION_EXISTS ? LOAD_LIVE : LOAD_KEEP;
+        snprintf(why_buf, cap, "%s", ke.message);
+        *why = why_buf;
+        if (e != NULL)
+            *e = ke;
+    }
+    free(scheme);
+    srv_kv_state_free(&st);
+    return r;
+}
+
 size_t srv_kv_load_dir(srv_kv_cache *c, const char *dir, srv_kv_scheme_fn mk, void *arg,
                        void (*skip)(void *arg, const char *path, const char *why))
 {
@@ -429,40 +467,248 @@ size_t srv_kv_load_dir(srv_kv_cache *c, const char *dir, srv_kv_scheme_fn mk, vo
         return 0;
     }
     while ((de = readdir(d)) != NULL) {
-        char id[SRV_KV_ID_LEN], path[1024], why_buf[256], *scheme = NULL;
+        char id[SRV_KV_ID_LEN], path[1024], why_buf[256];
         const char *why = NULL;
-        srv_kv_state st;
-        srv_kv_err e;
+        int r;
         if (!session_file(de->d_name, id))
             continue;
         path_of(path, sizeof path, dir, id, SUFFIX);
-        if (!parse_file(path, id, &st, &scheme, &why, why_buf, sizeof why_buf)) {
-            srv_kv_keep_file(c, id);
-            if (skip != NULL)
-                skip(arg, path, why);
+        r = load_one(c, path, id, mk, arg, why_buf, sizeof why_buf, &why, NULL);
+        if (r == LOAD_OK) {
+            loaded++;
             continue;
         }
-        st.spec.scheme_json = scheme;
-        st.spec.model = st.model[0] != '\0' ? st.model : NULL; /* for mk to check */
-        if (!mk(arg, scheme, &st.spec, why_buf, sizeof why_buf)) {
+        if (r == LOAD_KEEP)
             srv_kv_keep_file(c, id);
-            if (skip != NULL)
-                skip(arg, path, why_buf);
-        } else if (!srv_kv_import(c, &st, &e)) {
-            if (st.spec.scheme_free != NULL)
-                st.spec.scheme_free(st.spec.scheme_owner);
-            /* A live session of that id (e.code INVALID... "an id that
-             * lives") owns the name: its file is its own, saved next. */
-            if (e.code != SRV_ERR_SESSION_EXISTS)
-                srv_kv_keep_file(c, id);
-            if (skip != NULL)
-                skip(arg, path, e.message);
-        } else {
-            loaded++;
-        }
-        free(scheme);
-        srv_kv_state_free(&st);
+        if (skip != NULL)
+            skip(arg, path, why);
     }
     closedir(d);
     return loaded;
+}
+
+/* ------------------------------------------------------------------------- */
+/* A --cache-dir shared by replicas                                          */
+/* ------------------------------------------------------------------------- */
+
+/* Opens (creating) root/replica/.lock; -1 with errno on failure. */
+static int lock_file(const char *root, const char *replica)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s/.lock", root, replica);
+    return open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+}
+
+static bool replica_name_ok(const char *name)
+{
+    /* The session ids' charset: a plain file name, never "." or "..". */
+    return name != NULL && srv_kv_id_valid(name);
+}
+
+bool srv_kv_dir_own(const char *root, const char *replica, double wait_s, char *dir, size_t cap,
+                    int *lock_fd, char *err, size_t ecap)
+{
+    int fd;
+    double waited = 0;
+    if (!replica_name_ok(replica)) {
+        snprintf(err, ecap,
+                 "--replica-id \"%.63s\" cannot name a folder of the shared --cache-dir "
+                 "(1 to 64 characters of A-Z a-z 0-9 _ . -, not starting with a dot)",
+                 replica != NULL ? replica : "");
+        return false;
+    }
+    if ((size_t)snprintf(dir, cap, "%s/%s", root, replica) >= cap) {
+        snprintf(err, ecap, "--cache-dir \"%.200s\" is too long", root);
+        return false;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, ecap, "cannot make %.300s: %s", dir, strerror(errno));
+        return false;
+    }
+    if ((fd = lock_file(root, replica)) < 0) {
+        snprintf(err, ecap, "cannot open %.300s/.lock: %s", dir, strerror(errno));
+        return false;
+    }
+    /* Another replica taking over one of this one's files holds the lock
+     * for a moment; a second process with this --replica-id holds it for
+     * good. */
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            snprintf(err, ecap, "cannot lock %.300s/.lock: %s", dir, strerror(errno));
+            close(fd);
+            return false;
+        }
+        if (waited >= wait_s) {
+            snprintf(err, ecap,
+                     "%.300s/.lock is held: another posattnd runs as replica \"%s\" on this "
+                     "--cache-dir (each replica needs its own --replica-id)",
+                     dir, replica);
+            close(fd);
+            return false;
+        }
+        usleep(50 * 1000);
+        waited += 0.05;
+    }
+    {
+        char mark[1024];
+        snprintf(mark, sizeof mark, "%s/.draining", dir);
+        unlink(mark);
+    }
+    *lock_fd = fd;
+    return true;
+}
+
+void srv_kv_dir_draining(const char *dir)
+{
+    char mark[1024];
+    int fd;
+    snprintf(mark, sizeof mark, "%s/.draining", dir);
+    fd = open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Whether replica name's lock is held: it runs (or another replica is
+ * taking one of its files over, for a moment). */
+static bool lock_held(const char *root, const char *name)
+{
+    int fd = lock_file(root, name);
+    bool held;
+    if (fd < 0)
+        return false;
+    held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    close(fd); /* releases it when it was ours */
+    return held;
+}
+
+/* A replica other than self that drains (its folder marked, its lock
+ * held), into name; false when none does. */
+static bool draining_replica(const char *root, const char *self, char *name, size_t cap)
+{
+    DIR *d = opendir(root);
+    struct dirent *de;
+    bool found = false;
+    if (d == NULL)
+        return false;
+    while (!found && (de = readdir(d)) != NULL) {
+        char mark[1024];
+        if (de->d_name[0] == '.' || strcmp(de->d_name, self) == 0 ||
+            !replica_name_ok(de->d_name))
+            continue;
+        snprintf(mark, sizeof mark, "%s/%s/.draining", root, de->d_name);
+        if (access(mark, F_OK) == 0 && lock_held(root, de->d_name)) {
+            snprintf(name, cap, "%s", de->d_name);
+            found = true;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* SESSION_NOT_FOUND naming this replica (self) and, when a running
+ * replica holds the session, that one (owner). */
+static bool not_found(srv_kv_err *e, const char *id, const char *self, const char *owner)
+{
+    e->code = SRV_ERR_SESSION_NOT_FOUND;
+    snprintf(e->field, sizeof e->field, "session");
+    if (owner != NULL)
+        snprintf(e->message, sizeof e->message,
+                 "no session '%.40s' on replica %.40s: replica %.40s holds it and is running",
+                 id, self, owner);
+    else
+        snprintf(e->message, sizeof e->message,
+                 "no session '%.40s' on replica %.40s, nor a file of it from another replica "
+                 "(it was deleted, expired, or never made)",
+                 id, self);
+    return false;
+}
+
+bool srv_kv_adopt(srv_kv_cache *c, const char *root, const char *self, const char *id,
+                  srv_kv_scheme_fn mk, void *arg, srv_kv_err *e)
+{
+    char from[1024] = "", owner[256] = "", tmp[1024], mine[1024], why_buf[256];
+    const char *why = NULL;
+    DIR *d;
+    struct dirent *de;
+    int fd, r, err;
+    bool moved;
+    if (!srv_kv_id_valid(id) || (d = opendir(root)) == NULL)
+        return not_found(e, id, self, NULL);
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' || strcmp(de->d_name, self) == 0 ||
+            !replica_name_ok(de->d_name))
+            continue;
+        snprintf(from, sizeof from, "%s/%s/%s%s", root, de->d_name, id, SUFFIX);
+        if (access(from, F_OK) == 0) {
+            snprintf(owner, sizeof owner, "%s", de->d_name);
+            break;
+        }
+    }
+    closedir(d);
+    if (owner[0] == '\0') {
+        char drainer[256];
+        /* Another request of this replica may have taken it over meanwhile. */
+        if (srv_kv_info_get(c, id, &(srv_kv_info){0}, NULL))
+            return true;
+        if (draining_replica(root, self, drainer, sizeof drainer)) {
+            not_found(e, id, self, NULL);
+            snprintf(e->message, sizeof e->message,
+                     "no session '%.40s' on replica %.40s: replica %.40s is draining and may "
+                     "hold it (its sessions are saved when it stops): retry",
+                     id, self, drainer);
+            return false;
+        }
+        return not_found(e, id, self, NULL);
+    }
+    /* The owner's lock, held only while its process runs (or while
+     * another replica takes over one of its files): a running owner keeps
+     * its sessions, so two replicas never hold one session. */
+    if ((fd = lock_file(root, owner)) < 0)
+        return not_found(e, id, self, NULL);
+    /* Another takeover from that folder (by this process too: flock locks
+     * open files, not processes) holds the lock for a moment; a running
+     * owner holds it for good. */
+    for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || tries == 20) {
+            close(fd);
+            return not_found(e, id, self, owner);
+        }
+        usleep(5 * 1000);
+    }
+    /* The rename is the takeover: atomic, and only one replica can make
+     * it. The file then lives in this replica's folder, which only this
+     * replica writes, so its old owner, started again, neither loads it
+     * nor overwrites it. A name the sweep of srv_kv_save_all ignores until
+     * the session is in the cache. */
+    snprintf(tmp, sizeof tmp, "%s/%s/%s.adopting", root, self, id);
+    snprintf(mine, sizeof mine, "%s/%s/%s%s", root, self, id, SUFFIX);
+    moved = rename(from, tmp) == 0;
+    err = errno;
+    close(fd); /* the owner's lock */
+    if (!moved) {
+        if (err == ENOENT)
+            return not_found(e, id, self, NULL);
+        e->code = SRV_ERR_INTERNAL;
+        snprintf(e->field, sizeof e->field, "session");
+        snprintf(e->message, sizeof e->message, "cannot take over %.150s: %.60s", from,
+                 strerror(err));
+        return false;
+    }
+    e->code = SRV_ERR_INTERNAL;
+    r = load_one(c, tmp, id, mk, arg, why_buf, sizeof why_buf, &why, e);
+    if (r == LOAD_LIVE) { /* made here meanwhile under that id: that one holds the name */
+        unlink(tmp);
+        return true;
+    }
+    if (r == LOAD_KEEP)
+        srv_kv_keep_file(c, id); /* before the rename: the sweep must leave it */
+    rename(tmp, mine);
+    if (r == LOAD_OK)
+        return true;
+    if (e->code == SRV_ERR_INTERNAL)
+        snprintf(e->field, sizeof e->field, "session");
+    snprintf(e->message, sizeof e->message,
+             "session '%.40s' of replica %.40s did not load (%.100s); its file is kept here",
+             id, owner, why != NULL ? why : "?");
+    return false;
 }

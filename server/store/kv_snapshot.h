@@ -40,6 +40,40 @@ size_t srv_kv_save_all(srv_kv_cache *c, const char *dir, size_t *failed, char *e
  * nothing it holds is loaded. Returns how many were loaded. */
 size_t srv_kv_load_dir(srv_kv_cache *c, const char *dir, srv_kv_scheme_fn mk, void *arg,
                        void (*skip)(void *arg, const char *path, const char *why));
+/* A --cache-dir shared by replicas (--cache-shared; docs/sessions.md,
+ * "A shared --cache-dir"). Each replica keeps its files in root/REPLICA/
+ * and holds root/REPLICA/.lock (flock) for as long as it runs. The rule:
+ * a replica writes, sweeps and loads at start only its own folder; it may
+ * take over another replica's file only while it holds that replica's
+ * lock, which it gets only when that replica is not running; it takes the
+ * file by renaming it into its own folder (atomic: one taker wins), so
+ * the old owner, started again, neither loads nor overwrites it.
+ *
+ * srv_kv_dir_own makes root/replica (replica: srv_kv_id_valid's charset),
+ * takes its lock (waiting up to wait_s seconds: another replica may be
+ * taking over a file) and writes the folder into dir and the lock's fd
+ * into *lock_fd (the caller keeps it open while it runs). False with the
+ * reason in err: a bad name, a folder that cannot be made, or the lock
+ * held for longer (another process runs as that replica). It removes
+ * the folder's draining mark.
+ *
+ * srv_kv_dir_draining marks this replica's folder dir (dir/.draining) as
+ * draining: its sessions are not yet in files, but will be once it has
+ * answered its last requests and saved them. */
+void srv_kv_dir_draining(const char *dir);
+bool srv_kv_dir_own(const char *root, const char *replica, double wait_s, char *dir, size_t cap,
+                    int *lock_fd, char *err, size_t ecap);
+/* Loads session id, which c does not hold, from another replica's folder
+ * under root into c, taking the file over as above (self: this replica).
+ * SESSION_NOT_FOUND when no folder holds it, or when the one that does
+ * belongs to a running replica (the message names it: "replica A holds
+ * it and is running"); when no folder holds it while a replica drains
+ * (srv_kv_dir_draining, and that replica runs), the message says so
+ * ("replica A is draining and may hold it: retry"); a file that does
+ * not load is kept in self's folder for an operator (INTERNAL, or the
+ * import's CACHE_FULL). True once c holds the session. Thread safe. */
+bool srv_kv_adopt(srv_kv_cache *c, const char *root, const char *self, const char *id,
+                  srv_kv_scheme_fn mk, void *arg, srv_kv_err *e);
 /* Removes dir/ID.safetensors (after a delete); no error when absent. */
 void srv_kv_unlink(const char *dir, const char *id);
 

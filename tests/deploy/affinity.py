@@ -5,7 +5,8 @@
 
 nginx must run with `add_header UPSTREAM_HEADER $upstream_addr always;` (the
 lb-test adds it to its rendered copy only: the real config does not tell
-clients the replicas' addresses). Sends, through nginx:
+clients the replicas' addresses); the first address it lists is the replica
+the hash chose (a 404 is retried on the next ones of the ring). Sends, through nginx:
   - 40 session keys, each 4 times in X-Posattn-Session (GET /v1/schemes);
   - 20 ids in a /v1/sessions/{id} path without the header, twice each;
   - 5 of the keys again with a /v1/sessions/{other} path: the header wins;
@@ -33,7 +34,10 @@ def main():
         addr = r.getheader(header)
         if not addr:
             raise SystemExit(f"affinity.py: no {header} header on {path} (status {r.status})")
-        return addr
+        # The replica the hash chose first: nginx retries a 404 (a session
+        # the replica does not hold) on the next ones of the ring, and
+        # $upstream_addr then lists every replica tried.
+        return addr.split(",")[0].strip()
 
     errors = []
     by_key = {}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # compose-test.sh - deploy/compose.yaml brought up with podman-compose: 3
-# posattnd replicas behind nginx, one port on 127.0.0.1 (make compose-test).
+# posattnd replicas (posattnd-1 .. posattnd-3) behind nginx, one port on
+# 127.0.0.1, sessions in a shared named volume (make compose-test).
 #
 # Needs both images built (make image lb-image) and podman configured (make
 # runs this under deploy/container-env.sh). Checks: 3 replicas
@@ -11,13 +12,21 @@
 # between, Prometheus (deploy/prometheus/, on its own 127.0.0.1 port) must
 # scrape all 3 replicas, evaluate every rule, and answer /api/v1/query with
 # a p99 compute time (histogram_quantile, and the recording rule) for each
-# scheme loaded (tests/monitor/promquery.py polls its API). Then
-# `podman-compose down` and the project network removed; the containers and
-# the network are removed on every exit path, by the project's label.
+# scheme loaded (tests/monitor/promquery.py polls its API). Then sessions
+# (tests/deploy/sessions_lb.py): 200 created and stepped through nginx land
+# on all 3 replicas, every step of a session on the replica that holds it
+# (X-Posattn-Replica) and equal to a stateless control; replica 3 is
+# stopped mid-load (SIGTERM: it drains and saves its sessions to the shared
+# volume), the others take its sessions over on first use, it is started
+# again (and nginx reloaded, to find its new address) and serves the
+# sessions nobody took meanwhile; the other replicas' sessions never
+# notice. Then `podman-compose down -v` and the project network removed;
+# the containers, the network and the volume are removed on every exit
+# path, by the project's label.
 #
 # Environment: POSATTN_IMAGE, POSATTN_LB_IMAGE, POSATTN_PROM_IMAGE (the
 # compose file's defaults otherwise), COMPOSE_REQUESTS (300),
-# COMPOSE_CONCURRENCY (6).
+# COMPOSE_CONCURRENCY (6), COMPOSE_SESSIONS (200).
 set -u
 TEST_NAME=compose-test
 # shellcheck source=tests/deploy/common.sh
@@ -26,6 +35,7 @@ TEST_NAME=compose-test
 ROOT=$(cd "$DEPLOY_TESTS/../.." && pwd)
 COMPOSE_FILE=$ROOT/deploy/compose.yaml
 REQUESTS=${COMPOSE_REQUESTS:-300}
+SESSIONS=${COMPOSE_SESSIONS:-200}
 CONCURRENCY=${COMPOSE_CONCURRENCY:-6}
 project=posattnct$$
 network=${project}_default
@@ -42,6 +52,9 @@ cleanup() {
     # shellcheck disable=SC2086 # a list of IDs
     [ -n "$ids" ] && pm rm -f -t 0 $ids >/dev/null 2>&1
     podman network exists "$network" 2>/dev/null && podman network rm -f "$network" >/dev/null 2>&1
+    ids=$(podman volume ls -q --filter "label=io.podman.compose.project=$project" 2>/dev/null)
+    # shellcheck disable=SC2086 # a list of names
+    [ -n "$ids" ] && podman volume rm -f $ids >/dev/null 2>&1
     return 0
 }
 on_exit "rm -rf '$tmp'"
@@ -70,19 +83,21 @@ if ! wait_http "$lb/lb-healthz" 60; then
 fi
 check "GET /healthz through nginx answers 200" wait_http "$lb/healthz" 30
 
+# The replicas: the services posattnd-1 .. posattnd-3, one container each.
+replica() { printf '%s_posattnd-%s_1' "$project" "$1"; }
 replicas=$(podman ps -q --filter "label=io.podman.compose.project=$project" \
-    --filter "label=com.docker.compose.service=posattnd" --filter status=running | wc -l)
+    --filter "name=_posattnd-[0-9]+_1\$" --filter status=running | wc -l)
 check "3 posattnd replicas running ($replicas)" test "$replicas" -eq 3
 mapping=$(pm port "$lb_name")
 check "one port published, on 127.0.0.1 only ($mapping)" test "$mapping" = "8080/tcp -> 127.0.0.1:$POSATTN_LB_PORT"
 check "the replicas publish no port" \
     test -z "$(podman ps --filter "label=io.podman.compose.project=$project" \
-        --filter "label=com.docker.compose.service=posattnd" --format '{{.Ports}}' | tr -d ' \n')"
+        --filter "name=_posattnd-[0-9]+_1\$" --format '{{.Ports}}' | tr -d ' \n')"
 
 # The replicas' own addresses, to compare with what nginx logged.
 declare -A ip_of
 for i in 1 2 3; do
-    ip_of[$i]=$(pm inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "${project}_posattnd_$i")
+    ip_of[$i]=$(pm inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$(replica "$i")")
 done
 log "replicas at ${ip_of[1]}, ${ip_of[2]}, ${ip_of[3]}"
 
@@ -150,9 +165,37 @@ else
     fail "prometheus did not answer /-/ready on 127.0.0.1:$POSATTN_PROM_PORT"
 fi
 
+# Sessions through nginx, replica 3 stopped and started again mid-load.
+victim=$(replica 3)
+cat >"$tmp/start-victim.sh" <<EOF
+set -u
+podman start $victim >/dev/null 2>&1 || exit 1
+# Healthy (its HEALTHCHECK: GET /healthz), then nginx reloaded: it resolves
+# the replicas' names again, and podman gave the container a new address.
+for _ in \$(seq 100); do podman healthcheck run $victim >/dev/null 2>&1 && break; sleep 0.2; done
+podman healthcheck run $victim >/dev/null 2>&1 || exit 1
+podman kill --signal HUP ${project}_lb_1 >/dev/null || exit 1
+sleep 1
+EOF
+if "$PYTHON" "$DEPLOY_TESTS/sessions_lb.py" "$lb" --victim posattnd-3 --sessions "$SESSIONS" \
+    --json "$tmp/sessions.json" --stop "podman stop -t 25 $victim >/dev/null 2>&1" \
+    --start "bash $tmp/start-victim.sh" >"$tmp/sessions.out"; then
+    pass "sessions: $(cat "$tmp/sessions.out")"
+else
+    fail "sessions: $(cat "$tmp/sessions.out")"
+fi
+remember_containers "$victim"
+pm logs "$victim" >"$tmp/victim-sessions.log" 2>&1
+saved=$(grep -o '[0-9]* sessions\? saved to [^"]*' "$tmp/victim-sessions.log" | head -1)
+loaded=$(grep -o '[0-9]* sessions\? loaded from [^"]*' "$tmp/victim-sessions.log" | tail -1)
+check "replica 3 saved its sessions when it drained ($saved)" test -n "$saved"
+check "replica 3 loaded the sessions still its own when it started again ($loaded)" \
+    test "${loaded%% *}" -gt 0
+
 # A replica stopped mid-load: SIGTERM, drain, exit 0; nginx fails over.
-victim=${project}_posattnd_3
-n2=$((REQUESTS * 2))
+# Four times the first load: the stop now also saves the sessions the
+# replica holds (one fsynced file each), which takes a moment more.
+n2=$((REQUESTS * 4))
 if "$PYTHON" "$DEPLOY_TESTS/load.py" "$lb" --requests "$n2" --concurrency "$CONCURRENCY" --timeout 120 \
     --json "$tmp/load2.json" --at 0.2 "podman stop -t 25 $victim >/dev/null 2>&1"; then
     pass "no request failed while replica 3 was stopped mid-load"
@@ -166,10 +209,13 @@ check "replica 3 exited 0 after SIGTERM (status $rc)" test "$rc" = 0
 pm logs "$victim" >"$tmp/victim.log" 2>&1
 check "replica 3 logged its drain" grep -q 'SIGTERM received, draining' "$tmp/victim.log"
 
-# Down: containers gone; podman-compose 1.0 leaves the network, remove it.
-compose down >"$tmp/down.log" 2>&1 || { cat "$tmp/down.log" >&2; fail "podman-compose down failed"; }
+# Down: containers and the sessions' volume gone; podman-compose 1.0
+# leaves the network, remove it.
+compose down -v >"$tmp/down.log" 2>&1 || { cat "$tmp/down.log" >&2; fail "podman-compose down failed"; }
 podman network rm -f "$network" >/dev/null 2>&1
 left=$(podman ps -aq --filter "label=io.podman.compose.project=$project" | wc -l)
 check "down removed every container ($left left)" test "$left" -eq 0
 check "the project network is removed" sh -c "! podman network exists $network"
+left=$(podman volume ls -q --filter "label=io.podman.compose.project=$project" | wc -l)
+check "down -v removed the sessions' volume ($left left)" test "$left" -eq 0
 finish

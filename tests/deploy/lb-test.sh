@@ -3,8 +3,8 @@
 # containers (make lb-test; runs in CI).
 #
 # Renders deploy/nginx.conf for loopback (only its `listen 8080;` line and its
-# `server posattnd:8080 ...;` line change: one server line per replica, same
-# parameters), starts 3 replicas on free 127.0.0.1 ports and nginx on another,
+# `server posattnd-N:8080 ...;` lines change: each names a local replica's
+# address instead, same parameters), starts 3 replicas on free 127.0.0.1 ports and nginx on another,
 # then sends a bounded load through nginx (tests/deploy/load.py) during which
 #   at 20% of the answers replica A is killed with SIGKILL (connections reset,
 #          kept-alive upstream connections dead, later connects refused), and
@@ -103,17 +103,15 @@ start_replica B 2; pid_b=$PID; port_b=$PORT
 start_replica C 1; pid_c=$PID; port_c=$PORT
 log "replicas A 127.0.0.1:$port_a (pid $pid_a), B :$port_b (pid $pid_b), C :$port_c (pid $pid_c)"
 
-# Render the config: exactly one listen line and one server line must change;
-# the `location / {` line gets the upstream's address as a response header.
+# Render the config: exactly one listen line and three server lines must
+# change; the `location / {` line gets the upstream's address as a response
+# header.
 lb_port=$(free_port)
 awk -v listen="127.0.0.1:$lb_port" -v servers="127.0.0.1:$port_a 127.0.0.1:$port_b 127.0.0.1:$port_c" '
+    BEGIN { split(servers, s, " ") }
     /^[ \t]*listen 8080;/ { sub(/listen 8080;/, "listen " listen ";"); nl++ }
-    /^[ \t]*server posattnd:8080[ ;]/ {
-        indent = $0; sub(/[^ \t].*$/, "", indent)
-        params = $0; sub(/^[ \t]*server posattnd:8080/, "", params)
-        n = split(servers, s, " ")
-        for (i = 1; i <= n; i++) print indent "server " s[i] params
-        nu++; next
+    /^[ \t]*server posattnd-[0-9]+:8080[ ;]/ {
+        nu++; sub(/posattnd-[0-9]+:8080/, s[nu]); print; next
     }
     /^[ \t]*location \/ \{/ {
         print; indent = $0; sub(/[^ \t].*$/, "", indent)
@@ -121,8 +119,8 @@ awk -v listen="127.0.0.1:$lb_port" -v servers="127.0.0.1:$port_a 127.0.0.1:$port
         nloc++; next
     }
     { print }
-    END { if (nl != 1 || nu != 1 || nloc != 1) exit 3 }' "$CONF" >"$tmp/nginx.conf" ||
-    die "$CONF no longer has exactly one 'listen 8080;', one 'server posattnd:8080 ...;' and one 'location / {' line"
+    END { if (nl != 1 || nu != 3 || nloc != 1) exit 3 }' "$CONF" >"$tmp/nginx.conf" ||
+    die "$CONF no longer has exactly one 'listen 8080;', three 'server posattnd-N:8080 ...;' and one 'location / {' line"
 pass "rendered $CONF for 3 loopback replicas (listen 127.0.0.1:$lb_port)"
 
 if "$NGINX" -t -q -e stderr -p "$tmp/" -c "$tmp/nginx.conf" 2>"$tmp/nginx-t.err"; then

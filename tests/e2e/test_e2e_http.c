@@ -161,6 +161,9 @@ static void test_health_ready_schemes(void **state)
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "status")), "ok");
     cJSON_Delete(j);
     assert_true(resp_header(&r, "Server-Timing", st, sizeof st));
+    /* --replica-id, by default the hostname: every answer names it. */
+    assert_true(resp_header(&r, "X-Posattn-Replica", st, sizeof st));
+    assert_true(st[0] != '\0');
     resp_free(&r);
 
     get(&r, &main_srv, "/readyz", NULL);

@@ -15,7 +15,8 @@
 //     period above preStop + drain timeout, non-root and read-only, env names
 //     that posattnd knows (from server/runtime/config.c), Prometheus annotations, and
 //     the Service, HorizontalPodAutoscaler and PodDisruptionBudget pointing at
-//     the Deployment.
+//     the Deployment, and a shared --cache-dir (POSATTN_CACHE_SHARED=1) on a
+//     writable ReadWriteMany claim of the same rendering.
 // Then a self-test breaks a rendered Deployment and HPA in known ways and
 // requires each break to be caught, so the checker itself cannot rot into
 // passing everything. Prints "k8s-validate: N passed, M failed" last.
@@ -219,6 +220,29 @@ function relationRules(objs, envNames) {
         const ok = deployments.some((d) => matches(p.spec?.selector?.matchLabels, d.spec?.template?.metadata?.labels));
         out.push([`PodDisruptionBudget ${key(p)} rules`, ok ? [] : ["selector matches no Deployment's pods"]]);
     }
+    // A --cache-dir shared by the replicas (POSATTN_CACHE_SHARED=1) must be
+    // a volume every pod mounts at once: a ReadWriteMany claim of this
+    // rendering, mounted writable at POSATTN_CACHE_DIR.
+    for (const d of deployments) {
+        const c = (d.spec?.template?.spec?.containers ?? []).find((x) => x.name === "posattnd");
+        const env = c?.env ?? [];
+        if (env.find((e) => e.name === "POSATTN_CACHE_SHARED")?.value !== "1") continue;
+        const errs = [];
+        const dir = env.find((e) => e.name === "POSATTN_CACHE_DIR")?.value;
+        const mount = (c.volumeMounts ?? []).find((m) => m.mountPath === dir);
+        const vol = (d.spec.template.spec.volumes ?? []).find((v) => v.name === mount?.name);
+        const claim = objs.find((o) => o.kind === "PersistentVolumeClaim" &&
+            o.metadata?.name === vol?.persistentVolumeClaim?.claimName &&
+            (o.metadata?.namespace ?? "") === (d.metadata?.namespace ?? ""));
+        if (!dir) errs.push("POSATTN_CACHE_SHARED=1 without POSATTN_CACHE_DIR");
+        else if (!mount) errs.push(`POSATTN_CACHE_DIR ${dir} is no volume mount of the container`);
+        else if (mount.readOnly) errs.push(`the volume at ${dir} is mounted read-only`);
+        else if (!vol?.persistentVolumeClaim) errs.push(`the volume at ${dir} is not a PersistentVolumeClaim`);
+        else if (!claim) errs.push(`claim ${vol.persistentVolumeClaim.claimName} is not in this rendering`);
+        else if (!(claim.spec?.accessModes ?? []).includes("ReadWriteMany"))
+            errs.push(`claim ${claim.metadata.name} is not ReadWriteMany: the replicas' pods cannot all mount it`);
+        out.push([`Deployment ${key(d)} shared --cache-dir`, errs]);
+    }
     return out;
 }
 
@@ -274,15 +298,33 @@ const breaks = [
     ["liveness probe on /readyz", (d) => { d.spec.template.spec.containers[0].livenessProbe.httpGet.path = "/readyz"; }],
     ["HPA pointing at another name", (d, h) => { h.spec.scaleTargetRef.name = "posattn"; }],
     ["replicas set beside an HPA", (d) => { d.spec.replicas = 3; }],
+    ["a shared --cache-dir on no volume", (d) => {
+        const c = d.spec.template.spec.containers[0];
+        c.env.push({ name: "POSATTN_CACHE_DIR", value: "/var/lib/posattn/sessions" },
+            { name: "POSATTN_CACHE_SHARED", value: "1" });
+    }],
 ];
 
-async function selfTest(docs, envNames) {
+// Breaks of the sessions-shared overlay's claim (the first rendering that
+// has a shared --cache-dir), each of which must be caught too.
+const claimBreaks = [
+    ["a shared --cache-dir on a ReadWriteOnce claim", (d, pvc) => { pvc.spec.accessModes = ["ReadWriteOnce"]; }],
+    ["a shared --cache-dir mounted read-only", (d) => {
+        d.spec.template.spec.containers[0].volumeMounts.find((m) => m.name === "sessions").readOnly = true;
+    }],
+];
+
+async function selfTest(docs, envNames, sharedDocs) {
     const results = [];
-    for (const [name, breakIt] of breaks) {
-        const copy = structuredClone(docs);
+    const all = breaks.map(([n, b]) => [n, b, docs]);
+    if (sharedDocs) all.push(...claimBreaks.map(([n, b]) => [n, b, sharedDocs]));
+    else results.push(["a rendering with a shared --cache-dir to break", ["none of the folders has one"]]);
+    for (const [name, breakIt, base] of all) {
+        const copy = structuredClone(base);
         const d = copy.find((o) => o.kind === "Deployment");
         const h = copy.find((o) => o.kind === "HorizontalPodAutoscaler");
-        breakIt(d, h);
+        const pvc = copy.find((o) => o.kind === "PersistentVolumeClaim");
+        breakIt(d, h ?? pvc, pvc);
         const caught = (await check(copy, envNames)).flatMap(([, errs]) => errs);
         results.push([`catches ${name}` + (caught.length ? ` (${caught[0]})` : ""),
             caught.length ? [] : ["passed the checks: the checker is broken"]]);
@@ -299,6 +341,7 @@ if (dirs.length === 0) {
 }
 const envNames = knownEnv();
 let first = null;
+let shared = null;
 for (const dir of dirs) {
     let docs;
     try {
@@ -310,7 +353,8 @@ for (const dir of dirs) {
     }
     report(dir, await check(docs, envNames));
     first ??= docs;
+    if (!shared && docs.some((o) => o.kind === "PersistentVolumeClaim")) shared = docs;
 }
-if (first) report("self-test", await selfTest(first, envNames));
+if (first) report("self-test", await selfTest(first, envNames, shared));
 console.log(`k8s-validate: ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 && passed > 0 ? 0 : 1);

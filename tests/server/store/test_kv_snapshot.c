@@ -6,11 +6,15 @@
  * same bits); files of deleted sessions go at the next save; a truncated
  * file, a corrupt one, a renamed one and a stray file are reported and
  * skipped, never loaded, never a crash; an export outlives its session.
+ * A folder shared by replicas: each owns its subfolder while it holds its
+ * lock; another takes a session over only when that lock is free, by
+ * moving the file into its own.
  */
 #include "store/kv_snapshot.h"
 #include "testutil.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,6 +411,92 @@ static void test_export_outlives_session(void **state)
     srv_kv_cache_free(a);
 }
 
+/* Replicas a and b share root: a runs (holds its lock), so b may not take
+ * its session; once a's lock is free b takes it over, by moving its file
+ * into root/b, and it answers as on a. */
+static void test_shared_dir(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/posattn-kvshared-XXXXXX", dir_a[600], dir_b[600], dir_x[600], path[700];
+    char id[SRV_KV_ID_LEN], err[512];
+    srv_kv_cache *a = cache(), *b = cache();
+    srv_kv_spec sp;
+    srv_kv_err e;
+    int fd_a = -1, fd_b = -1, fd_x = -1;
+    tu_rng r;
+    tu_rng_seed(&r, 903);
+    pa_scheme_init(&schemes[0], PA_SCHEME_ROPE);
+    pa_scheme_init(&schemes[1], PA_SCHEME_ALIBI);
+    assert_non_null(mkdtemp(root));
+    assert_true(srv_kv_dir_own(root, "a", 0, dir_a, sizeof dir_a, &fd_a, err, sizeof err));
+    assert_true(srv_kv_dir_own(root, "b", 0, dir_b, sizeof dir_b, &fd_b, err, sizeof err));
+    /* A second owner of "a", a bad name, no folder to make. */
+    assert_false(srv_kv_dir_own(root, "a", 0.1, dir_x, sizeof dir_x, &fd_x, err, sizeof err));
+    assert_non_null(strstr(err, "another posattnd runs as replica \"a\""));
+    assert_false(srv_kv_dir_own(root, "..", 0, dir_x, sizeof dir_x, &fd_x, err, sizeof err));
+    assert_non_null(strstr(err, "cannot name a folder"));
+    assert_false(srv_kv_dir_own("/nonexistent/posattn", "a", 0, dir_x, sizeof dir_x, &fd_x, err,
+                                sizeof err));
+    assert_int_equal(fd_x, -1);
+
+    sp = spec(0, SRV_KV_EVICT_WINDOW, 10, 2, true);
+    assert_true(srv_kv_create_as(a, &sp, "s1", id, &e));
+    append(a, id, &r, 30);
+    assert_true(srv_kv_save(a, "s1", dir_a, &e));
+    /* a runs: b answers SESSION_NOT_FOUND naming a, and the file stays. */
+    assert_false(srv_kv_adopt(b, root, "b", "s1", mk, NULL, &e));
+    assert_int_equal(e.code, SRV_ERR_SESSION_NOT_FOUND);
+    assert_non_null(strstr(e.message, "replica a holds it and is running"));
+    snprintf(path, sizeof path, "%s/s1.safetensors", dir_a);
+    assert_int_equal(access(path, F_OK), 0);
+    /* No file anywhere, and an id that is not one. */
+    assert_false(srv_kv_adopt(b, root, "b", "s2", mk, NULL, &e));
+    assert_int_equal(e.code, SRV_ERR_SESSION_NOT_FOUND);
+    assert_non_null(strstr(e.message, "on replica b, nor a file"));
+    assert_false(srv_kv_adopt(b, root, "b", "../a/s1", mk, NULL, &e));
+    assert_int_equal(e.code, SRV_ERR_SESSION_NOT_FOUND);
+    /* a drains: a session found nowhere may be a's, coming to its file. */
+    srv_kv_dir_draining(dir_a);
+    assert_false(srv_kv_adopt(b, root, "b", "s2", mk, NULL, &e));
+    assert_int_equal(e.code, SRV_ERR_SESSION_NOT_FOUND);
+    assert_non_null(strstr(e.message, "replica a is draining and may hold it"));
+
+    /* a stops: b takes s1 over; the file is b's now. */
+    close(fd_a);
+    assert_true(srv_kv_adopt(b, root, "b", "s1", mk, NULL, &e));
+    same(a, b, "s1", 40);
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof path, "%s/s1.safetensors", dir_b);
+    assert_int_equal(access(path, F_OK), 0);
+    /* b holds it: a second adopt finds it held here and changes nothing. */
+    assert_true(srv_kv_adopt(b, root, "b", "s1", mk, NULL, &e));
+    /* a's mark stays, but a is not running: s2 is simply unknown. */
+    assert_false(srv_kv_adopt(b, root, "b", "s2", mk, NULL, &e));
+    assert_non_null(strstr(e.message, "nor a file"));
+    /* a again: its folder no longer has s1; b's sweep keeps b's file. */
+    assert_true(srv_kv_dir_own(root, "a", 0, dir_a, sizeof dir_a, &fd_a, err, sizeof err));
+    snprintf(path, sizeof path, "%s/.draining", dir_a); /* the mark goes */
+    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof path, "%s/s1.safetensors", dir_b);
+    {
+        srv_kv_cache *a2 = cache();
+        size_t failed;
+        assert_int_equal(srv_kv_load_dir(a2, dir_a, mk, NULL, NULL), 0);
+        assert_int_equal(srv_kv_save_all(b, dir_b, &failed, err, sizeof err), 1);
+        assert_int_equal(access(path, F_OK), 0);
+        srv_kv_cache_free(a2);
+    }
+    close(fd_a);
+    close(fd_b);
+    srv_kv_cache_free(a);
+    srv_kv_cache_free(b);
+    {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_damaged_files),
         cmocka_unit_test(test_chosen_ids),
         cmocka_unit_test(test_export_outlives_session),
+        cmocka_unit_test(test_shared_dir),
     };
     return cmocka_run_group_tests_name("kv_snapshot", tests, NULL, NULL);
 }

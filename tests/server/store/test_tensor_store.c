@@ -364,7 +364,11 @@ static void test_refs_through_api(void **state)
     if (!srv_tensor_store_load(sp, 2, &s, err, sizeof err))
         fail_msg("%s", err);
 
-    srv_limits lim = {8, (size_t)1 << 24, (size_t)100 << 10, 1, s, 0, NULL, NULL, NULL, NULL, NULL};
+    srv_limits lim = {.max_batch_items = 8,
+                      .max_tensor_elements = (size_t)1 << 24,
+                      .max_request_memory = (size_t)100 << 10,
+                      .parallel_parts = 1,
+                      .tensors = s};
     const char *body = "{\"scheme\":{\"type\":\"learned\",\"table\":{\"ref\":\"wpe\"}},"
                        "\"positions\":[3,0,511],\"output_encoding\":\"b64\"}";
     srv_job *job = NULL;
