@@ -549,6 +549,17 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "model",
                         "an item with \"session\" takes the session's scheme (and, for a session "
                         "made from a model, its layer's options): leave \"model\" out");
+    /* A session another replica of a shared --cache-dir saved is taken
+     * over first (api/session_load.c), so that its layer's options merge. */
+    if (sess && ctx->lim != NULL && ctx->lim->sessions != NULL) {
+        const cJSON *id = api_member(obj, "session");
+        srv_kv_info in;
+        srv_kv_err ke;
+        if (cJSON_IsArray(id))
+            id = cJSON_GetArrayItem(id, 0);
+        if (cJSON_IsString(id) && !srv_kv_info_get(ctx->lim->sessions, id->valuestring, &in, &ke))
+            api_session_adopt(ctx->lim, id->valuestring, &ke); /* else parse reports it */
+    }
     /* An item that names a model is read merged with its layer's options;
      * one over a session made from a model, with the session's layer's. */
     if (!(sess ? api_session_model_merge(obj, ctx, &mu, &sess_hold, e)
