@@ -214,7 +214,7 @@ $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/
     $(BUILD)/tests/test_rope_gemma4_hunyuan $(BUILD)/tests/test_kerple $(BUILD)/tests/test_sandwich \
     $(BUILD)/tests/test_xpos $(BUILD)/tests/test_rope2d $(BUILD)/tests/test_fire $(BUILD)/tests/test_cope \
     $(BUILD)/tests/test_packed $(BUILD)/tests/test_diff $(BUILD)/tests/test_mla \
-    $(BUILD)/tests/test_paged: $(TEST_ATT_OBJ)
+    $(BUILD)/tests/test_paged $(BUILD)/tests/test_kv16: $(TEST_ATT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c

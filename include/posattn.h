@@ -81,6 +81,19 @@ typedef struct pa_error {
 /* Attention                                                                 */
 /* ------------------------------------------------------------------------- */
 
+/* Element types of the key and value tensors (pa_attention.kv_dtype). The
+ * 16-bit ones are uint16_t bit patterns: bf16 is the top half of an IEEE
+ * float32 (widened by a 16-bit shift), f16 is IEEE binary16. Both widen to
+ * float32 exactly. */
+typedef enum pa_dtype {
+    PA_DTYPE_F32 = 0, /* float, the default */
+    PA_DTYPE_BF16 = 1,
+    PA_DTYPE_F16 = 2,
+} pa_dtype;
+
+/* "f32", "bf16", "f16"; "unknown" for a value not in the enum. Static. */
+const char *pa_dtype_name(pa_dtype t);
+
 /* Multi-head scaled dot-product attention with a positional scheme.
  *
  * Two input modes:
@@ -282,6 +295,22 @@ typedef struct pa_attention {
     const float *const *k_pages; /* [ceil(Lk / page_tokens)], or NULL */
     const float *const *v_pages; /* [ceil(Lk / page_tokens)], with k_pages */
     int32_t page_tokens;         /* > 0, a multiple of 16, with k_pages */
+    /* Keys and values in 16 bits, q/k/v mode: with PA_DTYPE_BF16 or
+     * PA_DTYPE_F16, k, v, k_pages[p] and v_pages[p] point at uint16_t
+     * elements of that type (cast to const float *; the shapes, in
+     * elements, are as above, and each pointer is aligned as a float's).
+     * Each element is widened to float32 exactly where it is read, and
+     * everything else is computed in float32 as before: every result
+     * equals, bit for bit, the float32 call on the widened arrays, in
+     * every kernel and way of splitting a call. The decode kernel reads
+     * the 16-bit rows directly (half the bytes of a float cache); the
+     * tiled kernel widens one kv head's rows into its workspace. Returned
+     * k_rot rows are float32. q and every other tensor stay float32.
+     * Refused with it: layer mode (the projections make float32 keys) and
+     * the callers that build their own keys (pa_diff_run, pa_mla_run, the
+     * analyses). Errors name "kv_dtype". PA_DTYPE_F32 (zero): float32,
+     * exactly as before it existed. */
+    pa_dtype kv_dtype;
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. Zero the struct before

@@ -11,6 +11,13 @@
  * Neither K nor V is copied; keys that need a norm or a rotation are
  * prepared one row at a time.
  *
+ * Keys and values in 16 bits (kv_dtype) are read where they lie, half the
+ * bytes, and widened on the way: in registers by the AVX2 row kernels
+ * (F16C's vcvtph2ps, or bf16's 16-bit shift), element by element by the
+ * portable ones, and into an L1 scratch row for the AVX-512 ones, which
+ * then run as for float rows. Each row kernel sums exactly as its float
+ * twin does, so the bits equal the float call on the widened rows.
+ *
  * The state of a row (running max, sum and unnormalised output) can be
  * computed over a share of the keys and the shares merged afterwards
  * (pa__decode_finish): split-K, as flash-decoding does (Dao, Haziza, Massa
@@ -19,6 +26,7 @@
 #include "attention_kernel.h"
 
 #include "cpu.h"
+#include "dtype.h"
 #include "softmax.h"
 
 #include <math.h>
@@ -28,6 +36,7 @@
 #define PA_DEC_X86 1
 #include <immintrin.h>
 #define PA_AVX512 __attribute__((target("avx512f")))
+#define PA_AVX2 __attribute__((target("avx2,f16c")))
 #endif
 
 bool pa__decode_fits(const pa__plan *p)
@@ -77,7 +86,278 @@ static void pv_block(float *o, size_t ldo, const float *P, size_t ldp, int32_t n
     }
 }
 
+/* dot_rows and pv_block over keys and values of a 16-bit type t, each
+ * element widened as it is read: the same sums in the same order. */
+static inline __attribute__((always_inline)) void
+dot_rows_t(pa_dtype t, const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
+           int32_t nk, float scale, float *s, size_t lds)
+{
+    for (int32_t r = 0; r < n; r++)
+        for (int32_t tt = 0; tt < nk; tt++) {
+            const float *x = q + (size_t)r * d;
+            const uint16_t *y = k + (size_t)tt * ldk;
+            float acc[8] = {0};
+            int32_t c = 0;
+            for (; c + 8 <= d; c += 8)
+                for (int32_t u = 0; u < 8; u++)
+                    acc[u] += x[c + u] * pa__dtype_get(t, y, (size_t)(c + u));
+            for (; c < d; c++)
+                acc[0] += x[c] * pa__dtype_get(t, y, (size_t)c);
+            s[(size_t)r * lds + (size_t)tt] =
+                scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+        }
+}
+
+static inline __attribute__((always_inline)) void pv_block_t(pa_dtype t, float *o, size_t ldo,
+                                                             const float *P, size_t ldp, int32_t n,
+                                                             const uint16_t *V, size_t ldv,
+                                                             int32_t nk, int32_t d)
+{
+    for (int32_t r = 0; r < n; r++) {
+        float *y = o + (size_t)r * ldo;
+        for (int32_t j = 0; j < nk; j++) {
+            const float w = P[(size_t)r * ldp + (size_t)j];
+            const uint16_t *v = V + (size_t)j * ldv;
+            if (w == 0.0f)
+                continue;
+            for (int32_t c = 0; c < d; c++)
+                y[c] += w * pa__dtype_get(t, v, (size_t)c);
+        }
+    }
+}
+
+static void dot_rows_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
+                          int32_t nk, float scale, float *s, size_t lds, float *scratch)
+{
+    (void)scratch;
+    dot_rows_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+static void dot_rows_f16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
+                         int32_t nk, float scale, float *s, size_t lds, float *scratch)
+{
+    (void)scratch;
+    dot_rows_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+static void pv_block_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                          const uint16_t *V, size_t ldv, int32_t nk, int32_t d, float *scratch)
+{
+    (void)scratch;
+    pv_block_t(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+static void pv_block_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                         const uint16_t *V, size_t ldv, int32_t nk, int32_t d, float *scratch)
+{
+    (void)scratch;
+    pv_block_t(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
 #if PA_DEC_X86
+
+/* ------------------------------------------------------------------------- */
+/* AVX2: the portable sums, eight lanes at a time                            */
+/* ------------------------------------------------------------------------- */
+
+/* Eight elements from x[i] of type t, as floats. */
+PA_AVX2 static inline __attribute__((always_inline)) __m256 ld8(pa_dtype t, const void *x,
+                                                                 size_t i)
+{
+    __m128i h;
+    if (t == PA_DTYPE_F32)
+        return _mm256_loadu_ps((const float *)x + i);
+    h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)x + i));
+    if (t == PA_DTYPE_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* R rows (1 or 2) against 4 keys of dot_rows: lane u of acc[r][t] is
+ * dot_rows's acc[u], added to as it is (a multiply, then an add: no fused
+ * multiply-add, whose single rounding would differ), and the tail and the
+ * final sum done as it does them. Keys past nk repeat the first and are not
+ * stored. */
+PA_AVX2 static inline __attribute__((always_inline)) void
+dot_tile2(const int R, pa_dtype t, const float *q, int32_t d, const void *k, size_t ldk, int32_t nk,
+          float scale, float *s, size_t lds)
+{
+    __m256 acc[2][4];
+    size_t kt[4];
+    int32_t c = 0;
+    for (int u = 0; u < 4; u++)
+        kt[u] = u < nk ? (size_t)u * ldk : 0;
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+            acc[r][u] = _mm256_setzero_ps();
+    for (; c + 8 <= d; c += 8) {
+        const __m256 k0 = ld8(t, k, kt[0] + (size_t)c), k1 = ld8(t, k, kt[1] + (size_t)c);
+        const __m256 k2 = ld8(t, k, kt[2] + (size_t)c), k3 = ld8(t, k, kt[3] + (size_t)c);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            const __m256 x = _mm256_loadu_ps(q + (size_t)r * d + c);
+            acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(x, k0));
+            acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(x, k1));
+            acc[r][2] = _mm256_add_ps(acc[r][2], _mm256_mul_ps(x, k2));
+            acc[r][3] = _mm256_add_ps(acc[r][3], _mm256_mul_ps(x, k3));
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int32_t u = 0; u < nk; u++) {
+            const float *x = q + (size_t)r * d;
+            float a[8];
+            _mm256_storeu_ps(a, acc[r][u]);
+            for (int32_t e = c; e < d; e++)
+                a[0] += x[e] * pa__dtype_get(t, k, kt[u] + (size_t)e);
+            s[(size_t)r * lds + (size_t)u] =
+                scale * (((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])));
+        }
+}
+
+PA_AVX2 static inline __attribute__((always_inline)) void
+dot_rows_avx2_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k, size_t ldk,
+                int32_t nk, float scale, float *s, size_t lds)
+{
+    int32_t r = 0;
+    for (; r + 2 <= n; r += 2)
+        dot_tile2(2, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+    if (r < n)
+        dot_tile2(1, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+}
+
+/* R rows (1 to 4) by 8W columns (W 1 or 2) from c of pv_block: each row's
+ * columns stay in registers across the nk keys and take, key after key,
+ * the same w * v additions as pv_block's (a zero weight skipped), so
+ * every element sees the same sums in the same order. */
+PA_AVX2 static inline __attribute__((always_inline)) void
+pv_tile2(const int R, const int W, pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp,
+         const void *V, size_t ldv, int32_t nk, int32_t c)
+{
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int u = 0; u < W; u++)
+            acc[r][u] = _mm256_loadu_ps(o + (size_t)r * ldo + c + 8 * u);
+    for (int32_t j = 0; j < nk; j++) {
+        const size_t at = (size_t)j * ldv + (size_t)c;
+        const __m256 v0 = ld8(t, V, at), v1 = W > 1 ? ld8(t, V, at + 8) : v0;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const float w = P[(size_t)r * ldp + (size_t)j];
+            __m256 wv;
+            if (w == 0.0f)
+                continue;
+            wv = _mm256_set1_ps(w);
+            acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(wv, v0));
+            if (W > 1)
+                acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(wv, v1));
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int u = 0; u < W; u++)
+            _mm256_storeu_ps(o + (size_t)r * ldo + c + 8 * u, acc[r][u]);
+}
+
+/* Rows [r, r + R) of pv_block_avx2_t: 16 columns at a time, then 8, then
+ * the last ones one by one. */
+PA_AVX2 static inline __attribute__((always_inline)) void
+pv_rows2(const int R, pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp, const void *V,
+         size_t ldv, int32_t nk, int32_t d)
+{
+    int32_t c = 0;
+    for (; c + 16 <= d; c += 16)
+        pv_tile2(R, 2, t, o, ldo, P, ldp, V, ldv, nk, c);
+    if (c + 8 <= d) {
+        pv_tile2(R, 1, t, o, ldo, P, ldp, V, ldv, nk, c);
+        c += 8;
+    }
+    if (c < d)
+        for (int r = 0; r < R; r++) {
+            float *y = o + (size_t)r * ldo;
+            for (int32_t j = 0; j < nk; j++) {
+                const float w = P[(size_t)r * ldp + (size_t)j];
+                if (w == 0.0f)
+                    continue;
+                for (int32_t e = c; e < d; e++)
+                    y[e] += w * pa__dtype_get(t, V, (size_t)j * ldv + (size_t)e);
+            }
+        }
+}
+
+PA_AVX2 static inline __attribute__((always_inline)) void
+pv_block_avx2_t(pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                const void *V, size_t ldv, int32_t nk, int32_t d)
+{
+    int32_t r = 0;
+    for (; r + 4 <= n; r += 4)
+        pv_rows2(4, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, d);
+    switch (n - r) {
+    case 3:
+        pv_rows2(3, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, d);
+        break;
+    case 2:
+        pv_rows2(2, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, d);
+        break;
+    case 1:
+        pv_rows2(1, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, d);
+        break;
+    default:
+        break;
+    }
+}
+
+PA_AVX2 static void dot_rows_avx2(const float *q, int32_t n, int32_t d, const float *k, size_t ldk,
+                                  int32_t nk, float scale, float *s, size_t lds)
+{
+    dot_rows_avx2_t(PA_DTYPE_F32, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+PA_AVX2 static void dot_rows_avx2_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                       size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                                       float *scratch)
+{
+    (void)scratch;
+    dot_rows_avx2_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+PA_AVX2 static void dot_rows_avx2_f16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                                      float *scratch)
+{
+    (void)scratch;
+    dot_rows_avx2_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+PA_AVX2 static void pv_block_avx2(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                  const float *V, size_t ldv, int32_t nk, int32_t d)
+{
+    pv_block_avx2_t(PA_DTYPE_F32, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+PA_AVX2 static void pv_block_avx2_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                       const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                                       float *scratch)
+{
+    (void)scratch;
+    pv_block_avx2_t(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+PA_AVX2 static void pv_block_avx2_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                      const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                                      float *scratch)
+{
+    (void)scratch;
+    pv_block_avx2_t(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+/* ------------------------------------------------------------------------- */
+/* AVX-512                                                                   */
+/* ------------------------------------------------------------------------- */
 
 /* The lanes of 16 that hold the `left` floats still to go (none when
  * left <= 0). */
@@ -250,23 +530,87 @@ PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size
 
 #undef PV_TILES
 
+/* 16-bit keys and values for the AVX-512 kernels: the nk rows widened into
+ * scratch [nk, d] (in L1), then the float kernel on them, which reads the
+ * same floats the float call does. */
+static void dot_rows_avx512_16(pa_dtype t, const float *q, int32_t n, int32_t d, const uint16_t *k,
+                               size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                               float *scratch)
+{
+    for (int32_t u = 0; u < nk; u++)
+        pa__widen(t, k + (size_t)u * ldk, (size_t)d, scratch + (size_t)u * d);
+    dot_rows_avx512(q, n, d, scratch, (size_t)d, nk, scale, s, lds);
+}
+
+static void dot_rows_avx512_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                 size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                                 float *scratch)
+{
+    dot_rows_avx512_16(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds, scratch);
+}
+
+static void dot_rows_avx512_f16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                                float *scratch)
+{
+    dot_rows_avx512_16(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds, scratch);
+}
+
+static void pv_block_avx512_16(pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp,
+                               int32_t n, const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                               float *scratch)
+{
+    for (int32_t j = 0; j < nk; j++)
+        pa__widen(t, V + (size_t)j * ldv, (size_t)d, scratch + (size_t)j * d);
+    pv_block_avx512(o, ldo, P, ldp, n, scratch, (size_t)d, nk, d);
+}
+
+static void pv_block_avx512_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                 const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                                 float *scratch)
+{
+    pv_block_avx512_16(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d, scratch);
+}
+
+static void pv_block_avx512_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                                float *scratch)
+{
+    pv_block_avx512_16(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d, scratch);
+}
+
 #endif
 
-/* The row kernels of this run: chosen once per call. */
+/* The row kernels of this run: chosen once per call. dot16 and pv16 read
+ * keys and values of the call's 16-bit kv_dtype; scratch is b->dkw (dot16,
+ * [4, D]) or b->dvw (pv16, [PA__VRUN, Dv]). */
 typedef struct row_ops {
     void (*dot)(const float *, int32_t, int32_t, const float *, size_t, int32_t, float, float *,
                 size_t);
     void (*pv)(float *, size_t, const float *, size_t, int32_t, const float *, size_t, int32_t,
                int32_t);
+    void (*dot16)(const float *, int32_t, int32_t, const uint16_t *, size_t, int32_t, float,
+                  float *, size_t, float *);
+    void (*pv16)(float *, size_t, const float *, size_t, int32_t, const uint16_t *, size_t,
+                 int32_t, int32_t, float *);
 } row_ops;
 
-static row_ops pick_ops(void)
+static row_ops pick_ops(pa_dtype t)
 {
-    row_ops ops = {dot_rows, pv_block};
+    const bool f16 = t == PA_DTYPE_F16;
+    row_ops ops = {dot_rows, pv_block, f16 ? dot_rows_f16 : dot_rows_bf16,
+                   f16 ? pv_block_f16 : pv_block_bf16};
 #if PA_DEC_X86
     if (pa__cpu_avx512()) {
         ops.dot = dot_rows_avx512;
         ops.pv = pv_block_avx512;
+        ops.dot16 = f16 ? dot_rows_avx512_f16 : dot_rows_avx512_bf16;
+        ops.pv16 = f16 ? pv_block_avx512_f16 : pv_block_avx512_bf16;
+    } else if (pa__cpu_avx2()) {
+        ops.dot = dot_rows_avx2;
+        ops.pv = pv_block_avx2;
+        ops.dot16 = f16 ? dot_rows_avx2_f16 : dot_rows_avx2_bf16;
+        ops.pv16 = f16 ? pv_block_avx2_f16 : pv_block_avx2_bf16;
     }
 #endif
     return ops;
@@ -276,12 +620,12 @@ static row_ops pick_ops(void)
 /* The kernel                                                                */
 /* ------------------------------------------------------------------------- */
 
-/* Asks for n floats from x into L2, a cache line at a time. */
-static inline void prefetch(const float *x, size_t n)
+/* Asks for n bytes from x into L2, a cache line at a time. */
+static inline void prefetch(const void *x, size_t n)
 {
 #if defined(__GNUC__)
-    for (size_t i = 0; i < n * 1; i += 16)
-        __builtin_prefetch(x + i, 0, 2);
+    for (size_t i = 0; i < n; i += 64)
+        __builtin_prefetch((const char *)x + i, 0, 2);
 #else
     (void)x;
     (void)n;
@@ -317,6 +661,23 @@ static void prep_queries(const pa__plan *p, const buffers *b, const head_io *io,
     }
 }
 
+/* Keys [j, j + n) of kv head g (n <= 4, within a page) as float rows:
+ * *src with row stride *ld, in place, or widened into b->dkw when 16-bit. */
+static void key_rows(const pa__plan *p, const buffers *b, const head_io *io, int32_t g, int32_t j,
+                     int32_t n, const float **src, int *ld)
+{
+    if (io->kvt == PA_DTYPE_F32) {
+        *src = pa__krow(io, j) + (size_t)g * p->D;
+        *ld = io->ldk;
+        return;
+    }
+    for (int32_t t = 0; t < n; t++)
+        pa__widen(io->kvt, (const uint16_t *)pa__krow_raw(io, j + t) + (size_t)g * p->D,
+                  (size_t)p->D, b->dkw + (size_t)t * p->D);
+    *src = b->dkw;
+    *ld = p->D;
+}
+
 /* The returned results of keys [f0, f1) that rows of heads [h0, h1) own:
  * their logits start at -inf (weights hold logits until the finish), so
  * that keys the kernel skips read as masked; and with k rotated or
@@ -339,10 +700,13 @@ static void own_results(const pa__plan *p, const buffers *b, const head_io *io, 
             row_norm nm = kn;
             if (nm.inv != NULL)
                 nm.inv += j;
+            const float *src;
+            int ld;
+            key_rows(p, b, io, g, j, n, &src, &ld);
             pa__prep_rows(p, &nm, g,
                           p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j * half : NULL,
                           p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j * half : NULL,
-                          NULL, pa__krow(io, j) + (size_t)g * p->D, io->ldk, n, b->dk,
+                          NULL, src, ld, n, b->dk,
                           io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
             j += n;
         }
@@ -354,7 +718,9 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
 {
     float *store = io->logits != NULL ? io->logits : io->weights;
     const pa_attention *a = p->a;
-    const row_ops ops = pick_ops();
+    const row_ops ops = pick_ops(io->kvt);
+    const bool kv16 = io->kvt != PA_DTYPE_F32;
+    const size_t es = pa__dtype_size(io->kvt);
     const int32_t Lq = p->Lq, D = p->D, Dv = p->Dv, G = p->group;
     const size_t half = (size_t)p->r / 2, st = PA__STATE(Dv);
     const int32_t g0 = h0 / G, g1 = (h1 + G - 1) / G; /* kv heads of [h0, h1) */
@@ -393,8 +759,23 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
             nj = pa__krun(io, j, pa__min_i32(4, hi - j));
             for (int32_t g = g0; g < g1; g++) {
                 const int32_t hs = pa__max_i32(h0, g * G), he = pa__min_i32(h1, (g + 1) * G);
-                const float *kr = pa__krow(io, j) + (size_t)g * D;
-                size_t ldk = (size_t)io->ldk;
+                const float *kr;
+                size_t ldk;
+                if (!prep_k && kv16) { /* read in place, widened in the row kernel */
+                    ops.dot16(b->dq + (size_t)hs * Lq * D, (he - hs) * Lq, D,
+                              (const uint16_t *)pa__krow_raw(io, j) + (size_t)g * D,
+                              (size_t)io->ldk, nj, p->scale,
+                              b->dS + (size_t)hs * Lq * nk + (j - lo), (size_t)nk, b->dkw);
+                    continue;
+                }
+                if (prep_k) {
+                    int ld;
+                    key_rows(p, b, io, g, j, nj, &kr, &ld);
+                    ldk = (size_t)ld;
+                } else {
+                    kr = pa__krow(io, j) + (size_t)g * D;
+                    ldk = (size_t)io->ldk;
+                }
                 if (prep_k) {
                     for (int32_t t = 0; t < nj; t++) {
                         row_norm nm = kn;
@@ -406,7 +787,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
                                     : NULL,
                             p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)(j + t) * half
                                     : NULL,
-                            NULL, kr + (size_t)t * io->ldk, io->ldk, 1, b->dk + (size_t)t * D, NULL,
+                            NULL, kr + (size_t)t * ldk, (int)ldk, 1, b->dk + (size_t)t * D, NULL,
                             0);
                     }
                     kr = b->dk;
@@ -419,7 +800,8 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
              * head at a time (rows Hkv*Dv floats apart, which the hardware
              * prefetchers do not follow). */
             for (int32_t t = 0; t < nj; t++)
-                prefetch(pa__vrow(io, j + t) + (size_t)g0 * Dv, (size_t)(g1 - g0) * Dv);
+                prefetch((const char *)pa__vrow_raw(io, j + t) + (size_t)g0 * Dv * es,
+                         (size_t)(g1 - g0) * Dv * es);
         }
         /* Biases, masks and the online softmax, row by row. */
         for (int32_t h = h0; h < h1; h++) {
@@ -464,9 +846,15 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
             const int32_t hs = pa__max_i32(h0, g * G), he = pa__min_i32(h1, (g + 1) * G);
             for (int32_t s0 = lo, s1; s0 < hi; s0 = s1) {
                 s1 = pa__min_i32(hi, (s0 / PA__VRUN + 1) * PA__VRUN);
-                ops.pv(state + (size_t)hs * Lq * st + PA__STATE_O, st,
-                       b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,
-                       pa__vrow(io, s0) + (size_t)g * Dv, (size_t)io->ldv, s1 - s0, Dv);
+                if (kv16)
+                    ops.pv16(state + (size_t)hs * Lq * st + PA__STATE_O, st,
+                             b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,
+                             (const uint16_t *)pa__vrow_raw(io, s0) + (size_t)g * Dv,
+                             (size_t)io->ldv, s1 - s0, Dv, b->dvw);
+                else
+                    ops.pv(state + (size_t)hs * Lq * st + PA__STATE_O, st,
+                           b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,
+                           pa__vrow(io, s0) + (size_t)g * Dv, (size_t)io->ldv, s1 - s0, Dv);
             }
         }
     }
