@@ -428,7 +428,11 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
 
 /* The kernels this process runs: "avx512" (FMA micro-kernels, chosen at run
  * time where the CPU has AVX-512F) or "portable" (plain C and OpenBLAS),
- * also forced by the environment variable POSATTN_KERNEL=portable. */
+ * also forced by the environment variable POSATTN_KERNEL=portable. Under
+ * "portable", CPUs with AVX2 and F16C run the decode kernel's row loops as
+ * AVX2 code that computes the plain C's bits (the same multiplies and adds
+ * in the same order) and widens 16-bit keys and values (kv_dtype) in
+ * registers; POSATTN_KERNEL=portable turns that off too. */
 const char *pa_kernel_name(void);
 
 #include "posattn_analysis.h" /* the analyses */
