@@ -204,6 +204,38 @@ dot_tile2(const int R, pa_dtype t, const float *q, int32_t d, const void *k, siz
             acc[r][3] = _mm256_add_ps(acc[r][3], _mm256_mul_ps(x, k3));
         }
     }
+    if (R == 2 && nk == 4 && c == d) {
+        /* The eight sums at once: transposed, vector e holds lane e of
+         * each accumulator, so the same tree of adds runs in every lane. */
+        const __m256 t0 = _mm256_unpacklo_ps(acc[0][0], acc[0][1]);
+        const __m256 t1 = _mm256_unpackhi_ps(acc[0][0], acc[0][1]);
+        const __m256 t2 = _mm256_unpacklo_ps(acc[0][2], acc[0][3]);
+        const __m256 t3 = _mm256_unpackhi_ps(acc[0][2], acc[0][3]);
+        const __m256 t4 = _mm256_unpacklo_ps(acc[1][0], acc[1][1]);
+        const __m256 t5 = _mm256_unpackhi_ps(acc[1][0], acc[1][1]);
+        const __m256 t6 = _mm256_unpacklo_ps(acc[1][2], acc[1][3]);
+        const __m256 t7 = _mm256_unpackhi_ps(acc[1][2], acc[1][3]);
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+        const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        /* Lane e of a[e]: row 0's four keys in lanes 0-3, row 1's in 4-7. */
+        const __m256 e0 = _mm256_permute2f128_ps(u0, u4, 0x20);
+        const __m256 e1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+        const __m256 e2 = _mm256_permute2f128_ps(u2, u6, 0x20);
+        const __m256 e3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+        const __m256 e4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+        const __m256 e5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+        const __m256 e6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+        const __m256 e7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+        const __m256 sum =
+            _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(e0, e4), _mm256_add_ps(e1, e5)),
+                          _mm256_add_ps(_mm256_add_ps(e2, e6), _mm256_add_ps(e3, e7)));
+        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(scale), sum);
+        _mm_storeu_ps(s, _mm256_castps256_ps128(sc));
+        _mm_storeu_ps(s + lds, _mm256_extractf128_ps(sc, 1));
+        return;
+    }
     for (int r = 0; r < R; r++)
         for (int32_t u = 0; u < nk; u++) {
             const float *x = q + (size_t)r * d;
