@@ -262,10 +262,11 @@ dot_rows_avx2_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k,
 /* R rows (1 to 4) by 8W columns (W 1 or 2) from c of pv_block: each row's
  * columns stay in registers across the nk keys and take, key after key,
  * the same w * v additions as pv_block's (a zero weight skipped), so
- * every element sees the same sums in the same order. */
+ * every element sees the same sums in the same order. dense: no weight of
+ * the tile is zero (nothing to skip, no test). */
 PA_AVX2 static inline __attribute__((always_inline)) void
-pv_tile2(const int R, const int W, pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp,
-         const void *V, size_t ldv, int32_t nk, int32_t c)
+pv_tile2(const int R, const int W, const bool dense, pa_dtype t, float *o, size_t ldo,
+         const float *P, size_t ldp, const void *V, size_t ldv, int32_t nk, int32_t c)
 {
     __m256 acc[4][2];
 #pragma GCC unroll 4
@@ -278,11 +279,11 @@ pv_tile2(const int R, const int W, pa_dtype t, float *o, size_t ldo, const float
         const __m256 v0 = ld8(t, V, at), v1 = W > 1 ? ld8(t, V, at + 8) : v0;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const float w = P[(size_t)r * ldp + (size_t)j];
+            const float *w = P + (size_t)r * ldp + (size_t)j;
             __m256 wv;
-            if (w == 0.0f)
+            if (!dense && *w == 0.0f)
                 continue;
-            wv = _mm256_set1_ps(w);
+            wv = _mm256_broadcast_ss(w);
             acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(wv, v0));
             if (W > 1)
                 acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(wv, v1));
@@ -302,10 +303,18 @@ pv_rows2(const int R, pa_dtype t, float *o, size_t ldo, const float *P, size_t l
          size_t ldv, int32_t nk, int32_t d)
 {
     int32_t c = 0;
-    for (; c + 16 <= d; c += 16)
-        pv_tile2(R, 2, t, o, ldo, P, ldp, V, ldv, nk, c);
+    bool dense = true;
+    for (int r = 0; r < R; r++)
+        for (int32_t j = 0; j < nk; j++)
+            dense = dense && P[(size_t)r * ldp + (size_t)j] != 0.0f;
+    if (dense)
+        for (; c + 16 <= d; c += 16)
+            pv_tile2(R, 2, true, t, o, ldo, P, ldp, V, ldv, nk, c);
+    else
+        for (; c + 16 <= d; c += 16)
+            pv_tile2(R, 2, false, t, o, ldo, P, ldp, V, ldv, nk, c);
     if (c + 8 <= d) {
-        pv_tile2(R, 1, t, o, ldo, P, ldp, V, ldv, nk, c);
+        pv_tile2(R, 1, false, t, o, ldo, P, ldp, V, ldv, nk, c);
         c += 8;
     }
     if (c < d)
