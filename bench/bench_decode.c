@@ -142,8 +142,8 @@ typedef struct dec_case {
     pa_scheme_type scheme;
     bool prerotated;
     int B, Lk, window;
-    bool target; /* counted against the 0.6 target */
-    int pages;   /* > 0: k and v in pages of this many tokens, shuffled (a session's cache) */
+    bool target;    /* counted against the 0.6 target */
+    int pages;      /* > 0: k and v in pages of this many tokens, shuffled (a session's cache) */
     pa_dtype dtype; /* of k and v */
     int vs;         /* 16-bit rows: the index of the float32 row they are compared with */
 } dec_case;
@@ -297,7 +297,8 @@ int main(int argc, char **argv)
         {"rope k_prerotated", PA_SCHEME_ROPE, true, 1, L, 0, true, 0, PA_DTYPE_F32, 0},
         {"rope (rotates k)", PA_SCHEME_ROPE, false, 1, L, 0, false, 0, PA_DTYPE_F32, 0},
         {"none, 8 x L/8", PA_SCHEME_NONE, false, 8, L / 8, 0, true, 0, PA_DTYPE_F32, 0},
-        {"rope window 4096", PA_SCHEME_ROPE, true, 1, L, smoke ? 64 : 4096, false, 0, PA_DTYPE_F32, 0},
+        {"rope window 4096", PA_SCHEME_ROPE, true, 1, L, smoke ? 64 : 4096, false, 0, PA_DTYPE_F32,
+         0},
         {"rope prerot, pages 16", PA_SCHEME_ROPE, true, 1, L, 0, true, 16, PA_DTYPE_F32, 0},
         {"rope prerot, bf16", PA_SCHEME_ROPE, true, 1, L, 0, true, 0, PA_DTYPE_BF16, 3},
         {"rope prerot, f16", PA_SCHEME_ROPE, true, 1, L, 0, true, 0, PA_DTYPE_F16, 3},
@@ -325,8 +326,8 @@ int main(int argc, char **argv)
     }
     printf("\nLq=1, H=%d, Hkv=%d, D=%d, causal; k and v resident (%.0f MB per call)\n", H, Hkv, D,
            kv_bytes / 1e6);
-    printf("%-22s %2s %6s %3s %9s %8s %9s %9s %7s %5s %6s\n", "case", "B", "Lk", "T", "ms",
-           "GB/s", "of read", "of 268MB", "target", "met", "x f32");
+    printf("%-22s %2s %6s %3s %9s %8s %9s %9s %7s %5s %6s\n", "case", "B", "Lk", "T", "ms", "GB/s",
+           "of read", "of 268MB", "target", "met", "x f32");
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const dec_case *dc = &cases[ci];
         pa_scheme s;

@@ -553,8 +553,8 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         io->k_rot = out->k_rot;
     else if (part == 0 && out->k_rot != NULL)
         for (int32_t j = 0; j < p->Lk; j += pa__krun(io, j, p->Lk - j)) /* page by page */
-            pa__widen(io->kvt, pa__krow_raw(io, j),
-                      (size_t)pa__krun(io, j, p->Lk - j) * io->ldk, out->k_rot + (size_t)j * io->ldk);
+            pa__widen(io->kvt, pa__krow_raw(io, j), (size_t)pa__krun(io, j, p->Lk - j) * io->ldk,
+                      out->k_rot + (size_t)j * io->ldk);
     if (p->scheme->type == PA_SCHEME_ALIBI) {
         st = pa_alibi_slopes(&p->scheme->alibi, p->H, b->slopes, err);
         if (st == PA_STATUS_OK)

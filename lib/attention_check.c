@@ -425,12 +425,10 @@ pa_status pa__check_one(const pa_attention *a, pa_error *err)
     if (H % Hkv != 0)
         return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "num_kv_heads",
                         "num_kv_heads=%d does not divide num_heads=%d", (int)Hkv, (int)H);
-    if (a->kv_dtype != PA_DTYPE_F32 && a->kv_dtype != PA_DTYPE_BF16 &&
-        a->kv_dtype != PA_DTYPE_F16)
+    if (a->kv_dtype != PA_DTYPE_F32 && a->kv_dtype != PA_DTYPE_BF16 && a->kv_dtype != PA_DTYPE_F16)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "kv_dtype",
-                        "kv_dtype=%d is not one of f32 (%d), bf16 (%d), f16 (%d)",
-                        (int)a->kv_dtype, (int)PA_DTYPE_F32, (int)PA_DTYPE_BF16,
-                        (int)PA_DTYPE_F16);
+                        "kv_dtype=%d is not one of f32 (%d), bf16 (%d), f16 (%d)", (int)a->kv_dtype,
+                        (int)PA_DTYPE_F32, (int)PA_DTYPE_BF16, (int)PA_DTYPE_F16);
 
     if (a->x != NULL)
         TRY(check_layer_inputs(a, H, Hkv, D, Dv, err));

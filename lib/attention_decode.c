@@ -88,9 +88,10 @@ static void pv_block(float *o, size_t ldo, const float *P, size_t ldp, int32_t n
 
 /* dot_rows and pv_block over keys and values of a 16-bit type t, each
  * element widened as it is read: the same sums in the same order. */
-static inline __attribute__((always_inline)) void
-dot_rows_t(pa_dtype t, const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
-           int32_t nk, float scale, float *s, size_t lds)
+static inline __attribute__((always_inline)) void dot_rows_t(pa_dtype t, const float *q, int32_t n,
+                                                             int32_t d, const uint16_t *k,
+                                                             size_t ldk, int32_t nk, float scale,
+                                                             float *s, size_t lds)
 {
     for (int32_t r = 0; r < n; r++)
         for (int32_t tt = 0; tt < nk; tt++) {
@@ -103,8 +104,8 @@ dot_rows_t(pa_dtype t, const float *q, int32_t n, int32_t d, const uint16_t *k, 
                     acc[u] += x[c + u] * pa__dtype_get(t, y, (size_t)(c + u));
             for (; c < d; c++)
                 acc[0] += x[c] * pa__dtype_get(t, y, (size_t)c);
-            s[(size_t)r * lds + (size_t)tt] =
-                scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+            s[(size_t)r * lds + (size_t)tt] = scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+                                                       ((acc[2] + acc[6]) + (acc[3] + acc[7])));
         }
 }
 
@@ -161,8 +162,7 @@ static void pv_block_f16(float *o, size_t ldo, const float *P, size_t ldp, int32
 /* ------------------------------------------------------------------------- */
 
 /* Eight elements from x[i] of type t, as floats. */
-PA_AVX2 static inline __attribute__((always_inline)) __m256 ld8(pa_dtype t, const void *x,
-                                                                 size_t i)
+PA_AVX2 static inline __attribute__((always_inline)) __m256 ld8(pa_dtype t, const void *x, size_t i)
 {
     __m128i h;
     if (t == PA_DTYPE_F32)
@@ -590,9 +590,8 @@ static void dot_rows_avx512_bf16(const float *q, int32_t n, int32_t d, const uin
     dot_rows_avx512_16(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds, scratch);
 }
 
-static void dot_rows_avx512_f16(const float *q, int32_t n, int32_t d, const uint16_t *k,
-                                size_t ldk, int32_t nk, float scale, float *s, size_t lds,
-                                float *scratch)
+static void dot_rows_avx512_f16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
+                                int32_t nk, float scale, float *s, size_t lds, float *scratch)
 {
     dot_rows_avx512_16(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds, scratch);
 }
@@ -632,8 +631,8 @@ typedef struct row_ops {
                int32_t);
     void (*dot16)(const float *, int32_t, int32_t, const uint16_t *, size_t, int32_t, float,
                   float *, size_t, float *);
-    void (*pv16)(float *, size_t, const float *, size_t, int32_t, const uint16_t *, size_t,
-                 int32_t, int32_t, float *);
+    void (*pv16)(float *, size_t, const float *, size_t, int32_t, const uint16_t *, size_t, int32_t,
+                 int32_t, float *);
 } row_ops;
 
 static row_ops pick_ops(pa_dtype t)
@@ -744,11 +743,10 @@ static void own_results(const pa__plan *p, const buffers *b, const head_io *io, 
             const float *src;
             int ld;
             key_rows(p, b, io, g, j, n, &src, &ld);
-            pa__prep_rows(p, &nm, g,
-                          p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j * half : NULL,
-                          p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j * half : NULL,
-                          NULL, src, ld, n, b->dk,
-                          io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
+            pa__prep_rows(
+                p, &nm, g, p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j * half : NULL,
+                p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j * half : NULL, NULL, src,
+                ld, n, b->dk, io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
             j += n;
         }
     }

@@ -32,10 +32,9 @@ __attribute__((target("avx2,f16c"))) static void widen_avx2(pa_dtype t, const ui
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
-        const __m256 f =
-            t == PA_DTYPE_F16
-                ? _mm256_cvtph_ps(h)
-                : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        const __m256 f = t == PA_DTYPE_F16
+                             ? _mm256_cvtph_ps(h)
+                             : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
         _mm256_storeu_ps(dst + i, f);
     }
     for (; i < n; i++)

@@ -216,7 +216,7 @@ typedef struct kcase {
     int Lq, Lk, H, Hkv, D, Dv;
     int pt; /* > 0: paged */
     bool prerotated, causal, masks;
-    int knorm;  /* 0 none, 1 weight [D], 2 weight [Hkv*D] (whole rows), 3 unweighted */
+    int knorm;   /* 0 none, 1 weight [D], 2 weight [Hkv*D] (whole rows), 3 unweighted */
     bool packed; /* two sequences (cu_seqlens) */
 } kcase;
 
@@ -397,8 +397,7 @@ static void test_decode(void **state)
          .causal = true},
         {"rope rotates k", PA_SCHEME_ROPE, 3, 200, 4, 4, 16, 8, 0, .causal = true, .masks = true},
         {"rope k_norm [D]", PA_SCHEME_ROPE, 2, 90, 4, 2, 16, 0, 0, .causal = true, .knorm = 1},
-        {"rope k_norm [Hkv*D]", PA_SCHEME_ROPE, 1, 90, 4, 2, 16, 0, 0, .causal = true,
-         .knorm = 2},
+        {"rope k_norm [Hkv*D]", PA_SCHEME_ROPE, 1, 90, 4, 2, 16, 0, 0, .causal = true, .knorm = 2},
         {"none k_norm unweighted", PA_SCHEME_NONE, 4, 60, 2, 1, 8, 0, 0, .knorm = 3},
         {"alibi", PA_SCHEME_ALIBI, 8, 130, 4, 1, 16, 24, 0, .causal = true, .masks = true},
         {"t5", PA_SCHEME_T5, 2, 95, 2, 2, 8, 0, 0, .causal = true},
@@ -422,8 +421,7 @@ static void test_prefill(void **state)
         {"rope", PA_SCHEME_ROPE, 70, 70, 4, 2, 16, 0, 0, .causal = true},
         {"rope prerotated masks", PA_SCHEME_ROPE, 20, 150, 2, 2, 16, 8, 0, .prerotated = true,
          .masks = true},
-        {"rope k_norm [Hkv*D]", PA_SCHEME_ROPE, 12, 40, 4, 2, 8, 0, 0, .causal = true,
-         .knorm = 2},
+        {"rope k_norm [Hkv*D]", PA_SCHEME_ROPE, 12, 40, 4, 2, 8, 0, 0, .causal = true, .knorm = 2},
         {"shaw", PA_SCHEME_SHAW, 40, 50, 2, 1, 8, 0, 0, .causal = true},
         {"shaw decode rows", PA_SCHEME_SHAW, 3, 50, 2, 1, 8, 0, 0, .causal = true},
         {"cope", PA_SCHEME_COPE, 4, 40, 2, 1, 8, 0, 0, .causal = true},
@@ -581,8 +579,8 @@ static void test_errors(void **state)
     expect(pa_mla_check(&a, &m, &err), &err, PA_STATUS_UNSUPPORTED, "kv_dtype");
     a.q_len = 40; /* self-attention for the analyses */
     a.q = tu_alloc((size_t)40 * 2 * 8, sizeof(float));
-    expect(pa_analyze_permutation(&a, NULL, ws, 1 << 20, &diff, &err), &err,
-           PA_STATUS_UNSUPPORTED, "kv_dtype");
+    expect(pa_analyze_permutation(&a, NULL, ws, 1 << 20, &diff, &err), &err, PA_STATUS_UNSUPPORTED,
+           "kv_dtype");
     free((void *)a.q);
     setup_layer(&l, PA_SCHEME_ROPE, 6, 16, 2, 2, 8, 0, 0, 9951);
     l.a.kv_dtype = PA_DTYPE_BF16;
@@ -599,9 +597,9 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_decode),         cmocka_unit_test(test_prefill),
-        cmocka_unit_test(test_paged),          cmocka_unit_test(test_every_pattern),
-        cmocka_unit_test(test_reference),      cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_decode),    cmocka_unit_test(test_prefill),
+        cmocka_unit_test(test_paged),     cmocka_unit_test(test_every_pattern),
+        cmocka_unit_test(test_reference), cmocka_unit_test(test_errors),
     };
     print_message("kernels: %s\n", pa_kernel_name());
     return cmocka_run_group_tests_name("kv16", tests, NULL, NULL);
