@@ -142,9 +142,10 @@ $(BUILD)/tests/%.o: tests/%.c
 # The softmax row kernels are written to vectorize; -O3 lets GCC do it.
 $(BUILD)/lib/softmax.o: OPT += -O3 -fno-trapping-math
 $(BUILD)/lib/bias_row.o: OPT += -O3 -fno-trapping-math
-# The decode kernel's register tiles (lib/attention_decode.c) need the
+# The decode kernel's register tiles (lib/decode_rows.c) need the
 # loops over their rows unrolled, as -O3 does.
 $(BUILD)/lib/attention_decode.o: OPT += -O3
+$(BUILD)/lib/decode_rows.o: OPT += -O3
 
 # The server sees the core through include/ only, plus its own libraries;
 # its files name each other by folder ("codec/tensor.h").
