@@ -205,7 +205,7 @@ $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/
     $(BUILD)/tests/test_item_qscale $(BUILD)/tests/test_bias_schemes $(BUILD)/tests/test_api_xpos \
     $(BUILD)/tests/test_api_rope2d $(BUILD)/tests/test_api_fire $(BUILD)/tests/test_api_cope \
     $(BUILD)/tests/test_api_packed $(BUILD)/tests/test_api_diff $(BUILD)/tests/test_api_mla \
-    $(BUILD)/tests/test_sessions: $(TEST_API_OBJ)
+    $(BUILD)/tests/test_sessions $(BUILD)/tests/test_item_session: $(TEST_API_OBJ)
 $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_item_qscale: $(TEST_BATCH_OBJ)
 $(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store \
     $(BUILD)/tests/test_tensors: $(TEST_STORE_OBJ)

@@ -115,6 +115,12 @@ void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws);
  * so that an item's parts give its wall time). */
 void srv_job_set_timing(srv_job *job, size_t i, uint64_t queue_us, uint64_t start_us,
                         uint64_t end_us);
+/* Task i finds its request's deadline passed before it started: true when
+ * it must run all the same, because its item has started to change state
+ * that its answer must report (a session's append: api/item_session.c);
+ * false when it times out, and then nothing of its item will change.
+ * From any thread; asked again, it answers the same. */
+bool srv_job_task_keep(srv_job *job, size_t i);
 /* Marks task i as not run because its deadline passed: a 504 answer for
  * /v1/encode and /v1/analyze, an item error TIMEOUT in a /v1/attention batch
  * (whose answer stays 200 with "errors":true). */

@@ -207,11 +207,13 @@ static size_t prepare_item(att_item *a, size_t i, const cJSON *node, const api_c
                    : rows * a->it.Lk * ((double)a->it.D + a->it.Dv);
     }
     a->macs = macs * a->it.B;
-    /* Short query rows are spread out of the weights after the run, which
-     * one task does for all heads. */
+    /* Short query rows are spread out of the weights after the run, as
+     * are a shorter session's keys, which one task does for all heads. */
     bool whole =
-        a->it.query_lengths != NULL &&
-        (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_ENTROPY | API_RET_DISTANCE));
+        (a->it.query_lengths != NULL &&
+         (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_ENTROPY | API_RET_DISTANCE))) ||
+        (api_item_session_ragged(&a->it) &&
+         (a->it.ret & (API_RET_WEIGHTS | API_RET_LOGITS | API_RET_K_ROT)));
     if (a->it.att.x == NULL && !whole && !a->it.diff && !a->it.mla &&
         lim->parallel_parts > a->it.B && macs >= ATT_SPLIT_MIN_MACS)
         a->nparts = lim->parallel_parts < a->it.H ? lim->parallel_parts : a->it.H;
@@ -306,6 +308,32 @@ static void pad_query_rows(const api_item *it, int32_t ql, int32_t part, pa_atte
     }
 }
 
+/* Sequence b ran over its session's kl keys (a list of sessions of other
+ * lengths): its weights and logits [H, Lq, kl] move to their place in
+ * [H, Lq, Lk], and k_rot's rows [kl, Hkv, D] are followed by zeros; the
+ * columns past kl are a padded key's (weight 0, logit -inf), as
+ * key_length gives them. Part 0 does it (such items run in one part). */
+static void pad_key_columns(const api_item *it, int32_t kl, int32_t part, pa_attention_out *out)
+{
+    const size_t Lk = (size_t)it->Lk, k = (size_t)kl, rows = (size_t)it->H * (size_t)it->Lq;
+    if (part != 0)
+        return;
+    for (int r = 0; r < 2; r++) {
+        float *m = r == 0 ? out->weights : out->logits;
+        if (m == NULL)
+            continue;
+        for (size_t i = rows; i-- > 0;) { /* descending: no row overwritten unread */
+            memmove(m + i * Lk, m + i * k, k * sizeof(float));
+            for (size_t j = k; j < Lk; j++)
+                m[i * Lk + j] = r == 0 ? 0.0f : -INFINITY;
+        }
+    }
+    if (out->k_rot != NULL) {
+        const size_t row = (size_t)it->Hkv * (size_t)it->D;
+        memset(out->k_rot + k * row, 0, (Lk - k) * row * sizeof(float));
+    }
+}
+
 /* Part `part` of sequence b: a share of the query heads, or of the keys
  * (decode), whose last part to finish merges the shares' states. */
 static pa_status run_share(att_item *a, const pa_attention *att, const pa_attention_out *out,
@@ -336,13 +364,44 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
 
     pa_attention att;
     const api_item *it = &a->it;
+    void *own_ws = NULL;
     int32_t b = (int32_t)((t - a->first) / (size_t)a->nparts);
     int32_t part = (int32_t)((t - a->first) % (size_t)a->nparts);
     size_t sb = (size_t)b;
 
     if (!a->valid)
         return;
+    snprintf(prefix, sizeof prefix, "inputs[%zu]", aj->task_item[t]);
+    /* A session's append lands as the item's first task starts. */
+    switch (api_item_session_start(&a->it, &ctx, &e)) {
+    case API_SESS_RUN:
+        break;
+    case API_SESS_FAILS:
+        api_task_fail(job, t, &e);
+        return;
+    case API_SESS_SKIP:
+        return;
+    case API_SESS_ABANDONED:
+        srv_job_set_timed_out(job, t);
+        return;
+    }
     api_item_sequence(it, b, &att);
+    /* The session's keys may reach positions its checks could not see (a
+     * Shaw table's rows): the workspace the call now needs. */
+    if (it->session && !it->mla && !it->diff) {
+        const size_t need = pa_attention_workspace_size(&att);
+        if (need > ws_size) {
+            own_ws = malloc(need);
+            if (own_ws == NULL) {
+                api_fail(&e, &ctx, SRV_ERR_INTERNAL, "",
+                         "could not allocate %zu bytes of workspace", need);
+                api_task_fail(job, t, &e);
+                return;
+            }
+            ws = own_ws;
+            ws_size = need;
+        }
+    }
     {
         float *res[API_NRES];
         for (int r = 0; r < API_NRES; r++)
@@ -360,13 +419,22 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
                    : run_share(a, &att, &out, b, part, ws, ws_size, &pe)) == PA_STATUS_OK) {
         if (it->query_lengths != NULL && att.q_len < it->Lq)
             pad_query_rows(it, att.q_len, part, &out);
+        if (it->session && att.k_len < it->Lk)
+            pad_key_columns(it, att.k_len, part, &out);
     } else {
-        snprintf(prefix, sizeof prefix, "inputs[%zu]", aj->task_item[t]);
         api_fail_pa(&e, &ctx, &pe);
         if (it->batched)
             api_err_in_sequence(&e, b);
         api_task_fail(job, t, &e);
     }
+    free(own_ws);
+}
+
+static bool att_keep(srv_job *job, size_t t)
+{
+    att_job *aj = job->impl;
+    att_item *a = &aj->items[aj->task_item[t]];
+    return a->valid && api_item_session_keep(&a->it);
 }
 
 /* The item's outcome from its tasks: the first failure, else a timeout;
@@ -541,6 +609,7 @@ const srv_endpoint srv_ep_attention = {
     .batch = true,
     .prepare = api_attention_prepare,
     .run = att_run,
+    .keep = att_keep,
     .render = att_render,
     .destroy = att_destroy,
 };
@@ -584,10 +653,48 @@ const api_item *api_attention_item(const srv_job *job, size_t i)
     return a != NULL && a->valid ? &a->it : NULL;
 }
 
+bool api_attention_session_own(srv_job *job, size_t i, bool created, bool end, api_err *e)
+{
+    att_item *a = (att_item *)item_at(job, i);
+    return a == NULL || !a->valid || api_item_session_own(&a->it, created, end, e);
+}
+
 const api_err *api_attention_item_error(const srv_job *job, size_t i)
 {
     const att_item *a = item_at(job, i);
     return a != NULL && !a->valid ? &a->err : NULL;
+}
+
+/* Item i names a session that an earlier item of the batch names too, and
+ * one of them appends to it: item i is refused (its append would be checked
+ * against the session before the other's). Returns whether it was. */
+static bool refuse_same_session(att_job *aj, size_t i)
+{
+    att_item *a = &aj->items[i];
+    if (!a->valid || !a->it.session)
+        return false;
+    for (size_t j = 0; j < i; j++) {
+        const att_item *o = &aj->items[j];
+        if (!o->valid || !o->it.session || (!o->it.sess_pending && !a->it.sess_pending))
+            continue;
+        for (int32_t b = 0; b < a->it.n_sess; b++) {
+            const char *id = a->it.sess[b].id;
+            char prefix[32];
+            api_ctx ctx = {NULL, prefix, NULL, NULL};
+            if (!api_item_session_names(&o->it, id))
+                continue;
+            api_item_prefix(prefix, i);
+            api_fail(&a->err, &ctx, SRV_ERR_INVALID_ARGUMENT, "session",
+                     "inputs[%zu] names session '%s' too, and one of the two appends to it: a "
+                     "request may name a session it appends to once (send the next step after "
+                     "this one answers)",
+                     j, id);
+            api_item_free(&a->it);
+            a->valid = false;
+            return true;
+        }
+    }
+    return false;
 }
 
 bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **job_out,
@@ -658,7 +765,11 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
             api_fail(&e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
             goto fail;
         }
-        need = api_add_sat(need, prepare_item(&aj->items[i], i, node, &ctx, out_wire));
+        {
+            const size_t item_need = prepare_item(&aj->items[i], i, node, &ctx, out_wire);
+            if (!refuse_same_session(aj, i))
+                need = api_add_sat(need, item_need);
+        }
         if (aj->items[i].valid) /* and the answer's text of its results */
             need = api_add_sat(need, api_rendered_bytes(result_bytes(&aj->items[i].it), enc));
         /* Stop parsing as soon as the request is known to be too big. */

@@ -735,6 +735,10 @@ void api_item_sequence(const api_item *it, int32_t b, pa_attention *att)
     *att = it->att;
     if (it->query_lengths != NULL)
         att->q_len = it->query_lengths[b]; /* a prefix of the rows */
+    if (it->session) { /* its session's pages (api/item_session.c) */
+        api_item_session_sequence(it, b, att);
+        return;
+    }
     if (b == 0)
         return;
     if (att->x != NULL) {

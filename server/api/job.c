@@ -194,6 +194,13 @@ const char *srv_job_task_scheme(const srv_job *job, size_t i)
     return job->tasks[i].scheme_name;
 }
 
+bool srv_job_task_keep(srv_job *job, size_t i)
+{
+    if (job == NULL || i >= job->n_tasks || job->ep->keep == NULL)
+        return false;
+    return job->ep->keep(job, i);
+}
+
 double srv_job_task_macs(const srv_job *job, size_t i)
 {
     if (job == NULL || i >= job->n_tasks)

@@ -55,6 +55,9 @@ struct srv_endpoint {
     /* Computes task i with ws (ws_size >= tasks[i].workspace bytes, NULL when
      * that is 0). Records failures in job->tasks[i]. */
     void (*run)(srv_job *job, size_t i, void *ws, size_t ws_size);
+    /* Task i is past its deadline before it started (srv_job_task_keep):
+     * true when it must run all the same. NULL: it never must. */
+    bool (*keep)(srv_job *job, size_t i);
     /* Adds the answer of a single-task endpoint to root, or renders the
      * whole batch answer. False on allocation failure. */
     bool (*render)(srv_job *job, cJSON *root);

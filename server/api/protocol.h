@@ -225,6 +225,13 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *ctx, srv_job **job,
 /* Why item i of a prepared attention job is invalid; NULL when it is valid. */
 const api_err *api_attention_item_error(const srv_job *job, size_t i);
 
+/* Item i of a prepared attention job is a step of a sequence kept in a
+ * session (v2/sequence.c): created, the request made the session, which
+ * goes at the item's end if the step's append never lands; end, delete the
+ * session once the step appended (its answer is the step's). False (and
+ * e) when a delete due now failed. Nothing for an item without a session. */
+bool api_attention_session_own(srv_job *job, size_t i, bool created, bool end, api_err *e);
+
 /* Item i of an attention job once every task is done: err (NULL when it
  * ran), timed_out, its timing (queue_us the longest wait of its tasks,
  * compute_us the wall time from the first start to the last end, cpu_us

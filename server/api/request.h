@@ -16,6 +16,7 @@
 #include "store/kv_cache.h"
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -91,20 +92,41 @@ typedef struct api_item {
     bool mla;
     pa_mla mla_opt;
     srv_tensor k_rope, c_kv, w_uk, w_uv;
-    /* A session item (api/item_session.c): the session's id, a hold on its
-     * scheme, the append's tensors, and from api_item_session_commit on
-     * the view the task reads (its pages, positions). */
+    /* A session item (api/item_session.c): its sessions (one, or a list:
+     * batched, B = n_sess), each with a hold on its scheme, its view from
+     * api_item_session_commit on, its length, its default query positions;
+     * the append's tensors (a leading [B] with a list). */
     bool session;
-    char session_id[SRV_KV_ID_LEN];
     struct srv_kv_cache *sess_cache;
-    void *sess_hold;
-    srv_kv_view sess_view;
-    bool sess_viewed;
-    const float **sess_pages; /* stand-ins for the checks before the view */
+    struct api_sess_seq *sess;
+    int32_t n_sess;
+    const float **sess_pages; /* stand-ins for the checks before the views */
     srv_tensor app_k, app_v;
-    int32_t *app_pos;
+    int32_t *app_pos; /* [n_sess, app_n] or NULL */
     int32_t app_n;
+    /* With an append, the append waits for the item's first task
+     * (api_item_session_start): sess_pending; API_SESS_ST_* of the parts'
+     * one append. */
+    bool sess_pending;
+    atomic_int sess_state;
+    const srv_limits *sess_lim;
+    bool sess_end;     /* delete the session once the append landed (v2 sequence_end) */
+    bool sess_created; /* the request made the session: deleted if the append never lands */
 } api_item;
+
+/* One session of a session item: its id, the hold on its scheme, the
+ * appended count it was checked at, its retained length (as the append
+ * will leave it, then its view's), its view, its default query positions
+ * (next_position - Lq + i; NULL with q_positions). */
+typedef struct api_sess_seq {
+    char id[SRV_KV_ID_LEN];
+    void *hold;
+    int64_t expect;
+    int32_t length;
+    srv_kv_view view;
+    bool viewed;
+    int32_t *qpos;
+} api_sess_seq;
 
 /* The descriptor of sequence b of a valid item: att with the inputs of
  * sequence b (0 <= b < B). Its results go at b times the api_item_count of
@@ -176,13 +198,52 @@ void api_item_diff_free(api_item *it);
 /* Session items (api/item_session.c). api_item_parse_session reads
  * "session", q and "append" (refusing the fields the session provides)
  * and sizes the keys as the append will leave them; after every check,
- * api_item_session_commit appends and takes the view the task reads.
+ * api_item_session_commit takes the view the task reads, or leaves an
+ * append to the item's first task (api_item_session_start below).
  * api_item_session_free releases them. */
 bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 bool api_item_session_commit(api_item *it, const api_ctx *ctx, api_err *e);
 void api_item_session_free(api_item *it);
+/* An item with an append (sess_pending) appends when its first task starts.
+ * Every task of the item calls api_item_session_start before computing:
+ * RUN: compute (the append landed, or there was none); FAILS: this task's
+ * append failed, *e says why (its error is the item's); SKIP: another
+ * part's append failed, do nothing; ABANDONED: a part timed out before the
+ * append, so it never lands: this task times out too. */
+typedef enum api_sess_start {
+    API_SESS_RUN = 0,
+    API_SESS_FAILS,
+    API_SESS_SKIP,
+    API_SESS_ABANDONED,
+} api_sess_start;
+/* sess_state */
+enum {
+    API_SESS_ST_OPEN = 0,
+    API_SESS_ST_COMMITTING,
+    API_SESS_ST_DONE,
+    API_SESS_ST_FAILED,
+    API_SESS_ST_ABANDONED,
+};
+api_sess_start api_item_session_start(api_item *it, const api_ctx *ctx, api_err *e);
+/* A task of the item finds its deadline passed: true when it must run all
+ * the same (the item's append landed or is landing), false when it times
+ * out, and then the item's append never lands. */
+bool api_item_session_keep(api_item *it);
+/* A KServe v2 sequence step (v2/sequence.c): created, the request made the
+ * session (deleted at the item's end if its append never landed); end,
+ * delete the session once the step's append landed (at once when the step
+ * appends nothing). False (and e) when that delete failed. */
+bool api_item_session_own(api_item *it, bool created, bool end, api_err *e);
+/* Sequence b of a session item (api_item_sequence's): its session's pages,
+ * length, positions and query rows. */
+void api_item_session_sequence(const api_item *it, int32_t b, pa_attention *att);
+/* Whether some session of the item holds fewer keys than the item's Lk
+ * (its results are padded after the run: api/attention.c). */
+bool api_item_session_ragged(const api_item *it);
+/* Whether the item names session id. */
+bool api_item_session_names(const api_item *it, const char *id);
 /* Refuses t when t->shape[d] is not the session's figure `what` (want),
- * naming "name.shape[d]" and both values. */
+ * naming "name.shape[d]" and both values (api/sessions.c). */
 bool api_session_dim(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,
                      const api_ctx *ctx, api_err *e);
 

@@ -62,6 +62,19 @@ static const char *path_id(const srv_endpoint_args *a)
     return a != NULL && a->params != NULL ? a->params->id : "";
 }
 
+/* t.shape[d] against the session's figure what = want (item_session.c too). */
+bool api_session_dim(const srv_tensor *t, const char *name, int d, int64_t want, const char *what,
+                     const api_ctx *ctx, api_err *e)
+{
+    char f[48];
+    if (t->shape[d] == want)
+        return true;
+    snprintf(f, sizeof f, "%s.shape[%d]", name, d);
+    return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, f,
+                    "%s.shape[%d]=%lld does not equal the session's %s=%lld", name, d,
+                    (long long)t->shape[d], what, (long long)want);
+}
+
 static bool add_int(cJSON *o, const char *name, int64_t v)
 {
     return cJSON_AddItemToObject(o, name, srv_json_int(v));

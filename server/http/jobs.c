@@ -45,7 +45,7 @@ static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
     uint64_t t0 = srv_now_ns(), compute_us, prev;
 
     task_dequeued(q, queue_us);
-    if (t0 > q->deadline_ns) {
+    if (t0 > q->deadline_ns && !srv_job_task_keep(q->job, a->index)) {
         srv_job_set_timed_out(q->job, a->index);
         return;
     }
@@ -63,6 +63,14 @@ static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
     srv_metrics_compute(q->h->metrics, srv_job_task_scheme(q->job, a->index),
                         (double)compute_us / 1e6);
     atomic_fetch_add(&q->sum_compute_us, compute_us);
+}
+
+/* On the pool's loop thread: task a is past its deadline in the queue;
+ * false drops it (task_expired follows). */
+static bool task_keep(void *arg)
+{
+    task_arg *a = arg;
+    return srv_job_task_keep(a->req->job, a->index);
 }
 
 /* On the pool's loop thread: task a was dropped from the queue at its
@@ -157,7 +165,8 @@ enum MHD_Result http_start_job(request *q)
                                  .done = task_done,
                                  .arg = &q->args[i],
                                  .deadline_ns = q->deadline_ns,
-                                 .expired = task_expired};
+                                 .expired = task_expired,
+                                 .keep = task_keep};
     }
     q->ntasks = n;
     atomic_store(&q->remaining, n);

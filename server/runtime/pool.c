@@ -100,7 +100,11 @@ static void expiry_cb(uv_timer_t *t)
     pool_item *it = p->in_libuv.lnext, *next;
     for (; it != &p->in_libuv; it = next) {
         next = it->lnext;
-        if (now > it->task->deadline_ns && uv_cancel((uv_req_t *)&it->work) != 0)
+        if (now <= it->task->deadline_ns)
+            continue;
+        if (it->task->keep != NULL && it->task->keep(it->task->arg))
+            unlink_item(it); /* it runs whenever a worker takes it */
+        else if (uv_cancel((uv_req_t *)&it->work) != 0)
             unlink_item(it); /* started: nothing more to do for it here */
     }
     if (p->in_libuv.lnext == &p->in_libuv)

@@ -29,6 +29,9 @@ typedef struct srv_task {
      * worker took runs to its end. expired NULL: never dropped. */
     uint64_t deadline_ns;
     void (*expired)(void *arg, uint64_t queue_us);
+    /* Asked (on the loop thread) before a task past its deadline is
+     * dropped: true keeps it queued until a worker runs it. NULL: drop. */
+    bool (*keep)(void *arg);
     /* Filled by the pool. */
     uint64_t submitted_ns;
 } srv_task;

@@ -69,6 +69,13 @@ static void rotate_rows(const kv_session *s, const float *src, const int32_t *po
 bool srv_kv_append(srv_kv_cache *c, const char *id, const float *k, const float *v, int32_t n,
                    const int32_t *positions, srv_kv_err *e)
 {
+    return srv_kv_append_view(c, id, k, v, n, positions, -1, NULL, e);
+}
+
+bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const float *v, int32_t n,
+                        const int32_t *positions, int64_t expect_appended, srv_kv_view *view,
+                        srv_kv_err *e)
+{
     kv_session *s;
     const int32_t bt = c->cfg.block_tokens;
     int32_t len, ring, nb_new, evicts = 0, *slot = NULL, *posv = NULL;
@@ -94,6 +101,16 @@ bool srv_kv_append(srv_kv_cache *c, const char *id, const float *k, const float 
                 "session '%s' has another append in flight: appends to one session are ordered, "
                 "send the next after it answers",
                 id);
+        return false;
+    }
+    if (expect_appended >= 0 && s->appended != expect_appended) {
+        const long long now = (long long)s->appended;
+        pthread_mutex_unlock(&c->lock);
+        kv_fail(e, SRV_ERR_SESSION_BUSY, "session",
+                "session '%s' took %lld tokens after this request was checked (%lld then, %lld "
+                "now): another request appended to it in between, so this append would land at "
+                "other positions; nothing was appended, send it again",
+                id, now - (long long)expect_appended, (long long)expect_appended, now);
         return false;
     }
     if (positions != NULL && s->spec.reposition) {
@@ -223,6 +240,14 @@ bool srv_kv_append(srv_kv_cache *c, const char *id, const float *k, const float 
             goto unreserve_blocks;
         }
     }
+    /* The view of the session as this append leaves it, taken in the same
+     * step as the append's publication; its arrays now, since nothing may
+     * fail once rows are written (blocks no one shares are written in
+     * place) and nothing is allocated under the lock. */
+    if (view != NULL && !kv_view_alloc(view, nb_new, len)) {
+        kv_fail(e, SRV_ERR_INTERNAL, "", "out of memory appending");
+        goto unreserve_blocks;
+    }
     /* Write the rows. */
     {
         int32_t shift = s->shift;
@@ -274,6 +299,8 @@ bool srv_kv_append(srv_kv_cache *c, const char *id, const float *k, const float 
         c->tokens_appended += (uint64_t)n;
         s->busy = false;
         kv_touch(c, s);
+        if (view != NULL)
+            kv_view_fill(c, s, view);
         pthread_cond_broadcast(&c->idle);
         pthread_mutex_unlock(&c->lock);
         ok = true;

@@ -496,36 +496,41 @@ typedef struct kv_hold {
     kv_scheme *sch;
 } kv_hold;
 
-bool srv_kv_view_take(srv_kv_cache *c, const char *id, srv_kv_view *v, srv_kv_err *e)
+bool kv_view_alloc(srv_kv_view *v, int32_t nblocks, int32_t len)
 {
-    kv_session *s;
-    kv_hold *h;
+    kv_hold *h = calloc(1, sizeof *h);
     memset(v, 0, sizeof *v);
-    pthread_mutex_lock(&c->lock);
-    s = kv_find_idle(c, id);
-    if (s == NULL) {
-        pthread_mutex_unlock(&c->lock);
-        return kv_not_found(e, id);
-    }
-    h = calloc(1, sizeof *h);
-    v->k_pages = calloc((size_t)s->nblocks + 1, sizeof *v->k_pages);
-    v->v_pages = calloc((size_t)s->nblocks + 1, sizeof *v->v_pages);
-    v->positions = malloc(((size_t)s->len + 1) * sizeof *v->positions);
+    v->k_pages = calloc((size_t)nblocks + 1, sizeof *v->k_pages);
+    v->v_pages = calloc((size_t)nblocks + 1, sizeof *v->v_pages);
+    v->positions = malloc(((size_t)len + 1) * sizeof *v->positions);
     if (h != NULL)
-        h->blocks = calloc((size_t)s->nblocks + 1, sizeof *h->blocks);
+        h->blocks = calloc((size_t)nblocks + 1, sizeof *h->blocks);
+    v->hold = h;
+    v->n_pages = nblocks; /* the capacity until kv_view_fill */
+    v->length = len;
     if (h == NULL || h->blocks == NULL || v->k_pages == NULL || v->v_pages == NULL ||
         v->positions == NULL) {
-        pthread_mutex_unlock(&c->lock);
-        if (h != NULL)
-            free(h->blocks);
-        free(h);
-        free(v->k_pages);
-        free(v->v_pages);
-        free(v->positions);
-        memset(v, 0, sizeof *v);
-        kv_fail(e, SRV_ERR_INTERNAL, "", "out of memory reading a session");
+        kv_view_discard(v);
         return false;
     }
+    return true;
+}
+
+void kv_view_discard(srv_kv_view *v)
+{
+    kv_hold *h = v->hold;
+    if (h != NULL)
+        free(h->blocks);
+    free(h);
+    free(v->k_pages);
+    free(v->v_pages);
+    free(v->positions);
+    memset(v, 0, sizeof *v);
+}
+
+void kv_view_fill(srv_kv_cache *c, kv_session *s, srv_kv_view *v)
+{
+    kv_hold *h = v->hold;
     h->n = s->nblocks;
     for (int32_t b = 0; b < s->nblocks; b++) {
         h->blocks[b] = s->blocks[b];
@@ -541,10 +546,40 @@ bool srv_kv_view_take(srv_kv_cache *c, const char *id, srv_kv_view *v, srv_kv_er
     v->next_position = s->next_pos;
     v->prerotated = s->rotate;
     v->spec = s->spec;
-    v->hold = h;
     h->sch = s->sch;
     s->sch->refs++; /* the spec's scheme outlives a delete while viewed */
     kv_touch(c, s);
+}
+
+bool srv_kv_view_take(srv_kv_cache *c, const char *id, srv_kv_view *v, srv_kv_err *e)
+{
+    kv_session *s;
+    int32_t nblocks = 0, len = 0;
+    memset(v, 0, sizeof *v);
+    /* The arrays are sized outside the lock, so the session may have grown
+     * by the time it is filled: then again, larger. */
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        s = kv_find_idle(c, id);
+        if (s == NULL) {
+            pthread_mutex_unlock(&c->lock);
+            if (v->hold != NULL)
+                kv_view_discard(v);
+            return kv_not_found(e, id);
+        }
+        if (v->hold != NULL && s->nblocks <= nblocks && s->len <= len)
+            break;
+        nblocks = s->nblocks;
+        len = s->len;
+        pthread_mutex_unlock(&c->lock);
+        if (v->hold != NULL)
+            kv_view_discard(v);
+        if (!kv_view_alloc(v, nblocks, len)) {
+            kv_fail(e, SRV_ERR_INTERNAL, "", "out of memory reading a session");
+            return false;
+        }
+    }
+    kv_view_fill(c, s, v);
     pthread_mutex_unlock(&c->lock);
     return true;
 }

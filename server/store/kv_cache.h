@@ -164,6 +164,15 @@ bool srv_kv_fork(srv_kv_cache *c, const char *id, char new_id[SRV_KV_ID_LEN], sr
  * session is left as it was. */
 bool srv_kv_append(srv_kv_cache *c, const char *id, const float *k, const float *v, int32_t n,
                    const int32_t *positions, srv_kv_err *e);
+/* srv_kv_append for a request checked against the session as it was:
+ * refused (SESSION_BUSY, nothing appended) unless the session has taken
+ * exactly expect_appended tokens (srv_kv_info.appended; -1: any), so the
+ * tokens land where the request was checked to put them. With view
+ * non-NULL, on success *view is the session as this append left it (as
+ * srv_kv_view_take, in the same step: no other append between). */
+bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const float *v, int32_t n,
+                        const int32_t *positions, int64_t expect_appended, srv_kv_view *view,
+                        srv_kv_err *e);
 /* The session as it is now, held until srv_kv_view_release. */
 bool srv_kv_view_take(srv_kv_cache *c, const char *id, srv_kv_view *v, srv_kv_err *e);
 void srv_kv_view_release(srv_kv_cache *c, srv_kv_view *v);

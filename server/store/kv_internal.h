@@ -88,5 +88,13 @@ void kv_link_new(srv_kv_cache *c, kv_session *s, const char *want_id);
 /* Whether a scheme keeps its keys rotated (rope by position alone). */
 bool kv_keeps_rotated(const pa_scheme *s);
 bool kv_check_spec(const srv_kv_spec *sp, srv_kv_err *e);
+/* A view in two steps, so that nothing is allocated under c->lock:
+ * kv_view_alloc sizes v's arrays for nblocks blocks and len tokens (false:
+ * out of memory, v cleared); kv_view_fill, with c->lock held and s no
+ * larger, fills them and holds s's blocks and scheme (srv_kv_view_release
+ * lets go); kv_view_discard frees an unfilled one. */
+bool kv_view_alloc(srv_kv_view *v, int32_t nblocks, int32_t len);
+void kv_view_fill(srv_kv_cache *c, kv_session *s, srv_kv_view *v);
+void kv_view_discard(srv_kv_view *v);
 
 #endif

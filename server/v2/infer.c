@@ -733,10 +733,11 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
     }
     if (!api_job_check_cost(job, lim, &e))
         goto fail;
-    /* [SEQ] sequence_end: the item holds its view of the session (the
-     * step appended), which a delete leaves whole, so the answer is the
-     * step's; the sequence is gone for the next request. */
-    if (rq.seq.end && !api_session_delete(lim, rq.seq.id, &e))
+    /* [SEQ] The step's append lands when it runs: a start whose step never
+     * runs (the queue full, its deadline passed) leaves no sequence, and
+     * sequence_end deletes the session once the step appended (its view
+     * keeps what the step reads, so the answer is the step's). */
+    if (!api_attention_session_own(job, 0, created, rq.seq.end, &e))
         goto fail;
     created = false;
     api_job_set_view(job, v2_view, v2_answer_free, ans);

@@ -187,6 +187,77 @@ class SessionAttention(unittest.TestCase):
         st, b = call("GET", "/v1/sessions/" + kid)
         self.assertEqual((a["length"], b["length"]), (21, 21))
 
+    def test_list_of_sessions(self):
+        """One item over three sessions of one scheme and other lengths and
+        evictions: each sequence equals the stateless request over its own
+        session; the keys past a shorter session's are padding (weight 0,
+        logit -inf, k_rot 0)."""
+        scheme = SCHEMES["rope"]
+        rng = random.Random(11)
+        evs = [({"type": "none"}, Model()),
+               ({"type": "window", "window": 6, "sinks": 2}, Model(2, 6)),
+               ({"type": "window", "window": 6, "sinks": 2, "reposition": True},
+                Model(2, 6, True))]
+        sids, models = [], []
+        for (ev, proto), n in zip(evs, (9, 3, 12)):
+            m = Model(proto.sinks, proto.window, proto.reposition)
+            sid = create(scheme, ev)
+            self.step(sid, scheme, m, rng, n=n, lq=1)
+            sids.append(sid)
+            models.append(m)
+        for _ in range(3):
+            ks = [rnd(rng, HKV * D) for _ in sids]
+            vs = [rnd(rng, HKV * DV) for _ in sids]
+            qs = [rnd(rng, H * D) for _ in sids]
+            item = {"session": sids, "q": tensor([3, 1, H, D], sum(qs, [])),
+                    "append": {"k": tensor([3, 1, HKV, D], sum(ks, [])),
+                               "v": tensor([3, 1, HKV, DV], sum(vs, []))},
+                    "causal": True, "return": ["output", "weights", "logits", "k_rot"]}
+            st, ans = call("POST", "/v1/attention", {"inputs": [item]})
+            self.assertEqual(st, 200, ans)
+            got = ans["outputs"][0]
+            self.assertNotIn("error", got, got)
+            for m, k, v in zip(models, ks, vs):
+                m.append(k, v)
+            lk = max(len(m.slots) for m in models)
+            self.assertEqual(got["weights"]["shape"], [3, H, 1, lk])
+            self.assertEqual(got["k_rot"]["shape"], [3, lk, HKV, D])
+            for b, m in enumerate(models):
+                n = len(m.slots)
+                want = stateless(scheme, m, qs[b], 1)
+                self.assertEqual(got["output"]["data"][b * H * DV:(b + 1) * H * DV],
+                                 want["output"]["data"])
+                w = got["weights"]["data"][b * H * lk:(b + 1) * H * lk]
+                lg = got["logits"]["data"][b * H * lk:(b + 1) * H * lk]
+                for h in range(H):
+                    self.assertEqual(w[h * lk:h * lk + n], want["weights"]["data"][h * n:(h + 1) * n])
+                    self.assertEqual(w[h * lk + n:(h + 1) * lk], [0] * (lk - n))
+                    self.assertTrue(all(x is None or x == "-inf" or x < -1e30
+                                        for x in lg[h * lk + n:(h + 1) * lk]), lg)
+                kr = got["k_rot"]["data"][b * lk * HKV * D:(b + 1) * lk * HKV * D]
+                self.assertEqual(kr[n * HKV * D:], [0] * ((lk - n) * HKV * D))
+        # Refusals: a 3-D q, a session twice, another scheme, a mask.
+        other = create(SCHEMES["alibi"], {"type": "none"})
+        q3 = tensor([1, H, D], [0.0] * (H * D))
+        q4 = tensor([2, 1, H, D], [0.0] * (2 * H * D))
+        cases = [({"session": sids[:2], "q": q3}, "SHAPE_MISMATCH", "inputs[0].q.shape"),
+                 ({"session": [sids[0], sids[0]], "q": q4}, "INVALID_ARGUMENT",
+                  "inputs[0].session[1]"),
+                 ({"session": [sids[0], other], "q": q4}, "INVALID_ARGUMENT",
+                  "inputs[0].session[1]"),
+                 ({"session": [sids[0], "nope"], "q": q4}, "SESSION_NOT_FOUND",
+                  "inputs[0].session[1]"),
+                 ({"session": sids[:2], "q": q4, "mask": tensor([1, 1], [1])}, "UNSUPPORTED",
+                  "inputs[0].mask"),
+                 ({"session": sids[:3], "q": q4}, "SHAPE_MISMATCH", "inputs[0].q.shape[0]")]
+        for item, code, field in cases:
+            with self.subTest(field=field, code=code):
+                st, ans = call("POST", "/v1/attention", {"inputs": [item]})
+                err = ans["outputs"][0]["error"] if "outputs" in ans else ans["error"]
+                self.assertEqual((err["code"], err["field"]), (code, field), ans)
+        for sid in sids + [other]:
+            call("DELETE", "/v1/sessions/" + sid)
+
     def test_refusals(self):
         sid = create(SCHEMES["alibi"], {"type": "none"}, max_tokens=2)
         q = tensor([1, H, D], [0.0] * (H * D))

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------- */
 /* Tests with their own server                                               */
@@ -286,14 +287,21 @@ static void test_api_key_file(void **state)
     assert_true(metric(s, "posattn_auth_refused_total{reason=\"scheme\"} ") == 1);
     assert_true(metric(s, "posattn_auth_refused_total{reason=\"missing\"} ") == 1);
     {
-        /* The log: the key's line, never the key. */
+        /* The log: the key's line, never the key. A request's access line
+         * is written after its answer is sent: read until the last
+         * request's line is there (at most 5 s). */
         char text[65536];
-        FILE *lf = fopen(s->log, "r");
-        size_t n;
-        assert_non_null(lf);
-        n = fread(text, 1, sizeof text - 1, lf);
-        text[n] = '\0';
-        fclose(lf);
+        for (int tries = 0; tries < 100; tries++) {
+            FILE *lf = fopen(s->log, "r");
+            size_t n;
+            assert_non_null(lf);
+            n = fread(text, 1, sizeof text - 1, lf);
+            text[n] = '\0';
+            fclose(lf);
+            if (strstr(text, "\"key\":\"line 4\"") != NULL)
+                break;
+            nanosleep(&(struct timespec){0, 50 * 1000000}, NULL);
+        }
         assert_non_null(strstr(text, "\"key\":\"line 2\""));
         assert_non_null(strstr(text, "\"key\":\"line 4\""));
         assert_null(strstr(text, "old-key-1"));

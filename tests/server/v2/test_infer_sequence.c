@@ -124,6 +124,50 @@ static void test_start_steps_end(void **state)
     srv_kv_cache_free(c);
 }
 
+/* A step's append lands when its task runs: a start whose job is freed
+ * unrun (the queue was full) leaves no sequence, and an end whose job is
+ * freed unrun leaves the sequence as it was. */
+static void test_unrun(void **state)
+{
+    (void)state;
+    srv_kv_cache *c = cache_new();
+    srv_limits lim = limits();
+    srv_kv_info info;
+    srv_job *job = NULL;
+    srv_reply reply;
+    const char *start = "{\"parameters\":{\"sequence_id\":7,\"sequence_start\":true},"
+                        "\"inputs\":[{\"name\":\"q\",\"shape\":[1,2,2],\"datatype\":"
+                        "\"FP32\",\"data\":[1,2,3,4]},{\"name\":\"k\",\"shape\":[1,1,2],"
+                        "\"datatype\":\"FP32\",\"data\":[1,2]},{\"name\":\"v\",\"shape\":"
+                        "[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
+
+    lim.sessions = c;
+    memset(&reply, 0, sizeof reply);
+    assert_true(srv_v2_infer_prepare("attention-alibi", start, strlen(start), -1, &lim, &job,
+                                     &reply));
+    assert_true(info_of(c, "seq-7", &info)); /* made at parse, empty */
+    assert_int_equal(info.length, 0);
+    srv_job_free(job);
+    assert_false(info_of(c, "seq-7", &info));
+
+    expect(c, "attention-alibi", "\"sequence_id\":7,\"sequence_start\":true", 2, 2, 200,
+           "outputs");
+    {
+        const char *e2 = "{\"parameters\":{\"sequence_id\":7,\"sequence_end\":true},"
+                         "\"inputs\":[{\"name\":\"q\",\"shape\":[1,2,2],\"datatype\":"
+                         "\"FP32\",\"data\":[1,2,3,4]},{\"name\":\"k\",\"shape\":[1,1,2],"
+                         "\"datatype\":\"FP32\",\"data\":[1,2]},{\"name\":\"v\",\"shape\":"
+                         "[1,1,2],\"datatype\":\"FP32\",\"data\":[1,2]}]}";
+        job = NULL;
+        assert_true(
+            srv_v2_infer_prepare("attention-alibi", e2, strlen(e2), -1, &lim, &job, &reply));
+        srv_job_free(job);
+    }
+    assert_true(info_of(c, "seq-7", &info));
+    assert_int_equal(info.length, 2);
+    srv_kv_cache_free(c);
+}
+
 static void test_sizes(void **state)
 {
     (void)state;
@@ -219,6 +263,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_steps_end),
+        cmocka_unit_test(test_unrun),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_without_cache),
