@@ -5,6 +5,7 @@
 #   make bench   build and run the benchmarks (never part of make test)
 #   make load    compare schemes under load against a spawned server (posattn-load)
 #   make asan / tsan / valgrind / format / check-layering / clean
+#   make soak-sessions   a sessions soak under ASan and under TSan (~35 s each)
 #
 # Flags come from here only. User CFLAGS/LDFLAGS are appended, never replaced.
 # BUILD selects the output folder, so parallel builds can use separate ones.
@@ -96,7 +97,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: build readme-test ui-deps ui-test bench-service e2e-tensors e2e-models e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: build readme-test ui-deps ui-test bench-service e2e-tensors e2e-models e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak soak-sessions soak-sessions-asan soak-sessions-tsan all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -454,11 +455,11 @@ $(BARE_MHD): bench/bare_mhd.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) $< -o $@ $(SRV_LIBS)
 
-bench-service: $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
+bench-service: $(POSATTND) $(LOAD_BIN) $(BARE_MHD) $(BUILD)/bench/bench_decode
 	@$(call apt_install,$(CROSSCHECK_PACKAGES) curl)
 	@bench/service.sh $(BUILD)
 	@POSATTND=$(POSATTND) E2E_TIMEOUT=300 tests/e2e/harness.sh /usr/bin/python3 bench/v2_throughput.py
-	@/usr/bin/python3 bench/decode_service.py --posattnd $(POSATTND)
+	@/usr/bin/python3 bench/decode_service.py --posattnd $(POSATTND) --ceiling-bin $(BUILD)/bench/bench_decode
 load-crosscheck: $(POSATTND) $(LOAD_BIN)
 	@$(call apt_install,$(CROSSCHECK_PACKAGES))
 	@tests/load/wrk-crosscheck.sh $(BUILD)
@@ -503,22 +504,46 @@ bench-smoke: $(BENCH_BIN) $(POSATTND) $(LOAD_BIN) $(BARE_MHD)
 	    { echo "bench-smoke: bench/v2_throughput.py failed"; exit 1; }; \
 	/usr/bin/python3 bench/peer_ort.py --smoke --bin $(BUILD)/bench/bench_peer_case >/dev/null || \
 	    { echo "bench-smoke: bench/peer_ort.py failed"; exit 1; }; \
-	/usr/bin/python3 bench/decode_service.py --smoke --posattnd $(POSATTND) >/dev/null || \
+	/usr/bin/python3 bench/decode_service.py --smoke --posattnd $(POSATTND) \
+	    --ceiling-bin $(BUILD)/bench/bench_decode >/dev/null || \
 	    { echo "bench-smoke: bench/decode_service.py failed"; exit 1; }; \
 	echo "bench-smoke: ok"
 
+# The sanitized builds, one folder each (make asan, make tsan and the
+# sessions soak below share them, so their flags are written once).
+ASAN_MAKE = $(MAKE) --no-print-directory BUILD=build-asan WERROR=1 \
+            OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
+TSAN_MAKE = $(MAKE) --no-print-directory BUILD=build-tsan WERROR=1 OPT="-O1 -g" SAN="-fsanitize=thread"
+
 asan: deps
 	env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 OPENBLAS_NUM_THREADS=1 \
-	    $(MAKE) --no-print-directory BUILD=build-asan WERROR=1 OPT="-O1 -g -fno-omit-frame-pointer" \
-	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" unit
+	    $(ASAN_MAKE) unit
 
 # ThreadSanitizer over the whole suite, the end-to-end server (pool, suspend
 # and resume) included; a report makes the server exit non-zero, which the
 # e2e test checks.
 tsan: deps
 	env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" OPENBLAS_NUM_THREADS=1 \
-	    $(MAKE) --no-print-directory BUILD=build-tsan WERROR=1 OPT="-O1 -g" \
-	    SAN="-fsanitize=thread" unit
+	    $(TSAN_MAKE) unit
+
+# A sessions soak (issue #33) against a sanitized posattnd, SOAK_SESSIONS_SECONDS
+# of load (~35 s wall-clock each; tests/soak_sessions.py): posattn-load
+# --sessions runs (windows, forks, eviction none) and a client forking and
+# deleting sessions under them, in a --cache-mb 2 pool that fills (CACHE_FULL,
+# drops for room), snapshots every second, then SIGTERM (the drain saves to a
+# temporary --cache-dir) and a restart that loads them. Fails on any
+# sanitizer report (leaks included), a crash, a non-zero exit, an unexpected
+# error code, or a cache not empty once every session is deleted.
+SOAK_SESSIONS_SECONDS ?= 30
+soak-sessions: soak-sessions-asan soak-sessions-tsan
+soak-sessions-asan: deps $(LOAD_BIN)
+	@$(ASAN_MAKE) build-asan/posattnd >/dev/null
+	@/usr/bin/python3 tests/soak_sessions.py --posattnd build-asan/posattnd --load $(LOAD_BIN) \
+	    --sanitizer asan --seconds $(SOAK_SESSIONS_SECONDS)
+soak-sessions-tsan: deps $(LOAD_BIN)
+	@$(TSAN_MAKE) build-tsan/posattnd >/dev/null
+	@/usr/bin/python3 tests/soak_sessions.py --posattnd build-tsan/posattnd --load $(LOAD_BIN) \
+	    --sanitizer tsan --seconds $(SOAK_SESSIONS_SECONDS)
 
 valgrind: deps $(TEST_BIN)
 	@OPENBLAS_NUM_THREADS=1 tests/run-unit.sh --valgrind $(TEST_BIN)

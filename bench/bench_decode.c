@@ -5,6 +5,10 @@
  *
  *   build/bench/bench_decode           full table
  *   build/bench/bench_decode --smoke   tiny sizes, one repetition (make test)
+ *   build/bench/bench_decode --ceiling [--smoke]
+ *       the read bandwidth ceiling alone, one line per thread count
+ *       ("read T=2 51.3 GB/s over 1074 MB"): for bench/decode_service.py,
+ *       whose figures are fractions of it
  *
  * The shape of issue #18: Lq = 1, Lk = 32768, H = 32, Hkv = 8, D = 128,
  * causal, float32: 268 MB of k and v read per call. GB/s counts the k and
@@ -283,11 +287,35 @@ static void mla_rows(bool smoke, double bw, int reps)
     }
 }
 
+/* --ceiling: the read bandwidth past the last-level cache on 1 and on all
+ * cores, as main() measures it. */
+static int ceiling_only(bool smoke, int tmax)
+{
+    const size_t far = smoke ? (size_t)16 << 20 : ceiling_past_llc();
+    printf("cpu %s\n", ceiling_cpu_model());
+    for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax)
+        printf("read T=%d %.2f GB/s over %.0f MB\n", T, ceiling_read_gbs(T, far, smoke ? 1 : 5),
+               far / 1e6);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    const bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
+    bool smoke = false, ceiling = false;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int tmax = cores < 2 ? 1 : cores > MAX_T ? MAX_T : (int)cores;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--smoke") == 0)
+            smoke = true;
+        else if (strcmp(argv[i], "--ceiling") == 0)
+            ceiling = true;
+        else {
+            fprintf(stderr, "usage: bench_decode [--smoke] [--ceiling]\n");
+            return 2;
+        }
+    }
+    if (ceiling)
+        return ceiling_only(smoke, tmax);
     const int H = smoke ? 4 : 32, Hkv = smoke ? 2 : 8, D = smoke ? 16 : 128, reps = smoke ? 1 : 5;
     const int L = smoke ? 300 : 32768;
     const dec_case cases[] = {

@@ -78,9 +78,9 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
 {
     kv_session *s;
     const int32_t bt = c->cfg.block_tokens;
-    int32_t len, ring, nb_new, evicts = 0, *slot = NULL, *posv = NULL;
+    int32_t len, ring, nb_new, evicts = 0, *slot = NULL, *posv = NULL, *pos2 = NULL;
     kv_block **nb = NULL;
-    bool ok = false;
+    bool ok = false, *copy = NULL;
     float *cs = NULL, *sn = NULL, *row = NULL;
     size_t need = 0;
 
@@ -189,7 +189,8 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
         const bool resink = s->rotate && s->spec.reposition && s->spec.sinks > 0;
         nb_new = last > s->nblocks ? last : s->nblocks;
         nb = calloc((size_t)nb_new + 1, sizeof *nb);
-        if (nb == NULL) {
+        copy = calloc((size_t)nb_new + 1, sizeof *copy);
+        if (nb == NULL || copy == NULL) {
             kv_fail(e, SRV_ERR_INTERNAL, "", "out of memory appending");
             goto out;
         }
@@ -201,15 +202,21 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
             if (resink && b * bt < s->spec.sinks)
                 written = true; /* the sinks are re-rotated */
             nb[b] = b < s->nblocks ? s->blocks[b] : NULL;
-            if (written && (nb[b] == NULL || nb[b]->refs > 1))
+            /* Decided here, under the lock: a block's refs may drop
+             * meanwhile (a reader, a fork deleted), so reading them again
+             * below would race, and would leave need reserved for a copy
+             * never made. */
+            copy[b] = written && (nb[b] == NULL || nb[b]->refs > 1);
+            if (copy[b])
                 need += kv_block_bytes(c, s);
         }
         if (!make_room(c, need, s)) {
-            pthread_mutex_unlock(&c->lock);
+            /* The figures as of the refusal, read under the lock. */
             kv_fail(e, SRV_ERR_CACHE_FULL, "k",
                     "the session cache holds %zu of its %zu bytes (%zu sessions): %zu more for "
                     "session '%s' do not fit (set by --cache-mb)",
                     c->bytes, c->cfg.budget_bytes, c->sessions, need, id);
+            pthread_mutex_unlock(&c->lock);
             goto out;
         }
         kv_bytes_add(c, s->spec.dtype, (ptrdiff_t)need); /* reserved: the blocks come below */
@@ -219,20 +226,18 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
         /* The new table: fresh blocks and private copies, outside the lock
          * (only this append writes them). */
         size_t taken = 0;
-        const bool resink = s->rotate && s->spec.reposition && s->spec.sinks > 0;
-        int32_t *pos2 = realloc(s->pos, (size_t)nb_new * bt * sizeof *pos2 + sizeof *pos2);
+        /* The positions too are a private copy, swapped in with the blocks:
+         * GET and the list read s->pos under the lock while this runs (a
+         * realloc here freed what they read). */
+        pos2 = malloc((size_t)nb_new * bt * sizeof *pos2 + sizeof *pos2);
         if (pos2 == NULL) {
             kv_fail(e, SRV_ERR_INTERNAL, "", "out of memory appending");
             goto unreserve;
         }
-        s->pos = pos2;
+        if (s->len > 0)
+            memcpy(pos2, s->pos, (size_t)s->len * sizeof *pos2);
         for (int32_t b = 0; b < nb_new; b++) {
-            bool written = false;
-            for (int32_t i = 0; i < n && !written; i++)
-                written = slot[i] / bt == b;
-            if (resink && b * bt < s->spec.sinks)
-                written = true;
-            if (!written || (nb[b] != NULL && nb[b]->refs == 1))
+            if (!copy[b])
                 continue;
             {
                 kv_block *fresh = kv_block_new(c, s);
@@ -289,7 +294,7 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
                              kv_row(s, b->k, (size_t)r, s->krow));
             }
             kv_store_row(s, v + (size_t)i * s->vrow, s->vrow, kv_row(s, b->v, (size_t)r, s->vrow));
-            s->pos[slot[i]] = posv[i];
+            pos2[slot[i]] = posv[i];
             if (slot[i] < s->spec.sinks && s->spec.reposition && s->rotate)
                 memcpy(s->sink_raw + (size_t)slot[i] * s->krow, k + (size_t)i * s->krow,
                        s->krow * sizeof(float));
@@ -297,11 +302,11 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
         /* The window's shift: its oldest position minus the sinks. */
         if (s->spec.reposition) {
             const int32_t nlen = len, full = s->spec.sinks + s->spec.window;
-            shift = nlen < full ? 0 : s->pos[s->spec.sinks + ring] - s->spec.sinks;
+            shift = nlen < full ? 0 : pos2[s->spec.sinks + ring] - s->spec.sinks;
             if (s->rotate && shift != s->shift)
                 for (int32_t j = 0; j < s->spec.sinks && j < nlen; j++) {
                     kv_block *b = nb[j / bt];
-                    const int32_t vp = s->pos[j] + shift;
+                    const int32_t vp = pos2[j] + shift;
                     rotate_rows(s, s->sink_raw + (size_t)j * s->krow, &vp, 1, row, cs, sn);
                     kv_store_row(s, row, s->krow, kv_row(s, b->k, (size_t)(j % bt), s->krow));
                 }
@@ -317,6 +322,9 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
         free(s->blocks);
         s->blocks = nb;
         nb = NULL;
+        free(s->pos);
+        s->pos = pos2;
+        pos2 = NULL;
         s->nblocks = nb_new;
         s->evicted += evicts;
         c->tokens_evicted += (uint64_t)evicts;
@@ -350,6 +358,8 @@ out:
     pthread_mutex_unlock(&c->lock);
 done:
     free(nb);
+    free(copy);
+    free(pos2);
     free(slot);
     free(posv);
     free(cs);

@@ -206,7 +206,10 @@ void srv_kv_stats_get(srv_kv_cache *c, srv_kv_stats *out);
  * them. */
 typedef struct srv_kv_state {
     char id[SRV_KV_ID_LEN];
-    srv_kv_spec spec; /* export: the session's (scheme borrowed while it lives) */
+    /* export: the session's, but scheme NULL (the session may go once the
+     * export returns) and scheme_json pointing at scheme_copy. */
+    srv_kv_spec spec;
+    char *scheme_copy; /* export: the scheme's JSON, owned (srv_kv_state_free) */
     int32_t length, next_position, ring, shift;
     int64_t appended, evicted;
     bool prerotated;

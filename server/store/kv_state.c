@@ -17,8 +17,10 @@ void srv_kv_state_free(srv_kv_state *st)
     free(st->v);
     free(st->pos);
     free(st->sink_raw);
+    free(st->scheme_copy);
     st->k = st->v = st->sink_raw = NULL;
     st->pos = NULL;
+    st->scheme_copy = NULL;
 }
 
 bool srv_kv_export(srv_kv_cache *c, const char *id, srv_kv_state *st, srv_kv_err *e)
@@ -37,8 +39,11 @@ bool srv_kv_export(srv_kv_cache *c, const char *id, srv_kv_state *st, srv_kv_err
     st->pos = malloc(((size_t)s->len + 1) * sizeof(int32_t));
     if (s->sink_raw != NULL)
         st->sink_raw = malloc((size_t)s->spec.sinks * s->krow * sizeof(float) + 1);
+    if (s->scheme_json != NULL)
+        st->scheme_copy = strdup(s->scheme_json);
     if (st->k == NULL || st->v == NULL || st->pos == NULL ||
-        (s->sink_raw != NULL && st->sink_raw == NULL)) {
+        (s->sink_raw != NULL && st->sink_raw == NULL) ||
+        (s->scheme_json != NULL && st->scheme_copy == NULL)) {
         pthread_mutex_unlock(&c->lock);
         srv_kv_state_free(st);
         kv_fail(e, SRV_ERR_INTERNAL, "", "out of memory saving a session");
@@ -55,7 +60,14 @@ bool srv_kv_export(srv_kv_cache *c, const char *id, srv_kv_state *st, srv_kv_err
     if (s->sink_raw != NULL)
         memcpy(st->sink_raw, s->sink_raw, (size_t)s->spec.sinks * s->krow * sizeof(float));
     snprintf(st->id, sizeof st->id, "%s", s->id);
+    /* Nothing of the session's own memory leaves the lock: a delete or a
+     * drop for room may free it as soon as it is released (the scheme's
+     * JSON was read after it by the snapshot writer, a use after free). */
     st->spec = s->spec;
+    st->spec.scheme = NULL;
+    st->spec.scheme_owner = NULL;
+    st->spec.scheme_free = NULL;
+    st->spec.scheme_json = st->scheme_copy;
     st->length = s->len;
     st->next_position = s->next_pos;
     st->ring = s->ring;

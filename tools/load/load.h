@@ -148,6 +148,7 @@ typedef struct {
     int sess_reposition;
     double fork_share;  /* 0..1: the fraction of sequences that fork a shared prefix */
     int sess_prefill_conc; /* > 0: at most this many sequences in the prefill stage at once */
+    double sess_decode_s;  /* > 0: no step is sent past this many seconds of decode */
 } load_config;
 
 /* The server's own split for a phase: deltas of the /metrics _sum/_count. */

@@ -36,7 +36,10 @@ const char load_sessions_usage[] =
     "                       session (prefilled once) instead of prefilling their own\n"
     "  --prefill-concurrency P  at most P sequences create and prefill at a time\n"
     "                       (default all N): a server's queue holds --queue-depth\n"
-    "                       tasks, and N long prefills at once may pass it (OVERLOADED)\n";
+    "                       tasks, and N long prefills at once may pass it (OVERLOADED)\n"
+    "  --decode-seconds S   decode for S seconds: a sequence sends no step once S\n"
+    "                       seconds of the decode stage have passed (its steps left\n"
+    "                       are reported as cut); --steps stays the most per sequence\n";
 
 static int parse_int(const char *s, long lo, long hi, int *out)
 {
@@ -83,6 +86,14 @@ int load_sessions_flag(load_config *c, const char *name, const char *val, char *
         if (parse_int(val, 1, LOAD_MAX_CONCURRENCY, &c->sess_prefill_conc) == 0)
             return 1;
         snprintf(err, errlen, "--prefill-concurrency %s: 1..%d", val, LOAD_MAX_CONCURRENCY);
+    } else if (!strcmp(name, "--decode-seconds")) {
+        char *end;
+        double s = strtod(val, &end);
+        if (end != val && !*end && s > 0 && s <= 86400) {
+            c->sess_decode_s = s;
+            return 1;
+        }
+        snprintf(err, errlen, "--decode-seconds %s: seconds, more than 0 (at most 86400)", val);
     } else if (!strcmp(name, "--fork-share")) {
         char *end;
         double f = strtod(val, &end);
@@ -196,6 +207,7 @@ typedef struct {
     char *prefill_tail, *step_tail[N_STEP_VARIANTS];
     size_t prefill_len, step_len[N_STEP_VARIANTS];
     const char *prefix_id; /* the shared prefix's session, or NULL */
+    double decode_end;     /* > 0: no step is sent after this time (load_now_s) */
     load_sess_result *r;
 } driver;
 
@@ -424,6 +436,10 @@ static void finish(driver *d, seq *s, CURLcode rc)
                 s->stop = 1;
         }
         s->st = s->stop || s->step >= d->c->sess_steps ? ST_IDLE : ST_STEP;
+        if (s->st == ST_STEP && d->decode_end > 0 && load_now_s() >= d->decode_end) {
+            r->steps_cut += d->c->sess_steps - s->step;
+            s->st = ST_IDLE;
+        }
         return;
     }
     case ST_DELETE:
@@ -627,11 +643,13 @@ static int run_phase(const load_config *c, const char *scheme, load_sess_result 
         s->st = s->prefilled && c->sess_steps > 0 && !load_interrupted ? ST_STEP : ST_IDLE;
     }
     t0 = load_now_s();
+    d.decode_end = c->sess_decode_s > 0 ? t0 + c->sess_decode_s : 0;
     if (run_stage(&d, d.n) != 0)
         goto out;
     r->decode_s = load_now_s() - t0;
     /* Steps of sequences that never prefilled, or stopped at a 404. */
-    r->steps_skipped = (long)d.n * c->sess_steps - r->steps_ok - r->steps_failed;
+    r->steps_skipped =
+        (long)d.n * c->sess_steps - r->steps_ok - r->steps_failed - r->steps_cut;
     read_memory(c, &r->mem_end);
 
     /* Stage 3: delete every session, the prefix last. */

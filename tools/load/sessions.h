@@ -35,7 +35,8 @@ typedef struct {
     double prefill_s, decode_s; /* wall time of the create/prefill and the decode stages */
     long creates_ok, forks_ok, prefills_ok, prefills_failed, deletes_ok;
     long deletes_gone; /* DELETE answered 404: the server had dropped it (evictions count it) */
-    long steps_ok, steps_failed, steps_skipped; /* sum: sessions x steps */
+    long steps_ok, steps_failed, steps_skipped; /* with steps_cut, sum: sessions x steps */
+    long steps_cut; /* not sent: --decode-seconds had passed */
     long n_failed;                              /* every failed request */
     load_sess_error errors[LOAD_MAX_STATUS];
     int n_errors;

@@ -79,6 +79,8 @@ void load_sess_report_table(FILE *f, const load_config *c, const load_sess_resul
     ROW("steps ok", "ld", r[i].steps_ok);
     ROW("steps failed", "ld", r[i].steps_failed);
     ROW("steps not run", "ld", r[i].steps_skipped);
+    if (c->sess_decode_s > 0)
+        ROW("steps cut (time)", "ld", r[i].steps_cut);
     ROW("step p50 ms", ".3f", load_ms(load_hist_percentile(&r[i].step_hist, 50)));
     ROW("step p99 ms", ".3f", load_ms(load_hist_percentile(&r[i].step_hist, 99)));
     ROW("prefill p50 ms", ".3f", load_ms(load_hist_percentile(&r[i].prefill_hist, 50)));
@@ -185,6 +187,7 @@ int load_sess_report_json(const char *path, const load_config *c, const load_ses
     cJSON_AddNumberToObject(cfg, "steps", c->sess_steps);
     cJSON_AddStringToObject(cfg, "eviction", ev);
     cJSON_AddNumberToObject(cfg, "fork_share", c->fork_share);
+    cJSON_AddNumberToObject(cfg, "decode_seconds", c->sess_decode_s);
     cJSON_AddNumberToObject(cfg, "heads", c->heads);
     cJSON_AddNumberToObject(cfg, "kv_heads", c->kv_heads);
     cJSON_AddNumberToObject(cfg, "head_dim", c->head_dim);
@@ -207,6 +210,7 @@ int load_sess_report_json(const char *path, const load_config *c, const load_ses
         cJSON_AddNumberToObject(o, "steps_ok", (double)x->steps_ok);
         cJSON_AddNumberToObject(o, "steps_failed", (double)x->steps_failed);
         cJSON_AddNumberToObject(o, "steps_not_run", (double)x->steps_skipped);
+        cJSON_AddNumberToObject(o, "steps_cut", (double)x->steps_cut);
         cJSON_AddNumberToObject(o, "failed_requests", (double)x->n_failed);
         cJSON_AddNumberToObject(o, "prefill_s", x->prefill_s);
         cJSON_AddNumberToObject(o, "decode_s", x->decode_s);

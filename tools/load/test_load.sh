@@ -607,6 +607,9 @@ sess_rc=""
 "$LOAD" --url "$SESS_URL" --sessions 8 --prompt 64 --steps 20 --fork-share 0.5 --schemes alibi \
     --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess-fork.json" --quiet \
     >"$TMP/sess-fork.out" 2>&1 || sess_rc="$sess_rc fork=$?"
+"$LOAD" --url "$SESS_URL" --sessions 4 --prompt 16 --steps 1000000 --decode-seconds 1 --schemes none \
+    --heads 4 --kv-heads 2 --head-dim 32 --json "$TMP/sess-time.json" --quiet \
+    >"$TMP/sess-time.out" 2>&1 || sess_rc="$sess_rc decode-seconds=$?"
 curl -s "$SESS_URL/v1/sessions" >"$TMP/sess-left.json"
 kill "$SESS_PID" 2>/dev/null
 wait "$SESS_PID" 2>/dev/null
@@ -660,12 +663,21 @@ m = x["memory"]["after_prefill"]
 # the prefix's 4 blocks are stored once for 5 sessions
 assert m["sessions"] == 9 and m["bytes"] == 5 * 4 * 16 * 512, m
 assert m["blocks_shared"] >= 4, m
+r = load("sess-time.json")
+[x] = r["results"]
+# --decode-seconds 1 cuts a million steps a sequence short: no step is
+# sent after 1 s, the in-flight ones finish, the rest are cut, none fail.
+assert r["config"]["decode_seconds"] == 1, r["config"]
+assert x["steps_ok"] > 0 and x["steps_failed"] == 0 and x["steps_not_run"] == 0, x
+assert x["steps_ok"] + x["steps_cut"] == 4 * 1000000, x
+assert 1.0 <= x["decode_s"] < 5.0, x["decode_s"]
+assert x["metrics"]["tokens_appended"] == 4 * 16 + x["steps_ok"], x["metrics"]
 left = json.load(open(d + "/sess-left.json"))
 assert left["total"] == 0 and left["cache"]["bytes"] == 0, left
 print("ok")
 PYEOF
-then ok "--sessions: N x T steps, 0 errors, memory after prefill/decode, window evictions, forks share the prefix, cache empty at the end"
-else bad "--sessions: N x T steps, 0 errors, memory after prefill/decode, window evictions, forks share the prefix, cache empty at the end" "$TMP/check12.out"; fi
+then ok "--sessions: N x T steps, 0 errors, memory after prefill/decode, window evictions, forks share the prefix, --decode-seconds cuts the steps, cache empty at the end"
+else bad "--sessions: N x T steps, 0 errors, memory after prefill/decode, window evictions, forks share the prefix, --decode-seconds cuts the steps, cache empty at the end" "$TMP/check12.out"; fi
 if grep -q 'class="by-length"' "$TMP/sess.html" && grep -q 'log scale' "$TMP/sess.html" &&
         ! grep -qi '<script' "$TMP/sess.html" && grep -q '^decode steps/s' "$TMP/sess.out" &&
         grep -q 'skipping scheme cope' "$TMP/sess.err"; then
@@ -691,7 +703,7 @@ refused=""
 for args in "--sessions 0" "--sessions 2 --eviction window:0:4" "--sessions 2 --eviction lru" \
         "--sessions 2 --fork-share 1.5" "--sessions 2 --prompt 0 --fork-share 0.5" \
         "--sessions 2 --csv x.csv" "--sessions 2 --schemes cope,rope2d" \
-        "--sessions 2 --prefill-concurrency 0"; do
+        "--sessions 2 --prefill-concurrency 0" "--sessions 2 --decode-seconds 0"; do
     # shellcheck disable=SC2086
     "$LOAD" $args >"$TMP/sessbad.out" 2>&1
     [ $? -eq 2 ] || refused="$refused [$args]"

@@ -4,7 +4,7 @@
  * keys, a fork), and then keep going alike (the same appends give the
  * same bits); files of deleted sessions go at the next save; a truncated
  * file, a corrupt one, a renamed one and a stray file are reported and
- * skipped, never loaded, never a crash.
+ * skipped, never loaded, never a crash; an export outlives its session.
  */
 #include "store/kv_snapshot.h"
 #include "testutil.h"
@@ -363,12 +363,44 @@ static void test_chosen_ids(void **state)
     }
 }
 
+/* An export is the caller's alone: the session may be deleted (or dropped
+ * for room) as soon as srv_kv_export returns, and the snapshot writer
+ * still reads the scheme's JSON after that (it read the session's own
+ * copy, freed by the delete: make asan caught the use after free). */
+static void test_export_outlives_session(void **state)
+{
+    (void)state;
+    char id[SRV_KV_ID_LEN];
+    srv_kv_cache *a = cache();
+    srv_kv_spec sp;
+    srv_kv_state st;
+    srv_kv_err e;
+    tu_rng r;
+    tu_rng_seed(&r, 903);
+    pa_scheme_init(&schemes[0], PA_SCHEME_ROPE);
+    sp = spec(0, SRV_KV_EVICT_NONE, 0, 0, false);
+    assert_true(srv_kv_create(a, &sp, id, &e));
+    append(a, id, &r, 5);
+    assert_true(srv_kv_export(a, id, &st, &e));
+    assert_true(srv_kv_delete(a, id, &e));
+    assert_non_null(st.spec.scheme_json);
+    assert_string_equal(st.spec.scheme_json, "\"rope\"");
+    assert_ptr_not_equal(st.spec.scheme_json, sp.scheme_json); /* a copy */
+    assert_null(st.spec.scheme); /* the session's: not handed out */
+    assert_int_equal(st.length, 5);
+    srv_kv_state_free(&st);
+    assert_null(st.scheme_copy);
+    srv_kv_state_free(&st); /* twice is harmless */
+    srv_kv_cache_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_damaged_files),
         cmocka_unit_test(test_chosen_ids),
+        cmocka_unit_test(test_export_outlives_session),
     };
     return cmocka_run_group_tests_name("kv_snapshot", tests, NULL, NULL);
 }
