@@ -292,6 +292,7 @@ E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "/usr/bin/python3 tests/e2e/key_rotation.py -q" \
                "/usr/bin/python3 tests/e2e/sessions.py -q" \
                "/usr/bin/python3 tests/e2e/session_attention.py -q" \
+               "/usr/bin/python3 tests/e2e/session_models.py -q" \
                "/usr/bin/python3 tests/e2e/v2_sequences.py -q" \
                "/usr/bin/python3 tests/e2e/restarts.py -q"
 e2e-clients: $(POSATTND)

@@ -65,7 +65,10 @@ typedef struct srv_limits {
  * (store/kv_snapshot.h's srv_kv_scheme_fn; arg a const srv_limits *, for
  * named tensors, or NULL): parses it as POST /v1/sessions does into a
  * malloc'd scheme that spec->scheme_owner owns (freed by spec->scheme_free).
- * False with the reason in err (cap bytes) when it does not parse. */
+ * False with the reason in err (cap bytes) when it does not parse, or, for
+ * a session made from a model (spec->model), when that model is not
+ * loaded, lacks spec->layer, or its layer now derives another scheme or
+ * other dims. */
 struct srv_kv_spec;
 bool srv_api_session_scheme(void *arg, const char *scheme_json, struct srv_kv_spec *spec, char *err,
                             size_t cap);
@@ -125,6 +128,13 @@ bool srv_job_task_keep(srv_job *job, size_t i);
  * /v1/encode and /v1/analyze, an item error TIMEOUT in a /v1/attention batch
  * (whose answer stays 200 with "errors":true). */
 void srv_job_set_timed_out(srv_job *job, size_t i);
+/* The next session step (a /v1/attention item that names a session, #33,
+ * and so a KServe v2 sequence step) among tasks [*at, n) that ran and
+ * succeeded: its scheme (for metrics labels) and wall time, from its first
+ * task's start to its last one's end (srv_job_set_timing), in seconds;
+ * *at moves past it. False when there is none. Call once every task is
+ * done (api/sessions.c). */
+bool srv_job_session_step(const srv_job *job, size_t *at, const char **scheme, double *seconds);
 /* Renders the answer after every task has run (or timed out). */
 void srv_job_finish(srv_job *job, srv_reply *reply);
 void srv_job_free(srv_job *job);

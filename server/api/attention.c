@@ -797,6 +797,7 @@ bool api_attention_prepare(const cJSON *root, const api_ctx *top_ctx, srv_job **
         for (size_t p = 0; p < item_tasks(a); p++, t++) {
             aj->task_item[t] = k;
             job->tasks[t].scheme_name = a->scheme_name;
+            job->tasks[t].step = a->valid && a->it.session ? k + 1 : 0;
             job->tasks[t].workspace = a->valid ? a->workspace : 0;
             job->tasks[t].macs = a->valid ? a->macs / (double)item_tasks(a) : 0;
             if (!a->valid)

@@ -538,14 +538,25 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     size_t n_known = 0;
     pa_error pe;
     api_model_use mu;
+    void *sess_hold = NULL; /* api_session_model_merge's */
+    const bool sess = cJSON_IsObject(obj) && api_member(obj, "session") != NULL;
 
     memset(out, 0, sizeof *out);
     if (!cJSON_IsObject(obj))
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "",
                         "an attention item must be an object, found %s", api_json_type(obj));
-    /* An item that names a model is read merged with its layer's options. */
-    if (!api_model_merge(obj, ctx, &mu, e))
+    if (sess && api_member(obj, "model") != NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "model",
+                        "an item with \"session\" takes the session's scheme (and, for a session "
+                        "made from a model, its layer's options): leave \"model\" out");
+    /* An item that names a model is read merged with its layer's options;
+     * one over a session made from a model, with the session's layer's. */
+    if (!(sess ? api_session_model_merge(obj, ctx, &mu, &sess_hold, e)
+               : api_model_merge(obj, ctx, &mu, e))) {
+        if (sess_hold != NULL)
+            srv_kv_scheme_release(ctx->lim->sessions, sess_hold);
         return false;
+    }
     if (mu.merged != NULL)
         obj = mu.merged;
     for (size_t i = 0; i < sizeof attention_fields / sizeof attention_fields[0]; i++)
@@ -555,15 +566,18 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     if (!api_check_fields(obj, known, n_known, "", "an attention item", ctx, e))
         goto fail;
 
-    if (api_member(obj, "session") != NULL) {
-        if (mu.merged != NULL) {
-            api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "model",
-                     "an item with \"session\" takes the session's scheme: leave \"model\" "
-                     "out");
-            goto fail;
-        }
+    if (sess) {
         if (!api_item_parse_session(obj, ctx, out, e)) /* api/item_session.c */
             goto fail;
+        /* The session read is the one whose layer was merged (not one
+         * deleted and created again under its id meanwhile). */
+        if (out->sess[0].hold != sess_hold) {
+            api_fail(e, ctx, SRV_ERR_SESSION_BUSY, "session",
+                     "session '%s' was deleted and created again while this item was read: "
+                     "send it again",
+                     out->sess[0].id);
+            goto fail;
+        }
     } else if (!api_scheme_parse(api_member(obj, "scheme"), ctx, &out->scheme, e)) {
         goto fail;
     }
@@ -641,10 +655,14 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
             out->input_bytes,
             3 * (size_t)out->Lk * (out->k_mrope_stride ? (size_t)out->B : 1) * sizeof(int32_t));
     api_model_use_free(&mu);
+    if (sess_hold != NULL)
+        srv_kv_scheme_release(ctx->lim->sessions, sess_hold);
     return true;
 
 fail:
     api_model_use_free(&mu);
+    if (sess_hold != NULL)
+        srv_kv_scheme_release(ctx->lim->sessions, sess_hold);
     api_item_free(out);
     return false;
 }

@@ -168,6 +168,13 @@ static bool same_kind(const srv_kv_info *first, const srv_kv_info *in, int32_t b
                         "session[%d] '%s' has %s=%lld, session[0] '%s' has %lld: the sessions of "
                         "one item share their shapes",
                         (int)b, in->id, what, (long long)y, first->id, (long long)x);
+    if (strcmp(first->model, in->model) != 0 || first->layer != in->layer)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, f,
+                        "session[%d] '%s' is of %s%s layer %d, session[0] '%s' of %s%s layer %d: "
+                        "the sessions of one item share their model's layer",
+                        (int)b, in->id, in->model[0] ? "model " : "no model", in->model,
+                        (int)in->layer, first->id, first->model[0] ? "model " : "no model",
+                        first->model, (int)first->layer);
     if (first->scheme_type != in->scheme_type || first->prerotated != in->prerotated ||
         (p->scheme_json == NULL) != (q->scheme_json == NULL) ||
         (p->scheme_json != NULL && strcmp(p->scheme_json, q->scheme_json) != 0))

@@ -36,6 +36,9 @@ typedef struct api_task {
      * HTTP thread); 0: macs. */
     double cost;
     const char *scheme_name; /* static: metrics label */
+    /* A session step (#33): 1 + the index of the /v1/attention item that
+     * names a session, on each of its tasks; 0 on any other task. */
+    size_t step;
 } api_task;
 
 /* An endpoint: what it does at each step of a job, or (answer) the whole

@@ -56,10 +56,8 @@ void api_model_use_free(api_model_use *u)
 }
 
 /* "gpt_oss layer 3", "t5 decoder layer 1", "model \"g2\" (gemma2) layer 0". */
-static void label(const api_model_use *u, char *buf, size_t cap)
+void api_model_label(const srv_model *m, const srv_model_layer *l, char *buf, size_t cap)
 {
-    const srv_model *m = u->model;
-    const srv_model_layer *l = u->layer;
     if (m->name[0] != '\0')
         snprintf(buf, cap, "model \"%s\" (%s) %s%slayer %d", m->name, m->model_type,
                  l->stack != NULL ? l->stack : "", l->stack != NULL ? " " : "", (int)l->layer);
@@ -77,7 +75,7 @@ static bool conflict(const api_model_use *u, const char *option, const char *fie
     if (s == NULL)
         s = srv_model_source_of(u->layer, option);
     char *text = cJSON_PrintUnformatted(derived), who[160];
-    label(u, who, sizeof who);
+    api_model_label(u->model, u->layer, who, sizeof who);
     api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, field,
              "%s is decided by the model's config (\"%s\": %.60s gives %.200s for %s): leave it "
              "out, or send \"override\": true to replace it",
@@ -116,6 +114,24 @@ static bool merge_object(const api_model_use *u, const char *name, const cJSON *
     return true;
 }
 
+bool api_model_find(const api_ctx *ctx, const char *name, bool inline_ok, const srv_model **m,
+                    api_err *e)
+{
+    const struct srv_model_set *set = ctx->lim != NULL ? ctx->lim->models : NULL;
+    char names[256];
+    size_t at = 0;
+    if ((*m = srv_model_set_find(set, name)) != NULL)
+        return true;
+    for (size_t i = 0; i < srv_model_set_count(set) && at < sizeof names; i++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
+                               srv_model_set_at(set, i)->name);
+    return api_fail(e, ctx, SRV_ERR_UNKNOWN_MODEL, "model",
+                    "model \"%.64s\" is not loaded (%s%s); load it with --model "
+                    "NAME=config.json%s",
+                    name, at ? "loaded: " : "none is loaded", at ? names : "",
+                    inline_ok ? ", or send the config object as \"model\"" : "");
+}
+
 /* Resolves "model", "layer" and "stack" into u->model and u->layer. */
 static bool resolve(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api_err *e)
 {
@@ -124,19 +140,8 @@ static bool resolve(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api_
     const char *stack = NULL;
 
     if (cJSON_IsString(mv)) {
-        const struct srv_model_set *set = ctx->lim != NULL ? ctx->lim->models : NULL;
-        if ((u->model = srv_model_set_find(set, mv->valuestring)) == NULL) {
-            char names[256];
-            size_t at = 0;
-            for (size_t i = 0; i < srv_model_set_count(set) && at < sizeof names; i++)
-                at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "",
-                                       srv_model_set_at(set, i)->name);
-            return api_fail(e, ctx, SRV_ERR_UNKNOWN_MODEL, "model",
-                            "model \"%.64s\" is not loaded (%s%s); load it with --model "
-                            "NAME=config.json, or send the config object as \"model\"",
-                            mv->valuestring, at ? "loaded: " : "none is loaded",
-                            at ? names : "");
-        }
+        if (!api_model_find(ctx, mv->valuestring, true, &u->model, e))
+            return false;
     } else if (cJSON_IsObject(mv)) {
         srv_model_err me;
         if (!srv_model_derive(mv, NULL, &u->owned, &me)) {
@@ -197,9 +202,20 @@ static bool has_field(const cJSON *merged, const char *field)
     return api_member(api_member(merged, top), dot + 1) != NULL;
 }
 
+/* Whether name is one of skip[0..n) (the options a session leaves out). */
+static bool skipped(const char *name, const char *const *skip, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(skip[i], name) == 0)
+            return true;
+    return false;
+}
+
+static bool merge_layer(const cJSON *obj, const api_ctx *ctx, const char *const *skip,
+                        size_t n_skip, api_model_use *u, api_err *e);
+
 bool api_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api_err *e)
 {
-    const cJSON *m;
     memset(u, 0, sizeof *u);
     if (api_member(obj, "model") == NULL) {
         for (size_t i = 1; i < sizeof model_fields / sizeof model_fields[0]; i++)
@@ -210,8 +226,33 @@ bool api_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api
                                 model_fields[i]);
         return true;
     }
-    if (!resolve(obj, ctx, u, e))
-        goto fail;
+    if (!resolve(obj, ctx, u, e)) {
+        api_model_use_free(u);
+        return false;
+    }
+    return merge_layer(obj, ctx, NULL, 0, u, e);
+}
+
+bool api_model_merge_layer(const cJSON *obj, const api_ctx *ctx, const srv_model *model,
+                           const srv_model_layer *layer, const char *const *skip, size_t n_skip,
+                           api_model_use *u, api_err *e)
+{
+    const cJSON *v;
+    memset(u, 0, sizeof *u);
+    u->model = model;
+    u->layer = layer;
+    if ((v = api_member(obj, "override")) != NULL &&
+        !api_get_bool(v, "override", ctx, &u->override, e))
+        return false;
+    return merge_layer(obj, ctx, skip, n_skip, u, e);
+}
+
+/* Merges u->layer's options (but skip's) into u->merged; on failure u is
+ * freed. */
+static bool merge_layer(const cJSON *obj, const api_ctx *ctx, const char *const *skip,
+                        size_t n_skip, api_model_use *u, api_err *e)
+{
+    const cJSON *m;
     const srv_model_layer *L = u->layer;
     if ((u->merged = cJSON_CreateObject()) == NULL) {
         api_fail(e, ctx, SRV_ERR_INTERNAL, "model", "out of memory");
@@ -222,7 +263,7 @@ bool api_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api
         const cJSON *d;
         if (is_model_field(m->string))
             continue;
-        if ((d = api_member(L->options, m->string)) == NULL) {
+        if ((d = api_member(L->options, m->string)) == NULL || skipped(m->string, skip, n_skip)) {
             if (!add_ref(u->merged, m->string, m)) {
                 api_fail(e, ctx, SRV_ERR_INTERNAL, "model", "out of memory");
                 goto fail;
@@ -247,7 +288,8 @@ bool api_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api
     const cJSON *const sets[] = {L->options, L->defaults};
     for (size_t k = 0; k < 2; k++)
         cJSON_ArrayForEach(m, sets[k])
-        if (api_member(obj, m->string) == NULL && !add_copy(u->merged, m->string, m)) {
+        if (api_member(obj, m->string) == NULL && !skipped(m->string, skip, n_skip) &&
+            !add_copy(u->merged, m->string, m)) {
             api_fail(e, ctx, SRV_ERR_INTERNAL, "model", "out of memory");
             goto fail;
         }
@@ -265,10 +307,11 @@ bool api_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api
     /* The tensors no config holds. */
     for (size_t i = 0; i < L->n_needs; i++) {
         const srv_model_need *n = &L->needs[i];
-        char who[160], shape[48];
-        if (has_field(u->merged, n->field))
+        char who[160], shape[48], top[32];
+        snprintf(top, sizeof top, "%.*s", (int)strcspn(n->field, "."), n->field);
+        if (has_field(u->merged, n->field) || skipped(top, skip, n_skip))
             continue;
-        label(u, who, sizeof who);
+        api_model_label(u->model, u->layer, who, sizeof who);
         if (n->ndim == 1)
             snprintf(shape, sizeof shape, "[%lld]", (long long)n->shape[0]);
         else
@@ -294,7 +337,7 @@ bool api_model_check_shapes(const api_model_use *u, const api_item *it, const ap
     char who[160];
     if (L == NULL)
         return true;
-    label(u, who, sizeof who);
+    api_model_label(u->model, u->layer, who, sizeof who);
     char got[48];
 #define WHAT(name, dim, v)                                                                         \
     (layer ? snprintf(got, sizeof got, "%s=%d", name, (int)(v))                                    \

@@ -276,10 +276,59 @@ typedef struct api_model_use {
  * layer's options into u->merged (nothing when obj has no "model"; then
  * "layer", "stack" and "override" are refused). On failure u is freed. */
 bool api_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *u, api_err *e);
+/* The same for a model and layer already known (a session's, api/item.c):
+ * "model", "layer" and "stack" of obj are passed through (the caller
+ * refuses them), "override" is read, and the options named in
+ * skip[0..n_skip) are neither merged nor refused (nor the tensors they
+ * need): the item's own members of those names pass through as they are.
+ * On failure u is freed. */
+bool api_model_merge_layer(const cJSON *obj, const api_ctx *ctx, const srv_model *model,
+                           const srv_model_layer *layer, const char *const *skip, size_t n_skip,
+                           api_model_use *u, api_err *e);
+/* The model loaded (--model) as name, or UNKNOWN_MODEL naming "model" and
+ * the loaded ones (and, when inline_ok, that a config object may be sent
+ * instead). */
+bool api_model_find(const api_ctx *ctx, const char *name, bool inline_ok, const srv_model **m,
+                    api_err *e);
+/* "model \"g2\" (gemma2) layer 0" (an inline config: "gemma2 layer 0"),
+ * for messages. */
+void api_model_label(const srv_model *m, const srv_model_layer *l, char *buf, size_t cap);
 /* The parsed item's heads, kv heads and head dim against the config's. */
 bool api_model_check_shapes(const api_model_use *u, const api_item *it, const api_ctx *ctx,
                             api_err *e);
 void api_model_use_free(api_model_use *u);
+
+/* A session made from a served model's layer (api/session_model.c). */
+typedef struct api_session_model {
+    const srv_model *model;       /* NULL: the create request sent "scheme" */
+    const srv_model_layer *layer; /* srv_model_layer_at(model, NULL, "layer") */
+    char who[160];                /* api_model_label */
+} api_session_model;
+/* "model" and "layer" of a POST /v1/sessions body into *fm (fm->model NULL
+ * when there is no "model"): the model loaded by that name (UNKNOWN_MODEL),
+ * "layer" required and in range (OUT_OF_RANGE), "scheme" and "layer"
+ * without "model" refused, and a layer a session cannot keep UNSUPPORTED
+ * naming "model" (MLA, differential attention, a scheme that needs a table
+ * no config holds). */
+bool api_session_model_parse(const cJSON *root, const api_ctx *ctx, api_session_model *fm,
+                             api_err *e);
+/* Whether a saved session made from a model (spec->model, spec->layer)
+ * still fits the models loaded now (ctx->lim->models): the model is
+ * loaded, has the layer, and that layer derives the scheme (scheme, parsed
+ * from the file) and the dims the session was saved with; else false with
+ * why in err. */
+bool api_session_model_still(const api_ctx *ctx, const cJSON *scheme, const srv_kv_spec *spec,
+                             char *err, size_t cap);
+/* An item that names a session (and no "model"): when the session was made
+ * from a served model, its layer's options merged into *mu as an item with
+ * that "model" and "layer" would have them, but the session's scheme and
+ * k_norm ("layer" and "stack" refused, "override" read); otherwise what
+ * api_model_merge does for an item without "model". *hold is a hold on the
+ * session's scheme as found here (NULL when it was not found), for the
+ * caller to check that the session it reads is this one, and to release
+ * (srv_kv_scheme_release). */
+bool api_session_model_merge(const cJSON *obj, const api_ctx *ctx, api_model_use *mu, void **hold,
+                             api_err *e);
 
 /* Every position's row (position + offset) inside the learned table, with
  * the core library's wording; field names the array ("positions"). */

@@ -6,6 +6,13 @@
  * /v1/sessions/{id}/fork makes a copy-on-write copy (201). Every answer
  * that names a session is its JSON (session_fill). docs/sessions.md.
  *
+ * A session is made from a scheme and its dims, or from a served model's
+ * layer ("model", "layer": api/session_model.c): the layer's derived
+ * scheme and dims, and the model's name and layer kept with the session
+ * (its file too), so that an attention item over it takes that layer's
+ * options. srv_job_session_step finds the session steps of a finished job
+ * for the step histogram (runtime/metrics.h).
+ *
  * Create and fork do their work when prepared (on the HTTP thread: they
  * copy no keys); an append runs as the job's one task (a worker, or the
  * HTTP thread when small), so two appends to one session can meet and the
@@ -103,6 +110,8 @@ static bool session_fill(cJSON *o, const srv_kv_info *in)
          cJSON_AddStringToObject(o, "scheme", pa_scheme_type_name(in->scheme_type)) &&
          add_int(o, "num_kv_heads", sp->num_kv_heads) && add_int(o, "head_dim", sp->head_dim) &&
          add_int(o, "v_head_dim", sp->v_head_dim) && add_int(o, "max_tokens", sp->max_tokens);
+    if (ok && in->model[0] != '\0') /* made from a served model */
+        ok = cJSON_AddStringToObject(o, "model", in->model) && add_int(o, "layer", in->layer);
     ev = ok ? cJSON_AddObjectToObject(o, "eviction") : NULL;
     if (ev == NULL)
         return false;
@@ -144,7 +153,10 @@ static void scheme_owner_free(void *owner)
     free(owner);
 }
 
-static bool parse_eviction(const cJSON *node, const api_ctx *ctx, srv_kv_spec *sp, api_err *e)
+/* dflt_window > 0: the window of a window eviction that gives none (a
+ * session of a model's sliding-window layer: its window). */
+static bool parse_eviction(const cJSON *node, const api_ctx *ctx, int32_t dflt_window,
+                           srv_kv_spec *sp, api_err *e)
 {
     static const char *const known[] = {"type", "window", "sinks", "reposition"};
     const char *type;
@@ -184,42 +196,66 @@ static bool parse_eviction(const cJSON *node, const api_ctx *ctx, srv_kv_spec *s
     sp->eviction = SRV_KV_EVICT_WINDOW;
     if (!api_opt_int(node, "window", ctx, &sp->window, &present, e))
         return false;
-    if (!present)
+    if (!present && dflt_window > 0)
+        sp->window = dflt_window;
+    else if (!present)
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "eviction.window",
-                        "eviction.window is required with type 'window': the recent tokens kept");
+                        "eviction.window is required with type 'window' (but for a sliding "
+                        "layer of a model): the recent tokens kept");
     if (!api_opt_int(node, "sinks", ctx, &sp->sinks, &present, e))
         return false;
     m = api_member(node, "reposition");
     return m == NULL || api_get_bool(m, "eviction.reposition", ctx, &sp->reposition, e);
 }
 
-/* The spec of a create request; the scheme is malloc'd into *owner. */
-static bool parse_spec(const cJSON *root, const api_ctx *ctx, srv_kv_spec *sp, api_scheme **owner,
-                       api_err *e)
+/* A dimension of a create request (name) into *out: the model layer's
+ * (want, its config key src) when from a model, and then a given value
+ * must agree; else required (what says what it is) unless dflt > 0. */
+static bool parse_dim(const cJSON *root, const api_ctx *ctx, const char *name, const char *what,
+                      const api_session_model *fm, int32_t want, const srv_model_source *src,
+                      int32_t dflt, int32_t *out, api_err *e)
 {
-    static const char *const known[] = {"scheme", "num_kv_heads", "head_dim", "v_head_dim",
-                                        "dtype",  "max_tokens",   "eviction", "id"};
-    const cJSON *m;
+    bool present;
+    if (!api_opt_int(root, name, ctx, out, &present, e))
+        return false;
+    if (fm->model != NULL) {
+        if (present && *out != want)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, name,
+                            "%s=%d does not match the %d of %s (config \"%s\": %s): leave it "
+                            "out, or send %d",
+                            name, (int)*out, (int)want, fm->who, src != NULL ? src->key : "",
+                            src != NULL ? src->value : "", (int)want);
+        *out = want;
+        return true;
+    }
+    if (!present && dflt > 0) {
+        *out = dflt;
+        return true;
+    }
+    if (!present)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, name, "%s is required: %s", name, what);
+    return true;
+}
+
+/* The spec of a create request; the scheme is malloc'd into *owner. */
+static bool parse_spec(const cJSON *root, const api_ctx *ctx, const api_session_model *fm,
+                       srv_kv_spec *sp, api_scheme **owner, api_err *e)
+{
+    const srv_model_layer *L = fm->layer;
+    const cJSON *m, *lw = L != NULL ? api_member(L->options, "window") : NULL;
     bool present;
 
     memset(sp, 0, sizeof *sp);
     *owner = NULL;
-    if (!api_check_fields(root, known, sizeof known / sizeof *known, "", "a session", ctx, e))
+    if (!parse_dim(root, ctx, "num_kv_heads", "the heads of the keys and values (Hkv)", fm,
+                   L ? L->num_kv_heads : 0, L ? &L->kv_heads : NULL, 0, &sp->num_kv_heads, e) ||
+        !parse_dim(root, ctx, "head_dim", "the keys' dimension per head (D)", fm,
+                   L ? L->head_dim : 0, L ? &L->dim : NULL, 0, &sp->head_dim, e) ||
+        /* A model's values are as wide as its keys (MLA, whose are not, is
+         * refused above). */
+        !parse_dim(root, ctx, "v_head_dim", "the values' dimension per head (Dv)", fm,
+                   L ? L->head_dim : 0, L ? &L->dim : NULL, sp->head_dim, &sp->v_head_dim, e))
         return false;
-    if (!api_opt_int(root, "num_kv_heads", ctx, &sp->num_kv_heads, &present, e))
-        return false;
-    if (!present)
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "num_kv_heads",
-                        "num_kv_heads is required: the heads of the keys and values (Hkv)");
-    if (!api_opt_int(root, "head_dim", ctx, &sp->head_dim, &present, e))
-        return false;
-    if (!present)
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "head_dim",
-                        "head_dim is required: the keys' dimension per head (D)");
-    if (!api_opt_int(root, "v_head_dim", ctx, &sp->v_head_dim, &present, e))
-        return false;
-    if (!present)
-        sp->v_head_dim = sp->head_dim;
     if ((m = api_member(root, "dtype")) != NULL) {
         const char *dt;
         if (!api_get_string(m, "dtype", ctx, &dt, e))
@@ -234,7 +270,8 @@ static bool parse_spec(const cJSON *root, const api_ctx *ctx, srv_kv_spec *sp, a
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "dtype",
                             "dtype='%.32s' is not a storage type (f32, bf16, f16)", dt);
     }
-    if (!parse_eviction(api_member(root, "eviction"), ctx, sp, e))
+    if (!parse_eviction(api_member(root, "eviction"), ctx,
+                        cJSON_IsNumber(lw) ? (int32_t)lw->valuedouble : 0, sp, e))
         return false;
     if (!api_opt_int(root, "max_tokens", ctx, &sp->max_tokens, &present, e))
         return false;
@@ -250,10 +287,15 @@ static bool parse_spec(const cJSON *root, const api_ctx *ctx, srv_kv_spec *sp, a
     *owner = malloc(sizeof **owner);
     if (*owner == NULL)
         return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
-    if (!api_scheme_parse(api_member(root, "scheme"), ctx, *owner, e)) {
+    if (!api_scheme_parse(L != NULL ? api_member(L->options, "scheme") : api_member(root, "scheme"),
+                          ctx, *owner, e)) {
         free(*owner);
         *owner = NULL;
         return false;
+    }
+    if (fm->model != NULL) {
+        sp->model = fm->model->name;
+        sp->layer = L->layer;
     }
     sp->scheme = &(*owner)->s;
     sp->scheme_owner = *owner;
@@ -320,6 +362,8 @@ bool srv_api_session_scheme(void *arg, const char *scheme_json, srv_kv_spec *spe
 
     if (node == NULL || owner == NULL) {
         snprintf(err, cap, "%s", node == NULL ? "its scheme is not JSON" : "out of memory");
+    } else if (spec->model != NULL && !api_session_model_still(&ctx, node, spec, err, cap)) {
+        /* err says why */
     } else if (!api_scheme_parse(node, &ctx, owner, &e)) {
         snprintf(err, cap, "its scheme does not parse: %s: %s", e.field, e.message);
     } else {
@@ -366,6 +410,9 @@ static bool made_job(const srv_endpoint *ep, const srv_kv_info *info, srv_job **
  * *info; false with e set, the cache unchanged. */
 static bool create_session(const cJSON *root, const api_ctx *ctx, srv_kv_info *info, api_err *e)
 {
+    static const char *const known[] = {"scheme", "num_kv_heads", "head_dim", "v_head_dim",
+                                        "dtype",  "max_tokens",   "eviction", "id",
+                                        "model",  "layer"};
     srv_kv_cache *c = NULL;
     srv_kv_spec sp;
     srv_kv_err ke;
@@ -373,9 +420,11 @@ static bool create_session(const cJSON *root, const api_ctx *ctx, srv_kv_info *i
     char id[SRV_KV_ID_LEN], *scheme_json;
     const char *want_id = NULL;
     const cJSON *m;
+    api_session_model fm;
     bool ok;
 
-    if (!cache_of(ctx->lim, &c, e))
+    if (!cache_of(ctx->lim, &c, e) ||
+        !api_check_fields(root, known, sizeof known / sizeof *known, "", "a session", ctx, e))
         return false;
     /* The client's id (for a balancer that routes by it), checked first
      * so that a bad one is named before the rest. */
@@ -388,14 +437,17 @@ static bool create_session(const cJSON *root, const api_ctx *ctx, srv_kv_info *i
                             ". -, not starting with '.'",
                             want_id, SRV_KV_ID_LEN - 1);
     }
-    if (!parse_spec(root, ctx, &sp, &owner, e))
+    if (!api_session_model_parse(root, ctx, &fm, e) || !parse_spec(root, ctx, &fm, &sp, &owner, e))
         return false;
     if (!api_check_memory(owner->bytes, ctx->lim, e)) {
         scheme_owner_free(owner);
         return false;
     }
-    /* The scheme as sent, so that the session can be saved (--cache-dir). */
-    sp.scheme_json = scheme_json = scheme_text(api_member(root, "scheme"), ctx);
+    /* The scheme as sent (or as the model's layer derived it), so that the
+     * session can be saved (--cache-dir). */
+    sp.scheme_json = scheme_json =
+        fm.model != NULL ? cJSON_PrintUnformatted(api_member(fm.layer->options, "scheme"))
+                         : scheme_text(api_member(root, "scheme"), ctx);
     if (scheme_json == NULL) {
         scheme_owner_free(owner);
         return api_fail(e, ctx, SRV_ERR_INTERNAL, "", "out of memory");
@@ -405,6 +457,18 @@ static bool create_session(const cJSON *root, const api_ctx *ctx, srv_kv_info *i
     if (!ok) {
         scheme_owner_free(owner); /* still ours on failure */
         err_of_kv(e, &ke, ctx->lim);
+        /* A scheme the request did not send: named by the model's layer. */
+        if (fm.model != NULL && strncmp(e->field, "scheme", 6) == 0) {
+            const size_t w = strlen(fm.who) + 2; /* "who: " before the message */
+            size_t n = strlen(e->message);
+            if (w + n >= sizeof e->message)
+                n = sizeof e->message - w - 1;
+            memmove(e->message + w, e->message, n);
+            e->message[w + n] = '\0';
+            memcpy(e->message, fm.who, w - 2);
+            memcpy(e->message + w - 2, ": ", 2);
+            snprintf(e->field, sizeof e->field, "%s", "model");
+        }
         return false;
     }
     if (!srv_kv_info_get(c, id, info, &ke)) { /* expired or deleted already */
@@ -776,3 +840,36 @@ const srv_endpoint srv_ep_session_delete = {
     .name = "session_delete",
     .answer_args = delete_answer,
 };
+
+/* ------------------------------------------------------------------------- */
+/* Decode steps, for the metrics                                             */
+/* ------------------------------------------------------------------------- */
+
+bool srv_job_session_step(const srv_job *job, size_t *at, const char **scheme, double *seconds)
+{
+    size_t t = *at;
+    while (job != NULL && t < job->n_tasks) {
+        const size_t step = job->tasks[t].step, first = t;
+        uint64_t start = UINT64_MAX, end = 0;
+        bool ok = step != 0;
+        if (step == 0) {
+            t++;
+            continue;
+        }
+        /* An item's tasks are consecutive (api/attention.c). */
+        for (; t < job->n_tasks && job->tasks[t].step == step; t++) {
+            const api_task *k = &job->tasks[t];
+            ok = ok && !k->failed && !k->timed_out && k->end_us != 0;
+            start = k->start_us < start ? k->start_us : start;
+            end = k->end_us > end ? k->end_us : end;
+        }
+        if (ok) {
+            *at = t;
+            *scheme = srv_job_task_scheme(job, first);
+            *seconds = (double)(end - start) / 1e6;
+            return true;
+        }
+    }
+    *at = t;
+    return false;
+}

@@ -22,8 +22,13 @@
 static void finish_job(request *q)
 {
     uint64_t t0 = srv_now_ns();
+    const char *scheme;
+    double seconds;
     srv_job_finish(q->job, &q->reply);
     q->render_us = (srv_now_ns() - t0) / 1000u;
+    /* Each session step's wall time (posattn_session_step_duration_seconds). */
+    for (size_t at = 0; srv_job_session_step(q->job, &at, &scheme, &seconds);)
+        srv_metrics_session_step(q->h->metrics, scheme, seconds);
 }
 
 /* A task left the queue after queue_us: counted, and the longest wait of

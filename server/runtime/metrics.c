@@ -75,6 +75,7 @@ struct srv_metrics {
     histogram request[N_ENDPOINTS];
     histogram queue;
     histogram compute[N_SCHEMES];
+    histogram session_step[N_SCHEMES];
     atomic_uint_fast64_t requests[N_ENDPOINTS][N_CODES];
     atomic_uint_fast64_t items[N_SCHEMES];
     atomic_uint_fast64_t request_bytes;
@@ -193,6 +194,7 @@ srv_metrics *srv_metrics_new(void)
     histogram_init(&m->queue);
     for (size_t s = 0; s < N_SCHEMES; s++) {
         histogram_init(&m->compute[s]);
+        histogram_init(&m->session_step[s]);
         atomic_init(&m->items[s], 0);
     }
     atomic_init(&m->request_bytes, 0);
@@ -251,6 +253,12 @@ void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds)
     size_t s = scheme_index(scheme);
     histogram_observe(&m->compute[s], seconds);
     atomic_fetch_add_explicit(&m->items[s], 1, memory_order_relaxed);
+}
+
+void srv_metrics_session_step(srv_metrics *m, const char *scheme, double seconds)
+{
+    if (m != NULL)
+        histogram_observe(&m->session_step[scheme_index(scheme)], seconds);
 }
 
 void srv_metrics_queue_depth_add(srv_metrics *m, int64_t delta)
@@ -523,6 +531,17 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
             continue;
         snprintf(label, sizeof label, "scheme=\"%s\"", scheme_label(s));
         histogram_write(f, "posattn_compute_duration_seconds", label, &m->compute[s]);
+    }
+
+    header(f, "posattn_session_step_duration_seconds", "histogram",
+           "Wall time of a session step, a /v1/attention item that names a session (or a "
+           "KServe v2 sequence step), from its first part's start to its last part's end, by "
+           "scheme.");
+    for (size_t s = 0; s < N_SCHEMES; s++) {
+        if (!histogram_seen(&m->session_step[s]))
+            continue;
+        snprintf(label, sizeof label, "scheme=\"%s\"", scheme_label(s));
+        histogram_write(f, "posattn_session_step_duration_seconds", label, &m->session_step[s]);
     }
 
     header(f, "posattn_requests_total", "counter", "Requests answered, by endpoint and status.");

@@ -6,6 +6,10 @@
  *   posattn_request_duration_seconds{endpoint}   histogram
  *   posattn_queue_duration_seconds               histogram
  *   posattn_compute_duration_seconds{scheme}     histogram
+ *   posattn_session_step_duration_seconds{scheme} histogram: a /v1/attention item
+ *                                                that names a session (a decode
+ *                                                step), first part's start to last
+ *                                                part's end
  *   posattn_requests_total{endpoint,code}        counter
  *   posattn_items_total{scheme}                  counter
  *   posattn_request_bytes_total / posattn_response_bytes_total   counters
@@ -63,6 +67,9 @@ void srv_metrics_request(srv_metrics *m, const char *endpoint, int code, double 
 void srv_metrics_queue(srv_metrics *m, double seconds);
 /* scheme: a pa_scheme_type_name() or "analysis"; counts one item too. */
 void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds);
+/* One session step (api/api.h's srv_job_session_step) of scheme (a
+ * pa_scheme_type_name) that took seconds of wall time. */
+void srv_metrics_session_step(srv_metrics *m, const char *scheme, double seconds);
 void srv_metrics_queue_depth_add(srv_metrics *m, int64_t delta);
 void srv_metrics_in_flight_add(srv_metrics *m, int64_t delta);
 /* Gives the model called name (a --model NAME) counters of its own, keyed

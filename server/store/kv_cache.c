@@ -394,7 +394,20 @@ bool kv_check_spec(const srv_kv_spec *sp, srv_kv_err *e)
         kv_fail(e, srv_error_from_pa(pe.status), pe.field, "%s", pe.message);
         return false;
     }
+    if (sp->model != NULL && (strlen(sp->model) >= SRV_KV_MODEL_LEN || sp->layer < 0)) {
+        kv_fail(e, SRV_ERR_INVALID_ARGUMENT, "model",
+                "a session's model name is 1 to %d characters and its layer >= 0",
+                SRV_KV_MODEL_LEN - 1);
+        return false;
+    }
     return true;
+}
+
+void kv_set_model(kv_session *s, const char *model, int32_t layer)
+{
+    snprintf(s->model, sizeof s->model, "%s", model != NULL ? model : "");
+    s->spec.model = s->model[0] != '\0' ? s->model : NULL;
+    s->spec.layer = s->model[0] != '\0' ? layer : 0;
 }
 
 bool srv_kv_id_valid(const char *id)
@@ -454,6 +467,7 @@ bool srv_kv_create_as(srv_kv_cache *c, const srv_kv_spec *spec, const char *want
         return false;
     }
     s->spec.scheme_json = s->scheme_json;
+    kv_set_model(s, spec->model, spec->layer);
     s->krow = (size_t)spec->num_kv_heads * spec->head_dim;
     s->vrow = (size_t)spec->num_kv_heads * spec->v_head_dim;
     s->esize = kv_esize(spec->dtype);
@@ -513,6 +527,7 @@ bool srv_kv_fork(srv_kv_cache *c, const char *id, char new_id[SRV_KV_ID_LEN], sr
     s->sink_raw = NULL;
     s->scheme_json = p->scheme_json != NULL ? strdup(p->scheme_json) : NULL;
     s->spec.scheme_json = s->scheme_json;
+    kv_set_model(s, p->spec.model, p->spec.layer); /* spec.model pointed into p */
     if (p->sink_raw != NULL)
         s->sink_raw = malloc((size_t)p->spec.sinks * p->krow * sizeof(float) + 1);
     if (s->blocks == NULL || s->pos == NULL || (p->sink_raw != NULL && s->sink_raw == NULL) ||
@@ -695,6 +710,8 @@ static void info_of(const srv_kv_cache *c, const kv_session *s, srv_kv_info *o)
     o->scheme_type = s->spec.scheme->type;
     o->prerotated = s->rotate;
     o->page_tokens = c->cfg.block_tokens;
+    snprintf(o->model, sizeof o->model, "%s", s->model);
+    o->layer = s->spec.layer;
 }
 
 bool srv_kv_info_get(srv_kv_cache *c, const char *id, srv_kv_info *out, srv_kv_err *e)

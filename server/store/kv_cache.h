@@ -52,6 +52,8 @@
  * '.' (srv_kv_id_valid), chosen by the client or 32 random hex digits; the
  * NUL. The same charset names its file (ID.safetensors). */
 enum { SRV_KV_ID_LEN = 65 };
+/* A served model's name (model/model.h's SRV_MODEL_NAME_MAX), with its NUL. */
+enum { SRV_KV_MODEL_LEN = 64 };
 
 typedef struct srv_kv_cache srv_kv_cache;
 
@@ -88,6 +90,13 @@ typedef struct srv_kv_spec {
      * an append whose values a 16-bit type cannot hold is refused
      * (OUT_OF_RANGE, kv_fit_limit). */
     pa_dtype dtype;
+    /* The served model and layer the session was made from (POST
+     * /v1/sessions with "model": api/sessions.c): the model's name, copied
+     * (shorter than SRV_KV_MODEL_LEN; NULL or "": none), and the layer.
+     * The store only keeps them (forks, snapshots); attention over the
+     * session takes that layer's options (api/item.c). */
+    const char *model;
+    int32_t layer;
 } srv_kv_spec;
 
 /* An error: the code (common/errors.h), the field and the values. */
@@ -114,6 +123,9 @@ typedef struct srv_kv_info {
                                    a delete must not follow spec.scheme */
     bool prerotated;            /* keys kept rotated (rope) */
     int32_t page_tokens;        /* the cache's block_tokens */
+    char model[SRV_KV_MODEL_LEN]; /* spec.model, copied ("" none): spec.model is not to be
+                                     followed, as spec.scheme */
+    int32_t layer;                /* spec.layer */
 } srv_kv_info;
 
 /* What attention reads of a session at one moment (srv_kv_view_take):
@@ -216,6 +228,8 @@ typedef struct srv_kv_state {
     float *k, *v;    /* [length, Hkv * D], [length, Hkv * Dv] */
     int32_t *pos;    /* [length] */
     float *sink_raw; /* [sinks, Hkv * D] or NULL */
+    char model[SRV_KV_MODEL_LEN]; /* spec.model, copied ("": none); import reads this, not
+                                     spec.model (spec.layer is the layer) */
 } srv_kv_state;
 
 /* Copies session id out (the arrays malloc'd: srv_kv_state_free). Waits

@@ -1,8 +1,8 @@
 /* kv_internal.h - private to store/: the session cache's structures and
  * the helpers its files share (kv_cache.c: the table, creation, forks,
  * views and figures; kv_append.c: appends; kv_state.c: a session's whole
- * state out and in, for snapshots). Every helper but kv_fail, kv_keeps_rotated
- * and kv_check_spec wants the cache's lock held.
+ * state out and in, for snapshots). Every helper but kv_fail, kv_keeps_rotated,
+ * kv_check_spec and kv_set_model wants the cache's lock held.
  */
 #ifndef SRV_KV_INTERNAL_H
 #define SRV_KV_INTERNAL_H
@@ -44,6 +44,7 @@ typedef struct kv_session {
     int32_t shift;     /* reposition: the window's shift (kv_cache.h) */
     float *sink_raw;   /* reposition with rotation: the sinks' keys as sent */
     char *scheme_json; /* the request's scheme, for snapshots; NULL: none */
+    char model[SRV_KV_MODEL_LEN]; /* spec.model points here ("": none, spec.model NULL) */
     int64_t appended, evicted;
     bool busy; /* an append runs */
     uint64_t last_ms;
@@ -127,5 +128,7 @@ double kv_fit_limit(pa_dtype t, bool rotated);
 bool kv_view_alloc(srv_kv_view *v, int32_t nblocks, int32_t len);
 void kv_view_fill(srv_kv_cache *c, kv_session *s, srv_kv_view *v);
 void kv_view_discard(srv_kv_view *v);
+/* Copies model (NULL: none) into s->model and points s->spec.model at it. */
+void kv_set_model(kv_session *s, const char *model, int32_t layer);
 
 #endif

@@ -93,6 +93,9 @@ static char *header_of(const srv_kv_state *st, size_t *data_bytes)
               meta_int(m, "evicted", st->evicted) &&
               meta_str(m, "prerotated", st->prerotated ? "true" : "false") &&
               meta_str(m, "dtype", pa_dtype_name(sp->dtype)); /* k and v are F32 here */
+    /* A session made from a served model: its name and layer (kv_cache.h). */
+    if (ok && st->model[0] != '\0')
+        ok = meta_str(m, "model", st->model) && meta_int(m, "layer", st->spec.layer);
     ok = ok && add_tensor(h, "k", "F32", ks, 3, (size_t)(n * hkv * sp->head_dim) * 4, &off) &&
          add_tensor(h, "v", "F32", vs, 3, (size_t)(n * hkv * sp->v_head_dim) * 4, &off) &&
          add_tensor(h, "positions", "I32", ps, 1, (size_t)n * 4, &off);
@@ -406,6 +409,17 @@ static bool parse_file(const char *path, const char *want_id, srv_kv_state *st, 
             goto out;
         }
     }
+    if (meta_get(m, "model") != NULL) { /* made from a served model (kv_cache.h) */
+        const char *model = meta_get(m, "model");
+        int64_t layer;
+        if (model[0] == '\0' || strlen(model) >= sizeof st->model ||
+            !meta_num(m, "layer", 0, INT32_MAX, &layer)) {
+            *why = "its metadata model or layer is out of range";
+            goto out;
+        }
+        snprintf(st->model, sizeof st->model, "%s", model);
+        st->spec.layer = (int32_t)layer;
+    }
     ok = true;
 out:
     if (!ok) {
@@ -445,6 +459,7 @@ size_t srv_kv_load_dir(srv_kv_cache *c, const char *dir, srv_kv_scheme_fn mk, vo
             continue;
         }
         st.spec.scheme_json = scheme;
+        st.spec.model = st.model[0] != '\0' ? st.model : NULL; /* for mk to check */
         if (!mk(arg, scheme, &st.spec, why_buf, sizeof why_buf)) {
             srv_kv_keep_file(c, id);
             if (skip != NULL)

@@ -3,8 +3,9 @@
  * values ("v" F32 [n, Hkv, Dv]), each slot's position ("positions" I32
  * [n]) and, when it re-rotates sinks, their raw keys ("sink_raw" F32
  * [sinks, Hkv, D]); the rest of its state and its scheme (the request's
- * JSON) as string metadata under "__metadata__" (format
- * "posattn-session-1"). A file is written to a temporary name, fsynced,
+ * JSON; for a session made from a served model, the scheme its layer
+ * derived, with "model" and "layer") as string metadata under
+ * "__metadata__" (format "posattn-session-1"). A file is written to a temporary name, fsynced,
  * renamed over the old one and the directory fsynced: a crash leaves the
  * old file or the new one, never half of one.
  */
@@ -18,7 +19,8 @@
 
 /* Makes a session's scheme from the JSON a snapshot kept: fills
  * spec->scheme, scheme_owner and scheme_free (the owner freed by the
- * cache), or returns false with the reason in err. */
+ * cache), or returns false with the reason in err. spec->model and
+ * spec->layer are the file's (NULL: none), and its dims, for a check. */
 typedef bool (*srv_kv_scheme_fn)(void *arg, const char *scheme_json, srv_kv_spec *spec, char *err,
                                  size_t cap);
 

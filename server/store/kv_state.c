@@ -75,6 +75,8 @@ bool srv_kv_export(srv_kv_cache *c, const char *id, srv_kv_state *st, srv_kv_err
     st->appended = s->appended;
     st->evicted = s->evicted;
     st->prerotated = s->rotate;
+    snprintf(st->model, sizeof st->model, "%s", s->model);
+    st->spec.model = NULL; /* st->model: the session's may go once unlocked */
     pthread_mutex_unlock(&c->lock);
     return true;
 }
@@ -172,6 +174,7 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
     }
     s->spec = st->spec;
     s->spec.scheme_json = s->scheme_json;
+    kv_set_model(s, st->model, st->spec.layer);
     s->rotate = st->prerotated;
     s->krow = (size_t)st->spec.num_kv_heads * st->spec.head_dim;
     s->vrow = (size_t)st->spec.num_kv_heads * st->spec.v_head_dim;

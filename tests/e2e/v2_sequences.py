@@ -14,7 +14,8 @@ end deletes it (GET 404), a step on an unknown id without a start is
 SESSION_NOT_FOUND naming parameters.sequence_id, a second start on a live
 id is refused (409) and leaves it as it was, a refused start leaves no
 session behind, a step sent to another scheme's model is refused, and a
-step with binary tensors (in and out) answers as the JSON ones.
+step with binary tensors (in and out) answers as the JSON ones, and each
+step counts in posattn_session_step_duration_seconds{scheme}.
 The binary is $POSATTND (default build/posattnd). Part of make test's
 e2e-clients.
 """
@@ -53,6 +54,16 @@ def call(method, path, body=None):
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"null")
+
+
+def alibi_steps():
+    """posattn_session_step_duration_seconds_count{scheme="alibi"} (0 when absent)."""
+    with urllib.request.urlopen(SRV.url + "/metrics", timeout=60) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith('posattn_session_step_duration_seconds_count{scheme="alibi"} '):
+            return int(line.split()[1])
+    return 0
 
 
 def rnd(rng, n):
@@ -141,8 +152,11 @@ class Sequences(unittest.TestCase):
     def test_alibi_string_id_window(self):
         rng = random.Random(2)
         m = Model(sinks=1, window=4)
+        before = alibi_steps()
         self.run_sequence("attention-alibi", {"type": "alibi"}, "chat-7.turn_1", "seq-chat-7.turn_1",
                           {"sequence_window": 4, "sequence_sinks": 1}, rng, m, 7)
+        # Each step (the start's prefill, 7, the end's) is a session step.
+        self.assertEqual(alibi_steps() - before, 9)
 
     def test_binary_tensors(self):
         # A start and a step whose q, k and v are binary (Triton's clients

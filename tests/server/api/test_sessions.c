@@ -3,7 +3,8 @@
  * srv_endpoint_answer_args for GET and DELETE): create, get, list, append,
  * fork, delete; every refusal naming its field; SESSION_FULL, CACHE_FULL
  * and the pool-full eviction with small budgets; ttl expiry; the request
- * memory limit; a server without a cache.
+ * memory limit; a server without a cache; a session of a served model's
+ * layer, an item over it and its session step (srv_job_session_step).
  */
 #include "api/api.h"
 #include "api_harness.h"
@@ -92,6 +93,14 @@ static cJSON *answer(const srv_endpoint *ep, const char *id, const char *query,
     snprintf(p.id, sizeof p.id, "%s", id != NULL ? id : "");
     srv_endpoint_answer_args(ep, lim, &a, &r);
     return parse_reply(&r, status);
+}
+
+static double at_num(const cJSON *o, const char *name)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsNumber(n))
+        fail_msg("%s is not a number", name);
+    return n->valuedouble;
 }
 
 static double at(const cJSON *o, const char *a, const char *b)
@@ -798,6 +807,125 @@ static void test_scheme_json(void **state)
     srv_kv_cache_free(c);
 }
 
+/* A /v1/attention body of one item over session id: extra members (each
+ * followed by a comma), q [1, 4, 16] and append (a JSON object). */
+static char *step_body(const char *id, const char *extra, const char *append_json)
+{
+    char *b = malloc(strlen(extra) + strlen(append_json) + 512);
+    sprintf(b,
+            "{\"inputs\":[{\"session\":\"%s\",%s"
+            "\"q\":{\"shape\":[1,4,16],\"data\":[%s]},\"append\":%s}]}",
+            id, extra,
+            "1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+            "1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0",
+            append_json);
+    return b;
+}
+
+/* A session of a served model's layer: its scheme and dims from the
+ * config (dims sent must agree), model and layer shown; an item over it
+ * takes the layer's options (a conflicting one refused unless override);
+ * the finished job's session step has its scheme and wall time; a saved
+ * session's scheme is rebuilt only while the model still derives it. */
+static void test_model_session(void **state)
+{
+    (void)state;
+    srv_kv_cache *c = cache_new((size_t)1 << 20, 0);
+    srv_limits lim = lim_of(c);
+    srv_model_set *models = NULL;
+    srv_model_spec specs[] = {{"g2", "tests/fixtures/models/gemma2.json"}};
+    char id[SRV_KV_ID_LEN], err[256], *kv, *body;
+    srv_kv_info info;
+    srv_kv_spec sp;
+    srv_job *job = NULL;
+    srv_reply r;
+    const char *scheme = NULL;
+    double seconds = 0;
+    size_t at = 0;
+    int status;
+    cJSON *ans;
+
+    assert_true(srv_model_set_load(specs, 1, &models, err, sizeof err));
+    lim.models = models;
+    ans = post(&srv_ep_sessions_create, NULL,
+               "{\"model\":\"g2\",\"layer\":0,\"head_dim\":16,\"max_tokens\":8}", &lim, &status);
+    assert_int_equal(status, 201);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "model")), "g2");
+    assert_int_equal((int)at_num(ans, "layer"), 0);
+    assert_int_equal((int)at_num(ans, "num_kv_heads"), 2);
+    assert_int_equal((int)at_num(ans, "v_head_dim"), 16);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "scheme")),
+                        "rope");
+    snprintf(id, sizeof id, "%s",
+             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ans, "id")));
+    cJSON_Delete(ans);
+    ans = post(&srv_ep_sessions_create, NULL,
+               "{\"model\":\"g2\",\"layer\":0,\"v_head_dim\":8,\"max_tokens\":8}", &lim, &status);
+    expect_error(ans, status, 400, "SHAPE_MISMATCH", "v_head_dim");
+    cJSON_Delete(ans);
+    ans = post(&srv_ep_sessions_create, NULL, "{\"model\":\"g2\",\"layer\":-1,\"max_tokens\":8}",
+               &lim, &status);
+    expect_error(ans, status, 400, "OUT_OF_RANGE", "layer");
+    cJSON_Delete(ans);
+
+    /* One step over it: the layer's options merged (softcap refused
+     * without override, layer refused), then the step's scheme and wall
+     * time. */
+    kv = append_body(1, 2, 16, 3, NULL);
+    body = step_body(id, "\"softcap\":2,", kv);
+    ans = call(&srv_ep_attention, body, &lim, &status);
+    expect_item_error(ans, 0, "INVALID_ARGUMENT", "inputs[0].softcap");
+    cJSON_Delete(ans);
+    free(body);
+    body = step_body(id, "\"layer\":1,", kv);
+    ans = call(&srv_ep_attention, body, &lim, &status);
+    expect_item_error(ans, 0, "INVALID_ARGUMENT", "inputs[0].layer");
+    cJSON_Delete(ans);
+    free(body);
+    body = step_body(id, "\"softcap\":2,\"override\":true,", kv);
+    memset(&r, 0, sizeof r);
+    assert_true(srv_job_prepare(&srv_ep_attention, body, strlen(body), &lim, &job, &r));
+    assert_int_equal(srv_job_task_count(job), 1);
+    srv_job_run_task(job, 0, NULL);
+    srv_job_set_timing(job, 0, 5, 1000, 1250);
+    assert_true(srv_job_session_step(job, &at, &scheme, &seconds));
+    assert_string_equal(scheme, "rope");
+    assert_true(seconds == 250e-6);
+    assert_false(srv_job_session_step(job, &at, &scheme, &seconds));
+    srv_job_finish(job, &r);
+    srv_job_free(job);
+    ans = parse_reply(&r, &status);
+    expect_ok(ans, status);
+    cJSON_Delete(ans);
+    free(body);
+    free(kv);
+
+    /* A saved session's scheme, checked against the model loaded now. */
+    assert_true(srv_kv_info_get(c, id, &info, NULL));
+    assert_string_equal(info.model, "g2");
+    memset(&sp, 0, sizeof sp);
+    sp.model = "g2";
+    sp.num_kv_heads = 2;
+    sp.head_dim = sp.v_head_dim = 16;
+    assert_true(srv_api_session_scheme(&lim, info.spec.scheme_json, &sp, err, sizeof err));
+    sp.scheme_free(sp.scheme_owner);
+    memset(&sp, 0, sizeof sp);
+    sp.model = "g3";
+    assert_false(srv_api_session_scheme(&lim, "{\"type\":\"none\"}", &sp, err, sizeof err));
+    assert_non_null(strstr(err, "not loaded"));
+    sp.model = "g2";
+    sp.num_kv_heads = 2;
+    sp.head_dim = sp.v_head_dim = 16;
+    assert_false(srv_api_session_scheme(&lim, "{\"type\":\"none\"}", &sp, err, sizeof err));
+    assert_non_null(strstr(err, "another scheme"));
+    sp.layer = 7;
+    assert_false(srv_api_session_scheme(&lim, info.spec.scheme_json, &sp, err, sizeof err));
+    assert_non_null(strstr(err, "has 4 layers"));
+    assert_null(sp.scheme_owner);
+    srv_kv_cache_free(c);
+    srv_model_set_free(models);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -811,6 +939,7 @@ int main(void)
         cmocka_unit_test(test_dtypes),
         cmocka_unit_test(test_chosen_id),
         cmocka_unit_test(test_scheme_json),
+        cmocka_unit_test(test_model_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,6 +126,7 @@ static void test_fresh_render(void **state)
         {"posattn_request_duration_seconds", "histogram"},
         {"posattn_queue_duration_seconds", "histogram"},
         {"posattn_compute_duration_seconds", "histogram"},
+        {"posattn_session_step_duration_seconds", "histogram"},
         {"posattn_requests_total", "counter"},
         {"posattn_items_total", "counter"},
         {"posattn_request_bytes_total", "counter"},
@@ -462,6 +463,37 @@ static void test_concurrent_updates(void **state)
     srv_metrics_free(m);
 }
 
+/* Session steps: a histogram by scheme, each observed once; none shown
+ * before the first. */
+static void test_session_steps(void **state)
+{
+    (void)state;
+    srv_metrics *m = srv_metrics_new();
+    char *text = srv_metrics_render(m, NULL);
+    assert_true(has_line(text, "# TYPE posattn_session_step_duration_seconds histogram"));
+    assert_null(strstr(text, "posattn_session_step_duration_seconds_count"));
+    free(text);
+    srv_metrics_session_step(m, "rope", 0.002);
+    srv_metrics_session_step(m, "rope", 0.0004);
+    srv_metrics_session_step(m, "alibi", 0.3);
+    srv_metrics_session_step(m, NULL, 0.1); /* "other" */
+    text = srv_metrics_render(m, NULL);
+    check_exposition(text);
+    assert_true(sample(text, "posattn_session_step_duration_seconds_count{scheme=\"rope\"}") == 2);
+    assert_true(sample(text, "posattn_session_step_duration_seconds_bucket{scheme=\"rope\","
+                             "le=\"0.0005\"}") == 1);
+    assert_true(sample(text, "posattn_session_step_duration_seconds_bucket{scheme=\"rope\","
+                             "le=\"0.0025\"}") == 2);
+    assert_true(has_line(text, "posattn_session_step_duration_seconds_sum{scheme=\"rope\"} "
+                               "0.002400000"));
+    assert_true(sample(text, "posattn_session_step_duration_seconds_count{scheme=\"alibi\"}") == 1);
+    assert_true(sample(text, "posattn_session_step_duration_seconds_count{scheme=\"other\"}") == 1);
+    /* A step is not a compute task: the item counters are the workers'. */
+    assert_null(strstr(text, "posattn_items_total{"));
+    free(text);
+    srv_metrics_free(m);
+}
+
 /* The sessions' series (store/kv_cache.h), read from the cache at each
  * render; absent without a cache. */
 static void test_sessions(void **state)
@@ -521,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_named_model_counters),
         cmocka_unit_test(test_concurrent_updates),
         cmocka_unit_test(test_sessions),
+        cmocka_unit_test(test_session_steps),
     };
     return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* test_kv_snapshot.c - store/kv_snapshot.c: sessions written to a
  * directory and read back into another cache answer attention exactly as
  * before (every retained row, position and window state, the sinks' raw
- * keys, a fork), and then keep going alike (the same appends give the
+ * keys, a fork, the model and layer a session was made from), and then
+ * keep going alike (the same appends give the
  * same bits); files of deleted sessions go at the next save; a truncated
  * file, a corrupt one, a renamed one and a stray file are reported and
  * skipped, never loaded, never a crash; an export outlives its session.
@@ -120,6 +121,8 @@ static void same(srv_kv_cache *a, srv_kv_cache *b, const char *id, uint64_t seed
     assert_int_equal(ia.appended, ib.appended);
     assert_int_equal(ia.next_position, ib.next_position);
     assert_int_equal(ia.evicted, ib.evicted);
+    assert_string_equal(ia.model, ib.model);
+    assert_int_equal(ia.layer, ib.layer);
     assert_memory_equal(x, y, (size_t)H * DV * sizeof(float));
     free(x);
     free(y);
@@ -170,6 +173,8 @@ static void test_round_trip(void **state)
     sp[1] = spec(1, SRV_KV_EVICT_NONE, 0, 0, false);
     sp[2] = spec(0, SRV_KV_EVICT_WINDOW, 7, 0, false);
     sp[3] = spec(1, SRV_KV_EVICT_WINDOW, 9, 2, true); /* alibi: the shift is in the positions */
+    sp[1].model = "g2"; /* made from a served model's layer: kept by the fork and the file */
+    sp[1].layer = 3;
     for (int i = 0; i < 4; i++) {
         assert_true(srv_kv_create(a, &sp[i], ids[i], &e));
         append(a, ids[i], &r, 50);
@@ -184,6 +189,14 @@ static void test_round_trip(void **state)
     assert_int_equal(srv_kv_save_all(a, dir, &failed, err, sizeof err), 5); /* gone's file goes */
     assert_int_equal(srv_kv_load_dir(b, dir, mk, &sk, on_skip), 5);
     assert_int_equal(sk.n, 0);
+    {
+        srv_kv_info in;
+        assert_true(srv_kv_info_get(b, ids[4], &in, NULL)); /* the fork of ids[1] */
+        assert_string_equal(in.model, "g2");
+        assert_int_equal(in.layer, 3);
+        assert_true(srv_kv_info_get(b, ids[0], &in, NULL));
+        assert_string_equal(in.model, "");
+    }
     for (int i = 0; i < 5; i++) {
         same(a, b, ids[i], 10 + (uint64_t)i);
         /* and they keep going alike: the window slides, sinks re-rotate */
