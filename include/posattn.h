@@ -358,7 +358,10 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
  * depends on the positions, so size each descriptor that has positions of
  * its own. cope adds one block row of its position terms and q.E: 64 *
  * (k_len rounded up to 16, + 16, + npos_max) floats (a block is 64
- * queries). Returns 0 if the size overflows. */
+ * queries). 16-bit keys and values (kv_dtype) add, for the tiled kernel,
+ * one kv head's rows widened (k_len * (head_dim + v_head_dim) floats, which
+ * paged and GQA calls hold already), and for the decode kernel 4 * head_dim
+ * + 16 * v_head_dim floats. Returns 0 if the size overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
 /* Effective sizes after defaults: useful for sizing outputs. With packed

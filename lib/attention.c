@@ -131,7 +131,7 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     b->kt = pa__ws_take(w, (size_t)p->D * pa__tile_kt_ld(p->Lk), sizeof(float));
     /* 16-bit keys and values: the tiled kernel widens one kv head's rows
      * into these as it gathers them. */
-    if (p->Hkv > 1 || a->k_pages != NULL || kv16)
+    if (p->Hkv > 1 || a->k_pages != NULL || (kv16 && !pa__decode_fits(p)))
         b->vhead = pa__ws_take(w, Lk * (size_t)p->Dv, sizeof(float));
     if ((a->k_pages != NULL || kv16) && !pa__decode_fits(p))
         b->kgather = pa__ws_take(w, Lk * (size_t)p->D, sizeof(float));
