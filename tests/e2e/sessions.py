@@ -160,9 +160,9 @@ class Sessions(unittest.TestCase):
     def test_refusals(self):
         st, obj, _ = call("POST", "/v1/sessions", {"scheme": {"type": "rope"}, "num_kv_heads": 2,
                                                    "head_dim": 4, "max_tokens": 8,
-                                                   "dtype": "bf16"})
+                                                   "dtype": "f8"})
         self.assertEqual((st, obj["error"]["code"], obj["error"]["field"]),
-                         (400, "UNSUPPORTED", "dtype"))
+                         (400, "INVALID_ARGUMENT", "dtype"))
         st, obj, _ = call("POST", "/v1/sessions", {"num_kv_heads": 2, "head_dim": 4,
                                                    "max_tokens": 8, "bogus": 1,
                                                    "scheme": {"type": "none"}})
