@@ -143,9 +143,10 @@ $(BUILD)/tests/%.o: tests/%.c
 # The softmax row kernels are written to vectorize; -O3 lets GCC do it.
 $(BUILD)/lib/softmax.o: OPT += -O3 -fno-trapping-math
 $(BUILD)/lib/bias_row.o: OPT += -O3 -fno-trapping-math
-# The decode kernel's register tiles (lib/attention_decode.c) need the
+# The decode kernel's register tiles (lib/decode_rows.c) need the
 # loops over their rows unrolled, as -O3 does.
 $(BUILD)/lib/attention_decode.o: OPT += -O3
+$(BUILD)/lib/decode_rows.o: OPT += -O3
 
 # The server sees the core through include/ only, plus its own libraries;
 # its files name each other by folder ("codec/tensor.h").
@@ -215,7 +216,7 @@ $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/
     $(BUILD)/tests/test_rope_gemma4_hunyuan $(BUILD)/tests/test_kerple $(BUILD)/tests/test_sandwich \
     $(BUILD)/tests/test_xpos $(BUILD)/tests/test_rope2d $(BUILD)/tests/test_fire $(BUILD)/tests/test_cope \
     $(BUILD)/tests/test_packed $(BUILD)/tests/test_diff $(BUILD)/tests/test_mla \
-    $(BUILD)/tests/test_paged: $(TEST_ATT_OBJ)
+    $(BUILD)/tests/test_paged $(BUILD)/tests/test_kv16: $(TEST_ATT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c

@@ -24,6 +24,13 @@
  * as a session keeps it (issue #33): pages of 16 tokens (k_pages,
  * v_pages) placed in shuffled order.
  *
+ * bf16 and f16 rows keep k and v in 16 bits (pa_attention.kv_dtype): half
+ * the bytes, widened by the kernel as it reads them. Their GB/s counts
+ * 2-byte elements, and "x f32" is the calls per second (tokens per second
+ * of a decode) against the float32 row of the same layout in this run
+ * ("rope k_prerotated" or "rope prerot, pages 16"); the memory-bound ideal
+ * is 2.
+ *
  * MLA (include/posattn_mla.h), DeepSeek-V3's decode shape: Lq = 1 over
  * Lk = 32768 with H = 128 heads, on one thread (pa_mla_run has no parts).
  * The expanded form with small head dims (D_nope = Dv = 32, D_rope = 16)
@@ -139,17 +146,37 @@ typedef struct dec_case {
     pa_scheme_type scheme;
     bool prerotated;
     int B, Lk, window;
-    bool target; /* counted against the 0.6 target */
-    int pages;   /* > 0: k and v in pages of this many tokens, shuffled (a session's cache) */
+    bool target;    /* counted against the 0.6 target */
+    int pages;      /* > 0: k and v in pages of this many tokens, shuffled (a session's cache) */
+    pa_dtype dtype; /* of k and v */
+    int vs;         /* 16-bit rows: the index of the float32 row they are compared with */
 } dec_case;
 
-/* The rows of x [L, row] as pages of pt rows placed in shuffled order in
- * a pool: pages[i] is page i (the pool is returned for freeing). */
-static float *paginate(const float *x, int L, size_t row, int pt, const float **pages)
+/* n random bf16 or f16 patterns of magnitude below 2 (the kernel's speed
+ * does not depend on the values). */
+static uint16_t *rand16(size_t n, pa_dtype t, unsigned seed)
+{
+    uint16_t *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        unsigned e, m;
+        seed = seed * 1664525u + 1013904223u;
+        m = seed >> 9;
+        e = (seed >> 2) % 13u;
+        x[i] = (uint16_t)((seed & 0x80000000u ? 0x8000u : 0u) |
+                          (t == PA_DTYPE_BF16 ? (115u + e) << 7 | (m & 0x7Fu)
+                                              : (3u + e) << 10 | (m & 0x3FFu)));
+    }
+    return x;
+}
+
+/* The rows of x [L, row] (elements of es bytes) as pages of pt rows placed
+ * in shuffled order in a pool: pages[i] is page i (the pool is returned
+ * for freeing). */
+static void *paginate(const void *x, int L, size_t row, size_t es, int pt, const float **pages)
 {
     const int n = (L + pt - 1) / pt;
-    const size_t page = (size_t)pt * row;
-    float *pool = xmalloc((size_t)n * page * sizeof(float));
+    const size_t page = (size_t)pt * row * es;
+    char *pool = xmalloc((size_t)n * page);
     int *slot = xmalloc((size_t)n * sizeof(int));
     unsigned r = 12345u;
     for (int i = 0; i < n; i++)
@@ -164,8 +191,8 @@ static float *paginate(const float *x, int L, size_t row, int pt, const float **
     }
     for (int i = 0; i < n; i++) {
         const size_t rows = (size_t)(L - i * pt < pt ? L - i * pt : pt);
-        memcpy(pool + (size_t)slot[i] * page, x + (size_t)i * page, rows * row * sizeof(float));
-        pages[i] = pool + (size_t)slot[i] * page;
+        memcpy(pool + (size_t)slot[i] * page, (const char *)x + (size_t)i * page, rows * row * es);
+        pages[i] = (const float *)(const void *)(pool + (size_t)slot[i] * page);
     }
     free(slot);
     return pool;
@@ -292,15 +319,22 @@ int main(int argc, char **argv)
     const int H = smoke ? 4 : 32, Hkv = smoke ? 2 : 8, D = smoke ? 16 : 128, reps = smoke ? 1 : 5;
     const int L = smoke ? 300 : 32768;
     const dec_case cases[] = {
-        {"none", PA_SCHEME_NONE, false, 1, L, 0, true, 0},
-        {"alibi", PA_SCHEME_ALIBI, false, 1, L, 0, true, 0},
-        {"t5", PA_SCHEME_T5, false, 1, L, 0, true, 0},
-        {"rope k_prerotated", PA_SCHEME_ROPE, true, 1, L, 0, true, 0},
-        {"rope (rotates k)", PA_SCHEME_ROPE, false, 1, L, 0, false, 0},
-        {"none, 8 x L/8", PA_SCHEME_NONE, false, 8, L / 8, 0, true, 0},
-        {"rope window 4096", PA_SCHEME_ROPE, true, 1, L, smoke ? 64 : 4096, false, 0},
-        {"rope prerot, pages 16", PA_SCHEME_ROPE, true, 1, L, 0, true, 16},
+        {"none", PA_SCHEME_NONE, false, 1, L, 0, true, 0, PA_DTYPE_F32, 0},
+        {"alibi", PA_SCHEME_ALIBI, false, 1, L, 0, true, 0, PA_DTYPE_F32, 0},
+        {"t5", PA_SCHEME_T5, false, 1, L, 0, true, 0, PA_DTYPE_F32, 0},
+        {"rope k_prerotated", PA_SCHEME_ROPE, true, 1, L, 0, true, 0, PA_DTYPE_F32, 0},
+        {"rope (rotates k)", PA_SCHEME_ROPE, false, 1, L, 0, false, 0, PA_DTYPE_F32, 0},
+        {"none, 8 x L/8", PA_SCHEME_NONE, false, 8, L / 8, 0, true, 0, PA_DTYPE_F32, 0},
+        {"rope window 4096", PA_SCHEME_ROPE, true, 1, L, smoke ? 64 : 4096, false, 0, PA_DTYPE_F32,
+         0},
+        {"rope prerot, pages 16", PA_SCHEME_ROPE, true, 1, L, 0, true, 16, PA_DTYPE_F32, 0},
+        {"rope prerot, bf16", PA_SCHEME_ROPE, true, 1, L, 0, true, 0, PA_DTYPE_BF16, 3},
+        {"rope prerot, f16", PA_SCHEME_ROPE, true, 1, L, 0, true, 0, PA_DTYPE_F16, 3},
+        {"bf16, pages 16", PA_SCHEME_ROPE, true, 1, L, 0, true, 16, PA_DTYPE_BF16, 7},
+        {"f16, pages 16", PA_SCHEME_ROPE, true, 1, L, 0, true, 16, PA_DTYPE_F16, 7},
     };
+    enum { NCASES = sizeof cases / sizeof *cases };
+    double best_of[NCASES][MAX_T + 1];
     const size_t far = smoke ? (size_t)16 << 20 : ceiling_past_llc();
     const size_t kv_bytes = 2 * (size_t)L * Hkv * D * sizeof(float);
     double bw_far[MAX_T + 1], bw_kv[MAX_T + 1];
@@ -320,16 +354,19 @@ int main(int argc, char **argv)
     }
     printf("\nLq=1, H=%d, Hkv=%d, D=%d, causal; k and v resident (%.0f MB per call)\n", H, Hkv, D,
            kv_bytes / 1e6);
-    printf("%-22s %2s %6s %3s %9s %8s %9s %9s %7s %5s\n", "case", "B", "Lk", "T", "ms", "GB/s",
-           "of read", "of 268MB", "target", "met");
+    printf("%-22s %2s %6s %3s %9s %8s %9s %9s %7s %5s %6s\n", "case", "B", "Lk", "T", "ms", "GB/s",
+           "of read", "of 268MB", "target", "met", "x f32");
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const dec_case *dc = &cases[ci];
         pa_scheme s;
         dec_ctx c;
-        float *k[8], *v[8], *q[8], *kpool = NULL, *vpool = NULL;
+        float *k[8], *v[8], *q[8];
+        uint16_t *k16[8] = {0}, *v16[8] = {0};
+        void *kpool = NULL, *vpool = NULL;
         const float **kpages = NULL, **vpages = NULL;
         double visible = dc->window > 0 ? dc->window : dc->Lk;
-        const double bytes = 2.0 * visible * Hkv * D * sizeof(float) * dc->B;
+        const size_t es = dc->dtype == PA_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+        const double bytes = 2.0 * visible * Hkv * D * (double)es * dc->B;
         memset(&c, 0, sizeof c);
         pa_scheme_init(&s, dc->scheme);
         if (dc->scheme == PA_SCHEME_T5) {
@@ -358,12 +395,19 @@ int main(int argc, char **argv)
             a->causal = true;
             a->window = dc->window;
             a->k_prerotated = dc->prerotated;
+            if (dc->dtype != PA_DTYPE_F32) {
+                k16[b] = rand16((size_t)dc->Lk * Hkv * D, dc->dtype, 2 + (unsigned)b);
+                v16[b] = rand16((size_t)dc->Lk * Hkv * D, dc->dtype, 3 + (unsigned)b);
+                a->kv_dtype = dc->dtype;
+                a->k = (const float *)(const void *)k16[b];
+                a->v = (const float *)(const void *)v16[b];
+            }
             if (dc->pages > 0) { /* B is 1 */
                 const int np = (dc->Lk + dc->pages - 1) / dc->pages;
                 kpages = xmalloc((size_t)np * sizeof *kpages);
                 vpages = xmalloc((size_t)np * sizeof *vpages);
-                kpool = paginate(k[b], dc->Lk, (size_t)Hkv * D, dc->pages, kpages);
-                vpool = paginate(v[b], dc->Lk, (size_t)Hkv * D, dc->pages, vpages);
+                kpool = paginate(a->k, dc->Lk, (size_t)Hkv * D, es, dc->pages, kpages);
+                vpool = paginate(a->v, dc->Lk, (size_t)Hkv * D, es, dc->pages, vpages);
                 a->k = a->v = NULL;
                 a->k_pages = kpages;
                 a->v_pages = vpages;
@@ -379,6 +423,7 @@ int main(int argc, char **argv)
         for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax) {
             double best = 1e30, gbs;
             bool ok;
+            char vs[16];
             c.T = T;
             dec_call(&c); /* warm-up: pages, tables */
             for (int r = 0; r < reps; r++) {
@@ -388,10 +433,15 @@ int main(int argc, char **argv)
             }
             gbs = bytes / best * 1e-9;
             ok = gbs / bw_far[T] >= 0.6;
-            printf("%-22s %2d %6d %3d %9.2f %8.1f %9.2f %9.2f %7s %5s\n", dc->name, dc->B, dc->Lk,
-                   T, best * 1e3, gbs, gbs / bw_far[T], gbs / bw_kv[T],
+            best_of[ci][T] = best;
+            if (dc->dtype != PA_DTYPE_F32)
+                snprintf(vs, sizeof vs, "%.2f", best_of[dc->vs][T] / best);
+            else
+                snprintf(vs, sizeof vs, "-");
+            printf("%-22s %2d %6d %3d %9.2f %8.1f %9.2f %9.2f %7s %5s %6s\n", dc->name, dc->B,
+                   dc->Lk, T, best * 1e3, gbs, gbs / bw_far[T], gbs / bw_kv[T],
                    dc->target && T == tmax ? ">=0.60" : "-",
-                   dc->target && T == tmax ? (ok ? "met" : "NO") : "-");
+                   dc->target && T == tmax ? (ok ? "met" : "NO") : "-", vs);
             if (dc->target && T == tmax)
                 ok ? met++ : missed++;
         }
@@ -403,6 +453,8 @@ int main(int argc, char **argv)
             free(q[b]);
             free(k[b]);
             free(v[b]);
+            free(k16[b]);
+            free(v16[b]);
         }
         free(kpool);
         free(vpool);

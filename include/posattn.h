@@ -81,6 +81,19 @@ typedef struct pa_error {
 /* Attention                                                                 */
 /* ------------------------------------------------------------------------- */
 
+/* Element types of the key and value tensors (pa_attention.kv_dtype). The
+ * 16-bit ones are uint16_t bit patterns: bf16 is the top half of an IEEE
+ * float32 (widened by a 16-bit shift), f16 is IEEE binary16. Both widen to
+ * float32 exactly. */
+typedef enum pa_dtype {
+    PA_DTYPE_F32 = 0, /* float, the default */
+    PA_DTYPE_BF16 = 1,
+    PA_DTYPE_F16 = 2,
+} pa_dtype;
+
+/* "f32", "bf16", "f16"; "unknown" for a value not in the enum. Static. */
+const char *pa_dtype_name(pa_dtype t);
+
 /* Multi-head scaled dot-product attention with a positional scheme.
  *
  * Two input modes:
@@ -282,6 +295,22 @@ typedef struct pa_attention {
     const float *const *k_pages; /* [ceil(Lk / page_tokens)], or NULL */
     const float *const *v_pages; /* [ceil(Lk / page_tokens)], with k_pages */
     int32_t page_tokens;         /* > 0, a multiple of 16, with k_pages */
+    /* Keys and values in 16 bits, q/k/v mode: with PA_DTYPE_BF16 or
+     * PA_DTYPE_F16, k, v, k_pages[p] and v_pages[p] point at uint16_t
+     * elements of that type (cast to const float *; the shapes, in
+     * elements, are as above, and each pointer is aligned as a float's).
+     * Each element is widened to float32 exactly where it is read, and
+     * everything else is computed in float32 as before: every result
+     * equals, bit for bit, the float32 call on the widened arrays, in
+     * every kernel and way of splitting a call. The decode kernel reads
+     * the 16-bit rows directly (half the bytes of a float cache); the
+     * tiled kernel widens one kv head's rows into its workspace. Returned
+     * k_rot rows are float32. q and every other tensor stay float32.
+     * Refused with it: layer mode (the projections make float32 keys) and
+     * the callers that build their own keys (pa_diff_run, pa_mla_run, the
+     * analyses). Errors name "kv_dtype". PA_DTYPE_F32 (zero): float32,
+     * exactly as before it existed. */
+    pa_dtype kv_dtype;
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. Zero the struct before
@@ -329,7 +358,10 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
  * depends on the positions, so size each descriptor that has positions of
  * its own. cope adds one block row of its position terms and q.E: 64 *
  * (k_len rounded up to 16, + 16, + npos_max) floats (a block is 64
- * queries). Returns 0 if the size overflows. */
+ * queries). 16-bit keys and values (kv_dtype) add, for the tiled kernel,
+ * one kv head's rows widened (k_len * (head_dim + v_head_dim) floats, which
+ * paged and GQA calls hold already), and for the decode kernel 4 * head_dim
+ * + 16 * v_head_dim floats. Returns 0 if the size overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
 /* Effective sizes after defaults: useful for sizing outputs. With packed
@@ -399,7 +431,11 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
 
 /* The kernels this process runs: "avx512" (FMA micro-kernels, chosen at run
  * time where the CPU has AVX-512F) or "portable" (plain C and OpenBLAS),
- * also forced by the environment variable POSATTN_KERNEL=portable. */
+ * also forced by the environment variable POSATTN_KERNEL=portable. Under
+ * "portable", CPUs with AVX2 and F16C run the decode kernel's row loops as
+ * AVX2 code that computes the plain C's bits (the same multiplies and adds
+ * in the same order) and widens 16-bit keys and values (kv_dtype) in
+ * registers; POSATTN_KERNEL=portable turns that off too. */
 const char *pa_kernel_name(void);
 
 #include "posattn_analysis.h" /* the analyses */

@@ -102,6 +102,11 @@ pa_status pa_analyze_permutation(const pa_attention *a, const int32_t *perm, voi
     if (a->k_pages != NULL)
         return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_pages",
                         "the analyses read k and v whole: send them contiguous, not paged");
+    if (a->kv_dtype != PA_DTYPE_F32)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "kv_dtype",
+                        "kv_dtype=%s: the analyses read k and v as float32 (they permute and "
+                        "project them); send them as float32",
+                        pa_dtype_name(a->kv_dtype));
     if (a->cu_seqlens_q != NULL)
         return packed_refused(err);
     pa__plan_init(&p, a);
@@ -360,6 +365,11 @@ pa_status pa_analyze_decompose(const pa_attention *a, const pa_decomposition *o,
     if (a->k_pages != NULL)
         return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_pages",
                         "the analyses read k and v whole: send them contiguous, not paged");
+    if (a->kv_dtype != PA_DTYPE_F32)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "kv_dtype",
+                        "kv_dtype=%s: the analyses read k and v as float32 (they permute and "
+                        "project them); send them as float32",
+                        pa_dtype_name(a->kv_dtype));
     if (a->cu_seqlens_q != NULL)
         return packed_refused(err);
     if (o == NULL || o->content == NULL || o->position == NULL)

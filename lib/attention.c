@@ -9,6 +9,7 @@
  */
 #include "attention_kernel.h"
 #include "cpu.h"
+#include "dtype.h"
 #include "softmax.h"
 #include "tile.h"
 
@@ -90,6 +91,7 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     size_t Lq = (size_t)p->Lq, Lk = (size_t)p->Lk;
     size_t tq = Lq < BQ ? Lq : BQ;
     size_t tk = Lk < BK ? Lk : BK;
+    const bool kv16 = !p->layer && a->kv_dtype != PA_DTYPE_F32;
 
     memset(b, 0, sizeof *b);
     if (p->layer) {
@@ -127,9 +129,11 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         }
     }
     b->kt = pa__ws_take(w, (size_t)p->D * pa__tile_kt_ld(p->Lk), sizeof(float));
-    if (p->Hkv > 1 || a->k_pages != NULL)
+    /* 16-bit keys and values: the tiled kernel widens one kv head's rows
+     * into these as it gathers them. */
+    if (p->Hkv > 1 || a->k_pages != NULL || (kv16 && !pa__decode_fits(p)))
         b->vhead = pa__ws_take(w, Lk * (size_t)p->Dv, sizeof(float));
-    if (a->k_pages != NULL && !pa__decode_fits(p))
+    if ((a->k_pages != NULL || kv16) && !pa__decode_fits(p))
         b->kgather = pa__ws_take(w, Lk * (size_t)p->D, sizeof(float));
     b->qpos = pa__ws_take(w, Lq, sizeof(int32_t));
     b->kpos = pa__ws_take(w, Lk, sizeof(int32_t));
@@ -198,6 +202,10 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         const size_t rows = (size_t)p->H * Lq;
         b->dq = pa__ws_take(w, rows * (size_t)p->D, sizeof(float));
         b->dk = pa__ws_take(w, 4 * (size_t)p->D, sizeof(float));
+        if (kv16) {
+            b->dkw = pa__ws_take(w, 4 * (size_t)p->D, sizeof(float));
+            b->dvw = pa__ws_take(w, PA__VRUN * (size_t)p->Dv, sizeof(float));
+        }
         b->dS = pa__ws_take(w, rows * DEC_BK, sizeof(float));
         b->state = pa__ws_take(w, rows * PA__STATE(p->Dv), sizeof(float));
     }
@@ -214,14 +222,15 @@ size_t pa__workspace_one(const pa_attention *a)
     return pa__ws_size(&w);
 }
 
-/* inv[i] = 1 / sqrt(mean(x[i]^2) + eps) over rows x [n, cols]. */
-static void inverse_rms(const float *x, int32_t n, int32_t cols, float eps, float *inv)
+/* inv[i] = 1 / sqrt(mean(x[i]^2) + eps) over rows x [n, cols] of type t. */
+static void inverse_rms(pa_dtype t, const void *x, int32_t n, int32_t cols, float eps, float *inv)
 {
     for (int32_t i = 0; i < n; i++) {
         double ss = 0.0;
-        const float *r = x + (size_t)i * cols;
-        for (int32_t c = 0; c < cols; c++)
-            ss += (double)r[c] * r[c];
+        for (int32_t c = 0; c < cols; c++) {
+            const double e = pa__dtype_get(t, x, (size_t)i * cols + (size_t)c);
+            ss += e * e;
+        }
         inv[i] = (float)(1.0 / sqrt(ss / cols + eps));
     }
 }
@@ -487,6 +496,7 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         io->kp = a->k_pages;
         io->vp = a->v_pages;
         io->pt = a->page_tokens;
+        io->kvt = a->kv_dtype;
     }
 
     if (p->xpos) {
@@ -530,9 +540,9 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
             return st;
     }
     if (b->q_inv != NULL)
-        inverse_rms(io->Q, p->Lq, io->ldq, a->q_norm_eps, b->q_inv);
-    if (b->k_inv != NULL)
-        inverse_rms(io->K, p->Lk, io->ldk, a->k_norm_eps, b->k_inv);
+        inverse_rms(PA_DTYPE_F32, io->Q, p->Lq, io->ldq, a->q_norm_eps, b->q_inv);
+    if (b->k_inv != NULL) /* k_norm: never paged */
+        inverse_rms(io->kvt, io->K, p->Lk, io->ldk, a->k_norm_eps, b->k_inv);
     /* q and k as attention sees them: written on the way by the kernel when
      * it normalises or rotates them, copied here otherwise. */
     if (p->rope || p->q_norm || p->q_scale)
@@ -543,8 +553,8 @@ static pa_status prepare(call *c, const pa_attention *a, const pa_attention_out 
         io->k_rot = out->k_rot;
     else if (part == 0 && out->k_rot != NULL)
         for (int32_t j = 0; j < p->Lk; j += pa__krun(io, j, p->Lk - j)) /* page by page */
-            memcpy(out->k_rot + (size_t)j * io->ldk, pa__krow(io, j),
-                   (size_t)pa__krun(io, j, p->Lk - j) * io->ldk * sizeof(float));
+            pa__widen(io->kvt, pa__krow_raw(io, j), (size_t)pa__krun(io, j, p->Lk - j) * io->ldk,
+                      out->k_rot + (size_t)j * io->ldk);
     if (p->scheme->type == PA_SCHEME_ALIBI) {
         st = pa_alibi_slopes(&p->scheme->alibi, p->H, b->slopes, err);
         if (st == PA_STATUS_OK)

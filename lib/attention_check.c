@@ -76,6 +76,11 @@ static pa_status check_layer_inputs(const pa_attention *a, int32_t H, int32_t Hk
         return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_pages",
                         "paged keys and values are q/k/v mode's: in layer mode the keys are "
                         "projected from x");
+    if (a->kv_dtype != PA_DTYPE_F32)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "kv_dtype",
+                        "kv_dtype=%s is q/k/v mode's: in layer mode the keys and values are "
+                        "projected from x, in float32",
+                        pa_dtype_name(a->kv_dtype));
     TRY(check_positive(err, "x.shape[0]", a->seq_len));
     TRY(check_positive(err, "x.shape[1]", a->d_model));
     if (a->w_q == NULL)
@@ -420,6 +425,10 @@ pa_status pa__check_one(const pa_attention *a, pa_error *err)
     if (H % Hkv != 0)
         return pa__fail(err, PA_STATUS_SHAPE_MISMATCH, "num_kv_heads",
                         "num_kv_heads=%d does not divide num_heads=%d", (int)Hkv, (int)H);
+    if (a->kv_dtype != PA_DTYPE_F32 && a->kv_dtype != PA_DTYPE_BF16 && a->kv_dtype != PA_DTYPE_F16)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "kv_dtype",
+                        "kv_dtype=%d is not one of f32 (%d), bf16 (%d), f16 (%d)", (int)a->kv_dtype,
+                        (int)PA_DTYPE_F32, (int)PA_DTYPE_BF16, (int)PA_DTYPE_F16);
 
     if (a->x != NULL)
         TRY(check_layer_inputs(a, H, Hkv, D, Dv, err));

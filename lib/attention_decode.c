@@ -11,6 +11,10 @@
  * Neither K nor V is copied; keys that need a norm or a rotation are
  * prepared one row at a time.
  *
+ * Keys and values in 16 bits (kv_dtype) are read where they lie, half the
+ * bytes, and widened on the way by the row kernels (lib/decode_rows.c),
+ * each of which sums exactly as its float twin does.
+ *
  * The state of a row (running max, sum and unnormalised output) can be
  * computed over a share of the keys and the shares merged afterwards
  * (pa__decode_finish): split-K, as flash-decoding does (Dao, Haziza, Massa
@@ -18,17 +22,12 @@
  */
 #include "attention_kernel.h"
 
-#include "cpu.h"
+#include "decode_rows.h"
+#include "dtype.h"
 #include "softmax.h"
 
 #include <math.h>
 #include <string.h>
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define PA_DEC_X86 1
-#include <immintrin.h>
-#define PA_AVX512 __attribute__((target("avx512f")))
-#endif
 
 bool pa__decode_fits(const pa__plan *p)
 {
@@ -36,252 +35,15 @@ bool pa__decode_fits(const pa__plan *p)
 }
 
 /* ------------------------------------------------------------------------- */
-/* Row kernels                                                               */
-/* ------------------------------------------------------------------------- */
-
-/* s[r * lds + t] = scale * q_r . k_t for the n rows q_r = q + r * d and
- * the nk (1 to 4) keys k_t = k + t * ldk. */
-static void dot_rows(const float *q, int32_t n, int32_t d, const float *k, size_t ldk, int32_t nk,
-                     float scale, float *s, size_t lds)
-{
-    for (int32_t r = 0; r < n; r++)
-        for (int32_t t = 0; t < nk; t++) {
-            const float *x = q + (size_t)r * d, *y = k + (size_t)t * ldk;
-            float acc[8] = {0};
-            int32_t c = 0;
-            for (; c + 8 <= d; c += 8)
-                for (int32_t u = 0; u < 8; u++)
-                    acc[u] += x[c + u] * y[c + u];
-            for (; c < d; c++)
-                acc[0] += x[c] * y[c];
-            s[(size_t)r * lds + (size_t)t] = scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-                                                      ((acc[2] + acc[6]) + (acc[3] + acc[7])));
-        }
-}
-
-/* o_r += sum_j P[r * ldp + j] V[j * ldv + c] over d columns c, for the n
- * rows o_r = o + r * ldo and nk keys j. */
-static void pv_block(float *o, size_t ldo, const float *P, size_t ldp, int32_t n, const float *V,
-                     size_t ldv, int32_t nk, int32_t d)
-{
-    for (int32_t r = 0; r < n; r++) {
-        float *y = o + (size_t)r * ldo;
-        for (int32_t j = 0; j < nk; j++) {
-            const float w = P[(size_t)r * ldp + (size_t)j];
-            const float *v = V + (size_t)j * ldv;
-            if (w == 0.0f)
-                continue;
-            for (int32_t c = 0; c < d; c++)
-                y[c] += w * v[c];
-        }
-    }
-}
-
-#if PA_DEC_X86
-
-/* The lanes of 16 that hold the `left` floats still to go (none when
- * left <= 0). */
-static inline __mmask16 tail16(int32_t left)
-{
-    if (left >= 16)
-        return (__mmask16)0xFFFF;
-    return left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
-}
-
-/* The sums of the 16 lanes of a0, a1, a2, a3, in lanes 0, 4, 8 and 12:
- * halves, quarters, then pairs folded in 9 shuffles and adds, where four
- * separate reductions take 24. */
-PA_AVX512 static inline __m512 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
-{
-    const __m512 x = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44),  /* a0 lo | a1 lo */
-                                   _mm512_shuffle_f32x4(a0, a1, 0xEE)); /* a0 hi | a1 hi */
-    const __m512 y =
-        _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
-    /* Quarters: lanes 0-3 a0, 4-7 a1, 8-11 a2, 12-15 a3. */
-    __m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
-    z = _mm512_add_ps(z, _mm512_permute_ps(z, 0x4E)); /* pairs of pairs */
-    return _mm512_add_ps(z, _mm512_permute_ps(z, 0xB1));
-}
-
-/* R rows (1 to 4) against 4 keys: 4R accumulators (independent chains of
- * fused multiply-adds), each 16 floats of q and of k loaded once; keys past
- * nk repeat the first and are not stored. */
-PA_AVX512 static inline __attribute__((always_inline)) void
-dot_tile(const int R, const float *q, int32_t d, const float *k, size_t ldk, int32_t nk,
-         float scale, float *s, size_t lds)
-{
-    const float *kt[4];
-    __m512 acc[4][4];
-    int32_t c = 0;
-    const __m512i pick = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-    for (int t = 0; t < 4; t++)
-        kt[t] = k + (t < nk ? (size_t)t * ldk : 0);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++)
-            acc[r][t] = _mm512_setzero_ps();
-    for (; c + 16 <= d; c += 16) {
-        const __m512 k0 = _mm512_loadu_ps(kt[0] + c), k1 = _mm512_loadu_ps(kt[1] + c);
-        const __m512 k2 = _mm512_loadu_ps(kt[2] + c), k3 = _mm512_loadu_ps(kt[3] + c);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const __m512 x = _mm512_loadu_ps(q + (size_t)r * d + c);
-            acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
-            acc[r][2] = _mm512_fmadd_ps(x, k2, acc[r][2]);
-            acc[r][3] = _mm512_fmadd_ps(x, k3, acc[r][3]);
-        }
-    }
-    if (c < d) {
-        const __mmask16 m = tail16(d - c);
-        const __m512 k0 = _mm512_maskz_loadu_ps(m, kt[0] + c),
-                     k1 = _mm512_maskz_loadu_ps(m, kt[1] + c);
-        const __m512 k2 = _mm512_maskz_loadu_ps(m, kt[2] + c),
-                     k3 = _mm512_maskz_loadu_ps(m, kt[3] + c);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const __m512 x = _mm512_maskz_loadu_ps(m, q + (size_t)r * d + c);
-            acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
-            acc[r][2] = _mm512_fmadd_ps(x, k2, acc[r][2]);
-            acc[r][3] = _mm512_fmadd_ps(x, k3, acc[r][3]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        const __m512 sums =
-            _mm512_mul_ps(sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), _mm512_set1_ps(scale));
-        _mm512_mask_storeu_ps(s + (size_t)r * lds, (__mmask16)((1u << nk) - 1u),
-                              _mm512_permutexvar_ps(pick, sums));
-    }
-}
-
-PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, const float *k,
-                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds)
-{
-    int32_t r = 0;
-    for (; r + 4 <= n; r += 4)
-        dot_tile(4, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
-    switch (n - r) {
-    case 3:
-        dot_tile(3, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
-        break;
-    case 2:
-        dot_tile(2, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
-        break;
-    case 1:
-        dot_tile(1, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
-        break;
-    default:
-        break;
-    }
-}
-
-/* R rows (1 to 4) by 64 columns from c of pv_block, the sums in 4R
- * registers across all nk keys, then added to o once. */
-PA_AVX512 static inline __attribute__((always_inline)) void
-pv_tile(const int R, const bool full, float *o, size_t ldo, const float *P, size_t ldp,
-        const float *V, size_t ldv, int32_t nk, int32_t c, int32_t d)
-{
-    const __mmask16 m0 = tail16(d - c), m1 = tail16(d - c - 16), m2 = tail16(d - c - 32),
-                    m3 = tail16(d - c - 48);
-    __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int u = 0; u < 4; u++)
-            acc[r][u] = _mm512_setzero_ps();
-    for (int32_t j = 0; j < nk; j++) {
-        const float *v = V + (size_t)j * ldv + c;
-        const __m512 v0 = full ? _mm512_loadu_ps(v) : _mm512_maskz_loadu_ps(m0, v);
-        const __m512 v1 = full ? _mm512_loadu_ps(v + 16) : _mm512_maskz_loadu_ps(m1, v + 16);
-        const __m512 v2 = full ? _mm512_loadu_ps(v + 32) : _mm512_maskz_loadu_ps(m2, v + 32);
-        const __m512 v3 = full ? _mm512_loadu_ps(v + 48) : _mm512_maskz_loadu_ps(m3, v + 48);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const __m512 w = _mm512_set1_ps(P[(size_t)r * ldp + (size_t)j]);
-            acc[r][0] = _mm512_fmadd_ps(w, v0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(w, v1, acc[r][1]);
-            acc[r][2] = _mm512_fmadd_ps(w, v2, acc[r][2]);
-            acc[r][3] = _mm512_fmadd_ps(w, v3, acc[r][3]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        float *y = o + (size_t)r * ldo + c;
-        _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, y), acc[r][0]));
-        _mm512_mask_storeu_ps(y + 16, m1,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(m1, y + 16), acc[r][1]));
-        _mm512_mask_storeu_ps(y + 32, m2,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(m2, y + 32), acc[r][2]));
-        _mm512_mask_storeu_ps(y + 48, m3,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(m3, y + 48), acc[r][3]));
-    }
-}
-
-#define PV_TILES(full)                                                                             \
-    do {                                                                                           \
-        int32_t r = 0;                                                                             \
-        for (; r + 4 <= n; r += 4)                                                                 \
-            pv_tile(4, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
-                    d);                                                                            \
-        if (n - r == 3)                                                                            \
-            pv_tile(3, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
-                    d);                                                                            \
-        else if (n - r == 2)                                                                       \
-            pv_tile(2, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
-                    d);                                                                            \
-        else if (n - r == 1)                                                                       \
-            pv_tile(1, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
-                    d);                                                                            \
-    } while (0)
-
-/* 64 columns at a time: unmasked loads while whole, masked on the tail. */
-PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
-                                      const float *V, size_t ldv, int32_t nk, int32_t d)
-{
-    int32_t c = 0;
-    for (; c + 64 <= d; c += 64)
-        PV_TILES(true);
-    if (c < d)
-        PV_TILES(false);
-}
-
-#undef PV_TILES
-
-#endif
-
-/* The row kernels of this run: chosen once per call. */
-typedef struct row_ops {
-    void (*dot)(const float *, int32_t, int32_t, const float *, size_t, int32_t, float, float *,
-                size_t);
-    void (*pv)(float *, size_t, const float *, size_t, int32_t, const float *, size_t, int32_t,
-               int32_t);
-} row_ops;
-
-static row_ops pick_ops(void)
-{
-    row_ops ops = {dot_rows, pv_block};
-#if PA_DEC_X86
-    if (pa__cpu_avx512()) {
-        ops.dot = dot_rows_avx512;
-        ops.pv = pv_block_avx512;
-    }
-#endif
-    return ops;
-}
-
-/* ------------------------------------------------------------------------- */
 /* The kernel                                                                */
 /* ------------------------------------------------------------------------- */
 
-/* Asks for n floats from x into L2, a cache line at a time. */
-static inline void prefetch(const float *x, size_t n)
+/* Asks for n bytes from x into L2, a cache line at a time. */
+static inline void prefetch(const void *x, size_t n)
 {
 #if defined(__GNUC__)
-    for (size_t i = 0; i < n * 1; i += 16)
-        __builtin_prefetch(x + i, 0, 2);
+    for (size_t i = 0; i < n; i += 64)
+        __builtin_prefetch((const char *)x + i, 0, 2);
 #else
     (void)x;
     (void)n;
@@ -317,6 +79,23 @@ static void prep_queries(const pa__plan *p, const buffers *b, const head_io *io,
     }
 }
 
+/* Keys [j, j + n) of kv head g (n <= 4, within a page) as float rows:
+ * *src with row stride *ld, in place, or widened into b->dkw when 16-bit. */
+static void key_rows(const pa__plan *p, const buffers *b, const head_io *io, int32_t g, int32_t j,
+                     int32_t n, const float **src, int *ld)
+{
+    if (io->kvt == PA_DTYPE_F32) {
+        *src = pa__krow(io, j) + (size_t)g * p->D;
+        *ld = io->ldk;
+        return;
+    }
+    for (int32_t t = 0; t < n; t++)
+        pa__widen(io->kvt, (const uint16_t *)pa__krow_raw(io, j + t) + (size_t)g * p->D,
+                  (size_t)p->D, b->dkw + (size_t)t * p->D);
+    *src = b->dkw;
+    *ld = p->D;
+}
+
 /* The returned results of keys [f0, f1) that rows of heads [h0, h1) own:
  * their logits start at -inf (weights hold logits until the finish), so
  * that keys the kernel skips read as masked; and with k rotated or
@@ -339,11 +118,13 @@ static void own_results(const pa__plan *p, const buffers *b, const head_io *io, 
             row_norm nm = kn;
             if (nm.inv != NULL)
                 nm.inv += j;
-            pa__prep_rows(p, &nm, g,
-                          p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j * half : NULL,
-                          p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j * half : NULL,
-                          NULL, pa__krow(io, j) + (size_t)g * p->D, io->ldk, n, b->dk,
-                          io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
+            const float *src;
+            int ld;
+            key_rows(p, b, io, g, j, n, &src, &ld);
+            pa__prep_rows(
+                p, &nm, g, p->rope ? pa__rope_tab(p, b->cos_k, g, p->Lk) + (size_t)j * half : NULL,
+                p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j * half : NULL, NULL, src,
+                ld, n, b->dk, io->k_rot + (size_t)j * io->ldk + (size_t)g * p->D, io->ldk);
             j += n;
         }
     }
@@ -354,7 +135,9 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
 {
     float *store = io->logits != NULL ? io->logits : io->weights;
     const pa_attention *a = p->a;
-    const row_ops ops = pick_ops();
+    const pa__row_ops ops = pa__row_ops_pick(io->kvt);
+    const bool kv16 = io->kvt != PA_DTYPE_F32;
+    const size_t es = pa__dtype_size(io->kvt);
     const int32_t Lq = p->Lq, D = p->D, Dv = p->Dv, G = p->group;
     const size_t half = (size_t)p->r / 2, st = PA__STATE(Dv);
     const int32_t g0 = h0 / G, g1 = (h1 + G - 1) / G; /* kv heads of [h0, h1) */
@@ -393,8 +176,23 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
             nj = pa__krun(io, j, pa__min_i32(4, hi - j));
             for (int32_t g = g0; g < g1; g++) {
                 const int32_t hs = pa__max_i32(h0, g * G), he = pa__min_i32(h1, (g + 1) * G);
-                const float *kr = pa__krow(io, j) + (size_t)g * D;
-                size_t ldk = (size_t)io->ldk;
+                const float *kr;
+                size_t ldk;
+                if (!prep_k && kv16) { /* read in place, widened in the row kernel */
+                    ops.dot16(b->dq + (size_t)hs * Lq * D, (he - hs) * Lq, D,
+                              (const uint16_t *)pa__krow_raw(io, j) + (size_t)g * D,
+                              (size_t)io->ldk, nj, p->scale,
+                              b->dS + (size_t)hs * Lq * nk + (j - lo), (size_t)nk, b->dkw);
+                    continue;
+                }
+                if (prep_k) {
+                    int ld;
+                    key_rows(p, b, io, g, j, nj, &kr, &ld);
+                    ldk = (size_t)ld;
+                } else {
+                    kr = pa__krow(io, j) + (size_t)g * D;
+                    ldk = (size_t)io->ldk;
+                }
                 if (prep_k) {
                     for (int32_t t = 0; t < nj; t++) {
                         row_norm nm = kn;
@@ -406,7 +204,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
                                     : NULL,
                             p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)(j + t) * half
                                     : NULL,
-                            NULL, kr + (size_t)t * io->ldk, io->ldk, 1, b->dk + (size_t)t * D, NULL,
+                            NULL, kr + (size_t)t * ldk, (int)ldk, 1, b->dk + (size_t)t * D, NULL,
                             0);
                     }
                     kr = b->dk;
@@ -419,7 +217,8 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
              * head at a time (rows Hkv*Dv floats apart, which the hardware
              * prefetchers do not follow). */
             for (int32_t t = 0; t < nj; t++)
-                prefetch(pa__vrow(io, j + t) + (size_t)g0 * Dv, (size_t)(g1 - g0) * Dv);
+                prefetch((const char *)pa__vrow_raw(io, j + t) + (size_t)g0 * Dv * es,
+                         (size_t)(g1 - g0) * Dv * es);
         }
         /* Biases, masks and the online softmax, row by row. */
         for (int32_t h = h0; h < h1; h++) {
@@ -464,9 +263,15 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
             const int32_t hs = pa__max_i32(h0, g * G), he = pa__min_i32(h1, (g + 1) * G);
             for (int32_t s0 = lo, s1; s0 < hi; s0 = s1) {
                 s1 = pa__min_i32(hi, (s0 / PA__VRUN + 1) * PA__VRUN);
-                ops.pv(state + (size_t)hs * Lq * st + PA__STATE_O, st,
-                       b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,
-                       pa__vrow(io, s0) + (size_t)g * Dv, (size_t)io->ldv, s1 - s0, Dv);
+                if (kv16)
+                    ops.pv16(state + (size_t)hs * Lq * st + PA__STATE_O, st,
+                             b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,
+                             (const uint16_t *)pa__vrow_raw(io, s0) + (size_t)g * Dv,
+                             (size_t)io->ldv, s1 - s0, Dv, b->dvw);
+                else
+                    ops.pv(state + (size_t)hs * Lq * st + PA__STATE_O, st,
+                           b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,
+                           pa__vrow(io, s0) + (size_t)g * Dv, (size_t)io->ldv, s1 - s0, Dv);
             }
         }
     }

@@ -77,6 +77,8 @@ typedef struct buffers {
     /* The decode kernel (pa__decode_fits): */
     float *dq;            /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
     float *dk;            /* [4, D] four keys of one kv head, normalised or rotated */
+    float *dkw;           /* [4, D] kv_dtype 16-bit: those keys widened, before that */
+    float *dvw;           /* [PA__VRUN, Dv] kv_dtype 16-bit, AVX-512: a run of values widened */
     float *dS;            /* [H*Lq, DEC_BK] one block's logits, then probabilities */
     float *state;         /* [H*Lq, PA__STATE(Dv)] running state of pa_attention_run */
     bool *overflow;       /* set when a row's logits were not finite */
@@ -117,6 +119,11 @@ typedef struct head_io {
      * row j % pt of page j / pt (pa__krow, pa__vrow). */
     const float *const *kp, *const *vp;
     int32_t pt;
+    /* kv_dtype (posattn.h): with a 16-bit type, K, V and the pages hold
+     * uint16_t elements (ldk, ldv still count elements), read through
+     * pa__krow_raw and pa__vrow_raw; pa__krow and pa__vrow are for float
+     * rows only. */
+    pa_dtype kvt;
     float *out;                            /* [Lq, H*Dv] */
     float *weights, *logits;               /* [H, Lq, Lk] or NULL */
     float *q_rot, *k_rot;                  /* rope: rotated q and k to return, or NULL */
@@ -137,6 +144,23 @@ static inline const float *pa__vrow(const head_io *io, int32_t j)
     if (io->vp != NULL)
         return io->vp[j / io->pt] + (size_t)(j % io->pt) * (size_t)io->ldv;
     return io->V + (size_t)j * (size_t)io->ldv;
+}
+
+/* Key (value) row j of any kv_dtype: its first element. */
+static inline const void *pa__krow_raw(const head_io *io, int32_t j)
+{
+    const size_t es = io->kvt == PA_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t off = (io->kp != NULL ? (size_t)(j % io->pt) : (size_t)j) * (size_t)io->ldk * es;
+    return (const char *)(io->kp != NULL ? (const void *)io->kp[j / io->pt] : (const void *)io->K) +
+           off;
+}
+
+static inline const void *pa__vrow_raw(const head_io *io, int32_t j)
+{
+    const size_t es = io->kvt == PA_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t off = (io->vp != NULL ? (size_t)(j % io->pt) : (size_t)j) * (size_t)io->ldv * es;
+    return (const char *)(io->vp != NULL ? (const void *)io->vp[j / io->pt] : (const void *)io->V) +
+           off;
 }
 
 /* Of n rows from j, those before j's page ends (all n when not paged). */

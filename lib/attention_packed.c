@@ -74,8 +74,14 @@ static void sub_desc(const pa_attention *a, int32_t s, const slices *sl, pa_atte
         o->seq_len = n;
     } else {
         o->q = a->q != NULL ? a->q + (size_t)q0 * H * D : NULL;
-        o->k = a->k != NULL ? a->k + (size_t)k0 * Hkv * D : NULL;
-        o->v = a->v != NULL ? a->v + (size_t)k0 * Hkv * Dv : NULL;
+        /* k and v hold elements of kv_dtype: the offset is in its bytes. */
+        const size_t es = a->kv_dtype == PA_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+        o->k = a->k != NULL
+                   ? (const float *)(const void *)((const char *)a->k + (size_t)k0 * Hkv * D * es)
+                   : NULL;
+        o->v = a->v != NULL
+                   ? (const float *)(const void *)((const char *)a->v + (size_t)k0 * Hkv * Dv * es)
+                   : NULL;
         o->q_len = n;
         o->k_len = m;
     }

@@ -14,6 +14,7 @@
 #include "attention_kernel.h"
 
 #include "bias_row.h"
+#include "dtype.h"
 #include "softmax.h"
 #include "tile.h"
 
@@ -316,27 +317,29 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
         /* Units of kv head g: [g*group*nb, (g+1)*group*nb). */
         const int64_t g0 = (int64_t)g * p->group * nb, g1 = g0 + (int64_t)p->group * nb;
         head_ops op;
-        const float *Kh = io->K + (size_t)g * p->D;
+        const float *Kh = io->kvt == PA_DTYPE_F32 ? io->K + (size_t)g * p->D : NULL;
         size_t ldk = (size_t)io->ldk; /* Kh's rows */
+        const size_t es = pa__dtype_size(io->kvt);
         if (g1 <= u0 || g0 >= u1)
             continue;
-        op.Vh = io->V + (size_t)g * p->Dv;
+        op.Vh = io->kvt == PA_DTYPE_F32 ? io->V + (size_t)g * p->Dv : NULL;
         op.ldv = io->ldv;
         if (b->vhead != NULL) {
             /* Value rows Hkv*Dv floats apart share few cache sets (a 2 KiB
              * stride maps a tile's rows onto 2 of L1's 64 sets): gather the
              * head's rows once so the tiles stream from contiguous memory.
-             * Paged values come together here too. */
+             * Paged values come together here too, and 16-bit ones are
+             * widened (layout() takes vhead for them). */
             for (int32_t j = 0; j < p->Lk; j++)
-                memcpy(b->vhead + (size_t)j * p->Dv, pa__vrow(io, j) + (size_t)g * p->Dv,
-                       (size_t)p->Dv * sizeof(float));
+                pa__widen(io->kvt, (const char *)pa__vrow_raw(io, j) + (size_t)g * p->Dv * es,
+                          (size_t)p->Dv, b->vhead + (size_t)j * p->Dv);
             op.Vh = b->vhead;
             op.ldv = p->Dv;
         }
-        if (b->kgather != NULL) { /* paged keys: the head's rows, contiguous */
+        if (b->kgather != NULL) { /* paged or 16-bit keys: the head's rows, contiguous floats */
             for (int32_t j = 0; j < p->Lk; j++)
-                memcpy(b->kgather + (size_t)j * p->D, pa__krow(io, j) + (size_t)g * p->D,
-                       (size_t)p->D * sizeof(float));
+                pa__widen(io->kvt, (const char *)pa__krow_raw(io, j) + (size_t)g * p->D * es,
+                          (size_t)p->D, b->kgather + (size_t)j * p->D);
             Kh = b->kgather;
             ldk = (size_t)p->D;
         }

@@ -34,6 +34,29 @@ bool pa__cpu_avx512(void)
     return v == 1;
 }
 
+static bool detect_avx2(void)
+{
+    const char *force = getenv("POSATTN_KERNEL");
+    if (force != NULL && strcmp(force, "portable") == 0)
+        return false;
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
+bool pa__cpu_avx2(void)
+{
+    static _Atomic int cached = -1; /* as in pa__cpu_avx512 */
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = detect_avx2() ? 1 : 0;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+
 const char *pa_kernel_name(void)
 {
     return pa__cpu_avx512() ? "avx512" : "portable";

@@ -12,6 +12,14 @@
 
 bool pa__cpu_avx512(void);
 
+/* AVX2 with F16C, under the same switch (POSATTN_KERNEL=portable turns it
+ * off). The decode kernel's row kernels have AVX2 variants that compute
+ * exactly what the portable C ones do (the same multiplies and adds in
+ * the same order, no fused multiply-add), so the bits of a result do not
+ * depend on it; the 16-bit keys and values (kv_dtype) are widened with
+ * it in registers. */
+bool pa__cpu_avx2(void);
+
 /* The kernels run with flush-to-zero: a result below float's smallest
  * normal (1.2e-38) becomes 0 instead of a subnormal, which x86 cores
  * compute in microcode at ~100 times the cost (ALiBi's far keys, whose

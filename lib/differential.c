@@ -95,6 +95,11 @@ pa_status pa_diff_check(const pa_attention *a, const pa_differential *d, pa_erro
     if (a->x != NULL)
         return pa__fail(err, PA_STATUS_UNSUPPORTED, "x",
                         "differential attention takes q, k, v (layer mode is not supported)");
+    if (a->kv_dtype != PA_DTYPE_F32)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "kv_dtype",
+                        "kv_dtype=%s with differential attention: it splits k and v into its "
+                        "two calls' float32 halves; send them as float32",
+                        pa_dtype_name(a->kv_dtype));
     if (d->pairs != PA_DIFF_PAIRS_INTERLEAVED && d->pairs != PA_DIFF_PAIRS_HALVES)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "differential.pairs",
                         "differential.pairs=%d is not interleaved or halves", (int)d->pairs);

@@ -157,6 +157,12 @@ static bool same_kind(const srv_kv_info *first, const srv_kv_info *in, int32_t b
     else if (p->v_head_dim != q->v_head_dim)
         what = "v_head_dim", x = p->v_head_dim, y = q->v_head_dim;
     snprintf(f, sizeof f, "session[%d]", (int)b);
+    if (what == NULL && p->dtype != q->dtype)
+        return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, f,
+                        "session[%d] '%s' stores %s, session[0] '%s' stores %s: the sessions of "
+                        "one item share their storage type",
+                        (int)b, in->id, pa_dtype_name(q->dtype), first->id,
+                        pa_dtype_name(p->dtype));
     if (what != NULL)
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, f,
                         "session[%d] '%s' has %s=%lld, session[0] '%s' has %lld: the sessions of "
@@ -349,6 +355,7 @@ bool api_item_parse_session(const cJSON *obj, const api_ctx *ctx, api_item *it, 
     it->att.v_pages = it->sess_pages;
     it->att.page_tokens = first.page_tokens;
     it->att.k_prerotated = first.prerotated;
+    it->att.kv_dtype = sp->dtype;
     it->out_ndim = 3;
     it->out_shape[0] = it->Lq;
     it->out_shape[1] = it->H;
@@ -377,6 +384,7 @@ void api_item_session_sequence(const api_item *it, int32_t b, pa_attention *att)
         att->page_tokens = ss->view.page_tokens;
         att->k_positions = ss->view.positions;
         att->k_prerotated = ss->view.prerotated;
+        att->kv_dtype = ss->view.dtype;
     }
     if (it->q_positions != NULL)
         att->q_positions = it->q_positions + (size_t)b * it->q_pos_stride;

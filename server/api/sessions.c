@@ -106,7 +106,7 @@ static bool session_fill(cJSON *o, const srv_kv_info *in)
     }
     ok = ok && add_int(o, "bytes", (int64_t)in->bytes) &&
          add_int(o, "shared_blocks", (int64_t)in->shared_blocks) &&
-         cJSON_AddStringToObject(o, "dtype", "f32") &&
+         cJSON_AddStringToObject(o, "dtype", pa_dtype_name(sp->dtype)) &&
          cJSON_AddStringToObject(o, "scheme", pa_scheme_type_name(in->scheme_type)) &&
          add_int(o, "num_kv_heads", sp->num_kv_heads) && add_int(o, "head_dim", sp->head_dim) &&
          add_int(o, "v_head_dim", sp->v_head_dim) && add_int(o, "max_tokens", sp->max_tokens);
@@ -260,12 +260,15 @@ static bool parse_spec(const cJSON *root, const api_ctx *ctx, const api_session_
         const char *dt;
         if (!api_get_string(m, "dtype", ctx, &dt, e))
             return false;
-        if (strcmp(dt, "bf16") == 0 || strcmp(dt, "f16") == 0)
-            return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "dtype",
-                            "dtype='%s': sessions store f32 only for now", dt);
-        if (strcmp(dt, "f32") != 0)
+        if (strcmp(dt, "bf16") == 0)
+            sp->dtype = PA_DTYPE_BF16;
+        else if (strcmp(dt, "f16") == 0)
+            sp->dtype = PA_DTYPE_F16;
+        else if (strcmp(dt, "f32") == 0)
+            sp->dtype = PA_DTYPE_F32;
+        else
             return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "dtype",
-                            "dtype='%.32s' is not a storage type (f32)", dt);
+                            "dtype='%.32s' is not a storage type (f32, bf16, f16)", dt);
     }
     if (!parse_eviction(api_member(root, "eviction"), ctx,
                         cJSON_IsNumber(lw) ? (int32_t)lw->valuedouble : 0, sp, e))

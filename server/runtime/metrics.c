@@ -501,8 +501,11 @@ static void sessions_write(FILE *f, srv_kv_cache *c)
     header(f, "posattn_sessions", "gauge", "Sessions (KV caches) the server holds.");
     fprintf(f, "posattn_sessions %zu\n", st.sessions);
     header(f, "posattn_cache_bytes", "gauge",
-           "Bytes of the sessions' blocks (a block shared by forks counted once).");
-    fprintf(f, "posattn_cache_bytes %zu\n", st.bytes);
+           "Bytes of the sessions' blocks by storage type (a block shared by forks counted "
+           "once).");
+    for (int t = 0; t < 3; t++)
+        fprintf(f, "posattn_cache_bytes{dtype=\"%s\"} %zu\n", pa_dtype_name((pa_dtype)t),
+                st.bytes_by_dtype[t]);
     header(f, "posattn_cache_budget_bytes", "gauge", "The sessions' budget (--cache-mb).");
     fprintf(f, "posattn_cache_budget_bytes %zu\n", st.budget);
     header(f, "posattn_cache_blocks", "gauge",

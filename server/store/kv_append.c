@@ -81,7 +81,7 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
     int32_t len, ring, nb_new, evicts = 0, *slot = NULL, *posv = NULL, *pos2 = NULL;
     kv_block **nb = NULL;
     bool ok = false, *copy = NULL;
-    float *cs = NULL, *sn = NULL;
+    float *cs = NULL, *sn = NULL, *row = NULL;
     size_t need = 0;
 
     if (n < 1) {
@@ -131,6 +131,28 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
     }
     s->busy = true;
     pthread_mutex_unlock(&c->lock);
+
+    /* A 16-bit session keeps what its type holds (results stay finite). */
+    if (s->spec.dtype != PA_DTYPE_F32) {
+        const char *what = NULL;
+        size_t at = 0;
+        double lim = 0;
+        if (!kv_fits(k, (size_t)n * s->krow, lim = kv_fit_limit(s->spec.dtype, s->rotate), &at))
+            what = "k";
+        else if (!kv_fits(v, (size_t)n * s->vrow, lim = kv_fit_limit(s->spec.dtype, false), &at))
+            what = "v";
+        if (what != NULL) {
+            kv_fail(e, SRV_ERR_OUT_OF_RANGE, what,
+                    "%s holds %.9g at element %zu: session '%s' stores %s, which holds "
+                    "magnitudes up to %.6g%s",
+                    what, (double)(what[0] == 'k' ? k : v)[at], at, id,
+                    pa_dtype_name(s->spec.dtype), lim,
+                    what[0] == 'k' && s->rotate ? " for keys it rotates (the type's largest "
+                                                  "over sqrt(2): any rotation of a pair fits)"
+                                                : "");
+            goto out;
+        }
+    }
 
     /* Where each token goes, and every block written: new ones, and copies
      * of shared ones (a fork's, or a view's). */
@@ -197,7 +219,7 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
             pthread_mutex_unlock(&c->lock);
             goto out;
         }
-        c->bytes += need; /* reserved: the blocks come below */
+        kv_bytes_add(c, s->spec.dtype, (ptrdiff_t)need); /* reserved: the blocks come below */
         pthread_mutex_unlock(&c->lock);
     }
     {
@@ -236,6 +258,11 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
     }
     if (s->rotate && s->spec.reposition && s->spec.sinks > 0 && s->sink_raw == NULL)
         s->sink_raw = calloc((size_t)s->spec.sinks * s->krow, sizeof(float));
+    row = malloc(s->krow * sizeof *row); /* a key in float32 before its storage */
+    if (row == NULL) {
+        kv_fail(e, SRV_ERR_INTERNAL, "", "out of memory appending");
+        goto unreserve_blocks;
+    }
     if (s->rotate) {
         cs = malloc((size_t)s->spec.head_dim * sizeof *cs);
         sn = malloc((size_t)s->spec.head_dim * sizeof *sn);
@@ -259,12 +286,14 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
         for (int32_t i = 0; i < n; i++) {
             kv_block *b = nb[slot[i] / bt];
             const int32_t r = slot[i] % bt;
-            float *kd = b->k + (size_t)r * s->krow;
-            if (s->rotate)
-                rotate_rows(s, k + (size_t)i * s->krow, posv + i, 1, kd, cs, sn);
-            else
-                memcpy(kd, k + (size_t)i * s->krow, s->krow * sizeof(float));
-            memcpy(b->v + (size_t)r * s->vrow, v + (size_t)i * s->vrow, s->vrow * sizeof(float));
+            if (s->rotate) {
+                rotate_rows(s, k + (size_t)i * s->krow, posv + i, 1, row, cs, sn);
+                kv_store_row(s, row, s->krow, kv_row(s, b->k, (size_t)r, s->krow));
+            } else {
+                kv_store_row(s, k + (size_t)i * s->krow, s->krow,
+                             kv_row(s, b->k, (size_t)r, s->krow));
+            }
+            kv_store_row(s, v + (size_t)i * s->vrow, s->vrow, kv_row(s, b->v, (size_t)r, s->vrow));
             pos2[slot[i]] = posv[i];
             if (slot[i] < s->spec.sinks && s->spec.reposition && s->rotate)
                 memcpy(s->sink_raw + (size_t)slot[i] * s->krow, k + (size_t)i * s->krow,
@@ -278,8 +307,8 @@ bool srv_kv_append_view(srv_kv_cache *c, const char *id, const float *k, const f
                 for (int32_t j = 0; j < s->spec.sinks && j < nlen; j++) {
                     kv_block *b = nb[j / bt];
                     const int32_t vp = pos2[j] + shift;
-                    rotate_rows(s, s->sink_raw + (size_t)j * s->krow, &vp, 1,
-                                b->k + (size_t)(j % bt) * s->krow, cs, sn);
+                    rotate_rows(s, s->sink_raw + (size_t)j * s->krow, &vp, 1, row, cs, sn);
+                    kv_store_row(s, row, s->krow, kv_row(s, b->k, (size_t)(j % bt), s->krow));
                 }
         }
         pthread_mutex_lock(&c->lock);
@@ -320,7 +349,7 @@ unreserve_blocks:
             free(nb[b]);
 unreserve:
     pthread_mutex_lock(&c->lock);
-    c->bytes -= need;
+    kv_bytes_add(c, s->spec.dtype, -(ptrdiff_t)need);
     pthread_mutex_unlock(&c->lock);
 out:
     pthread_mutex_lock(&c->lock);
@@ -335,5 +364,6 @@ done:
     free(posv);
     free(cs);
     free(sn);
+    free(row);
     return ok;
 }

@@ -9,6 +9,9 @@
  */
 #include "store/kv_internal.h"
 
+#include "codec/half.h"
+
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,9 +93,64 @@ void kv_touch(srv_kv_cache *c, kv_session *s)
         c->lru_tail = s;
 }
 
+size_t kv_esize(pa_dtype t)
+{
+    return t == PA_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+}
+
+void kv_store_row(const kv_session *s, const float *src, size_t n, unsigned char *dst)
+{
+    uint16_t *h = (uint16_t *)(void *)dst;
+    switch (s->spec.dtype) {
+    case PA_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++)
+            h[i] = srv_f32_to_bf16(src[i]);
+        break;
+    case PA_DTYPE_F16:
+        for (size_t i = 0; i < n; i++)
+            h[i] = srv_f32_to_f16(src[i]);
+        break;
+    default:
+        memcpy(dst, src, n * sizeof(float));
+        break;
+    }
+}
+
+void kv_load_row(const kv_session *s, const unsigned char *src, size_t n, float *dst)
+{
+    switch (s->spec.dtype) {
+    case PA_DTYPE_BF16:
+        srv_bf16_to_f32_n(src, dst, n);
+        break;
+    case PA_DTYPE_F16:
+        srv_f16_to_f32_n(src, dst, n);
+        break;
+    default:
+        memcpy(dst, src, n * sizeof(float));
+        break;
+    }
+}
+
+double kv_fit_limit(pa_dtype t, bool rotated)
+{
+    const double lim = t == PA_DTYPE_F16 ? 65504.0 : t == PA_DTYPE_BF16 ? 3.3895313892515355e38
+                                                                        : (double)FLT_MAX;
+    return rotated ? lim / sqrt(2.0) : lim;
+}
+
+bool kv_fits(const float *x, size_t n, double lim, size_t *at)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)x[i]) <= lim)) {
+            *at = i;
+            return false;
+        }
+    return true;
+}
+
 size_t kv_block_bytes(const srv_kv_cache *c, const kv_session *s)
 {
-    return (size_t)c->cfg.block_tokens * (s->krow + s->vrow) * sizeof(float);
+    return (size_t)c->cfg.block_tokens * (s->krow + s->vrow) * s->esize;
 }
 
 /* Counts a reference going (the lock held); frees the block with the last. */
@@ -104,7 +162,7 @@ void kv_block_unref(srv_kv_cache *c, kv_block *b)
         c->shared--;
     if (--b->refs > 0)
         return;
-    c->bytes -= b->bytes;
+    kv_bytes_add(c, b->dtype, -(ptrdiff_t)b->bytes);
     c->blocks--;
     free(b);
 }
@@ -126,8 +184,9 @@ kv_block *kv_block_new(const srv_kv_cache *c, const kv_session *s)
     p = ((uintptr_t)(b + 1) + 63) & ~(uintptr_t)63;
     b->refs = 1;
     b->bytes = bytes;
-    b->k = (float *)p;
-    b->v = b->k + (size_t)c->cfg.block_tokens * s->krow;
+    b->dtype = s->spec.dtype;
+    b->k = (unsigned char *)p;
+    b->v = b->k + (size_t)c->cfg.block_tokens * s->krow * s->esize;
     memset(b->k, 0, bytes);
     return b;
 }
@@ -297,6 +356,11 @@ bool kv_check_spec(const srv_kv_spec *sp, srv_kv_err *e)
                 (long long)sp->num_kv_heads * sp->head_dim);
         return false;
     }
+    if (sp->dtype != PA_DTYPE_F32 && sp->dtype != PA_DTYPE_BF16 && sp->dtype != PA_DTYPE_F16) {
+        kv_fail(e, SRV_ERR_INVALID_ARGUMENT, "dtype", "dtype=%d is not a storage type",
+                (int)sp->dtype);
+        return false;
+    }
     if (sp->max_tokens < 1) {
         kv_fail(e, SRV_ERR_INVALID_ARGUMENT, "max_tokens", "max_tokens=%d must be >= 1",
                 (int)sp->max_tokens);
@@ -406,6 +470,7 @@ bool srv_kv_create_as(srv_kv_cache *c, const srv_kv_spec *spec, const char *want
     kv_set_model(s, spec->model, spec->layer);
     s->krow = (size_t)spec->num_kv_heads * spec->head_dim;
     s->vrow = (size_t)spec->num_kv_heads * spec->v_head_dim;
+    s->esize = kv_esize(spec->dtype);
     pthread_mutex_lock(&c->lock);
     if (want_id != NULL && kv_find(c, want_id) != NULL) {
         pthread_mutex_unlock(&c->lock);
@@ -550,8 +615,8 @@ void kv_view_fill(srv_kv_cache *c, kv_session *s, srv_kv_view *v)
     for (int32_t b = 0; b < s->nblocks; b++) {
         h->blocks[b] = s->blocks[b];
         kv_block_ref(c, s->blocks[b]);
-        v->k_pages[b] = s->blocks[b]->k;
-        v->v_pages[b] = s->blocks[b]->v;
+        v->k_pages[b] = (const float *)s->blocks[b]->k; /* esize-byte elements */
+        v->v_pages[b] = (const float *)s->blocks[b]->v;
     }
     for (int32_t j = 0; j < s->len; j++)
         v->positions[j] = virtual_pos(s, j);
@@ -560,6 +625,7 @@ void kv_view_fill(srv_kv_cache *c, kv_session *s, srv_kv_view *v)
     v->length = s->len;
     v->next_position = s->next_pos;
     v->prerotated = s->rotate;
+    v->dtype = s->spec.dtype;
     v->spec = s->spec;
     h->sch = s->sch;
     s->sch->refs++; /* the spec's scheme outlives a delete while viewed */
@@ -721,6 +787,8 @@ void srv_kv_stats_get(srv_kv_cache *c, srv_kv_stats *o)
     pthread_mutex_lock(&c->lock);
     o->sessions = c->sessions;
     o->bytes = c->bytes;
+    for (int t = 0; t < 3; t++)
+        o->bytes_by_dtype[t] = c->bytes_by[t];
     o->budget = c->cfg.budget_bytes;
     o->blocks_used = c->blocks;
     o->blocks_shared = c->shared;

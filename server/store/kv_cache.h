@@ -84,6 +84,12 @@ typedef struct srv_kv_spec {
     srv_kv_evict eviction;
     int32_t window, sinks; /* window: window > 0, sinks >= 0, sinks + window <= max_tokens */
     bool reposition;       /* window: positions 0 .. n-1 within the cache */
+    /* Storage: PA_DTYPE_F32 (zero), PA_DTYPE_BF16 or PA_DTYPE_F16. Keys and
+     * values are stored in it (rope keys rotated in float32, then
+     * rounded) and attention reads them in place (pa_attention.kv_dtype);
+     * an append whose values a 16-bit type cannot hold is refused
+     * (OUT_OF_RANGE, kv_fit_limit). */
+    pa_dtype dtype;
     /* The served model and layer the session was made from (POST
      * /v1/sessions with "model": api/sessions.c): the model's name, copied
      * (shorter than SRV_KV_MODEL_LEN; NULL or "": none), and the layer.
@@ -133,6 +139,7 @@ typedef struct srv_kv_view {
     int32_t *positions;    /* [length] virtual positions (above) */
     int32_t next_position; /* the next token's virtual position: a query's default */
     bool prerotated;
+    pa_dtype dtype; /* of the pages' elements */
     srv_kv_spec spec; /* its scheme lives as long as the view */
     void *hold;       /* private */
 } srv_kv_view;
@@ -141,6 +148,7 @@ typedef struct srv_kv_view {
 typedef struct srv_kv_stats {
     size_t sessions;
     size_t bytes, budget;
+    size_t bytes_by_dtype[3]; /* bytes by storage type (pa_dtype) */
     size_t blocks_used, blocks_shared;
     uint64_t evicted_ttl, evicted_full; /* sessions dropped: idle past ttl, pool full */
     uint64_t tokens_appended;

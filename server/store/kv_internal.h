@@ -16,7 +16,8 @@
 typedef struct kv_block {
     int32_t refs;
     size_t bytes;
-    float *k, *v;
+    pa_dtype dtype; /* its session's storage type: the bytes it counts under */
+    unsigned char *k, *v; /* rows of esize-byte elements (kv_session) */
 } kv_block;
 
 /* The scheme's owner, shared by a session and its forks. */
@@ -32,7 +33,8 @@ typedef struct kv_session {
     srv_kv_spec spec; /* spec.scheme points into sch */
     kv_scheme *sch;
     bool rotate;       /* keys kept rotated at their virtual positions */
-    size_t krow, vrow; /* floats per token */
+    size_t krow, vrow; /* elements per token */
+    size_t esize;      /* bytes per element: 4 (f32) or 2 (bf16, f16): spec.dtype */
     kv_block **blocks;
     int32_t nblocks;
     int32_t len;       /* retained tokens: slots [0, len) */
@@ -61,6 +63,7 @@ struct srv_kv_cache {
     kv_session *first, *last; /* creation order */
     kv_session *lru_head, *lru_tail;
     size_t sessions, bytes, blocks, shared;
+    size_t bytes_by[3]; /* bytes by storage type (pa_dtype): together, bytes */
     uint64_t evicted_ttl, evicted_full, tokens_appended, tokens_evicted;
     char (*kept)[SRV_KV_ID_LEN]; /* files srv_kv_load_dir skipped (srv_kv_keep_file) */
     size_t n_kept, cap_kept;
@@ -89,6 +92,34 @@ void kv_link_new(srv_kv_cache *c, kv_session *s, const char *want_id);
 /* Whether a scheme keeps its keys rotated (rope by position alone). */
 bool kv_keeps_rotated(const pa_scheme *s);
 bool kv_check_spec(const srv_kv_spec *sp, srv_kv_err *e);
+/* Counts (or, with a negative n, uncounts) n bytes of storage type t
+ * against the budget; c->lock held. */
+static inline void kv_bytes_add(srv_kv_cache *c, pa_dtype t, ptrdiff_t n)
+{
+    c->bytes += (size_t)n;
+    c->bytes_by[t] += (size_t)n;
+}
+
+/* Element size of a storage type. */
+size_t kv_esize(pa_dtype t);
+/* Row r (of row elements) of a block's k or v. */
+static inline unsigned char *kv_row(const kv_session *s, unsigned char *base, size_t r, size_t row)
+{
+    return base + r * row * s->esize;
+}
+/* n floats into the session's storage type at dst (float32 copied, bf16 and
+ * f16 rounded to nearest even: kv_check_row has said they fit), and back
+ * (exact). */
+void kv_store_row(const kv_session *s, const float *src, size_t n, unsigned char *dst);
+void kv_load_row(const kv_session *s, const unsigned char *src, size_t n, float *dst);
+/* Whether n floats fit the session's storage type within lim (a magnitude:
+ * kv_fit_limit); else the first that does not into *at. */
+bool kv_fits(const float *x, size_t n, double lim, size_t *at);
+/* The largest magnitude a session of type t stores: 65504 (f16), 3.3895e38
+ * (bf16), FLT_MAX (f32); keys that are rotated (any position's rotation of
+ * a pair stays within the pair's norm) only up to that over sqrt(2). */
+double kv_fit_limit(pa_dtype t, bool rotated);
+
 /* A view in two steps, so that nothing is allocated under c->lock:
  * kv_view_alloc sizes v's arrays for nblocks blocks and len tokens (false:
  * out of memory, v cleared); kv_view_fill, with c->lock held and s no

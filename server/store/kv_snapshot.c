@@ -93,7 +93,8 @@ static char *header_of(const srv_kv_state *st, size_t *data_bytes)
               meta_int(m, "next_position", st->next_position) && meta_int(m, "ring", st->ring) &&
               meta_int(m, "shift", st->shift) && meta_int(m, "appended", st->appended) &&
               meta_int(m, "evicted", st->evicted) &&
-              meta_str(m, "prerotated", st->prerotated ? "true" : "false");
+              meta_str(m, "prerotated", st->prerotated ? "true" : "false") &&
+              meta_str(m, "dtype", pa_dtype_name(sp->dtype)); /* k and v are F32 here */
     /* A session made from a served model: its name and layer (kv_cache.h). */
     if (ok && st->model[0] != '\0')
         ok = meta_str(m, "model", st->model) && meta_int(m, "layer", st->spec.layer);
@@ -395,6 +396,21 @@ static bool parse_file(const char *path, const char *want_id, srv_kv_state *st, 
     st->evicted = x[10];
     st->length = (int32_t)x[11];
     st->prerotated = strcmp(meta_get(m, "prerotated"), "true") == 0;
+    /* The storage type (a file without one: f32); k and v are F32 in the
+     * file, exactly the stored values widened. */
+    {
+        const char *dt = meta_get(m, "dtype");
+        if (dt == NULL || strcmp(dt, "f32") == 0) {
+            st->spec.dtype = PA_DTYPE_F32;
+        } else if (strcmp(dt, "bf16") == 0) {
+            st->spec.dtype = PA_DTYPE_BF16;
+        } else if (strcmp(dt, "f16") == 0) {
+            st->spec.dtype = PA_DTYPE_F16;
+        } else {
+            *why = "its metadata dtype is not f32, bf16 or f16";
+            goto out;
+        }
+    }
     if (meta_get(m, "model") != NULL) { /* made from a served model (kv_cache.h) */
         const char *model = meta_get(m, "model");
         int64_t layer;

@@ -51,10 +51,10 @@ bool srv_kv_export(srv_kv_cache *c, const char *id, srv_kv_state *st, srv_kv_err
     }
     for (int32_t j = 0; j < s->len; j++) {
         const kv_block *b = s->blocks[j / bt];
-        memcpy(st->k + (size_t)j * s->krow, b->k + (size_t)(j % bt) * s->krow,
-               s->krow * sizeof(float));
-        memcpy(st->v + (size_t)j * s->vrow, b->v + (size_t)(j % bt) * s->vrow,
-               s->vrow * sizeof(float));
+        kv_load_row(s, kv_row(s, b->k, (size_t)(j % bt), s->krow), s->krow,
+                    st->k + (size_t)j * s->krow);
+        kv_load_row(s, kv_row(s, b->v, (size_t)(j % bt), s->vrow), s->vrow,
+                    st->v + (size_t)j * s->vrow);
         st->pos[j] = s->pos[j];
     }
     if (s->sink_raw != NULL)
@@ -139,6 +139,18 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
     }
     if (!kv_check_spec(&st->spec, e) || !state_ok(st, e))
         return false;
+    if (st->spec.dtype != PA_DTYPE_F32) { /* what the type holds, as an append */
+        size_t at;
+        const size_t nk = (size_t)st->length * st->spec.num_kv_heads * st->spec.head_dim,
+                     nv = (size_t)st->length * st->spec.num_kv_heads * st->spec.v_head_dim;
+        if (!kv_fits(st->k, nk, kv_fit_limit(st->spec.dtype, false), &at) ||
+            !kv_fits(st->v, nv, kv_fit_limit(st->spec.dtype, false), &at)) {
+            kv_fail(e, SRV_ERR_OUT_OF_RANGE, "k",
+                    "the state of session '%s' holds a value past what %s holds", st->id,
+                    pa_dtype_name(st->spec.dtype));
+            return false;
+        }
+    }
     s = calloc(1, sizeof *s);
     sch = calloc(1, sizeof *sch);
     nb = (st->length + bt - 1) / bt;
@@ -166,6 +178,7 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
     s->rotate = st->prerotated;
     s->krow = (size_t)st->spec.num_kv_heads * st->spec.head_dim;
     s->vrow = (size_t)st->spec.num_kv_heads * st->spec.v_head_dim;
+    s->esize = kv_esize(st->spec.dtype);
     s->len = st->length;
     s->next_pos = st->next_position;
     s->ring = st->ring;
@@ -192,13 +205,13 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
                     st->id, need, used, c->cfg.budget_bytes);
         return false;
     }
-    c->bytes += need;
+    kv_bytes_add(c, st->spec.dtype, (ptrdiff_t)need);
     pthread_mutex_unlock(&c->lock);
     for (int32_t b = 0; b < nb; b++) {
         kv_block *blk = kv_block_new(c, s);
         if (blk == NULL) {
             pthread_mutex_lock(&c->lock);
-            c->bytes -= need;
+            kv_bytes_add(c, st->spec.dtype, -(ptrdiff_t)need);
             pthread_mutex_unlock(&c->lock);
             s->nblocks = b;
             discard(s);
@@ -209,8 +222,8 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
         s->blocks[b] = blk;
         for (int32_t r = 0; r < bt && b * bt + r < st->length; r++) {
             const size_t j = (size_t)b * bt + (size_t)r;
-            memcpy(blk->k + (size_t)r * s->krow, st->k + j * s->krow, s->krow * sizeof(float));
-            memcpy(blk->v + (size_t)r * s->vrow, st->v + j * s->vrow, s->vrow * sizeof(float));
+            kv_store_row(s, st->k + j * s->krow, s->krow, kv_row(s, blk->k, (size_t)r, s->krow));
+            kv_store_row(s, st->v + j * s->vrow, s->vrow, kv_row(s, blk->v, (size_t)r, s->vrow));
         }
     }
     s->nblocks = nb;
@@ -222,7 +235,7 @@ bool srv_kv_import(srv_kv_cache *c, const srv_kv_state *st, srv_kv_err *e)
     s->spec.scheme = &sch->scheme;
     pthread_mutex_lock(&c->lock);
     if (kv_find(c, st->id) != NULL) { /* imported meanwhile by another thread */
-        c->bytes -= need;
+        kv_bytes_add(c, st->spec.dtype, -(ptrdiff_t)need);
         pthread_mutex_unlock(&c->lock);
         sch->free_fn = NULL; /* the owner stays the caller's */
         discard(s);

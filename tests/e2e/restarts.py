@@ -77,6 +77,12 @@ SPECS = [
                                         "data": [0.5 * i for i in range(8 * HKV)]}},
                    "num_kv_heads": HKV, "head_dim": D,
                    "eviction": {"type": "window", "window": 5, "sinks": 0}}),
+    # Stored in 16 bits: the file keeps the values widened, the restart rounds them back.
+    ("rope_bf16", {"scheme": {"type": "rope"}, "num_kv_heads": HKV, "head_dim": D,
+                   "dtype": "bf16",
+                   "eviction": {"type": "window", "window": 6, "sinks": 2, "reposition": True}}),
+    ("alibi_f16", {"scheme": {"type": "alibi"}, "num_kv_heads": HKV, "head_dim": D,
+                   "dtype": "f16", "max_tokens": 64}),
     ("chosen", {"id": "user-42.chat_A", "scheme": {"type": "alibi"}, "num_kv_heads": HKV,
                 "head_dim": D, "max_tokens": 40}),
 ]
@@ -222,7 +228,7 @@ class Restarts(unittest.TestCase):
         # ... and names the replica (--replica-id, the hostname by default).
         self.assertIn("(replica ", obj["error"]["message"])
         # A taken id is refused.
-        st, obj = call(a2, "POST", "/v1/sessions", SPECS[-1][1])
+        st, obj = call(a2, "POST", "/v1/sessions", SPECS[-1][1])  # "chosen"
         self.assertEqual((st, obj["error"]["code"]), (409, "SESSION_EXISTS"))
         err = self.stop(a2)
         self.assertIn("%d sessions saved" % (len(p.ids) - 1), err)

@@ -22,6 +22,7 @@ build/posattnd). Part of make test's e2e-clients.
 import json
 import os
 import random
+import struct
 import sys
 import unittest
 import urllib.error
@@ -114,10 +115,10 @@ def stateless(scheme, m, q, lq):
     return ans["outputs"][0]
 
 
-def create(scheme, eviction, max_tokens=400):
+def create(scheme, eviction, max_tokens=400, dtype="f32"):
     st, ans = call("POST", "/v1/sessions", {"scheme": scheme, "num_kv_heads": HKV, "head_dim": D,
                                             "v_head_dim": DV, "max_tokens": max_tokens,
-                                            "eviction": eviction})
+                                            "eviction": eviction, "dtype": dtype})
     assert st == 201, ans
     return ans["id"]
 
@@ -257,6 +258,68 @@ class SessionAttention(unittest.TestCase):
                 self.assertEqual((err["code"], err["field"]), (code, field), ans)
         for sid in sids + [other]:
             call("DELETE", "/v1/sessions/" + sid)
+
+    def test_storage_types(self):
+        """Sessions stored in bf16 and f16: each step equals the stateless
+        request over the stored keys and values widened, the keys as the
+        session keeps them (k_rot, rotated in float32 and then rounded:
+        checked against the float32 session's k_rot rounded here), values
+        rounded to nearest even."""
+        def f32(x):
+            return struct.unpack("<f", struct.pack("<f", x))[0]
+
+        def bf16(x):
+            u = struct.unpack("<I", struct.pack("<f", x))[0]
+            u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+            return struct.unpack("<f", struct.pack("<I", u))[0]
+
+        def f16(x):
+            return struct.unpack("<e", struct.pack("<e", f32(x)))[0]
+
+        for dtype, rnd16 in (("bf16", bf16), ("f16", f16)):
+            for name in ("rope", "alibi"):
+                with self.subTest(dtype=dtype, scheme=name):
+                    scheme = SCHEMES[name]
+                    rng = random.Random(5)
+                    sid, ref = create(scheme, {"type": "none"}, dtype=dtype), \
+                        create(scheme, {"type": "none"})
+                    st, info = call("GET", "/v1/sessions/" + sid)
+                    self.assertEqual(info["dtype"], dtype)
+                    vs = []
+                    for step in range(4):
+                        n = 6 if step == 0 else 1
+                        k = rnd(rng, n * HKV * D)
+                        v = rnd(rng, n * HKV * DV)
+                        q = rnd(rng, H * D)
+                        vs += v
+                        got = []
+                        for s_ in (sid, ref):
+                            item = {"session": s_, "q": tensor([1, H, D], q),
+                                    "append": {"k": tensor([n, HKV, D], k),
+                                               "v": tensor([n, HKV, DV], v)},
+                                    "causal": True, "return": ["output", "weights", "k_rot"]}
+                            st, ans = call("POST", "/v1/attention", {"inputs": [item]})
+                            self.assertEqual(st, 200, ans)
+                            self.assertNotIn("error", ans["outputs"][0], ans)
+                            got.append(ans["outputs"][0])
+                        kr16, kr32 = got[0]["k_rot"]["data"], got[1]["k_rot"]["data"]
+                        self.assertEqual([f32(x) for x in kr16], [rnd16(f32(x)) for x in kr32])
+                        lk = len(kr16) // (HKV * D)
+                        want = {"scheme": scheme, "q": tensor([1, H, D], q),
+                                "k": tensor([lk, HKV, D], kr16), "k_prerotated": True,
+                                "v": tensor([lk, HKV, DV], [rnd16(f32(x)) for x in vs]),
+                                "q_positions": [lk - 1], "causal": True,
+                                "return": ["output", "weights"]}
+                        if name != "rope":
+                            del want["k_prerotated"]
+                        st, ans = call("POST", "/v1/attention", {"inputs": [want]})
+                        self.assertEqual(st, 200, ans)
+                        self.assertEqual(got[0]["output"]["data"],
+                                         ans["outputs"][0]["output"]["data"])
+                        self.assertEqual(got[0]["weights"]["data"],
+                                         ans["outputs"][0]["weights"]["data"])
+                    call("DELETE", "/v1/sessions/" + sid)
+                    call("DELETE", "/v1/sessions/" + ref)
 
     def test_refusals(self):
         sid = create(SCHEMES["alibi"], {"type": "none"}, max_tokens=2)

@@ -99,7 +99,7 @@ class Sessions(unittest.TestCase):
         m1 = metrics()
         self.assertEqual(m1["posattn_session_tokens_appended_total"],
                          m0["posattn_session_tokens_appended_total"] + 5)
-        self.assertEqual(m1["posattn_cache_bytes"], m0["posattn_cache_bytes"] + 1024)
+        self.assertEqual(m1['posattn_cache_bytes{dtype="f32"}'], m0['posattn_cache_bytes{dtype="f32"}'] + 1024)
         self.assertEqual(m1['posattn_cache_blocks{state="used"}'],
                          m0['posattn_cache_blocks{state="used"}'] + 1)
         self.assertEqual(m1["posattn_cache_budget_bytes"], 1 << 20)
@@ -109,13 +109,13 @@ class Sessions(unittest.TestCase):
         self.assertEqual((st, f["length"], f["shared_blocks"]), (201, 5, 1))
         self.assertNotEqual(f["id"], sid)
         m2 = metrics()
-        self.assertEqual(m2["posattn_cache_bytes"], m1["posattn_cache_bytes"])
+        self.assertEqual(m2['posattn_cache_bytes{dtype="f32"}'], m1['posattn_cache_bytes{dtype="f32"}'])
         self.assertEqual(m2['posattn_cache_blocks{state="shared"}'],
                          m1['posattn_cache_blocks{state="shared"}'] + 1)
         st, a, _ = call("POST", "/v1/sessions/%s/append" % f["id"],
                         {"k": tensor(1, 2, 4), "v": tensor(1, 2, 4)})
         self.assertEqual((st, a["length"], a["shared_blocks"]), (200, 6, 0))
-        self.assertEqual(metrics()["posattn_cache_bytes"], m1["posattn_cache_bytes"] + 1024)
+        self.assertEqual(metrics()['posattn_cache_bytes{dtype="f32"}'], m1['posattn_cache_bytes{dtype="f32"}'] + 1024)
 
         # List: paged, oldest first, with the cache's totals.
         st, page, _ = call("GET", "/v1/sessions?limit=1")
@@ -144,7 +144,7 @@ class Sessions(unittest.TestCase):
         self.assertEqual(st, 200)
         m3 = metrics()
         self.assertEqual(m3["posattn_sessions"], m0["posattn_sessions"])
-        self.assertEqual(m3["posattn_cache_bytes"], m0["posattn_cache_bytes"])
+        self.assertEqual(m3['posattn_cache_bytes{dtype="f32"}'], m0['posattn_cache_bytes{dtype="f32"}'])
 
     def test_methods(self):
         for method, path, allow in (("PUT", "/v1/sessions", "GET, POST"),
@@ -160,9 +160,9 @@ class Sessions(unittest.TestCase):
     def test_refusals(self):
         st, obj, _ = call("POST", "/v1/sessions", {"scheme": {"type": "rope"}, "num_kv_heads": 2,
                                                    "head_dim": 4, "max_tokens": 8,
-                                                   "dtype": "bf16"})
+                                                   "dtype": "f8"})
         self.assertEqual((st, obj["error"]["code"], obj["error"]["field"]),
-                         (400, "UNSUPPORTED", "dtype"))
+                         (400, "INVALID_ARGUMENT", "dtype"))
         st, obj, _ = call("POST", "/v1/sessions", {"num_kv_heads": 2, "head_dim": 4,
                                                    "max_tokens": 8, "bogus": 1,
                                                    "scheme": {"type": "none"}})

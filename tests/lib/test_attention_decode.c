@@ -9,14 +9,21 @@
  * by accident, and checks every result it returns (weights, logits, q_rot,
  * k_rot) besides the output, which asking for them leaves unchanged. make test runs this file
  * twice: with the AVX-512 kernels where the CPU has them, and with POSATTN_KERNEL=portable.
+ * Where the AVX2 row kernels run (AVX2 and F16C, no AVX-512), they must give
+ * the portable kernels' bits: test_avx2_is_portable runs this binary again
+ * with POSATTN_KERNEL=portable and compares (float32, bf16 and f16 rows).
  */
 #include "attention_fixture.h"
+#include "cpu.h"
 #include "ref_attention.h"
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static size_t out_len(const pa_attention *a)
 {
@@ -458,7 +465,134 @@ static void test_not_split(void **state)
     fixture_free(&f);
 }
 
-int main(void)
+/* The outputs of decode calls that reach every branch of the row kernels
+ * (rows 1 to 5 per kv head, head dims with 8- and 1-column tails, zero
+ * weights from masks), float32, bf16 and f16, one after the other in a
+ * buffer of *n floats (tu_alloc'd). */
+static float *path_outputs(size_t *n)
+{
+    static const int shapes[][6] = {
+        /* Lq, Lk, H, Hkv, D, Dv */
+        {1, 200, 8, 2, 128, 128}, {2, 150, 6, 2, 13, 7}, {5, 99, 2, 2, 40, 24},
+        {3, 70, 4, 1, 9, 31},     {1, 64, 5, 5, 16, 8},
+    };
+    const size_t ns = sizeof shapes / sizeof shapes[0];
+    float *all = NULL;
+    *n = 0;
+    for (size_t c = 0; c < ns; c++)
+        for (int t = 0; t < 3; t++) {
+            const int *sh = shapes[c];
+            fixture f;
+            tu_rng r;
+            uint16_t *k16 = NULL, *v16 = NULL;
+            uint8_t *mask;
+            float *sinks;
+            const size_t nk = (size_t)sh[1] * sh[3] * sh[4], nv = (size_t)sh[1] * sh[3] * sh[5];
+            pa_attention_out o = {0};
+            pa_error err;
+            size_t wsz, no = (size_t)sh[0] * sh[2] * sh[5];
+            void *ws;
+            setup_qkv(&f, PA_SCHEME_ALIBI, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5],
+                      800 + 3 * c + (size_t)t);
+            tu_rng_seed(&r, 850 + c);
+            mask = rand_mask(&r, (size_t)sh[0] * sh[1], 0.7);
+            sinks = rand_tensor(&r, (size_t)sh[2], -1, 1);
+            f.a.mask = mask;
+            f.a.mask_heads = 1;
+            f.a.sinks = sinks;
+            f.a.causal = true;
+            if (t > 0) { /* random patterns of magnitude below 2, some zero */
+                f.a.kv_dtype = t == 1 ? PA_DTYPE_BF16 : PA_DTYPE_F16;
+                k16 = tu_alloc(nk, sizeof(uint16_t));
+                v16 = tu_alloc(nv, sizeof(uint16_t));
+                for (size_t i = 0; i < nk + nv; i++) {
+                    const uint16_t sign = tu_uniform(&r, 0, 1) < 0.5 ? 0x8000 : 0;
+                    const uint16_t e = (uint16_t)(t == 1 ? 115 + tu_uniform(&r, 0, 13)
+                                                         : 3 + tu_uniform(&r, 0, 13));
+                    const uint16_t m = (uint16_t)tu_uniform(&r, 0, t == 1 ? 128 : 1024);
+                    const uint16_t h = (uint16_t)(sign | (t == 1 ? e << 7 : e << 10) | m);
+                    if (i < nk)
+                        k16[i] = h;
+                    else
+                        v16[i - nk] = h;
+                }
+                f.a.k = (const float *)(const void *)k16;
+                f.a.v = (const float *)(const void *)v16;
+            }
+            assert_decodes(&f.a);
+            all = realloc(all, (*n + no) * sizeof(float));
+            assert_non_null(all);
+            o.output = all + *n;
+            ws = workspace(&f.a, &wsz);
+            TU_ASSERT_STATUS(pa_attention_run(&f.a, &o, ws, wsz, &err), PA_STATUS_OK, &err);
+            *n += no;
+            free(ws);
+            free(mask);
+            free(sinks);
+            free(k16);
+            free(v16);
+            fixture_free(&f);
+        }
+    return all;
+}
+
+/* With the AVX2 row kernels (lib/cpu.h): the bits of the portable ones. */
+static void test_avx2_is_portable(void **state)
+{
+    char path[] = "/tmp/posattn_paths_XXXXXX";
+    size_t n, m;
+    float *mine, *theirs;
+    int fd, status;
+    pid_t pid;
+    FILE *fp;
+    (void)state;
+    if (pa__cpu_avx512() || !pa__cpu_avx2()) {
+        print_message("the AVX2 row kernels do not run here (%s): nothing to compare\n",
+                      pa_kernel_name());
+        return;
+    }
+    mine = path_outputs(&n);
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("POSATTN_KERNEL", "portable", 1);
+        execl("/proc/self/exe", "test_attention_decode", "--paths", path, (char *)NULL);
+        _exit(127);
+    }
+    assert_true(waitpid(pid, &status, 0) == pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    theirs = tu_alloc(n, sizeof(float));
+    fp = fopen(path, "rb");
+    assert_non_null(fp);
+    m = fread(theirs, sizeof(float), n, fp);
+    fclose(fp);
+    unlink(path);
+    assert_int_equal(m, n);
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&mine[i], &theirs[i], sizeof(float)) != 0)
+            fail_msg("output value %zu: AVX2 %.9g, portable %.9g", i, (double)mine[i],
+                     (double)theirs[i]);
+    free(mine);
+    free(theirs);
+}
+
+/* --paths FILE: path_outputs into FILE (test_avx2_is_portable's child). */
+static int write_paths(const char *path)
+{
+    size_t n;
+    float *x = path_outputs(&n);
+    FILE *fp = fopen(path, "wb");
+    const bool ok = fp != NULL && fwrite(x, sizeof(float), n, fp) == n;
+    if (fp != NULL)
+        fclose(fp);
+    free(x);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schemes_and_shapes),
@@ -468,7 +602,10 @@ int main(void)
         cmocka_unit_test(test_empty_shares_and_hidden_rows),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_not_split),
+        cmocka_unit_test(test_avx2_is_portable),
     };
+    if (argc == 3 && strcmp(argv[1], "--paths") == 0)
+        return write_paths(argv[2]);
     print_message("kernels: %s\n", pa_kernel_name());
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,7 +164,7 @@ export async function liveChecks() {
     const text = await page.textContent('#live-sessions tr[data-field="bytes"] td');
     assert(/ of 4 GiB \(/.test(text) || / of [\d.]+ [KMG]i?B \(/.test(text), `cache cell "${text}"`);
     const metrics = await api('/metrics');
-    assert(new RegExp(`^posattn_cache_bytes ${b1}$`, 'm').test(metrics), `posattn_cache_bytes is not ${b1}`);
+    assert(new RegExp(`^posattn_cache_bytes\\{dtype="f32"\\} ${b1}$`, 'm').test(metrics), `posattn_cache_bytes{dtype="f32"} is not ${b1}`);
     for (const id of [...ids, fork, win]) await del(id);
     await refresh();
     assert((await values('sessions'))[0] === n0 && (await values('bytes'))[0] === b0,

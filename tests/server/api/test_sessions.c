@@ -391,12 +391,6 @@ static void test_create_refusals(void **state)
     create_refused(&lim, "{" S ",\"num_kv_heads\":1,\"head_dim\":2,\"max_tokens\":4,\"bogus\":1}",
                    400, "UNKNOWN_FIELD", "bogus", "bogus");
     create_refused(&lim,
-                   "{" S ",\"num_kv_heads\":1,\"head_dim\":2,\"max_tokens\":4,\"dtype\":\"bf16\"}",
-                   400, "UNSUPPORTED", "dtype", "f32 only");
-    create_refused(&lim,
-                   "{" S ",\"num_kv_heads\":1,\"head_dim\":2,\"max_tokens\":4,\"dtype\":\"f16\"}",
-                   400, "UNSUPPORTED", "dtype", "f16");
-    create_refused(&lim,
                    "{" S ",\"num_kv_heads\":1,\"head_dim\":2,\"max_tokens\":4,\"dtype\":\"i8\"}",
                    400, "INVALID_ARGUMENT", "dtype", "i8");
     create_refused(&lim, "{" S ",\"num_kv_heads\":1,\"head_dim\":2,\"max_tokens\":4,\"dtype\":3}",
@@ -629,6 +623,82 @@ static void test_no_cache(void **state)
 
 /* A client's "id": taken as is, SESSION_EXISTS when taken, refused naming
  * "id" when not of the charset; SESSION_NOT_FOUND names the replica. */
+/* Storage in bf16 and f16: the type in the answer, half the bytes, the
+ * stored values the inputs rounded to nearest even, and the values a type
+ * cannot hold refused whole (f16: 65504; keys a rope session rotates:
+ * 65504 / sqrt(2), since a rotation moves a pair's norm into one member). */
+static void test_dtypes(void **state)
+{
+    (void)state;
+    srv_kv_cache *c = cache_new((size_t)1 << 20, 0);
+    srv_limits lim = limits();
+    char b[SRV_KV_ID_LEN], h[SRV_KV_ID_LEN], r[SRV_KV_ID_LEN];
+    int status;
+    cJSON *ans;
+    srv_kv_view view;
+    srv_kv_err ke;
+
+    lim.sessions = c;
+    create("{\"scheme\":{\"type\":\"alibi\"},\"num_kv_heads\":1,\"head_dim\":4,\"max_tokens\":8,"
+           "\"dtype\":\"bf16\"}",
+           &lim, b);
+    create("{\"scheme\":{\"type\":\"alibi\"},\"num_kv_heads\":1,\"head_dim\":4,\"max_tokens\":8,"
+           "\"dtype\":\"f16\"}",
+           &lim, h);
+    create("{\"scheme\":{\"type\":\"rope\"},\"num_kv_heads\":1,\"head_dim\":4,\"max_tokens\":8,"
+           "\"dtype\":\"f16\"}",
+           &lim, r);
+    /* bf16 keeps 8 significant bits: 1 + 2^-9 is a quarter of its step
+     * above 1 (down to 1), 1 + 3 * 2^-9 three quarters (up to 1 + 2^-7). */
+    ans = post(&srv_ep_session_append, b,
+               "{\"k\":{\"shape\":[1,1,4],\"data\":[1.001953125,-3.5,65504,1e-3]},"
+               "\"v\":{\"shape\":[1,1,4],\"data\":[1.005859375,0,70000,-2]}}",
+               &lim, &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(ans, "dtype")->valuestring, "bf16");
+    assert_int_equal(at(ans, "bytes", NULL), 16 * 1 * (4 + 4) * 2);
+    cJSON_Delete(ans);
+    assert_true(srv_kv_view_take(c, b, &view, &ke));
+    assert_int_equal(view.dtype, PA_DTYPE_BF16);
+    {
+        const uint16_t *k = (const uint16_t *)(const void *)view.k_pages[0],
+                       *v = (const uint16_t *)(const void *)view.v_pages[0];
+        assert_int_equal(k[0], 0x3f80); /* 1 + 2^-9: down to 1 */
+        assert_int_equal(k[1], 0xc060);
+        assert_int_equal(k[2], 0x4780); /* 65504 rounds up to 65536 */
+        assert_int_equal(v[0], 0x3f81); /* 1 + 3 * 2^-9 rounds to 1 + 2^-7 */
+        assert_int_equal(v[2], 0x4789); /* 70000 -> 70144 */
+    }
+    srv_kv_view_release(c, &view);
+
+    /* f16: 70000 does not fit, whole request refused, nothing appended. */
+    ans = post(&srv_ep_session_append, h,
+               "{\"k\":{\"shape\":[2,1,4],\"data\":[1,2,3,4,5,6,7,8]},"
+               "\"v\":{\"shape\":[2,1,4],\"data\":[1,2,3,4,5,6,7,70000]}}",
+               &lim, &status);
+    expect_error(ans, status, 400, "OUT_OF_RANGE", "v");
+    assert_non_null(strstr(str_at(ans, "error", "message"), "70000 at element 7"));
+    cJSON_Delete(ans);
+    ans = answer(&srv_ep_session_get, h, NULL, &lim, &status);
+    assert_int_equal(at(ans, "length", NULL), 0);
+    cJSON_Delete(ans);
+    /* 50000 fits a key of alibi's f16 session, not one rope rotates. */
+    ans = post(&srv_ep_session_append, h,
+               "{\"k\":{\"shape\":[1,1,4],\"data\":[50000,0,0,0]},"
+               "\"v\":{\"shape\":[1,1,4],\"data\":[0,0,0,0]}}",
+               &lim, &status);
+    assert_int_equal(status, 200);
+    cJSON_Delete(ans);
+    ans = post(&srv_ep_session_append, r,
+               "{\"k\":{\"shape\":[1,1,4],\"data\":[50000,0,0,0]},"
+               "\"v\":{\"shape\":[1,1,4],\"data\":[0,0,0,0]}}",
+               &lim, &status);
+    expect_error(ans, status, 400, "OUT_OF_RANGE", "k");
+    assert_non_null(strstr(str_at(ans, "error", "message"), "46318.3"));
+    cJSON_Delete(ans);
+    srv_kv_cache_free(c);
+}
+
 static void test_chosen_id(void **state)
 {
     (void)state;
@@ -866,6 +936,7 @@ int main(void)
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_no_cache),
+        cmocka_unit_test(test_dtypes),
         cmocka_unit_test(test_chosen_id),
         cmocka_unit_test(test_scheme_json),
         cmocka_unit_test(test_model_session),

@@ -567,7 +567,8 @@ static void test_sessions(void **state)
     assert_non_null(text);
     check_exposition(text);
     assert_true(sample(text, "posattn_sessions") == 2);
-    assert_true(sample(text, "posattn_cache_bytes") == 256);
+    assert_true(sample(text, "posattn_cache_bytes{dtype=\"f32\"}") == 256);
+    assert_true(sample(text, "posattn_cache_bytes{dtype=\"bf16\"}") == 0);
     assert_true(sample(text, "posattn_cache_budget_bytes") == 4096);
     assert_true(sample(text, "posattn_cache_blocks{state=\"used\"}") == 1);
     assert_true(sample(text, "posattn_cache_blocks{state=\"shared\"}") == 1);

@@ -1,0 +1,621 @@
+/* decode_rows.c - the decode kernel's row kernels (see decode_rows.h):
+ * portable C, AVX2 (with F16C) and AVX-512, for float keys and values and
+ * for 16-bit ones (kv_dtype), which are widened as they are read.
+ *
+ * Every variant of a kernel sums as the portable C does for its path: the
+ * AVX2 ones are the portable sums eight lanes at a time (a multiply, then
+ * an add, in the same order, so their bits are the portable ones); the
+ * AVX-512 ones use fused multiply-adds in their own order, and their 16-bit
+ * twins widen the rows into an L1 scratch and run the float code on them.
+ * A 16-bit call therefore gives, on every path, the bits of the float call
+ * on the widened rows.
+ */
+#include "decode_rows.h"
+
+#include "cpu.h"
+#include "dtype.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PA_DEC_X86 1
+#include <immintrin.h>
+#define PA_AVX512 __attribute__((target("avx512f")))
+#define PA_AVX2 __attribute__((target("avx2,f16c")))
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Row kernels                                                               */
+/* ------------------------------------------------------------------------- */
+
+/* s[r * lds + t] = scale * q_r . k_t for the n rows q_r = q + r * d and
+ * the nk (1 to 4) keys k_t = k + t * ldk. */
+static void dot_rows(const float *q, int32_t n, int32_t d, const float *k, size_t ldk, int32_t nk,
+                     float scale, float *s, size_t lds)
+{
+    for (int32_t r = 0; r < n; r++)
+        for (int32_t t = 0; t < nk; t++) {
+            const float *x = q + (size_t)r * d, *y = k + (size_t)t * ldk;
+            float acc[8] = {0};
+            int32_t c = 0;
+            for (; c + 8 <= d; c += 8)
+                for (int32_t u = 0; u < 8; u++)
+                    acc[u] += x[c + u] * y[c + u];
+            for (; c < d; c++)
+                acc[0] += x[c] * y[c];
+            s[(size_t)r * lds + (size_t)t] = scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+                                                      ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+        }
+}
+
+/* o_r += sum_j P[r * ldp + j] V[j * ldv + c] over d columns c, for the n
+ * rows o_r = o + r * ldo and nk keys j. */
+static void pv_block(float *o, size_t ldo, const float *P, size_t ldp, int32_t n, const float *V,
+                     size_t ldv, int32_t nk, int32_t d)
+{
+    for (int32_t r = 0; r < n; r++) {
+        float *y = o + (size_t)r * ldo;
+        for (int32_t j = 0; j < nk; j++) {
+            const float w = P[(size_t)r * ldp + (size_t)j];
+            const float *v = V + (size_t)j * ldv;
+            if (w == 0.0f)
+                continue;
+            for (int32_t c = 0; c < d; c++)
+                y[c] += w * v[c];
+        }
+    }
+}
+
+/* dot_rows and pv_block over keys and values of a 16-bit type t, each
+ * element widened as it is read: the same sums in the same order. */
+static inline __attribute__((always_inline)) void dot_rows_t(pa_dtype t, const float *q, int32_t n,
+                                                             int32_t d, const uint16_t *k,
+                                                             size_t ldk, int32_t nk, float scale,
+                                                             float *s, size_t lds)
+{
+    for (int32_t r = 0; r < n; r++)
+        for (int32_t tt = 0; tt < nk; tt++) {
+            const float *x = q + (size_t)r * d;
+            const uint16_t *y = k + (size_t)tt * ldk;
+            float acc[8] = {0};
+            int32_t c = 0;
+            for (; c + 8 <= d; c += 8)
+                for (int32_t u = 0; u < 8; u++)
+                    acc[u] += x[c + u] * pa__dtype_get(t, y, (size_t)(c + u));
+            for (; c < d; c++)
+                acc[0] += x[c] * pa__dtype_get(t, y, (size_t)c);
+            s[(size_t)r * lds + (size_t)tt] = scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
+                                                       ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+        }
+}
+
+static inline __attribute__((always_inline)) void pv_block_t(pa_dtype t, float *o, size_t ldo,
+                                                             const float *P, size_t ldp, int32_t n,
+                                                             const uint16_t *V, size_t ldv,
+                                                             int32_t nk, int32_t d)
+{
+    for (int32_t r = 0; r < n; r++) {
+        float *y = o + (size_t)r * ldo;
+        for (int32_t j = 0; j < nk; j++) {
+            const float w = P[(size_t)r * ldp + (size_t)j];
+            const uint16_t *v = V + (size_t)j * ldv;
+            if (w == 0.0f)
+                continue;
+            for (int32_t c = 0; c < d; c++)
+                y[c] += w * pa__dtype_get(t, v, (size_t)c);
+        }
+    }
+}
+
+static void dot_rows_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
+                          int32_t nk, float scale, float *s, size_t lds, float *scratch)
+{
+    (void)scratch;
+    dot_rows_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+static void dot_rows_f16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
+                         int32_t nk, float scale, float *s, size_t lds, float *scratch)
+{
+    (void)scratch;
+    dot_rows_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+static void pv_block_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                          const uint16_t *V, size_t ldv, int32_t nk, int32_t d, float *scratch)
+{
+    (void)scratch;
+    pv_block_t(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+static void pv_block_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                         const uint16_t *V, size_t ldv, int32_t nk, int32_t d, float *scratch)
+{
+    (void)scratch;
+    pv_block_t(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+#if PA_DEC_X86
+
+/* ------------------------------------------------------------------------- */
+/* AVX2: the portable sums, eight lanes at a time                            */
+/* ------------------------------------------------------------------------- */
+
+/* Eight elements from x[i] of type t, as floats. */
+PA_AVX2 static inline __attribute__((always_inline)) __m256 ld8(pa_dtype t, const void *x, size_t i)
+{
+    __m128i h;
+    if (t == PA_DTYPE_F32)
+        return _mm256_loadu_ps((const float *)x + i);
+    h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)x + i));
+    if (t == PA_DTYPE_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* R rows (1 or 2) against 4 keys of dot_rows: lane u of acc[r][t] is
+ * dot_rows's acc[u], added to as it is (a multiply, then an add: no fused
+ * multiply-add, whose single rounding would differ), and the tail and the
+ * final sum done as it does them. Keys past nk repeat the first and are not
+ * stored. */
+PA_AVX2 static inline __attribute__((always_inline)) void
+dot_tile2(const int R, pa_dtype t, const float *q, int32_t d, const void *k, size_t ldk, int32_t nk,
+          float scale, float *s, size_t lds)
+{
+    __m256 acc[2][4];
+    size_t kt[4];
+    int32_t c = 0;
+    for (int u = 0; u < 4; u++)
+        kt[u] = u < nk ? (size_t)u * ldk : 0;
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+            acc[r][u] = _mm256_setzero_ps();
+    for (; c + 8 <= d; c += 8) {
+        const __m256 k0 = ld8(t, k, kt[0] + (size_t)c), k1 = ld8(t, k, kt[1] + (size_t)c);
+        const __m256 k2 = ld8(t, k, kt[2] + (size_t)c), k3 = ld8(t, k, kt[3] + (size_t)c);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            const __m256 x = _mm256_loadu_ps(q + (size_t)r * d + c);
+            acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(x, k0));
+            acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(x, k1));
+            acc[r][2] = _mm256_add_ps(acc[r][2], _mm256_mul_ps(x, k2));
+            acc[r][3] = _mm256_add_ps(acc[r][3], _mm256_mul_ps(x, k3));
+        }
+    }
+    if (R == 2 && nk == 4 && c == d) {
+        /* The eight sums at once: transposed, vector e holds lane e of
+         * each accumulator, so the same tree of adds runs in every lane. */
+        const __m256 t0 = _mm256_unpacklo_ps(acc[0][0], acc[0][1]);
+        const __m256 t1 = _mm256_unpackhi_ps(acc[0][0], acc[0][1]);
+        const __m256 t2 = _mm256_unpacklo_ps(acc[0][2], acc[0][3]);
+        const __m256 t3 = _mm256_unpackhi_ps(acc[0][2], acc[0][3]);
+        const __m256 t4 = _mm256_unpacklo_ps(acc[1][0], acc[1][1]);
+        const __m256 t5 = _mm256_unpackhi_ps(acc[1][0], acc[1][1]);
+        const __m256 t6 = _mm256_unpacklo_ps(acc[1][2], acc[1][3]);
+        const __m256 t7 = _mm256_unpackhi_ps(acc[1][2], acc[1][3]);
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+        const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        /* Lane e of a[e]: row 0's four keys in lanes 0-3, row 1's in 4-7. */
+        const __m256 e0 = _mm256_permute2f128_ps(u0, u4, 0x20);
+        const __m256 e1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+        const __m256 e2 = _mm256_permute2f128_ps(u2, u6, 0x20);
+        const __m256 e3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+        const __m256 e4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+        const __m256 e5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+        const __m256 e6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+        const __m256 e7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+        const __m256 sum =
+            _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(e0, e4), _mm256_add_ps(e1, e5)),
+                          _mm256_add_ps(_mm256_add_ps(e2, e6), _mm256_add_ps(e3, e7)));
+        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(scale), sum);
+        _mm_storeu_ps(s, _mm256_castps256_ps128(sc));
+        _mm_storeu_ps(s + lds, _mm256_extractf128_ps(sc, 1));
+        return;
+    }
+    for (int r = 0; r < R; r++)
+        for (int32_t u = 0; u < nk; u++) {
+            const float *x = q + (size_t)r * d;
+            float a[8];
+            _mm256_storeu_ps(a, acc[r][u]);
+            for (int32_t e = c; e < d; e++)
+                a[0] += x[e] * pa__dtype_get(t, k, kt[u] + (size_t)e);
+            s[(size_t)r * lds + (size_t)u] =
+                scale * (((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])));
+        }
+}
+
+PA_AVX2 static inline __attribute__((always_inline)) void
+dot_rows_avx2_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k, size_t ldk,
+                int32_t nk, float scale, float *s, size_t lds)
+{
+    int32_t r = 0;
+    for (; r + 2 <= n; r += 2)
+        dot_tile2(2, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+    if (r < n)
+        dot_tile2(1, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+}
+
+/* R rows (1 to 4) by 8W columns (W 1 or 2) from c of pv_block: each row's
+ * columns stay in registers across the nk keys and take, key after key,
+ * the same w * v additions as pv_block's (a zero weight skipped), so
+ * every element sees the same sums in the same order. dense: no weight of
+ * the tile is zero (nothing to skip, no test). */
+PA_AVX2 static inline __attribute__((always_inline)) void
+pv_tile2(const int R, const int W, const bool dense, pa_dtype t, float *o, size_t ldo,
+         const float *P, size_t ldp, const void *V, size_t ldv, int32_t nk, int32_t c)
+{
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int u = 0; u < W; u++)
+            acc[r][u] = _mm256_loadu_ps(o + (size_t)r * ldo + c + 8 * u);
+    for (int32_t j = 0; j < nk; j++) {
+        const size_t at = (size_t)j * ldv + (size_t)c;
+        const __m256 v0 = ld8(t, V, at), v1 = W > 1 ? ld8(t, V, at + 8) : v0;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const float *w = P + (size_t)r * ldp + (size_t)j;
+            __m256 wv;
+            if (!dense && *w == 0.0f)
+                continue;
+            wv = _mm256_broadcast_ss(w);
+            acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(wv, v0));
+            if (W > 1)
+                acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(wv, v1));
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int u = 0; u < W; u++)
+            _mm256_storeu_ps(o + (size_t)r * ldo + c + 8 * u, acc[r][u]);
+}
+
+/* Rows [r, r + R) of pv_block_avx2_t: 16 columns at a time, then 8, then
+ * the last ones one by one. */
+PA_AVX2 static inline __attribute__((always_inline)) void
+pv_rows2(const int R, pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp, const void *V,
+         size_t ldv, int32_t nk, int32_t d)
+{
+    int32_t c = 0;
+    bool dense = true;
+    for (int r = 0; r < R; r++)
+        for (int32_t j = 0; j < nk; j++)
+            dense = dense && P[(size_t)r * ldp + (size_t)j] != 0.0f;
+    if (dense)
+        for (; c + 16 <= d; c += 16)
+            pv_tile2(R, 2, true, t, o, ldo, P, ldp, V, ldv, nk, c);
+    else
+        for (; c + 16 <= d; c += 16)
+            pv_tile2(R, 2, false, t, o, ldo, P, ldp, V, ldv, nk, c);
+    if (c + 8 <= d) {
+        pv_tile2(R, 1, false, t, o, ldo, P, ldp, V, ldv, nk, c);
+        c += 8;
+    }
+    if (c < d)
+        for (int r = 0; r < R; r++) {
+            float *y = o + (size_t)r * ldo;
+            for (int32_t j = 0; j < nk; j++) {
+                const float w = P[(size_t)r * ldp + (size_t)j];
+                if (w == 0.0f)
+                    continue;
+                for (int32_t e = c; e < d; e++)
+                    y[e] += w * pa__dtype_get(t, V, (size_t)j * ldv + (size_t)e);
+            }
+        }
+}
+
+PA_AVX2 static inline __attribute__((always_inline)) void
+pv_block_avx2_t(pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                const void *V, size_t ldv, int32_t nk, int32_t d)
+{
+    int32_t r = 0;
+    for (; r + 4 <= n; r += 4)
+        pv_rows2(4, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, d);
+    switch (n - r) {
+    case 3:
+        pv_rows2(3, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, d);
+        break;
+    case 2:
+        pv_rows2(2, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, d);
+        break;
+    case 1:
+        pv_rows2(1, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, d);
+        break;
+    default:
+        break;
+    }
+}
+
+PA_AVX2 static void dot_rows_avx2(const float *q, int32_t n, int32_t d, const float *k, size_t ldk,
+                                  int32_t nk, float scale, float *s, size_t lds)
+{
+    dot_rows_avx2_t(PA_DTYPE_F32, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+PA_AVX2 static void dot_rows_avx2_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                       size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                                       float *scratch)
+{
+    (void)scratch;
+    dot_rows_avx2_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+PA_AVX2 static void dot_rows_avx2_f16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                                      float *scratch)
+{
+    (void)scratch;
+    dot_rows_avx2_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
+}
+
+PA_AVX2 static void pv_block_avx2(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                  const float *V, size_t ldv, int32_t nk, int32_t d)
+{
+    pv_block_avx2_t(PA_DTYPE_F32, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+PA_AVX2 static void pv_block_avx2_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                       const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                                       float *scratch)
+{
+    (void)scratch;
+    pv_block_avx2_t(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+PA_AVX2 static void pv_block_avx2_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                      const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                                      float *scratch)
+{
+    (void)scratch;
+    pv_block_avx2_t(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d);
+}
+
+/* ------------------------------------------------------------------------- */
+/* AVX-512                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* The lanes of 16 that hold the `left` floats still to go (none when
+ * left <= 0). */
+static inline __mmask16 tail16(int32_t left)
+{
+    if (left >= 16)
+        return (__mmask16)0xFFFF;
+    return left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
+}
+
+/* The sums of the 16 lanes of a0, a1, a2, a3, in lanes 0, 4, 8 and 12:
+ * halves, quarters, then pairs folded in 9 shuffles and adds, where four
+ * separate reductions take 24. */
+PA_AVX512 static inline __m512 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+    const __m512 x = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44),  /* a0 lo | a1 lo */
+                                   _mm512_shuffle_f32x4(a0, a1, 0xEE)); /* a0 hi | a1 hi */
+    const __m512 y =
+        _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
+    /* Quarters: lanes 0-3 a0, 4-7 a1, 8-11 a2, 12-15 a3. */
+    __m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+    z = _mm512_add_ps(z, _mm512_permute_ps(z, 0x4E)); /* pairs of pairs */
+    return _mm512_add_ps(z, _mm512_permute_ps(z, 0xB1));
+}
+
+/* R rows (1 to 4) against 4 keys: 4R accumulators (independent chains of
+ * fused multiply-adds), each 16 floats of q and of k loaded once; keys past
+ * nk repeat the first and are not stored. */
+PA_AVX512 static inline __attribute__((always_inline)) void
+dot_tile(const int R, const float *q, int32_t d, const float *k, size_t ldk, int32_t nk,
+         float scale, float *s, size_t lds)
+{
+    const float *kt[4];
+    __m512 acc[4][4];
+    int32_t c = 0;
+    const __m512i pick = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    for (int t = 0; t < 4; t++)
+        kt[t] = k + (t < nk ? (size_t)t * ldk : 0);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (; c + 16 <= d; c += 16) {
+        const __m512 k0 = _mm512_loadu_ps(kt[0] + c), k1 = _mm512_loadu_ps(kt[1] + c);
+        const __m512 k2 = _mm512_loadu_ps(kt[2] + c), k3 = _mm512_loadu_ps(kt[3] + c);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 x = _mm512_loadu_ps(q + (size_t)r * d + c);
+            acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(x, k2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(x, k3, acc[r][3]);
+        }
+    }
+    if (c < d) {
+        const __mmask16 m = tail16(d - c);
+        const __m512 k0 = _mm512_maskz_loadu_ps(m, kt[0] + c),
+                     k1 = _mm512_maskz_loadu_ps(m, kt[1] + c);
+        const __m512 k2 = _mm512_maskz_loadu_ps(m, kt[2] + c),
+                     k3 = _mm512_maskz_loadu_ps(m, kt[3] + c);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 x = _mm512_maskz_loadu_ps(m, q + (size_t)r * d + c);
+            acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(x, k2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(x, k3, acc[r][3]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const __m512 sums =
+            _mm512_mul_ps(sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), _mm512_set1_ps(scale));
+        _mm512_mask_storeu_ps(s + (size_t)r * lds, (__mmask16)((1u << nk) - 1u),
+                              _mm512_permutexvar_ps(pick, sums));
+    }
+}
+
+PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, const float *k,
+                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds)
+{
+    int32_t r = 0;
+    for (; r + 4 <= n; r += 4)
+        dot_tile(4, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+    switch (n - r) {
+    case 3:
+        dot_tile(3, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        break;
+    case 2:
+        dot_tile(2, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        break;
+    case 1:
+        dot_tile(1, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        break;
+    default:
+        break;
+    }
+}
+
+/* R rows (1 to 4) by 64 columns from c of pv_block, the sums in 4R
+ * registers across all nk keys, then added to o once. */
+PA_AVX512 static inline __attribute__((always_inline)) void
+pv_tile(const int R, const bool full, float *o, size_t ldo, const float *P, size_t ldp,
+        const float *V, size_t ldv, int32_t nk, int32_t c, int32_t d)
+{
+    const __mmask16 m0 = tail16(d - c), m1 = tail16(d - c - 16), m2 = tail16(d - c - 32),
+                    m3 = tail16(d - c - 48);
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+            acc[r][u] = _mm512_setzero_ps();
+    for (int32_t j = 0; j < nk; j++) {
+        const float *v = V + (size_t)j * ldv + c;
+        const __m512 v0 = full ? _mm512_loadu_ps(v) : _mm512_maskz_loadu_ps(m0, v);
+        const __m512 v1 = full ? _mm512_loadu_ps(v + 16) : _mm512_maskz_loadu_ps(m1, v + 16);
+        const __m512 v2 = full ? _mm512_loadu_ps(v + 32) : _mm512_maskz_loadu_ps(m2, v + 32);
+        const __m512 v3 = full ? _mm512_loadu_ps(v + 48) : _mm512_maskz_loadu_ps(m3, v + 48);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 w = _mm512_set1_ps(P[(size_t)r * ldp + (size_t)j]);
+            acc[r][0] = _mm512_fmadd_ps(w, v0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(w, v1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(w, v2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(w, v3, acc[r][3]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        float *y = o + (size_t)r * ldo + c;
+        _mm512_mask_storeu_ps(y, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, y), acc[r][0]));
+        _mm512_mask_storeu_ps(y + 16, m1,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m1, y + 16), acc[r][1]));
+        _mm512_mask_storeu_ps(y + 32, m2,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m2, y + 32), acc[r][2]));
+        _mm512_mask_storeu_ps(y + 48, m3,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m3, y + 48), acc[r][3]));
+    }
+}
+
+#define PV_TILES(full)                                                                             \
+    do {                                                                                           \
+        int32_t r = 0;                                                                             \
+        for (; r + 4 <= n; r += 4)                                                                 \
+            pv_tile(4, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+                    d);                                                                            \
+        if (n - r == 3)                                                                            \
+            pv_tile(3, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+                    d);                                                                            \
+        else if (n - r == 2)                                                                       \
+            pv_tile(2, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+                    d);                                                                            \
+        else if (n - r == 1)                                                                       \
+            pv_tile(1, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+                    d);                                                                            \
+    } while (0)
+
+/* 64 columns at a time: unmasked loads while whole, masked on the tail. */
+PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                      const float *V, size_t ldv, int32_t nk, int32_t d)
+{
+    int32_t c = 0;
+    for (; c + 64 <= d; c += 64)
+        PV_TILES(true);
+    if (c < d)
+        PV_TILES(false);
+}
+
+#undef PV_TILES
+
+/* 16-bit keys and values for the AVX-512 kernels: the nk rows widened into
+ * scratch [nk, d] (in L1), then the float kernel on them, which reads the
+ * same floats the float call does. */
+static void dot_rows_avx512_16(pa_dtype t, const float *q, int32_t n, int32_t d, const uint16_t *k,
+                               size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                               float *scratch)
+{
+    for (int32_t u = 0; u < nk; u++)
+        pa__widen(t, k + (size_t)u * ldk, (size_t)d, scratch + (size_t)u * d);
+    dot_rows_avx512(q, n, d, scratch, (size_t)d, nk, scale, s, lds);
+}
+
+static void dot_rows_avx512_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                 size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                                 float *scratch)
+{
+    dot_rows_avx512_16(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds, scratch);
+}
+
+static void dot_rows_avx512_f16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
+                                int32_t nk, float scale, float *s, size_t lds, float *scratch)
+{
+    dot_rows_avx512_16(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds, scratch);
+}
+
+static void pv_block_avx512_16(pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp,
+                               int32_t n, const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                               float *scratch)
+{
+    for (int32_t j = 0; j < nk; j++)
+        pa__widen(t, V + (size_t)j * ldv, (size_t)d, scratch + (size_t)j * d);
+    pv_block_avx512(o, ldo, P, ldp, n, scratch, (size_t)d, nk, d);
+}
+
+static void pv_block_avx512_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                 const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                                 float *scratch)
+{
+    pv_block_avx512_16(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d, scratch);
+}
+
+static void pv_block_avx512_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
+                                float *scratch)
+{
+    pv_block_avx512_16(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d, scratch);
+}
+
+#endif
+
+pa__row_ops pa__row_ops_pick(pa_dtype t)
+{
+    const bool f16 = t == PA_DTYPE_F16;
+    pa__row_ops ops = {dot_rows, pv_block, f16 ? dot_rows_f16 : dot_rows_bf16,
+                       f16 ? pv_block_f16 : pv_block_bf16};
+#if PA_DEC_X86
+    if (pa__cpu_avx512()) {
+        ops.dot = dot_rows_avx512;
+        ops.pv = pv_block_avx512;
+        ops.dot16 = f16 ? dot_rows_avx512_f16 : dot_rows_avx512_bf16;
+        ops.pv16 = f16 ? pv_block_avx512_f16 : pv_block_avx512_bf16;
+    } else if (pa__cpu_avx2()) {
+        ops.dot = dot_rows_avx2;
+        ops.pv = pv_block_avx2;
+        ops.dot16 = f16 ? dot_rows_avx2_f16 : dot_rows_avx2_bf16;
+        ops.pv16 = f16 ? pv_block_avx2_f16 : pv_block_avx2_bf16;
+    }
+#endif
+    return ops;
+}

@@ -1,0 +1,38 @@
+/* decode_rows.h - the row kernels of the decode kernel (lib/decode_rows.c):
+ * the logits of a few query rows against up to four keys, and a run of
+ * keys' probabilities times their values added into the rows' outputs.
+ * Chosen once per call for the CPU (lib/cpu.h) and the keys' and values'
+ * element type.
+ */
+#ifndef PA_DECODE_ROWS_H
+#define PA_DECODE_ROWS_H
+
+#include "posattn.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pa__row_ops {
+    /* s[r * lds + t] = scale * q_r . k_t, q_r = q + r * d (n rows), k_t = k +
+     * t * ldk (nk = 1 to 4 keys of d floats). */
+    void (*dot)(const float *q, int32_t n, int32_t d, const float *k, size_t ldk, int32_t nk,
+                float scale, float *s, size_t lds);
+    /* o_r += sum_j P[r * ldp + j] V[j * ldv + c] over d columns c, for the
+     * n rows o_r = o + r * ldo and nk keys j (in order; zero weights
+     * skipped). */
+    void (*pv)(float *o, size_t ldo, const float *P, size_t ldp, int32_t n, const float *V,
+               size_t ldv, int32_t nk, int32_t d);
+    /* The same over keys and values of the 16-bit type the ops were
+     * picked for, with the float bits of the widened rows. scratch:
+     * [4, d] floats (dot16) or [16, d] (pv16, nk <= 16). */
+    void (*dot16)(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk, int32_t nk,
+                  float scale, float *s, size_t lds, float *scratch);
+    void (*pv16)(float *o, size_t ldo, const float *P, size_t ldp, int32_t n, const uint16_t *V,
+                 size_t ldv, int32_t nk, int32_t d, float *scratch);
+} pa__row_ops;
+
+/* The row kernels of this process for keys and values of type t (dot16
+ * and pv16 are bf16's for PA_DTYPE_F32). */
+pa__row_ops pa__row_ops_pick(pa_dtype t);
+
+#endif
