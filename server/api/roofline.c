@@ -186,7 +186,9 @@ bool api_roofline_work(const api_item *it, api_work *w)
         if (res == 0 || (it->ret & (1u << res)))
             results += (double)api_item_count(it, 1u << res) * it->B;
     r.flops = 2.0 * (D + Dv) * H * r.visible;
-    r.bytes = 4.0 * (qrows * H * D + r.keys * Hkv * (D + Dv) + results);
+    /* keys and values in their stored type (a bf16 or f16 session: 2 bytes) */
+    const double kvb = it->att.kv_dtype == PA_DTYPE_F32 ? 4.0 : 2.0;
+    r.bytes = 4.0 * (qrows * H * D + results) + kvb * r.keys * Hkv * (D + Dv);
     *w = r;
     return true;
 }

@@ -9,6 +9,7 @@
 #include "api/roofline.h"
 
 #include "api_harness.h"
+#include "store/kv_cache.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -151,6 +152,47 @@ static void test_returned_weights(void **state)
             bytes_of(4, 2, 2, 8, 8, 6) + 4.0 * 2 * 4 * 6);
 }
 
+/* A step over a session stored in bf16 reads its keys and values at 2
+ * bytes an element (q and the results stay float32). */
+static void test_session_bf16(void **state)
+{
+    (void)state;
+    srv_kv_cache *c = srv_kv_cache_new(
+        &(srv_kv_config){.budget_bytes = (size_t)8 << 20, .block_tokens = 16, .ttl_s = 0});
+    srv_limits lim = limits();
+    qkv f;
+    cJSON *ans, *item, *t;
+    int status;
+    char body[160];
+    srv_kv_err ke;
+    const char *id;
+
+    lim.sessions = c;
+    qkv_make(&f, 1, 5, 4, 2, 8, 8, 3);
+    snprintf(body, sizeof body,
+             "{\"scheme\":{\"type\":\"none\"},\"num_kv_heads\":2,\"head_dim\":8,"
+             "\"max_tokens\":16,\"dtype\":\"%s\"}",
+             "bf16");
+    ans = call(&srv_ep_sessions_create, body, &lim, &status);
+    assert_int_equal(status, 201);
+    id = cJSON_GetObjectItemCaseSensitive(ans, "id")->valuestring;
+    assert_true(srv_kv_append(c, id, f.k, f.v, 5, NULL, &ke));
+    item = cJSON_CreateObject();
+    cJSON_AddStringToObject(item, "session", id);
+    cJSON_AddItemToObject(item, "q", jtensor(f.q, 3, 1, 4, 8));
+    cJSON_Delete(ans);
+    ans = call_json(&srv_ep_attention, batch(&item, 1), &lim, &status);
+    assert_int_equal(status, 200);
+    t = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ans, "outputs"), 0), "timing");
+    /* 5 keys of 2 kv heads of 8 + 8 at 2 bytes; q and output 1 x 4 x 8 at 4 */
+    assert_true(num(t, "bytes") == 4.0 * (32 + 32) + 2.0 * 5 * 2 * 16);
+    assert_true(num(t, "flops") == flops_of(4, 8, 8, 5));
+    cJSON_Delete(ans);
+    qkv_free(&f);
+    srv_kv_cache_free(c);
+}
+
 static void test_fraction(void **state)
 {
     srv_machine m;
@@ -237,6 +279,7 @@ int main(void)
         cmocka_unit_test(test_positions_out_of_order),
         cmocka_unit_test(test_packed),
         cmocka_unit_test(test_returned_weights),
+        cmocka_unit_test(test_session_bf16),
         cmocka_unit_test(test_fraction),
         cmocka_unit_test(test_fields_with_and_without_probe),
     };
