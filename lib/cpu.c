@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <xmmintrin.h>
 #endif
 #include <stdlib.h>
@@ -40,7 +41,11 @@ static bool detect_avx2(void)
     if (force != NULL && strcmp(force, "portable") == 0)
         return false;
 #if defined(__x86_64__) && defined(__GNUC__)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports
+     * does not know "f16c". */
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) &&
+           (c & (1u << 29)) != 0;
 #else
     return false;
 #endif
