@@ -233,7 +233,9 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/bench/ceiling.o $(LIB_A)
 RUN_HOST = $(or $(POSATTN_HOST),127.0.0.1)
 RUN_PORT = $(or $(PORT),$(POSATTN_PORT),8080)
 run: deps
+	@echo "make run: building posattnd and posattn-load in $(BUILD)/ (a minute or two on a fresh clone)"
 	@$(MAKE) -s --no-print-directory $(POSATTND) $(LOAD_BIN)
+	@echo "make run: starting posattnd on http://$(RUN_HOST):$(RUN_PORT)/ (the web page; Ctrl-C stops it)"
 	exec $(POSATTND) --host $(RUN_HOST) --port $(RUN_PORT) $(ARGS)
 
 # The web page in headless Chromium (tests/ui/ui-test.mjs, playwright-core):

@@ -497,6 +497,10 @@ pa_status pa_rope_check(const pa_rope *r, int32_t head_dim, pa_error *err);
 /* The rotary dimension r in effect for head_dim (rotary_dim or head_dim). */
 int32_t pa_rope_rotary_dim(const pa_rope *r, int32_t head_dim);
 
+/* The original_max_position in effect: the field, or its scaling's default
+ * when it is 0 (llama3: 8192); 0 when the scaling has none. */
+int32_t pa_rope_original_max_position(const pa_rope *r);
+
 /* Inverse frequencies after scaling and the attention factor, for a call whose
  * largest position is max_position (used by dynamic and longrope only).
  * inv_freq [r/2] in double. */

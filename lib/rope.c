@@ -336,6 +336,15 @@ int32_t pa_rope_rotary_dim(const pa_rope *r, int32_t head_dim)
     return r != NULL && r->rotary_dim != 0 ? r->rotary_dim : head_dim;
 }
 
+int32_t pa_rope_original_max_position(const pa_rope *r)
+{
+    if (r == NULL)
+        return 0;
+    if (r->original_max_position == 0 && r->scaling == PA_ROPE_SCALING_LLAMA3)
+        return LLAMA3_ORIG;
+    return r->original_max_position;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Inverse frequencies                                                       */
 /* ------------------------------------------------------------------------- */

@@ -415,7 +415,7 @@ static bool prepare_rope_spectrum(const cJSON *root, const api_ctx *ctx, srv_enc
     if (pa_rope_check(rope, aj->head_dim, &pe) != PA_STATUS_OK ||
         pa_rope_bands_of(rope, aj->head_dim, &aj->bands, &pe) != PA_STATUS_OK)
         return api_fail_pa(e, ctx, &pe);
-    aj->train_length = rope->original_max_position;
+    aj->train_length = pa_rope_original_max_position(rope); /* its scaling's default too */
     if ((v = member(root, "train_length")) != NULL &&
         !api_get_int(v, "train_length", ctx, &aj->train_length, e))
         return false;

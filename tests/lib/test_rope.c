@@ -566,6 +566,24 @@ static void test_errors_longrope(void **state)
     assert_int_equal(pa_rope_check(&r, 64, NULL), PA_STATUS_OK);
 }
 
+/* The original_max_position in effect: llama3's default for 0, the field
+ * otherwise, 0 for a scaling without one. */
+static void test_original_max_position(void **state)
+{
+    (void)state;
+    pa_rope r;
+    memset(&r, 0, sizeof r);
+    r.scaling = PA_ROPE_SCALING_LLAMA3;
+    assert_int_equal(pa_rope_original_max_position(&r), 8192);
+    r.original_max_position = 4096;
+    assert_int_equal(pa_rope_original_max_position(&r), 4096);
+    r.scaling = PA_ROPE_SCALING_YARN;
+    assert_int_equal(pa_rope_original_max_position(&r), 4096);
+    r.original_max_position = 0;
+    assert_int_equal(pa_rope_original_max_position(&r), 0);
+    assert_int_equal(pa_rope_original_max_position(NULL), 0);
+}
+
 static void test_errors_arguments(void **state)
 {
     (void)state;
@@ -608,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_errors_llama3),
         cmocka_unit_test(test_errors_longrope),
         cmocka_unit_test(test_errors_arguments),
+        cmocka_unit_test(test_original_max_position),
     };
     return cmocka_run_group_tests_name("rope", tests, rope_configs_setup, NULL);
 }

@@ -108,6 +108,9 @@ def main():
         started = time.monotonic() - t0
         if not any(f"API       {url}/v1/schemes" in l for l in out_lines):
             fail("the server did not print the API's URL")
+        # Not silent while it builds (issue #36): it says so before building.
+        if not any(l.startswith("make run: building") for l in out_lines):
+            fail("`make run` did not say it was building:\n" + "".join(out_lines[:10]))
 
         code = b[("sh", "curl")].replace(README_URL, url)
         p = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True,

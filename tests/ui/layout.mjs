@@ -8,6 +8,12 @@ import { OUT, consoleErrors, check, assert } from './harness.mjs';
 import { page, drawn } from './page.mjs';
 
 export async function layoutChecks() {
+  await check('navigation: the top bar links every panel', async () => {
+    const missing = await page.$$eval('main > section[id]', (ss) => ss.map((s) => s.id)
+      .filter((id) => !document.querySelector(`header nav a[href="#${id}"]`)));
+    assert(!missing.length, `panels without a link in the navigation: ${missing.join(', ')}`);
+  });
+
   // ---------------------------------------------------- keyboard and phone
   await check('keyboard: Tab reaches the key field, sliders, selects, plots and buttons', async () => {
     await page.evaluate(() => { document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); });

@@ -408,6 +408,17 @@ static void test_analyze_rope_spectrum(void **state)
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ans, "bands")), 0);
     cJSON_Delete(ans);
 
+    /* llama3 without original_max_position: its documented default, 8192
+     * (GET /v1/schemes: "0 = the default: llama3 8192"), is the train_length. */
+    ans = call(&srv_ep_analyze,
+               "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"rope\",\"scaling\":"
+               "\"llama3\",\"factor\":8},\"head_dim\":8}",
+               &lim, &status);
+    expect_ok(ans, status);
+    assert_int_equal((int)num(ans, "train_length"), 8192);
+    assert_int_equal((int)num(ans, "length"), 8192);
+    cJSON_Delete(ans);
+
     ans = call(&srv_ep_analyze,
                "{\"analysis\":\"rope_spectrum\",\"scheme\":{\"type\":\"rope\"},\"head_dim\":8}",
                &lim, &status);
