@@ -283,9 +283,10 @@ int load_run_phase(const load_config *c, const char *scheme, int length, int con
 /* Reads /metrics; the split for the compute series labelled label (NULL:
  * the sum of every compute series). Returns 0 on success. */
 int load_metrics_read(const load_config *c, const char *label, load_server_split *out);
-/* GET c->url + path (with --api-key's header if auth): the answer's text
- * (malloc'd, NUL-terminated) and its HTTP status in *code; NULL when the
- * request failed. */
+
+/* http.c: GET c->url + path (with --api-key's header if auth): the
+ * answer's text (malloc'd, NUL-terminated) and its HTTP status in *code;
+ * NULL when the request failed. */
 char *load_http_get(const load_config *c, const char *path, int auth, long *code);
 
 /* spawn.c: starts posattnd on a free loopback port; writes its base URL. */
@@ -347,7 +348,7 @@ double load_now_s(void);
 /* Set by SIGINT: phases stop starting requests and the run reports what it has. */
 extern volatile sig_atomic_t load_interrupted;
 
-/* The TLS settings of c (--cacert) on a curl handle. */
+/* http.c: the TLS settings of c (--cacert) on a curl handle. */
 void load_curl_tls(void *curl, const load_config *c);
 
 #endif
