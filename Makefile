@@ -216,7 +216,7 @@ $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/
     $(BUILD)/tests/test_rope_gemma4_hunyuan $(BUILD)/tests/test_kerple $(BUILD)/tests/test_sandwich \
     $(BUILD)/tests/test_xpos $(BUILD)/tests/test_rope2d $(BUILD)/tests/test_fire $(BUILD)/tests/test_cope \
     $(BUILD)/tests/test_packed $(BUILD)/tests/test_diff $(BUILD)/tests/test_mla \
-    $(BUILD)/tests/test_paged $(BUILD)/tests/test_kv16: $(TEST_ATT_OBJ)
+    $(BUILD)/tests/test_paged $(BUILD)/tests/test_kv16 $(BUILD)/tests/test_bf16: $(TEST_ATT_OBJ)
 
 # bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
 $(BUILD)/bench/bench_attention.o: bench/bench_attention.c
@@ -460,7 +460,7 @@ $(BARE_MHD): bench/bare_mhd.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SRV_CFLAGS) $< -o $@ $(SRV_LIBS)
 
-bench-service: $(POSATTND) $(LOAD_BIN) $(BARE_MHD) $(BUILD)/bench/bench_decode
+bench-service: $(POSATTND) $(LOAD_BIN) $(BARE_MHD) $(BUILD)/bench/bench_decode $(BUILD)/bench/bench_attention
 	@$(call apt_install,$(CROSSCHECK_PACKAGES) curl)
 	@bench/service.sh $(BUILD)
 	@POSATTND=$(POSATTND) E2E_TIMEOUT=300 tests/e2e/harness.sh /usr/bin/python3 bench/v2_throughput.py

@@ -221,8 +221,130 @@ typedef struct bench_case {
     bool causal;
 } bench_case;
 
+/* compute_dtype bf16 against float32, the same call: the speed ratio
+ * (target 1.6x where the bf16 products run vdpbf16ps) and the fraction of
+ * the bf16 dot-product peak measured here (target 0.5; elsewhere bf16
+ * products are float32 FMAs and the fraction is of the FMA peak, with no
+ * target). Counts its targets into *met and *missed. */
+static void bench_bf16(int tmax, int reps, double fma_peak, int *met, int *missed)
+{
+    static const bench_case cases[] = {
+        {"none", PA_SCHEME_NONE, 512, 8, 8, 64, false},
+        {"none", PA_SCHEME_NONE, 2048, 8, 8, 64, false},
+        {"none", PA_SCHEME_NONE, 2048, 8, 8, 128, false},
+        {"none causal", PA_SCHEME_NONE, 2048, 8, 8, 64, true},
+        {"none causal", PA_SCHEME_NONE, 2048, 8, 8, 128, true},
+        {"rope causal", PA_SCHEME_ROPE, 2048, 8, 8, 64, true},
+    };
+    const bool native = strcmp(pa_bf16_path(), "avx512_bf16") == 0;
+    const double bf16_peak = ceiling_bf16_gflops(tmax);
+    const double peak = native && bf16_peak > 0 ? bf16_peak : fma_peak;
+    if (bf16_peak > 0)
+        printf("\ncompute_dtype bf16 (path %s): bf16 dot-product peak (vdpbf16ps) %.1f GFLOP/s on "
+               "%d threads\n",
+               pa_bf16_path(), bf16_peak, tmax);
+    else
+        printf("\ncompute_dtype bf16 (path %s): no AVX-512 BF16 on this CPU, so bf16 products run "
+               "as float32 FMAs: fractions are of the FMA peak (%.1f GFLOP/s), no targets\n",
+               pa_bf16_path(), fma_peak);
+    printf("%-16s %6s %4s %4s %3s %9s %9s %8s %7s %9s %8s %7s %5s\n", "case", "L", "H", "D", "T",
+           "f32 ms", "bf16 ms", "speed", "target", "GFLOP/s", "of peak", "target", "met");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bench_case *bc = &cases[i];
+        const int L = bc->L, H = bc->H, D = bc->D;
+        const double work =
+            bc->causal ? 4.0 * D * H * (double)L * (L + 1) / 2 : 4.0 * L * (double)L * D * H;
+        pa_scheme s;
+        attn_ctx ac;
+        double t32, t16, gf, of, speed;
+        bool ok_speed, ok_peak;
+        pa_scheme_init(&s, bc->scheme);
+        pa_attention_init(&ac.a, &s);
+        ac.a.num_heads = H;
+        ac.a.num_kv_heads = bc->Hkv;
+        ac.a.head_dim = D;
+        ac.a.q_len = ac.a.k_len = L;
+        ac.a.q = randn((size_t)L * H * D, 1);
+        ac.a.k = randn((size_t)L * bc->Hkv * D, 2);
+        ac.a.v = randn((size_t)L * bc->Hkv * D, 5);
+        ac.a.causal = bc->causal;
+        memset(&ac.out, 0, sizeof ac.out);
+        ac.out.output = malloc((size_t)L * H * D * sizeof(float));
+        ac.a.compute_dtype = PA_DTYPE_BF16; /* the larger workspace */
+        ac.ws_size = pa_attention_workspace_size(&ac.a);
+        for (int t = 0; t < tmax; t++)
+            ac.ws[t] = malloc(ac.ws_size);
+        {
+            par_ctx pa = {attention_fn, &ac, tmax};
+            ac.a.compute_dtype = PA_DTYPE_F32;
+            t32 = best_time(run_parallel, &pa, reps);
+            ac.a.compute_dtype = PA_DTYPE_BF16;
+            t16 = best_time(run_parallel, &pa, reps);
+        }
+        gf = work / t16 * 1e-9;
+        of = gf / peak;
+        speed = t32 / t16;
+        ok_speed = speed >= 1.6;
+        ok_peak = of >= 0.5;
+        printf("%-16s %6d %4d %4d %3d %9.2f %9.2f %7.2fx %7s %9.1f %8.2f %7s %5s\n", bc->name, L, H,
+               D, tmax, t32 * 1e3, t16 * 1e3, speed, native ? ">=1.6x" : "-", gf, of,
+               native ? ">=0.50" : "-", native ? (ok_speed && ok_peak ? "met" : "NO") : "-");
+        if (native && bc->L == 2048)
+            ok_speed &&ok_peak ? (*met)++ : (*missed)++;
+        free((void *)ac.a.q);
+        free((void *)ac.a.k);
+        free((void *)ac.a.v);
+        free(ac.out.output);
+        for (int t = 0; t < tmax; t++)
+            free(ac.ws[t]);
+    }
+}
+
+/* --one SCHEME L H D T: one case's fraction of the FMA peak of T threads
+ * (rope or none, not causal, Hkv = H), best of 5, on one line: what
+ * bench/service.sh compares the service's own roofline fraction with. */
+static int bench_one(int argc, char **argv)
+{
+    pa_scheme s;
+    attn_ctx ac;
+    const char *width;
+    int L, H, D, T;
+    double peak, t, of;
+    if (argc != 7 || (strcmp(argv[2], "rope") != 0 && strcmp(argv[2], "none") != 0) ||
+        (L = atoi(argv[3])) < 1 || (H = atoi(argv[4])) < 1 || (D = atoi(argv[5])) < 1 ||
+        (T = atoi(argv[6])) < 1 || T > MAX_THREADS) {
+        fprintf(stderr, "usage: bench_attention --one rope|none L H D T\n");
+        return 2;
+    }
+    pa_scheme_init(&s, strcmp(argv[2], "rope") == 0 ? PA_SCHEME_ROPE : PA_SCHEME_NONE);
+    pa_attention_init(&ac.a, &s);
+    ac.a.num_heads = ac.a.num_kv_heads = H;
+    ac.a.head_dim = D;
+    ac.a.q_len = ac.a.k_len = L;
+    ac.a.q = randn((size_t)L * H * D, 1);
+    ac.a.k = randn((size_t)L * H * D, 2);
+    ac.a.v = randn((size_t)L * H * D, 5);
+    memset(&ac.out, 0, sizeof ac.out);
+    ac.out.output = malloc((size_t)L * H * D * sizeof(float));
+    ac.ws_size = pa_attention_workspace_size(&ac.a);
+    for (int i = 0; i < T; i++)
+        ac.ws[i] = malloc(ac.ws_size);
+    openblas_set_num_threads(1);
+    peak = ceiling_fma_gflops(T, &width);
+    {
+        par_ctx pa = {attention_fn, &ac, T};
+        t = best_time(run_parallel, &pa, 5);
+    }
+    of = 4.0 * L * (double)L * D * H / t * 1e-9 / peak;
+    printf("%s L=%d H=%d D=%d T=%d: %.2f ms, %.4f of the FMA peak (%.1f GFLOP/s, %s)\n", argv[2], L,
+           H, D, T, t * 1e3, of, peak, width);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--one") == 0)
+        return bench_one(argc, argv);
     bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
     const int reps = smoke ? 1 : 3;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -349,6 +471,9 @@ int main(int argc, char **argv)
         free(vfull);
         free(gc.o);
     }
+
+    if (!smoke)
+        bench_bf16(tmax, reps, peak[tmax], &met, &missed);
 
     if (!smoke) {
         /* The peak again: on a shared host a neighbour can take the cores

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define CEIL_X86 1
 #endif
@@ -156,6 +157,60 @@ double ceiling_fma_gflops(int T, const char **width)
         gf = 2.0 * lanes * CHAINS * (double)iters * T / t * 1e-9;
         best = gf > best ? gf : best;
     }
+    return best;
+}
+
+#if CEIL_X86
+/* vdpbf16ps chains: 16 lanes x 2 products, a multiply and an add each. */
+__attribute__((target("avx512f,avx512bf16"))) static void *dp_bf16(void *p)
+{
+    fma_arg *a = p;
+    __m512 acc[CHAINS];
+    const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3F803F80), /* (1.0, 1.0) */
+        y = (__m512bh)_mm512_set1_epi32(0x33D633D6);            /* (1e-7, 1e-7) */
+    for (int c = 0; c < CHAINS; c++)
+        acc[c] = _mm512_set1_ps((float)c);
+    for (long i = 0; i < a->iters; i++) {
+#pragma GCC unroll 16
+        for (int c = 0; c < CHAINS; c++)
+            acc[c] = _mm512_dpbf16_ps(acc[c], x, y);
+    }
+    for (int c = 1; c < CHAINS; c++)
+        acc[0] = _mm512_add_ps(acc[0], acc[c]);
+    a->sink = _mm512_reduce_add_ps(acc[0]);
+    return NULL;
+}
+#endif
+
+bool ceiling_has_bf16(void)
+{
+#if CEIL_X86
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx512f") && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
+           (a & (1u << 5)) != 0;
+#else
+    return false;
+#endif
+}
+
+double ceiling_bf16_gflops(int T)
+{
+    fma_arg args[MAX_T];
+    double best = 0;
+    if (!ceiling_has_bf16())
+        return 0;
+    T = T < 1 ? 1 : T > MAX_T ? MAX_T : T;
+#if CEIL_X86
+    for (int rep = 0; rep < 7; rep++) {
+        const long iters = 80000000 / 16 * 4 / 2; /* twice float32's work a trip */
+        double t;
+        for (int i = 0; i < T; i++)
+            args[i].iters = iters;
+        t = run_threads(T, dp_bf16, args, sizeof *args);
+        const double gf = 64.0 * CHAINS * (double)iters * T / t * 1e-9;
+        best = gf > best ? gf : best;
+    }
+#endif
     return best;
 }
 

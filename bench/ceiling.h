@@ -5,6 +5,7 @@
 #ifndef PA_BENCH_CEILING_H
 #define PA_BENCH_CEILING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* fp32 GFLOP/s of T threads running independent fused multiply-add chains
@@ -13,6 +14,15 @@
  * ~40 ms. *width gets "avx512", "avx2" or "scalar". On a shared host a
  * caller measures it before and after its rows and keeps the larger. */
 double ceiling_fma_gflops(int T, const char **width);
+
+/* Whether the CPU has AVX-512 BF16 (vdpbf16ps). */
+bool ceiling_has_bf16(void);
+
+/* GFLOP/s of T threads running independent vdpbf16ps chains (each
+ * instruction 32 bf16 products summed into 16 float32 lanes: 64 FLOPs),
+ * the ceiling of compute_dtype bf16; 0 without AVX-512 BF16, where the
+ * library's bf16 products run as float32 FMAs (ceiling_fma_gflops). */
+double ceiling_bf16_gflops(int T);
 
 /* GB/s (1e9 bytes) of T threads summing disjoint slices of one buffer of
  * `bytes` bytes (touched first, so no page faults are timed): the best of

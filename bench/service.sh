@@ -15,6 +15,11 @@
 #     Target (issue #18): once the body is in (total - upload), under 10%
 #     of the server's time outside compute (median); the share of the
 #     whole, upload included, is printed beside it.
+#  3. The roofline's honesty: the same large request's fraction_of_peak
+#     (Server-Timing, the server's own start-up probe), median, against
+#     bench_attention --one's fraction for the same call in-process against
+#     bench/ceiling.c's peak, both one thread. Target (issue #34): within
+#     +-0.05 of each other.
 #
 # Everything listens on 127.0.0.1 (port 0) and stops at the end.
 # usage: bench/service.sh [BUILD]     (make bench-service builds and runs it)
@@ -24,6 +29,7 @@ BUILD=${1:-${BUILD:-build}}
 SRV=$BUILD/posattnd
 LOAD=$BUILD/posattn-load
 BARE=$BUILD/bench/bare_mhd
+BENCH_ATT=$BUILD/bench/bench_attention
 LUA=$(cd "$(dirname "$0")/.." && pwd)/tests/load/wrk-post.lua
 ROUNDS=${ROUNDS:-3}
 REPS=${REPS:-7}
@@ -135,6 +141,8 @@ for i in $(seq "$REPS"); do
             if ($i ~ /render;dur/) r = $(i + 1)
         }
         print c, t, u, p, r }' >>"$TMP/timing.txt"
+    tr -d '\r' <"$TMP/h.txt" | grep -io '^server-timing:.*' | grep -o 'fraction=[0-9.e+-]*' |
+        cut -d= -f2 >>"$TMP/fraction.txt"
 done
 body_mb=$(awk -v n="$(wc -c <"$TMP/large.json")" 'BEGIN {printf "%.1f", n / 1e6}')
 
@@ -162,3 +170,15 @@ sort -n -k2 "$TMP/timing.txt" | awk -v reps="$REPS" -v mb="$body_mb" -v LARGE_L=
         printf "%-44s %10.1f ms %10.1f ms %7.2f %8s %5s\n", "  the same with the upload (no target)", t[m] - c[m], t[m], out, "-", "-"
         printf "  (median of %d; request body %s MB; upload %.1f, parse %.1f, compute %.1f, render %.1f ms of total %.1f ms)\n", reps, mb, u[m], p[m], c[m], r[m], t[m]
     }'
+if [ -s "$TMP/fraction.txt" ] && [ -x "$BENCH_ATT" ]; then
+    ours=$(sort -g "$TMP/fraction.txt" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    line=$(OPENBLAS_NUM_THREADS=1 "$BENCH_ATT" --one rope "$LARGE_L" 8 64 1)
+    bench=$(echo "$line" | awk '{ for (i = 1; i <= NF; i++) if ($(i + 1) == "of") print $i }' | head -1)
+    awk -v o="$ours" -v b="$bench" -v L="$LARGE_L" 'BEGIN {
+        d = o - b; if (d < 0) d = -d
+        printf "%-44s %12.3f %12.3f %7.3f %8s %5s\n", "large: service fraction_of_peak vs bench", o, b, d, "<=0.05", (d <= 0.05 ? "met" : "NO")
+    }'
+    echo "  (service: median Server-Timing fraction, its start-up probe's peak; bench: $line)"
+else
+    echo "  (no Server-Timing fraction: the server did not probe, or bench_attention is missing)"
+fi

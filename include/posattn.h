@@ -311,6 +311,27 @@ typedef struct pa_attention {
      * analyses). Errors name "kv_dtype". PA_DTYPE_F32 (zero): float32,
      * exactly as before it existed. */
     pa_dtype kv_dtype;
+    /* The precision of the two products, as PyTorch's SDPA, FlashAttention
+     * and llama.cpp compute bf16 models. PA_DTYPE_F32 (zero): float32
+     * throughout, exactly as before it existed. PA_DTYPE_BF16: q (as
+     * attention sees it: normalised, rotated, scaled by position) and k
+     * are rounded to bf16 (to nearest even; below float's smallest normal,
+     * to zero) and q.k is summed in float32 over bf16 pairs, dimensions
+     * (2p+1, 2p) in that order, each step rounded once (AVX-512 BF16's
+     * vdpbf16ps, which runs it where the CPU has it; AVX2 + FMA and plain
+     * C give the same bits elsewhere: pa_bf16_path()); the scale
+     * multiplies each sum. Softcap, biases, masks and the softmax's max
+     * and sum stay float32; the probabilities are rounded to bf16 before
+     * P.v (as FlashAttention rounds them), v is rounded too, and P.v sums
+     * in float32 over pairs of keys (2t+1, 2t), a tile of keys at a time
+     * as the kernel folds them. Shaw's tables, CoPE's gates and the
+     * returned weights and logits are float32 of those logits. Every
+     * query count runs the tiled kernel (the decode kernel is float32's),
+     * and results do not depend on the path or the split into parts.
+     * Error against exact attention: about bf16's 2^-8 relative, growing
+     * like sqrt(head_dim) (docs/performance.md). PA_DTYPE_F16: refused
+     * (UNSUPPORTED). Errors name "compute_dtype". */
+    pa_dtype compute_dtype;
 } pa_attention;
 
 /* Optional and required outputs. All caller-owned. Zero the struct before
@@ -437,6 +458,11 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
  * in the same order) and widens 16-bit keys and values (kv_dtype) in
  * registers; POSATTN_KERNEL=portable turns that off too. */
 const char *pa_kernel_name(void);
+
+/* The path of compute_dtype bf16's products: "avx512_bf16" (vdpbf16ps, on
+ * CPUs with AVX-512 BF16), "avx2" (AVX2 and FMA) or "portable" (plain C,
+ * also under POSATTN_KERNEL=portable). All three give the same bits. */
+const char *pa_bf16_path(void);
 
 #include "posattn_analysis.h" /* the analyses */
 

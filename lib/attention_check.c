@@ -429,6 +429,15 @@ pa_status pa__check_one(const pa_attention *a, pa_error *err)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "kv_dtype",
                         "kv_dtype=%d is not one of f32 (%d), bf16 (%d), f16 (%d)", (int)a->kv_dtype,
                         (int)PA_DTYPE_F32, (int)PA_DTYPE_BF16, (int)PA_DTYPE_F16);
+    if (a->compute_dtype == PA_DTYPE_F16)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "compute_dtype",
+                        "compute_dtype=f16 is not built: f16 products need AVX-512 FP16 for "
+                        "speed, and posattn computes in f32 or bf16 (compute_dtype=bf16 takes f16 "
+                        "inputs' 8 significant bits, compute_dtype=f32 all of them)");
+    if (a->compute_dtype != PA_DTYPE_F32 && a->compute_dtype != PA_DTYPE_BF16)
+        return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "compute_dtype",
+                        "compute_dtype=%d is not one of f32 (%d), bf16 (%d)", (int)a->compute_dtype,
+                        (int)PA_DTYPE_F32, (int)PA_DTYPE_BF16);
 
     if (a->x != NULL)
         TRY(check_layer_inputs(a, H, Hkv, D, Dv, err));
@@ -488,6 +497,7 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
     p->q_norm = a->q_norm != NULL || a->q_norm_unweighted;
     p->k_norm = a->k_norm != NULL || a->k_norm_unweighted;
     p->q_scale = pa__qscale_on(a);
+    p->cbf16 = a->compute_dtype == PA_DTYPE_BF16;
     if (p->layer) {
         /* One sequence: either positions array names both. */
         p->q_positions = a->q_positions != NULL ? a->q_positions : a->k_positions;

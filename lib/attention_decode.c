@@ -31,7 +31,8 @@
 
 bool pa__decode_fits(const pa__plan *p)
 {
-    return p->Lq <= 8 && p->scheme->type != PA_SCHEME_SHAW && p->scheme->type != PA_SCHEME_COPE;
+    return p->Lq <= 8 && p->scheme->type != PA_SCHEME_SHAW && p->scheme->type != PA_SCHEME_COPE &&
+           !p->cbf16;
 }
 
 /* ------------------------------------------------------------------------- */

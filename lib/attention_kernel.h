@@ -53,22 +53,26 @@ enum { FIRE_THR_MAX = 1 << 22 };
 /* Everything the kernels read besides the caller's tensors, carved from the
  * workspace by layout() (lib/attention.c). */
 typedef struct buffers {
-    float *xp;                /* [L, d_model]: x plus the absolute encoding */
-    float *q, *k, *v;         /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
-    float *kt;                /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
-    float *kgather;           /* [Lk, D] paged, tiled kernel: one kv head's keys gathered */
-    float *vhead;             /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1, paged) */
-    float *qblk;              /* [BQ, D] rope, norms or q scales: one block of queries (or
-                                 keys) as attention sees them */
-    float *q_scale;           /* [Lq] query scalings by position: each row's factor */
-    float *q_inv, *k_inv;     /* [Lq], [Lk] inverse RMS of each token's whole projection
-                                 (q/k norms with a weight of H*D, Hkv*D) */
-    float *attn;              /* [Lq, H*Dv] before w_o */
-    float *cos_q, *sin_q;     /* [Lq, r/2] */
-    float *cos_k, *sin_k;     /* [Lk, r/2]; may alias the q tables */
-    int32_t *qpos, *kpos;     /* [Lq], [Lk] effective positions */
-    float *slopes;            /* [H] alibi */
-    int32_t *t5_bucket;       /* [2*max_distance+1] t5: bucket of each relative position */
+    float *xp;            /* [L, d_model]: x plus the absolute encoding */
+    float *q, *k, *v;     /* layer-mode projections [L, H*D], [L, Hkv*D], [L, Hkv*Dv] */
+    float *kt;            /* [D, pa__tile_kt_ld(Lk)] one kv head's keys, transposed */
+    float *kgather;       /* [Lk, D] paged, tiled kernel: one kv head's keys gathered */
+    float *vhead;         /* [Lk, Dv] one kv head's values, contiguous (Hkv > 1, paged) */
+    float *qblk;          /* [BQ, D] rope, norms or q scales: one block of queries (or
+                             keys) as attention sees them */
+    float *q_scale;       /* [Lq] query scalings by position: each row's factor */
+    float *q_inv, *k_inv; /* [Lq], [Lk] inverse RMS of each token's whole projection
+                             (q/k norms with a weight of H*D, Hkv*D) */
+    float *attn;          /* [Lq, H*Dv] before w_o */
+    float *cos_q, *sin_q; /* [Lq, r/2] */
+    float *cos_k, *sin_k; /* [Lk, r/2]; may alias the q tables */
+    int32_t *qpos, *kpos; /* [Lq], [Lk] effective positions */
+    float *slopes;        /* [H] alibi */
+    int32_t *t5_bucket;   /* [2*max_distance+1] t5: bucket of each relative position */
+    /* compute_dtype bf16 (tile.h's pairs): one kv head's keys [ceil(D/2),
+     * pa__tile_kt_ld(Lk)] and values [ceil(Lk/2), Dv], a block's queries
+     * [BQ, ceil(D/2)] and a tile's probabilities [BQ, BK/2 + 1]. */
+    uint32_t *kt2, *v2, *q2, *p2;
     float *S;                 /* [BQ, BK] logits, then probabilities */
     float *O;                 /* [BQ, Dv] running output */
     float *m, *l;             /* [BQ] running max and denominator */

@@ -18,6 +18,7 @@ typedef struct pa__plan {
     bool q_norm;        /* q is RMS-normalised (with a weight or without) */
     bool k_norm;
     bool q_scale; /* attn_temperature_tuning or logn_scaling scale the q rows */
+    bool cbf16;   /* compute_dtype bf16: the tiles' products in bf16 pairs (tile.h) */
     int32_t H, Hkv, group, D, Dv, Lq, Lk;
     int32_t key_len; /* keys at or past this index are padding */
     int32_t r;       /* rotary dim (rope only) */

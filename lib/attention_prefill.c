@@ -35,7 +35,59 @@ typedef struct head_ops {
     const float *Vh;
     int ldq, ldv;
     size_t ldkt;
+    /* compute_dtype bf16: the same operands in bf16 pairs (tile.h): Q2
+     * [nq, d2], Kt2 [d2, ldkt], V2 [ceil(Lk/2), Dv]. */
+    const uint32_t *Q2, *Kt2, *V2;
+    int d2;
 } head_ops;
+
+/* S [gn, n] (row stride lds) = the logits of rows [g, g + gn) of the block
+ * against keys [j0, j0 + n): float32 or bf16 products. */
+static void block_qk(const pa__plan *p, const head_ops *op, int32_t g, int32_t gn, int32_t j0,
+                     int32_t n, float *S, int lds)
+{
+    if (p->cbf16)
+        pa__tile_qk_bf16(gn, n, op->d2, p->scale, op->Q2 + (size_t)g * op->d2, op->d2, op->Kt2 + j0,
+                         op->ldkt, S, lds);
+    else
+        pa__tile_qk(gn, n, p->D, p->scale, op->Qb + (size_t)g * op->ldq, op->ldq, op->Kt + j0,
+                    op->ldkt, S, lds);
+}
+
+/* compute_dtype bf16: the probabilities of the tile's nq rows (S, keys
+ * [j0, j0 + nk)) rounded into b->p2 in pairs of keys (2t, 2t+1) from the
+ * even key at or before j0; a key outside the tile pairs as 0. */
+static void pack_probs(const buffers *b, int32_t nq, int32_t j0, int32_t nk)
+{
+    const int32_t lead = j0 & 1, np = (lead + nk + 1) / 2, ld = BK / 2 + 1;
+    for (int32_t i = 0; i < nq; i++) {
+        const float *row = b->S + (size_t)i * nk;
+        uint32_t *dst = b->p2 + (size_t)i * ld;
+        for (int32_t t = 0; t < np; t++) {
+            const int32_t c0 = 2 * t - lead, c1 = c0 + 1;
+            const float lo = c0 >= 0 && c0 < nk ? row[c0] : 0.0f;
+            const float hi = c1 < nk ? row[c1] : 0.0f;
+            dst[t] = (uint32_t)pa__bf16_round(lo) | (uint32_t)pa__bf16_round(hi) << 16;
+        }
+    }
+}
+
+/* O [gn, Dv] of rows [g, g + gn) += their probabilities over keys [j0, j0
+ * + n) (b->S, row stride nk) times the values: float32 or bf16 (b->p2,
+ * packed by pack_probs for the whole tile). */
+static void block_pv(const pa__plan *p, const buffers *b, const head_ops *op, int32_t g, int32_t gn,
+                     int32_t j0, int32_t n, int32_t nk)
+{
+    if (p->cbf16) {
+        const int32_t lead = j0 & 1;
+        pa__tile_pv_bf16(gn, p->Dv, (lead + n + 1) / 2, b->p2 + (size_t)g * (BK / 2 + 1),
+                         BK / 2 + 1, op->V2 + (size_t)(j0 / 2) * p->Dv, p->Dv,
+                         b->O + (size_t)g * p->Dv, p->Dv);
+    } else {
+        pa__tile_pv(gn, p->Dv, n, b->S + (size_t)g * nk, nk, op->Vh + (size_t)j0 * op->ldv, op->ldv,
+                    b->O + (size_t)g * p->Dv, p->Dv);
+    }
+}
 
 /* Causal, sorted key positions: the end of the keys in [j0, j1) that any
  * of the gn queries from row r sees (the first key past the latest). */
@@ -71,7 +123,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                          int32_t h, int32_t i0, int32_t nq)
 {
     const int32_t Dv = p->Dv;
-    const float *Qb = op->Qb, *Vh = op->Vh;
+    const float *Qb = op->Qb;
     float *store = io->logits != NULL ? io->logits : io->weights;
     float *store_rows = store ? store + ((size_t)h * p->Lq + i0) * p->Lk : NULL;
     int32_t qmin = INT32_MAX, qmax = INT32_MIN;
@@ -129,14 +181,13 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
             for (int32_t g = 0; g < nq; g += QK_ROWS) {
                 const int32_t gn = pa__min_i32(QK_ROWS, nq - g);
                 const int32_t e = group_end(p, b, i0 + g, gn, j0, j1);
-                pa__tile_qk(gn, e - j0, p->D, p->scale, Qb + (size_t)g * op->ldq, op->ldq,
-                            op->Kt + j0, op->ldkt, b->S + (size_t)g * nk, nk);
+                block_qk(p, op, g, gn, j0, e - j0, b->S + (size_t)g * nk, nk);
                 for (int32_t i = g; i < g + gn; i++)
                     pa__row_fill(b->S + (size_t)i * nk + (e - j0), nk - (e - j0), -INFINITY);
             }
             grouped = true;
         } else {
-            pa__tile_qk(nq, nk, p->D, p->scale, Qb, op->ldq, op->Kt + j0, op->ldkt, b->S, nk);
+            block_qk(p, op, 0, nq, j0, nk, b->S, nk);
             grouped = false;
         }
         pa__bias_and_mask(p, b, b->S, h, i0, nq, j0, nk);
@@ -178,17 +229,18 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                     pa__row_scale(bins + (size_t)i * nrel, bins + (size_t)i * nrel, nrel, alpha);
             }
         }
+        if (p->cbf16)
+            pack_probs(b, nq, j0, nk);
         if (grouped) {
             /* Past a row's last visible key its weights are 0 (masked), and
              * every column up to its QK group's end was computed or -inf. */
             for (int32_t g = 0; g < nq; g += PV_ROWS) {
                 const int32_t gn = pa__min_i32(PV_ROWS, nq - g);
                 const int32_t e = group_end(p, b, i0 + g, gn, j0, j1);
-                pa__tile_pv(gn, Dv, e - j0, b->S + (size_t)g * nk, nk, Vh + (size_t)j0 * op->ldv,
-                            op->ldv, b->O + (size_t)g * Dv, Dv);
+                block_pv(p, b, op, g, gn, j0, e - j0, nk);
             }
         } else {
-            pa__tile_pv(nq, Dv, nk, b->S, nk, Vh + (size_t)j0 * op->ldv, op->ldv, b->O, Dv);
+            block_pv(p, b, op, 0, nq, j0, nk, nk);
         }
         if (bins != NULL) {
             /* Shaw's values by distance: the probabilities summed per
@@ -363,10 +415,20 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                     Kh + (size_t)j0 * ldk, (int)ldk, n, b->qblk,
                     ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
                 pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
+                if (p->cbf16)
+                    pa__bf16_pack_kt(n, p->D, b->qblk, p->D, b->kt2 + j0, op.ldkt);
             }
         } else {
             pa__tile_pack_kt(p->Lk, p->D, Kh, (int)ldk, b->kt, op.ldkt);
+            if (p->cbf16)
+                pa__bf16_pack_kt(p->Lk, p->D, Kh, (int)ldk, b->kt2, op.ldkt);
         }
+        op.Kt2 = b->kt2;
+        op.V2 = b->v2;
+        op.d2 = (p->D + 1) / 2;
+        op.Q2 = b->q2;
+        if (p->cbf16)
+            pa__bf16_pack_v(p->Lk, p->Dv, op.Vh, op.ldv, b->v2, p->Dv);
         if (b->krel != NULL) {
             /* Shaw's key term of this kv head by table row: krel = scale *
              * rel_k[lo .. lo+n) K^T, the keys as attention sees them. */
@@ -394,6 +456,8 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                 op.Qb = b->qblk;
                 op.ldq = p->D;
             }
+            if (p->cbf16)
+                pa__bf16_pack_rows(nq, p->D, op.Qb, op.ldq, b->q2, op.d2);
             attend_block(p, b, io, &op, h, i0, nq);
         }
     }

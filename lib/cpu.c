@@ -2,6 +2,7 @@
 #include "cpu.h"
 
 #include "posattn.h"
+#include "tile.h"
 
 #include <stdatomic.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -62,9 +63,56 @@ bool pa__cpu_avx2(void)
     return v == 1;
 }
 
+/* A feature cached as in pa__cpu_avx512: -1 until the first call. */
+static bool cached_feature(_Atomic int *cached, bool (*detect_fn)(void))
+{
+    int v = atomic_load_explicit(cached, memory_order_relaxed);
+    if (v < 0) {
+        v = detect_fn() ? 1 : 0;
+        atomic_store_explicit(cached, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+
+static bool detect_avx512_bf16(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    unsigned a, b, c, d;
+    return pa__cpu_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
+#else
+    return false;
+#endif
+}
+
+bool pa__cpu_avx512_bf16(void)
+{
+    static _Atomic int cached = -1;
+    return cached_feature(&cached, detect_avx512_bf16);
+}
+
+static bool detect_avx2_fma(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return pa__cpu_avx2() && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+bool pa__cpu_avx2_fma(void)
+{
+    static _Atomic int cached = -1;
+    return cached_feature(&cached, detect_avx2_fma);
+}
+
 const char *pa_kernel_name(void)
 {
     return pa__cpu_avx512() ? "avx512" : "portable";
+}
+
+const char *pa_bf16_path(void)
+{
+    return pa__bf16_path();
 }
 
 unsigned pa__fp_enter(void)

@@ -20,6 +20,15 @@ bool pa__cpu_avx512(void);
  * it in registers. */
 bool pa__cpu_avx2(void);
 
+/* AVX-512 BF16 (vdpbf16ps, CPUID leaf 7 subleaf 1, EAX bit 5) with
+ * AVX-512F, under the same switch: the bf16 products of compute_dtype
+ * (lib/tile_bf16.c). */
+bool pa__cpu_avx512_bf16(void);
+
+/* AVX2 with FMA, under the same switch: compute_dtype bf16's products
+ * elsewhere, with the bits vdpbf16ps gives. */
+bool pa__cpu_avx2_fma(void);
+
 /* The kernels run with flush-to-zero: a result below float's smallest
  * normal (1.2e-38) becomes 0 instead of a subnormal, which x86 cores
  * compute in microcode at ~100 times the cost (ALiBi's far keys, whose

@@ -100,6 +100,11 @@ pa_status pa_diff_check(const pa_attention *a, const pa_differential *d, pa_erro
                         "kv_dtype=%s with differential attention: it splits k and v into its "
                         "two calls' float32 halves; send them as float32",
                         pa_dtype_name(a->kv_dtype));
+    if (a->compute_dtype != PA_DTYPE_F32)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "compute_dtype",
+                        "compute_dtype=%s with differential attention: it computes in float32 "
+                        "(leave compute_dtype out)",
+                        pa_dtype_name(a->compute_dtype));
     if (d->pairs != PA_DIFF_PAIRS_INTERLEAVED && d->pairs != PA_DIFF_PAIRS_HALVES)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "differential.pairs",
                         "differential.pairs=%d is not interleaved or halves", (int)d->pairs);

@@ -128,6 +128,11 @@ pa_status pa_mla_check(const pa_attention *a, const pa_mla *m, pa_error *err)
                         "kv_dtype=%s with mla: mla reads k_nope, k_rope, v and c_kv as float32 "
                         "(and builds its own keys); send them as float32",
                         pa_dtype_name(a->kv_dtype));
+    if (a->compute_dtype != PA_DTYPE_F32)
+        return pa__fail(err, PA_STATUS_UNSUPPORTED, "compute_dtype",
+                        "compute_dtype=%s with mla: mla computes in float32 (leave "
+                        "compute_dtype out)",
+                        pa_dtype_name(a->compute_dtype));
     if (a->scheme->type != PA_SCHEME_ROPE && a->scheme->type != PA_SCHEME_NONE)
         return pa__fail(err, PA_STATUS_UNSUPPORTED, "scheme.type",
                         "mla with scheme '%s': its decoupled keys are rotated by rope (or not "

@@ -22,12 +22,12 @@
 typedef struct srv_endpoint srv_endpoint;
 /* The route's path parameters and query an endpoint may take (below). */
 typedef struct srv_endpoint_args srv_endpoint_args;
-extern const srv_endpoint srv_ep_attention; /* POST /v1/attention (api/attention.c) */
-extern const srv_endpoint srv_ep_encode;    /* POST /v1/encode (api/encode.c) */
-extern const srv_endpoint srv_ep_analyze;   /* POST /v1/analyze (api/analyze.c) */
-extern const srv_endpoint srv_ep_schemes;   /* GET /v1/schemes (api/schemes.c) */
-extern const srv_endpoint srv_ep_tensors;   /* GET /v1/tensors (api/tensors.c) */
-extern const srv_endpoint srv_ep_models;    /* GET /v1/models (api/models.c) */
+extern const srv_endpoint srv_ep_attention;      /* POST /v1/attention (api/attention.c) */
+extern const srv_endpoint srv_ep_encode;         /* POST /v1/encode (api/encode.c) */
+extern const srv_endpoint srv_ep_analyze;        /* POST /v1/analyze (api/analyze.c) */
+extern const srv_endpoint srv_ep_schemes;        /* GET /v1/schemes (api/schemes.c) */
+extern const srv_endpoint srv_ep_tensors;        /* GET /v1/tensors (api/tensors.c) */
+extern const srv_endpoint srv_ep_models;         /* GET /v1/models (api/models.c) */
 extern const srv_endpoint srv_ep_models_resolve; /* POST /v1/models/resolve (api/models.c) */
 /* Sessions (api/sessions.c): POST and GET /v1/sessions, GET and DELETE
  * /v1/sessions/{id}, POST /v1/sessions/{id}/append and .../fork. */
@@ -42,11 +42,15 @@ extern const srv_endpoint srv_ep_session_fork;
  * unless --no-probe): what each /v1/attention item's fraction_of_peak is a
  * fraction of (api/roofline.c). Read-only once the server serves. */
 typedef struct srv_machine {
-    bool probed;        /* false: --no-probe, the figures below are 0 */
-    int workers;        /* --workers: the threads an item split into parts runs on */
-    int threads;        /* the threads the second figures were measured with (workers) */
-    double gflops_1;    /* float32 FMA GFLOP/s (1e9 multiply-adds x 2 per s), one thread */
-    double gflops_n;    /* the same, `threads` threads together */
+    bool probed;     /* false: --no-probe, the figures below are 0 */
+    int workers;     /* --workers: the threads an item split into parts runs on */
+    int threads;     /* the threads the second figures were measured with (workers) */
+    double gflops_1; /* float32 FMA GFLOP/s (1e9 multiply-adds x 2 per s), one thread */
+    double gflops_n; /* the same, `threads` threads together */
+    /* bf16 dot products (vdpbf16ps) GFLOP/s, one thread and `threads`
+     * together: 0 where the library's bf16 products are not vdpbf16ps (they
+     * run as float32 FMAs there, whose peak is gflops_*) */
+    double bf16_gflops_1, bf16_gflops_n;
     double read_gbps_1; /* read bandwidth past the caches, GB/s (1e9 bytes/s), one thread */
     double read_gbps_n; /* the same, `threads` threads together */
     size_t read_bytes;  /* the buffer the bandwidth was read from */
@@ -59,10 +63,15 @@ typedef struct srv_machine {
 /* The fraction of the machine's peak that flops and bytes of work done in
  * us microseconds reach: the larger of flops / (us * peak GFLOP/s) and
  * bytes / (us * read GB/s), with *compute_bound saying which; the peaks of
- * one thread when threads <= 1, else of the workers. False (outputs
- * untouched) without a probe, without time (us == 0) or without work. */
+ * one thread when threads <= 1, else of the workers; with bf16 (work of
+ * compute_dtype bf16) the bf16 peak where it was measured, else float32's.
+ * False (outputs untouched) without a probe, without time (us == 0) or
+ * without work. */
 bool srv_roofline_fraction(const srv_machine *m, double flops, double bytes, uint64_t us,
-                           int threads, double *fraction, bool *compute_bound);
+                           int threads, bool bf16, double *fraction, bool *compute_bound);
+
+/* Whether bf16 work is measured against a bf16 peak of its own on m. */
+bool srv_roofline_bf16_peak(const srv_machine *m);
 
 typedef struct srv_limits {
     size_t max_batch_items;     /* items in one /v1/attention batch */
@@ -169,11 +178,12 @@ void srv_job_set_timed_out(srv_job *job, size_t i);
  * done (api/sessions.c). */
 bool srv_job_session_step(const srv_job *job, size_t *at, const char **scheme, double *seconds);
 /* The work of a rendered /v1/attention job's items that have a roofline
- * (api/roofline.c): their flops and bytes summed, and the threads its
- * peak is of (1 for a job of one task, else the workers), for
- * Server-Timing. False when no item has one (another endpoint, every item
- * failed, or not rendered yet). */
-bool srv_job_roofline(const srv_job *job, double *flops, double *bytes, int *threads);
+ * (api/roofline.c): their flops and bytes summed, the threads its peak is
+ * of (1 for a job of one task, else the workers) and whether every item
+ * computed in bf16 (its peak then the bf16 one), for Server-Timing. False
+ * when no item has one (another endpoint, every item failed, or not
+ * rendered yet). */
+bool srv_job_roofline(const srv_job *job, double *flops, double *bytes, int *threads, bool *bf16);
 /* Item k of the rendered job's items that have a fraction of peak: its
  * scheme (static) and fraction; false past the last. For /metrics'
  * posattn_fraction_of_peak summary. */

@@ -648,6 +648,18 @@ bool api_attention_result(const srv_job *job, size_t i, api_att_result *out)
     return true;
 }
 
+bool api_attention_roofline(srv_job *job, size_t i, cJSON *params)
+{
+    const att_item *a = item_at(job, i);
+    api_task t;
+    if (a == NULL || !a->valid)
+        return true;
+    memset(&t, 0, sizeof t);
+    if (item_outcome(job, a, &t) != NULL || t.timed_out)
+        return true;
+    return api_roofline_add(params, job, &a->it, &t, item_tasks(a));
+}
+
 const api_item *api_attention_item(const srv_job *job, size_t i)
 {
     const att_item *a = item_at(job, i);

@@ -49,6 +49,7 @@ static const char *const attention_fields[] = {
     "attention_mask",
     "query_length",
     "k_prerotated",
+    "compute_dtype",
     "attn_temperature_tuning",
     "logn_scaling",
     "cu_seqlens", /* api/item_packed.c */
@@ -764,7 +765,7 @@ void api_item_sequence(const api_item *it, int32_t b, pa_attention *att)
     *att = it->att;
     if (it->query_lengths != NULL)
         att->q_len = it->query_lengths[b]; /* a prefix of the rows */
-    if (it->session) { /* its session's pages (api/item_session.c) */
+    if (it->session) {                     /* its session's pages (api/item_session.c) */
         api_item_session_sequence(it, b, att);
         return;
     }

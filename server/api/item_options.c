@@ -83,6 +83,13 @@ static const api_option options[] = {
      "k holds keys already rotated at k_positions (as a KV cache stores them): only q is "
      "rotated; rope, q/k/v items, not with k_norm",
      "decode against a cache of rotated keys (vLLM, llama.cpp, HF caches)", "parameter"},
+    {"compute_dtype", "string", "\"f32\" (default) or \"bf16\"",
+     "bf16: q (after norms, rope and query scalings) and k rounded to bf16, q.k summed in float32 "
+     "over bf16 pairs; the softmax in float32; the probabilities and v rounded to bf16 and P.v "
+     "summed in float32 (vdpbf16ps where the CPU has AVX-512 BF16, the same bits elsewhere: "
+     "/v1/schemes machine.bf16_path); error about 2^-8 relative; every query count runs the tiled "
+     "kernel; not with mla or differential. f16 is refused (it needs AVX-512 FP16)",
+     "PyTorch SDPA and FlashAttention on bf16 tensors, llama.cpp's bf16 dot products", "parameter"},
     {"q_norm", "object",
      "{\"weight\": [D] or [H*D] (optional), \"eps\": 1e-6, \"weight_offset\": 0}",
      "RMSNorm of q before rope: x * (weight + weight_offset) / sqrt(mean(x^2) + eps), over each "
@@ -345,6 +352,22 @@ bool api_item_parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, 
     bool present;
     int32_t iv;
 
+    if ((v = api_member(obj, "compute_dtype")) != NULL) {
+        const char *s;
+        if (!api_get_string(v, "compute_dtype", ctx, &s, e))
+            return false;
+        if (strcmp(s, "f32") == 0)
+            it->att.compute_dtype = PA_DTYPE_F32;
+        else if (strcmp(s, "bf16") == 0)
+            it->att.compute_dtype = PA_DTYPE_BF16;
+        else if (strcmp(s, "f16") == 0)
+            return api_fail(e, ctx, SRV_ERR_UNSUPPORTED, "compute_dtype",
+                            "compute_dtype \"f16\" is not available: f16 products need the CPU "
+                            "feature AVX-512 FP16, and posattn computes in \"f32\" or \"bf16\"");
+        else
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "compute_dtype",
+                            "compute_dtype \"%s\" is not one of \"f32\", \"bf16\"", s);
+    }
     if ((v = api_member(obj, "k_prerotated")) != NULL &&
         !api_get_bool(v, "k_prerotated", ctx, &it->att.k_prerotated, e))
         return false;

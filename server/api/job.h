@@ -97,6 +97,7 @@ struct srv_job {
     const srv_machine *machine;
     double roof_flops, roof_bytes;
     size_t roof_items;
+    size_t roof_bf16_items; /* of them, compute_dtype bf16 */
     /* Each rendered item's scheme and fraction of peak, for /metrics
      * (srv_job_roofline_item); malloc'd, freed by srv_job_free. */
     struct api_roof_frac *roof_frac;

@@ -253,6 +253,11 @@ typedef struct api_att_result {
     int64_t shape[API_NRES][4];
 } api_att_result;
 bool api_attention_result(const srv_job *job, size_t i, api_att_result *out);
+/* Adds item i's roofline (flops, bytes and, with the machine's peaks,
+ * fraction_of_peak, bound, peak_threads, peak_dtype: as /v1's timing) to
+ * params, and sums it into the job for Server-Timing. True (nothing added)
+ * for an item that failed or has no formula; false on allocation failure. */
+bool api_attention_roofline(srv_job *job, size_t i, cJSON *params);
 
 /* The request's compute bound: the job's estimated multiply-adds (each
  * task's cost, or its macs), doubled, against lim->max_request_gflop.

@@ -155,16 +155,24 @@ static bool count_sequence(const pa_attention *a, double *visible, double *keys)
         const int32_t *cq = a->cu_seqlens_q, *ck = a->cu_seqlens_k ? a->cu_seqlens_k : cq;
         for (int32_t s = 0; s < a->num_seqs; s++) {
             const int32_t nq = cq[s + 1] - cq[s], nk = ck[s + 1] - ck[s];
-            span_set set = {a, nq, nk, a->q_positions ? a->q_positions + cq[s] : NULL,
-                            a->k_positions ? a->k_positions + ck[s] : NULL, (int64_t)nk - nq};
+            span_set set = {a,
+                            nq,
+                            nk,
+                            a->q_positions ? a->q_positions + cq[s] : NULL,
+                            a->k_positions ? a->k_positions + ck[s] : NULL,
+                            (int64_t)nk - nq};
             if (!count_pair(set, visible, keys))
                 return false;
         }
         return true;
     }
     /* key_length: the keys from it on are padding, never computed. */
-    span_set set = {a, Lq, a->key_length >= 0 && a->key_length < Lk ? a->key_length : Lk,
-                    a->q_positions, a->k_positions, (int64_t)Lk - Lq};
+    span_set set = {a,
+                    Lq,
+                    a->key_length >= 0 && a->key_length < Lk ? a->key_length : Lk,
+                    a->q_positions,
+                    a->k_positions,
+                    (int64_t)Lk - Lq};
     return count_pair(set, visible, keys);
 }
 
@@ -193,13 +201,21 @@ bool api_roofline_work(const api_item *it, api_work *w)
     return true;
 }
 
+bool srv_roofline_bf16_peak(const srv_machine *m)
+{
+    return m != NULL && m->bf16_gflops_1 > 0 && m->bf16_gflops_n > 0;
+}
+
 bool srv_roofline_fraction(const srv_machine *m, double flops, double bytes, uint64_t us,
-                           int threads, double *fraction, bool *compute_bound)
+                           int threads, bool bf16, double *fraction, bool *compute_bound)
 {
     double gflops, gbps, fc, fm;
     if (m == NULL || !m->probed || us == 0 || (flops <= 0 && bytes <= 0))
         return false;
-    gflops = threads > 1 ? m->gflops_n : m->gflops_1;
+    if (bf16 && srv_roofline_bf16_peak(m))
+        gflops = threads > 1 ? m->bf16_gflops_n : m->bf16_gflops_1;
+    else
+        gflops = threads > 1 ? m->gflops_n : m->gflops_1;
     gbps = threads > 1 ? m->read_gbps_n : m->read_gbps_1;
     if (!(gflops > 0) || !(gbps > 0))
         return false;
@@ -214,21 +230,30 @@ bool api_roofline_render(cJSON *obj, srv_job *job, const api_item *it, const api
                          size_t tasks)
 {
     cJSON *timing = cJSON_GetObjectItemCaseSensitive(obj, "timing");
+    return timing == NULL || api_roofline_add(timing, job, it, t, tasks);
+}
+
+bool api_roofline_add(cJSON *timing, srv_job *job, const api_item *it, const api_task *t,
+                      size_t tasks)
+{
     api_work w;
     double fraction;
     bool compute;
     const int threads = tasks > 1 && job->machine != NULL ? job->machine->threads : 1;
 
-    if (timing == NULL || !api_roofline_work(it, &w))
+    if (!api_roofline_work(it, &w))
         return true;
     job->roof_flops += w.flops;
     job->roof_bytes += w.bytes;
     job->roof_items++;
+    if (it->att.compute_dtype == PA_DTYPE_BF16)
+        job->roof_bf16_items++;
     if (!cJSON_AddNumberToObject(timing, "flops", w.flops) ||
         !cJSON_AddNumberToObject(timing, "bytes", w.bytes))
         return false;
-    if (!srv_roofline_fraction(job->machine, w.flops, w.bytes, t->compute_us, threads, &fraction,
-                               &compute))
+    const bool bf16 = it->att.compute_dtype == PA_DTYPE_BF16;
+    if (!srv_roofline_fraction(job->machine, w.flops, w.bytes, t->compute_us, threads, bf16,
+                               &fraction, &compute))
         return true;
     {
         struct api_roof_frac *more =
@@ -246,6 +271,9 @@ bool api_roofline_render(cJSON *obj, srv_job *job, const api_item *it, const api
     }
     return cJSON_AddNumberToObject(timing, "fraction_of_peak", fraction) != NULL &&
            cJSON_AddStringToObject(timing, "bound", compute ? "compute" : "memory") != NULL &&
+           cJSON_AddStringToObject(timing, "peak_dtype",
+                                   bf16 && srv_roofline_bf16_peak(job->machine) ? "bf16" : "f32") !=
+               NULL &&
            cJSON_AddItemToObject(timing, "peak_threads", srv_json_int(threads));
 }
 
@@ -258,10 +286,11 @@ bool srv_job_roofline_item(const srv_job *job, size_t k, const char **scheme, do
     return true;
 }
 
-bool srv_job_roofline(const srv_job *job, double *flops, double *bytes, int *threads)
+bool srv_job_roofline(const srv_job *job, double *flops, double *bytes, int *threads, bool *bf16)
 {
     if (job == NULL || job->roof_items == 0)
         return false;
+    *bf16 = job->roof_bf16_items == job->roof_items;
     *flops = job->roof_flops;
     *bytes = job->roof_bytes;
     *threads = job->n_tasks > 1 && job->machine != NULL ? job->machine->threads : 1;

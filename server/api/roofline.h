@@ -42,6 +42,9 @@ bool api_roofline_work(const api_item *it, api_work *w);
  * false on allocation failure. */
 bool api_roofline_render(cJSON *obj, srv_job *job, const api_item *it, const api_task *t,
                          size_t tasks);
+/* The same into the object timing itself (KServe v2's parameters). */
+bool api_roofline_add(cJSON *timing, srv_job *job, const api_item *it, const api_task *t,
+                      size_t tasks);
 
 /* A rendered item's fraction of peak (srv_job_roofline_item). */
 struct api_roof_frac {

@@ -273,13 +273,14 @@ static bool add_shapes(cJSON *root)
            NULL;
 }
 
-static bool add_peak(cJSON *arr, int threads, double gflops, double gbps)
+static bool add_peak(cJSON *arr, int threads, double gflops, double bf16, double gbps)
 {
     cJSON *o = cJSON_CreateObject();
     if (o == NULL || !cJSON_AddItemToArray(arr, o))
         return cJSON_Delete(o), false;
     return cJSON_AddItemToObject(o, "threads", srv_json_int(threads)) &&
            cJSON_AddNumberToObject(o, "gflops_f32", round(gflops * 10) / 10) &&
+           (!(bf16 > 0) || cJSON_AddNumberToObject(o, "gflops_bf16", round(bf16 * 10) / 10)) &&
            cJSON_AddNumberToObject(o, "read_gbps", round(gbps * 10) / 10);
 }
 
@@ -289,7 +290,8 @@ static bool add_machine(cJSON *root, const srv_machine *m)
 {
     cJSON *o = cJSON_AddObjectToObject(root, "machine"), *peaks;
     if (o == NULL || !cJSON_AddBoolToObject(o, "probed", m != NULL && m->probed) ||
-        !cJSON_AddStringToObject(o, "kernel", pa_kernel_name()))
+        !cJSON_AddStringToObject(o, "kernel", pa_kernel_name()) ||
+        !cJSON_AddStringToObject(o, "bf16_path", pa_bf16_path()))
         return false;
     if (m == NULL)
         return true;
@@ -302,8 +304,9 @@ static bool add_machine(cJSON *root, const srv_machine *m)
                                        "timing has no fraction_of_peak") != NULL;
     if (!cJSON_AddStringToObject(o, "fma_width", m->width) ||
         (peaks = cJSON_AddArrayToObject(o, "peaks")) == NULL ||
-        !add_peak(peaks, 1, m->gflops_1, m->read_gbps_1) ||
-        (m->threads > 1 && !add_peak(peaks, m->threads, m->gflops_n, m->read_gbps_n)) ||
+        !add_peak(peaks, 1, m->gflops_1, m->bf16_gflops_1, m->read_gbps_1) ||
+        (m->threads > 1 &&
+         !add_peak(peaks, m->threads, m->gflops_n, m->bf16_gflops_n, m->read_gbps_n)) ||
         !cJSON_AddItemToObject(o, "read_buffer_bytes", srv_json_int((int64_t)m->read_bytes)) ||
         !cJSON_AddNumberToObject(o, "probe_ms", round(m->probe_ms * 10) / 10) ||
         !cJSON_AddNumberToObject(o, "load_average", m->load_1m))

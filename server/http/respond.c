@@ -104,12 +104,12 @@ static char *add_roofline(const request *q, char *p, size_t cap)
 {
     double flops, bytes, fraction;
     int threads;
-    bool compute;
+    bool compute, bf16;
     int n;
-    if (!srv_job_roofline(q->job, &flops, &bytes, &threads))
+    if (!srv_job_roofline(q->job, &flops, &bytes, &threads, &bf16))
         return p;
     if (srv_roofline_fraction(q->h->limits.machine, flops, bytes, srv_request_compute_us(q),
-                              threads, &fraction, &compute))
+                              threads, bf16, &fraction, &compute))
         n = snprintf(p, cap,
                      ", roofline;desc=\"%s %.4g\";flops=%.0f;bytes=%.0f;fraction=%.4g;bound=%s",
                      compute ? "compute" : "memory", fraction, flops, bytes, fraction,

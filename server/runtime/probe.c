@@ -151,6 +151,25 @@ PROBE_RAW __attribute__((target("avx2,fma"))) static void fma_avx2(share *s)
     _mm256_storeu_ps(out, acc[0]);
     s->sink = out[0];
 }
+
+/* AVX-512 BF16: vdpbf16ps chains, 64 FLOPs an instruction (16 lanes x 2
+ * products x multiply and add), compute_dtype bf16's ceiling. */
+PROBE_RAW __attribute__((target("avx512f,avx512bf16"))) static void dp_bf16(share *s)
+{
+    __m512 acc[CH512];
+    const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3F803F80), /* (1.0, 1.0) */
+        y = (__m512bh)_mm512_set1_epi32(0x33D633D6);            /* (1e-7, 1e-7) */
+    for (int c = 0; c < CH512; c++)
+        acc[c] = _mm512_set1_ps((float)c);
+    for (long i = 0; i < s->iters; i++) {
+#pragma GCC unroll 16
+        for (int c = 0; c < CH512; c++)
+            acc[c] = _mm512_dpbf16_ps(acc[c], x, y);
+    }
+    for (int c = 1; c < CH512; c++)
+        acc[0] = _mm512_add_ps(acc[0], acc[c]);
+    s->sink = _mm512_reduce_add_ps(acc[0]);
+}
 #endif
 
 PROBE_RAW static void fma_scalar(share *s)
@@ -166,24 +185,14 @@ PROBE_RAW static void fma_scalar(share *s)
     s->sink = acc[0] + acc[CHSCALAR - 1];
 }
 
-/* GFLOP/s of T threads: a short run sizes the runs to about RUN_MS, then
- * the best of as many as fit in budget_ms (at least two). */
-static double fma_gflops(int T, double budget_ms, const char **width)
+/* GFLOP/s of T threads running fn (flops_per_iter a trip): a short run
+ * sizes the runs to about RUN_MS, then the best of as many as fit in
+ * budget_ms (at least two). */
+static double loop_gflops(int T, double budget_ms, void (*fn)(share *), double flops_per_iter)
 {
-    void (*fn)(share *) = fma_scalar;
-    double flops_per_iter = 2.0 * CHSCALAR, best = 0, t, end;
+    double best = 0, t, end;
     long iters = 20000;
     share sh[MAX_T];
-#if PROBE_X86
-    if (__builtin_cpu_supports("avx512f")) {
-        fn = fma_avx512;
-        flops_per_iter = 2.0 * 16 * CH512;
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        fn = fma_avx2;
-        flops_per_iter = 2.0 * 8 * CH256;
-    }
-#endif
-    *width = fn == fma_scalar ? "scalar" : flops_per_iter > 2.0 * 8 * CH256 ? "avx512" : "avx2";
     memset(sh, 0, sizeof sh);
     end = now_ms() + budget_ms;
     for (int i = 0; i < T; i++)
@@ -206,6 +215,39 @@ static double fma_gflops(int T, double budget_ms, const char **width)
         best = gf > best ? gf : best;
     }
     return best;
+}
+
+/* The float32 FMA peak at the widest vector width the CPU has. */
+static double fma_gflops(int T, double budget_ms, const char **width)
+{
+    void (*fn)(share *) = fma_scalar;
+    double flops_per_iter = 2.0 * CHSCALAR;
+#if PROBE_X86
+    if (__builtin_cpu_supports("avx512f")) {
+        fn = fma_avx512;
+        flops_per_iter = 2.0 * 16 * CH512;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        fn = fma_avx2;
+        flops_per_iter = 2.0 * 8 * CH256;
+    }
+#endif
+    *width = fn == fma_scalar ? "scalar" : flops_per_iter > 2.0 * 8 * CH256 ? "avx512" : "avx2";
+    return loop_gflops(T, budget_ms, fn, flops_per_iter);
+}
+
+/* The bf16 dot-product peak where the library's bf16 products run
+ * vdpbf16ps (pa_bf16_path), else 0: elsewhere they run as float32 FMAs,
+ * whose peak is fma_gflops's. */
+static double bf16_gflops(int T, double budget_ms)
+{
+#if PROBE_X86
+    if (strcmp(pa_bf16_path(), "avx512_bf16") == 0)
+        return loop_gflops(T, budget_ms, dp_bf16, 64.0 * CH512);
+#else
+    (void)T;
+    (void)budget_ms;
+#endif
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -369,6 +411,10 @@ void srv_probe_run(srv_machine *m, int workers)
     m->threads = T;
     m->gflops_1 = fma_gflops(1, FMA_MS, &m->width);
     m->gflops_n = T > 1 ? fma_gflops(T, FMA_MS, &m->width) : m->gflops_1;
+    m->bf16_gflops_1 = bf16_gflops(1, FMA_MS);
+    m->bf16_gflops_n = T > 1 ? bf16_gflops(T, FMA_MS) : m->bf16_gflops_1;
+    if (m->bf16_gflops_n < m->bf16_gflops_1)
+        m->bf16_gflops_n = m->bf16_gflops_1;
     buf = mmap(NULL, READ_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf != MAP_FAILED) {
         const double touch_end = now_ms() + TOUCH_MS;
@@ -389,8 +435,8 @@ void srv_probe_run(srv_machine *m, int workers)
         m->read_bytes = touched;
         if (touched >= TOUCH_MIN) {
             m->read_gbps_n = read_gbps(T, buf, touched / sizeof(float), READ_MS);
-            m->read_gbps_1 = T > 1 ? read_gbps(1, buf, touched / sizeof(float), READ_MS)
-                                   : m->read_gbps_n;
+            m->read_gbps_1 =
+                T > 1 ? read_gbps(1, buf, touched / sizeof(float), READ_MS) : m->read_gbps_n;
         }
         munmap(buf, READ_BYTES);
     }
@@ -405,18 +451,24 @@ void srv_probe_write_metrics(FILE *f, const srv_machine *m)
 {
     if (m == NULL || !m->probed)
         return;
-    fprintf(f, "# HELP posattn_machine_gflops The machine's float32 FMA peak in GFLOP/s, "
-               "measured at start-up, by thread count.\n"
+    fprintf(f, "# HELP posattn_machine_gflops The machine's peak in GFLOP/s, measured at "
+               "start-up, by thread count: float32 FMAs (dtype f32) and, where the CPU has "
+               "AVX-512 BF16, bf16 dot products (dtype bf16).\n"
                "# TYPE posattn_machine_gflops gauge\n");
     fprintf(f, "posattn_machine_gflops{dtype=\"f32\",threads=\"1\"} %.3f\n", m->gflops_1);
     if (m->threads > 1)
         fprintf(f, "posattn_machine_gflops{dtype=\"f32\",threads=\"%d\"} %.3f\n", m->threads,
                 m->gflops_n);
+    if (m->bf16_gflops_1 > 0) {
+        fprintf(f, "posattn_machine_gflops{dtype=\"bf16\",threads=\"1\"} %.3f\n", m->bf16_gflops_1);
+        if (m->threads > 1)
+            fprintf(f, "posattn_machine_gflops{dtype=\"bf16\",threads=\"%d\"} %.3f\n", m->threads,
+                    m->bf16_gflops_n);
+    }
     fprintf(f, "# HELP posattn_machine_read_gbps The machine's read bandwidth past the caches in "
                "GB/s, measured at start-up, by thread count.\n"
                "# TYPE posattn_machine_read_gbps gauge\n");
     fprintf(f, "posattn_machine_read_gbps{threads=\"1\"} %.3f\n", m->read_gbps_1);
     if (m->threads > 1)
-        fprintf(f, "posattn_machine_read_gbps{threads=\"%d\"} %.3f\n", m->threads,
-                m->read_gbps_n);
+        fprintf(f, "posattn_machine_read_gbps{threads=\"%d\"} %.3f\n", m->threads, m->read_gbps_n);
 }

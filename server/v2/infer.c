@@ -51,6 +51,7 @@ static const struct {
     {"k_norm_eps", API_PARAM_NUMBER, "k_norm", "eps"},
     {"output_dtype", API_PARAM_ENUM, NULL, NULL},
     {"k_prerotated", API_PARAM_BOOL, NULL, NULL},
+    {"compute_dtype", API_PARAM_ENUM, NULL, NULL},
     {"q_norm_weight_offset", API_PARAM_NUMBER, "q_norm", "weight_offset"},
     {"k_norm_weight_offset", API_PARAM_NUMBER, "k_norm", "weight_offset"},
     {"attn_temperature_tuning_floor_scale", API_PARAM_NUMBER, "attn_temperature_tuning",

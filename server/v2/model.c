@@ -175,6 +175,7 @@ void v2_view(srv_job *job, void *vctx, srv_reply *reply)
          cJSON_AddItemToObject(params, "queue_us", srv_json_int((int64_t)r.queue_us)) &&
          cJSON_AddItemToObject(params, "compute_us", srv_json_int((int64_t)r.compute_us)) &&
          cJSON_AddItemToObject(params, "cpu_us", srv_json_int((int64_t)r.cpu_us)) &&
+         api_attention_roofline(job, 0, params) &&
          (outs = cJSON_AddArrayToObject(root, "outputs")) != NULL;
     for (size_t i = 0; ok && i < ans->n_out; i++) {
         const int64_t *shape;

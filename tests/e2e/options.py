@@ -475,6 +475,65 @@ class Options(unittest.TestCase):
             self.assertEqual(packed["weights"][s]["b64"], outs[s + 1]["weights"]["b64"])
             self.assertEqual(out[a:b].tobytes(), decode(outs[s + 1]["output"]).tobytes())
 
+    def test_compute_dtype_bf16(self):
+        """compute_dtype bf16: the logits are exactly scale times the pairwise bf16 dot of the
+        rounded q_rot and k_rot (dims 2p+1 then 2p, each sum rounded to float32: a bf16 product
+        is exact), the output within bf16's error of float32's, KServe v2's parameter the same
+        bytes, and /v1/schemes names the path."""
+        rng = np.random.default_rng(4350)
+        Lq, Lk, H, Hkv, D = 70, 300, 2, 1, 24
+        q, k, v = f32(rng, (Lq, H, D)), f32(rng, (Lk, Hkv, D)), f32(rng, (Lk, Hkv, D))
+        base = {"scheme": {"type": "rope"}, "q": btensor(q), "k": btensor(k), "v": btensor(v),
+                "causal": True, "return": ["output", "logits", "q_rot", "k_rot"]}
+
+        def run(extra):
+            st, _, body = call("POST", "/v1/attention", json.dumps(
+                {"inputs": [dict(base, **extra)], "output_encoding": "b64"}).encode())
+            self.assertEqual(st, 200, body)
+            o = json.loads(body)["outputs"][0]
+            return {n: decode(o[n]) for n in ("output", "logits", "q_rot", "k_rot")}
+
+        f, b = run({}), run({"compute_dtype": "bf16"})
+        np.testing.assert_array_equal(b["q_rot"], f["q_rot"])  # q as attention sees it
+
+        def bf16(a):
+            u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+            tiny = (u & 0x7F800000) == 0
+            u = np.where(tiny, u & 0x80000000, (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000)
+            return u.astype(np.uint32).view(np.float32)
+
+        qr, kr = bf16(b["q_rot"]), bf16(b["k_rot"])  # [Lq, H, D], [Lk, Hkv, D]
+        acc = np.zeros((H, Lq, Lk), np.float32)
+        for p in range(0, D, 2):
+            for d in (p + 1, p):
+                acc = acc + np.einsum("ih,jh->hij", qr[:, :, d],
+                                      np.repeat(kr[:, :, d], H // Hkv, axis=1)).astype(np.float32)
+        want = acc * np.float32(1 / np.sqrt(D))
+        visible = np.isfinite(b["logits"])
+        self.assertEqual(int(visible.sum()), H * sum(min(Lk, Lk - Lq + i + 1) for i in range(Lq)))
+        self.assertEqual(b["logits"][visible].astype(np.float32).tobytes(),
+                         want[visible].tobytes())
+        # Against float32 rope (itself checked against float64 elsewhere): bf16's error.
+        err_b = np.abs(b["output"] - f["output"]).max()
+        self.assertGreater(err_b, 1e-4)  # rounded
+        self.assertLess(err_b, 2e-2)
+        # KServe v2: the parameter, the same bytes.
+        header = json.dumps({"parameters": {"causal": True, "compute_dtype": "bf16",
+                                            "binary_data_output": True},
+                             "inputs": [{"name": n, "shape": list(a.shape), "datatype": "FP32",
+                                         "parameters": {"binary_data_size": a.nbytes}}
+                                        for n, a in (("q", q), ("k", k), ("v", v))],
+                             "outputs": [{"name": "output"}]}).encode()
+        st, headers, body = call("POST", "/v2/models/attention-rope/infer",
+                                 header + q.tobytes() + k.tobytes() + v.tobytes(),
+                                 {"Inference-Header-Content-Length": str(len(header)),
+                                  "Content-Type": "application/octet-stream"})
+        self.assertEqual(st, 200, body)
+        n = int(headers["Inference-Header-Content-Length"])
+        self.assertEqual(body[n:], np.ascontiguousarray(b["output"], "<f4").tobytes())
+        st, _, body = call("GET", "/v1/schemes")
+        self.assertIn(json.loads(body)["machine"]["bf16_path"], ("avx512_bf16", "avx2", "portable"))
+
     def test_errors(self):
         base = {"scheme": {"type": "none"}, "q": btensor(self.q), "k": btensor(self.k),
                 "v": btensor(self.v)}
@@ -490,7 +549,10 @@ class Options(unittest.TestCase):
                 ({"logn_scaling": {"train_length": 1}}, "INVALID_ARGUMENT",
                  "inputs[0].logn_scaling.train_length"),
                 ({"q_norm": {"weight_offset": 1}}, "INVALID_ARGUMENT",
-                 "inputs[0].q_norm.weight_offset")]:
+                 "inputs[0].q_norm.weight_offset"),
+                ({"compute_dtype": "f16"}, "UNSUPPORTED", "inputs[0].compute_dtype"),
+                ({"compute_dtype": "fp8"}, "INVALID_ARGUMENT", "inputs[0].compute_dtype"),
+                ({"compute_dtype": 16}, "INVALID_ARGUMENT", "inputs[0].compute_dtype")]:
             st, _, body = call("POST", "/v1/attention",
                                json.dumps({"inputs": [dict(base, **extra)]}).encode())
             self.assertEqual(st, 400, body)  # the only item failed: its status

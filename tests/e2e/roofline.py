@@ -138,6 +138,54 @@ class Probed(unittest.TestCase):
             self.assertGreater(float(roof["fraction"]), 0)
             self.assertIn(roof["bound"], ("compute", "memory"))
 
+    def test_fraction_arithmetic(self):
+        """fraction_of_peak is the larger of flops / (compute_us x the peak of peak_threads and
+        peak_dtype) and bytes / (compute_us x read bandwidth), to its four figures; bf16 items
+        are measured against the bf16 peak where the CPU has one (vdpbf16ps), else f32's."""
+        st, _, body = call(self.url, "GET", "/v1/schemes")
+        m = json.loads(body)["machine"]
+        peaks = {p["threads"]: p for p in m["peaks"]}
+        has_bf16 = m["bf16_path"] == "avx512_bf16"
+        for p in m["peaks"]:
+            self.assertEqual("gflops_bf16" in p, has_bf16, p)
+        st, _, body = call(self.url, "GET", "/metrics")
+        self.assertEqual('posattn_machine_gflops{dtype="bf16"' in body.decode(), has_bf16)
+        for extra, dtype in (({}, "f32"), ({"compute_dtype": "bf16"},
+                                            "bf16" if has_bf16 else "f32")):
+            st, _, body = call(self.url, "POST", "/v1/attention", {"inputs": [dict(PREFILL, **extra)]})
+            self.assertEqual(st, 200, body[:300])
+            t = json.loads(body)["outputs"][0]["timing"]
+            self.assertEqual(t["flops"], PREFILL_FLOPS)  # the same work in either precision
+            if t["compute_us"] == 0:
+                continue
+            self.assertEqual(t["peak_dtype"], dtype)
+            p = peaks[t["peak_threads"]]
+            gf = p["gflops_bf16"] if dtype == "bf16" else p["gflops_f32"]
+            fc = t["flops"] / (t["compute_us"] * 1e3 * gf)
+            fm = t["bytes"] / (t["compute_us"] * 1e3 * p["read_gbps"])
+            # /v1/schemes rounds the peaks to 0.1: a relative 1e-3 of slack.
+            self.assertAlmostEqual(t["fraction_of_peak"] / max(fc, fm), 1.0, delta=2e-3)
+            self.assertEqual(t["bound"], "compute" if fc >= fm else "memory")
+
+    def test_v2_parameters(self):
+        """KServe v2's response parameters carry the item's roofline as /v1's timing does, and
+        its Server-Timing the roofline entry."""
+        inputs = [{"name": n, "shape": PREFILL[n]["shape"], "datatype": "FP32",
+                   "data": PREFILL[n]["data"]} for n in ("q", "k", "v")]
+        st, headers, body = call(self.url, "POST", "/v2/models/attention-rope/infer",
+                                 {"parameters": {"causal": True}, "inputs": inputs})
+        self.assertEqual(st, 200, body[:300])
+        p = json.loads(body)["parameters"]
+        self.assertEqual(p["flops"], PREFILL_FLOPS)
+        self.assertEqual(p["bytes"], PREFILL_BYTES)
+        if p["compute_us"] > 0:
+            self.assertGreater(p["fraction_of_peak"], 0)
+            self.assertIn(p["bound"], ("compute", "memory"))
+            self.assertEqual(p["peak_dtype"], "f32")
+        roof = server_timing(headers).get("roofline")
+        self.assertIsNotNone(roof, headers.get("Server-Timing"))
+        self.assertEqual(float(roof["flops"]), PREFILL_FLOPS)
+
     def test_metrics(self):
         st, _, body = call(self.url, "GET", "/metrics")
         self.assertEqual(st, 200)

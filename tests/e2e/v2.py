@@ -241,7 +241,12 @@ class InferJson(unittest.TestCase):
         self.assertEqual(sorted(ans), ["id", "model_name", "model_version", "outputs",
                                        "parameters"])
         self.assertEqual((ans["id"], ans["model_name"]), ("42", "attention-rope"))
-        self.assertEqual(sorted(ans["parameters"]), ["compute_us", "cpu_us", "queue_us"])
+        # The timing, then the roofline as /v1's (its fraction only when the server probed).
+        params = set(ans["parameters"])
+        self.assertTrue({"compute_us", "cpu_us", "queue_us", "flops", "bytes"} <= params, params)
+        self.assertTrue(params <= {"compute_us", "cpu_us", "queue_us", "flops", "bytes",
+                                   "fraction_of_peak", "bound", "peak_threads", "peak_dtype"},
+                        params)
         self.assertEqual(len(ans["outputs"]), 1)
         out = ans["outputs"][0]
         self.assertEqual(sorted(out), ["data", "datatype", "name", "shape"])

@@ -131,7 +131,8 @@ static void test_attention_item_errors(void **state)
          "(known: scheme, q, k, v, x, w_q, w_k, w_v, w_o, num_heads, num_kv_heads, head_dim, "
          "causal, window, key_length, q_positions, k_positions, scale, softcap, sinks, mask, "
          "bias, chunk_size, q_norm, k_norm, b_q, b_k, b_v, b_o, attention_mask, query_length, "
-         "k_prerotated, attn_temperature_tuning, logn_scaling, cu_seqlens, cu_seqlens_k, model, "
+         "k_prerotated, compute_dtype, attn_temperature_tuning, logn_scaling, cu_seqlens, "
+         "cu_seqlens_k, model, "
          "layer, stack, override, id, "
          "return, output_dtype, differential, mla, k_rope, c_kv, session, append)"},
         {"{\"scheme\":{\"type\":\"rope\",\"table\":1}," QKV3 "}", "UNKNOWN_FIELD",

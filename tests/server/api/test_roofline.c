@@ -205,23 +205,37 @@ static void test_fraction(void **state)
     m.gflops_1 = 4, m.gflops_n = 8, m.read_gbps_1 = 1, m.read_gbps_n = 4;
     /* 2 GFLOP and 0.5 GB in one second on one thread: 0.5 of compute, 0.5
      * of memory; 3 GFLOP: 0.75, compute. */
-    assert_true(srv_roofline_fraction(&m, 3e9, 0.5e9, 1000000, 1, &f, &compute));
+    assert_true(srv_roofline_fraction(&m, 3e9, 0.5e9, 1000000, 1, false, &f, &compute));
     assert_true(fabs(f - 0.75) < 1e-12 && compute);
     /* 0.9 GB: memory bound at 0.9. */
-    assert_true(srv_roofline_fraction(&m, 2e9, 0.9e9, 1000000, 1, &f, &compute));
+    assert_true(srv_roofline_fraction(&m, 2e9, 0.9e9, 1000000, 1, false, &f, &compute));
     assert_true(fabs(f - 0.9) < 1e-12 && !compute);
     /* The workers' peaks for an item in parts: 3 / 8 vs 0.9 / 4. */
-    assert_true(srv_roofline_fraction(&m, 3e9, 0.9e9, 1000000, 2, &f, &compute));
+    assert_true(srv_roofline_fraction(&m, 3e9, 0.9e9, 1000000, 2, false, &f, &compute));
     assert_true(fabs(f - 0.375) < 1e-12 && compute);
     /* Half the time, twice the fraction. */
-    assert_true(srv_roofline_fraction(&m, 3e9, 0.5e9, 500000, 1, &f, &compute));
+    assert_true(srv_roofline_fraction(&m, 3e9, 0.5e9, 500000, 1, false, &f, &compute));
     assert_true(fabs(f - 1.5) < 1e-12);
+    /* bf16 work: float32's peak until the machine has a bf16 one, then
+     * that one (3 GFLOP in a second against 12: 0.25, compute). */
+    assert_false(srv_roofline_bf16_peak(&m));
+    assert_true(srv_roofline_fraction(&m, 3e9, 0.5e9, 1000000, 1, true, &f, &compute));
+    assert_true(fabs(f - 0.75) < 1e-12 && compute);
+    m.bf16_gflops_1 = 12, m.bf16_gflops_n = 24;
+    assert_true(srv_roofline_bf16_peak(&m));
+    assert_true(srv_roofline_fraction(&m, 3e9, 0.1e9, 1000000, 1, true, &f, &compute));
+    assert_true(fabs(f - 0.25) < 1e-12 && compute);
+    assert_true(srv_roofline_fraction(&m, 3e9, 0.1e9, 1000000, 2, true, &f, &compute));
+    assert_true(fabs(f - 0.125) < 1e-12 && compute);
+    /* ... and float32 work still float32's. */
+    assert_true(srv_roofline_fraction(&m, 3e9, 0.1e9, 1000000, 1, false, &f, &compute));
+    assert_true(fabs(f - 0.75) < 1e-12 && compute);
     /* Nothing to say: no time, no probe, no machine. */
     f = -1;
-    assert_false(srv_roofline_fraction(&m, 3e9, 0.5e9, 0, 1, &f, &compute));
-    assert_false(srv_roofline_fraction(NULL, 3e9, 0.5e9, 10, 1, &f, &compute));
+    assert_false(srv_roofline_fraction(&m, 3e9, 0.5e9, 0, 1, false, &f, &compute));
+    assert_false(srv_roofline_fraction(NULL, 3e9, 0.5e9, 10, 1, false, &f, &compute));
     m.probed = false;
-    assert_false(srv_roofline_fraction(&m, 3e9, 0.5e9, 10, 1, &f, &compute));
+    assert_false(srv_roofline_fraction(&m, 3e9, 0.5e9, 10, 1, false, &f, &compute));
     assert_true(f == -1);
 }
 
@@ -263,6 +277,18 @@ static void test_fields_with_and_without_probe(void **state)
     /* flops / (compute_us x 1e3 x GFLOP/s) within its rounding. */
     assert_true(fabs(num(t, "fraction_of_peak") /
                          (num(t, "flops") / (num(t, "compute_us") * 1e3 * 1e-3)) -
+                     1) < 1e-3);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "peak_dtype")),
+                        "f32");
+    cJSON_Delete(t);
+    /* compute_dtype bf16 on a machine with a bf16 peak (twice float32's
+     * here): that peak, and half the fraction the same time would be. */
+    m.bf16_gflops_1 = m.bf16_gflops_n = 2e-3;
+    t = timing_of(&lim, 128, 128, 4, 2, 32, 32, "\"causal\":true,\"compute_dtype\":\"bf16\"");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "peak_dtype")),
+                        "bf16");
+    assert_true(fabs(num(t, "fraction_of_peak") /
+                         (num(t, "flops") / (num(t, "compute_us") * 1e3 * 2e-3)) -
                      1) < 1e-3);
     cJSON_Delete(t);
 }
