@@ -81,7 +81,7 @@ static const opt options[] = {
     {"tls-key", "POSATTN_TLS_KEY", OPT_STRING, FIELD(tls_key), 0, 4095, false, "FILE",
      "the certificate's PEM private key (no passphrase)"},
     {"log-format", "POSATTN_LOG_FORMAT", OPT_LOG_FORMAT, FIELD(log_format), 0, 0, false, "FMT",
-     "access log on stderr: json, text or off (default json)"},
+     "access log and events on stderr: json, text or off (default json)"},
     {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",
      "OpenBLAS threads inside each worker (default 1)"},
     {"cache-mb", "POSATTN_CACHE_MB", OPT_SIZE_MB, FIELD(cache_bytes), 1, 1048576, false, "MB",
