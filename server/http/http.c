@@ -10,6 +10,7 @@
  */
 #include "http/http.h"
 
+#include "http/cors.h"
 #include "http/jobs.h"
 #include "http/respond.h"
 #include "http/request.h"
@@ -209,6 +210,8 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     srv_web_file file;
     srv_error fe;
 
+    q->cors_allow = srv_cors_allow(
+        h->cfg, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN));
     q->route = srv_route_find(url, method, &method_ok, &q->params);
     q->shape = srv_url_protocol(url);
     const srv_route_def *d = &srv_routes[q->route];
@@ -223,6 +226,18 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     if (q->route == SRV_ROUTE_NOT_FOUND) {
         snprintf(msg, sizeof msg, "no route %.64s %.64s", method, url);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
+    }
+    /* A browser's preflight (Fetch standard, CORS-preflight request): an
+     * OPTIONS naming the method to come, from an allowed origin. It
+     * carries no credentials, so the key is not asked for; the request
+     * that follows is checked as any other. */
+    if (q->cors_allow != NULL && strcmp(method, "OPTIONS") == 0 &&
+        q->route != SRV_ROUTE_NOT_FOUND &&
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method") !=
+            NULL) {
+        q->preflight = true; /* answered once the request is in: the connection stays open */
+        http_set_text(&q->reply, 204, "text/plain", "");
+        return MHD_YES;
     }
     if (!method_ok) {
         char allow[64];
@@ -328,7 +343,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             q->status = 408; /* for the access log and metrics */
             return MHD_NO;
         }
-        if (q->refused)
+        if (q->refused || q->preflight)
             return MHD_YES; /* dropped: the answer is already decided */
         if (q->body_too_large || q->body_len + n > h->cfg->max_body_bytes) {
             q->body_too_large = true;
@@ -364,6 +379,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     srv_conn_set_phase(q->conn_deadline, SRV_CONN_BUSY, 0);
     if (q->refused)
         return http_send_error(q, q->refused_error, NULL, q->refused_msg);
+    if (q->preflight)
+        return http_send_reply(q);
     if (q->body_too_large) {
         char msg[160];
         snprintf(msg, sizeof msg, "body exceeds the limit of %zu bytes " SRV_LIMIT_BODY,
