@@ -256,7 +256,8 @@ int main(int argc, char **argv)
     srv_keyring *keyring = NULL;
     if (keys.n > 0)
         srv_log_event(cfg.log_format, "info", "api_keys", "%zu API key%s accepted on /v1 and /v2%s",
-                      keys.n, keys.n == 1 ? "" : "s", cfg.api_key[0] ? " (one from --api-key)" : "");
+                      keys.n, keys.n == 1 ? "" : "s",
+                      cfg.api_key[0] ? " (one from --api-key)" : "");
 
     /* Named tensors before anything starts: a bad file stops start-up. */
     if (!srv_tensor_store_load(cfg.tensors, cfg.n_tensors, &tensors, msg, sizeof msg)) {
@@ -268,8 +269,7 @@ int main(int argc, char **argv)
         const srv_named_tensor *t = srv_tensor_store_at(tensors, i);
         srv_log_event(cfg.log_format, "info", "tensor", "tensor %s: %s%s%s %s, %zu values%s",
                       t->name, t->file, t->tensor[0] ? ":" : "", t->tensor,
-                      srv_dtype_name(t->dtype), t->count,
-                      t->mapped ? " (mapped)" : " (converted)");
+                      srv_dtype_name(t->dtype), t->count, t->mapped ? " (mapped)" : " (converted)");
     }
     /* Models: a config posattn cannot read stops start-up, as a tensor. */
     if (!srv_model_set_load(cfg.models, cfg.n_models, &models, msg, sizeof msg)) {

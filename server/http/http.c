@@ -233,8 +233,7 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
      * that follows is checked as any other. */
     if (q->cors_allow != NULL && strcmp(method, "OPTIONS") == 0 &&
         q->route != SRV_ROUTE_NOT_FOUND &&
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method") !=
-            NULL) {
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method") != NULL) {
         q->preflight = true; /* answered once the request is in: the connection stays open */
         http_set_text(&q->reply, 204, "text/plain", "");
         return MHD_YES;
@@ -605,11 +604,11 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
             MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
             (cfg->tls_cert[0] != '\0' ? MHD_USE_TLS : 0),
         (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-        (void *)cfg, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-        NULL, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+        (void *)cfg, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
+        threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_LIMIT, 4096u,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_NOTIFY_CONNECTION, notify_connection,
+        h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_ARRAY, tls_opts,
+        MHD_OPTION_END);
     if (h->daemon == NULL) {
         srv_tls_free(&h->tls);
         srv_log_event(cfg->log_format, "error", "start",

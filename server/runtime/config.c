@@ -379,7 +379,8 @@ static bool origin_ok(const char *s, size_t n)
         return false;
     i = host;
     if (s[i] == '[') {
-        while (i < n && s[i] != ']' && (isxdigit((unsigned char)s[i]) || s[i] == ':' || s[i] == '['))
+        while (i < n && s[i] != ']' &&
+               (isxdigit((unsigned char)s[i]) || s[i] == ':' || s[i] == '['))
             i++;
         if (i >= n || s[i] != ']')
             return false;
@@ -416,8 +417,7 @@ static bool add_cors_origin(srv_config *c, const char *name, const char *value, 
         if (strlen(c->cors_origins[i]) == len && strncasecmp(c->cors_origins[i], value, len) == 0)
             return true; /* given twice: once is enough */
     if (c->n_cors_origins == SRV_MAX_CORS_ORIGINS) {
-        fprintf(err, "%s: too many origins for %s: at most %d\n", prog, name,
-                SRV_MAX_CORS_ORIGINS);
+        fprintf(err, "%s: too many origins for %s: at most %d\n", prog, name, SRV_MAX_CORS_ORIGINS);
         return false;
     }
     memcpy(c->cors_origins[c->n_cors_origins], value, len);

@@ -47,7 +47,7 @@ typedef struct srv_config {
      * (http/cors.h). */
     char cors_origins[SRV_MAX_CORS_ORIGINS][SRV_CORS_ORIGIN_MAX];
     size_t n_cors_origins;
-    int blas_threads;          /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
+    int blas_threads; /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
     /* Sessions (store/kv_cache.h, docs/sessions.md). */
     size_t cache_bytes;     /* --cache-mb, POSATTN_CACHE_MB; default a quarter of memory (the
                              * smaller of physical RAM and a cgroup v2 memory.max), at least

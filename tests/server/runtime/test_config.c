@@ -341,8 +341,13 @@ static void test_cors_origins(void **state)
     run_free(&r);
 
     /* Repeatable, both forms; an origin given twice is kept once. */
-    const char *args[] = {"--cors-origin", "http://127.0.0.1:8765", "--cors-origin=https://app.example",
-                          "--cors-origin", "HTTPS://app.example", "--cors-origin", "http://[::1]:80",
+    const char *args[] = {"--cors-origin",
+                          "http://127.0.0.1:8765",
+                          "--cors-origin=https://app.example",
+                          "--cors-origin",
+                          "HTTPS://app.example",
+                          "--cors-origin",
+                          "http://[::1]:80",
                           NULL};
     r = parse(args);
     assert_int_equal(r.rc, 0);
@@ -368,9 +373,9 @@ static void test_cors_origins(void **state)
 
     /* Not an origin: a path, a trailing '/', another scheme, no host, a
      * bad port. Each names the flag and the value. */
-    static const char *const bad[] = {"https://a.example/", "https://a.example/x", "ftp://a",
-                                      "https://", "a.example", "http://a:", "http://a:123456",
-                                      "http://a b", ""};
+    static const char *const bad[] = {
+        "https://a.example/", "https://a.example/x", "ftp://a",    "https://", "a.example",
+        "http://a:",          "http://a:123456",     "http://a b", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *a[] = {"--cors-origin", bad[i], NULL};
         r = parse(a);
