@@ -97,7 +97,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: build readme-test ui-deps ui-test bench-service e2e-tensors e2e-models e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak soak-sessions soak-sessions-asan soak-sessions-tsan all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: build readme-test ui-deps ui-test ui-cors bench-service e2e-tensors e2e-models e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak soak-sessions soak-sessions-asan soak-sessions-tsan all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -248,13 +248,20 @@ ui-deps:
 ui-test: ui-deps $(POSATTND) $(LOAD_BIN)
 	@POSATTND=$(POSATTND) UI_OUT=$(BUILD)/ui node tests/ui/ui-test.mjs
 
+# ui-test's CORS check alone, in make test (~5 s): a page served from another
+# 127.0.0.1 port calls posattnd --cors-origin with the JS client in Chromium,
+# and is refused by a posattnd without the flag (tests/ui/cors.mjs).
+ui-cors: ui-deps $(POSATTND)
+	@POSATTND=$(POSATTND) node tests/ui/cors.mjs
+
 # make test: the README's command and CI's. Deps first, then a warning-free
 # build (-Werror), and every suite: the layering check, a bench smoke run,
 # the end-to-end clients, the unit tests, the slow-client and overload runs.
 # tests/run-suites.py prints one line per suite and an overall count; each
 # suite's whole output is in $(BUILD)/test-logs/SUITE.log (V=1 shows it too).
 TEST_SUITES := build check-layering bench-smoke e2e-clients client-python client-js openapi-test \
-               monitor-test e2e-tensors e2e-models e2e-tls readme-test load-test unit slowloris overload
+               monitor-test e2e-tensors e2e-models e2e-tls readme-test load-test unit slowloris overload \
+               ui-cors
 test: deps
 	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) -- \
 	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
@@ -298,7 +305,8 @@ E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "/usr/bin/python3 tests/e2e/session_models.py -q" \
                "/usr/bin/python3 tests/e2e/v2_sequences.py -q" \
                "/usr/bin/python3 tests/e2e/restarts.py -q" \
-               "/usr/bin/python3 tests/e2e/shared_cache.py -q"
+               "/usr/bin/python3 tests/e2e/shared_cache.py -q" \
+               "/usr/bin/python3 tests/e2e/cors.py -q"
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
 	echo "e2e-clients: ok"

@@ -100,23 +100,47 @@ static bool stamp_equal(const file_stamp *a, const file_stamp *b)
            a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
+/* srv_keys_load, its warning (a key file others can read) logged as an
+ * event line rather than written to stderr as text. */
+static bool load_keys(const srv_config *cfg, srv_keys *keys, char *msg, size_t cap)
+{
+    char *warn = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&warn, &len);
+    bool ok = srv_keys_load(keys, cfg->api_key, cfg->api_key_file, f, msg, cap);
+    if (f != NULL)
+        fclose(f);
+    for (char *line = warn, *end; line != NULL && *line != '\0'; line = end) {
+        end = strchr(line, '\n');
+        if (end != NULL)
+            *end++ = '\0';
+        if (strncmp(line, "posattnd: ", 10) == 0)
+            line += 10;
+        if (*line != '\0')
+            srv_log_event(cfg->log_format, "warn", "api_keys", "%s", line);
+    }
+    free(warn);
+    return ok;
+}
+
 /* Reads the keys again (SIGHUP, or the file changed) and puts them in force
  * at once; a file that does not load keeps the old set, and says why. */
 static void reload_keys(const srv_config *cfg, srv_keyring *ring, const char *why)
 {
     static srv_keys keys; /* main thread only */
     char msg[1024];
-    if (!srv_keys_load(&keys, cfg->api_key, cfg->api_key_file, stderr, msg, sizeof msg)) {
-        fprintf(stderr, "posattnd: %s, but the API keys did not load; the old ones stay: %s\n", why,
-                msg);
+    if (!load_keys(cfg, &keys, msg, sizeof msg)) {
+        srv_log_event(cfg->log_format, "error", "api_keys",
+                      "%s, but the API keys did not load; the old ones stay: %s", why, msg);
         return;
     }
     if (!srv_keyring_swap(ring, &keys)) {
-        fprintf(stderr, "posattnd: %s, but out of memory; the old API keys stay\n", why);
+        srv_log_event(cfg->log_format, "error", "api_keys",
+                      "%s, but out of memory; the old API keys stay", why);
         return;
     }
-    fprintf(stderr, "posattnd: %s: %zu API key%s now accepted\n", why, keys.n,
-            keys.n == 1 ? "" : "s");
+    srv_log_event(cfg->log_format, "info", "api_keys", "%s: %zu API key%s now accepted", why,
+                  keys.n, keys.n == 1 ? "" : "s");
 }
 
 static bool signals_install(void)
@@ -224,38 +248,39 @@ int main(int argc, char **argv)
     /* The API keys: a bad key file stops start-up; the keys never reach a
      * log, only how many there are. */
     static srv_keys keys;
-    if (!srv_keys_load(&keys, cfg.api_key, cfg.api_key_file, stderr, msg, sizeof msg)) {
-        fprintf(stderr, "posattnd: cannot load the API keys: %s\n", msg);
+    if (!load_keys(&cfg, &keys, msg, sizeof msg)) {
+        srv_log_event(cfg.log_format, "error", "start", "cannot load the API keys: %s", msg);
         return 1;
     }
     file_stamp key_file = stamp_of(cfg.api_key_file);
     srv_keyring *keyring = NULL;
     if (keys.n > 0)
-        fprintf(stderr, "posattnd: %zu API key%s accepted on /v1 and /v2%s\n", keys.n,
-                keys.n == 1 ? "" : "s", cfg.api_key[0] ? " (one from --api-key)" : "");
+        srv_log_event(cfg.log_format, "info", "api_keys", "%zu API key%s accepted on /v1 and /v2%s",
+                      keys.n, keys.n == 1 ? "" : "s",
+                      cfg.api_key[0] ? " (one from --api-key)" : "");
 
     /* Named tensors before anything starts: a bad file stops start-up. */
     if (!srv_tensor_store_load(cfg.tensors, cfg.n_tensors, &tensors, msg, sizeof msg)) {
-        fprintf(stderr, "posattnd: cannot load tensors: %s\n", msg);
+        srv_log_event(cfg.log_format, "error", "start", "cannot load tensors: %s", msg);
         return 1;
     }
     cfg.tensor_store = tensors;
     for (size_t i = 0; i < srv_tensor_store_count(tensors); i++) {
         const srv_named_tensor *t = srv_tensor_store_at(tensors, i);
-        fprintf(stderr, "posattnd: tensor %s: %s%s%s %s, %zu values%s\n", t->name, t->file,
-                t->tensor[0] ? ":" : "", t->tensor, srv_dtype_name(t->dtype), t->count,
-                t->mapped ? " (mapped)" : " (converted)");
+        srv_log_event(cfg.log_format, "info", "tensor", "tensor %s: %s%s%s %s, %zu values%s",
+                      t->name, t->file, t->tensor[0] ? ":" : "", t->tensor,
+                      srv_dtype_name(t->dtype), t->count, t->mapped ? " (mapped)" : " (converted)");
     }
     /* Models: a config posattn cannot read stops start-up, as a tensor. */
     if (!srv_model_set_load(cfg.models, cfg.n_models, &models, msg, sizeof msg)) {
-        fprintf(stderr, "posattnd: cannot load models: %s\n", msg);
+        srv_log_event(cfg.log_format, "error", "start", "cannot load models: %s", msg);
         srv_tensor_store_free(tensors);
         return 1;
     }
     /* Each is a KServe v2 model of its name too: one that would be a
      * scheme's model, or that a route takes, stops start-up. */
     if (!srv_v2_check_models(models, msg, sizeof msg)) {
-        fprintf(stderr, "posattnd: cannot load models: %s\n", msg);
+        srv_log_event(cfg.log_format, "error", "start", "cannot load models: %s", msg);
         srv_tensor_store_free(tensors);
         srv_model_set_free(models);
         return 1;
@@ -263,16 +288,16 @@ int main(int argc, char **argv)
     cfg.model_set = models;
     for (size_t i = 0; i < srv_model_set_count(models); i++) {
         const srv_model *m = srv_model_set_at(models, i);
-        fprintf(stderr, "posattnd: model %s: %s, %d layers%s%s\n", m->name, m->model_type,
-                (int)m->n_layers, m->encoder_decoder ? " + a decoder" : "",
-                m->n_vision > 0 ? " + a vision tower" : "");
+        srv_log_event(cfg.log_format, "info", "model", "model %s: %s, %d layers%s%s", m->name,
+                      m->model_type, (int)m->n_layers, m->encoder_decoder ? " + a decoder" : "",
+                      m->n_vision > 0 ? " + a vision tower" : "");
     }
 
     /* Before any thread of ours exists, so that all of them inherit the
      * mask; the handler covers the threads that OpenBLAS started earlier. */
     signal(SIGPIPE, SIG_IGN);
     if (!signals_install()) {
-        fprintf(stderr, "posattnd: cannot install the signal handlers\n");
+        srv_log_event(cfg.log_format, "error", "start", "cannot install the signal handlers");
         srv_tensor_store_free(tensors);
         srv_model_set_free(models);
         return 1;
@@ -304,7 +329,7 @@ int main(int argc, char **argv)
         int lock_fd = -1;
         if (!srv_kv_dir_own(cfg.cache_dir, cfg.replica_id, 5.0, own, sizeof own, &lock_fd, why,
                             sizeof why)) {
-            fprintf(stderr, "posattnd: %s\n", why);
+            srv_log_event(cfg.log_format, "error", "start", "%s", why);
             srv_kv_cache_free(sessions);
             srv_tensor_store_free(tensors);
             srv_model_set_free(models);
@@ -347,7 +372,7 @@ int main(int argc, char **argv)
     pool = metrics ? srv_pool_start(cfg.workers, cfg.queue_depth) : NULL;
     http = pool ? srv_http_start(&cfg, pool, metrics, &port) : NULL;
     if (http == NULL) {
-        fprintf(stderr, "posattnd: start-up failed\n");
+        srv_log_event(cfg.log_format, "error", "start", "start-up failed");
         srv_pool_stop(pool);
         srv_metrics_free(metrics);
         srv_tensor_store_free(tensors);
@@ -410,11 +435,12 @@ int main(int argc, char **argv)
             reload_keys(&cfg, keyring, "SIGHUP received");
             continue;
         }
-        fprintf(stderr, "posattnd: SIGHUP received and ignored (no --api-key-file to reload; "
-                        "SIGTERM drains and stops)\n");
+        srv_log_event(cfg.log_format, "warn", "signal",
+                      "SIGHUP received and ignored (no --api-key-file to reload; SIGTERM drains "
+                      "and stops)");
     }
-    fprintf(stderr, "posattnd: %s received, draining (timeout %.0f s)\n",
-            sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.drain_timeout);
+    srv_log_event(cfg.log_format, "info", "drain", "%s received, draining (timeout %.0f s)",
+                  sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.drain_timeout);
     /* Refuse new work (503, Connection: close) but keep listening, so
      * /readyz can say 503 to the load balancer, until the accepted jobs are
      * done. Waiting here for every open request would never end under load:
@@ -438,8 +464,8 @@ int main(int argc, char **argv)
     if (srv_http_open_requests(http) > 0) {
         /* Stopping now would abort on suspended connections: leave the rest
          * to the exit. */
-        fprintf(stderr, "posattnd: drain timeout with %lld requests open\n",
-                (long long)srv_http_open_requests(http));
+        srv_log_event(cfg.log_format, "error", "drain", "drain timeout with %lld requests open",
+                      (long long)srv_http_open_requests(http));
         /* Still save: an append in flight is waited for (the cache's
          * locks), and one that has not started is lost as its request. */
         save_sessions(&cfg, sessions, snapshotter);
@@ -454,6 +480,6 @@ int main(int argc, char **argv)
     srv_model_set_free(models);
     srv_keyring_free(keyring);
     srv_kv_cache_free(sessions);
-    fprintf(stderr, "posattnd: stopped\n");
+    srv_log_event(cfg.log_format, "info", "stopped", "stopped");
     return 0;
 }

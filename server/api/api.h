@@ -155,6 +155,10 @@ size_t srv_job_task_workspace(const srv_job *job, size_t i);
 /* Runs task i on the calling thread. Distinct i may run concurrently. A
  * task that fails records its own error, which srv_job_finish reports. */
 void srv_job_run_task(srv_job *job, size_t i, srv_workspace *ws);
+/* Whether task i ended in an error (refused when the job was prepared, or
+ * failed while it ran): an item error of its answer. For metrics, which
+ * time successful tasks only. */
+bool srv_job_task_failed(const srv_job *job, size_t i);
 /* Timing of task i, reported in the answer and to metrics: its wait, and
  * its run from start_us to end_us (microseconds of one monotonic clock,
  * so that an item's parts give its wall time). */

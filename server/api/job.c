@@ -194,6 +194,11 @@ const char *srv_job_task_scheme(const srv_job *job, size_t i)
     return job->tasks[i].scheme_name;
 }
 
+bool srv_job_task_failed(const srv_job *job, size_t i)
+{
+    return job != NULL && i < job->n_tasks && job->tasks[i].failed;
+}
+
 bool srv_job_task_keep(srv_job *job, size_t i)
 {
     if (job == NULL || i >= job->n_tasks || job->ep->keep == NULL)

@@ -10,17 +10,20 @@
  */
 #include "http/http.h"
 
+#include "http/cors.h"
 #include "http/jobs.h"
 #include "http/respond.h"
 #include "http/request.h"
 #include "http/tls.h"
 #include "http/web.h"
 #include "runtime/keys.h"
+#include "runtime/log.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +210,8 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     srv_web_file file;
     srv_error fe;
 
+    q->cors_allow = srv_cors_allow(
+        h->cfg, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN));
     q->route = srv_route_find(url, method, &method_ok, &q->params);
     q->shape = srv_url_protocol(url);
     const srv_route_def *d = &srv_routes[q->route];
@@ -221,6 +226,17 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     if (q->route == SRV_ROUTE_NOT_FOUND) {
         snprintf(msg, sizeof msg, "no route %.64s %.64s", method, url);
         return refuse(q, c, SRV_ERR_NOT_FOUND, msg);
+    }
+    /* A browser's preflight (Fetch standard, CORS-preflight request): an
+     * OPTIONS naming the method to come, from an allowed origin. It
+     * carries no credentials, so the key is not asked for; the request
+     * that follows is checked as any other. */
+    if (q->cors_allow != NULL && strcmp(method, "OPTIONS") == 0 &&
+        q->route != SRV_ROUTE_NOT_FOUND &&
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method") != NULL) {
+        q->preflight = true; /* answered once the request is in: the connection stays open */
+        http_set_text(&q->reply, 204, "text/plain", "");
+        return MHD_YES;
     }
     if (!method_ok) {
         char allow[64];
@@ -326,7 +342,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             q->status = 408; /* for the access log and metrics */
             return MHD_NO;
         }
-        if (q->refused)
+        if (q->refused || q->preflight)
             return MHD_YES; /* dropped: the answer is already decided */
         if (q->body_too_large || q->body_len + n > h->cfg->max_body_bytes) {
             q->body_too_large = true;
@@ -362,6 +378,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     srv_conn_set_phase(q->conn_deadline, SRV_CONN_BUSY, 0);
     if (q->refused)
         return http_send_error(q, q->refused_error, NULL, q->refused_msg);
+    if (q->preflight)
+        return http_send_reply(q);
     if (q->body_too_large) {
         char msg[160];
         snprintf(msg, sizeof msg, "body exceeds the limit of %zu bytes " SRV_LIMIT_BODY,
@@ -471,11 +489,29 @@ static void sweep(void *arg)
                 static const char *const names[] = {"headers", "body", "send"};
                 srv_metrics_connections_cut(h->metrics, names[k], cut[k]);
                 if (k == SRV_CONN_SEND)
-                    fprintf(stderr,
-                            "posattnd: %zu connection(s) cut: the client had not read its "
-                            "answer within --request-timeout\n",
-                            cut[k]);
+                    srv_log_event(h->cfg->log_format, "warn", "connections_cut",
+                                  "%zu connection(s) cut: the client had not read its answer "
+                                  "within --request-timeout",
+                                  cut[k]);
             }
+}
+
+/* libmicrohttpd's own messages, and GnuTLS's that it relays (a failed TLS
+ * handshake: "Error: received handshake message out of context.", a port
+ * it cannot bind), as posattnd's event lines: with --log-format json every
+ * line on stderr stays a JSON object. MHD_USE_ERROR_LOG makes it call this;
+ * cls is the config, alive as long as the daemon. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    const srv_config *cfg = cls;
+    char msg[1024];
+    size_t n;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    if (n > 0)
+        srv_log_event(cfg->log_format, "warn", "libmicrohttpd", "%s", msg);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -535,7 +571,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
         return NULL;
     }
     if (!resolve(cfg->host, cfg->port, &ss, &v6)) {
-        fprintf(stderr, "posattnd: cannot resolve --host %s\n", cfg->host);
+        srv_log_event(cfg->log_format, "error", "start", "cannot resolve --host %s", cfg->host);
         srv_deadlines_free(h->deadlines);
         free(h);
         return NULL;
@@ -546,7 +582,7 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
     if (cfg->tls_cert[0] != '\0') {
         char msg[512];
         if (!srv_tls_load(cfg->tls_cert, cfg->tls_key, &h->tls, msg, sizeof msg)) {
-            fprintf(stderr, "posattnd: cannot serve HTTPS: %s\n", msg);
+            srv_log_event(cfg->log_format, "error", "start", "cannot serve HTTPS: %s", msg);
             srv_deadlines_free(h->deadlines);
             free(h);
             return NULL;
@@ -567,17 +603,18 @@ srv_http *srv_http_start(const srv_config *cfg, srv_pool *pool, srv_metrics *met
         MHD_USE_POLL | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
             MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
             (cfg->tls_cert[0] != '\0' ? MHD_USE_TLS : 0),
-        (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-        NULL, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+        (uint16_t)cfg->port, NULL, NULL, handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        (void *)cfg, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE,
+        threads, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_LIMIT, 4096u,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_NOTIFY_CONNECTION, notify_connection,
+        h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_ARRAY, tls_opts,
+        MHD_OPTION_END);
     if (h->daemon == NULL) {
         srv_tls_free(&h->tls);
-        fprintf(stderr,
-                "posattnd: cannot listen on %s:%d (is another server using it?): choose another "
-                "port with --port N or POSATTN_PORT=N (0 picks any free port)\n",
-                cfg->host, cfg->port);
+        srv_log_event(cfg->log_format, "error", "start",
+                      "cannot listen on %s:%d (is another server using it?): choose another "
+                      "port with --port N or POSATTN_PORT=N (0 picks any free port)",
+                      cfg->host, cfg->port);
         srv_deadlines_free(h->deadlines);
         free(h);
         return NULL;

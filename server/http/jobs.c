@@ -67,8 +67,14 @@ static void task_run(void *arg, uint64_t queue_us, srv_workspace *ws)
     prev = atomic_load(&q->last_end_us);
     while (t1 / 1000u > prev && !atomic_compare_exchange_weak(&q->last_end_us, &prev, t1 / 1000u))
         ;
-    srv_metrics_compute(q->h->metrics, srv_job_task_scheme(q->job, a->index),
-                        (double)compute_us / 1e6);
+    /* The histogram times successful computations: a failed item (often
+     * refused in microseconds, before computing anything) would pull its
+     * quantiles down. Nanoseconds, for the microsecond buckets. */
+    if (srv_job_task_failed(q->job, a->index))
+        srv_metrics_item_error(q->h->metrics, srv_job_task_scheme(q->job, a->index));
+    else
+        srv_metrics_compute(q->h->metrics, srv_job_task_scheme(q->job, a->index),
+                            (double)(t1 - t0) / 1e9);
     atomic_fetch_add(&q->sum_compute_us, compute_us);
 }
 

@@ -75,6 +75,11 @@ struct request {
     srv_error refused_error;
     char refused_msg[256];
     bool close; /* answer with Connection: close (framing refused) */
+    /* --cors-origin (http/cors.h): Access-Control-Allow-Origin for the
+     * request's Origin, NULL when it is not allowed (or CORS is off); and
+     * whether this is a preflight OPTIONS, answered 204 without the key. */
+    const char *cors_allow;
+    bool preflight;
 
     srv_job *job;
     srv_task *tasks;

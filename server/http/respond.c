@@ -5,6 +5,7 @@
  * API through their api/ records).
  */
 #include "http/respond.h"
+#include "http/cors.h"
 #include "http/request.h"
 
 #include "http/web.h"
@@ -185,6 +186,11 @@ enum MHD_Result http_send_reply(request *q)
         MHD_add_response_header(resp, "Content-Security-Policy", SRV_WEB_CSP);
         MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
         MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    }
+    if (q->h->cfg->n_cors_origins > 0) {
+        char methods[64];
+        srv_cors_headers(q->h->cfg, resp, q->cors_allow, q->preflight,
+                         srv_route_allow(q->route, methods, sizeof methods));
     }
     /* The answer is due to the client within the same bound as its request. */
     srv_conn_set_phase(q->conn_deadline, SRV_CONN_SEND, srv_now_ns());

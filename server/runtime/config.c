@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ typedef enum opt_kind {
     OPT_LOG_FORMAT,
     OPT_TENSORS, /* appends to tensors[]; the variable holds a list */
     OPT_MODELS,  /* appends to models[]; the variable holds a list */
+    OPT_CORS,    /* appends to cors_origins[]; the variable holds a list */
     OPT_SWITCH,  /* bool: a flag without a value (--no-probe); the variable 1/0, true/false, yes/no */
 } opt_kind;
 
@@ -81,7 +83,10 @@ static const opt options[] = {
     {"tls-key", "POSATTN_TLS_KEY", OPT_STRING, FIELD(tls_key), 0, 4095, false, "FILE",
      "the certificate's PEM private key (no passphrase)"},
     {"log-format", "POSATTN_LOG_FORMAT", OPT_LOG_FORMAT, FIELD(log_format), 0, 0, false, "FMT",
-     "access log on stderr: json, text or off (default json)"},
+     "access log and events on stderr: json, text or off (default json)"},
+    {"cors-origin", "POSATTN_CORS_ORIGINS", OPT_CORS, FIELD(cors_origins), 0, 0, false, "ORIGIN",
+     "let web pages of ORIGIN (https://app.example:8443, or * without an API key) call the API "
+     "from a browser (repeatable; default: none)"},
     {"blas-threads", "POSATTN_BLAS_THREADS", OPT_INT, FIELD(blas_threads), 1, 256, false, "N",
      "OpenBLAS threads inside each worker (default 1)"},
     {"cache-mb", "POSATTN_CACHE_MB", OPT_SIZE_MB, FIELD(cache_bytes), 1, 1048576, false, "MB",
@@ -358,6 +363,68 @@ static bool add_model_spec(srv_config *c, const char *name, const char *value, s
     return true;
 }
 
+/* Whether s[0..n) is "*" or an origin as a browser serializes it
+ * (RFC 6454): http or https, "://", a host of letters, digits, '.', '-'
+ * (or an IPv6 address in brackets), an optional :PORT, and nothing after. */
+static bool origin_ok(const char *s, size_t n)
+{
+    size_t i, host;
+    if (n == 1 && s[0] == '*')
+        return true;
+    if (n > 7 && strncasecmp(s, "http://", 7) == 0)
+        host = 7;
+    else if (n > 8 && strncasecmp(s, "https://", 8) == 0)
+        host = 8;
+    else
+        return false;
+    i = host;
+    if (s[i] == '[') {
+        while (i < n && s[i] != ']' &&
+               (isxdigit((unsigned char)s[i]) || s[i] == ':' || s[i] == '['))
+            i++;
+        if (i >= n || s[i] != ']')
+            return false;
+        i++;
+    } else {
+        while (i < n && (isalnum((unsigned char)s[i]) || s[i] == '.' || s[i] == '-'))
+            i++;
+    }
+    if (i == host)
+        return false;
+    if (i < n && s[i] == ':') {
+        size_t digits = ++i;
+        while (i < n && isdigit((unsigned char)s[i]))
+            i++;
+        if (i == digits || i - digits > 5)
+            return false;
+    }
+    return i == n;
+}
+
+/* Adds one ORIGIN (len bytes at value) to c->cors_origins. */
+static bool add_cors_origin(srv_config *c, const char *name, const char *value, size_t len,
+                            FILE *err, const char *prog)
+{
+    if (len >= SRV_CORS_ORIGIN_MAX || !origin_ok(value, len)) {
+        fprintf(err,
+                "%s: invalid value \"%.*s\" for %s: expected * or an origin as a browser sends "
+                "it in Origin: http:// or https://, the host, an optional :PORT, no path and "
+                "no trailing / (https://app.example:8443)\n",
+                prog, (int)(len > 300 ? 300 : len), value, name);
+        return false;
+    }
+    for (size_t i = 0; i < c->n_cors_origins; i++)
+        if (strlen(c->cors_origins[i]) == len && strncasecmp(c->cors_origins[i], value, len) == 0)
+            return true; /* given twice: once is enough */
+    if (c->n_cors_origins == SRV_MAX_CORS_ORIGINS) {
+        fprintf(err, "%s: too many origins for %s: at most %d\n", prog, name, SRV_MAX_CORS_ORIGINS);
+        return false;
+    }
+    memcpy(c->cors_origins[c->n_cors_origins], value, len);
+    c->cors_origins[c->n_cors_origins++][len] = '\0';
+    return true;
+}
+
 /* Applies one value to *c; on error prints to err naming `name` (the flag or
  * the variable) and returns false. */
 static bool apply(srv_config *c, const opt *o, const char *name, const char *value, FILE *err,
@@ -440,6 +507,17 @@ static bool apply(srv_config *c, const opt *o, const char *name, const char *val
             fprintf(err, "%s: invalid value \"%.300s\" for %s: expected 1 or 0 (true/false, yes/no)\n",
                     prog, value, name);
             return false;
+        }
+        return true;
+    case OPT_CORS:
+        if (name[0] == '-')
+            return add_cors_origin(c, name, value, strlen(value), err, prog);
+        /* The variable: origins separated by ';', ',' or blanks. */
+        while (*value) {
+            size_t n = strcspn(value, "; ,\t\n");
+            if (n > 0 && !add_cors_origin(c, name, value, n, err, prog))
+                return false;
+            value += n + (value[n] != '\0');
         }
         return true;
     case OPT_TENSORS:
@@ -569,7 +647,7 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
         if (env && env[0] && !apply(&next, &options[j], options[j].env, env, err, prog))
             return -1;
     }
-    bool tensor_flag = false, model_flag = false;
+    bool tensor_flag = false, model_flag = false, cors_flag = false;
     for (int i = 1; i < argc; i++) {
         if (next_arg(argc, argv, &i, &o, &value, err, prog) != ARG_OPTION)
             return -1;
@@ -582,6 +660,10 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
         if (o->kind == OPT_MODELS && !model_flag) {
             next.n_models = 0;
             model_flag = true;
+        }
+        if (o->kind == OPT_CORS && !cors_flag) {
+            next.n_cors_origins = 0;
+            cors_flag = true;
         }
         if (!apply(&next, o, name, value, err, prog))
             return -1;
@@ -598,6 +680,16 @@ int srv_config_parse(srv_config *c, int argc, char **argv, FILE *out, FILE *err)
                 next.tls_cert[0] ? "--tls-key (POSATTN_TLS_KEY)" : "--tls-cert (POSATTN_TLS_CERT)");
         return -1;
     }
+    for (size_t i = 0; i < next.n_cors_origins; i++)
+        if (strcmp(next.cors_origins[i], "*") == 0 &&
+            (next.api_key[0] != '\0' || next.api_key_file[0] != '\0')) {
+            fprintf(err,
+                    "%s: --cors-origin '*' (POSATTN_CORS_ORIGINS) is refused with an API key "
+                    "(%s): '*' lets a page of any web site call posattnd with the key; name "
+                    "the origins of your own pages instead (--cors-origin https://app.example)\n",
+                    prog, next.api_key[0] != '\0' ? "--api-key" : "--api-key-file");
+            return -1;
+        }
     if (next.cache_shared && next.cache_dir[0] == '\0') {
         fprintf(err, "%s: --cache-shared needs --cache-dir (POSATTN_CACHE_DIR)\n", prog);
         return -1;

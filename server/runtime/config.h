@@ -14,6 +14,10 @@
 
 typedef enum srv_log_format { SRV_LOG_JSON = 0, SRV_LOG_TEXT, SRV_LOG_OFF } srv_log_format;
 
+/* --cors-origin: how many origins, and the longest one. */
+#define SRV_MAX_CORS_ORIGINS 16
+#define SRV_CORS_ORIGIN_MAX 256
+
 typedef struct srv_config {
     char host[256];         /* --host, POSATTN_HOST; default 127.0.0.1 */
     int port;               /* --port, POSATTN_PORT; default 8080; 0 = any free port */
@@ -35,7 +39,15 @@ typedef struct srv_config {
     char tls_cert[4096];       /* --tls-cert, POSATTN_TLS_CERT: PEM chain; with tls_key, HTTPS */
     char tls_key[4096];        /* --tls-key, POSATTN_TLS_KEY: its PEM private key */
     srv_log_format log_format; /* --log-format json|text|off, POSATTN_LOG_FORMAT; default json */
-    int blas_threads;          /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
+    /* --cors-origin ORIGIN (repeatable), POSATTN_CORS_ORIGINS (entries
+     * separated by ';', ',' or blanks); any --cors-origin replaces the
+     * variable's list. Each is "*" or SCHEME://HOST[:PORT] (http or https,
+     * no path), as a browser sends Origin; "*" only without an API key
+     * (api_key and api_key_file empty). None: no CORS headers at all
+     * (http/cors.h). */
+    char cors_origins[SRV_MAX_CORS_ORIGINS][SRV_CORS_ORIGIN_MAX];
+    size_t n_cors_origins;
+    int blas_threads; /* --blas-threads, POSATTN_BLAS_THREADS; default 1 per worker */
     /* Sessions (store/kv_cache.h, docs/sessions.md). */
     size_t cache_bytes;     /* --cache-mb, POSATTN_CACHE_MB; default a quarter of memory (the
                              * smaller of physical RAM and a cgroup v2 memory.max), at least

@@ -24,14 +24,20 @@ static void json_escape(char *out, size_t cap, const char *msg)
 
 void srv_log_event(srv_log_format f, const char *level, const char *event, const char *fmt, ...)
 {
-    char msg[2048], esc[4096], ts[32];
     va_list ap;
+    va_start(ap, fmt);
+    srv_log_eventv(f, level, event, fmt, ap);
+    va_end(ap);
+}
+
+void srv_log_eventv(srv_log_format f, const char *level, const char *event, const char *fmt,
+                    va_list ap)
+{
+    char msg[2048], esc[4096], ts[32];
     time_t now = time(NULL);
     struct tm tm;
 
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (f != SRV_LOG_JSON) {
         fprintf(stderr, "posattnd: %s\n", msg);
         return;

@@ -23,17 +23,37 @@
 #include <string.h>
 #include <time.h>
 
-/* Latency bucket upper bounds, 50 us to 30 s in steps of about 2.5x; +Inf is
- * implicit. The text is what `le` shows. */
+/* Latency bucket upper bounds, 1 us to 30 s in steps of 1, 2.5, 5; +Inf is
+ * implicit. The first ones are for what posattnd measures of tiny requests:
+ * an item of a few tokens computes in 3 to 20 us, and its request is
+ * answered in 30 to 100 us. The text is what `le` shows. */
 static const struct {
     double seconds;
     const char *text;
 } bucket_bounds[] = {
-    {0.00005, "5e-05"}, {0.0001, "0.0001"}, {0.00025, "0.00025"}, {0.0005, "0.0005"},
-    {0.001, "0.001"},   {0.0025, "0.0025"}, {0.005, "0.005"},     {0.01, "0.01"},
-    {0.025, "0.025"},   {0.05, "0.05"},     {0.1, "0.1"},         {0.25, "0.25"},
-    {0.5, "0.5"},       {1, "1"},           {2.5, "2.5"},         {5, "5"},
-    {10, "10"},         {30, "30"},
+    {0.000001, "1e-06"},
+    {0.0000025, "2.5e-06"},
+    {0.000005, "5e-06"},
+    {0.00001, "1e-05"},
+    {0.000025, "2.5e-05"},
+    {0.00005, "5e-05"},
+    {0.0001, "0.0001"},
+    {0.00025, "0.00025"},
+    {0.0005, "0.0005"},
+    {0.001, "0.001"},
+    {0.0025, "0.0025"},
+    {0.005, "0.005"},
+    {0.01, "0.01"},
+    {0.025, "0.025"},
+    {0.05, "0.05"},
+    {0.1, "0.1"},
+    {0.25, "0.25"},
+    {0.5, "0.5"},
+    {1, "1"},
+    {2.5, "2.5"},
+    {5, "5"},
+    {10, "10"},
+    {30, "30"},
 };
 #define N_BOUNDS (sizeof bucket_bounds / sizeof bucket_bounds[0])
 #define N_BUCKETS (N_BOUNDS + 1) /* + the +Inf bucket */
@@ -77,6 +97,7 @@ struct srv_metrics {
     histogram queue;
     histogram compute[N_SCHEMES];
     histogram session_step[N_SCHEMES];
+    atomic_uint_fast64_t item_errors[N_SCHEMES];
     atomic_uint_fast64_t requests[N_ENDPOINTS][N_CODES];
     atomic_uint_fast64_t items[N_SCHEMES];
     atomic_uint_fast64_t request_bytes;
@@ -200,6 +221,7 @@ srv_metrics *srv_metrics_new(void)
         histogram_init(&m->compute[s]);
         histogram_init(&m->session_step[s]);
         atomic_init(&m->items[s], 0);
+        atomic_init(&m->item_errors[s], 0);
     }
     atomic_init(&m->request_bytes, 0);
     atomic_init(&m->response_bytes, 0);
@@ -262,6 +284,12 @@ void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds)
     size_t s = scheme_index(scheme);
     histogram_observe(&m->compute[s], seconds);
     atomic_fetch_add_explicit(&m->items[s], 1, memory_order_relaxed);
+}
+
+void srv_metrics_item_error(srv_metrics *m, const char *scheme)
+{
+    if (m != NULL)
+        atomic_fetch_add_explicit(&m->item_errors[scheme_index(scheme)], 1, memory_order_relaxed);
 }
 
 void srv_metrics_session_step(srv_metrics *m, const char *scheme, double seconds)
@@ -550,7 +578,8 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
 
     header(f, "posattn_compute_duration_seconds", "histogram",
            "Time a worker spent computing one task (an item, or one sequence or head group "
-           "of a batched or split one), by scheme.");
+           "of a batched or split one) that succeeded, by scheme; failed ones are counted in "
+           "posattn_item_errors_total.");
     for (size_t s = 0; s < N_SCHEMES; s++) {
         if (!histogram_seen(&m->compute[s]))
             continue;
@@ -580,11 +609,22 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
         }
     }
 
-    header(f, "posattn_items_total", "counter", "Tasks computed (batch items), by scheme.");
+    header(f, "posattn_items_total", "counter",
+           "Tasks computed without error (batch items), by scheme: "
+           "posattn_compute_duration_seconds_count.");
     for (size_t s = 0; s < N_SCHEMES; s++) {
         uint64_t v = load(&m->items[s]);
         if (v)
             fprintf(f, "posattn_items_total{scheme=\"%s\"} %" PRIu64 "\n", scheme_label(s), v);
+    }
+    header(f, "posattn_item_errors_total", "counter",
+           "Tasks that ended in an item error (refused when parsed, or failed while "
+           "computed), by scheme; not in posattn_compute_duration_seconds.");
+    for (size_t s = 0; s < N_SCHEMES; s++) {
+        uint64_t v = load(&m->item_errors[s]);
+        if (v)
+            fprintf(f, "posattn_item_errors_total{scheme=\"%s\"} %" PRIu64 "\n", scheme_label(s),
+                    v);
     }
 
     header(f, "posattn_request_bytes_total", "counter", "Request body bytes received.");

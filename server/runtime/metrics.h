@@ -11,7 +11,8 @@
  *                                                step), first part's start to last
  *                                                part's end
  *   posattn_requests_total{endpoint,code}        counter
- *   posattn_items_total{scheme}                  counter
+ *   posattn_items_total{scheme}                  counter: tasks computed without error
+ *   posattn_item_errors_total{scheme}            counter: tasks that ended in an item error
  *   posattn_request_bytes_total / posattn_response_bytes_total   counters
  *   posattn_queue_depth                          gauge: tasks waiting for a worker
  *   posattn_in_flight                            gauge: requests accepted, not yet answered
@@ -69,8 +70,13 @@ void srv_metrics_free(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, const char *endpoint, int code, double seconds,
                          size_t request_bytes, size_t response_bytes);
 void srv_metrics_queue(srv_metrics *m, double seconds);
-/* scheme: a pa_scheme_type_name() or "analysis"; counts one item too. */
+/* One task of scheme (a pa_scheme_type_name() or "analysis") computed
+ * without error in seconds; counts one item too. */
 void srv_metrics_compute(srv_metrics *m, const char *scheme, double seconds);
+/* One task of scheme that ended in an item error (refused when parsed, or
+ * failed while computed): counted apart, so that the compute histogram
+ * holds successful computations only. */
+void srv_metrics_item_error(srv_metrics *m, const char *scheme);
 /* One session step (api/api.h's srv_job_session_step) of scheme (a
  * pa_scheme_type_name) that took seconds of wall time. */
 void srv_metrics_session_step(srv_metrics *m, const char *scheme, double seconds);

@@ -15,13 +15,19 @@ fresh pair each run, in a temporary folder), starts posattnd with them on
     --request-timeout;
   - an expired certificate, a key of another certificate, a missing file
     and a key given as the certificate each stop start-up with exit 1 and a
-    message naming the file; SIGTERM still drains to exit 0.
+    message naming the file; SIGTERM still drains to exit 0;
+  - with --log-format json, every line posattnd writes on stderr is a JSON
+    object, through failed handshakes (plain HTTP, an untrusted client,
+    TLS 1.1), a key file others can read, SIGHUP, a drain, and a second
+    posattnd refused the same port (libmicrohttpd's and GnuTLS's messages
+    included: they are event lines "libmicrohttpd").
 """
 
 import argparse
 import http.client
 import json
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -58,11 +64,11 @@ def make_pki(d):
     openssl("req", *ec, "-keyout", p("other.key"), "-out", p("other.csr"), "-subj", "/CN=x")
 
 
-def start(extra, tls=True):
+def start(extra, tls=True, log_format="off"):
     args = ["--workers", "2", "--request-timeout", "2"] + extra
     if tls:
         args += ["--tls-cert", os.path.join(TMP, "srv.crt"), "--tls-key", os.path.join(TMP, "srv.key")]
-    return posattnd.start(ARGS.bin, args)
+    return posattnd.start(ARGS.bin, args, log_format=log_format)
 
 
 def trusted():
@@ -221,6 +227,92 @@ class Tls(unittest.TestCase):
                 self.assertIn(phrase, p.stderr)
 
 
+def json_lines(text):
+    """Each non-empty line of text parsed as a JSON object; AssertionError
+    naming the first that is not one."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise AssertionError("stderr line %d is not JSON: %r" % (n, line)) from None
+        if not isinstance(obj, dict):
+            raise AssertionError("stderr line %d is not a JSON object: %r" % (n, line))
+        out.append(obj)
+    return out
+
+
+class JsonLog(unittest.TestCase):
+    def test_every_stderr_line_is_json(self):
+        keys = os.path.join(TMP, "keys.txt")
+        with open(keys, "w") as f:
+            f.write("json-log-key\n")
+        os.chmod(keys, 0o644)  # others can read it: a warning at start-up
+        srv = start(["--api-key-file", keys], log_format="json")
+        port = srv.port
+        try:
+            auth = {"Authorization": "Bearer json-log-key"}
+            self.assertEqual(call(port, "GET", "/v1/schemes", headers=auth)[0], 200)
+            # Plain HTTP to the TLS port.
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                try:
+                    while s.recv(4096):
+                        pass
+                except (ConnectionResetError, socket.timeout):
+                    pass
+            # A client that does not trust the certificate.
+            with self.assertRaises(ssl.SSLCertVerificationError):
+                call(port, "GET", "/healthz", ctx=ssl.create_default_context())
+            # TLS 1.1, where this OpenSSL still offers it.
+            ctx = trusted()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                ctx.minimum_version = ssl.TLSVersion.TLSv1
+                ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+            ctx.set_ciphers("ALL:@SECLEVEL=0")
+            with self.assertRaises((ssl.SSLError, ConnectionResetError)):
+                call(port, "GET", "/healthz", ctx=ctx)
+            srv.proc.send_signal(signal.SIGHUP)  # the key file again
+            deadline = time.monotonic() + 10
+            while "now accepted" not in srv.stderr_tail(200) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            # A second server on the same port: libmicrohttpd's "Failed to
+            # bind", then posattnd's own refusal.
+            env = {k: v for k, v in os.environ.items() if not k.startswith("POSATTN_")}
+            clash = subprocess.run([ARGS.bin, "--host", "127.0.0.1", "--port", str(port),
+                                    "--log-format", "json", "--no-probe",
+                                    "--tls-cert", os.path.join(TMP, "srv.crt"),
+                                    "--tls-key", os.path.join(TMP, "srv.key")],
+                                   capture_output=True, text=True, timeout=30, env=env)
+            self.assertEqual(clash.returncode, 1, clash.stderr)
+            lines = json_lines(clash.stderr)
+            self.assertTrue(any(o.get("event") == "libmicrohttpd" and "bind" in o["message"]
+                                for o in lines), clash.stderr)
+            self.assertTrue(any(o.get("event") == "start" and o.get("level") == "error" and
+                                "cannot listen on 127.0.0.1:%d" % port in o["message"]
+                                for o in lines), clash.stderr)
+            time.sleep(0.3)  # the handshakes' messages are written as their connections close
+        finally:
+            self.assertEqual(srv.stop(15), 0, srv.failure())
+        lines = json_lines(srv.stderr)
+        events = [o.get("event") for o in lines]
+        # Three failed handshakes, each logged by libmicrohttpd (GnuTLS's
+        # reason); the key file's warning, the reload, the drain and the
+        # stop; the access log's lines (no "event").
+        mhd = [o for o in lines if o.get("event") == "libmicrohttpd"]
+        self.assertGreaterEqual(len(mhd), 3, srv.stderr)
+        self.assertTrue(all(o["level"] == "warn" and o["message"] for o in mhd), mhd)
+        for e in ("api_keys", "drain", "stopped"):
+            self.assertIn(e, events, srv.stderr)
+        self.assertTrue(any("can be read by others" in o.get("message", "") for o in lines),
+                        srv.stderr)
+        self.assertTrue(any(o.get("path") == "/v1/schemes" and o.get("status") == 200
+                            for o in lines), srv.stderr)
+
+
 def main():
     global ARGS, TMP
     ap = argparse.ArgumentParser()
@@ -235,7 +327,8 @@ def main():
         q = start(["--api-key", "tls-e2e"], tls=False)
         SRV["plain_port"] = q.port
         try:
-            suite = unittest.defaultTestLoader.loadTestsFromTestCase(Tls)
+            suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c)
+                                       for c in (Tls, JsonLog))
             ok = unittest.TextTestRunner(verbosity=1 if ARGS.q else 2).run(suite).wasSuccessful()
         finally:
             codes = [srv.stop(15) for srv in (p, q)]

@@ -83,6 +83,13 @@ V2_BODY='{"parameters":{"causal":true},"inputs":[
   {"name":"k","shape":[2,1,2],"datatype":"FP32","data":[1,0,0,1]},
   {"name":"v","shape":[2,1,2],"datatype":"FP32","data":[1,2,3,4]}]}'
 SCHEMES="rope alibi none"
+# A batch of two alibi items, the second one's k too short: one item
+# computed, one item error.
+MIXED_BODY='{"inputs":[
+  {"scheme":{"type":"alibi"},"q":{"shape":[2,1,2],"data":[1,0,0,0]},"k":{"shape":[2,1,2],"data":[1,0,0,1]},
+   "v":{"shape":[2,1,2],"data":[1,2,3,4]}},
+  {"scheme":{"type":"alibi"},"q":{"shape":[2,1,2],"data":[1,0,0,0]},"k":{"shape":[3,1,2],"data":[1,0,0,1]},
+   "v":{"shape":[2,1,2],"data":[1,2,3,4]}}]}'
 
 # traffic: one round of every kind of request; prints what did not answer
 # as expected.
@@ -94,6 +101,8 @@ traffic() {
     done
     c=$(status "$URL/v1/attention" -d '{"inputs": [')
     [ "$c" = 400 ] || echo "malformed body: HTTP $c, expected 400"
+    c=$(status "$URL/v1/attention" -H 'Content-Type: application/json' -d "$MIXED_BODY")
+    [ "$c" = 200 ] || echo "a batch with a bad item: HTTP $c, expected 200"
     c=$(status "$URL/v2/models/attention-rope/infer" -H 'Content-Type: application/json' -d "$V2_BODY")
     [ "$c" = 200 ] || echo "v2 infer: HTTP $c, expected 200"
     c=$(status "$AUTH_URL/v1/schemes")
@@ -132,6 +141,17 @@ for s in $SCHEMES; do
     v=$(value "$tmp/main.prom" "posattn_compute_duration_seconds_count{scheme=\"$s\"}")
     check "posattn_compute_duration_seconds counted scheme $s (${v:-absent})" positive "$v"
 done
+# One round of traffic computed two alibi items without error (the
+# attention request's and the mixed batch's first); the bad item is an item
+# error, outside the histogram.
+v=$(value "$tmp/main.prom" 'posattn_compute_duration_seconds_count{scheme="alibi"}')
+check "posattn_compute_duration_seconds holds the 2 successful alibi items only (${v:-absent})" test "$v" = 2
+v=$(value "$tmp/main.prom" 'posattn_item_errors_total{scheme="alibi"}')
+check "posattn_item_errors_total counted the bad alibi item (${v:-absent})" test "$v" = 1
+# A [2, 1, 2] item computes in a few microseconds: buckets below 50 us
+# exist and hold them.
+v=$(value "$tmp/main.prom" 'posattn_compute_duration_seconds_bucket{scheme="none",le="2.5e-05"}')
+check "tiny items land in the microsecond buckets (le=2.5e-05: ${v:-absent})" positive "$v"
 v=$(value "$tmp/main.prom" 'posattn_requests_total{endpoint="attention",code="400"}')
 check "posattn_requests_total counted the malformed body as a 400 (${v:-absent})" positive "$v"
 v=$(value "$tmp/main.prom" 'posattn_v2_inferences_total{scheme="rope",outcome="success"}')

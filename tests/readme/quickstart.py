@@ -146,7 +146,7 @@ def main():
             fail("`make run` did not stop within 30 s of SIGTERM")
         rt.join(30)  # posattnd holds the pipe until it has drained
     # make exits with the signal, posattnd (exec'd by make's shell) said so.
-    if not any("posattnd: stopped" in l for l in out_lines):
+    if not any("posattnd: stopped" in l or '"event":"stopped"' in l for l in out_lines):
         fail("posattnd did not report a clean stop:\n" + "".join(out_lines[-10:]))
     print(f"quickstart: ok (make run answered after {started:.1f} s; "
           f"the curl and python blocks as written)")

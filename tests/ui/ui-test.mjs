@@ -28,7 +28,7 @@
 // checks of each module in order (one per panel of the page: key.mjs,
 // sinusoidal.mjs, rope.mjs, bias.mjs, attention.mjs, shapes.mjs (packed
 // sequences and differential attention), mla.mjs, models.mjs, extrap.mjs, live.mjs;
-// then second-tab.mjs, layout.mjs, load-report.mjs, https.mjs) and reports.
+// then second-tab.mjs, layout.mjs, load-report.mjs, https.mjs, cors.mjs) and reports.
 // harness.mjs and page.mjs hold what the modules share.
 
 import fs from 'node:fs';
@@ -54,6 +54,7 @@ import { secondTabChecks } from './second-tab.mjs';
 import { layoutChecks } from './layout.mjs';
 import { loadReportChecks } from './load-report.mjs';
 import { httpsChecks } from './https.mjs';
+import { corsChecks } from './cors.mjs';
 
 const watchdog = setTimeout(async () => {
   log(`ui: FAIL - timed out after ${TIMEOUT_S} s`);
@@ -96,6 +97,7 @@ async function run() {
   await layoutChecks();
   await loadReportChecks();
   await httpsChecks();
+  await corsChecks();
 
   await check('no script errors in the console', async () => {
     assert(!consoleErrors.length, consoleErrors.slice(0, 3).join(' | '));

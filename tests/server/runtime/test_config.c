@@ -37,6 +37,8 @@ static const char *const env_names[] = {
     "POSATTN_CACHE_SNAPSHOT_S",
     "POSATTN_REPLICA_ID",
     "POSATTN_NO_PROBE",
+    "POSATTN_CORS_ORIGINS",
+    "POSATTN_API_KEY_FILE",
 };
 
 /* Every test starts from a clean environment, whatever the runner has set. */
@@ -329,6 +331,77 @@ static void test_tensors(void **state)
     assert_int_equal(srv_config_parse(&c, 2 * SRV_MAX_TENSOR_SPECS + 1, argv, devnull, devnull), 0);
     assert_int_equal(c.n_tensors, SRV_MAX_TENSOR_SPECS);
     fclose(devnull);
+}
+
+static void test_cors_origins(void **state)
+{
+    (void)state;
+    run r = parse(NULL);
+    assert_int_equal(r.c.n_cors_origins, 0); /* off by default */
+    run_free(&r);
+
+    /* Repeatable, both forms; an origin given twice is kept once. */
+    const char *args[] = {"--cors-origin",
+                          "http://127.0.0.1:8765",
+                          "--cors-origin=https://app.example",
+                          "--cors-origin",
+                          "HTTPS://app.example",
+                          "--cors-origin",
+                          "http://[::1]:80",
+                          NULL};
+    r = parse(args);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.n_cors_origins, 3);
+    assert_string_equal(r.c.cors_origins[0], "http://127.0.0.1:8765");
+    assert_string_equal(r.c.cors_origins[1], "https://app.example");
+    assert_string_equal(r.c.cors_origins[2], "http://[::1]:80");
+    run_free(&r);
+
+    /* The variable: ';', ',' or blanks; any flag replaces its list. */
+    setenv("POSATTN_CORS_ORIGINS", " https://a.example, http://b.example:81;\nhttp://c", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.c.n_cors_origins, 3);
+    assert_string_equal(r.c.cors_origins[2], "http://c");
+    run_free(&r);
+    const char *one[] = {"--cors-origin", "https://d.example", NULL};
+    r = parse(one);
+    assert_int_equal(r.c.n_cors_origins, 1);
+    assert_string_equal(r.c.cors_origins[0], "https://d.example");
+    run_free(&r);
+    unsetenv("POSATTN_CORS_ORIGINS");
+
+    /* Not an origin: a path, a trailing '/', another scheme, no host, a
+     * bad port. Each names the flag and the value. */
+    static const char *const bad[] = {
+        "https://a.example/", "https://a.example/x", "ftp://a",    "https://", "a.example",
+        "http://a:",          "http://a:123456",     "http://a b", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *a[] = {"--cors-origin", bad[i], NULL};
+        r = parse(a);
+        if (r.rc != -1 || strstr(r.err, "--cors-origin") == NULL)
+            fail_msg("--cors-origin \"%s\": rc %d, %s", bad[i], r.rc, r.err);
+        run_free(&r);
+    }
+
+    /* '*' alone is fine; with a key it is refused, naming both. */
+    const char *star[] = {"--cors-origin", "*", NULL};
+    r = parse(star);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.c.cors_origins[0], "*");
+    run_free(&r);
+    const char *star_key[] = {"--cors-origin", "*", "--api-key", "k", NULL};
+    r = parse(star_key);
+    assert_int_equal(r.rc, -1);
+    assert_non_null(strstr(r.err, "--cors-origin '*'"));
+    assert_non_null(strstr(r.err, "--api-key"));
+    run_free(&r);
+    setenv("POSATTN_API_KEY_FILE", "/run/keys", 1);
+    setenv("POSATTN_CORS_ORIGINS", "https://a.example *", 1);
+    r = parse(NULL);
+    assert_int_equal(r.rc, -1);
+    assert_non_null(strstr(r.err, "--api-key-file"));
+    run_free(&r);
 }
 
 /* The flag and variable a 413 names (SRV_LIMIT_*) set the limit it names:
@@ -655,6 +728,7 @@ int main(void)
         cmocka_unit_test_setup(test_session_flags, clear_env),
         cmocka_unit_test_setup(test_no_probe, clear_env),
         cmocka_unit_test_setup(test_cache_dir_flags, clear_env),
+        cmocka_unit_test_setup(test_cors_origins, clear_env),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

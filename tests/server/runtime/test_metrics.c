@@ -131,6 +131,7 @@ static void test_fresh_render(void **state)
         {"posattn_session_step_duration_seconds", "histogram"},
         {"posattn_requests_total", "counter"},
         {"posattn_items_total", "counter"},
+        {"posattn_item_errors_total", "counter"},
         {"posattn_request_bytes_total", "counter"},
         {"posattn_response_bytes_total", "counter"},
         {"posattn_queue_depth", "gauge"},
@@ -240,6 +241,12 @@ static void test_compute_queue_and_gauges(void **state)
     srv_metrics_compute(m, "analysis", 2);
     srv_metrics_compute(m, "nope_v2", 0.1);
     srv_metrics_compute(m, NULL, 0.1);
+    /* Item errors are counted apart: not in the histogram, not items. */
+    srv_metrics_item_error(m, "alibi");
+    srv_metrics_item_error(m, "alibi");
+    srv_metrics_item_error(m, "nope_v2");
+    /* A tiny task's few microseconds get buckets of their own. */
+    srv_metrics_compute(m, "analysis", 3e-6);
     srv_metrics_queue(m, 0.25);
     srv_metrics_queue(m, 0.5);
     /* A clock that went backwards, or NaN, counts as zero: in the first
@@ -266,12 +273,19 @@ static void test_compute_queue_and_gauges(void **state)
                  name);
         assert_true(sample(text, series) == (t == PA_SCHEME_ROPE ? 2 : 1));
     }
-    assert_true(sample(text, "posattn_items_total{scheme=\"analysis\"}") == 1);
+    assert_true(sample(text, "posattn_item_errors_total{scheme=\"alibi\"}") == 2);
+    assert_true(sample(text, "posattn_item_errors_total{scheme=\"other\"}") == 1);
+    assert_null(strstr(text, "posattn_item_errors_total{scheme=\"rope\"}"));
+    assert_true(sample(text, "posattn_items_total{scheme=\"analysis\"}") == 2);
     assert_true(sample(text, "posattn_items_total{scheme=\"other\"}") == 2);
     assert_true(sample(text, "posattn_compute_duration_seconds_bucket{scheme=\"analysis\","
-                             "le=\"1\"}") == 0);
+                             "le=\"2.5e-06\"}") == 0);
     assert_true(sample(text, "posattn_compute_duration_seconds_bucket{scheme=\"analysis\","
-                             "le=\"2.5\"}") == 1);
+                             "le=\"5e-06\"}") == 1);
+    assert_true(sample(text, "posattn_compute_duration_seconds_bucket{scheme=\"analysis\","
+                             "le=\"1\"}") == 1);
+    assert_true(sample(text, "posattn_compute_duration_seconds_bucket{scheme=\"analysis\","
+                             "le=\"2.5\"}") == 2);
     assert_true(sample(text, "posattn_queue_duration_seconds_count") == 4);
     assert_true(has_line(text, "posattn_queue_duration_seconds_sum 0.750000000"));
     assert_true(sample(text, "posattn_queue_duration_seconds_bucket{le=\"0.25\"}") == 3);
