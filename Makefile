@@ -339,9 +339,12 @@ e2e-tensors: $(POSATTND)
 e2e-models: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/models.py -q --bin $(POSATTND)
 
-# HTTPS: a private CA and server certificate made with openssl at test time.
-e2e-tls: $(POSATTND)
+# HTTPS: a private CA and server certificate made with openssl at test time;
+# then docs/running.md's HTTPS recipe as written (openssl, posattnd, curl,
+# both clients, posattn-load).
+e2e-tls: $(POSATTND) $(LOAD_BIN)
 	@/usr/bin/python3 tests/e2e/tls.py -q --bin $(POSATTND)
+	@/usr/bin/python3 tests/e2e/https_recipe.py --bin $(POSATTND)
 
 # The arrows of the tree (tools/check_layering.py; docs/architecture.md):
 # lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib),
