@@ -56,8 +56,7 @@ static bool add_datatypes(cJSON *props, const v2_input *specs, size_t n)
             v2_list_add(only, sizeof only, specs[i].name);
     }
     if (only[0] != '\0')
-        snprintf(text + strlen(text), sizeof text - strlen(text), ", but for %s (FP32 only)",
-                 only);
+        snprintf(text + strlen(text), sizeof text - strlen(text), ", but for %s (FP32 only)", only);
     if (ints)
         snprintf(text + strlen(text), sizeof text - strlen(text),
                  "; INT32 inputs also take INT64 (each value within int32)");
