@@ -299,7 +299,8 @@ E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "/usr/bin/python3 tests/e2e/v2_sequences.py -q" \
                "/usr/bin/python3 tests/e2e/restarts.py -q" \
                "/usr/bin/python3 tests/e2e/shared_cache.py -q" \
-               "/usr/bin/python3 tests/e2e/defaults.py -q"
+               "/usr/bin/python3 tests/e2e/defaults.py -q" \
+               "/usr/bin/python3 tests/e2e/config_keys.py -q"
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
 	echo "e2e-clients: ok"
