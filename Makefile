@@ -306,7 +306,9 @@ E2E_CLIENTS := tests/e2e/curl.sh "/usr/bin/python3 tests/e2e/client.py -q" \
                "/usr/bin/python3 tests/e2e/v2_sequences.py -q" \
                "/usr/bin/python3 tests/e2e/restarts.py -q" \
                "/usr/bin/python3 tests/e2e/shared_cache.py -q" \
-               "/usr/bin/python3 tests/e2e/cors.py -q"
+               "/usr/bin/python3 tests/e2e/cors.py -q" \
+               "/usr/bin/python3 tests/e2e/defaults.py -q" \
+               "/usr/bin/python3 tests/e2e/config_keys.py -q"
 e2e-clients: $(POSATTND)
 	@for c in $(E2E_CLIENTS); do POSATTND=$(POSATTND) tests/e2e/harness.sh $$c || exit 1; done; \
 	echo "e2e-clients: ok"
@@ -347,9 +349,12 @@ e2e-tensors: $(POSATTND)
 e2e-models: $(POSATTND)
 	@/usr/bin/python3 tests/e2e/models.py -q --bin $(POSATTND)
 
-# HTTPS: a private CA and server certificate made with openssl at test time.
-e2e-tls: $(POSATTND)
+# HTTPS: a private CA and server certificate made with openssl at test time;
+# then docs/running.md's HTTPS recipe as written (openssl, posattnd, curl,
+# both clients, posattn-load).
+e2e-tls: $(POSATTND) $(LOAD_BIN)
 	@/usr/bin/python3 tests/e2e/tls.py -q --bin $(POSATTND)
+	@/usr/bin/python3 tests/e2e/https_recipe.py --bin $(POSATTND)
 
 # The arrows of the tree (tools/check_layering.py; docs/architecture.md):
 # lib/ and include/ use libc, libm and CBLAS only (server -> include <- lib),

@@ -60,36 +60,38 @@ static const api_option options[] = {
     {"softcap", "number", NULL,
      "content logit l (scale q.k after rope, with shaw's q.rel_k and k.rel_k terms) -> softcap * "
      "tanh(l / softcap), before position biases, bias and masks",
-     "Gemma 2 (as Hugging Face, FlashAttention and ggml; ONNX Attention masks first)", "parameter"},
+     "Gemma 2 (as Hugging Face, FlashAttention and ggml; ONNX Attention masks first)", "parameter",
+     NULL},
     {"sinks", "tensor", "[H]",
      "a raw logit per query head joins each row's softmax and is dropped: w_ij = exp(l_ij - m) / "
      "(sum_j exp(l_ij - m) + exp(s_h - m))",
-     "gpt-oss", "input"},
+     "gpt-oss", "input", NULL},
     {"chunk_size", "integer", NULL,
      "a key is visible only when floor(qpos / C) == floor(kpos / C); ANDed with the other masks",
-     "Llama 4 chunked local attention (ggml chunked SWA)", "parameter"},
+     "Llama 4 chunked local attention (ggml chunked SWA)", "parameter", NULL},
     {"mask", "tensor", "[Lq, Lk], [1 or H, Lq, Lk], or in a batch [1 or B, 1 or H, Lq, Lk]",
      "booleans by index, true = may attend (SDPA, ONNX); ANDed with causal, window, chunk_size and "
      "key_length; JSON true/false or 0/1, b64 of one byte per element",
-     "prefix-LM, document masks, StreamingLLM, any mask", "input (BOOL)"},
+     "prefix-LM, document masks, StreamingLLM, any mask", "input (BOOL)", NULL},
     {"bias", "tensor", "[Lq, Lk], [1 or H, Lq, Lk], or in a batch [1 or B, 1 or H, Lq, Lk]",
      "added to the logits with the position bias, after softcap; -inf (b64) hides the key",
-     "SDPA attn_mask (float), ONNX Attention attn_mask", "input"},
+     "SDPA attn_mask (float), ONNX Attention attn_mask", "input", NULL},
     {"attention_mask", "tensor", "[B, Lk]",
      "Hugging Face's key padding mask: 1 = a real token, 0 = padding (hidden); ANDed with the "
      "other masks, per sequence of a batch (3-D q or 2-D x is B = 1)",
-     "Hugging Face attention_mask (2-D)", "not yet (v2 inputs are one sequence)"},
+     "Hugging Face attention_mask (2-D)", "not yet (v2 inputs are one sequence)", NULL},
     {"k_prerotated", "boolean", NULL,
      "k holds keys already rotated at k_positions (as a KV cache stores them): only q is "
      "rotated; rope, q/k/v items, not with k_norm",
-     "decode against a cache of rotated keys (vLLM, llama.cpp, HF caches)", "parameter"},
+     "decode against a cache of rotated keys (vLLM, llama.cpp, HF caches)", "parameter", "false"},
     {"compute_dtype", "string", "\"f32\" (default) or \"bf16\"",
      "bf16: q (after norms, rope and query scalings) and k rounded to bf16, q.k summed in float32 "
      "over bf16 pairs; the softmax in float32; the probabilities and v rounded to bf16 and P.v "
      "summed in float32 (vdpbf16ps where the CPU has AVX-512 BF16, the same bits elsewhere: "
      "/v1/schemes machine.bf16_path); error about 2^-8 relative; every query count runs the tiled "
      "kernel; not with mla or differential. f16 is refused (it needs AVX-512 FP16)",
-     "PyTorch SDPA and FlashAttention on bf16 tensors, llama.cpp's bf16 dot products", "parameter"},
+     "PyTorch SDPA and FlashAttention on bf16 tensors, llama.cpp's bf16 dot products", "parameter",
+     "\"f32\""},
     {"q_norm", "object",
      "{\"weight\": [D] or [H*D] (optional), \"eps\": 1e-6, \"weight_offset\": 0}",
      "RMSNorm of q before rope: x * (weight + weight_offset) / sqrt(mean(x^2) + eps), over each "
@@ -97,26 +99,31 @@ static const api_option options[] = {
      "float32 (Gemma stores weight - 1: weight_offset 1); without a weight x / sqrt(mean(x^2) + "
      "eps) over each head",
      "Qwen3, Gemma 3 ([D]); OLMo 2 ([H*D]); Llama 4 (no weight)",
-     "input q_norm_weight, parameters q_norm_eps, q_norm_weight_offset"},
+     "input q_norm_weight, parameters q_norm_eps, q_norm_weight_offset",
+     "{\"eps\": 1e-6, \"weight_offset\": 0}"},
     {"k_norm", "object",
      "{\"weight\": [D] or [Hkv*D] (optional), \"eps\": 1e-6, \"weight_offset\": 0}",
      "RMSNorm of k before rope, as q_norm", "Qwen3, Gemma 3 ([D]); OLMo 2 ([Hkv*D]); Llama 4",
-     "input k_norm_weight, parameters k_norm_eps, k_norm_weight_offset"},
+     "input k_norm_weight, parameters k_norm_eps, k_norm_weight_offset",
+     "{\"eps\": 1e-6, \"weight_offset\": 0}"},
     {"attn_temperature_tuning", "object", "{\"floor_scale\": 8192, \"attn_scale\": 0.1}",
      "q at position p (q_positions or the default) times log(floor((p + 1) / floor_scale) + 1) * "
      "attn_scale + 1, after norms and rope; the factor in double, rounded to float once; "
      "positions >= 0, not M-RoPE rows; any scheme",
      "Llama 4 NoPE layers (Hugging Face Llama4TextAttention)",
-     "parameters attn_temperature_tuning_floor_scale, attn_temperature_tuning_attn_scale"},
+     "parameters attn_temperature_tuning_floor_scale, attn_temperature_tuning_attn_scale",
+     "{\"floor_scale\": 8192, \"attn_scale\": 0.1}"},
     {"logn_scaling", "object", "{\"train_length\": T}",
      "q at position p times log(p + 1) / log(T) when p + 1 > T (else 1), after norms and rope; "
      "the factor in double, rounded to float once; not M-RoPE rows; any scheme",
-     "Qwen-1 use_logn_attn (T = seq_length)", "parameter logn_scaling_train_length"},
-    {"b_q", "tensor", "[H*D]", "layer mode: q = x w_q + b_q", "GPT-2, BERT, Qwen2", "input"},
-    {"b_k", "tensor", "[Hkv*D]", "layer mode: k = x w_k + b_k", "GPT-2, BERT, Qwen2", "input"},
-    {"b_v", "tensor", "[Hkv*Dv]", "layer mode: v = x w_v + b_v", "GPT-2, BERT, Qwen2", "input"},
+     "Qwen-1 use_logn_attn (T = seq_length)", "parameter logn_scaling_train_length", NULL},
+    {"b_q", "tensor", "[H*D]", "layer mode: q = x w_q + b_q", "GPT-2, BERT, Qwen2", "input", NULL},
+    {"b_k", "tensor", "[Hkv*D]", "layer mode: k = x w_k + b_k", "GPT-2, BERT, Qwen2", "input",
+     NULL},
+    {"b_v", "tensor", "[Hkv*Dv]", "layer mode: v = x w_v + b_v", "GPT-2, BERT, Qwen2", "input",
+     NULL},
     {"b_o", "tensor", "[d_out]", "layer mode: output = attn w_o + b_o (with w_o)", "GPT-2, BERT",
-     "input"},
+     "input", NULL},
     {"cu_seqlens", "integer array", "[S+1]",
      "packed sequences: q [L_total, H, D] (x) holds S sequences back to back, sequence s the rows "
      "cu_seqlens[s] .. cu_seqlens[s+1]-1; attention block-diagonal, each sequence exactly its own "
@@ -124,11 +131,11 @@ static const api_option options[] = {
      "per sequence",
      "FlashAttention flash_attn_varlen_func, xFormers BlockDiagonalMask.from_seqlens, PyTorch "
      "varlen attention (vision towers, packed training batches)",
-     "input (INT32 or INT64)"},
+     "input (INT32 or INT64)", NULL},
     {"cu_seqlens_k", "integer array", "[S+1]",
      "with cu_seqlens: the keys' boundaries in k/v when they differ (cross attention, decode "
      "against packed caches); default cu_seqlens",
-     "FlashAttention cu_seqlens_k", "input (INT32 or INT64)"},
+     "FlashAttention cu_seqlens_k", "input (INT32 or INT64)", NULL},
     {"differential", "object",
      "{\"pairs\": \"interleaved\" or \"halves\", \"lambda\": l or lambda_q1, lambda_k1, "
      "lambda_q2, lambda_k2 [D], \"lambda_init\": l0 or \"depth\": n, \"subln\": true, "
@@ -142,7 +149,8 @@ static const api_option options[] = {
      "Differential Transformer (microsoft/unilm multihead_diffattn: interleaved), Hugging Face "
      "DiffLlama (halves)",
      "parameters differential_pairs, differential_lambda, differential_lambda_init, "
-     "differential_depth, differential_subln, differential_subln_eps (the vectors: not yet)"},
+     "differential_depth, differential_subln, differential_subln_eps (the vectors: not yet)",
+     "{\"pairs\": \"interleaved\", \"lambda_init\": 0, \"subln\": true, \"subln_eps\": 1e-5}"},
     {"mla", "object",
      "{\"rope_dim\": D_rope, \"absorbed\": false, \"w_uk\": [H, D_nope, R], \"w_uv\": "
      "[H, Dv, R]} with item tensors k_rope [Lk, D_rope] (or [Lk, 1, D_rope]) and, absorbed, c_kv "
@@ -157,7 +165,8 @@ static const api_option options[] = {
      "with layer mode, batches, packed, query_length, softcap, q/k norms, query scalings",
      "DeepSeek-V2/V3 (Hugging Face DeepseekV3Attention; the absorbed form: vLLM, SGLang, "
      "FlashMLA)",
-     "parameters mla_rope_dim, mla_absorbed; inputs k_rope, c_kv, w_uk, w_uv"},
+     "parameters mla_rope_dim, mla_absorbed; inputs k_rope, c_kv, w_uk, w_uv",
+     "{\"absorbed\": false}"},
 };
 
 const api_option *api_options(size_t *n)

@@ -151,6 +151,10 @@ typedef struct api_option {
     const char *formula; /* what it computes, one line */
     const char *models;  /* where it comes from */
     const char *kserve;  /* "input" or "parameter" in the v2 models */
+    /* JSON of what a request that leaves it (or an object's member) out
+     * gets: "false", {"eps": 1e-6, ...}; NULL when leaving it out is
+     * having none (softcap, sinks, ...). GET /v1/schemes shows it. */
+    const char *defaults;
 } api_option;
 /* The table, in documentation order. */
 const api_option *api_options(size_t *n);

@@ -77,7 +77,10 @@ static const api_param params[] = {
      SC_ORIG, NULL, "required for dynamic, yarn, longrope",
      "context length the model was trained on (0 = the default: llama3 8192)"},
     {PA_SCHEME_ROPE, "attention_factor", API_PARAM_NUMBER, OFF(rope.attention_factor), 0, NULL,
-     "optional", "multiplies cos and sin (0 = the scaling's default; 1 for most)"},
+     "optional",
+     "multiplies cos and sin (0 = the scaling's default: yarn 0.1 ln(factor) + 1, or "
+     "mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are set; longrope "
+     "sqrt(1 + ln(factor) / ln(original_max_position)), 1 when factor <= 1; 1 for the others)"},
     {PA_SCHEME_ROPE, "beta_fast", API_PARAM_NUMBER, OFF(rope.beta_fast), SC(YARN), NULL, "optional",
      "yarn: rotations at which the ramp starts keeping original frequencies"},
     {PA_SCHEME_ROPE, "beta_slow", API_PARAM_NUMBER, OFF(rope.beta_slow), SC(YARN), NULL, "optional",
@@ -166,7 +169,7 @@ static const api_param params[] = {
      "coordinates linspace(-1, 1, n), bands pi * pixel_freq_bands(max_res, linear_bands); "
      "needs grid"},
     {PA_SCHEME_ROPE2D, "max_res", API_PARAM_NUMBER, OFF(rope2d.max_res), 0, NULL, "optional",
-     "in_pixels: timm's max_res (default 224): the highest band is pi * max_res / 2"},
+     "in_pixels: timm's max_res (0 = 224, timm's default): the highest band is pi * max_res / 2"},
     {PA_SCHEME_ROPE2D, "linear_bands", API_PARAM_BOOL, OFF(rope2d.linear_bands), 0, NULL,
      "optional", "in_pixels: bands spaced linearly (default false: log-spaced, as timm)"},
     {PA_SCHEME_ROPE2D, "prefix_tokens", API_PARAM_INT, OFF(rope2d.prefix_tokens), 0, NULL,

@@ -199,7 +199,7 @@ static bool add_options(cJSON *root)
     if (arr == NULL)
         return false;
     for (size_t i = 0; i < n; i++) {
-        cJSON *obj = cJSON_CreateObject();
+        cJSON *obj = cJSON_CreateObject(), *def;
         if (obj == NULL || !cJSON_AddItemToArray(arr, obj))
             return cJSON_Delete(obj), false;
         if (!cJSON_AddStringToObject(obj, "name", o[i].name) ||
@@ -209,6 +209,10 @@ static bool add_options(cJSON *root)
             !cJSON_AddStringToObject(obj, "models", o[i].models) ||
             !cJSON_AddStringToObject(obj, "kserve", o[i].kserve))
             return false;
+        /* The table's JSON text; NULL (no default) shows as no member. */
+        if (o[i].defaults != NULL && ((def = cJSON_Parse(o[i].defaults)) == NULL ||
+                                      !cJSON_AddItemToObject(obj, "default", def)))
+            return cJSON_Delete(def), false;
     }
     return true;
 }

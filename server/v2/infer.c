@@ -233,6 +233,20 @@ static bool read_parameters(v2_req *rq, const cJSON *params, bool *binary_out, a
 }
 
 /* [V2] $request_input -> a member of the /v1 item (or of its scheme). */
+/* The layout of a sequence of spec when a /v1 batch would add a leading
+ * dim to it (q, k, v, x), else NULL. */
+static const char *batch_layout(const v2_input *spec)
+{
+    static const char *const layouts[][2] = {
+        {"q", "[Lq, H, D]"}, {"k", "[Lk, Hkv, D]"}, {"v", "[Lk, Hkv, Dv]"}, {"x", "[L, d_model]"}};
+    if (spec->role != V2_ROLE_TENSOR)
+        return NULL;
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (strcmp(spec->name, layouts[i][0]) == 0)
+            return layouts[i][1];
+    return NULL;
+}
+
 static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
 {
     static const char *const fields[] = {"name", "shape", "datatype", "parameters", "data"};
@@ -280,7 +294,7 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     /* Tensors travel as FP32, FP16, BF16 or FP64 and are computed in
      * float32; positions are INT32 or INT64 (held to int32), a mask BOOL,
      * the scheme's number arrays FP32. */
-    bool floating = !spec->int32 && !spec->boolean && spec->role != V2_ROLE_SCHEME_ARRAY;
+    bool floating = v2_input_floating(spec);
     want = spec->int32 ? "INT32" : spec->boolean ? "BOOL" : "FP32";
     snprintf(path, sizeof path, "%s.datatype", name);
     if ((v = cJSON_GetObjectItemCaseSensitive(in, "datatype")) == NULL)
@@ -309,6 +323,14 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
                             "%s=[%lld, %lld]: 2-D positions are M-RoPE's [3, L]", path,
                             (long long)shape[0], (long long)shape[1]);
     } else if (spec->ndim == 0 ? ndim < 2 || ndim > 3 : ndim != spec->ndim) {
+        const char *layout = batch_layout(spec);
+        /* One more dim than q, k, v or x have is /v1's batch, which an
+         * infer request (one sequence, as a sequence step is) is not. */
+        if (layout != NULL && ndim == spec->ndim + 1)
+            return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
+                            "%s has %d dimensions, expected %d (%s): KServe v2 takes one "
+                            "sequence per request; send a batch to /v1/attention",
+                            path, ndim, spec->ndim, layout);
         return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
                         spec->ndim == 0 ? "%s has %d dimensions, expected 2 or 3"
                                         : "%s has %d dimensions, expected %d",

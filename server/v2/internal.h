@@ -86,6 +86,10 @@ typedef struct v2_input {
     int meta_ndim; /* 0: ndim (3 for a mask or bias) */
 } v2_input;
 
+/* Whether spec, listed as FP32, also takes FP16, BF16 and FP64 (converted
+ * to float32): every FP32 input but the scheme's number arrays. */
+bool v2_input_floating(const v2_input *spec);
+
 /* The input that carries an item field a layer needs (srv_model_need):
  * "scheme.table" is table, "q_norm.weight" q_norm_weight, "sinks" sinks,
  * "differential.lambda_q1" lambda_q1. */

@@ -6,7 +6,8 @@
  * config fixes (heads, kv heads, head dim, hidden size, the shapes of the
  * tensors its layers need), the request parameters it adds (layer, stack)
  * with their defaults, and in "properties" which inputs its layers
- * require and which options its config decides.
+ * require and which options its config decides. Both say in "properties"
+ * which datatypes an input takes besides the one listed.
  *
  *   [V2] kserve/kserve docs/predict-api/v2/required_api.md, "HTTP/REST".
  *   triton-inference-server/server docs/protocol/extension_statistics.md.
@@ -40,6 +41,26 @@ static bool add_meta_tensor(cJSON *arr, const char *name, const char *datatype, 
 static bool add_string(cJSON *obj, const char *name, const char *value)
 {
     return cJSON_AddStringToObject(obj, name, value) != NULL;
+}
+
+/* properties.input_datatypes: a metadata tensor has one datatype, the one
+ * listed; this says which others an infer request may send instead. */
+static bool add_datatypes(cJSON *props, const v2_input *specs, size_t n)
+{
+    char text[512] = "FP32 inputs also take FP16, BF16 and FP64 (converted to float32)",
+         only[256] = "";
+    bool ints = false;
+    for (size_t i = 0; i < n; i++) {
+        ints = ints || specs[i].int32;
+        if (!specs[i].int32 && !specs[i].boolean && !v2_input_floating(&specs[i]))
+            v2_list_add(only, sizeof only, specs[i].name);
+    }
+    if (only[0] != '\0')
+        snprintf(text + strlen(text), sizeof text - strlen(text), ", but for %s (FP32 only)", only);
+    if (ints)
+        snprintf(text + strlen(text), sizeof text - strlen(text),
+                 "; INT32 inputs also take INT64 (each value within int32)");
+    return add_string(props, "input_datatypes", text);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -203,7 +224,7 @@ static void config_metadata(const v2_model *m, srv_reply *reply)
          cJSON_AddItemToObject(params, "layer", srv_json_int(0)) &&
          (!c->encoder_decoder || add_string(params, "stack", "encoder")) &&
          (props = cJSON_AddObjectToObject(root, "properties")) != NULL &&
-         add_string(props, "diagnostic_outputs", diag) &&
+         add_string(props, "diagnostic_outputs", diag) && add_datatypes(props, specs, n) &&
          add_string(props, "model_type", c->model_type);
     if (ok) {
         snprintf(text, sizeof text, "%d", (int)c->n_layers);
@@ -294,7 +315,8 @@ void srv_v2_model_metadata(const srv_model_set *models, const char *name, srv_re
         char list[96] = "";
         for (size_t i = 1; i < V2_OUTPUTS; i++)
             v2_list_add(list, sizeof list, v2_outputs[i].name);
-        ok = cJSON_AddStringToObject(props, "diagnostic_outputs", list) != NULL;
+        ok = cJSON_AddStringToObject(props, "diagnostic_outputs", list) != NULL &&
+             add_datatypes(props, specs, n);
     }
     v2_reply_tree(reply, root, ok);
 }

@@ -33,6 +33,11 @@ const v2_output v2_outputs[V2_OUTPUTS] = {
     {"distance", API_RET_DISTANCE},
 };
 
+bool v2_input_floating(const v2_input *spec)
+{
+    return !spec->int32 && !spec->boolean && spec->role != V2_ROLE_SCHEME_ARRAY;
+}
+
 void v2_list_add(char *buf, size_t cap, const char *s)
 {
     size_t used = strlen(buf);

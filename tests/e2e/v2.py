@@ -90,8 +90,15 @@ class Metadata(unittest.TestCase):
             "shaw": [t("rel_k", "FP32", 2), t("rel_v", "FP32", 2)],
             "alibi": [t("slopes", "FP32", 1)],
         }
+        # A metadata tensor has one datatype; the others an input takes are
+        # in properties.input_datatypes.
+        float_only = {"rope": "short_factor, long_factor", "alibi": "slopes"}
         for scheme, more in extra.items():
             name = "attention-" + scheme
+            datatypes = "FP32 inputs also take FP16, BF16 and FP64 (converted to float32)"
+            if scheme in float_only:
+                datatypes += ", but for %s (FP32 only)" % float_only[scheme]
+            datatypes += "; INT32 inputs also take INT64 (each value within int32)"
             st, _, body = call("GET", "/v2/models/" + name)
             self.assertEqual(st, 200, body)
             conform(json.loads(body), "metadata_model_response")
@@ -99,7 +106,8 @@ class Metadata(unittest.TestCase):
                 "name": name, "versions": ["1"], "platform": "posattn",
                 "inputs": common + more, "outputs": outputs,
                 "properties": {"diagnostic_outputs":
-                               "weights, logits, q_rot, k_rot, entropy, distance"}})
+                               "weights, logits, q_rot, k_rot, entropy, distance",
+                               "input_datatypes": datatypes}})
 
     def test_unknown_model(self):
         for path in ("/v2/models/rope", "/v2/models/attention-", "/v2/models/attention-ropes"):
@@ -575,6 +583,18 @@ class Errors(unittest.TestCase):
         self.json_err(400, {"inputs": ins, "id": 42}, "id must be a string")
         bad_shape = [dict(ins[0], shape=[5, 4])] + ins[1:]
         self.json_err(400, {"inputs": bad_shape}, "q.shape has 2 dimensions, expected 3")
+        # As properties.input_datatypes says: q takes FP64, alibi's slopes FP32 alone.
+        slopes = {"name": "slopes", "shape": [4], "datatype": "FP32", "data": [0.5, 0.25, 0.1, 0.05]}
+        st, _, data = call("POST", "/v2/models/attention-alibi/infer", json.dumps(
+            {"inputs": [dict(ins[0], datatype="FP64")] + ins[1:] + [slopes]}).encode())
+        self.assertEqual(st, 200, data)
+        self.json_err(400, {"inputs": ins + [dict(slopes, datatype="FP16")]},
+                      "slopes.datatype='FP16' is not supported", "is FP32", model="attention-alibi")
+        # A /v1 batch (4-D q) is not an infer request: the answer says so.
+        batch = [dict(ins[0], shape=[1] + ins[0]["shape"])] + ins[1:]
+        self.json_err(400, {"inputs": batch},
+                      "q.shape has 4 dimensions, expected 3 ([Lq, H, D]): KServe v2 takes one "
+                      "sequence per request; send a batch to /v1/attention")
         gqa = [ins[0], dict(ins[1], shape=[7, 3, 8], data=[0.0] * 168)] + ins[2:]
         self.json_err(400, {"inputs": gqa}, "k.shape[1]=3 does not divide num_heads=4")
         st, _, data = call("POST", "/v2/models/attention-rope/infer", b"{not json")

@@ -329,6 +329,17 @@ static void test_options_dtypes_shapes(void **state)
             assert_string_equal(str(x, "shape"), o[i].shape);
         else
             assert_null(cJSON_GetObjectItemCaseSensitive(x, "shape"));
+        /* The table's JSON text, as a JSON value; no member without one. */
+        const cJSON *def = cJSON_GetObjectItemCaseSensitive(x, "default");
+        if (o[i].defaults != NULL) {
+            cJSON *want = cJSON_Parse(o[i].defaults);
+            assert_non_null(want);
+            assert_non_null(def);
+            assert_true(cJSON_Compare(def, want, true));
+            cJSON_Delete(want);
+        } else {
+            assert_null(def);
+        }
     }
 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(ans, "dtypes");
