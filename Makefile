@@ -17,7 +17,7 @@ CC ?= cc
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind \
                 clang libclang-rt-14-dev \
                 libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev libgnutls28-dev openssl \
-                curl python3 python3-numpy python3-yaml python3-jsonschema python3-pip nodejs
+                curl python3 python3-numpy python3-yaml python3-jsonschema python3-pip python3-venv nodejs
 
 # A build on a machine without them stops here, saying what to run, rather
 # than at the first missing header. Targets that install them, and those
