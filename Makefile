@@ -262,9 +262,11 @@ test: deps
 # README's quickstart run as written (make run on a free port through
 # POSATTN_PORT, then its curl and Python blocks against it), every
 # relative link of README.md, docs/ and the clients' pages resolving, and
-# docs/extrapolation.md's script on short lengths (so that it keeps working).
-readme-test: $(POSATTND) $(LOAD_BIN)
+# docs/extrapolation.md's script on short lengths (so that it keeps working),
+# and docs/library.md's program built with its link line and run.
+readme-test: $(POSATTND) $(LOAD_BIN) $(LIB_A)
 	@/usr/bin/python3 tests/readme/links.py
+	@/usr/bin/python3 tests/readme/library.py --build $(BUILD)
 	@/usr/bin/python3 tests/readme/quickstart.py --build $(BUILD)
 	@/usr/bin/python3 tools/extrapolation_compare.py --quick --posattnd $(POSATTND) \
 	    --md $(BUILD)/extrapolation.md --svg $(BUILD)/extrapolation.svg >/dev/null && \
