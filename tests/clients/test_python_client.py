@@ -27,7 +27,7 @@ demand: every item of a batch failed with their status, 503 DRAINING, a
 proxy's 502), wire dicts ({"shape", "dtype": "bf16", "b64"}) as inputs,
 the examples of clients/python/README.md as written, and its install
 commands as written, offline, in fresh venvs (then the installed client
-calls the server), and the build backend's sdist.
+calls the server), the build backend's sdist and editable install.
 NumPy is needed here (the reference), not by the client.
 """
 
@@ -854,6 +854,29 @@ class PipInstall(unittest.TestCase):
             self.assertEqual((got["file"], got["type"], got["out"]),
                              (os.path.join(target, "posattn", "__init__.py"), "posattn.Tensor",
                               [[[1.0, 2.0]], [[2.0, 3.0]]]))
+
+    def test_editable(self):
+        """pip install -e (into a --prefix, offline): the installed .pth puts
+        clients/python itself on the path, and nothing is written there."""
+        before = tree_files()
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--prefix", d,
+                                "-e", CLIENT_SRC], capture_output=True, text=True, timeout=180,
+                               env=dict({k: v for k, v in os.environ.items()
+                                         if not k.startswith("PIP_")}, **OFFLINE))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            site = [os.path.join(r, n) for r, dirs, _ in os.walk(d) for n in dirs
+                    if n in ("site-packages", "dist-packages")]  # Debian: dist-packages
+            self.assertEqual(len(site), 1, site)
+            code = "import site, sys; site.addsitedir(sys.argv.pop()); " + CALL_ONCE
+            p = subprocess.run([sys.executable, "-S", "-c", code, URL, site[0]], cwd=d,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            got = json.loads(p.stdout)
+            self.assertEqual((got["file"], got["out"]),
+                             (os.path.join(CLIENT_SRC, "posattn", "__init__.py"),
+                              [[[1.0, 2.0]], [[2.0, 3.0]]]))
+        self.assertEqual(tree_files(), before, "the build wrote into clients/python")
 
     def test_backend_reads_pyproject_as_tomllib_does(self):
         """The backend's own TOML reader (for Pythons without tomllib) and
