@@ -772,9 +772,12 @@ OFFLINE = {"PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_IN
 
 
 def tree_files():
-    """Every file under clients/python, with its size and time."""
+    """Every file under clients/python, with its size and time, but Python's
+    bytecode caches (any import of the backend may refresh them): what a
+    build could leave there (build/, *.egg-info, dist/) shows."""
     out = set()
-    for d, _, files in os.walk(CLIENT_SRC):
+    for d, dirs, files in os.walk(CLIENT_SRC):
+        dirs[:] = [n for n in dirs if n != "__pycache__"]
         for f in files:
             st = os.stat(os.path.join(d, f))
             out.add((os.path.relpath(os.path.join(d, f), CLIENT_SRC), st.st_size, st.st_mtime_ns))
