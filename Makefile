@@ -17,7 +17,7 @@ CC ?= cc
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcmocka-dev valgrind \
                 clang libclang-rt-14-dev \
                 libmicrohttpd-dev libcjson-dev libuv1-dev libcurl4-openssl-dev libgnutls28-dev openssl \
-                curl python3 python3-numpy python3-yaml python3-jsonschema python3-pip nodejs
+                curl python3 python3-numpy python3-yaml python3-jsonschema python3-pip python3-venv nodejs
 
 # A build on a machine without them stops here, saying what to run, rather
 # than at the first missing header. Targets that install them, and those
@@ -269,9 +269,11 @@ test: deps
 # README's quickstart run as written (make run on a free port through
 # POSATTN_PORT, then its curl and Python blocks against it), every
 # relative link of README.md, docs/ and the clients' pages resolving, and
-# docs/extrapolation.md's script on short lengths (so that it keeps working).
-readme-test: $(POSATTND) $(LOAD_BIN)
+# docs/extrapolation.md's script on short lengths (so that it keeps working),
+# and docs/library.md's program built with its link line and run.
+readme-test: $(POSATTND) $(LOAD_BIN) $(LIB_A)
 	@/usr/bin/python3 tests/readme/links.py
+	@/usr/bin/python3 tests/readme/library.py --build $(BUILD)
 	@/usr/bin/python3 tests/readme/quickstart.py --build $(BUILD)
 	@/usr/bin/python3 tools/extrapolation_compare.py --quick --posattnd $(POSATTND) \
 	    --md $(BUILD)/extrapolation.md --svg $(BUILD)/extrapolation.svg >/dev/null && \

@@ -1,7 +1,8 @@
 # clients/js.mk - the JavaScript client (clients/js/posattn.js): its tests
 # against live servers (tests/e2e/harness.sh: a plain one and one with
 # --api-key and --max-body-mb 1; the test starts its own HTTPS one with a
-# private CA made by openssl). Node 20 and openssl, nothing installed; ~2 s.
+# private CA made by openssl), and the README's `npm install` into a fresh npm
+# project in a temporary folder, offline. Node 20 with npm, and openssl; ~3 s.
 # Included from the Makefile, which defines POSATTND.
 
 .PHONY: client-js

@@ -11,6 +11,9 @@
 // top level, and HTTPS with a private CA made by openssl at test time
 // (caFile, POSATTN_CACERT and NODE_EXTRA_CA_CERTS work; no CA or another CA
 // fails verification), where a tensor loaded with --tensor is used by ref().
+// Also clients/js/README.md's install command as written, in a fresh npm
+// project in a temporary folder with no registry to reach, and its example
+// run there, importing "posattn".
 //
 //   tests/e2e/harness.sh node --test tests/clients/test_js_client.mjs   # make client-js
 //
@@ -19,7 +22,9 @@
 // (default build/posattnd). Tolerance: |got - want| <= 1e-5 + 1e-4 |want|.
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync,
+} from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -545,6 +550,43 @@ test("posattn.d.ts declares every export and Client method; package.json points 
   assert.equal(pkg.type, "module");
   assert.deepEqual(pkg.exports["."], { types: "./posattn.d.ts", default: "./posattn.js" });
   assert.equal(pkg.dependencies, undefined);
+});
+
+// ------------------------------------------------------------ the README's install
+
+test("README's install, as written, in a fresh npm project offline; its example imports \"posattn\"", () => {
+  const readme = readFileSync(join(dirname(MODULE), "README.md"), "utf8");
+  const block = readme.match(/<!-- install test: npm -->\s*```sh\n([\s\S]*?)```/)?.[1];
+  assert.ok(block, "clients/js/README.md has no <!-- install test: npm --> block");
+  assert.match(block, /npm install \.\.\/posattn\/clients\/js\b/, "the layout made here");
+  const example = readme.match(/## Example\s*```js\n([\s\S]*?)```/)?.[1];
+  assert.match(example ?? "", /from "posattn"/);
+  const d = mkdtempSync(join(tmpdir(), "posattn-npm-"));
+  try {
+    // d/posattn is the clone, d/my-project the user's new project (npm init -y).
+    symlinkSync(resolve(HERE, "..", ".."), join(d, "posattn"));
+    const project = join(d, "my-project");
+    mkdirSync(project);
+    // No registry: one it would ask refuses the connection, and no retries.
+    const env = {
+      PATH: process.env.PATH, HOME: d, npm_config_registry: "http://127.0.0.1:9/",
+      npm_config_fetch_retries: "0", npm_config_update_notifier: "false",
+    };
+    const run = (cmd, args) => execFileSync(cmd, args, { cwd: project, env, encoding: "utf8", stdio: "pipe" });
+    run("npm", ["init", "-y"]);
+    run("bash", ["-euc", block]);
+    const pkg = JSON.parse(readFileSync(join(project, "package.json"), "utf8"));
+    assert.match(pkg.dependencies?.posattn ?? "", /^file:.*clients\/js$/);
+    // README's example, as written but for the server's URL, then what it made.
+    writeFileSync(join(project, "example.mjs"), example.replace("http://127.0.0.1:8080", URL_BASE) +
+      'console.log(JSON.stringify({ resolved: import.meta.resolve("posattn"), shape: r.shape, ' +
+      "n: r.output.length, weights: w.shapes.weights, finite: r.output.every(Number.isFinite) }));\n");
+    const got = JSON.parse(run(process.execPath, ["example.mjs"]));
+    assert.equal(fileURLToPath(got.resolved), realpathSync(MODULE));
+    assert.deepEqual(got, { resolved: got.resolved, shape: [4, 2, 8], n: 64, weights: [2, 4, 4], finite: true });
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
 });
 
 // ------------------------------------------------------------ HTTPS

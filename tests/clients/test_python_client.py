@@ -24,11 +24,14 @@ bf16 answers; the same with nested lists and no NumPy; every error class
 with some or all items failed, connection refused, a client timeout, TLS
 verification; a stand-in HTTP server gives the answers hard to reach on
 demand: every item of a batch failed with their status, 503 DRAINING, a
-proxy's 502), the examples of clients/python/README.md as written, and
-`pip install --target` of clients/python (skipped only when pip is absent).
+proxy's 502), wire dicts ({"shape", "dtype": "bf16", "b64"}) as inputs,
+the examples of clients/python/README.md as written, and its install
+commands as written, offline, in fresh venvs (then the installed client
+calls the server), the build backend's sdist and editable install.
 NumPy is needed here (the reference), not by the client.
 """
 
+import base64
 import contextlib
 import json
 import os
@@ -270,6 +273,35 @@ class Numerics(Case):
         self.assertEqual(np.array(t.data, np.float32).tobytes(), bf.ravel().tobytes())
         t = lists.attention(q, k, v, causal=True, output_dtype="f16")
         self.assertEqual(np.array(t.data, np.float32).tobytes(), f16.ravel().tobytes())
+
+    def test_wire_dicts_as_inputs(self):
+        """{"shape", "dtype": "bf16"|"f16", "b64"} and {"shape", "data"} dicts
+        are sent unchanged: the answer is attention over the values rounded
+        to that type (the bf16 bits are made with struct, as without NumPy)."""
+        rng = np.random.default_rng(8)
+        q, k, v = rand(rng, 3, 2, 4), rand(rng, 3, 1, 4), rand(rng, 3, 1, 4)
+
+        def bf16(a):
+            bits = [struct.unpack("<I", struct.pack("<f", x))[0] for x in a.ravel().tolist()]
+            half = [(u + 0x7FFF + ((u >> 16) & 1)) >> 16 for u in bits]
+            wire = {"shape": list(a.shape), "dtype": "bf16",
+                    "b64": base64.b64encode(struct.pack("<%dH" % len(half), *half)).decode()}
+            return wire, (np.array(half, np.uint32) << 16).view(np.float32).reshape(a.shape)
+
+        def f16(a):
+            h = a.astype("<f2")
+            return {"shape": list(a.shape), "dtype": "f16",
+                    "b64": base64.b64encode(h.tobytes()).decode()}, h.astype(np.float32)
+
+        for name, conv in (("bf16", bf16), ("f16", f16)):
+            (qw, qr), (kw, kr), (vw, vr) = conv(q), conv(k), conv(v)
+            self.assertFalse(np.array_equal(qr, q), name)  # the rounding is visible
+            for c in (self.c, posattn.Client(URL, numpy=False)):
+                got = c.attention(qw, kw, vw, causal=True)
+                got = got if isinstance(got, np.ndarray) else np.array(got.tolist(), np.float32)
+                self.assertClose(got, reference(qr, kr, vr, causal=True)[0], name)
+        data = {"shape": [3, 1, 4], "data": v.ravel().tolist()}
+        self.assertClose(self.c.attention(q, k, data), reference(q, k, v)[0], "data dict")
 
     def test_batch_of_sequences(self):
         """q [B, L, H, D] with key_length per sequence: sequence b equals its own call."""
@@ -683,15 +715,20 @@ class StandIn(unittest.TestCase):
         self.assertIn("bad gateway", e.message)
 
 
+def readme_text():
+    with open(os.path.join(CLIENT_SRC, "README.md")) as f:
+        return f.read()
+
+
 class Readme(unittest.TestCase):
     def test_readme_examples(self):
-        """clients/python/README.md's Example and Errors blocks, run as written
-        (against POSATTN_URL), with the results their comments state."""
+        """clients/python/README.md's Example, Tensors and Errors blocks, run
+        as written (against POSATTN_URL), with the results their comments state."""
         import io
         import re
-        with open(os.path.join(CLIENT_SRC, "README.md")) as f:
-            blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+        blocks = re.findall(r"```python\n(.*?)```", readme_text(), re.S)
         example = next(b for b in blocks if "np.random.rand(16, 8, 64)" in b)
+        wire = next(b for b in blocks if '"dtype": "bf16"' in b)
         errors = next(b for b in blocks if "except posattn.Error as e:" in b)
         ns = {}
         out = io.StringIO()
@@ -699,47 +736,166 @@ class Readme(unittest.TestCase):
             os.environ.pop("POSATTN_API_KEY", None)
             exec(compile(example.replace("http://127.0.0.1:8080", URL), "README", "exec"), ns)
             exec(compile(errors, "README errors", "exec"), ns)
+            exec(compile(wire.replace("http://127.0.0.1:8080", URL), "README tensors", "exec"), {})
         self.assertEqual(ns["out"].shape, (16, 8, 64))
         self.assertEqual(ns["res"]["entropy"].shape, (8, 16))
         self.assertEqual(ns["t"].tolist(), [[[1.0, 2.0]], [[2.0, 3.0]]])
-        self.assertEqual(out.getvalue(), "400 SHAPE_MISMATCH inputs[0].k.shape\n")
+        self.assertEqual(out.getvalue(), "400 SHAPE_MISMATCH inputs[0].k.shape\n"
+                                         "[[[1.0, 2.0]], [[2.0, 3.0]]]\n")
+        self.assertIn("# [[[1.0, 2.0]], [[2.0, 3.0]]]", wire)
 
 
 # ------------------------------------------------------------ packaging
+# A script run by an installed client: where posattn was imported from,
+# whether NumPy is there, and one call to the server (argv[1]).
+CALL_ONCE = """
+import json, sys
+import posattn
+try:
+    import numpy
+except ImportError:
+    numpy = None
+c = posattn.Client(sys.argv[1])
+out = c.attention([[[1, 0]], [[0, 0]]], [[[1, 0]], [[0, 1]]], [[[1, 2]], [[3, 4]]],
+                  scheme="rope", causal=True)
+print(json.dumps({"file": posattn.__file__, "numpy": numpy is not None,
+                  "type": type(out).__module__ + "." + type(out).__name__,
+                  "dtype": str(getattr(out, "dtype", "")), "out": out.tolist()}))
+"""
+
+# No package index and no network for pip: an index it would ask is refused,
+# and no configuration (no find-links folder of wheels).
+OFFLINE = {"PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
+           "PIP_CONFIG_FILE": os.devnull,
+           "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+           "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+
+
+def tree_files():
+    """Every file under clients/python, with its size and time, but Python's
+    bytecode caches (any import of the backend may refresh them): what a
+    build could leave there (build/, *.egg-info, dist/) shows."""
+    out = set()
+    for d, dirs, files in os.walk(CLIENT_SRC):
+        dirs[:] = [n for n in dirs if n != "__pycache__"]
+        for f in files:
+            st = os.stat(os.path.join(d, f))
+            out.add((os.path.relpath(os.path.join(d, f), CLIENT_SRC), st.st_size, st.st_mtime_ns))
+    return out
+
+
 class PipInstall(unittest.TestCase):
-    def test_pip_install_target(self):
-        """pip install --target of a copy of clients/python (so the tree gets
-        no build/ or egg-info), offline; then import it without NumPy and
-        call the server with nested lists."""
-        if subprocess.run([sys.executable, "-m", "pip", "--version"],
-                          capture_output=True).returncode != 0:
-            self.skipTest("pip is not available to %s" % sys.executable)
+    def test_readme_install_in_fresh_venvs(self):
+        """clients/python/README.md's install blocks (<!-- install test: NAME -->),
+        run as written by bash from the repository root, with HOME a fresh
+        temporary folder (the venvs go under ~), /usr/bin's python3 first on
+        PATH, and pip offline. Both run at once. Then the venv's python
+        imports the installed client and calls the server once: the plain
+        venv has no NumPy (a posattn.Tensor back), the --system-site-packages
+        one has Debian's (a float32 ndarray back)."""
+        import re
+        found = dict(re.findall(r"<!-- install test: ([\w-]+) -->\s*```sh\n(.*?)```",
+                                readme_text(), re.S))
+        self.assertEqual(sorted(found), ["venv", "venv-numpy"])
+        before = tree_files()
+        with tempfile.TemporaryDirectory() as home:
+            env = {"HOME": home, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **OFFLINE}
+            runs = {}
+            for name, block in found.items():
+                self.assertIn("pip install ./clients/python", block, name)
+                runs[name] = subprocess.Popen(["bash", "-euc", block], cwd=ROOT, env=env,
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                              text=True)
+            for name, p in runs.items():
+                out = p.communicate(timeout=300)[0]
+                self.assertEqual(p.returncode, 0, "%s:\n%s\n%s" % (name, found[name], out))
+            self.assertEqual(tree_files(), before, "the build wrote into clients/python")
+            for name, block in found.items():
+                venv = re.search(r"python3 -m venv (?:--\S+ )*(\S+)", block).group(1)
+                python = os.path.join(venv.replace("~", home, 1), "bin", "python")
+                p = subprocess.run([python, "-c", CALL_ONCE, URL], cwd=home, env=env,
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 0, name + ": " + p.stderr)
+                got = json.loads(p.stdout)
+                self.assertTrue(got["file"].startswith(os.path.dirname(python).rsplit("/", 1)[0]
+                                                       + "/lib/"), got)
+                self.assertEqual(got["out"], [[[1.0, 2.0]], [[2.0, 3.0]]], name)
+                if name == "venv":
+                    self.assertEqual((got["numpy"], got["type"]), (False, "posattn.Tensor"))
+                else:
+                    self.assertEqual((got["numpy"], got["type"], got["dtype"]),
+                                     (True, "numpy.ndarray", "float32"))
+
+    def test_sdist_and_target(self):
+        """The backend's sdist, installed with pip install --target (which
+        builds a wheel from it, offline): the sdist holds what a build needs."""
+        sys.path.insert(0, os.path.join(CLIENT_SRC, "_backend"))
+        try:
+            import posattn_build
+        finally:
+            sys.path.pop(0)
         with tempfile.TemporaryDirectory() as d:
-            src, target = os.path.join(d, "src"), os.path.join(d, "target")
-            shutil.copytree(CLIENT_SRC, src, ignore=shutil.ignore_patterns(
-                "build", "*.egg-info", "__pycache__"))
-            env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
-            p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
-                                "--no-build-isolation", "--no-deps", "--target", target, src],
-                               capture_output=True, text=True, env=env, timeout=180)
+            sdist = os.path.join(d, posattn_build.build_sdist(d))
+            target = os.path.join(d, "target")
+            p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                                "--target", target, sdist], capture_output=True, text=True,
+                               env=dict({k: v for k, v in os.environ.items()
+                                         if not k.startswith("PIP_")}, **OFFLINE), timeout=180)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            self.assertTrue(os.path.isfile(os.path.join(target, "posattn", "__init__.py")))
-            self.assertTrue(any(n.startswith("posattn-0.1.0") and n.endswith(".dist-info")
-                                for n in os.listdir(target)), os.listdir(target))
-            code = (
-                "import sys; sys.modules['numpy'] = None\n"  # as if NumPy were absent
-                "import json, posattn\n"
-                "assert posattn.__file__.startswith(sys.argv[1]), posattn.__file__\n"
-                "c = posattn.Client(sys.argv[2])\n"
-                "out = c.attention([[[1, 0]], [[0, 0]]], [[[1, 0]], [[0, 1]]],\n"
-                "                  [[[1, 2]], [[3, 4]]], scheme='rope', causal=True)\n"
-                "print(json.dumps([type(out).__name__, out.tolist(), posattn.__version__]))\n")
-            p = subprocess.run([sys.executable, "-c", code, target, URL], capture_output=True,
-                               text=True, timeout=60,
+            self.assertEqual(sorted(os.listdir(target)),
+                             ["posattn", "posattn-0.1.0.dist-info"])
+            with open(os.path.join(target, "posattn-0.1.0.dist-info", "METADATA")) as f:
+                meta = f.read()
+            self.assertIn('Requires-Dist: numpy ; extra == "numpy"', meta)
+            self.assertIn("Requires-Python: >=3.8", meta)
+            code = "import sys; sys.modules['numpy'] = None\n" + CALL_ONCE  # as if NumPy were absent
+            p = subprocess.run([sys.executable, "-c", code, URL], capture_output=True, text=True,
+                               timeout=60, cwd=d,
                                env=dict(os.environ, PYTHONPATH=target, PYTHONNOUSERSITE="1"))
             self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertEqual(json.loads(p.stdout),
-                             ["Tensor", [[[1.0, 2.0]], [[2.0, 3.0]]], "0.1.0"])
+            got = json.loads(p.stdout)
+            self.assertEqual((got["file"], got["type"], got["out"]),
+                             (os.path.join(target, "posattn", "__init__.py"), "posattn.Tensor",
+                              [[[1.0, 2.0]], [[2.0, 3.0]]]))
+
+    def test_editable(self):
+        """pip install -e (into a --prefix, offline): the installed .pth puts
+        clients/python itself on the path, and nothing is written there."""
+        before = tree_files()
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--prefix", d,
+                                "-e", CLIENT_SRC], capture_output=True, text=True, timeout=180,
+                               env=dict({k: v for k, v in os.environ.items()
+                                         if not k.startswith("PIP_")}, **OFFLINE))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            site = [os.path.join(r, n) for r, dirs, _ in os.walk(d) for n in dirs
+                    if n in ("site-packages", "dist-packages")]  # Debian: dist-packages
+            self.assertEqual(len(site), 1, site)
+            code = "import site, sys; site.addsitedir(sys.argv.pop()); " + CALL_ONCE
+            p = subprocess.run([sys.executable, "-S", "-c", code, URL, site[0]], cwd=d,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            got = json.loads(p.stdout)
+            self.assertEqual((got["file"], got["out"]),
+                             (os.path.join(CLIENT_SRC, "posattn", "__init__.py"),
+                              [[[1.0, 2.0]], [[2.0, 3.0]]]))
+        self.assertEqual(tree_files(), before, "the build wrote into clients/python")
+
+    def test_backend_reads_pyproject_as_tomllib_does(self):
+        """The backend's own TOML reader (for Pythons without tomllib) and
+        tomllib agree on pyproject.toml."""
+        try:
+            import tomllib
+        except ImportError:
+            self.skipTest("no tomllib in Python %s" % sys.version.split()[0])
+        sys.path.insert(0, os.path.join(CLIENT_SRC, "_backend"))
+        try:
+            import posattn_build
+        finally:
+            sys.path.pop(0)
+        with open(os.path.join(CLIENT_SRC, "pyproject.toml")) as f:
+            text = f.read()
+        self.assertEqual(posattn_build.read_toml(text), tomllib.loads(text))
 
 
 def main():
