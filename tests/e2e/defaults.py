@@ -424,7 +424,7 @@ class Defaults(unittest.TestCase):
         elif name == "mla":
             item.update({"q": tensor(L, H, D + 4), "k": tensor(L, H, D), "v": tensor(L, H, D),
                          "k_rope": tensor(L, 4), name: {"rope_dim": 4}})
-        elif name == "k_prerotated":
+        elif name in ("k_prerotated", "compute_dtype"):
             pass
         else:
             self.fail("option %s has a default this test does not know how to use" % name)
