@@ -259,11 +259,16 @@ ui-cors: ui-deps $(POSATTND)
 # the end-to-end clients, the unit tests, the slow-client and overload runs.
 # tests/run-suites.py prints one line per suite and an overall count; each
 # suite's whole output is in $(BUILD)/test-logs/SUITE.log (V=1 shows it too).
+# After the build, two suites run at a time (TEST_JOBS), but for those with
+# timing checks (TEST_ALONE), which run by themselves; V=1 runs one at a time.
 TEST_SUITES := build check-layering bench-smoke e2e-clients client-python client-js openapi-test \
                monitor-test e2e-tensors e2e-models e2e-tls readme-test load-test unit slowloris overload \
                ui-cors
+TEST_JOBS ?= 2
+TEST_ALONE := unit,slowloris,overload
 test: deps
-	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) -- \
+	@/usr/bin/python3 tests/run-suites.py --logs $(BUILD)/test-logs $(if $(V),--verbose) \
+	    --jobs $(TEST_JOBS) --alone $(TEST_ALONE) -- \
 	    $(MAKE) --no-print-directory WERROR=1 BUILD=$(BUILD) :: $(TEST_SUITES)
 
 # README's quickstart run as written (make run on a free port through

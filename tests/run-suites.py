@@ -4,7 +4,7 @@ with its whole output in a log, and prints one line per suite and one
 overall line at the end: what `make test` and `.ci/run` show.
 
     tests/run-suites.py --logs DIR [--verbose] [--title NAME] [--carry FILE]
-                        -- MAKE ARGS... :: SUITE...
+                        [--jobs N] [--alone SUITE,...] -- MAKE ARGS... :: SUITE...
 
 Each SUITE runs as `MAKE ARGS... SUITE`, its output in DIR/SUITE.log (and on
 the terminal too with --verbose, as `make test V=1` asks). The tests a suite
@@ -15,6 +15,11 @@ ran are counted from the lines the runners print themselves:
 A suite that prints none of these (a shell check, a load run) counts as one
 test, passed when its exit status is 0. A suite whose exit status is not 0
 always counts at least one failure, whatever its lines said.
+
+--jobs N runs up to N suites at once (each in its own log; the lines are
+printed in the suites' order all the same), but the first suite (the
+build the others use) and the --alone ones (timing checks a neighbour
+would disturb) run with nothing beside them. --verbose runs one at a time.
 
 --carry FILE adds the totals of an earlier run (its DIR/summary.json) to the
 overall line, so that .ci/run ends with one line for everything it ran.
@@ -28,6 +33,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 SUMMARY = re.compile(r"^[\w ,=-]+: (\d+) passed, (\d+) failed$", re.M)
@@ -81,12 +87,65 @@ def run(cmd, log_path, verbose):
     return rc, time.monotonic() - start
 
 
+class Results:
+    """Each suite's (exit status, seconds) as it ends; get waits for one."""
+
+    def __init__(self):
+        self.done = {}
+        self.cv = threading.Condition()
+
+    def put(self, suite, value):
+        with self.cv:
+            self.done[suite] = value
+            self.cv.notify_all()
+
+    def get(self, suite):
+        with self.cv:
+            while suite not in self.done:
+                self.cv.wait()
+            return self.done[suite]
+
+
+def schedule(suites, make, a):
+    """Starts the suites in a thread: one at a time, or up to --jobs at once
+    with the first and the --alone ones by themselves. Returns the Results
+    the caller reads in order while the rest still run."""
+    results = Results()
+    jobs = 1 if a.verbose else max(1, a.jobs)
+    alone = {x for x in a.alone.split(",") if x}
+
+    def one(s):
+        results.put(s, run(make + [s], os.path.join(a.logs, s + ".log"), a.verbose))
+
+    def driver():
+        running = []
+        for i, s in enumerate(suites):
+            solo = jobs == 1 or i == 0 or s in alone
+            while running and (solo or len(running) >= jobs):
+                running = [t for t in running if t.is_alive()]
+                if running and (solo or len(running) >= jobs):
+                    time.sleep(0.05)
+            t = threading.Thread(target=one, args=(s,))
+            t.start()
+            running.append(t)
+            if solo:
+                t.join()
+                running = []
+        for t in running:
+            t.join()
+
+    threading.Thread(target=driver, daemon=True).start()
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logs", required=True)
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--title", default="make test")
     ap.add_argument("--carry", help="summary.json of an earlier run to add in")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--alone", default="", help="suites that run with no other beside them")
     ap.add_argument("rest", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     rest = a.rest[1:] if a.rest[:1] == ["--"] else a.rest
@@ -100,9 +159,10 @@ def main():
     failed_suites = []
     width = max(len(s) for s in suites) if suites else 0
     t0 = time.monotonic()
+    results = schedule(suites, make, a)
     for s in suites:
         log_path = os.path.join(a.logs, s + ".log")
-        rc, secs = run(make + [s], log_path, a.verbose)
+        rc, secs = results.get(s)
         with open(log_path, "rb") as f:
             text = f.read().decode("utf-8", "replace")
         p, f_, found = count(text)

@@ -143,8 +143,8 @@ static void test_timeout_504(void **state)
 
 /* Deadlines fire in the queue (#29 item 2): behind one long task on the one
  * worker (an extrapolation over one length, sized from a calibration run
- * so that it computes for about 8 s on this machine), a request sent while
- * it computes is answered 504 at its deadline (--request-timeout 2 s;
+ * so that it computes for about 4 s on this machine), a request sent while
+ * it computes is answered 504 at its deadline (--request-timeout 1 s;
  * the pool drops waiting tasks within 0.1 s of it), not when the worker
  * frees up; the long one, taken in time, runs to its end and answers 200.
  * Before, the queued one waited for it. */
@@ -190,7 +190,7 @@ static double timing_s(const resp *r, const char *phase)
 
 static void test_deadline_in_queue(void **state)
 {
-    static const char *const flags[] = {"--workers", "1", "--request-timeout", "2", NULL};
+    static const char *const flags[] = {"--workers", "1", "--request-timeout", "1", NULL};
     server *s = *state;
     acase c;
     sbuf body = {0}, long_body = {0};
@@ -210,11 +210,11 @@ static void test_deadline_in_queue(void **state)
     compute = timing_s(&r, "compute");
     parse = timing_s(&r, "parse");
     resp_free(&r);
-    L = (int)(4096 * sqrt(8.0 / (compute > 1e-3 ? compute : 1e-3)));
+    L = (int)(4096 * sqrt(4.0 / (compute > 1e-3 ? compute : 1e-3)));
     L = L < 4096 ? 4096 : L > 65536 ? 65536 : L;
-    if (parse * L / 4096 > 1.0 || compute * ((double)L / 4096) * ((double)L / 4096) < 3.0)
+    if (parse * L / 4096 > 0.5 || compute * ((double)L / 4096) * ((double)L / 4096) < 2.5)
         fail_msg("calibration: length 4096 made its inputs in %.3f s and computed in %.3f s; "
-                 "length %d would not show the queue's deadline within 2 s",
+                 "length %d would not show the queue's deadline within 1 s",
                  parse, compute, L);
     extrapolation_body(&long_body, L);
 
