@@ -6,6 +6,7 @@
 #include "runtime/probe.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,31 @@ static void *trampoline(void *p)
     return NULL;
 }
 
+/* Share i's thread on the i-th of this process's CPUs after the one this
+ * thread runs on. A new thread starts on its parent's CPU, and the
+ * scheduler takes a few milliseconds to move it: longer than a run here, so
+ * unpinned the shares of a run often took turns on one CPU and the
+ * workers' figure read as one thread's (92 against 183 GFLOP/s on 2 CPUs,
+ * one start in four). Unpinned when the CPUs cannot be read. */
+static void pin(pthread_attr_t *attr, int i)
+{
+    cpu_set_t allowed, one;
+    int cpus[CPU_SETSIZE], n = 0, cur = sched_getcpu(), at = 0;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &allowed)) {
+            if (c == cur)
+                at = n;
+            cpus[n++] = c;
+        }
+    if (n < 2)
+        return;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[(at + i) % n], &one);
+    pthread_attr_setaffinity_np(attr, sizeof one, &one);
+}
+
 /* Runs fn on T shares at once; returns the wall time (ms) from the start to
  * the last share's end. This thread runs share 0 itself, so that a timer
  * thread of its own cannot be descheduled while the others run. -1 when a
@@ -93,9 +119,16 @@ static double run_shares(int T, void (*fn)(share *), share *sh)
         sh[i].gate = &gate;
         sh[i].go = &go;
     }
-    for (int i = 1; i < T; i++, started++)
-        if (pthread_create(&th[i], NULL, trampoline, &sh[i]) != 0)
+    for (int i = 1; i < T; i++, started++) {
+        pthread_attr_t attr;
+        int rc;
+        pthread_attr_init(&attr);
+        pin(&attr, i);
+        rc = pthread_create(&th[i], &attr, trampoline, &sh[i]);
+        pthread_attr_destroy(&attr);
+        if (rc != 0)
             break;
+    }
     pthread_barrier_init(&go, NULL, (unsigned)started);
     pthread_mutex_unlock(&gate);
     pthread_barrier_wait(&go);
