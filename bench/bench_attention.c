@@ -380,7 +380,7 @@ int main(int argc, char **argv)
     printf("GFLOP/s counts 4*L*L*D*H (causal: the visible half, 4*D*H*L*(L+1)/2); beside it\n"
            "the same two GEMMs per head through OpenBLAS sgemm (1 thread inside each of T)\n"
            "and through the library's own tile kernels (%s), with no softmax or masks\n",
-           pa__tile_native() ? "AVX-512" : "OpenBLAS: no AVX-512 here");
+           pa__tile_native() ? "AVX-512" : strcmp(pa_kernel_name(), "avx2") == 0 ? "AVX2" : "OpenBLAS");
     printf("%-16s %6s %4s %4s %4s %3s %9s %9s %8s %7s %5s %10s %10s %8s\n", "case", "L", "H", "Hkv",
            "D", "T", "ms", "GFLOP/s", "of peak", "target", "met", "sgemm GF/s", "tiles GF/s",
            "of tiles");

@@ -450,13 +450,14 @@ pa_status pa_attention_run_keys(const pa_attention *a, const pa_attention_out *o
 pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out, int32_t nparts,
                              const void *partials, pa_error *err);
 
-/* The kernels this process runs: "avx512" (FMA micro-kernels, chosen at run
- * time where the CPU has AVX-512F) or "portable" (plain C and OpenBLAS),
- * also forced by the environment variable POSATTN_KERNEL=portable. Under
- * "portable", CPUs with AVX2 and F16C run the decode kernel's row loops as
- * AVX2 code that computes the plain C's bits (the same multiplies and adds
- * in the same order) and widens 16-bit keys and values (kv_dtype) in
- * registers; POSATTN_KERNEL=portable turns that off too. */
+/* The kernels this process runs, chosen at run time: "avx512" (FMA
+ * micro-kernels where the CPU has AVX-512F), "avx2" (where it has AVX2, FMA
+ * and F16C but not AVX-512: the tile products as AVX2 FMA micro-kernels,
+ * and the decode kernel's row loops as AVX2 code that computes the plain
+ * C's bits, the same multiplies and adds in the same order, widening
+ * 16-bit keys and values (kv_dtype) in registers) or "portable" (plain C
+ * and OpenBLAS), which the environment variable POSATTN_KERNEL=portable
+ * forces. */
 const char *pa_kernel_name(void);
 
 /* The path of compute_dtype bf16's products: "avx512_bf16" (vdpbf16ps, on

@@ -107,7 +107,7 @@ bool pa__cpu_avx2_fma(void)
 
 const char *pa_kernel_name(void)
 {
-    return pa__cpu_avx512() ? "avx512" : "portable";
+    return pa__cpu_avx512() ? "avx512" : pa__cpu_avx2_fma() ? "avx2" : "portable";
 }
 
 const char *pa_bf16_path(void)

@@ -11,6 +11,10 @@
  * QK: R = 6 rows x NV = 4 vectors (24 accumulators), right operand K^T.
  * PV: R = 6 rows x NV = 4 vectors (24 accumulators), right operand V.
  *
+ * On CPUs with AVX2 and FMA but no AVX-512, the same micro-kernels in
+ * 8-float vectors (6 rows x 2 vectors); OpenBLAS only under
+ * POSATTN_KERNEL=portable or on CPUs without either.
+ *
  * OpenBLAS has register-blocked kernels of its own, but on CPUs newer than
  * the build knows (this project's machines among them) it falls back to its
  * SSE3 "Prescott" kernels at a quarter of the FMA rate; these kernels follow
@@ -260,6 +264,177 @@ PA_AVX512 static void pv_avx512(int32_t m, int32_t n, int32_t kdim, const float 
 #undef PV_TAIL
 }
 
+/* ------------------------------------------------------------------------- */
+/* AVX2 + FMA                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* The same blocking in 8-float vectors: R = 6 rows x NV = 2 vectors, 12
+ * accumulators, the two right-operand vectors and a broadcast, 15 of the 16
+ * ymm registers. Column tails load and store through lane masks. */
+
+#define PA_AVX2 __attribute__((target("avx2,fma")))
+
+/* The lanes of an 8-float vector that hold columns c .. n-1. */
+PA_AVX2 PA_INLINE __m256i lanes8(int32_t c, int32_t n)
+{
+    const int32_t left = n - c < 0 ? 0 : n - c > 8 ? 8 : n - c;
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), idx);
+}
+
+PA_AVX2 PA_INLINE void qk2_block(const int R, const int NV, const bool full, int32_t j, int32_t n,
+                                 int32_t kdim, float alpha, const float *A, int lda,
+                                 const float *Bt, size_t ldb, float *S, int lds)
+{
+    __m256 acc[6][2];
+    __m256i mk[2];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++)
+        mk[v] = lanes8(j + 8 * v, n);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = _mm256_setzero_ps();
+    for (int32_t d = 0; d < kdim; d++) {
+        const float *b = Bt + (size_t)d * ldb + (size_t)j;
+        __m256 bv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            bv[v] = full ? _mm256_loadu_ps(b + 8 * v) : _mm256_maskload_ps(b + 8 * v, mk[v]);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            const __m256 a = _mm256_broadcast_ss(A + (size_t)r * (size_t)lda + (size_t)d);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++)
+                acc[r][v] = _mm256_fmadd_ps(a, bv[v], acc[r][v]);
+        }
+    }
+    {
+        const __m256 va = _mm256_set1_ps(alpha);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) {
+                float *dst = S + (size_t)r * (size_t)lds + (size_t)j + 8 * v;
+                if (full)
+                    _mm256_storeu_ps(dst, _mm256_mul_ps(acc[r][v], va));
+                else
+                    _mm256_maskstore_ps(dst, mk[v], _mm256_mul_ps(acc[r][v], va));
+            }
+    }
+}
+
+PA_AVX2 PA_INLINE void qk2_rows(const int R, int32_t n, int32_t kdim, float alpha, const float *A,
+                                int lda, const float *Bt, size_t ldb, float *S, int lds)
+{
+    int32_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        qk2_block(R, 2, true, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+    if (n - j > 8)
+        qk2_block(R, 2, false, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+    else if (n - j > 0)
+        qk2_block(R, 1, false, j, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+}
+
+PA_AVX2 static void qk_avx2(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A,
+                            int lda, const float *Bt, size_t ldb, float *S, int lds)
+{
+    int32_t i = 0;
+    for (; i + 6 <= m; i += 6)
+        qk2_rows(6, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds);
+#define QK2_TAIL(r)                                                                                \
+    case r:                                                                                        \
+        qk2_rows(r, n, kdim, alpha, A + (size_t)i * lda, lda, Bt, ldb, S + (size_t)i * lds, lds);  \
+        break
+    switch (m - i) {
+        QK2_TAIL(1);
+        QK2_TAIL(2);
+        QK2_TAIL(3);
+        QK2_TAIL(4);
+        QK2_TAIL(5);
+    default:
+        break;
+    }
+#undef QK2_TAIL
+}
+
+PA_AVX2 PA_INLINE void pv2_block(const int R, const int NV, const bool full, int32_t c, int32_t n,
+                                 int32_t kdim, const float *P, int ldp, const float *V, int ldv,
+                                 float *O, int ldo)
+{
+    __m256 acc[6][2];
+    __m256i mk[2];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++)
+        mk[v] = lanes8(c + 8 * v, n);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) {
+            const float *o = O + (size_t)r * (size_t)ldo + (size_t)c + 8 * v;
+            acc[r][v] = full ? _mm256_loadu_ps(o) : _mm256_maskload_ps(o, mk[v]);
+        }
+    for (int32_t k = 0; k < kdim; k++) {
+        const float *b = V + (size_t)k * (size_t)ldv + (size_t)c;
+        __m256 bv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            bv[v] = full ? _mm256_loadu_ps(b + 8 * v) : _mm256_maskload_ps(b + 8 * v, mk[v]);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            const __m256 p = _mm256_broadcast_ss(P + (size_t)r * (size_t)ldp + (size_t)k);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++)
+                acc[r][v] = _mm256_fmadd_ps(p, bv[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) {
+            float *o = O + (size_t)r * (size_t)ldo + (size_t)c + 8 * v;
+            if (full)
+                _mm256_storeu_ps(o, acc[r][v]);
+            else
+                _mm256_maskstore_ps(o, mk[v], acc[r][v]);
+        }
+}
+
+PA_AVX2 PA_INLINE void pv2_rows(const int R, int32_t n, int32_t kdim, const float *P, int ldp,
+                                const float *V, int ldv, float *O, int ldo)
+{
+    int32_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        pv2_block(R, 2, true, c, n, kdim, P, ldp, V, ldv, O, ldo);
+    if (n - c > 8)
+        pv2_block(R, 2, false, c, n, kdim, P, ldp, V, ldv, O, ldo);
+    else if (n - c > 0)
+        pv2_block(R, 1, false, c, n, kdim, P, ldp, V, ldv, O, ldo);
+}
+
+PA_AVX2 static void pv_avx2(int32_t m, int32_t n, int32_t kdim, const float *P, int ldp,
+                            const float *V, int ldv, float *O, int ldo)
+{
+    int32_t i = 0;
+    for (; i + 6 <= m; i += 6)
+        pv2_rows(6, n, kdim, P + (size_t)i * ldp, ldp, V, ldv, O + (size_t)i * ldo, ldo);
+#define PV2_TAIL(r)                                                                                \
+    case r:                                                                                        \
+        pv2_rows(r, n, kdim, P + (size_t)i * ldp, ldp, V, ldv, O + (size_t)i * ldo, ldo);          \
+        break
+    switch (m - i) {
+        PV2_TAIL(1);
+        PV2_TAIL(2);
+        PV2_TAIL(3);
+        PV2_TAIL(4);
+        PV2_TAIL(5);
+    default:
+        break;
+    }
+#undef PV2_TAIL
+}
+
 bool pa__tile_native(void)
 {
     return pa__cpu_avx512();
@@ -288,6 +463,10 @@ void pa__tile_qk(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A
         qk_avx512(m, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
         return;
     }
+    if (pa__cpu_avx2_fma()) {
+        qk_avx2(m, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
+        return;
+    }
 #endif
     qk_blas(m, n, kdim, alpha, A, lda, Bt, ldb, S, lds);
 }
@@ -300,6 +479,10 @@ void pa__tile_pv(int32_t m, int32_t n, int32_t kdim, const float *P, int ldp, co
 #if PA_TILE_X86
     if (pa__tile_native()) {
         pv_avx512(m, n, kdim, P, ldp, V, ldv, O, ldo);
+        return;
+    }
+    if (pa__cpu_avx2_fma()) {
+        pv_avx2(m, n, kdim, P, ldp, V, ldv, O, ldo);
         return;
     }
 #endif

@@ -3,8 +3,10 @@
  * S = alpha * Q K^T and O += P V over one block of queries and one tile of
  * keys. Keys come packed and transposed once per kv head (pa__tile_pack_kt),
  * so both products read their right operand row by row. On x86-64 CPUs with
- * AVX-512 they run register-blocked FMA micro-kernels; elsewhere they call
- * OpenBLAS's sgemm with the same operands, so results agree to rounding.
+ * AVX-512 they run register-blocked FMA micro-kernels, with AVX2 and FMA the
+ * same in 8-float vectors; elsewhere (and under POSATTN_KERNEL=portable)
+ * they call OpenBLAS's sgemm with the same operands, so results agree to
+ * rounding.
  *
  * Private to lib/, and a test-only interface: tests/lib/test_tile.c checks
  * the kernels and bench/bench_attention.c measures them as a ceiling of
@@ -17,10 +19,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Row stride of a packed K^T of n keys: n rounded up to 16 floats. */
+/* Row stride of a packed K^T of n keys: n rounded up to 16 floats, plus
+ * 16 when that is a multiple of 256 (1 KiB). A micro-kernel walks down
+ * the rows of a column block, one row per step of the inner dimension:
+ * rows a multiple of 4 KiB apart (2048 keys: 8 KiB) all fall in one set
+ * of a 32 KiB 8-way L1 and evict each other every few steps, so each block
+ * would stream from L2 (on an AVX2 EPYC, attention at 2048 keys and D=128
+ * took 265 ms with the extra cache line against 280-297 ms without). */
 static inline size_t pa__tile_kt_ld(int32_t n)
 {
-    return ((size_t)n + 15) & ~(size_t)15;
+    const size_t ld = ((size_t)n + 15) & ~(size_t)15;
+    return ld % 256 == 0 ? ld + 16 : ld;
 }
 
 /* kt [d, ld] = k[n, d]^T for k with row stride ldk: columns 0..n-1 of kt's
@@ -40,7 +49,7 @@ void pa__tile_qk(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A
 void pa__tile_pv(int32_t m, int32_t n, int32_t kdim, const float *P, int ldp, const float *V,
                  int ldv, float *O, int ldo);
 
-/* True when the FMA micro-kernels run (for benchmarks and tests). */
+/* True when the AVX-512 micro-kernels run (for benchmarks and tests). */
 bool pa__tile_native(void);
 
 /* ------------------------------------------------------------------------- */

@@ -705,7 +705,7 @@ char *srv_metrics_render(srv_metrics *m, size_t *len)
                     load(&m->peak_count[s]));
 
     header(f, "posattn_build_info", "gauge",
-           "The posattn version and the kernels this CPU runs (avx512 or portable); always 1.");
+           "The posattn version and the kernels this CPU runs (avx512, avx2 or portable); always 1.");
     fprintf(f, "posattn_build_info{version=\"%s\",kernel=\"%s\"} 1\n", PA_VERSION_STRING,
             pa_kernel_name());
 

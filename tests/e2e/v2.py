@@ -63,7 +63,7 @@ class Metadata(unittest.TestCase):
         self.assertEqual((st, json.loads(slash)), (200, meta))
         _, _, metrics = call("GET", "/metrics")
         self.assertRegex(metrics.decode(),
-                         r'posattn_build_info\{version="%s",kernel="(avx512|portable)"\} 1'
+                         r'posattn_build_info\{version="%s",kernel="(avx512|avx2|portable)"\} 1'
                          % re.escape(meta["version"]))
 
     def test_models(self):
