@@ -246,6 +246,27 @@ __attribute__((target("avx512f"))) static void *read_avx512(void *p)
 }
 #endif
 
+#if CEIL_X86
+/* AVX2: four independent sums of 8 floats. The plain loop below is not
+ * vectorized at -O2 (its sums are float: no reassociation), and on an AVX2
+ * EPYC read 14.5 GB/s a thread where the memory gives 35-40. */
+__attribute__((target("avx2"))) static void *read_avx2(void *p)
+{
+    read_arg *a = p;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    float out[8];
+    for (size_t i = 0; i + 32 <= a->n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_load_ps(a->p + i));
+        s1 = _mm256_add_ps(s1, _mm256_load_ps(a->p + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_load_ps(a->p + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_load_ps(a->p + i + 24));
+    }
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    a->sink = out[0];
+    return NULL;
+}
+#endif
+
 static void *read_plain(void *p)
 {
     read_arg *a = p;
@@ -274,6 +295,8 @@ double ceiling_read_gbs(int T, size_t bytes, int reps)
 #if CEIL_X86
     if (__builtin_cpu_supports("avx512f"))
         fn = read_avx512;
+    else if (__builtin_cpu_supports("avx2"))
+        fn = read_avx2;
 #endif
     for (int i = 0; i < T; i++) { /* slices of whole 64-float blocks */
         const size_t b0 = n / 64 * (size_t)i / (size_t)T, b1 = n / 64 * (size_t)(i + 1) / (size_t)T;
