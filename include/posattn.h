@@ -318,8 +318,9 @@ typedef struct pa_attention {
      * are rounded to bf16 (to nearest even; below float's smallest normal,
      * to zero) and q.k is summed in float32 over bf16 pairs, dimensions
      * (2p+1, 2p) in that order, each step rounded once (AVX-512 BF16's
-     * vdpbf16ps, which runs it where the CPU has it; AVX2 + FMA and plain
-     * C give the same bits elsewhere: pa_bf16_path()); the scale
+     * vdpbf16ps, which runs it where the CPU has it; the float32 FMA
+     * kernels and plain C give the same bits elsewhere: pa_bf16_path());
+     * the scale
      * multiplies each sum. Softcap, biases, masks and the softmax's max
      * and sum stay float32; the probabilities are rounded to bf16 before
      * P.v (as FlashAttention rounds them), v is rounded too, and P.v sums
@@ -460,9 +461,11 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
  * forces. */
 const char *pa_kernel_name(void);
 
-/* The path of compute_dtype bf16's products: "avx512_bf16" (vdpbf16ps, on
- * CPUs with AVX-512 BF16), "avx2" (AVX2 and FMA) or "portable" (plain C,
- * also under POSATTN_KERNEL=portable). All three give the same bits. */
+/* What computes compute_dtype bf16's products: "avx512_bf16" (vdpbf16ps,
+ * on CPUs with AVX-512 BF16), "fma" (the float32 FMA tile kernels of
+ * "avx512" or "avx2", fed the rounded values with each pair's elements
+ * swapped, at float32's speed) or "portable" (plain C, also under
+ * POSATTN_KERNEL=portable). All three give the same bits. */
 const char *pa_bf16_path(void);
 
 #include "posattn_analysis.h" /* the analyses */

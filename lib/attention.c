@@ -136,11 +136,12 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     if ((a->k_pages != NULL || kv16) && !pa__decode_fits(p))
         b->kgather = pa__ws_take(w, Lk * (size_t)p->D, sizeof(float));
     if (p->cbf16) {
+        /* Sized for the way with two units a pair (tile.h), whichever runs. */
         const size_t d2 = ((size_t)p->D + 1) / 2;
-        b->kt2 = pa__ws_take(w, d2 * pa__tile_kt_ld(p->Lk), sizeof(uint32_t));
-        b->v2 = pa__ws_take(w, (Lk + 1) / 2 * (size_t)p->Dv, sizeof(uint32_t));
-        b->q2 = pa__ws_take(w, BQ * d2, sizeof(uint32_t));
-        b->p2 = pa__ws_take(w, tq * (BK / 2 + 1), sizeof(uint32_t));
+        b->kt2 = pa__ws_take(w, 2 * d2 * pa__tile_kt_ld(p->Lk), sizeof(uint32_t));
+        b->v2 = pa__ws_take(w, 2 * ((Lk + 1) / 2) * (size_t)p->Dv, sizeof(uint32_t));
+        b->q2 = pa__ws_take(w, 2 * BQ * d2, sizeof(uint32_t));
+        b->p2 = pa__ws_take(w, 2 * tq * (BK / 2 + 1), sizeof(uint32_t));
     }
     b->qpos = pa__ws_take(w, Lq, sizeof(int32_t));
     b->kpos = pa__ws_take(w, Lk, sizeof(int32_t));

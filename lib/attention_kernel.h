@@ -69,9 +69,10 @@ typedef struct buffers {
     int32_t *qpos, *kpos; /* [Lq], [Lk] effective positions */
     float *slopes;        /* [H] alibi */
     int32_t *t5_bucket;   /* [2*max_distance+1] t5: bucket of each relative position */
-    /* compute_dtype bf16 (tile.h's pairs): one kv head's keys [ceil(D/2),
-     * pa__tile_kt_ld(Lk)] and values [ceil(Lk/2), Dv], a block's queries
-     * [BQ, ceil(D/2)] and a tile's probabilities [BQ, BK/2 + 1]. */
+    /* compute_dtype bf16, packed by the way that multiplies them (tile.h;
+     * u = 1 or 2 units a pair): one kv head's keys [ceil(D/2) u,
+     * pa__tile_kt_ld(Lk)] and values [ceil(Lk/2) u, Dv], a block's queries
+     * [BQ, ceil(D/2) u] and a tile's probabilities [BQ, (BK/2 + 1) u]. */
     uint32_t *kt2, *v2, *q2, *p2;
     float *S;                 /* [BQ, BK] logits, then probabilities */
     float *O;                 /* [BQ, Dv] running output */

@@ -35,20 +35,29 @@ typedef struct head_ops {
     const float *Vh;
     int ldq, ldv;
     size_t ldkt;
-    /* compute_dtype bf16: the same operands in bf16 pairs (tile.h): Q2
-     * [nq, d2], Kt2 [d2, ldkt], V2 [ceil(Lk/2), Dv]. */
+    /* compute_dtype bf16: the same operands packed by the way that
+     * multiplies them (tile.h; u its units a pair): Q2 [nq, d2 u], Kt2
+     * [d2 u, ldkt], V2 [ceil(Lk/2) u, Dv], d2 = ceil(D/2). */
     const uint32_t *Q2, *Kt2, *V2;
     int d2;
+    pa__bf16_way way;
 } head_ops;
+
+/* b->p2's row stride: a tile's pairs of keys, in the way's units. */
+static int p2_ld(pa__bf16_way w)
+{
+    return (BK / 2 + 1) * pa__bf16_units(w);
+}
 
 /* S [gn, n] (row stride lds) = the logits of rows [g, g + gn) of the block
  * against keys [j0, j0 + n): float32 or bf16 products. */
 static void block_qk(const pa__plan *p, const head_ops *op, int32_t g, int32_t gn, int32_t j0,
                      int32_t n, float *S, int lds)
 {
+    const int u = pa__bf16_units(op->way);
     if (p->cbf16)
-        pa__tile_qk_bf16(gn, n, op->d2, p->scale, op->Q2 + (size_t)g * op->d2, op->d2, op->Kt2 + j0,
-                         op->ldkt, S, lds);
+        pa__tile_qk_bf16(op->way, gn, n, op->d2, p->scale, op->Q2 + (size_t)g * op->d2 * u,
+                         op->d2 * u, op->Kt2 + j0, op->ldkt, S, lds);
     else
         pa__tile_qk(gn, n, p->D, p->scale, op->Qb + (size_t)g * op->ldq, op->ldq, op->Kt + j0,
                     op->ldkt, S, lds);
@@ -57,9 +66,9 @@ static void block_qk(const pa__plan *p, const head_ops *op, int32_t g, int32_t g
 /* compute_dtype bf16: the probabilities of the tile's nq rows (S, keys
  * [j0, j0 + nk)) rounded into b->p2 in pairs of keys (2t, 2t+1) from the
  * even key at or before j0; a key outside the tile pairs as 0. */
-static void pack_probs(const buffers *b, int32_t nq, int32_t j0, int32_t nk)
+static void pack_probs(pa__bf16_way w, const buffers *b, int32_t nq, int32_t j0, int32_t nk)
 {
-    const int32_t lead = j0 & 1, np = (lead + nk + 1) / 2, ld = BK / 2 + 1;
+    const int32_t lead = j0 & 1, np = (lead + nk + 1) / 2, ld = p2_ld(w), u = pa__bf16_units(w);
     for (int32_t i = 0; i < nq; i++) {
         const float *row = b->S + (size_t)i * nk;
         uint32_t *dst = b->p2 + (size_t)i * ld;
@@ -67,7 +76,7 @@ static void pack_probs(const buffers *b, int32_t nq, int32_t j0, int32_t nk)
             const int32_t c0 = 2 * t - lead, c1 = c0 + 1;
             const float lo = c0 >= 0 && c0 < nk ? row[c0] : 0.0f;
             const float hi = c1 < nk ? row[c1] : 0.0f;
-            dst[t] = (uint32_t)pa__bf16_round(lo) | (uint32_t)pa__bf16_round(hi) << 16;
+            pa__bf16_put_pair(w, lo, hi, dst + (size_t)t * u);
         }
     }
 }
@@ -79,9 +88,10 @@ static void block_pv(const pa__plan *p, const buffers *b, const head_ops *op, in
                      int32_t j0, int32_t n, int32_t nk)
 {
     if (p->cbf16) {
-        const int32_t lead = j0 & 1;
-        pa__tile_pv_bf16(gn, p->Dv, (lead + n + 1) / 2, b->p2 + (size_t)g * (BK / 2 + 1),
-                         BK / 2 + 1, op->V2 + (size_t)(j0 / 2) * p->Dv, p->Dv,
+        const int32_t lead = j0 & 1, u = pa__bf16_units(op->way);
+        pa__tile_pv_bf16(op->way, gn, p->Dv, (lead + n + 1) / 2,
+                         b->p2 + (size_t)g * (size_t)p2_ld(op->way), p2_ld(op->way),
+                         op->V2 + (size_t)(j0 / 2) * (size_t)u * p->Dv, p->Dv,
                          b->O + (size_t)g * p->Dv, p->Dv);
     } else {
         pa__tile_pv(gn, p->Dv, n, b->S + (size_t)g * nk, nk, op->Vh + (size_t)j0 * op->ldv, op->ldv,
@@ -230,7 +240,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
             }
         }
         if (p->cbf16)
-            pack_probs(b, nq, j0, nk);
+            pack_probs(op->way, b, nq, j0, nk);
         if (grouped) {
             /* Past a row's last visible key its weights are 0 (masked), and
              * every column up to its QK group's end was computed or -inf. */
@@ -375,6 +385,7 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
         if (g1 <= u0 || g0 >= u1)
             continue;
         op.Vh = io->kvt == PA_DTYPE_F32 ? io->V + (size_t)g * p->Dv : NULL;
+        op.way = pa__bf16_chosen();
         op.ldv = io->ldv;
         if (b->vhead != NULL) {
             /* Value rows Hkv*Dv floats apart share few cache sets (a 2 KiB
@@ -416,19 +427,19 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                     ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
                 pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
                 if (p->cbf16)
-                    pa__bf16_pack_kt(n, p->D, b->qblk, p->D, b->kt2 + j0, op.ldkt);
+                    pa__bf16_pack_kt(op.way, n, p->D, b->qblk, p->D, b->kt2 + j0, op.ldkt);
             }
         } else {
             pa__tile_pack_kt(p->Lk, p->D, Kh, (int)ldk, b->kt, op.ldkt);
             if (p->cbf16)
-                pa__bf16_pack_kt(p->Lk, p->D, Kh, (int)ldk, b->kt2, op.ldkt);
+                pa__bf16_pack_kt(op.way, p->Lk, p->D, Kh, (int)ldk, b->kt2, op.ldkt);
         }
         op.Kt2 = b->kt2;
         op.V2 = b->v2;
         op.d2 = (p->D + 1) / 2;
         op.Q2 = b->q2;
         if (p->cbf16)
-            pa__bf16_pack_v(p->Lk, p->Dv, op.Vh, op.ldv, b->v2, p->Dv);
+            pa__bf16_pack_v(op.way, p->Lk, p->Dv, op.Vh, op.ldv, b->v2, p->Dv);
         if (b->krel != NULL) {
             /* Shaw's key term of this kv head by table row: krel = scale *
              * rel_k[lo .. lo+n) K^T, the keys as attention sees them. */
@@ -457,7 +468,8 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                 op.ldq = p->D;
             }
             if (p->cbf16)
-                pa__bf16_pack_rows(nq, p->D, op.Qb, op.ldq, b->q2, op.d2);
+                pa__bf16_pack_rows(op.way, nq, p->D, op.Qb, op.ldq, b->q2,
+                                   op.d2 * pa__bf16_units(op.way));
             attend_block(p, b, io, &op, h, i0, nq);
         }
     }

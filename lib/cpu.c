@@ -112,7 +112,7 @@ const char *pa_kernel_name(void)
 
 const char *pa_bf16_path(void)
 {
-    return pa__bf16_path();
+    return pa__bf16_way_name(pa__bf16_chosen());
 }
 
 unsigned pa__fp_enter(void)

@@ -440,9 +440,19 @@ bool pa__tile_native(void)
     return pa__cpu_avx512();
 }
 
+bool pa__tile_fma(void)
+{
+    return pa__cpu_avx512() || pa__cpu_avx2_fma();
+}
+
 #else
 
 bool pa__tile_native(void)
+{
+    return false;
+}
+
+bool pa__tile_fma(void)
 {
     return false;
 }

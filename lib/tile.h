@@ -52,58 +52,86 @@ void pa__tile_pv(int32_t m, int32_t n, int32_t kdim, const float *P, int ldp, co
 /* True when the AVX-512 micro-kernels run (for benchmarks and tests). */
 bool pa__tile_native(void);
 
+/* True when either FMA micro-kernel (AVX-512, AVX2) runs, not OpenBLAS:
+ * then each element of either product is one run of fused multiply-adds
+ * along the inner dimension, in its order (pa__bf16_chosen relies on it). */
+bool pa__tile_fma(void);
+
 /* ------------------------------------------------------------------------- */
 /* bf16 compute (pa_attention.compute_dtype, lib/tile_bf16.c)                */
 /* ------------------------------------------------------------------------- */
 
-/* Operands in bf16 pairs: a uint32_t holds two bf16 values, element 2p in
- * its low half and 2p + 1 in its high half (the order of AVX-512 BF16's
- * vdpbf16ps). Each product of the tiles sums, per output element, over the
- * pairs in order: acc = fma(a[2p+1], b[2p+1], acc), then fma(a[2p], b[2p],
- * acc), in float32 with round to nearest even, as vdpbf16ps does (a
- * product of two bf16 values is exact in float32, so the fused and the
- * plain multiply-add agree but where a product underflows). Every path
- * (vdpbf16ps, AVX2 + FMA, plain C) computes those bits. */
+/* Each product of the tiles sums, per output element, over pairs of
+ * elements (2p, 2p+1) in order: acc = fma(a[2p+1], b[2p+1], acc), then
+ * fma(a[2p], b[2p], acc), in float32 with round to nearest even, from bf16
+ * operands, as AVX-512 BF16's vdpbf16ps does (a product of two bf16 values
+ * is exact in float32, so the fused and the plain multiply-add agree but
+ * where a product underflows). Three ways compute those bits:
+ *   PA__BF16_PORTABLE  plain C with fmaf, on pairs;
+ *   PA__BF16_FMA       the float32 tile kernels (pa__tile_qk, pa__tile_pv
+ *                      with AVX-512 or AVX2), whose every element is a run
+ *                      of fused multiply-adds along the inner dimension, on
+ *                      the rounded values as floats with each pair's two
+ *                      elements swapped: its runs are the pairs' sums;
+ *   PA__BF16_DPBF16    vdpbf16ps itself, on pairs.
+ * Operands are packed by the way that multiplies them, in 4-byte units: a
+ * uint32_t holding a pair (element 2p in its low half, 2p + 1 in its high
+ * half: vdpbf16ps's order), or, for PA__BF16_FMA, two floats per pair
+ * (2p + 1, then 2p). ld and offsets count those units. */
+typedef enum pa__bf16_way { PA__BF16_PORTABLE, PA__BF16_FMA, PA__BF16_DPBF16 } pa__bf16_way;
+
+/* The way this process takes: vdpbf16ps where the CPU has AVX-512 BF16,
+ * else the float32 FMA kernels where it has AVX-512 or AVX2 and FMA, else
+ * plain C (POSATTN_KERNEL=portable too). */
+pa__bf16_way pa__bf16_chosen(void);
+/* Whether this CPU can run w. */
+bool pa__bf16_can(pa__bf16_way w);
+/* "portable", "fma", "avx512_bf16". */
+const char *pa__bf16_way_name(pa__bf16_way w);
+
+/* Units of one pair of w's packing: 1 (a uint32_t) or 2 (floats). */
+static inline int pa__bf16_units(pa__bf16_way w)
+{
+    return w == PA__BF16_FMA ? 2 : 1;
+}
 
 /* x rounded to the nearest bf16, ties to even; values below float's
  * smallest normal become a zero of their sign (vdpbf16ps reads subnormal
  * inputs as zero). */
 uint16_t pa__bf16_round(float x);
 
-/* dst [m, ceil(kdim/2)] pairs (row stride ldd words) = rows of src [m,
+/* The pair (lo, hi) rounded, at dst[0] (and dst[1] for PA__BF16_FMA). */
+void pa__bf16_put_pair(pa__bf16_way w, float lo, float hi, uint32_t *dst);
+
+/* dst [m, ceil(kdim/2) pairs] (row stride ldd units) = rows of src [m,
  * kdim] (row stride lds) rounded; an odd kdim's last pair is (x, 0). */
-void pa__bf16_pack_rows(int32_t m, int32_t kdim, const float *src, int lds, uint32_t *dst, int ldd);
+void pa__bf16_pack_rows(pa__bf16_way w, int32_t m, int32_t kdim, const float *src, int lds,
+                        uint32_t *dst, int ldd);
 
-/* kt2 [ceil(d/2), ld] pairs: column j holds key j's dimensions (2p, 2p+1),
- * k [n, d] with row stride ldk; columns 0..n-1 are written. As
- * pa__tile_pack_kt, a slice of keys at a time into kt2 + first_key. */
-void pa__bf16_pack_kt(int32_t n, int32_t d, const float *k, int ldk, uint32_t *kt2, size_t ld);
+/* kt [ceil(d/2) pairs of rows, ld units]: column j holds key j's
+ * dimensions pair by pair, k [n, d] with row stride ldk; columns 0..n-1
+ * are written. As pa__tile_pack_kt, a slice of keys at a time into kt +
+ * first_key. */
+void pa__bf16_pack_kt(pa__bf16_way w, int32_t n, int32_t d, const float *k, int ldk, uint32_t *kt,
+                      size_t ld);
 
-/* v2 [ceil(n/2), dv] pairs (row stride ldv2 words): column c of row t
- * holds values (2t, 2t+1) of column c of v [n, dv] (row stride ldv); an
- * odd n's last row pairs with 0. */
-void pa__bf16_pack_v(int32_t n, int32_t dv, const float *v, int ldv, uint32_t *v2, int ldv2);
+/* v2 [ceil(n/2) pairs of rows, ldv2 units]: column c holds the values of
+ * keys (2t, 2t+1) of column c of v [n, dv] (row stride ldv); an odd n's
+ * last pair takes 0. Pair t starts at v2 + t * units * ldv2. */
+void pa__bf16_pack_v(pa__bf16_way w, int32_t n, int32_t dv, const float *v, int ldv, uint32_t *v2,
+                     int ldv2);
 
-/* S [m, n] (row stride lds) = alpha * (A2 [m, np] pairs (row stride lda2)
- * times Bt2 [np, n] pairs (row stride ldb)): alpha multiplies each sum. */
-void pa__tile_qk_bf16(int32_t m, int32_t n, int32_t np, float alpha, const uint32_t *A2, int lda2,
-                      const uint32_t *Bt2, size_t ldb, float *S, int lds);
+/* S [m, n] (row stride lds) = alpha * (A [m, np pairs] (row stride lda
+ * units) times Bt [np pairs, n] (row stride ldb units)): alpha multiplies
+ * each sum. */
+void pa__tile_qk_bf16(pa__bf16_way w, int32_t m, int32_t n, int32_t np, float alpha,
+                      const uint32_t *A, int lda, const uint32_t *Bt, size_t ldb, float *S,
+                      int lds);
 
-/* O [m, n] (row stride ldo) += P2 [m, np] pairs (row stride ldp2) times
- * V2 [np, n] pairs (row stride ldv2), each element's sum starting from O. */
-void pa__tile_pv_bf16(int32_t m, int32_t n, int32_t np, const uint32_t *P2, int ldp2,
-                      const uint32_t *V2, int ldv2, float *O, int ldo);
-
-/* Which path runs the bf16 products: "avx512_bf16" (vdpbf16ps), "avx2"
- * (AVX2 and FMA), "portable". POSATTN_KERNEL=portable forces the last. */
-const char *pa__bf16_path(void);
-
-/* Test-only: the same products by a named path ("portable", "avx2",
- * "avx512_bf16"); false when this CPU cannot run it. */
-bool pa__tile_qk_bf16_by(const char *path, int32_t m, int32_t n, int32_t np, float alpha,
-                         const uint32_t *A2, int lda2, const uint32_t *Bt2, size_t ldb, float *S,
-                         int lds);
-bool pa__tile_pv_bf16_by(const char *path, int32_t m, int32_t n, int32_t np, const uint32_t *P2,
-                         int ldp2, const uint32_t *V2, int ldv2, float *O, int ldo);
+/* O [m, n] (row stride ldo) += P [m, np pairs] (row stride ldp units)
+ * times V [np pairs, n] (row stride ldv units), each element's sum
+ * starting from O. */
+void pa__tile_pv_bf16(pa__bf16_way w, int32_t m, int32_t n, int32_t np, const uint32_t *P, int ldp,
+                      const uint32_t *V, int ldv, float *O, int ldo);
 
 #endif

@@ -2,17 +2,15 @@
  * products accumulated in float32.
  *
  * Bits first, against tests/ref_bf16_dot.c (the definition, apart from lib/):
- * the rounding; the tiles' products on every path this CPU runs (plain C,
- * AVX2 + FMA, AVX-512 BF16's vdpbf16ps), each equal to the others and to
- * the reference; the logits a call returns, which are exactly scale times
- * the pairwise dot of the rounded q and k as attention sees them (rope
- * included), on the causal diagonal too; and the output of a call whose
- * probabilities are all 1, which is exactly the pairwise sum of the
- * rounded values, tile by tile. Then accuracy against the double
- * reference for every scheme with masks, sinks, softcap and GQA; that the
- * probabilities are rounded (the error against exact attention on rounded
- * q, k and v is above float32's); 16-bit keys and values; splits; and the
- * refusals. make test runs it with the kernels this CPU picks and with
+ * the rounding; the tiles' products on every way this CPU runs (plain C,
+ * the float32 FMA kernels on swapped pairs, AVX-512 BF16's vdpbf16ps),
+ * each equal to the others and to the reference; the logits a call returns, which are exactly scale
+ * times the pairwise dot of the rounded q and k as attention sees them (rope included), on the
+ * causal diagonal too; and the output of a call whose probabilities are all 1, which is exactly the
+ * pairwise sum of the rounded values, tile by tile. Then accuracy against the double reference for
+ * every scheme with masks, sinks, softcap and GQA; that the probabilities are rounded (the error
+ * against exact attention on rounded q, k and v is above float32's); 16-bit keys and values;
+ * splits; and the refusals. make test runs it with the kernels this CPU picks and with
  * POSATTN_KERNEL=portable.
  */
 #include "attention_fixture.h"
@@ -85,94 +83,109 @@ static void test_round(void **state)
 /* The tiles' products on every path                                         */
 /* ------------------------------------------------------------------------- */
 
-static const char *const paths[] = {"portable", "avx2", "avx512_bf16"};
+static const pa__bf16_way ways[] = {PA__BF16_PORTABLE, PA__BF16_FMA, PA__BF16_DPBF16};
 
-/* A random bf16 pair of values in [-2, 2]. */
-static uint32_t rand_pair(tu_rng *r)
-{
-    const uint16_t lo = pa__bf16_round((float)tu_uniform(r, -2, 2));
-    const uint16_t hi = pa__bf16_round((float)tu_uniform(r, -2, 2));
-    return (uint32_t)lo | (uint32_t)hi << 16;
-}
-
-/* The pairs of a row as floats: element 2p the low half, 2p+1 the high. */
-static void unpack(const uint32_t *w, size_t np, size_t stride, float *out)
-{
-    for (size_t p = 0; p < np; p++) {
-        out[2 * p] = from_bf16((uint16_t)(w[p * stride] & 0xFFFFu));
-        out[2 * p + 1] = from_bf16((uint16_t)(w[p * stride] >> 16));
-    }
-}
-
-static void test_tiles_every_path(void **state)
+/* Every way this CPU runs packs random operands itself (rows, K^T, values
+ * by pairs of keys, probabilities by pa__bf16_put_pair) and multiplies them;
+ * each element must be the reference's pairwise sum of the rounded values,
+ * bit for bit, so the ways agree with each other too. Odd inner sizes pad
+ * the last pair with 0; a K^T window starting at an odd key and the
+ * columns past n untouched are checked as well. */
+static void test_tiles_every_way(void **state)
 {
     (void)state;
     tu_rng r;
     int ran = 0;
+    char names[64] = "";
     tu_rng_seed(&r, 12);
+    for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+        if (!pa__bf16_can(ways[w])) {
+            assert_true(ways[w] != PA__BF16_PORTABLE); /* plain C runs everywhere */
+            continue;
+        }
+        strcat(names, names[0] ? ", " : "");
+        strcat(names, pa__bf16_way_name(ways[w]));
+    }
     for (int trial = 0; trial < 40; trial++) {
         const int m = 1 + (int)tu_uniform(&r, 0, 13), n = 1 + (int)tu_uniform(&r, 0, 90);
-        const int np = 1 + (int)tu_uniform(&r, 0, 40);
-        const int lda = np + 1, ldb = n + 3, lds = n + 2;
-        uint32_t *A = tu_alloc((size_t)m * lda, sizeof(uint32_t));
-        uint32_t *B = tu_alloc((size_t)np * ldb, sizeof(uint32_t));
-        float *S = tu_alloc((size_t)m * lds, sizeof(float));
+        const int kdim = 1 + (int)tu_uniform(&r, 0, 80), np = (kdim + 1) / 2, off = trial % 2;
+        const int lds = n + 2;
+        float *a = tu_alloc((size_t)m * kdim, sizeof(float));         /* q rows, P rows */
+        float *k = tu_alloc((size_t)(n + off) * kdim, sizeof(float)); /* keys [n + off, kdim] */
+        float *v = tu_alloc((size_t)kdim * n, sizeof(float));         /* values [kdim keys, n] */
         float *O0 = tu_alloc((size_t)m * lds, sizeof(float));
-        float *O = tu_alloc((size_t)m * lds, sizeof(float));
-        float *a = tu_alloc(2 * (size_t)np, sizeof(float));
-        float *b = tu_alloc(2 * (size_t)np, sizeof(float));
-        for (size_t i = 0; i < (size_t)m * lda; i++)
-            A[i] = rand_pair(&r);
-        for (size_t i = 0; i < (size_t)np * ldb; i++)
-            B[i] = rand_pair(&r);
+        float *S = tu_alloc((size_t)m * lds, sizeof(float)),
+              *O = tu_alloc((size_t)m * lds, sizeof(float));
+        float *ar = tu_alloc((size_t)kdim, sizeof(float)),
+              *br = tu_alloc((size_t)kdim, sizeof(float));
+        const size_t ld = pa__tile_kt_ld(n + off);
+        uint32_t *A = tu_alloc((size_t)m * 2 * np, sizeof(uint32_t));
+        uint32_t *Kt = tu_alloc(2 * (size_t)np * ld, sizeof(uint32_t));
+        uint32_t *V = tu_alloc(2 * (size_t)np * n, sizeof(uint32_t));
+        uint32_t *P = tu_alloc((size_t)m * 2 * np, sizeof(uint32_t));
+        tu_fill(&r, a, (size_t)m * kdim, -2, 2);
+        tu_fill(&r, k, (size_t)(n + off) * kdim, -2, 2);
+        tu_fill(&r, v, (size_t)kdim * n, -2, 2);
         tu_fill(&r, O0, (size_t)m * lds, -4, 4);
-        for (size_t w = 0; w < sizeof paths / sizeof paths[0]; w++) {
+        for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+            const pa__bf16_way way = ways[w];
+            const int u = pa__bf16_units(way);
+            if (!pa__bf16_can(way))
+                continue;
+            pa__bf16_pack_rows(way, m, kdim, a, kdim, A, np * u);
+            for (int i = 0; i < m; i++) /* the probabilities: the same rows, by pairs */
+                for (int t = 0; t < np; t++)
+                    pa__bf16_put_pair(way, a[(size_t)i * kdim + 2 * t],
+                                      2 * t + 1 < kdim ? a[(size_t)i * kdim + 2 * t + 1] : 0.0f,
+                                      P + (size_t)i * np * u + (size_t)t * u);
+            pa__bf16_pack_kt(way, n + off, kdim, k, kdim, Kt, ld);
+            pa__bf16_pack_v(way, kdim, n, v, n, V, n);
             memset(S, 0xFF, (size_t)m * lds * sizeof(float));
             memcpy(O, O0, (size_t)m * lds * sizeof(float));
-            if (!pa__tile_qk_bf16_by(paths[w], m, n, np, 0.125f, A, lda, B, (size_t)ldb, S, lds)) {
-                assert_true(w > 0); /* plain C runs everywhere */
-                continue;
-            }
-            assert_true(pa__tile_pv_bf16_by(paths[w], m, n, np, A, lda, B, ldb, O, lds));
+            pa__tile_qk_bf16(way, m, n, np, 0.125f, A, np * u, Kt + off, ld, S, lds);
+            pa__tile_pv_bf16(way, m, n, np, P, np * u, V, n, O, lds);
             ran++;
             for (int i = 0; i < m; i++) {
-                unpack(A + (size_t)i * lda, (size_t)np, 1, a);
+                for (int d = 0; d < kdim; d++)
+                    ar[d] = ref_bf16dp_round(a[(size_t)i * kdim + d]);
                 for (int j = 0; j < n; j++) {
-                    unpack(B + j, (size_t)np, (size_t)ldb, b);
-                    const float dot = ref_bf16dp_dot(0.0f, a, b, 1, 2 * (size_t)np);
-                    const float want_s = dot * 0.125f;
+                    for (int d = 0; d < kdim; d++)
+                        br[d] = ref_bf16dp_round(k[(size_t)(j + off) * kdim + d]);
+                    const float want_s = ref_bf16dp_dot(0.0f, ar, br, 1, (size_t)kdim) * 0.125f;
+                    for (int d = 0; d < kdim; d++)
+                        br[d] = ref_bf16dp_round(v[(size_t)d * n + j]);
                     const float want_o =
-                        ref_bf16dp_dot(O0[(size_t)i * lds + j], a, b, 1, 2 * (size_t)np);
+                        ref_bf16dp_dot(O0[(size_t)i * lds + j], ar, br, 1, (size_t)kdim);
                     if (bits_of(S[(size_t)i * lds + j]) != bits_of(want_s) ||
                         bits_of(O[(size_t)i * lds + j]) != bits_of(want_o)) {
                         fprintf(stderr,
-                                "%s m=%d n=%d np=%d (%d,%d): qk %a want %a, pv %a want %a\n",
-                                paths[w], m, n, np, i, j, (double)S[(size_t)i * lds + j],
-                                (double)want_s, (double)O[(size_t)i * lds + j], (double)want_o);
+                                "%s m=%d n=%d kdim=%d (%d,%d): qk %a want %a, pv %a want %a\n",
+                                pa__bf16_way_name(way), m, n, kdim, i, j,
+                                (double)S[(size_t)i * lds + j], (double)want_s,
+                                (double)O[(size_t)i * lds + j], (double)want_o);
                         fail();
                     }
                 }
-                /* Columns past n are left alone. */
-                for (int j = n; j < lds; j++)
+                for (int j = n; j < lds; j++) /* columns past n are left alone */
                     assert_true(bits_of(O[(size_t)i * lds + j]) ==
                                 bits_of(O0[(size_t)i * lds + j]));
             }
         }
-        free(A);
-        free(B);
-        free(S);
-        free(O0);
-        free(O);
         free(a);
-        free(b);
+        free(k);
+        free(v);
+        free(O0);
+        free(S);
+        free(O);
+        free(ar);
+        free(br);
+        free(A);
+        free(Kt);
+        free(V);
+        free(P);
     }
-    printf("# bf16 paths run here: %s (%d tile pairs checked; chosen: %s)\n",
-           pa__tile_qk_bf16_by("avx512_bf16", 0, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0)
-               ? "portable, avx2, avx512_bf16"
-               : (pa__tile_qk_bf16_by("avx2", 0, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0)
-                      ? "portable, avx2"
-                      : "portable"),
-           ran, pa_bf16_path());
+    printf("# bf16 ways run here: %s (%d tile pairs checked; chosen: %s)\n", names, ran,
+           pa_bf16_path());
 }
 
 /* ------------------------------------------------------------------------- */
@@ -506,7 +519,7 @@ static void test_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round),         cmocka_unit_test(test_tiles_every_path),
+        cmocka_unit_test(test_round),         cmocka_unit_test(test_tiles_every_way),
         cmocka_unit_test(test_logits_exact),  cmocka_unit_test(test_values_exact),
         cmocka_unit_test(test_probs_rounded), cmocka_unit_test(test_accuracy_schemes),
         cmocka_unit_test(test_hidden_rows),   cmocka_unit_test(test_parts_and_kv16),
