@@ -383,7 +383,11 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
  * queries). 16-bit keys and values (kv_dtype) add, for the tiled kernel,
  * one kv head's rows widened (k_len * (head_dim + v_head_dim) floats, which
  * paged and GQA calls hold already), and for the decode kernel 4 * head_dim
- * + 16 * v_head_dim floats. Returns 0 if the size overflows. */
+ * + 16 * v_head_dim floats. compute_dtype bf16 adds one kv head's keys
+ * and values rounded for its products (about k_len * (head_dim +
+ * v_head_dim) floats, rounded up to even sizes) and a block's queries and
+ * probabilities (64 * (head_dim + 258) floats). Returns 0 if the size
+ * overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
 /* Effective sizes after defaults: useful for sizing outputs. With packed

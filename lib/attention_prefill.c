@@ -68,17 +68,9 @@ static void block_qk(const pa__plan *p, const head_ops *op, int32_t g, int32_t g
  * even key at or before j0; a key outside the tile pairs as 0. */
 static void pack_probs(pa__bf16_way w, const buffers *b, int32_t nq, int32_t j0, int32_t nk)
 {
-    const int32_t lead = j0 & 1, np = (lead + nk + 1) / 2, ld = p2_ld(w), u = pa__bf16_units(w);
-    for (int32_t i = 0; i < nq; i++) {
-        const float *row = b->S + (size_t)i * nk;
-        uint32_t *dst = b->p2 + (size_t)i * ld;
-        for (int32_t t = 0; t < np; t++) {
-            const int32_t c0 = 2 * t - lead, c1 = c0 + 1;
-            const float lo = c0 >= 0 && c0 < nk ? row[c0] : 0.0f;
-            const float hi = c1 < nk ? row[c1] : 0.0f;
-            pa__bf16_put_pair(w, lo, hi, dst + (size_t)t * u);
-        }
-    }
+    for (int32_t i = 0; i < nq; i++)
+        pa__bf16_pack_probs(w, b->S + (size_t)i * nk, nk, j0 & 1,
+                            b->p2 + (size_t)i * (size_t)p2_ld(w));
 }
 
 /* O [gn, Dv] of rows [g, g + gn) += their probabilities over keys [j0, j0

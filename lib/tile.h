@@ -103,6 +103,13 @@ uint16_t pa__bf16_round(float x);
 /* The pair (lo, hi) rounded, at dst[0] (and dst[1] for PA__BF16_FMA). */
 void pa__bf16_put_pair(pa__bf16_way w, float lo, float hi, uint32_t *dst);
 
+/* A row of probabilities x [n] by pairs of keys (2t, 2t+1) counted from
+ * lead (0 or 1) keys before x[0], into dst [ceil((lead + n) / 2) pairs]:
+ * pair t holds x[2t - lead] and x[2t + 1 - lead], a key outside [0, n) as
+ * 0. The same as pa__bf16_put_pair pair by pair, vectorized for
+ * PA__BF16_FMA (x finite). */
+void pa__bf16_pack_probs(pa__bf16_way w, const float *x, int32_t n, int32_t lead, uint32_t *dst);
+
 /* dst [m, ceil(kdim/2) pairs] (row stride ldd units) = rows of src [m,
  * kdim] (row stride lds) rounded; an odd kdim's last pair is (x, 0). */
 void pa__bf16_pack_rows(pa__bf16_way w, int32_t m, int32_t kdim, const float *src, int lds,

@@ -59,6 +59,45 @@ void pa__bf16_put_pair(pa__bf16_way w, float lo, float hi, uint32_t *dst)
     }
 }
 
+#if PA_BF16_X86
+/* pa__bf16_put_pair for PA__BF16_FMA over 4 pairs of finite x: each value
+ * rounded as pa__bf16_round does (to nearest even; below float's smallest
+ * normal to a zero of its sign), then the two of each pair swapped. */
+__attribute__((target("avx2"))) static void put_pairs8_fma(const float *x, uint32_t *dst)
+{
+    const __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)x);
+    const __m256i expo = _mm256_and_si256(u, _mm256_set1_epi32(0x7F800000));
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i up = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
+    const __m256i rounded = _mm256_and_si256(up, _mm256_set1_epi32((int)0xFFFF0000u));
+    const __m256i sign = _mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u));
+    const __m256i tiny = _mm256_cmpeq_epi32(expo, _mm256_setzero_si256());
+    const __m256 r = _mm256_castsi256_ps(_mm256_blendv_epi8(rounded, sign, tiny));
+    _mm256_storeu_ps((float *)(void *)dst, _mm256_permute_ps(r, 0xB1)); /* (1,0,3,2,...) */
+}
+#endif
+
+void pa__bf16_pack_probs(pa__bf16_way w, const float *x, int32_t n, int32_t lead, uint32_t *dst)
+{
+    const int u = pa__bf16_units(w);
+    int32_t t = 0;
+    const int32_t np = (lead + n + 1) / 2;
+    if (lead) { /* the first pair: (outside, x[0]) */
+        pa__bf16_put_pair(w, 0.0f, n > 0 ? x[0] : 0.0f, dst);
+        t = 1;
+    }
+#if PA_BF16_X86
+    if (w == PA__BF16_FMA) /* pair t holds x[2t - lead], x[2t + 1 - lead] */
+        for (; 2 * t - lead + 8 <= n; t += 4)
+            put_pairs8_fma(x + 2 * t - lead, dst + (size_t)t * 2);
+#endif
+    for (; t < np; t++) {
+        const int32_t c0 = 2 * t - lead, c1 = c0 + 1;
+        pa__bf16_put_pair(w, c0 >= 0 && c0 < n ? x[c0] : 0.0f, c1 < n ? x[c1] : 0.0f,
+                          dst + (size_t)t * u);
+    }
+}
+
 void pa__bf16_pack_rows(pa__bf16_way w, int32_t m, int32_t kdim, const float *src, int lds,
                         uint32_t *dst, int ldd)
 {

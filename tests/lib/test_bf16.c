@@ -188,6 +188,55 @@ static void test_tiles_every_way(void **state)
            pa_bf16_path());
 }
 
+/* A tile's probabilities packed a row at a time (pa__bf16_pack_probs: vector
+ * code for the FMA way) equal pa__bf16_put_pair pair by pair: every row
+ * length, both leads, and values at ties, below float's smallest normal
+ * and at zero of both signs. */
+static void test_pack_probs(void **state)
+{
+    (void)state;
+    tu_rng r;
+    float x[80];
+    uint32_t got[2 * 41 + 2], want[2 * 41 + 2];
+    tu_rng_seed(&r, 13);
+    for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+        const pa__bf16_way way = ways[w];
+        const int u = pa__bf16_units(way);
+        if (!pa__bf16_can(way))
+            continue;
+        for (int trial = 0; trial < 400; trial++) {
+            const int n = 1 + trial % 79, lead = trial / 79 % 2, np = (lead + n + 1) / 2;
+            for (int i = 0; i < n; i++) {
+                const double c = tu_uniform(&r, 0, 1);
+                uint32_t bits;
+                float f = (float)tu_uniform(&r, 0, 1);
+                if (c < 0.1) { /* a tie: 8 significant bits and a half */
+                    bits = 0x3F000000u | ((uint32_t)tu_uniform(&r, 0, 128) << 16) | 0x8000u;
+                    memcpy(&f, &bits, sizeof f);
+                } else if (c < 0.2) {
+                    f = (float)tu_uniform(&r, 0, 1) * 1e-38f; /* subnormal */
+                } else if (c < 0.25) {
+                    f = c < 0.225 ? 0.0f : -0.0f;
+                }
+                x[i] = f;
+            }
+            memset(got, 0xAB, sizeof got);
+            memset(want, 0xAB, sizeof want);
+            pa__bf16_pack_probs(way, x, n, lead, got);
+            for (int t = 0; t < np; t++) {
+                const int c0 = 2 * t - lead, c1 = c0 + 1;
+                pa__bf16_put_pair(way, c0 >= 0 && c0 < n ? x[c0] : 0.0f, c1 < n ? x[c1] : 0.0f,
+                                  want + (size_t)t * u);
+            }
+            if (memcmp(got, want, sizeof got) != 0) {
+                fprintf(stderr, "%s n=%d lead=%d: packed probabilities differ\n",
+                        pa__bf16_way_name(way), n, lead);
+                fail();
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* Whole calls                                                               */
 /* ------------------------------------------------------------------------- */
@@ -519,10 +568,15 @@ static void test_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round),         cmocka_unit_test(test_tiles_every_way),
-        cmocka_unit_test(test_logits_exact),  cmocka_unit_test(test_values_exact),
-        cmocka_unit_test(test_probs_rounded), cmocka_unit_test(test_accuracy_schemes),
-        cmocka_unit_test(test_hidden_rows),   cmocka_unit_test(test_parts_and_kv16),
+        cmocka_unit_test(test_round),
+        cmocka_unit_test(test_tiles_every_way),
+        cmocka_unit_test(test_pack_probs),
+        cmocka_unit_test(test_logits_exact),
+        cmocka_unit_test(test_values_exact),
+        cmocka_unit_test(test_probs_rounded),
+        cmocka_unit_test(test_accuracy_schemes),
+        cmocka_unit_test(test_hidden_rows),
+        cmocka_unit_test(test_parts_and_kv16),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
