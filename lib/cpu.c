@@ -2,7 +2,6 @@
 #include "cpu.h"
 
 #include "posattn.h"
-#include "tile.h"
 
 #include <stdatomic.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -108,11 +107,6 @@ bool pa__cpu_avx2_fma(void)
 const char *pa_kernel_name(void)
 {
     return pa__cpu_avx512() ? "avx512" : pa__cpu_avx2_fma() ? "avx2" : "portable";
-}
-
-const char *pa_bf16_path(void)
-{
-    return pa__bf16_way_name(pa__bf16_chosen());
 }
 
 unsigned pa__fp_enter(void)

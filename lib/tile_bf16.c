@@ -20,6 +20,7 @@
 #include "tile.h"
 
 #include "cpu.h"
+#include "posattn.h"
 
 #include <math.h>
 #include <string.h>
@@ -427,6 +428,11 @@ pa__bf16_way pa__bf16_chosen(void)
 const char *pa__bf16_way_name(pa__bf16_way w)
 {
     return w == PA__BF16_DPBF16 ? "avx512_bf16" : w == PA__BF16_FMA ? "fma" : "portable";
+}
+
+const char *pa_bf16_path(void)
+{
+    return pa__bf16_way_name(pa__bf16_chosen());
 }
 
 void pa__tile_qk_bf16(pa__bf16_way w, int32_t m, int32_t n, int32_t np, float alpha,
