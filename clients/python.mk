@@ -6,8 +6,11 @@
 #                        $(POSATTND) on 127.0.0.1; ~10 s. Needs /usr/bin/python3
 #                        with NumPy (the reference), pip and venv (the README's
 #                        install commands, run as written in fresh venvs with
-#                        no package index), and openssl.
+#                        no package index: tests/clients/test_python_install.py),
+#                        and openssl.
 .PHONY: client-python
 client-python: $(POSATTND)
 	@POSATTND=$(POSATTND) E2E_TIMEOUT=120 tests/e2e/harness.sh \
-	    /usr/bin/python3 tests/clients/test_python_client.py -q
+	    /usr/bin/python3 tests/clients/test_python_client.py -q && \
+	POSATTND=$(POSATTND) E2E_TIMEOUT=120 tests/e2e/harness.sh \
+	    /usr/bin/python3 tests/clients/test_python_install.py -q
