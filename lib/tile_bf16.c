@@ -20,6 +20,7 @@
 #include "tile.h"
 
 #include "cpu.h"
+#include "dtype.h"
 #include "posattn.h"
 
 #include <math.h>
@@ -42,12 +43,10 @@ uint16_t pa__bf16_round(float x)
     return (uint16_t)(u >> 16);
 }
 
+/* x as the bf16 it rounds to, widened back (exact). */
 static inline float bf16_float(float x)
 {
-    const uint32_t u = (uint32_t)pa__bf16_round(x) << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return pa__bf16_f32(pa__bf16_round(x));
 }
 
 void pa__bf16_put_pair(pa__bf16_way w, float lo, float hi, uint32_t *dst)
@@ -159,20 +158,15 @@ void pa__bf16_pack_v(pa__bf16_way w, int32_t n, int32_t dv, const float *v, int 
 /* Plain C                                                                   */
 /* ------------------------------------------------------------------------- */
 
+/* The high (element 2p + 1) and low (2p) halves of a pair. */
 static inline float hi_f(uint32_t w)
 {
-    const uint32_t u = w & 0xFFFF0000u;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return pa__bf16_f32((uint16_t)(w >> 16));
 }
 
 static inline float lo_f(uint32_t w)
 {
-    const uint32_t u = w << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return pa__bf16_f32((uint16_t)(w & 0xFFFFu));
 }
 
 /* One element's sum over np pairs from acc: a[p] (stride 1) against b[p]
@@ -188,22 +182,21 @@ static inline float dot_pairs(float acc, int32_t np, const uint32_t *a, const ui
     return acc;
 }
 
-/* Columns [c0, n) of the products, element by element. */
-static void qk_portable(int32_t m, int32_t c0, int32_t n, int32_t np, float alpha,
-                        const uint32_t *A2, int lda2, const uint32_t *Bt2, size_t ldb, float *S,
-                        int lds)
+/* The products element by element. */
+static void qk_portable(int32_t m, int32_t n, int32_t np, float alpha, const uint32_t *A2, int lda2,
+                        const uint32_t *Bt2, size_t ldb, float *S, int lds)
 {
     for (int32_t i = 0; i < m; i++)
-        for (int32_t j = c0; j < n; j++)
+        for (int32_t j = 0; j < n; j++)
             S[(size_t)i * (size_t)lds + (size_t)j] =
                 dot_pairs(0.0f, np, A2 + (size_t)i * (size_t)lda2, Bt2 + (size_t)j, ldb) * alpha;
 }
 
-static void pv_portable(int32_t m, int32_t c0, int32_t n, int32_t np, const uint32_t *P2, int ldp2,
+static void pv_portable(int32_t m, int32_t n, int32_t np, const uint32_t *P2, int ldp2,
                         const uint32_t *V2, int ldv2, float *O, int ldo)
 {
     for (int32_t i = 0; i < m; i++)
-        for (int32_t c = c0; c < n; c++) {
+        for (int32_t c = 0; c < n; c++) {
             float *o = O + (size_t)i * (size_t)ldo + (size_t)c;
             *o = dot_pairs(*o, np, P2 + (size_t)i * (size_t)ldp2, V2 + (size_t)c, (size_t)ldv2);
         }
@@ -451,7 +444,7 @@ void pa__tile_qk_bf16(pa__bf16_way w, int32_t m, int32_t n, int32_t np, float al
         return;
     }
 #endif
-    qk_portable(m, 0, n, np, alpha, A, lda, Bt, ldb, S, lds);
+    qk_portable(m, n, np, alpha, A, lda, Bt, ldb, S, lds);
 }
 
 void pa__tile_pv_bf16(pa__bf16_way w, int32_t m, int32_t n, int32_t np, const uint32_t *P, int ldp,
@@ -470,5 +463,5 @@ void pa__tile_pv_bf16(pa__bf16_way w, int32_t m, int32_t n, int32_t np, const ui
         return;
     }
 #endif
-    pv_portable(m, 0, n, np, P, ldp, V, ldv, O, ldo);
+    pv_portable(m, n, np, P, ldp, V, ldv, O, ldo);
 }
