@@ -17,6 +17,9 @@ enum { BQ = 64, BK = 256 };
  * keys and values it reads stay in L1 and L2. */
 enum { DEC_BK = 64 };
 
+/* Keys per run of the decode kernel's logits (lib/attention_decode.c). */
+enum { DEC_KG = 8 };
+
 /* T5 buckets come from a table over relative positions [-max_distance,
  * max_distance] (farther ones share the outermost bucket) when it has at
  * most T5_TABLE_MAX entries; from pa_t5_bucket per logit otherwise. With at
@@ -179,7 +182,7 @@ static inline int32_t pa__krun(const head_io *io, int32_t j, int32_t n)
 /* Values are summed in runs of PA__VRUN keys at multiples of PA__VRUN
  * (the decode kernel's pv): a page holds whole runs, so paged and
  * contiguous calls add the same terms in the same order. */
-#define PA__VRUN 16
+#define PA__VRUN 8
 
 static inline bool pa__want_stats(const head_io *io)
 {

@@ -13,11 +13,8 @@
 bool pa__cpu_avx512(void);
 
 /* AVX2 with F16C, under the same switch (POSATTN_KERNEL=portable turns it
- * off). The decode kernel's row kernels have AVX2 variants that compute
- * exactly what the portable C ones do (the same multiplies and adds in
- * the same order, no fused multiply-add), so the bits of a result do not
- * depend on it; the 16-bit keys and values (kv_dtype) are widened with
- * it in registers. */
+ * off): the 16-bit keys and values (kv_dtype) are widened with it in
+ * registers. */
 bool pa__cpu_avx2(void);
 
 /* AVX-512 BF16 (vdpbf16ps, CPUID leaf 7 subleaf 1, EAX bit 5) with
@@ -25,8 +22,12 @@ bool pa__cpu_avx2(void);
  * (lib/tile_bf16.c). */
 bool pa__cpu_avx512_bf16(void);
 
-/* AVX2 with FMA, under the same switch: compute_dtype bf16's products
- * elsewhere, with the bits vdpbf16ps gives. */
+/* AVX2 with FMA (and F16C), under the same switch: compute_dtype bf16's
+ * products elsewhere, with the bits vdpbf16ps gives, the tile products
+ * (lib/tile.c) and the decode kernel's row kernels, whose AVX2 variants
+ * compute exactly what the portable C ones do (the same fused
+ * multiply-adds in the same order), so the bits of a decode do not depend
+ * on it. */
 bool pa__cpu_avx2_fma(void);
 
 /* The kernels run with flush-to-zero: a result below float's smallest

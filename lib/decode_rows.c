@@ -3,23 +3,33 @@
  * for 16-bit ones (kv_dtype), which are widened as they are read.
  *
  * Every variant of a kernel sums as the portable C does for its path: the
- * AVX2 ones are the portable sums eight lanes at a time (a multiply, then
- * an add, in the same order, so their bits are the portable ones); the
- * AVX-512 ones use fused multiply-adds in their own order, and their 16-bit
- * twins widen the rows into an L1 scratch and run the float code on them.
- * A 16-bit call therefore gives, on every path, the bits of the float call
- * on the widened rows.
+ * AVX2 ones are the portable sums eight lanes at a time (fused
+ * multiply-adds, fmaf in the C, in the same order, so their bits are the
+ * portable ones); the AVX-512 ones use fused multiply-adds in their own
+ * order, and their 16-bit twins widen the rows into an L1 scratch and run
+ * the float code on them. A 16-bit call therefore gives, on every path,
+ * the bits of the float call on the widened rows.
+ *
+ * Fused, not a multiply then an add: decode is one multiply-add per
+ * element read, and on CPUs whose adds and multiplies issue on separate
+ * pipes (AMD Zen) the pair of instructions filled the front end, not the
+ * pipes (the AVX2 kernels took 16-17 cycles per key and query row at
+ * D = 128 against 8 for the multiply-adds alone; fused, 12-13). Where
+ * the C runs without an FMA instruction (x86 without AVX2, where nothing
+ * else is fast either) fmaf is a libm call.
  */
 #include "decode_rows.h"
 
 #include "cpu.h"
 #include "dtype.h"
 
+#include <math.h>
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PA_DEC_X86 1
 #include <immintrin.h>
 #define PA_AVX512 __attribute__((target("avx512f")))
-#define PA_AVX2 __attribute__((target("avx2,f16c")))
+#define PA_AVX2 __attribute__((target("avx2,fma,f16c")))
 #endif
 
 /* ------------------------------------------------------------------------- */
@@ -38,9 +48,9 @@ static void dot_rows(const float *q, int32_t n, int32_t d, const float *k, size_
             int32_t c = 0;
             for (; c + 8 <= d; c += 8)
                 for (int32_t u = 0; u < 8; u++)
-                    acc[u] += x[c + u] * y[c + u];
+                    acc[u] = fmaf(x[c + u], y[c + u], acc[u]);
             for (; c < d; c++)
-                acc[0] += x[c] * y[c];
+                acc[0] = fmaf(x[c], y[c], acc[0]);
             s[(size_t)r * lds + (size_t)t] = scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
                                                       ((acc[2] + acc[6]) + (acc[3] + acc[7])));
         }
@@ -59,7 +69,7 @@ static void pv_block(float *o, size_t ldo, const float *P, size_t ldp, int32_t n
             if (w == 0.0f)
                 continue;
             for (int32_t c = 0; c < d; c++)
-                y[c] += w * v[c];
+                y[c] = fmaf(w, v[c], y[c]);
         }
     }
 }
@@ -79,9 +89,9 @@ static inline __attribute__((always_inline)) void dot_rows_t(pa_dtype t, const f
             int32_t c = 0;
             for (; c + 8 <= d; c += 8)
                 for (int32_t u = 0; u < 8; u++)
-                    acc[u] += x[c + u] * pa__dtype_get(t, y, (size_t)(c + u));
+                    acc[u] = fmaf(x[c + u], pa__dtype_get(t, y, (size_t)(c + u)), acc[u]);
             for (; c < d; c++)
-                acc[0] += x[c] * pa__dtype_get(t, y, (size_t)c);
+                acc[0] = fmaf(x[c], pa__dtype_get(t, y, (size_t)c), acc[0]);
             s[(size_t)r * lds + (size_t)tt] = scale * (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
                                                        ((acc[2] + acc[6]) + (acc[3] + acc[7])));
         }
@@ -100,7 +110,7 @@ static inline __attribute__((always_inline)) void pv_block_t(pa_dtype t, float *
             if (w == 0.0f)
                 continue;
             for (int32_t c = 0; c < d; c++)
-                y[c] += w * pa__dtype_get(t, v, (size_t)c);
+                y[c] = fmaf(w, pa__dtype_get(t, v, (size_t)c), y[c]);
         }
     }
 }
@@ -151,21 +161,34 @@ PA_AVX2 static inline __attribute__((always_inline)) __m256 ld8(pa_dtype t, cons
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* R rows (1 or 2) against 4 keys of dot_rows: lane u of acc[r][t] is
- * dot_rows's acc[u], added to as it is (a multiply, then an add: no fused
- * multiply-add, whose single rounding would differ), and the tail and the
- * final sum done as it does them. Keys past nk repeat the first and are not
- * stored. */
+/* dot_rows's final sum of the eight lanes of each of a0..a3, in its
+ * order ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)), as four floats:
+ * the halves added, then two rounds of pairwise adds. */
+PA_AVX2 static inline __m128 lane_sums4(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+    const __m128 h0 = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+    const __m128 h1 = _mm_add_ps(_mm256_castps256_ps128(a1), _mm256_extractf128_ps(a1, 1));
+    const __m128 h2 = _mm_add_ps(_mm256_castps256_ps128(a2), _mm256_extractf128_ps(a2, 1));
+    const __m128 h3 = _mm_add_ps(_mm256_castps256_ps128(a3), _mm256_extractf128_ps(a3, 1));
+    return _mm_hadd_ps(_mm_hadd_ps(h0, h1), _mm_hadd_ps(h2, h3));
+}
+
+/* R rows (1 to 3) against 4 keys of dot_rows: lane u of acc[r][t] is
+ * dot_rows's acc[u], taking the same fused multiply-adds in the same
+ * order, and the tail and the final sum done as it does them. Each key
+ * vector serves the R rows while in a register, so a group of G query
+ * heads reads its keys ceil(G / 3) times, from L1 after the first. Keys
+ * past nk repeat the first and are not stored. */
 PA_AVX2 static inline __attribute__((always_inline)) void
-dot_tile2(const int R, pa_dtype t, const float *q, int32_t d, const void *k, size_t ldk, int32_t nk,
+dot_tile3(const int R, pa_dtype t, const float *q, int32_t d, const void *k, size_t ldk, int32_t nk,
           float scale, float *s, size_t lds)
 {
-    __m256 acc[2][4];
+    __m256 acc[3][4];
     size_t kt[4];
     int32_t c = 0;
     for (int u = 0; u < 4; u++)
         kt[u] = u < nk ? (size_t)u * ldk : 0;
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int u = 0; u < 4; u++)
@@ -173,57 +196,38 @@ dot_tile2(const int R, pa_dtype t, const float *q, int32_t d, const void *k, siz
     for (; c + 8 <= d; c += 8) {
         const __m256 k0 = ld8(t, k, kt[0] + (size_t)c), k1 = ld8(t, k, kt[1] + (size_t)c);
         const __m256 k2 = ld8(t, k, kt[2] + (size_t)c), k3 = ld8(t, k, kt[3] + (size_t)c);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int r = 0; r < R; r++) {
             const __m256 x = _mm256_loadu_ps(q + (size_t)r * d + c);
-            acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(x, k0));
-            acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(x, k1));
-            acc[r][2] = _mm256_add_ps(acc[r][2], _mm256_mul_ps(x, k2));
-            acc[r][3] = _mm256_add_ps(acc[r][3], _mm256_mul_ps(x, k3));
+            acc[r][0] = _mm256_fmadd_ps(x, k0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(x, k1, acc[r][1]);
+            acc[r][2] = _mm256_fmadd_ps(x, k2, acc[r][2]);
+            acc[r][3] = _mm256_fmadd_ps(x, k3, acc[r][3]);
         }
     }
-    if (R == 2 && nk == 4 && c == d) {
-        /* The eight sums at once: transposed, vector e holds lane e of
-         * each accumulator, so the same tree of adds runs in every lane. */
-        const __m256 t0 = _mm256_unpacklo_ps(acc[0][0], acc[0][1]);
-        const __m256 t1 = _mm256_unpackhi_ps(acc[0][0], acc[0][1]);
-        const __m256 t2 = _mm256_unpacklo_ps(acc[0][2], acc[0][3]);
-        const __m256 t3 = _mm256_unpackhi_ps(acc[0][2], acc[0][3]);
-        const __m256 t4 = _mm256_unpacklo_ps(acc[1][0], acc[1][1]);
-        const __m256 t5 = _mm256_unpackhi_ps(acc[1][0], acc[1][1]);
-        const __m256 t6 = _mm256_unpacklo_ps(acc[1][2], acc[1][3]);
-        const __m256 t7 = _mm256_unpackhi_ps(acc[1][2], acc[1][3]);
-        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-        const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-        const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-        const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-        /* Lane e of a[e]: row 0's four keys in lanes 0-3, row 1's in 4-7. */
-        const __m256 e0 = _mm256_permute2f128_ps(u0, u4, 0x20);
-        const __m256 e1 = _mm256_permute2f128_ps(u1, u5, 0x20);
-        const __m256 e2 = _mm256_permute2f128_ps(u2, u6, 0x20);
-        const __m256 e3 = _mm256_permute2f128_ps(u3, u7, 0x20);
-        const __m256 e4 = _mm256_permute2f128_ps(u0, u4, 0x31);
-        const __m256 e5 = _mm256_permute2f128_ps(u1, u5, 0x31);
-        const __m256 e6 = _mm256_permute2f128_ps(u2, u6, 0x31);
-        const __m256 e7 = _mm256_permute2f128_ps(u3, u7, 0x31);
-        const __m256 sum =
-            _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(e0, e4), _mm256_add_ps(e1, e5)),
-                          _mm256_add_ps(_mm256_add_ps(e2, e6), _mm256_add_ps(e3, e7)));
-        const __m256 sc = _mm256_mul_ps(_mm256_set1_ps(scale), sum);
-        _mm_storeu_ps(s, _mm256_castps256_ps128(sc));
-        _mm_storeu_ps(s + lds, _mm256_extractf128_ps(sc, 1));
-        return;
-    }
-    for (int r = 0; r < R; r++)
-        for (int32_t u = 0; u < nk; u++) {
-            const float *x = q + (size_t)r * d;
-            float a[8];
-            _mm256_storeu_ps(a, acc[r][u]);
-            for (int32_t e = c; e < d; e++)
-                a[0] += x[e] * pa__dtype_get(t, k, kt[u] + (size_t)e);
-            s[(size_t)r * lds + (size_t)u] =
-                scale * (((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])));
+    if (c < d) /* the tail into lane 0, as dot_rows adds it */
+        for (int r = 0; r < R; r++)
+            for (int u = 0; u < 4; u++) {
+                const float *x = q + (size_t)r * d;
+                float a[8];
+                _mm256_storeu_ps(a, acc[r][u]);
+                for (int32_t e = c; e < d; e++)
+                    a[0] = fmaf(x[e], pa__dtype_get(t, k, kt[u] + (size_t)e), a[0]);
+                acc[r][u] = _mm256_loadu_ps(a);
+            }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++) {
+        const __m128 sc =
+            _mm_mul_ps(_mm_set1_ps(scale), lane_sums4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
+        if (nk == 4) {
+            _mm_storeu_ps(s + (size_t)r * lds, sc);
+        } else {
+            float out[4];
+            _mm_storeu_ps(out, sc);
+            for (int32_t u = 0; u < nk; u++)
+                s[(size_t)r * lds + (size_t)u] = out[u];
         }
+    }
 }
 
 PA_AVX2 static inline __attribute__((always_inline)) void
@@ -231,15 +235,17 @@ dot_rows_avx2_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k,
                 int32_t nk, float scale, float *s, size_t lds)
 {
     int32_t r = 0;
+    for (; r + 3 <= n; r += 3)
+        dot_tile3(3, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
     for (; r + 2 <= n; r += 2)
-        dot_tile2(2, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        dot_tile3(2, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
     if (r < n)
-        dot_tile2(1, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        dot_tile3(1, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
 }
 
 /* R rows (1 to 4) by 8W columns (W 1 or 2) from c of pv_block: each row's
  * columns stay in registers across the nk keys and take, key after key,
- * the same w * v additions as pv_block's (a zero weight skipped), so
+ * the same fused w * v additions as pv_block's (a zero weight skipped), so
  * every element sees the same sums in the same order. dense: no weight of
  * the tile is zero (nothing to skip, no test). */
 PA_AVX2 static inline __attribute__((always_inline)) void
@@ -262,9 +268,9 @@ pv_tile2(const int R, const int W, const bool dense, pa_dtype t, float *o, size_
             if (!dense && *w == 0.0f)
                 continue;
             wv = _mm256_broadcast_ss(w);
-            acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(wv, v0));
+            acc[r][0] = _mm256_fmadd_ps(wv, v0, acc[r][0]);
             if (W > 1)
-                acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(wv, v1));
+                acc[r][1] = _mm256_fmadd_ps(wv, v1, acc[r][1]);
         }
     }
 #pragma GCC unroll 4
@@ -303,7 +309,7 @@ pv_rows2(const int R, pa_dtype t, float *o, size_t ldo, const float *P, size_t l
                 if (w == 0.0f)
                     continue;
                 for (int32_t e = c; e < d; e++)
-                    y[e] += w * pa__dtype_get(t, V, (size_t)j * ldv + (size_t)e);
+                    y[e] = fmaf(w, pa__dtype_get(t, V, (size_t)j * ldv + (size_t)e), y[e]);
             }
         }
 }
@@ -610,7 +616,7 @@ pa__row_ops pa__row_ops_pick(pa_dtype t)
         ops.pv = pv_block_avx512;
         ops.dot16 = f16 ? dot_rows_avx512_f16 : dot_rows_avx512_bf16;
         ops.pv16 = f16 ? pv_block_avx512_f16 : pv_block_avx512_bf16;
-    } else if (pa__cpu_avx2()) {
+    } else if (pa__cpu_avx2_fma()) {
         ops.dot = dot_rows_avx2;
         ops.pv = pv_block_avx2;
         ops.dot16 = f16 ? dot_rows_avx2_f16 : dot_rows_avx2_bf16;
