@@ -3,10 +3,14 @@
  * The logits tile costs D multiply-adds per entry in sgemm but one exp in
  * the softmax, and a libm expf call is scalar: written as straight-line
  * arithmetic (Cephes' expf polynomial, scaled by 2^n through the exponent
- * bits) the loops below vectorize, and target_clones picks AVX2 code at
- * load time where the processor has it. With AVX-512 the same arithmetic
- * runs as explicit intrinsics (GCC leaves the max pass scalar: it will not
- * turn the NaN-ignoring select into vmaxps on its own). Built with -O3 and
+ * bits) the loops below vectorize, and target_clones picks x86-64-v3 code
+ * (AVX2 and FMA, where fmaf is one instruction) at load time where the
+ * processor has it; elsewhere on x86 fmaf is a libm call. With AVX-512,
+ * and for the max and exp passes with AVX2 (softmax_avx2.c), the same
+ * arithmetic runs as explicit intrinsics (GCC leaves the max pass scalar:
+ * it will not turn the NaN-ignoring select into vmaxps on its own, and it
+ * turns the exp's clamps and selects into about 50 instructions per eight
+ * lanes, twice the intrinsics' count). Built with -O3 and
  * -fno-trapping-math (Makefile): the selects below may then be if-converted;
  * nothing here relies on floating-point exception flags.
  */
@@ -21,14 +25,17 @@
  * before the sanitizer runtime is set up. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define PA__CLONES __attribute__((target_clones("avx2", "default")))
+#define PA__CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define PA__CLONES
 #endif
 
 /* exp(x) for x <= ~88; exactly 0 below -87 (so -inf gives 0); NaN stays NaN,
  * so that a logit that overflowed shows in the row's sum. The clamps are
- * written so that NaN never reaches the integer conversion. */
+ * written so that NaN never reaches the integer conversion. The reduction
+ * and the polynomial are fused multiply-adds, each rounded once: the
+ * AVX2 and AVX-512 exps below and in softmax_avx2.c do exactly these, so
+ * every path's exp has the same bits. */
 static inline float exp_lane(float x)
 {
     const float log2e = 1.44269504088896341f;
@@ -42,15 +49,15 @@ static inline float exp_lane(float x)
     /* Round to nearest by the 1.5 * 2^23 trick: |xc * log2e| < 2^22, and a
      * libm floorf call would stop the loop from vectorizing. */
     n = (xc * log2e + 12582912.0f) - 12582912.0f;
-    r = xc - n * ln2_hi;
-    r = r - n * ln2_lo;
+    r = fmaf(-n, ln2_hi, xc);
+    r = fmaf(-n, ln2_lo, r);
     p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p * r, r, r) + 1.0f;
     bits = ((int32_t)n + 127) << 23;
     memcpy(&scale, &bits, sizeof scale);
     return x > -87.0f ? p * scale : (x == x ? 0.0f : x);
@@ -361,14 +368,27 @@ PA_AVX512 static void row_softcap_avx512(float *row, int32_t n, float cap)
 #define row_exp_scale_avx512 row_exp_scale
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PA_HAVE_AVX2() pa__cpu_avx2_fma()
+#else
+#define PA_HAVE_AVX2() 0
+#define pa__row_max_avx2 row_max
+#define pa__row_exp_sum_avx2 row_exp_sum
+#define pa__row_exp_scale_avx2 row_exp_scale
+#endif
+
 float pa__row_max(const float *row, int32_t n)
 {
-    return PA_HAVE_AVX512() ? row_max_avx512(row, n) : row_max(row, n);
+    return PA_HAVE_AVX512() ? row_max_avx512(row, n)
+           : PA_HAVE_AVX2() ? pa__row_max_avx2(row, n)
+                            : row_max(row, n);
 }
 
 float pa__row_exp_sum(float *row, int32_t n, float m)
 {
-    return PA_HAVE_AVX512() ? row_exp_sum_avx512(row, n, m) : row_exp_sum(row, n, m);
+    return PA_HAVE_AVX512() ? row_exp_sum_avx512(row, n, m)
+           : PA_HAVE_AVX2() ? pa__row_exp_sum_avx2(row, n, m)
+                            : row_exp_sum(row, n, m);
 }
 
 float pa__row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos, int32_t qpos,
@@ -382,6 +402,8 @@ void pa__row_exp_scale(float *row, int32_t n, float m, float scale)
 {
     if (PA_HAVE_AVX512())
         row_exp_scale_avx512(row, n, m, scale);
+    else if (PA_HAVE_AVX2())
+        pa__row_exp_scale_avx2(row, n, m, scale);
     else
         row_exp_scale(row, n, m, scale);
 }
