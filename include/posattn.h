@@ -458,11 +458,12 @@ pa_status pa_attention_merge(const pa_attention *a, const pa_attention_out *out,
 /* The kernels this process runs, chosen at run time: "avx512" (FMA
  * micro-kernels where the CPU has AVX-512F), "avx2" (where it has AVX2, FMA
  * and F16C but not AVX-512: the tile products as AVX2 FMA micro-kernels,
- * and the decode kernel's row loops as AVX2 code that computes the plain
- * C's bits, the same multiplies and adds in the same order, widening
- * 16-bit keys and values (kv_dtype) in registers) or "portable" (plain C
- * and OpenBLAS), which the environment variable POSATTN_KERNEL=portable
- * forces. */
+ * the softmax's max and exp passes and the decode kernel's row loops as
+ * AVX2 code that computes the plain C's bits, the same fused multiply-adds
+ * in the same order, widening 16-bit keys and values (kv_dtype) in
+ * registers) or "portable" (plain C and OpenBLAS). The environment
+ * variable POSATTN_KERNEL, read at the first call, forces "portable" or,
+ * on a CPU with AVX-512, "avx2". */
 const char *pa_kernel_name(void);
 
 /* What computes compute_dtype bf16's products: "avx512_bf16" (vdpbf16ps,

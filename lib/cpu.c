@@ -14,7 +14,7 @@
 static bool detect(void)
 {
     const char *force = getenv("POSATTN_KERNEL");
-    if (force != NULL && strcmp(force, "portable") == 0)
+    if (force != NULL && (strcmp(force, "portable") == 0 || strcmp(force, "avx2") == 0))
         return false;
 #if defined(__x86_64__) && defined(__GNUC__)
     return __builtin_cpu_supports("avx512f");

@@ -1,9 +1,11 @@
 /* cpu.h - which kernels run (lib/cpu.c).
  *
  * The AVX-512 kernels (tile, softmax, decode) run where the CPU has
- * AVX-512F; the portable ones (plain C, OpenBLAS) everywhere else, or when
- * the environment variable POSATTN_KERNEL is "portable" at the first call,
- * so that tests and benchmarks can run each path on one machine.
+ * AVX-512F, the AVX2 ones where it has AVX2 and FMA, the portable ones
+ * (plain C, OpenBLAS) everywhere else. The environment variable
+ * POSATTN_KERNEL, read at the first call, forces the portable ones
+ * ("portable") or the AVX2 ones on a CPU with AVX-512 ("avx2"), so that
+ * tests and benchmarks can run each path on one machine.
  */
 #ifndef PA_CPU_H
 #define PA_CPU_H
