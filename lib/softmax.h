@@ -1,6 +1,9 @@
 /* softmax.h - the row kernels of the online softmax: a vectorizable exp, the
  * max / exp-and-sum passes over a row of logits, and the row scale and fill
  * around them (lib/softmax.c).
+ *
+ * Private to lib/, and a test-only interface: bench/bench_attention.c checks
+ * pa__row_softcap's tanh on every float.
  */
 #ifndef PA_SOFTMAX_H
 #define PA_SOFTMAX_H
