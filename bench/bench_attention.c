@@ -4,6 +4,9 @@
  *
  *   build/bench/bench_attention           full table
  *   build/bench/bench_attention --smoke   tiny sizes, one repetition (make test)
+ *   build/bench/bench_attention --options [NAME]
+ *                                         the options section alone (the rows
+ *                                         whose name starts with NAME)
  *
  * GFLOP/s counts 4*Lq*Lk*D per head (two GEMMs) for every case, causal too,
  * so a causal case that skips hidden tiles shows as a higher figure.
@@ -39,15 +42,20 @@
  * block, S = 4 times less work than the full causal call (target about 4,
  * reported, not counted). The masked call narrows each block of queries to
  * the keys its mask rows reach, so it skips those blocks too: against it
- * the figure is what reading and applying the [L, L] mask costs.
+ * the figure is what reading and applying the [L, L] mask costs. Softcap
+ * once more with the queries scaled so that most logits pass the cap (the
+ * tanh's costlier piece; reported, no target), and the softcap's tanh
+ * checked against double tanh on every float.
  */
 #include "posattn.h"
 #include "ceiling.h"
-#include "tile.h" /* lib/'s test-only interface to its tile kernels */
+#include "softmax.h" /* lib/'s row kernels: the softcap's tanh on every float */
+#include "tile.h"    /* lib/'s test-only interface to its tile kernels */
 
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,6 +308,92 @@ static void bench_bf16(int tmax, int reps, double fma_peak, int *met, int *misse
     }
 }
 
+/* The softcap's tanh (lib/softmax.c) on every float: pa__row_softcap with
+ * cap 1 (where x * (1 / cap) and the product by cap are exact), against
+ * double tanh from 2^-12 to 9.1; below it must give x (tanh(x) rounds to x
+ * there), from 9.1 exactly 1, for -x exactly -tanh(x) (-inf, a masked
+ * logit, stays -inf), for NaN NaN. Each part takes a share of the
+ * positive floats and their negations. */
+typedef struct tanh_part {
+    double ulp, abs; /* the largest error in ulps of tanh(x), and in absolute */
+    float at;        /* where the error in ulps is largest */
+    uint64_t misses; /* exactness, symmetry or NaN broken */
+} tanh_part;
+
+static double ulp_at(double r)
+{
+    int e;
+    if (fabs(r) < 0x1p-126)
+        return 0x1p-149;
+    frexp(fabs(r), &e);
+    return ldexp(1.0, e - 24);
+}
+
+static void tanh_fn(void *ctx, int part, int nparts)
+{
+    enum { C = 4096 };
+    tanh_part *r = (tanh_part *)ctx + part;
+    const uint64_t stop = (uint64_t)0x80000000u * (part + 1) / nparts;
+    uint64_t b = (uint64_t)0x80000000u * part / nparts;
+    float in[C], out[C], neg[C];
+    *r = (tanh_part){0};
+    while (b < stop) {
+        int n = 0;
+        for (; n < C && b < stop; n++, b++) {
+            const uint32_t u = (uint32_t)b;
+            memcpy(&in[n], &u, sizeof u);
+            out[n] = in[n];
+            neg[n] = -in[n];
+        }
+        pa__row_softcap(out, n, 1.0f);
+        pa__row_softcap(neg, n, 1.0f);
+        for (int j = 0; j < n; j++) {
+            const float x = in[j], y = out[j];
+            double want, err;
+            if (isnan(x)) {
+                r->misses += !isnan(y) || !isnan(neg[j]);
+                continue;
+            }
+            r->misses += neg[j] != (isinf(x) ? -INFINITY : -y); /* -inf is a mask's */
+            if (x < 0x1p-12f || x >= 9.1f) {
+                r->misses += y != (x < 1.0f ? x : 1.0f);
+                continue;
+            }
+            want = tanh((double)x);
+            err = fabs(y - want);
+            r->abs = err > r->abs ? err : r->abs;
+            if (err / ulp_at(want) > r->ulp) {
+                r->ulp = err / ulp_at(want);
+                r->at = x;
+            }
+        }
+    }
+}
+
+/* Prints the check's line; returns whether it met softmax.h's bound. */
+static bool check_softcap_tanh(int threads)
+{
+    tanh_part parts[MAX_THREADS], all = {0};
+    par_ctx pc = {tanh_fn, parts, threads};
+    const double t0 = now();
+    run_parallel(&pc);
+    for (int i = 0; i < threads; i++) {
+        if (parts[i].ulp > all.ulp) {
+            all.ulp = parts[i].ulp;
+            all.at = parts[i].at;
+        }
+        all.abs = fmax(all.abs, parts[i].abs);
+        all.misses += parts[i].misses;
+    }
+    const bool ok = all.ulp <= 1.32 && all.misses == 0;
+    printf("softcap's tanh on all 2^32 floats (%.1f s): within %.3f ulp of tanh (at %.9g), "
+           "%.2g absolute; exact below 2^-12 and past 9.1, odd, NaN kept: %llu misses "
+           "(target <= 1.32 ulp, none: %s)\n",
+           now() - t0, all.ulp, (double)all.at, all.abs, (unsigned long long)all.misses,
+           ok ? "met" : "NO");
+    return ok;
+}
+
 /* --one SCHEME L H D T: one case's fraction of the FMA peak of T threads
  * (rope or none, not causal, Hkv = H), best of 5, on one line: what
  * bench/service.sh compares the service's own roofline fraction with. */
@@ -346,6 +440,9 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--one") == 0)
         return bench_one(argc, argv);
     bool smoke = argc > 1 && strcmp(argv[1], "--smoke") == 0;
+    /* --options [NAME]: only the options section (rows named NAME...). */
+    const char *only =
+        argc > 1 && strcmp(argv[1], "--options") == 0 ? (argc > 2 ? argv[2] : "") : NULL;
     const int reps = smoke ? 1 : 3;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int tmax = cores < 2 ? 1 : cores > MAX_THREADS ? MAX_THREADS : (int)cores;
@@ -365,7 +462,7 @@ int main(int argc, char **argv)
         {"rope causal", PA_SCHEME_ROPE, 40, 4, 2, 8, true},
     };
     const bench_case *cases = smoke ? tiny : full;
-    size_t ncases = smoke ? sizeof tiny / sizeof tiny[0] : sizeof full / sizeof full[0];
+    size_t ncases = only ? 0 : smoke ? sizeof tiny / sizeof tiny[0] : sizeof full / sizeof full[0];
 
     int met = 0, missed = 0;
 
@@ -373,17 +470,23 @@ int main(int argc, char **argv)
     const char *width = "-";
     openblas_set_num_threads(1);
     for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax)
-        peak[T] = smoke ? 1.0 : ceiling_fma_gflops(T, &width);
-    printf("attention on %s: %s kernels; fp32 FMA peak (%s) %.1f GFLOP/s on 1 thread, %.1f on "
-           "%d\n",
-           ceiling_cpu_model(), pa_kernel_name(), width, peak[1], peak[tmax], tmax);
-    printf("GFLOP/s counts 4*L*L*D*H (causal: the visible half, 4*D*H*L*(L+1)/2); beside it\n"
-           "the same two GEMMs per head through OpenBLAS sgemm (1 thread inside each of T)\n"
-           "and through the library's own tile kernels (%s), with no softmax or masks\n",
-           pa__tile_native() ? "AVX-512" : strcmp(pa_kernel_name(), "avx2") == 0 ? "AVX2" : "OpenBLAS");
-    printf("%-16s %6s %4s %4s %4s %3s %9s %9s %8s %7s %5s %10s %10s %8s\n", "case", "L", "H", "Hkv",
-           "D", "T", "ms", "GFLOP/s", "of peak", "target", "met", "sgemm GF/s", "tiles GF/s",
-           "of tiles");
+        peak[T] = smoke || only ? 1.0 : ceiling_fma_gflops(T, &width);
+    printf("attention on %s: %s kernels", ceiling_cpu_model(), pa_kernel_name());
+    if (only == NULL) {
+        printf("; fp32 FMA peak (%s) %.1f GFLOP/s on 1 thread, %.1f on %d\n", width, peak[1],
+               peak[tmax], tmax);
+        printf("GFLOP/s counts 4*L*L*D*H (causal: the visible half, 4*D*H*L*(L+1)/2); beside it\n"
+               "the same two GEMMs per head through OpenBLAS sgemm (1 thread inside each of T)\n"
+               "and through the library's own tile kernels (%s), with no softmax or masks\n",
+               pa__tile_native()                       ? "AVX-512"
+               : strcmp(pa_kernel_name(), "avx2") == 0 ? "AVX2"
+                                                       : "OpenBLAS");
+        printf("%-16s %6s %4s %4s %4s %3s %9s %9s %8s %7s %5s %10s %10s %8s\n", "case", "L", "H",
+               "Hkv", "D", "T", "ms", "GFLOP/s", "of peak", "target", "met", "sgemm GF/s",
+               "tiles GF/s", "of tiles");
+    } else {
+        printf("\n");
+    }
     for (size_t i = 0; i < ncases; i++) {
         const bench_case *bc = &cases[i];
         const int L = bc->L, H = bc->H, Hkv = bc->Hkv, D = bc->D;
@@ -472,10 +575,10 @@ int main(int argc, char **argv)
         free(gc.o);
     }
 
-    if (!smoke)
+    if (!smoke && !only)
         bench_bf16(tmax, reps, peak[tmax], &met, &missed);
 
-    if (!smoke) {
+    if (!smoke && !only) {
         /* The peak again: on a shared host a neighbour can take the cores
          * for a while, and a ratio is only as good as its ceiling. */
         double again = ceiling_fma_gflops(tmax, &width);
@@ -492,6 +595,7 @@ int main(int argc, char **argv)
         pa_scheme s;
         attn_ctx ac;
         float sinks[H], *bias = randn((size_t)L * L, 7), *norm = randn(D, 8);
+        float *qwide = randn((size_t)L * H * D, 1);
         float *ent = malloc((size_t)H * L * sizeof(float)),
               *dist = malloc((size_t)H * L * sizeof(float));
         uint8_t *docs = malloc((size_t)L * L);
@@ -601,7 +705,9 @@ int main(int argc, char **argv)
                L, H, D, tmax, ROUNDS);
         printf("%-28s %9s %10s %7s %5s\n", "option", "GFLOP/s", "speed", "target", "met");
         const pa_attention base = ac.a; /* each option's pair starts from it */
-        for (int o = 0; o < 22; o++) {
+        for (int i = 0; i < L * H * D; i++)
+            qwide[i] *= 600.0f; /* logits with a standard deviation of 200 */
+        for (int o = 0; o < 23; o++) {
             static const char *const names[] = {"softcap 50",
                                                 "sinks",
                                                 "bias [1, L, L]",
@@ -623,7 +729,10 @@ int main(int argc, char **argv)
                                                 "cope npos 64",
                                                 "cope npos L+1",
                                                 "packed 4 x 512 vs mask",
-                                                "packed 4 x 512 vs full L"};
+                                                "packed 4 x 512 vs full L",
+                                                "softcap 50, logits sd 4 cap"};
+            if (only != NULL && strncmp(names[o], only, strlen(only)) != 0)
+                continue;
             /* Those that add work to every logit; q/k norms add O(L*D).
              * CoPE computes q.k twice by design (its gates need the whole
              * row first): reported, no target. */
@@ -699,6 +808,12 @@ int main(int argc, char **argv)
             case 19:
                 with.scheme = &cope_full;
                 break;
+            case 22:
+                /* The bench's logits lie within 2 of 0, far inside the cap:
+                 * here most reach it, and the tanh takes both pieces. */
+                plain.q = with.q = qwide;
+                with.softcap = 50.0f;
+                break;
             case 20:
             case 21:
                 if (o == 20) {
@@ -738,7 +853,7 @@ int main(int argc, char **argv)
                    counted ? (ratio[ROUNDS / 2] >= 0.90 ? "met" : "NO") : "-");
             if (counted)
                 ratio[ROUNDS / 2] >= 0.90 ? met++ : missed++;
-            if (o >= 10)
+            if (o >= 10 && o <= 21)
                 printf("%-28s %9s %9.2fx the time of rope causal\n", "", "",
                        1.0 / ratio[ROUNDS / 2]);
         }
@@ -761,7 +876,11 @@ int main(int argc, char **argv)
         free(dist);
         free(norm);
         free(docs);
+        free(qwide);
     }
+
+    if (!smoke && (only == NULL || strncmp("softcap tanh", only, strlen(only)) == 0))
+        check_softcap_tanh(tmax) ? met++ : missed++;
 
     /* Working memory of the long-context case, from the library's own query. */
     {
