@@ -101,16 +101,17 @@ PA_AVX2 float pa__row_exp_sum_avx2(float *row, int32_t n, float m)
     float lane[16];
     float sum = 0.0f;
     int32_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
-        const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j + 8), vm));
-        _mm256_storeu_ps(row + j, e0);
-        _mm256_storeu_ps(row + j + 8, e1);
-        s0 = _mm256_add_ps(s0, e0);
-        s1 = _mm256_add_ps(s1, e1);
+    /* The exps, then their sums: in one loop the two running sums took the
+     * registers the exp's constants need, and GCC kept them on the stack,
+     * a store-to-load chain per step. */
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(row + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm)));
+    exp_tail(row, j, n, vm, vm, false);
+    for (j = 0; j + 16 <= n; j += 16) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(row + j));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(row + j + 8));
     }
     /* softmax.c's lane_sum: the tail added in order, then the 16 lanes */
-    exp_tail(row, j, n, vm, vm, false);
     for (; j < n; j++)
         sum += row[j];
     _mm256_storeu_ps(lane, s0);
