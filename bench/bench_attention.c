@@ -394,9 +394,10 @@ static bool check_softcap_tanh(int threads)
     return ok;
 }
 
-/* --one SCHEME L H D T: one case's fraction of the FMA peak of T threads
- * (rope or none, not causal, Hkv = H), best of 5, on one line: what
- * bench/service.sh compares the service's own roofline fraction with. */
+/* --one SCHEME L H D T [causal]: one case's fraction of the FMA peak of T
+ * threads (rope or none, Hkv = H, causal counting the visible half), best
+ * of 5, on one line: what bench/service.sh compares the service's own
+ * roofline fraction with. */
 static int bench_one(int argc, char **argv)
 {
     pa_scheme s;
@@ -404,10 +405,11 @@ static int bench_one(int argc, char **argv)
     const char *width;
     int L, H, D, T;
     double peak, t, of;
-    if (argc != 7 || (strcmp(argv[2], "rope") != 0 && strcmp(argv[2], "none") != 0) ||
+    const bool causal = argc == 8 && strcmp(argv[7], "causal") == 0;
+    if ((argc != 7 && !causal) || (strcmp(argv[2], "rope") != 0 && strcmp(argv[2], "none") != 0) ||
         (L = atoi(argv[3])) < 1 || (H = atoi(argv[4])) < 1 || (D = atoi(argv[5])) < 1 ||
         (T = atoi(argv[6])) < 1 || T > MAX_THREADS) {
-        fprintf(stderr, "usage: bench_attention --one rope|none L H D T\n");
+        fprintf(stderr, "usage: bench_attention --one rope|none L H D T [causal]\n");
         return 2;
     }
     pa_scheme_init(&s, strcmp(argv[2], "rope") == 0 ? PA_SCHEME_ROPE : PA_SCHEME_NONE);
@@ -415,6 +417,7 @@ static int bench_one(int argc, char **argv)
     ac.a.num_heads = ac.a.num_kv_heads = H;
     ac.a.head_dim = D;
     ac.a.q_len = ac.a.k_len = L;
+    ac.a.causal = causal;
     ac.a.q = randn((size_t)L * H * D, 1);
     ac.a.k = randn((size_t)L * H * D, 2);
     ac.a.v = randn((size_t)L * H * D, 5);
@@ -429,9 +432,9 @@ static int bench_one(int argc, char **argv)
         par_ctx pa = {attention_fn, &ac, T};
         t = best_time(run_parallel, &pa, 5);
     }
-    of = 4.0 * L * (double)L * D * H / t * 1e-9 / peak;
-    printf("%s L=%d H=%d D=%d T=%d: %.2f ms, %.4f of the FMA peak (%.1f GFLOP/s, %s)\n", argv[2], L,
-           H, D, T, t * 1e3, of, peak, width);
+    of = (causal ? 2.0 * L * (L + 1.0) : 4.0 * L * (double)L) * D * H / t * 1e-9 / peak;
+    printf("%s%s L=%d H=%d D=%d T=%d: %.2f ms, %.4f of the FMA peak (%.1f GFLOP/s, %s)\n", argv[2],
+           causal ? " causal" : "", L, H, D, T, t * 1e3, of, peak, width);
     return 0;
 }
 
