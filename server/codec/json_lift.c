@@ -267,7 +267,7 @@ static size_t parse_leaf_fast(const char *s, size_t len, size_t p, array_ctx *a,
     float *data = a->data;
 
     *closed = false;
-    /* An element's reads end 25 bytes past its start at most (a sign, a
+    /* An element's reads end 26 bytes past p at most (a space, a sign, a
      * digit and '.', two 8-byte loads); 48 leaves room to spare. */
     while (p + 48 <= len) {
         if (s[p] == ' ') /* ", " between elements, as Python's json.dumps writes */
