@@ -24,6 +24,10 @@
 # Everything listens on 127.0.0.1 (port 0) and stops at the end.
 # usage: bench/service.sh [BUILD]     (make bench-service builds and runs it)
 #        SMOKE=1 bench/service.sh     (make test: 1 s runs, L=64; figures meaningless)
+#        SMALL_ONLY=1 bench/service.sh   (part 1 only)
+#        BEFORE=path/to/posattnd bench/service.sh   (part 1 also measures that
+#            binary, an earlier build, in the same rounds, alternating with
+#            this one: a change's before and after against one ceiling)
 set -u
 BUILD=${1:-${BUILD:-build}}
 SRV=$BUILD/posattnd
@@ -85,19 +89,54 @@ curl -sf -o "$TMP/answer.json" -H 'Content-Type: application/json' \
 start bare "$BARE" "$TMP/answer.json"
 bare_url=$url
 
-best_srv=0 best_bare=0 best_b64=0
+if [ -n "${BEFORE:-}" ]; then
+    [ -x "$BEFORE" ] || { echo "service: BEFORE=$BEFORE is not an executable"; exit 1; }
+    start before env -u POSATTN_API_KEY "$BEFORE" --host 127.0.0.1 --port 0 --workers 2 --log-format off
+    before_url=$url
+fi
+max() { awk -v a="$1" -v b="${2:-0}" 'BEGIN {print (b > a ? b : a)}'; }
+
+best_srv=0 best_bare=0 best_b64=0 best_bsrv=0 best_b64b=0
 for r in $(seq "$ROUNDS"); do
     s=$(rps "$srv_url" "$TMP/small.json")
     b=$(rps "$bare_url" "$TMP/small.json")
     s64=$(rps "$srv_url" "$TMP/small_b64.json")
     echo "  round $r: posattnd ${s:-?} req/s (JSON), ${s64:-?} req/s (b64); bare libmicrohttpd ${b:-?} req/s"
-    best_srv=$(awk -v a="$best_srv" -v b="${s:-0}" 'BEGIN {print (b > a ? b : a)}')
-    best_bare=$(awk -v a="$best_bare" -v b="${b:-0}" 'BEGIN {print (b > a ? b : a)}')
-    best_b64=$(awk -v a="$best_b64" -v b="${s64:-0}" 'BEGIN {print (b > a ? b : a)}')
+    best_srv=$(max "$best_srv" "$s")
+    best_bare=$(max "$best_bare" "$b")
+    best_b64=$(max "$best_b64" "$s64")
+    if [ -n "${BEFORE:-}" ]; then
+        bs=$(rps "$before_url" "$TMP/small.json")
+        b64b=$(rps "$before_url" "$TMP/small_b64.json")
+        echo "           before: ${bs:-?} req/s (JSON), ${b64b:-?} req/s (b64)"
+        best_bsrv=$(max "$best_bsrv" "$bs")
+        best_b64b=$(max "$best_b64b" "$b64b")
+    fi
 done
-kill -TERM "${pids[0]}" "${pids[1]}" 2>/dev/null
-wait "${pids[0]}" "${pids[1]}" 2>/dev/null
+for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
 pids=()
+
+small_rows() {
+    awk -v s="$best_srv" -v b="$best_bare" -v s64="$best_b64" 'BEGIN {
+        r = b > 0 ? s / b : 0
+        printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "small JSON L=16 H=2 D=16, req/s vs bare MHD", s, b, r, ">=0.40", (r >= 0.4 ? "met" : "NO")
+        r = b > 0 ? s64 / b : 0
+        printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "  the same request in b64", s64, b, r, ">=0.50", (r >= 0.5 ? "met" : "NO")
+    }'
+    [ -n "${BEFORE:-}" ] && awk -v s="$best_bsrv" -v b="$best_bare" -v s64="$best_b64b" 'BEGIN {
+        printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "  before (BEFORE=): small JSON", s, b, (b > 0 ? s / b : 0), "-", "-"
+        printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "  before (BEFORE=): small b64", s64, b, (b > 0 ? s64 / b : 0), "-", "-"
+    }'
+    return 0
+}
+if [ -n "${SMALL_ONLY:-}" ]; then
+    echo
+    echo "service path, small requests (posattnd vs bare libmicrohttpd, same run)"
+    printf "%-44s %12s %12s %7s %8s %5s\n" case ours ceiling ratio target met
+    small_rows
+    exit 0
+fi
 
 # The same small request over HTTPS (a throwaway certificate made here;
 # wrk keeps its 64 connections alive, so handshakes are amortised), against
@@ -149,12 +188,7 @@ body_mb=$(awk -v n="$(wc -c <"$TMP/large.json")" 'BEGIN {printf "%.1f", n / 1e6}
 echo
 echo "service path (posattnd vs its ceilings, same run)"
 printf "%-44s %12s %12s %7s %8s %5s\n" case ours ceiling ratio target met
-awk -v s="$best_srv" -v b="$best_bare" -v s64="$best_b64" 'BEGIN {
-    r = b > 0 ? s / b : 0
-    printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "small JSON L=16 H=2 D=16, req/s vs bare MHD", s, b, r, ">=0.40", (r >= 0.4 ? "met" : "NO")
-    r = b > 0 ? s64 / b : 0
-    printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "  the same request in b64", s64, b, r, ">=0.50", (r >= 0.5 ? "met" : "NO")
-}'
+small_rows
 awk -v t="$best_tls" -v p="$best_plain" 'BEGIN {
     r = p > 0 ? t / p : 0
     printf "%-44s %12.0f %12.0f %7.2f %8s %5s\n", "  small JSON over HTTPS, req/s vs HTTP", t, p, r, "-", "-"

@@ -372,7 +372,19 @@ static void att_run(srv_job *job, size_t t, void *ws, size_t ws_size)
 
     if (!a->valid)
         return;
-    snprintf(prefix, sizeof prefix, "inputs[%zu]", aj->task_item[t]);
+    {
+        /* "inputs[<item>]" without snprintf's cost on every task. */
+        char digits[24];
+        size_t n = 0, i = aj->task_item[t], at = 7;
+        do {
+            digits[n++] = (char)('0' + i % 10);
+            i /= 10;
+        } while (i != 0);
+        memcpy(prefix, "inputs[", 7);
+        while (n > 0)
+            prefix[at++] = digits[--n];
+        memcpy(prefix + at, "]", 2);
+    }
     /* A session's append lands as the item's first task starts. */
     switch (api_item_session_start(&a->it, &ctx, &e)) {
     case API_SESS_RUN:

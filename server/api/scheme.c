@@ -563,7 +563,15 @@ bool api_scheme_parse(const cJSON *node, const api_ctx *ctx, api_scheme *out, ap
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
         if (params[i].type == type && n_known < sizeof known / sizeof known[0])
             known[n_known++] = params[i].name;
-    snprintf(what, sizeof what, "scheme '%s'", pa_scheme_type_name(type));
+    {
+        /* "scheme '<type>'" (a name of lib/'s table, far shorter than
+         * what), without snprintf's cost on every item. */
+        const char *tn = pa_scheme_type_name(type);
+        const size_t n = strnlen(tn, sizeof what - 10);
+        memcpy(what, "scheme '", 8);
+        memcpy(what + 8, tn, n);
+        memcpy(what + 8 + n, "'", 2);
+    }
     if (!api_check_fields(node, known, n_known, "scheme", what, ctx, e))
         return false;
 

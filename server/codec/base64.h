@@ -1,7 +1,7 @@
 /* base64.h - standard base64 (RFC 4648 section 4: the standard alphabet,
  * padded, no line breaks), the wire format of float32 tensors' "b64" field.
  * On CPUs with AVX-512 VBMI both directions run a vector kernel, chosen at
- * run time; elsewhere (and under valgrind, which hides AVX-512) a scalar one.
+ * run time, on others with AVX2 an AVX2 one; elsewhere a scalar one.
  * Both give the same answers byte for byte, errors included.
  */
 #ifndef SRV_BASE64_H
@@ -46,6 +46,9 @@ srv_b64_fault srv_b64_decode_detail(const char *src, size_t len, unsigned char *
 /* Whether the vector kernels are in use (the CPU has AVX-512 VBMI and the
  * scalar code is not forced). */
 bool srv_b64_vector(void);
+/* Whether the AVX2 kernels are in use instead (the CPU has AVX2 but not
+ * AVX-512 VBMI, and the scalar code is not forced). */
+bool srv_b64_avx2(void);
 
 /* For tests and benchmarks: true makes every call take the scalar code, so
  * that it stays tested on machines with AVX-512 and the two can be compared.

@@ -229,6 +229,118 @@ static bool push(array_ctx *a, float v, size_t text_left)
     return true;
 }
 
+/* Room for at least more floats past a->n (the first allocation as push's). */
+static bool reserve(array_ctx *a, size_t more, size_t text_left)
+{
+    if (a->cap - a->n >= more)
+        return true;
+    size_t cap = a->cap ? a->cap * 2 : text_left / 2 + 1 < 4096 ? text_left / 2 + 1 : 4096;
+    if (cap < a->n + more)
+        cap = a->n + more;
+    float *d = realloc(a->data, cap * sizeof *d);
+    if (d == NULL)
+        return false;
+    a->data = d;
+    a->cap = cap;
+    return true;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The leading elements of the leaf array whose first element starts at
+ * s[p] (just past its '[' and any spaces), appended to a, as long as each
+ * is a plain -?D{1,7}(.D{1,12})? (below 2^53) followed
+ * directly by ',' or ']', with 48 bytes of text left after its start: the
+ * loop of parse_array with the per-element costs taken out (its calls,
+ * space skipping and bounds checks, a->n in memory; a one-digit integer
+ * part read without the 8-byte digit count). Each number is the same
+ * double as parse_number_fast's, one correctly rounded division of exact
+ * operands, then the same float conversion. Returns the position of the
+ * array's ']' with *closed set, or else of the element that ended the run
+ * (anything else: spaces, an exponent, long digit runs, a non-number, the
+ * text's end), where the careful loop goes on. *count: the elements
+ * appended. */
+static size_t parse_leaf_fast(const char *s, size_t len, size_t p, array_ctx *a, int64_t *count,
+                              bool *closed)
+{
+    const size_t n0 = a->n;
+    size_t n = a->n;
+    float *data = a->data;
+
+    *closed = false;
+    /* An element's reads end 26 bytes past p at most (a space, a sign, a
+     * digit and '.', two 8-byte loads); 48 leaves room to spare. */
+    while (p + 48 <= len) {
+        if (s[p] == ' ') /* ", " between elements, as Python's json.dumps writes */
+            p++;
+        const char *c = s + p;
+        const bool neg = *c == '-';
+        uint64_t m, v;
+        int k, e10;
+
+        c += neg;
+        if ((unsigned)(c[0] - '0') <= 9 && c[1] == '.') {
+            m = (uint64_t)(c[0] - '0');
+            c += 2;
+        } else {
+            v = load8(c);
+            k = leading_digits(v);
+            if (k == 0 || k == 8 || (k > 1 && *c == '0'))
+                break; /* no digit, a leading zero, or 8 digits or more */
+            m = digits_value(v, k);
+            c += k;
+            if (*c != '.') {
+                e10 = 0;
+                goto number;
+            }
+            c++;
+        }
+        /* The fraction: the integer part had 7 digits at most, so m stays
+         * below 10^19 with 12 fraction digits, and the check below
+         * catches more than 2^53 (and 19 digits or more, past 2^53). */
+        v = load8(c);
+        k = leading_digits(v);
+        if (k == 0)
+            break; /* "1." */
+        m = m * pow10_u64[k] + digits_value(v, k);
+        c += k;
+        e10 = k;
+        if (k == 8) {
+            v = load8(c);
+            k = leading_digits(v);
+            if (k > 4)
+                break;
+            if (k > 0) {
+                m = m * pow10_u64[k] + digits_value(v, k);
+                c += k;
+                e10 += k;
+            }
+        }
+    number:
+        if ((*c != ',' && *c != ']') || m > ((uint64_t)1 << 53))
+            break;
+        if (n == a->cap) {
+            a->n = n;
+            if (!reserve(a, 1, len - p))
+                break;
+            data = a->data;
+        }
+        {
+            const double d = (double)m / pow10_exact[e10];
+            data[n++] = (float)(neg ? -d : d);
+        }
+        p = (size_t)(c - s);
+        if (*c == ']') {
+            *closed = true;
+            break;
+        }
+        p++;
+    }
+    a->n = n;
+    *count = (int64_t)(n - n0);
+    return p;
+}
+#endif
+
 /* The array at s[*pos] == '[' at nesting depth level. */
 static bool parse_array(const char *s, size_t len, size_t *pos, int level, array_ctx *a)
 {
@@ -236,6 +348,17 @@ static bool parse_array(const char *s, size_t len, size_t *pos, int level, array
     int64_t n = 0;
     if (level >= SRV_MAX_DIMS)
         return false;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    p = skip_space(s, len, p);
+    if (p < len && s[p] != '[' && (a->leaf < 0 || a->leaf == level)) {
+        bool closed;
+        p = parse_leaf_fast(s, len, p, a, &n, &closed);
+        if (n > 0)
+            a->leaf = level;
+        if (closed)
+            goto done;
+    }
+#endif
     for (;;) {
         p = skip_space(s, len, p);
         if (p >= len)
@@ -276,6 +399,9 @@ static bool parse_array(const char *s, size_t len, size_t *pos, int level, array
             break;
         return false;
     }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+done:
+#endif
     if (a->dims[level] == 0)
         a->dims[level] = n;
     else if (a->dims[level] != n)
@@ -462,6 +588,25 @@ static bool mentions_data(const char *s, size_t len)
     return false;
 }
 
+/* Writes marker i, "\u0001<i>" with its quotes, at p (what sprintf with
+ * "\"\\u0001%zu\"" writes, without its cost); returns its length. */
+static size_t put_marker(char *p, size_t i)
+{
+    char digits[24];
+    size_t n = 0, len = 0;
+    do {
+        digits[n++] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i != 0);
+    memcpy(p, "\"\\u0001", 7);
+    len = 7;
+    while (n > 0)
+        p[len++] = digits[--n];
+    p[len++] = '"';
+    p[len] = '\0';
+    return len;
+}
+
 bool srv_lift_scan(const char *body, size_t len, srv_lift *lift)
 {
     size_t *spans = NULL, out_len = 0, at = 0;
@@ -488,7 +633,7 @@ bool srv_lift_scan(const char *body, size_t len, srv_lift *lift)
         const size_t a = spans[2 * i], b = spans[2 * i + 1];
         memcpy(text + out_len, body + at, a - at);
         out_len += a - at;
-        out_len += (size_t)sprintf(text + out_len, "\"\\u0001%zu\"", i);
+        out_len += put_marker(text + out_len, i);
         at = b;
     }
     memcpy(text + out_len, body + at, len - at);

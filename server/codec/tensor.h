@@ -91,20 +91,21 @@ bool srv_wire_overflow(const float *data, size_t n, srv_wire wire, size_t *at);
 bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,
                        const int64_t *shape, srv_encoding enc);
 
-/* Large base64 tensors written straight into the answer's final text.
+/* Float32 tensors' text written straight into the answer's final text.
  * While a srv_defer is current on this thread, srv_tensor_render leaves a
- * placeholder where the base64 of a tensor of SRV_DEFER_MIN_FLOATS or more
- * would go and keeps a pointer to its data, which must then outlive
- * srv_defer_apply. srv_defer_apply expands the printed tree into one new
- * buffer, encoding each tensor in its place: the text is not copied by
- * cJSON's printer nor measured by strlen (for a 4 MB output, 5.6 MB each).
- * Placeholders are a byte 0x02, the index, a byte 0x03: cJSON prints those
- * bytes inside strings as \u0002 and \u0003, so no string can pose as one.
- * Little-endian hosts only (elsewhere nothing is deferred). */
-enum { SRV_DEFER_MIN_FLOATS = 16384 };
+ * placeholder where the base64 (little-endian hosts only) or the JSON
+ * numbers of a float32 tensor would go and keeps a pointer to its data,
+ * which must then outlive srv_defer_apply. srv_defer_apply expands the
+ * printed tree into one new buffer, writing each tensor in its place: the
+ * text is not copied by cJSON's printer nor measured by strlen (for a 4 MB
+ * output, 5.6 MB each; for a small answer, most of its printing). The text
+ * is the same as srv_tensor_render writes into the tree. Placeholders are
+ * a byte 0x02, the index, a byte 0x03: cJSON prints those bytes inside
+ * strings as \u0002 and \u0003, so no string can pose as one. */
 typedef struct srv_defer {
     const float **data;
     size_t *count;
+    unsigned char *json; /* 1: JSON numbers, 0: base64 */
     size_t n, cap;
 } srv_defer;
 void srv_defer_set_current(srv_defer *d); /* NULL: none */

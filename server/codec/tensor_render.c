@@ -1,7 +1,7 @@
 /* tensor_render.c - see tensor.h. Result tensors back to the client: JSON
  * numbers (codec/fmt_float.c), base64 of float32 or of the output dtype
- * (codec/half.c), or base64 deferred until the body is written. The
- * parsing side is tensor.c.
+ * (codec/half.c), either of float32 deferred until the body is written.
+ * The parsing side is tensor.c.
  */
 #include "codec/tensor.h"
 
@@ -113,13 +113,16 @@ bool srv_defer_uses(const float *p)
     return false;
 }
 
-static bool defer_wanted(size_t count)
+static bool defer_wanted(size_t count, srv_encoding enc)
 {
-    return defer_current != NULL && count >= SRV_DEFER_MIN_FLOATS && srv_host_little_endian();
+    return defer_current != NULL && count > 0 &&
+           (enc == SRV_ENCODING_JSON ? srv_fmt_float_array_size(count) != 0
+                                     : srv_host_little_endian());
 }
 
-/* A placeholder raw node for data's base64, recorded in the current defer. */
-static cJSON *defer_node(const float *data, size_t count)
+/* A placeholder raw node for data's text (JSON numbers or base64),
+ * recorded in the current defer. */
+static cJSON *defer_node(const float *data, size_t count, bool json)
 {
     srv_defer *d = defer_current;
     char text[32];
@@ -134,16 +137,33 @@ static cJSON *defer_node(const float *data, size_t count)
         if (pc == NULL)
             return NULL;
         d->count = pc;
+        unsigned char *pj = realloc(d->json, cap * sizeof *pj);
+        if (pj == NULL)
+            return NULL;
+        d->json = pj;
         d->cap = cap;
     }
-    n = snprintf(text, sizeof text, "%c%zu%c", DEFER_OPEN, d->n, DEFER_CLOSE);
-    if (n <= 0 || (size_t)n >= sizeof text)
-        return NULL;
+    {
+        /* DEFER_OPEN, the index in decimal, DEFER_CLOSE. */
+        char digits[24];
+        size_t k = 0, i = d->n;
+        do {
+            digits[k++] = (char)('0' + i % 10);
+            i /= 10;
+        } while (i != 0);
+        n = 0;
+        text[n++] = DEFER_OPEN;
+        while (k > 0)
+            text[n++] = digits[--k];
+        text[n++] = DEFER_CLOSE;
+        text[n] = '\0';
+    }
     cJSON *node = cJSON_CreateRaw(text);
     if (node == NULL)
         return NULL;
     d->data[d->n] = data;
     d->count[d->n] = count;
+    d->json[d->n] = json;
     d->n++;
     return node;
 }
@@ -153,7 +173,8 @@ char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_le
     size_t size = printed_len + 1, at = 0, pos = 0;
     char *out;
     for (size_t i = 0; i < d->n; i++) /* an upper bound: placeholders drop out */
-        size += srv_b64_encoded_len(d->count[i] * sizeof(float)) + 2;
+        size += d->json[i] ? srv_fmt_float_array_size(d->count[i])
+                           : srv_b64_encoded_len(d->count[i] * sizeof(float)) + 2;
     out = malloc(size);
     if (out == NULL)
         return NULL;
@@ -171,10 +192,17 @@ char *srv_defer_apply(const srv_defer *d, const char *printed, size_t printed_le
             free(out);
             return NULL;
         }
-        out[at++] = '"';
-        srv_b64_encode((const unsigned char *)d->data[i], d->count[i] * sizeof(float), out + at);
-        at += srv_b64_encoded_len(d->count[i] * sizeof(float));
-        out[at++] = '"';
+        if (d->json[i]) {
+            /* The formatter may write scratch bytes past its NUL: the
+             * next pieces overwrite them. */
+            at += srv_fmt_float_array(d->data[i], d->count[i], out + at);
+        } else {
+            out[at++] = '"';
+            srv_b64_encode((const unsigned char *)d->data[i], d->count[i] * sizeof(float),
+                           out + at);
+            at += srv_b64_encoded_len(d->count[i] * sizeof(float));
+            out[at++] = '"';
+        }
         pos = (size_t)(end - printed) + 1;
     }
     out[at] = '\0';
@@ -188,6 +216,7 @@ void srv_defer_free(srv_defer *d)
         return;
     free(d->data);
     free(d->count);
+    free(d->json);
     memset(d, 0, sizeof *d);
 }
 
@@ -287,9 +316,9 @@ bool srv_tensor_render_as(cJSON *parent, const char *name, const float *data, in
         }
         free(tmp);
     } else {
-        values = enc == SRV_ENCODING_JSON ? render_json_array(data, count)
-                 : defer_wanted(count)    ? defer_node(data, count)
-                                          : render_b64_string(data, count);
+        values = defer_wanted(count, enc)   ? defer_node(data, count, enc == SRV_ENCODING_JSON)
+                 : enc == SRV_ENCODING_JSON ? render_json_array(data, count)
+                                            : render_b64_string(data, count);
     }
     if (!values)
         goto fail;

@@ -293,6 +293,15 @@ static enum MHD_Result first_call(srv_http *h, struct MHD_Connection *c, const c
     return MHD_YES;
 }
 
+/* snprintf(dst, cap, "%s", src) without printf's per-call cost (a few
+ * hundred instructions, twice a request): src cut to cap - 1 bytes. */
+static void copy_cut(char *dst, size_t cap, const char *src)
+{
+    const size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
                                const char *method, const char *version, const char *upload_data,
                                size_t *upload_data_size, void **con_cls)
@@ -308,8 +317,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         q->h = h;
         q->conn = c;
         q->start_ns = srv_now_ns();
-        snprintf(q->method, sizeof q->method, "%s", method);
-        snprintf(q->path, sizeof q->path, "%s", url);
+        copy_cut(q->method, sizeof q->method, method);
+        copy_cut(q->path, sizeof q->path, url);
         atomic_init(&q->remaining, 0);
         q->framing = -1; /* no framing header */
         atomic_init(&q->max_queue_us, 0);

@@ -4,7 +4,8 @@
  * a 64-byte line, large random sizes, every byte value at every position
  * around the 64-character block edges, padding and a short dst. Encodings
  * are also checked against a bit-by-bit reference written here. On a CPU
- * without AVX-512 VBMI both runs take the scalar code.
+ * with AVX2 but not AVX-512 VBMI the vector runs take the AVX2 kernels;
+ * with neither, both runs take the scalar code.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "testutil.h"
@@ -143,13 +144,21 @@ static void test_dispatch(void **state)
 #else
     bool cpu = false;
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+    bool avx2 = __builtin_cpu_supports("avx2");
+#else
+    bool avx2 = false;
+#endif
     assert_int_equal(srv_b64_vector(), cpu);
+    assert_int_equal(srv_b64_avx2(), !cpu && avx2);
     srv_b64_force_scalar(true);
     assert_false(srv_b64_vector());
+    assert_false(srv_b64_avx2());
     srv_b64_force_scalar(false);
     assert_int_equal(srv_b64_vector(), cpu);
-    print_message("base64: %s\n", cpu ? "vector (AVX-512 VBMI) and scalar paths compared"
-                                      : "no AVX-512 VBMI here: scalar path only");
+    print_message("base64: %s\n", cpu    ? "vector (AVX-512 VBMI) and scalar paths compared"
+                                  : avx2 ? "AVX2 and scalar paths compared (no AVX-512 VBMI)"
+                                         : "no AVX-512 VBMI or AVX2 here: scalar path only");
 }
 
 static void test_vectors(void **state)

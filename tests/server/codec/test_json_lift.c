@@ -388,6 +388,118 @@ static void test_half_dtypes(void **state)
     }
 }
 
+/* The run of plain numbers parsed without the per-element loop (json_lift.c's
+ * parse_leaf_fast): every element shape it takes or hands back, at every
+ * place in an array, each array ending at every distance from the body's
+ * end (the run needs 48 bytes after an element), so that taking a number
+ * it should not, or ending a run one element off, shows as different bits,
+ * a shape error, or an array lifted that cJSON refuses. */
+static void test_fast_runs(void **state)
+{
+    (void)state;
+    /* Plain (taken), then shapes the run hands back to the careful loop. */
+    static const char *const elems[] = {
+        "0.5", "-0.25", "7", "-0", "0", "0.0", "1234567.1234567890", "9.000000000000001",
+        "0.12345678", "0.123456789", "-1.00000000", "1234567.123456789012",
+        /* halfway between two floats: ties to even, as strtod + cast */
+        "4194304.25", "4194304.75", "-8388607.5", "2097152.125", "0.000030517578125",
+        /* handed back */
+        "12345678", "12345678.5", "1e3", "1.5E-3", "0.5e1", "1.1234567890123", "-0.1234567890123456",
+        "9007199254740993", "0.90071992547409931", "1234567.1234567890123",
+        /* 2^64 + 1 and 2^64 in 20 digits: a 64-bit digit sum would wrap */
+        "1844674.4073709551617", "-1844674.4073709551616"};
+    static const char *const bad[] = {"01", "-01", "00.5", "1.", ".5", "-", "+1", "1.e5", "\"1\"",
+                                      "1 2", "[1]", "1,", "1e", "-.5", "0x10", "1.5.5",
+                                      ":.5", "0.:", "1:", "/.5", "0./", "1.5:"};
+    static const char *const seps[] = {",", ", ", " , ", ",\n  "};
+    const size_t ne = sizeof elems / sizeof *elems;
+    char *body = malloc(1 << 16);
+    tu_rng rng;
+    tu_rng_seed(&rng, 5);
+
+    /* Each element shape among plain ones at each place of a 24-element
+     * array, with each separator, then followed by 0..64 pad bytes. */
+    for (size_t e = 0; e < ne; e++) {
+        for (size_t sep = 0; sep < sizeof seps / sizeof *seps; sep++) {
+            for (int place = 0; place < 24; place += 5) {
+                for (int pad = 0; pad <= 64; pad += (pad < 56 ? 7 : 1)) {
+                    size_t at = (size_t)sprintf(body, "{\"t\":{\"shape\":[24],\"data\":[");
+                    for (int i = 0; i < 24; i++) {
+                        if (i)
+                            at += (size_t)sprintf(body + at, "%s", seps[(sep + (size_t)i / 7) % 4 == 0 ? 0 : sep]);
+                        if (i == place)
+                            at += (size_t)sprintf(body + at, "%s", elems[e]);
+                        else
+                            at += (size_t)sprintf(body + at, "%s", elems[(size_t)tu_uniform(&rng, 0, 16.99)]);
+                    }
+                    sprintf(body + at, "]}, \"p\": \"%.*s\"}", pad, PAD PAD);
+                    assert_int_equal(check_same(body), 1);
+                }
+            }
+        }
+    }
+    /* A bad element after a run of plain ones: nothing lifted, the usual
+     * error from cJSON or the shape check. */
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+        for (int place = 0; place < 3; place++) {
+            size_t at = (size_t)sprintf(body, "{\"t\":{\"shape\":[3],\"data\":[");
+            for (int i = 0; i < 3; i++)
+                at += (size_t)sprintf(body + at, "%s%s", i ? "," : "", i == place ? bad[b] : "0.5");
+            sprintf(body + at, "]}, \"p\": \"%s\"}", PAD);
+            cJSON *j = cJSON_Parse(body);
+            if (j == NULL) {
+                /* Not JSON: api_body_read checks the text after the lift,
+                 * so the lift must leave the array in it. */
+                srv_lift lift;
+                if (srv_lift_scan(body, strlen(body), &lift)) {
+                    srv_lift_free(&lift);
+                    fail_msg("lifted %s", body);
+                }
+                continue;
+            }
+            cJSON_Delete(j);
+            if (check_same(body) != 0)
+                fail_msg("lifted %s", body);
+        }
+    }
+    /* Halfway between two floats, and one unit of the last digit either
+     * side, with 2..11 fraction digits (floats of 2^13..2^22, whose
+     * halfway points have that many binary and so decimal places): the
+     * double must be the correctly rounded one for the float conversion
+     * to tie to even as strtod + cast does (a division by 10^k, not a
+     * multiplication by its rounded reciprocal). */
+    for (int e = 13; e <= 22; e++) {
+        const int frac = 24 - e;
+        size_t at = (size_t)sprintf(body, "{\"t\":{\"shape\":[600],\"data\":[");
+        for (int i = 0; i < 200; i++) {
+            const double j = floor(tu_uniform(&rng, 0, 1 << 23));
+            const double h = ldexp(2 * (double)((1 << 23) + (int64_t)j) + 1, e - 24);
+            const double unit = pow(10.0, -frac);
+            for (int side = -1; side <= 1; side++)
+                at += (size_t)sprintf(body + at, "%s%.*f", i || side > -1 ? "," : "", frac,
+                                      h + side * unit);
+        }
+        sprintf(body + at, "]}, \"p\": \"%s\"}", PAD);
+        assert_int_equal(check_same(body), 1);
+    }
+    /* Nested: runs in each innermost array, and a ragged one. */
+    assert_int_equal(check_same("{\"t\":{\"shape\":[2,2],\"data\":[[0.5,-1.25],[3,4.0]]},\"p\":\"" PAD
+                                "\"}"),
+                     1);
+    assert_int_equal(check_same("{\"t\":{\"shape\":[2,2],\"data\":[[0.5,-1.25],[3,4.0,5]]},\"p\":\"" PAD
+                                "\"}"),
+                     0);
+    /* A number at the cut between the run and the careful loop: exactly
+     * 48 bytes from its start to the body's end, and one byte either way. */
+    for (int tail = 40; tail <= 56; tail++) {
+        size_t at = (size_t)sprintf(body, "{\"t\":{\"shape\":[3],\"data\":[0.25,-0.375,1.5]}");
+        memset(body + at, ' ', (size_t)tail);
+        strcpy(body + at + (size_t)tail, "}");
+        assert_int_equal(check_same(body), 1);
+    }
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_half_dtypes),
         cmocka_unit_test(test_left_for_cjson),        cmocka_unit_test(test_b64),
         cmocka_unit_test(test_only_data_values),      cmocka_unit_test(test_markers_unforgeable),
+        cmocka_unit_test(test_fast_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

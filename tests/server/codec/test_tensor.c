@@ -339,13 +339,14 @@ static void test_render_and_parse_back(void **state)
     }
 }
 
-/* Deferred base64 (srv_defer): the same text, byte for byte, as rendering
- * in the tree; small tensors and JSON stay in the tree; a client string
- * holding the placeholder bytes is printed escaped and left alone. */
+/* Deferred text (srv_defer): the same text, byte for byte, as rendering in
+ * the tree, for base64 and JSON numbers (non-finite values as null), large
+ * and small; a client string holding the placeholder bytes is printed
+ * escaped and left alone; a narrowed output dtype stays in the tree. */
 static void test_render_deferred(void **state)
 {
     (void)state;
-    const size_t big = SRV_DEFER_MIN_FLOATS + 5, small = 7;
+    const size_t big = 16389, small = 7;
     float *a = malloc(big * sizeof *a), *b = malloc(big * sizeof *b), c[7];
     assert_non_null(a);
     assert_non_null(b);
@@ -354,7 +355,9 @@ static void test_render_deferred(void **state)
         b[i] = -(float)i / 3.0f;
     }
     for (size_t i = 0; i < small; i++)
-        c[i] = (float)i;
+        c[i] = (float)i - 2.5f;
+    b[3] = -INFINITY;
+    b[big - 1] = NAN;
     char *text[2] = {NULL, NULL};
     size_t len[2];
     for (int deferred = 0; deferred < 2; deferred++) {
@@ -368,8 +371,10 @@ static void test_render_deferred(void **state)
         assert_true(srv_tensor_render(root, "c", c, 1, sc, SRV_ENCODING_B64));
         assert_true(srv_tensor_render(root, "j", c, 1, sc, SRV_ENCODING_JSON));
         assert_true(srv_tensor_render(root, "b", b, 2, sb, SRV_ENCODING_B64));
+        assert_true(srv_tensor_render(root, "bj", b, 2, sb, SRV_ENCODING_JSON));
+        assert_true(srv_tensor_render_as(root, "h", c, 1, sc, SRV_ENCODING_JSON, SRV_WIRE_F16));
         srv_defer_set_current(NULL);
-        assert_int_equal(d.n, deferred ? 2 : 0); /* a and b only */
+        assert_int_equal(d.n, deferred ? 5 : 0); /* all but the narrowed one */
         char *printed = cJSON_PrintUnformatted(root);
         cJSON_Delete(root);
         assert_non_null(printed);
