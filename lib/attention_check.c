@@ -305,8 +305,9 @@ static pa_status check_scheme(const pa_attention *a, int32_t H, int32_t D, int32
 static pa_status check_norm(pa_error *err, const char *name, const float *w, int32_t len, float eps,
                             bool unweighted, float offset, int32_t D, int32_t heads)
 {
-    char field[40];
-    snprintf(field, sizeof field, "%s.weight_offset", name);
+    char field[40]; /* the field's name, written only for an error: every call is checked */
+    if ((offset != 0.0f && w == NULL) || !isfinite(offset))
+        snprintf(field, sizeof field, "%s.weight_offset", name);
     if (offset != 0.0f && w == NULL)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, field,
                         "%s.weight_offset=%g is added to %s.weight, but there is no weight", name,
