@@ -456,6 +456,7 @@ PA_AVX512 static void row_softcap_avx512(float *row, int32_t n, float cap)
 #define pa__row_max_avx2 row_max
 #define pa__row_exp_sum_avx2 row_exp_sum
 #define pa__row_exp_scale_avx2 row_exp_scale
+#define pa__row_exp_sum_stats_avx2 row_exp_sum_stats
 #endif
 
 float pa__row_max(const float *row, int32_t n)
@@ -476,6 +477,7 @@ float pa__row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos,
                             float far, float *spl, float *spd, float *spf)
 {
     return PA_HAVE_AVX512() ? row_exp_sum_stats_avx512(row, n, m, kpos, qpos, far, spl, spd, spf)
+           : PA_HAVE_AVX2() ? pa__row_exp_sum_stats_avx2(row, n, m, kpos, qpos, far, spl, spd, spf)
                             : row_exp_sum_stats(row, n, m, kpos, qpos, far, spl, spd, spf);
 }
 

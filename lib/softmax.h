@@ -52,12 +52,15 @@ void pa__row_softcap(float *row, int32_t n, float cap);
  * (hidden keys) give exactly 0, NaN stays NaN. */
 void pa__row_sigmoid(float *row, int32_t n);
 
-/* pa__row_max, pa__row_exp_sum and pa__row_exp_scale written out for AVX2
+/* pa__row_max, pa__row_exp_sum, pa__row_exp_scale and pa__row_exp_sum_stats
+ * written out for AVX2
  * and FMA (lib/softmax_avx2.c), with the bits of the C passes; the three
  * above call them where the CPU has both and not AVX-512 (lib/cpu.h), and
  * nothing else needs to. */
 float pa__row_max_avx2(const float *row, int32_t n);
 float pa__row_exp_sum_avx2(float *row, int32_t n, float m);
 void pa__row_exp_scale_avx2(float *row, int32_t n, float m, float scale);
+float pa__row_exp_sum_stats_avx2(float *row, int32_t n, float m, const int32_t *kpos, int32_t qpos,
+                                 float far, float *spl, float *spd, float *spf);
 
 #endif

@@ -1,7 +1,8 @@
 /* test_softmax_avx2.c - lib/softmax_avx2.c against lib/softmax.c, bit for
- * bit: the max, exp-and-sum and exp-and-scale passes written out for AVX2
- * and FMA must give exactly what the C passes give (the decode kernel's
- * AVX2 path is the portable one, tests/lib/test_attention_decode.c), on
+ * bit: the max, exp-and-sum, exp-and-scale and exp-and-statistics passes
+ * written out for AVX2 and FMA must give exactly what the C passes give
+ * (the decode kernel's AVX2 path is the portable one,
+ * tests/lib/test_attention_decode.c), on
  * every length past two 16-lane blocks and their tails, over arguments
  * from below the exp's -87 floor to past its 88 ceiling, with -inf, NaN,
  * signed zeros and the rounding trick's ties (x * log2e at k + 0.5).
@@ -134,6 +135,42 @@ static void test_exp_scale(void **state)
         }
 }
 
+/* The exp pass with the row statistics' three sums, over positions up to
+ * 2^31 apart (where the distance's conversion must round the exact uint32
+ * difference once), far thresholds below and above them, and rows with
+ * -inf and NaN: the row, the sum and the three statistics bit for bit. */
+static void test_exp_sum_stats(void **state)
+{
+    tu_rng r;
+    float row[N], mine[N], theirs[N];
+    int32_t kpos[N];
+    (void)state;
+    if (no_avx2())
+        return;
+    tu_rng_seed(&r, 74);
+    for (int kind = 0; kind < 4; kind++)
+        for (int32_t n = 0; n <= N; n++)
+            for (int rep = 0; rep < 3; rep++) {
+                const int32_t qpos = rep == 0 ? 100 : rep == 1 ? INT32_MAX - 7 : INT32_MIN + 3;
+                const float far = rep == 0 ? 20.0f : rep == 1 ? 3e9f : 1e5f;
+                float m, a[4], b[4];
+                fill(&r, row, n, kind);
+                for (int32_t j = 0; j < n; j++)
+                    kpos[j] = rep == 0   ? j + (int32_t)tu_uniform(&r, 0, 200)
+                              : rep == 1 ? (int32_t)tu_uniform(&r, -2147483648.0, 2147483647.0)
+                                         : INT32_MAX - (int32_t)tu_uniform(&r, 0, 1 << 20);
+                m = pa__row_max(row, n);
+                if (!isfinite(m))
+                    m = 0.0f;
+                memcpy(mine, row, sizeof row);
+                memcpy(theirs, row, sizeof row);
+                a[0] = pa__row_exp_sum_stats_avx2(mine, n, m, kpos, qpos, far, &a[1], &a[2], &a[3]);
+                b[0] = pa__row_exp_sum_stats(theirs, n, m, kpos, qpos, far, &b[1], &b[2], &b[3]);
+                assert_same_bits(mine, theirs, n, "exp_sum_stats row", n);
+                assert_same_bits(a, b, 4, "exp_sum_stats sums (sum, entropy, distance, far)", n);
+            }
+}
+
 /* Every float argument in [-90, 90] at a stride, and the rounding ties:
  * exp alone (a row of one, m = 0), both ways. */
 static void test_exp_arguments(void **state)
@@ -154,9 +191,8 @@ static void test_exp_arguments(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_max),
-        cmocka_unit_test(test_exp_sum),
-        cmocka_unit_test(test_exp_scale),
+        cmocka_unit_test(test_max),           cmocka_unit_test(test_exp_sum),
+        cmocka_unit_test(test_exp_scale),     cmocka_unit_test(test_exp_sum_stats),
         cmocka_unit_test(test_exp_arguments),
     };
     setenv("POSATTN_KERNEL", "portable", 1);
