@@ -287,8 +287,8 @@ typedef struct pa_attention {
      * threads (they are only read). Every result equals the call that
      * sends the same rows in one k and v, bit for bit: the kernels read a
      * page's rows where a contiguous call reads them, and sum values in
-     * runs of 16 keys at multiples of 16, which no page splits (so
-     * page_tokens is a multiple of 16). Refused with them: k_norm (a cache
+     * runs of 8 keys at multiples of 8, which no page splits (page_tokens
+     * is a multiple of 16, which leaves room to lengthen the runs). Refused with them: k_norm (a cache
      * keeps its keys normalised, and rotated: k_prerotated), layer mode
      * and packed sequences. Errors name "k_pages", "v_pages",
      * "page_tokens". */

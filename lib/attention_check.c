@@ -102,7 +102,8 @@ static pa_status check_layer_inputs(const pa_attention *a, int32_t H, int32_t Hk
 }
 
 /* Paged keys and values (posattn.h): both page tables, a page size that
- * keeps runs of 16 keys whole, every page there, no k or v beside them. */
+ * keeps the decode kernel's runs of keys (PA__VRUN) whole, every page there, no k or v beside them.
+ */
 static pa_status check_pages(const pa_attention *a, pa_error *err)
 {
     int64_t n;
@@ -115,7 +116,7 @@ static pa_status check_pages(const pa_attention *a, pa_error *err)
     if (a->page_tokens <= 0 || a->page_tokens % 16 != 0)
         return pa__fail(err, PA_STATUS_INVALID_ARGUMENT, "page_tokens",
                         "page_tokens=%d must be a positive multiple of 16 (the kernels sum "
-                        "values in runs of 16 keys, which a page must not split)",
+                        "values in runs of keys, which a page must not split)",
                         (int)a->page_tokens);
     if (a->k_norm != NULL || a->k_norm_unweighted)
         return pa__fail(err, PA_STATUS_UNSUPPORTED, "k_norm",

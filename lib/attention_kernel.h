@@ -183,6 +183,7 @@ static inline int32_t pa__krun(const head_io *io, int32_t j, int32_t n)
  * (the decode kernel's pv): a page holds whole runs, so paged and
  * contiguous calls add the same terms in the same order. */
 #define PA__VRUN 8
+_Static_assert(16 % PA__VRUN == 0, "page_tokens, a multiple of 16, must hold whole runs");
 
 static inline bool pa__want_stats(const head_io *io)
 {

@@ -24,7 +24,7 @@ float pa__row_exp_sum(float *row, int32_t n, float m);
  * need: *spl = sum_j p_j (row[j] - m) (entropy), *spd = sum_j p_j
  * |qpos - kpos[j]| (mean distance) and *spf = sum_j p_j [|qpos - kpos[j]| >
  * far] (far share), p_j = exp(row[j] - m); -inf entries add 0 to all.
- * Positions are subtracted in float (exact below 2^24). */
+ * The distance is |qpos - kpos[j]| exact in uint32, rounded once to float. */
 float pa__row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos, int32_t qpos,
                             float far, float *spl, float *spd, float *spf);
 
