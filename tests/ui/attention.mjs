@@ -186,6 +186,35 @@ export async function attentionChecks() {
     assert(!('mask' in lastAtt().inputs[0]), 'mask still sent after clear');
     assert(/no mask is sent/.test(await page.textContent('#att-mask-summary')), 'mask summary after clear');
   });
+  await check('attention options: an answer that lands after a newer change is dropped; ready waits for the new one', async () => {
+    // The first request's answer is held in the test until the next change
+    // was made, then handed over at once: well inside the 120 ms of quiet
+    // before the page's next run. The panel must not show it, nor say ready.
+    const was = await page.inputValue('#att-softcap');
+    let held = null, first = true;
+    const got = new Promise((resolve) => {
+      page.route('**/v1/attention', async (route) => {
+        if (!first) return route.continue();
+        first = false;
+        held = { route, response: await route.fetch() };
+        resolve();
+      });
+    });
+    try {
+      await page.fill('#att-softcap', '0.5');
+      await got;
+      await page.fill('#att-softcap', '0.25');
+      await held.route.fulfill({ response: held.response });
+      await settle('attention');
+      const st = await page.textContent('#att-status');
+      assert(/softcap 0\.25/.test(st), `ready with the stale answer: status "${st}"`);
+      assert(lastAtt().inputs.every((it) => it.softcap === 0.25), 'the last request is not softcap 0.25');
+    } finally {
+      await page.unroute('**/v1/attention');
+    }
+    await page.fill('#att-softcap', was);
+    await settle('attention');
+  });
   await check('attention options: presets documents and prefix-LM send their masks', async () => {
     await page.click('#att-mask-docs');
     await settle('attention');

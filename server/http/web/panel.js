@@ -28,6 +28,9 @@ export function panel(sectionId, statusId, fn) {
     }
   };
   const later = () => {
+    // The controls changed: an answer still on its way is stale now, and must
+    // not mark the panel ready before the run that this change schedules.
+    gen++;
     sec.dataset.state = 'pending';
     clearTimeout(timer);
     timer = setTimeout(run, 120);
