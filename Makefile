@@ -97,7 +97,7 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BARE_MHD := $(BUILD)/bench/bare_mhd
 
-.PHONY: build readme-test ui-deps ui-test ui-cors bench-service e2e-tensors e2e-models e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak soak-sessions soak-sessions-asan soak-sessions-tsan all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
+.PHONY: build machine-report readme-test ui-deps ui-test ui-cors bench-service e2e-tensors e2e-models e2e-tls fuzz fuzz-smoke load load-test load-crosscheck slowloris overload soak soak-sessions soak-sessions-asan soak-sessions-tsan all deps deps-peers bench-peers check-fmt-float check-fmt-float-diff lib run test unit e2e e2e-clients check-layering bench bench-smoke asan tsan valgrind format clean
 
 all: lib $(POSATTND) $(LOAD_BIN) $(BENCH_BIN)
 
@@ -376,6 +376,19 @@ e2e-tls: $(POSATTND) $(LOAD_BIN)
 check-layering: $(SRV_OBJ) $(BUILD)/server/main.o
 	@/usr/bin/python3 tools/check_layering.py --objects $(BUILD)/server
 	@/usr/bin/python3 tools/check_layering.py --self-test
+
+# What the CPU at hand is and runs, for the end of .ci/run's log (figures,
+# not tests: nothing here fails): its model and the vector extensions the
+# kernels dispatch on, the kernels the library picked, and the
+# compute_dtype bf16 section of bench_attention, whose targets only a CPU
+# with AVX-512 BF16 can show, and decode over float32, bf16 and f16 caches
+# against the read bandwidth (issue #34). About 12 s.
+CPU_FLAGS_SHOWN := avx2 fma f16c avx512f avx512vbmi avx512_bf16 avx512_fp16 amx_bf16
+machine-report: $(BUILD)/bench/bench_attention $(BUILD)/bench/bench_decode
+	@printf 'cpu: %s, %s cores; has:' "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)" "$$(nproc)"; \
+	 for f in $(CPU_FLAGS_SHOWN); do grep -m1 '^flags' /proc/cpuinfo | grep -qw -- "$$f" && printf ' %s' "$$f"; done; echo
+	@$(BUILD)/bench/bench_attention --bf16
+	@$(BUILD)/bench/bench_decode --16bit
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do OPENBLAS_NUM_THREADS=$${OPENBLAS_NUM_THREADS:-2} $$b || exit 1; done

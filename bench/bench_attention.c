@@ -7,6 +7,10 @@
  *   build/bench/bench_attention --options [NAME]
  *                                         the options section alone (the rows
  *                                         whose name starts with NAME)
+ *   build/bench/bench_attention --bf16    the compute_dtype bf16 section alone
+ *                                         (with the CPU, its kernels and the
+ *                                         FMA peak; .ci/run prints it, so CI's
+ *                                         log says what its CPU ran)
  *
  * GFLOP/s counts 4*Lq*Lk*D per head (two GEMMs) for every case, causal too,
  * so a causal case that skips hidden tiles shows as a higher figure.
@@ -446,6 +450,7 @@ int main(int argc, char **argv)
     /* --options [NAME]: only the options section (rows named NAME...). */
     const char *only =
         argc > 1 && strcmp(argv[1], "--options") == 0 ? (argc > 2 ? argv[2] : "") : NULL;
+    const bool bf16_only = argc > 1 && strcmp(argv[1], "--bf16") == 0;
     const int reps = smoke ? 1 : 3;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int tmax = cores < 2 ? 1 : cores > MAX_THREADS ? MAX_THREADS : (int)cores;
@@ -465,7 +470,9 @@ int main(int argc, char **argv)
         {"rope causal", PA_SCHEME_ROPE, 40, 4, 2, 8, true},
     };
     const bench_case *cases = smoke ? tiny : full;
-    size_t ncases = only ? 0 : smoke ? sizeof tiny / sizeof tiny[0] : sizeof full / sizeof full[0];
+    size_t ncases = only || bf16_only ? 0
+                    : smoke           ? sizeof tiny / sizeof tiny[0]
+                                      : sizeof full / sizeof full[0];
 
     int met = 0, missed = 0;
 
@@ -475,6 +482,13 @@ int main(int argc, char **argv)
     for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax)
         peak[T] = smoke || only ? 1.0 : ceiling_fma_gflops(T, &width);
     printf("attention on %s: %s kernels", ceiling_cpu_model(), pa_kernel_name());
+    if (bf16_only) {
+        printf("; fp32 FMA peak (%s) %.1f GFLOP/s on 1 thread, %.1f on %d\n", width, peak[1],
+               peak[tmax], tmax);
+        bench_bf16(tmax, reps, peak[tmax], &met, &missed);
+        printf("compute_dtype bf16 targets: %d met, %d not met\n", met, missed);
+        return 0;
+    }
     if (only == NULL) {
         printf("; fp32 FMA peak (%s) %.1f GFLOP/s on 1 thread, %.1f on %d\n", width, peak[1],
                peak[tmax], tmax);

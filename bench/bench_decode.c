@@ -5,6 +5,9 @@
  *
  *   build/bench/bench_decode           full table
  *   build/bench/bench_decode --smoke   tiny sizes, one repetition (make test)
+ *   build/bench/bench_decode --16bit   the ceilings, then the float32 row "rope
+ *                                      k_prerotated" and its bf16 and f16 twins
+ *                                      alone (make machine-report)
  *   build/bench/bench_decode --ceiling [--smoke]
  *       the read bandwidth ceiling alone, one line per thread count
  *       ("read T=2 51.3 GB/s over 1074 MB"): for bench/decode_service.py,
@@ -301,7 +304,7 @@ static int ceiling_only(bool smoke, int tmax)
 
 int main(int argc, char **argv)
 {
-    bool smoke = false, ceiling = false;
+    bool smoke = false, ceiling = false, only16 = false;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const int tmax = cores < 2 ? 1 : cores > MAX_T ? MAX_T : (int)cores;
     for (int i = 1; i < argc; i++) {
@@ -309,8 +312,10 @@ int main(int argc, char **argv)
             smoke = true;
         else if (strcmp(argv[i], "--ceiling") == 0)
             ceiling = true;
+        else if (strcmp(argv[i], "--16bit") == 0)
+            only16 = true;
         else {
-            fprintf(stderr, "usage: bench_decode [--smoke] [--ceiling]\n");
+            fprintf(stderr, "usage: bench_decode [--smoke] [--ceiling] [--16bit]\n");
             return 2;
         }
     }
@@ -367,6 +372,8 @@ int main(int argc, char **argv)
         double visible = dc->window > 0 ? dc->window : dc->Lk;
         const size_t es = dc->dtype == PA_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
         const double bytes = 2.0 * visible * Hkv * D * (double)es * dc->B;
+        if (only16 && dc->vs != 3 && ci != 3) /* --16bit: rope k_prerotated and its twins */
+            continue;
         memset(&c, 0, sizeof c);
         pa_scheme_init(&s, dc->scheme);
         if (dc->scheme == PA_SCHEME_T5) {
@@ -462,7 +469,8 @@ int main(int argc, char **argv)
         free(vpages);
     }
     free(t5_table);
-    mla_rows(smoke, bw_far[1], reps);
+    if (!only16)
+        mla_rows(smoke, bw_far[1], reps);
     printf("decode targets: %d met, %d not met\n", met, missed);
     return 0;
 }
