@@ -218,8 +218,9 @@ $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/
     $(BUILD)/tests/test_packed $(BUILD)/tests/test_diff $(BUILD)/tests/test_mla \
     $(BUILD)/tests/test_paged $(BUILD)/tests/test_kv16 $(BUILD)/tests/test_bf16: $(TEST_ATT_OBJ)
 
-# bench_attention measures lib/tile.c's kernels alone too (a second ceiling).
-$(BUILD)/bench/bench_attention.o: bench/bench_attention.c
+# bench_attention measures lib/tile.c's kernels alone too (a second
+# ceiling), and bench_decode lib/decode_rows.c's (the arithmetic alone).
+$(BUILD)/bench/bench_attention.o $(BUILD)/bench/bench_decode.o: $(BUILD)/bench/%.o: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib -c $< -o $@
 

@@ -34,6 +34,11 @@
  * ("rope k_prerotated" or "rope prerot, pages 16"); the memory-bound ideal
  * is 2.
  *
+ * Then the arithmetic alone: the row kernels (lib/decode_rows.c) as the
+ * decode calls them, on a run of keys that stays in L1, in ns per key and
+ * kv head and as ms for the shape on 1 and on T threads: the least a call
+ * of the table can take, whatever the memory does.
+ *
  * MLA (include/posattn_mla.h), DeepSeek-V3's decode shape: Lq = 1 over
  * Lk = 32768 with H = 128 heads, on one thread (pa_mla_run has no parts).
  * The expanded form with small head dims (D_nope = Dv = 32, D_rope = 16)
@@ -46,6 +51,7 @@
 #include "posattn_mla.h"
 
 #include "ceiling.h"
+#include "decode_rows.h" /* lib/'s row kernels, timed alone on rows in L1 */
 
 #include <math.h>
 #include <pthread.h>
@@ -290,6 +296,75 @@ static void mla_rows(bool smoke, double bw, int reps)
     }
 }
 
+/* The arithmetic alone: the decode's row kernels (lib/decode_rows.c) as
+ * the kernel calls them for this shape, on a run of 8 keys of all Hkv kv
+ * heads that stays in L1: per kv head, the logits of its G query rows
+ * against four keys at a time, then their probabilities times the run's
+ * values. No memory traffic, so a call of the table cannot be faster than
+ * this time per key and kv head times Lk * Hkv (over T threads); how far
+ * the table's ms are above it is what the memory costs beyond it. Best of
+ * 5 rounds, wall-clock. */
+static void arith_rows(int H, int Hkv, int D, int Lk, int tmax, bool smoke)
+{
+    enum { RUN = 8 };
+    const int G = H / Hkv, rounds = smoke ? 10 : 20000;
+    const size_t row = (size_t)Hkv * D;
+    const pa_dtype types[3] = {PA_DTYPE_F32, PA_DTYPE_BF16, PA_DTYPE_F16};
+    float *q = randf((size_t)G * D, 21), *k = randf(RUN * row, 22), *v = randf(RUN * row, 23);
+    float *o = randf((size_t)G * D, 24), *P = randf((size_t)G * RUN, 25);
+    float *s = xmalloc((size_t)G * RUN * sizeof(float)), *scratch = xmalloc(16 * (size_t)D * 4);
+    uint16_t *k16 = rand16(RUN * row, PA_DTYPE_BF16, 26),
+             *v16 = rand16(RUN * row, PA_DTYPE_BF16, 27);
+    for (int i = 0; i < G * RUN; i++)
+        P[i] = 0.01f * (float)(i + 1); /* no zero weight to skip */
+    printf("\nthe arithmetic alone (the row kernels on a run of %d keys in L1, %d query rows a kv "
+           "head)\n",
+           RUN, G);
+    printf("%-6s %12s %9s %6s%d\n", "kv", "ns/key,head", "ms T=1", "ms T=", tmax);
+    for (int ti = 0; ti < 3; ti++) {
+        const pa_dtype t = types[ti];
+        const pa__row_ops ops = pa__row_ops_pick(t);
+        double best = 1e30, ns;
+        if (t == PA_DTYPE_F16) /* bf16 patterns of magnitude below 2 are f16 values too */
+            for (size_t i = 0; i < RUN * row; i++)
+                k16[i] = v16[i] = (uint16_t)(0x3800u | (k16[i] & 0x3FFu));
+        for (int r = 0; r < 5; r++) {
+            double t0 = now();
+            for (int it = 0; it < rounds; it++)
+                for (int g = 0; g < Hkv; g++) {
+                    for (int j = 0; j < RUN; j += 4) {
+                        if (t == PA_DTYPE_F32)
+                            ops.dot(q, G, D, k + (size_t)j * row + (size_t)g * D, row, 4, 0.1f,
+                                    s + j, RUN);
+                        else
+                            ops.dot16(q, G, D, k16 + (size_t)j * row + (size_t)g * D, row, 4, 0.1f,
+                                      s + j, RUN, scratch);
+                    }
+                    if (t == PA_DTYPE_F32)
+                        ops.pv(o, (size_t)D, P, RUN, G, v + (size_t)g * D, row, RUN, D);
+                    else
+                        ops.pv16(o, (size_t)D, P, RUN, G, v16 + (size_t)g * D, row, RUN, D,
+                                 scratch);
+                }
+            best = fmin(best, now() - t0);
+        }
+        ns = best / ((double)rounds * RUN * Hkv) * 1e9;
+        printf("%-6s %12.2f %9.2f %7.2f\n", pa_dtype_name(t), ns, ns * Lk * Hkv * 1e-6,
+               ns * Lk * Hkv * 1e-6 / tmax);
+    }
+    if (!isfinite(s[0] + o[0]))
+        printf("(the row kernels gave a non-finite result)\n");
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(P);
+    free(s);
+    free(scratch);
+    free(k16);
+    free(v16);
+}
+
 /* --ceiling: the read bandwidth past the last-level cache on 1 and on all
  * cores, as main() measures it. */
 static int ceiling_only(bool smoke, int tmax)
@@ -469,6 +544,7 @@ int main(int argc, char **argv)
         free(vpages);
     }
     free(t5_table);
+    arith_rows(H, Hkv, D, L, tmax, smoke);
     if (!only16)
         mla_rows(smoke, bw_far[1], reps);
     printf("decode targets: %d met, %d not met\n", met, missed);

@@ -3,6 +3,10 @@
  * keys' probabilities times their values added into the rows' outputs.
  * Chosen once per call for the CPU (lib/cpu.h) and the keys' and values'
  * element type.
+ *
+ * Private to lib/, and a test-only interface: bench/bench_decode.c times
+ * the kernels alone (the arithmetic a decode cannot go below); the tests
+ * reach them through the decode (tests/lib/test_attention_decode.c).
  */
 #ifndef PA_DECODE_ROWS_H
 #define PA_DECODE_ROWS_H
