@@ -168,6 +168,10 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
 /* The options of current models (item_options.c), parsed into it once its
  * shapes are known (item.c). */
 bool api_item_parse_options(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
+/* The positions and the masks they make (item_positions.c): causal,
+ * window, key_length, scale, q_positions, k_positions and query_length,
+ * parsed into it once its shapes are known (item.c), before the options. */
+bool api_item_parse_positions(const cJSON *obj, const api_ctx *ctx, api_item *it, api_err *e);
 
 /* Packed sequences (api/item_packed.c). Parses cu_seqlens and cu_seqlens_k
  * into it (called by api_item_parse before pa_attention_check, which
