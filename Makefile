@@ -83,6 +83,7 @@ TEST_HTTP_OBJ := $(BUILD)/tests/e2e/e2e_http.o
 TEST_E2E_OBJ := $(TEST_HTTP_OBJ) $(BUILD)/tests/e2e/e2e_cases.o
 TEST_API_OBJ := $(BUILD)/tests/api_harness.o
 TEST_BATCH_OBJ := $(BUILD)/tests/server/api/batch_fixture.o
+TEST_SESSION_OBJ := $(BUILD)/tests/server/api/session_fixture.o
 TEST_STORE_OBJ := $(BUILD)/tests/server/store/tensor_bytes.o
 TEST_BADINPUT_OBJ := $(TEST_HTTP_OBJ) $(BUILD)/tests/e2e/badinput_table.o
 TEST_ATT_OBJ := $(BUILD)/tests/lib/attention_fixture.o
@@ -206,8 +207,10 @@ $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/
     $(BUILD)/tests/test_item_qscale $(BUILD)/tests/test_bias_schemes $(BUILD)/tests/test_api_xpos \
     $(BUILD)/tests/test_api_rope2d $(BUILD)/tests/test_api_fire $(BUILD)/tests/test_api_cope \
     $(BUILD)/tests/test_api_packed $(BUILD)/tests/test_api_diff $(BUILD)/tests/test_api_mla \
-    $(BUILD)/tests/test_sessions $(BUILD)/tests/test_item_session $(BUILD)/tests/test_roofline: $(TEST_API_OBJ)
+    $(BUILD)/tests/test_sessions $(BUILD)/tests/test_session_create $(BUILD)/tests/test_item_session \
+    $(BUILD)/tests/test_roofline: $(TEST_API_OBJ)
 $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_item_qscale: $(TEST_BATCH_OBJ)
+$(BUILD)/tests/test_sessions $(BUILD)/tests/test_session_create: $(TEST_SESSION_OBJ)
 $(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store \
     $(BUILD)/tests/test_tensors: $(TEST_STORE_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
@@ -610,5 +613,5 @@ clean:
 # only the Makefile and the daemon's sources.)
 -include clients/python.mk clients/js.mk tests/openapi/openapi.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_SESSION_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:
