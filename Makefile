@@ -85,6 +85,7 @@ TEST_API_OBJ := $(BUILD)/tests/api_harness.o
 TEST_BATCH_OBJ := $(BUILD)/tests/server/api/batch_fixture.o
 TEST_SESSION_OBJ := $(BUILD)/tests/server/api/session_fixture.o
 TEST_STORE_OBJ := $(BUILD)/tests/server/store/tensor_bytes.o
+TEST_INFER_OBJ := $(BUILD)/tests/server/v2/infer_fixture.o
 TEST_BADINPUT_OBJ := $(TEST_HTTP_OBJ) $(BUILD)/tests/e2e/badinput_table.o
 TEST_ATT_OBJ := $(BUILD)/tests/lib/attention_fixture.o
 
@@ -200,7 +201,8 @@ $(BUILD)/tests/test_e2e_http $(BUILD)/tests/test_e2e_limits $(BUILD)/tests/test_
     $(BUILD)/tests/test_e2e_framing: $(TEST_E2E_OBJ)
 $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/test_encode \
     $(BUILD)/tests/test_analyze $(BUILD)/tests/test_extrapolation $(BUILD)/tests/test_infer \
-    $(BUILD)/tests/test_infer_model $(BUILD)/tests/test_infer_sequence \
+    $(BUILD)/tests/test_infer_model $(BUILD)/tests/test_infer_parameters \
+    $(BUILD)/tests/test_infer_sequence \
     $(BUILD)/tests/test_protocol $(BUILD)/tests/test_item_options $(BUILD)/tests/test_batch \
     $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_json $(BUILD)/tests/test_json_arrays $(BUILD)/tests/test_sizes \
     $(BUILD)/tests/test_api_scheme $(BUILD)/tests/test_item $(BUILD)/tests/test_model_item \
@@ -213,6 +215,7 @@ $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions $(BUILD)/tests/tes
 $(BUILD)/tests/test_sessions $(BUILD)/tests/test_session_create: $(TEST_SESSION_OBJ)
 $(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store \
     $(BUILD)/tests/test_tensors: $(TEST_STORE_OBJ)
+$(BUILD)/tests/test_infer $(BUILD)/tests/test_infer_parameters: $(TEST_INFER_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
 $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/test_attention_options \
     $(BUILD)/tests/test_attention_decode $(BUILD)/tests/test_attention_qscale $(BUILD)/tests/test_shaw \
@@ -613,5 +616,5 @@ clean:
 # only the Makefile and the daemon's sources.)
 -include clients/python.mk clients/js.mk tests/openapi/openapi.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_SESSION_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_SESSION_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_INFER_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
 .SECONDARY:

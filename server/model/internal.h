@@ -1,5 +1,6 @@
 /* internal.h - private to model/: reading a config's keys (model/config.c)
- * for the derivation table (model/derive.c) and RoPE (model/rope.c).
+ * for the derivation table (model/derive.c), a layer's options
+ * (model/options.c) and RoPE (model/rope.c).
  */
 #ifndef SRV_MODEL_INTERNAL_H
 #define SRV_MODEL_INTERNAL_H
@@ -97,10 +98,10 @@ typedef struct model_row {
     win_kind win;
     norm_kind norm;
     bool sinks;
-    bool diff;        /* DiffLlama: differential attention, heads h and h + H/2 */
-    bool encoder;     /* bidirectional (BERT; causal only with is_decoder) */
-    bool enc_dec;     /* T5: an encoder and a decoder stack */
-    int32_t offset;   /* learned positions: OPT's 2 */
+    bool diff;             /* DiffLlama: differential attention, heads h and h + H/2 */
+    bool encoder;          /* bidirectional (BERT; causal only with is_decoder) */
+    bool enc_dec;          /* T5: an encoder and a decoder stack */
+    int32_t offset;        /* learned positions: OPT's 2 */
     const char *positions; /* learned positions: the table's rows key */
     int mla;               /* DeepSeek's MLA: 2 (V2) or 3 (V3); 0 for the others */
 } model_row;
@@ -125,6 +126,15 @@ bool model_llama4_rope(const cfg_ctx *d, const common *c, int32_t l, bool *rope,
  * "chunked_attention", and the key that decides it. */
 bool model_layer_kind(const cfg_ctx *d, const common *c, int32_t l, bool rope_layer,
                       const char **kind, srv_model_source *src);
+
+/* Layer l of stack ("encoder" or "decoder" of T5, else "") into L
+ * (model/options.c): its counts and kind, the item options and the causal
+ * default the row and config decide, each option's source, and the tensors
+ * it needs. L's options and defaults are created here; the caller frees
+ * them (srv_model_free), also when this fails. false (d->e filled) when a
+ * key is wrong or memory runs out. */
+bool model_derive_layer(const cfg_ctx *d, const common *c, const char *stack, int32_t l,
+                        srv_model_layer *L);
 
 /* A layer's bookkeeping (model/layers.c): an option's config key, a tensor
  * the layer needs (dropped beyond the arrays' room). */
