@@ -216,6 +216,17 @@ typedef struct {
     load_roofline roof;
 } load_result;
 
+/* args.c: the command line. load_args_parse fills c (its defaults set by
+ * the caller) from argv, --preset's first: 0, 1 for --help, or 2 on a
+ * usage error (message on stderr); *url_given says whether --url was. The
+ * schemes it strdup's into c->schemes are the caller's to free.
+ * load_args_usage writes the help to f. load_args_check_url, once c->url
+ * is final: 0, or 2 (message on stderr) unless it is an http or https URL
+ * on a loopback host (any host with --allow-remote). */
+int load_args_parse(load_config *c, int argc, char **argv, int *url_given);
+void load_args_usage(FILE *f);
+int load_args_check_url(const load_config *c);
+
 /* payload.c: one request body for a phase; NULL with a message in err on
  * error (unknown scheme). The caller frees the result. variant selects the
  * seeded inputs. */
