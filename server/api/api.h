@@ -29,8 +29,9 @@ extern const srv_endpoint srv_ep_schemes;        /* GET /v1/schemes (api/schemes
 extern const srv_endpoint srv_ep_tensors;        /* GET /v1/tensors (api/tensors.c) */
 extern const srv_endpoint srv_ep_models;         /* GET /v1/models (api/models.c) */
 extern const srv_endpoint srv_ep_models_resolve; /* POST /v1/models/resolve (api/models.c) */
-/* Sessions (api/sessions.c): POST and GET /v1/sessions, GET and DELETE
- * /v1/sessions/{id}, POST /v1/sessions/{id}/append and .../fork. */
+/* Sessions (api/sessions.c; creating and forking, api/session_create.c):
+ * POST and GET /v1/sessions, GET and DELETE /v1/sessions/{id}, POST
+ * /v1/sessions/{id}/append and .../fork. */
 extern const srv_endpoint srv_ep_sessions_create;
 extern const srv_endpoint srv_ep_sessions_list;
 extern const srv_endpoint srv_ep_session_get;

@@ -199,7 +199,7 @@ enum { API_NRES = 7 };
  * entropy, distance. */
 extern const char *const api_result_names[API_NRES];
 
-/* Sessions (api/sessions.c) for a protocol that keeps state in them (v2/:
+/* Sessions (api/session_create.c, api/sessions.c) for a protocol that keeps state in them (v2/:
  * Triton's sequences), as /v1/sessions keeps them. api_session_create
  * creates the session spec describes (a POST /v1/sessions body, its "id"
  * optional) and writes its id into id; errors are those of POST

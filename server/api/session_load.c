@@ -3,8 +3,8 @@
  * its create request sent (for --cache-dir's load at start, main.c, and
  * for a takeover), and api_session_adopt loads on first use a session
  * another replica left in a shared --cache-dir (store/kv_snapshot.h,
- * srv_kv_adopt), for every request that names a session: sessions.c's
- * routes and item_session.c's attention items. docs/sessions.md.
+ * srv_kv_adopt), for every request that names a session: the routes of
+ * sessions.c and session_create.c, and item_session.c's attention items. docs/sessions.md.
  */
 #include "api/api.h"
 #include "api/request.h"

@@ -1,6 +1,6 @@
 /* session_model.c - a session made from a served model's layer (issue #33,
  * docs/sessions.md "Sessions of a model's layer"): POST /v1/sessions's
- * "model" and "layer" (api/sessions.c takes the layer's scheme and dims
+ * "model" and "layer" (api/session_create.c takes the layer's scheme and dims
  * from here), the check a saved one passes at start (the model loaded, the
  * layer deriving the same scheme and dims), and an attention item over one,
  * which takes the layer's options as an item with that "model" and "layer"

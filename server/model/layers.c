@@ -1,7 +1,7 @@
 /* layers.c - which kind each layer of a model is (full, sliding, chunked)
  * and, for Llama 4, whether it applies RoPE: layer_types when the config has
  * it, else the model's rule (model/derive.c's rows name it); and the
- * bookkeeping of a layer's sources and needs, shared by derive.c and
+ * bookkeeping of a layer's sources and needs, shared by options.c and
  * vision.c.
  */
 #include "model/internal.h"

@@ -5,7 +5,8 @@
  * model/derive.c is the one place that knows model types: a table with a
  * row per model_type naming the config keys it reads (heads, head dim,
  * rope base, scaling, windows, norms, sinks, ...), as Hugging Face's
- * modelling code reads them. From a config it derives, for every layer of
+ * modelling code reads them. From a config it derives (one layer's
+ * attention in model/options.c), for every layer of
  * every stack, the /v1/attention item options the config decides
  * (scheme, scale, softcap, window, chunk_size, causal, q/k norms, ...),
  * each with the config key that decides it, and the tensors a caller must

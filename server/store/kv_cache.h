@@ -91,7 +91,7 @@ typedef struct srv_kv_spec {
      * (OUT_OF_RANGE, kv_fit_limit). */
     pa_dtype dtype;
     /* The served model and layer the session was made from (POST
-     * /v1/sessions with "model": api/sessions.c): the model's name, copied
+     * /v1/sessions with "model": api/session_create.c): the model's name, copied
      * (shorter than SRV_KV_MODEL_LEN; NULL or "": none), and the layer.
      * The store only keeps them (forks, snapshots); attention over the
      * session takes that layer's options (api/item.c). */
