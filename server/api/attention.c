@@ -5,6 +5,7 @@
  * its infer requests here too (api/attention.h).
  */
 #include "api/attention.h"
+#include "api/attention_job.h"
 
 #include "api/job.h"
 #include "api/json.h"

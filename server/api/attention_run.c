@@ -1,9 +1,9 @@
 /* attention_run.c - POST /v1/attention's tasks and answer (api/attention.c
- * prepares the job; api/attention.h): each task runs an item, or its share
+ * prepares the job; api/attention_job.h): each task runs an item, or its share
  * of the heads or of the keys (decode), through the core library; the
  * answer renders each item's results or error, with its timing.
  */
-#include "api/attention.h"
+#include "api/attention_job.h"
 
 #include "api/job.h"
 #include "api/json.h"
