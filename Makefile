@@ -226,9 +226,13 @@ $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/
 
 # bench_attention measures lib/tile.c's kernels alone too (a second
 # ceiling), and bench_decode lib/decode_rows.c's (the arithmetic alone).
-$(BUILD)/bench/bench_attention.o $(BUILD)/bench/bench_decode.o: $(BUILD)/bench/%.o: bench/%.c
+$(BUILD)/bench/bench_attention.o $(BUILD)/bench/bench_decode.o \
+    $(BUILD)/bench/attention_options.o: $(BUILD)/bench/%.o: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilib -c $< -o $@
+# bench_attention's options section and the harness it shares with it.
+BENCH_ATT_OBJ := $(BUILD)/bench/attention_harness.o $(BUILD)/bench/attention_options.o
+$(BUILD)/bench/bench_attention: $(BENCH_ATT_OBJ)
 
 # Every benchmark measures the machine's ceilings in its own run (bench/ceiling.c).
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/bench/ceiling.o $(LIB_A)
@@ -616,5 +620,5 @@ clean:
 # only the Makefile and the daemon's sources.)
 -include clients/python.mk clients/js.mk tests/openapi/openapi.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_SESSION_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_INFER_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_SESSION_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_INFER_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(BENCH_ATT_OBJ:.o=.d)
 .SECONDARY:
