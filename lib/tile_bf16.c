@@ -270,7 +270,10 @@ PA_BF16 PA_INLINE void qk16_rows(const int R, int32_t n, int32_t np, float alpha
     int32_t j = 0;
     for (; j + 64 <= n; j += 64)
         qk16_block(R, 4, j, n, np, alpha, A2, lda2, Bt2, ldb, S, lds);
-    switch ((n - j + 15) / 16) {
+    switch ((n - j + 15) / 16) { /* 1 to 63 columns left: 1 to 4 vectors */
+    case 4:
+        qk16_block(R, 4, j, n, np, alpha, A2, lda2, Bt2, ldb, S, lds);
+        break;
     case 3:
         qk16_block(R, 3, j, n, np, alpha, A2, lda2, Bt2, ldb, S, lds);
         break;
@@ -353,7 +356,10 @@ PA_BF16 PA_INLINE void pv16_rows(const int R, int32_t n, int32_t np, const uint3
     int32_t c = 0;
     for (; c + 64 <= n; c += 64)
         pv16_block(R, 4, c, n, np, P2, ldp2, V2, ldv2, O, ldo);
-    switch ((n - c + 15) / 16) {
+    switch ((n - c + 15) / 16) { /* as qk16_rows */
+    case 4:
+        pv16_block(R, 4, c, n, np, P2, ldp2, V2, ldv2, O, ldo);
+        break;
     case 3:
         pv16_block(R, 3, c, n, np, P2, ldp2, V2, ldv2, O, ldo);
         break;
