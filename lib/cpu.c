@@ -77,7 +77,11 @@ static bool detect_avx512_bf16(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     unsigned a, b, c, d;
-    return pa__cpu_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
+    /* BW and VL too, for the packings' 16-bit stores (every CPU with
+     * AVX-512 BF16 has them). */
+    return pa__cpu_avx512() && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
+           (a & (1u << 5)) != 0;
 #else
     return false;
 #endif

@@ -107,7 +107,8 @@ void pa__bf16_put_pair(pa__bf16_way w, float lo, float hi, uint32_t *dst);
  * lead (0 or 1) keys before x[0], into dst [ceil((lead + n) / 2) pairs]:
  * pair t holds x[2t - lead] and x[2t + 1 - lead], a key outside [0, n) as
  * 0. The same as pa__bf16_put_pair pair by pair, vectorized for
- * PA__BF16_FMA (x finite). */
+ * PA__BF16_FMA (x finite) and PA__BF16_DPBF16 (vcvtneps2bf16, as are
+ * that way's other packings). */
 void pa__bf16_pack_probs(pa__bf16_way w, const float *x, int32_t n, int32_t lead, uint32_t *dst);
 
 /* dst [m, ceil(kdim/2) pairs] (row stride ldd units) = rows of src [m,

@@ -75,6 +75,107 @@ __attribute__((target("avx2"))) static void put_pairs8_fma(const float *x, uint3
     const __m256 r = _mm256_castsi256_ps(_mm256_blendv_epi8(rounded, sign, tiny));
     _mm256_storeu_ps((float *)(void *)dst, _mm256_permute_ps(r, 0xB1)); /* (1,0,3,2,...) */
 }
+
+/* The packings for PA__BF16_DPBF16 with vcvtneps2bf16, which rounds as
+ * pa__bf16_round does: to nearest even, a subnormal input to a zero of its
+ * sign (DAZ), a NaN kept quiet; the two agree on every float (checked
+ * exhaustively on an AMD EPYC; tests/lib/test_bf16.c checks ties,
+ * subnormals and zeros through every packing). A pair is two bf16 in
+ * memory order (2p at the lower address), so a run of floats rounded in
+ * order is a run of pairs. BW and VL for the 16-bit masked stores: every
+ * CPU with AVX-512 BF16 has them (pa__cpu_avx512_bf16 checks). */
+#define PA_CVT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+PA_CVT static inline __mmask16 first16(int32_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+
+/* x [n] rounded into the bf16 at y [n] (y may be 2-byte aligned only). */
+PA_CVT static void round_run_dp(const float *x, int32_t n, void *y)
+{
+    char *out = y;
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(void *)(out + 2 * (size_t)i),
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 k = first16(n - i);
+        _mm256_mask_storeu_epi16(out + 2 * (size_t)i, k,
+                                 (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(k, x + i)));
+    }
+}
+
+/* One bf16 zero at byte offset 2 * i of y. */
+static inline void zero_at(void *y, size_t i)
+{
+    const uint16_t z = 0;
+    memcpy((char *)y + 2 * i, &z, sizeof z);
+}
+
+/* pa__bf16_pack_rows for PA__BF16_DPBF16. */
+PA_CVT static void pack_rows_dp(int32_t m, int32_t kdim, const float *src, int lds, uint32_t *dst,
+                                int ldd)
+{
+    for (int32_t i = 0; i < m; i++) {
+        uint32_t *y = dst + (size_t)i * (size_t)ldd;
+        round_run_dp(src + (size_t)i * (size_t)lds, kdim, y);
+        if (kdim & 1)
+            zero_at(y, (size_t)kdim);
+    }
+}
+
+/* pa__bf16_pack_kt for PA__BF16_DPBF16: 16 keys by 16 pairs at a time,
+ * each key's 32 dimensions rounded in order into a row of tmp (16 pairs),
+ * then tmp's columns gathered into kt's rows. */
+PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uint32_t *kt,
+                              size_t ld)
+{
+    const int32_t np = (d + 1) / 2;
+    uint32_t tmp[16 * 16];
+    const __m512i col = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5,
+                                                            4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32(16));
+    for (int32_t j0 = 0; j0 < n; j0 += 16) {
+        const int32_t jn = n - j0 < 16 ? n - j0 : 16;
+        const __mmask16 kj = first16(jn);
+        for (int32_t p0 = 0; p0 < np; p0 += 16) {
+            const int32_t pn = np - p0 < 16 ? np - p0 : 16;
+            const int32_t c0 = 2 * p0, cn = d - c0 < 32 ? d - c0 : 32;
+            for (int32_t j = 0; j < jn; j++) {
+                const float *row = k + (size_t)(j0 + j) * (size_t)ldk + (size_t)c0;
+                const __m512 lo = _mm512_maskz_loadu_ps(first16(cn), row);
+                const __m512 hi = _mm512_maskz_loadu_ps(cn > 16 ? first16(cn - 16) : 0, row + 16);
+                _mm512_storeu_si512(tmp + 16 * j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+            }
+            for (int32_t p = 0; p < pn; p++)
+                _mm512_mask_storeu_epi32(
+                    kt + (size_t)(p0 + p) * ld + (size_t)j0, kj,
+                    _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), kj,
+                                                _mm512_add_epi32(col, _mm512_set1_epi32(p)), tmp, 4));
+        }
+    }
+}
+
+/* pa__bf16_pack_v for PA__BF16_DPBF16: rows 2t and 2t + 1 rounded and
+ * interleaved, 16 columns at a time. */
+PA_CVT static void pack_v_dp(int32_t n, int32_t dv, const float *v, int ldv, uint32_t *v2,
+                             int ldv2)
+{
+    for (int32_t t = 0; 2 * t < n; t++) {
+        const float *r0 = v + (size_t)(2 * t) * (size_t)ldv;
+        const float *r1 = 2 * t + 1 < n ? r0 + ldv : NULL;
+        uint32_t *dst = v2 + (size_t)t * (size_t)ldv2;
+        for (int32_t c = 0; c < dv; c += 16) {
+            const __mmask16 k = first16(dv - c);
+            const __m512 lo = _mm512_maskz_loadu_ps(k, r0 + c);
+            const __m512 hi = r1 != NULL ? _mm512_maskz_loadu_ps(k, r1 + c) : _mm512_setzero_ps();
+            const __m512i lo16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(lo));
+            const __m512i hi16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(hi));
+            _mm512_mask_storeu_epi32(dst + c, k, _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
+        }
+    }
+}
 #endif
 
 void pa__bf16_pack_probs(pa__bf16_way w, const float *x, int32_t n, int32_t lead, uint32_t *dst)
@@ -82,6 +183,16 @@ void pa__bf16_pack_probs(pa__bf16_way w, const float *x, int32_t n, int32_t lead
     const int u = pa__bf16_units(w);
     int32_t t = 0;
     const int32_t np = (lead + n + 1) / 2;
+#if PA_BF16_X86
+    if (w == PA__BF16_DPBF16) { /* the bf16 run: lead zero, x rounded, an odd end's zero */
+        if (lead)
+            zero_at(dst, 0);
+        round_run_dp(x, n, (char *)dst + 2 * (size_t)lead);
+        if ((lead + n) & 1)
+            zero_at(dst, (size_t)(lead + n));
+        return;
+    }
+#endif
     if (lead) { /* the first pair: (outside, x[0]) */
         pa__bf16_put_pair(w, 0.0f, n > 0 ? x[0] : 0.0f, dst);
         t = 1;
@@ -102,6 +213,12 @@ void pa__bf16_pack_rows(pa__bf16_way w, int32_t m, int32_t kdim, const float *sr
                         uint32_t *dst, int ldd)
 {
     const int u = pa__bf16_units(w);
+#if PA_BF16_X86
+    if (w == PA__BF16_DPBF16) {
+        pack_rows_dp(m, kdim, src, lds, dst, ldd);
+        return;
+    }
+#endif
     for (int32_t i = 0; i < m; i++) {
         const float *x = src + (size_t)i * (size_t)lds;
         uint32_t *y = dst + (size_t)i * (size_t)ldd;
@@ -114,6 +231,12 @@ void pa__bf16_pack_kt(pa__bf16_way w, int32_t n, int32_t d, const float *k, int 
                       size_t ld)
 {
     const int u = pa__bf16_units(w);
+#if PA_BF16_X86
+    if (w == PA__BF16_DPBF16) {
+        pack_kt_dp(n, d, k, ldk, kt, ld);
+        return;
+    }
+#endif
     for (int32_t j0 = 0; j0 < n; j0 += 16) { /* as pa__tile_pack_kt: 16 keys at a time */
         const int32_t jn = n - j0 < 16 ? n - j0 : 16;
         for (int32_t c = 0; c < d; c += 2) {
@@ -137,6 +260,12 @@ void pa__bf16_pack_v(pa__bf16_way w, int32_t n, int32_t dv, const float *v, int 
                      int ldv2)
 {
     const int u = pa__bf16_units(w);
+#if PA_BF16_X86
+    if (w == PA__BF16_DPBF16) {
+        pack_v_dp(n, dv, v, ldv, v2, ldv2);
+        return;
+    }
+#endif
     for (int32_t t = 0; 2 * t < n; t++) {
         const float *r0 = v + (size_t)(2 * t) * (size_t)ldv;
         const float *r1 = 2 * t + 1 < n ? r0 + ldv : NULL;
