@@ -63,19 +63,9 @@ static void block_qk(const pa__plan *p, const head_ops *op, int32_t g, int32_t g
                     op->ldkt, S, lds);
 }
 
-/* compute_dtype bf16: the probabilities of the tile's nq rows (S, keys
- * [j0, j0 + nk)) rounded into b->p2 in pairs of keys (2t, 2t+1) from the
- * even key at or before j0; a key outside the tile pairs as 0. */
-static void pack_probs(pa__bf16_way w, const buffers *b, int32_t nq, int32_t j0, int32_t nk)
-{
-    for (int32_t i = 0; i < nq; i++)
-        pa__bf16_pack_probs(w, b->S + (size_t)i * nk, nk, j0 & 1,
-                            b->p2 + (size_t)i * (size_t)p2_ld(w));
-}
-
 /* O [gn, Dv] of rows [g, g + gn) += their probabilities over keys [j0, j0
  * + n) (b->S, row stride nk) times the values: float32 or bf16 (b->p2,
- * packed by pack_probs for the whole tile). */
+ * packed by the online softmax for the whole tile). */
 static void block_pv(const pa__plan *p, const buffers *b, const head_ops *op, int32_t g, int32_t gn,
                      int32_t j0, int32_t n, int32_t nk)
 {
@@ -199,12 +189,17 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                        (size_t)nk * sizeof(float));
         }
         /* Online softmax: fold this tile into the running max, denominator
-         * and output of each row. */
+         * and output of each row; with compute_dtype bf16, its
+         * probabilities rounded in pairs of keys (2t, 2t+1) from the even
+         * key at or before j0 into b->p2 (a key outside the tile as 0). */
         for (int32_t i = 0; i < nq; i++) {
             float *row = b->S + (size_t)i * nk;
+            uint32_t *pairs = p->cbf16 ? b->p2 + (size_t)i * (size_t)p2_ld(op->way) : NULL;
             float tmax = pa__row_max(row, nk), mnew, alpha;
             if (tmax == -INFINITY) {
                 memset(row, 0, (size_t)nk * sizeof(float));
+                if (pairs != NULL)
+                    pa__bf16_pack_probs(op->way, row, nk, j0 & 1, pairs);
                 continue;
             }
             mnew = tmax > b->m[i] ? tmax : b->m[i];
@@ -221,6 +216,11 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                 b->sf[i] = b->sf[i] * alpha + spf;
                 b->sk[i] = b->sk[i] * alpha + s;
                 b->l[i] = b->l[i] * alpha + s;
+                if (pairs != NULL)
+                    pa__bf16_pack_probs(op->way, row, nk, j0 & 1, pairs);
+            } else if (pairs != NULL) {
+                b->l[i] =
+                    b->l[i] * alpha + pa__row_exp_sum_pairs(op->way, row, nk, mnew, j0 & 1, pairs);
             } else {
                 b->l[i] = b->l[i] * alpha + pa__row_exp_sum(row, nk, mnew);
             }
@@ -231,8 +231,6 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                     pa__row_scale(bins + (size_t)i * nrel, bins + (size_t)i * nrel, nrel, alpha);
             }
         }
-        if (p->cbf16)
-            pack_probs(op->way, b, nq, j0, nk);
         if (grouped) {
             /* Past a row's last visible key its weights are 0 (masked), and
              * every column up to its QK group's end was computed or -inf. */
@@ -400,6 +398,9 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
         }
         op.Kt = b->kt;
         op.ldkt = pa__tile_kt_ld(p->Lk);
+        /* compute_dtype bf16 multiplies the bf16 K^T; the float one serves
+         * CoPE's gates and Shaw's key term only. */
+        const bool f32_kt = !p->cbf16 || p->scheme->type == PA_SCHEME_COPE || b->krel != NULL;
         /* Keys packed once per kv head (every query block of the group reads
          * them); with norms or rope, normalised and rotated BQ rows at a
          * time on the way. */
@@ -417,12 +418,14 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
                     p->rope ? pa__rope_tab(p, b->sin_k, g, p->Lk) + (size_t)j0 * half : NULL, NULL,
                     Kh + (size_t)j0 * ldk, (int)ldk, n, b->qblk,
                     ret ? ret + (size_t)j0 * io->ldk : NULL, io->ldk);
-                pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
+                if (f32_kt)
+                    pa__tile_pack_kt(n, p->D, b->qblk, p->D, b->kt + j0, op.ldkt);
                 if (p->cbf16)
                     pa__bf16_pack_kt(op.way, n, p->D, b->qblk, p->D, b->kt2 + j0, op.ldkt);
             }
         } else {
-            pa__tile_pack_kt(p->Lk, p->D, Kh, (int)ldk, b->kt, op.ldkt);
+            if (f32_kt)
+                pa__tile_pack_kt(p->Lk, p->D, Kh, (int)ldk, b->kt, op.ldkt);
             if (p->cbf16)
                 pa__bf16_pack_kt(op.way, p->Lk, p->D, Kh, (int)ldk, b->kt2, op.ldkt);
         }

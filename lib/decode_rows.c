@@ -6,8 +6,8 @@
  * AVX2 ones are the portable sums eight lanes at a time (fused
  * multiply-adds, fmaf in the C, in the same order, so their bits are the
  * portable ones); the AVX-512 ones use fused multiply-adds in their own
- * order, and their 16-bit twins widen the rows into an L1 scratch and run
- * the float code on them. A 16-bit call therefore gives, on every path,
+ * order, and their 16-bit twins widen the rows in registers and run the
+ * float code's sums on them. A 16-bit call therefore gives, on every path,
  * the bits of the float call on the widened rows.
  *
  * Fused, not a multiply then an add: decode is one multiply-add per
@@ -24,6 +24,7 @@
 #include "dtype.h"
 
 #include <math.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PA_DEC_X86 1
@@ -413,45 +414,55 @@ PA_AVX512 static inline __m512 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
     return _mm512_add_ps(z, _mm512_permute_ps(z, 0xB1));
 }
 
-/* R rows (1 to 4) against 4 keys: 4R accumulators (independent chains of
- * fused multiply-adds), each 16 floats of q and of k loaded once; keys past
- * nk repeat the first and are not stored. */
+/* 16 elements of type t from x[i], as floats (widening is exact); the
+ * first `left` of them where left < 16, the others 0. */
+PA_AVX512 static inline __attribute__((always_inline)) __m512 ld16(pa_dtype t, const void *x,
+                                                                   size_t i, int32_t left)
+{
+    __m256i h;
+    if (t == PA_DTYPE_F32)
+        return left >= 16 ? _mm512_loadu_ps((const float *)x + i)
+                          : _mm512_maskz_loadu_ps(tail16(left), (const float *)x + i);
+    if (left >= 16) {
+        h = _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)x + i));
+    } else { /* AVX-512F has no masked 16-bit load */
+        uint16_t part[16] = {0};
+        memcpy(part, (const uint16_t *)x + i, (size_t)(left > 0 ? left : 0) * sizeof(uint16_t));
+        h = _mm256_loadu_si256((const __m256i *)(const void *)part);
+    }
+    if (t == PA_DTYPE_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* R rows (1 to 4) against 4 keys of type t: 4R accumulators (independent
+ * chains of fused multiply-adds), each 16 floats of q and of k loaded once
+ * (16-bit keys widened in registers, so the sums are the float call's on
+ * the widened rows); keys past nk repeat the first and are not stored. */
 PA_AVX512 static inline __attribute__((always_inline)) void
-dot_tile(const int R, const float *q, int32_t d, const float *k, size_t ldk, int32_t nk,
+dot_tile(const int R, pa_dtype t, const float *q, int32_t d, const void *k, size_t ldk, int32_t nk,
          float scale, float *s, size_t lds)
 {
-    const float *kt[4];
+    size_t kt[4];
     __m512 acc[4][4];
     int32_t c = 0;
     const __m512i pick = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-    for (int t = 0; t < 4; t++)
-        kt[t] = k + (t < nk ? (size_t)t * ldk : 0);
+    for (int u = 0; u < 4; u++)
+        kt[u] = u < nk ? (size_t)u * ldk : 0;
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++)
-            acc[r][t] = _mm512_setzero_ps();
-    for (; c + 16 <= d; c += 16) {
-        const __m512 k0 = _mm512_loadu_ps(kt[0] + c), k1 = _mm512_loadu_ps(kt[1] + c);
-        const __m512 k2 = _mm512_loadu_ps(kt[2] + c), k3 = _mm512_loadu_ps(kt[3] + c);
+        for (int u = 0; u < 4; u++)
+            acc[r][u] = _mm512_setzero_ps();
+    for (; c < d; c += 16) {
+        const int32_t left = c + 16 <= d ? 16 : d - c; /* whole vectors, then the tail */
+        const __m512 k0 = ld16(t, k, kt[0] + (size_t)c, left),
+                     k1 = ld16(t, k, kt[1] + (size_t)c, left);
+        const __m512 k2 = ld16(t, k, kt[2] + (size_t)c, left),
+                     k3 = ld16(t, k, kt[3] + (size_t)c, left);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const __m512 x = _mm512_loadu_ps(q + (size_t)r * d + c);
-            acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
-            acc[r][2] = _mm512_fmadd_ps(x, k2, acc[r][2]);
-            acc[r][3] = _mm512_fmadd_ps(x, k3, acc[r][3]);
-        }
-    }
-    if (c < d) {
-        const __mmask16 m = tail16(d - c);
-        const __m512 k0 = _mm512_maskz_loadu_ps(m, kt[0] + c),
-                     k1 = _mm512_maskz_loadu_ps(m, kt[1] + c);
-        const __m512 k2 = _mm512_maskz_loadu_ps(m, kt[2] + c),
-                     k3 = _mm512_maskz_loadu_ps(m, kt[3] + c);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const __m512 x = _mm512_maskz_loadu_ps(m, q + (size_t)r * d + c);
+            const __m512 x = ld16(PA_DTYPE_F32, q, (size_t)r * d + (size_t)c, left);
             acc[r][0] = _mm512_fmadd_ps(x, k0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(x, k1, acc[r][1]);
             acc[r][2] = _mm512_fmadd_ps(x, k2, acc[r][2]);
@@ -467,21 +478,22 @@ dot_tile(const int R, const float *q, int32_t d, const float *k, size_t ldk, int
     }
 }
 
-PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, const float *k,
-                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds)
+PA_AVX512 static inline __attribute__((always_inline)) void
+dot_rows_avx512_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k, size_t ldk,
+                  int32_t nk, float scale, float *s, size_t lds)
 {
     int32_t r = 0;
     for (; r + 4 <= n; r += 4)
-        dot_tile(4, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        dot_tile(4, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
     switch (n - r) {
     case 3:
-        dot_tile(3, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        dot_tile(3, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
         break;
     case 2:
-        dot_tile(2, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        dot_tile(2, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
         break;
     case 1:
-        dot_tile(1, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
+        dot_tile(1, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
         break;
     default:
         break;
@@ -489,13 +501,15 @@ PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, cons
 }
 
 /* R rows (1 to 4) by 64 columns from c of pv_block, the sums in 4R
- * registers across all nk keys, then added to o once. */
+ * registers across all nk keys, then added to o once; values of type t
+ * widened in registers. */
 PA_AVX512 static inline __attribute__((always_inline)) void
-pv_tile(const int R, const bool full, float *o, size_t ldo, const float *P, size_t ldp,
-        const float *V, size_t ldv, int32_t nk, int32_t c, int32_t d)
+pv_tile(const int R, const bool full, pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp,
+        const void *V, size_t ldv, int32_t nk, int32_t c, int32_t d)
 {
-    const __mmask16 m0 = tail16(d - c), m1 = tail16(d - c - 16), m2 = tail16(d - c - 32),
-                    m3 = tail16(d - c - 48);
+    const int32_t left = full ? 64 : d - c; /* full: no mask, no test */
+    const __mmask16 m0 = tail16(left), m1 = tail16(left - 16), m2 = tail16(left - 32),
+                    m3 = tail16(left - 48);
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -503,11 +517,9 @@ pv_tile(const int R, const bool full, float *o, size_t ldo, const float *P, size
         for (int u = 0; u < 4; u++)
             acc[r][u] = _mm512_setzero_ps();
     for (int32_t j = 0; j < nk; j++) {
-        const float *v = V + (size_t)j * ldv + c;
-        const __m512 v0 = full ? _mm512_loadu_ps(v) : _mm512_maskz_loadu_ps(m0, v);
-        const __m512 v1 = full ? _mm512_loadu_ps(v + 16) : _mm512_maskz_loadu_ps(m1, v + 16);
-        const __m512 v2 = full ? _mm512_loadu_ps(v + 32) : _mm512_maskz_loadu_ps(m2, v + 32);
-        const __m512 v3 = full ? _mm512_loadu_ps(v + 48) : _mm512_maskz_loadu_ps(m3, v + 48);
+        const size_t v = (size_t)j * ldv + (size_t)c;
+        const __m512 v0 = ld16(t, V, v, left), v1 = ld16(t, V, v + 16, left - 16);
+        const __m512 v2 = ld16(t, V, v + 32, left - 32), v3 = ld16(t, V, v + 48, left - 48);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m512 w = _mm512_set1_ps(P[(size_t)r * ldp + (size_t)j]);
@@ -534,22 +546,23 @@ pv_tile(const int R, const bool full, float *o, size_t ldo, const float *P, size
     do {                                                                                           \
         int32_t r = 0;                                                                             \
         for (; r + 4 <= n; r += 4)                                                                 \
-            pv_tile(4, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+            pv_tile(4, full, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c, \
                     d);                                                                            \
         if (n - r == 3)                                                                            \
-            pv_tile(3, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+            pv_tile(3, full, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c, \
                     d);                                                                            \
         else if (n - r == 2)                                                                       \
-            pv_tile(2, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+            pv_tile(2, full, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c, \
                     d);                                                                            \
         else if (n - r == 1)                                                                       \
-            pv_tile(1, full, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c,    \
+            pv_tile(1, full, t, o + (size_t)r * ldo, ldo, P + (size_t)r * ldp, ldp, V, ldv, nk, c, \
                     d);                                                                            \
     } while (0)
 
-/* 64 columns at a time: unmasked loads while whole, masked on the tail. */
-PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
-                                      const float *V, size_t ldv, int32_t nk, int32_t d)
+/* 64 columns at a time: whole vectors while whole, masked on the tail. */
+PA_AVX512 static inline __attribute__((always_inline)) void
+pv_block_avx512_t(pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                  const void *V, size_t ldv, int32_t nk, int32_t d)
 {
     int32_t c = 0;
     for (; c + 64 <= d; c += 64)
@@ -560,52 +573,48 @@ PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size
 
 #undef PV_TILES
 
-/* 16-bit keys and values for the AVX-512 kernels: the nk rows widened into
- * scratch [nk, d] (in L1), then the float kernel on them, which reads the
- * same floats the float call does. */
-static void dot_rows_avx512_16(pa_dtype t, const float *q, int32_t n, int32_t d, const uint16_t *k,
-                               size_t ldk, int32_t nk, float scale, float *s, size_t lds,
-                               float *scratch)
+PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, const float *k,
+                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds)
 {
-    for (int32_t u = 0; u < nk; u++)
-        pa__widen(t, k + (size_t)u * ldk, (size_t)d, scratch + (size_t)u * d);
-    dot_rows_avx512(q, n, d, scratch, (size_t)d, nk, scale, s, lds);
+    dot_rows_avx512_t(PA_DTYPE_F32, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
-static void dot_rows_avx512_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
-                                 size_t ldk, int32_t nk, float scale, float *s, size_t lds,
-                                 float *scratch)
+PA_AVX512 static void dot_rows_avx512_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                           size_t ldk, int32_t nk, float scale, float *s,
+                                           size_t lds, float *scratch)
 {
-    dot_rows_avx512_16(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds, scratch);
+    (void)scratch;
+    dot_rows_avx512_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
-static void dot_rows_avx512_f16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
-                                int32_t nk, float scale, float *s, size_t lds, float *scratch)
+PA_AVX512 static void dot_rows_avx512_f16(const float *q, int32_t n, int32_t d, const uint16_t *k,
+                                          size_t ldk, int32_t nk, float scale, float *s, size_t lds,
+                                          float *scratch)
 {
-    dot_rows_avx512_16(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds, scratch);
+    (void)scratch;
+    dot_rows_avx512_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
-static void pv_block_avx512_16(pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp,
-                               int32_t n, const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
-                               float *scratch)
+PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
+                                      const float *V, size_t ldv, int32_t nk, int32_t d)
 {
-    for (int32_t j = 0; j < nk; j++)
-        pa__widen(t, V + (size_t)j * ldv, (size_t)d, scratch + (size_t)j * d);
-    pv_block_avx512(o, ldo, P, ldp, n, scratch, (size_t)d, nk, d);
+    pv_block_avx512_t(PA_DTYPE_F32, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 
-static void pv_block_avx512_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
-                                 const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
-                                 float *scratch)
+PA_AVX512 static void pv_block_avx512_bf16(float *o, size_t ldo, const float *P, size_t ldp,
+                                           int32_t n, const uint16_t *V, size_t ldv, int32_t nk,
+                                           int32_t d, float *scratch)
 {
-    pv_block_avx512_16(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d, scratch);
+    (void)scratch;
+    pv_block_avx512_t(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 
-static void pv_block_avx512_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
-                                const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
-                                float *scratch)
+PA_AVX512 static void pv_block_avx512_f16(float *o, size_t ldo, const float *P, size_t ldp,
+                                          int32_t n, const uint16_t *V, size_t ldv, int32_t nk,
+                                          int32_t d, float *scratch)
 {
-    pv_block_avx512_16(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d, scratch);
+    (void)scratch;
+    pv_block_avx512_t(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 
 #endif

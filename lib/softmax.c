@@ -17,6 +17,7 @@
 #include "softmax.h"
 
 #include "cpu.h"
+#include "tile.h"
 
 #include <math.h>
 #include <string.h>
@@ -308,9 +309,11 @@ PA_AVX512 static inline __m512 exp16(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
     {
-        const __m512i bits =
-            _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-        const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+        /* p * 2^n in one instruction: n is an integer in [-126, 127] and p
+         * in [0.7, 1.5], so 2^n and the product are normal floats and
+         * vscalefps rounds once, as exp_lane's multiply by the exponent
+         * bits does: the same bits. */
+        const __m512 y = _mm512_scalef_ps(p, n);
         const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GT_OQ);
         const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
         return _mm512_mask_mov_ps(_mm512_maskz_mov_ps(live, y), nan, x);
@@ -440,6 +443,31 @@ PA_AVX512 static void row_softcap_avx512(float *row, int32_t n, float cap)
     }
 }
 
+/* row_exp_sum_avx512 (the same sum, the same probabilities in row) that
+ * also writes them as pa__bf16_pack_probs(PA__BF16_DPBF16, ...) does, with
+ * the same vcvtneps2bf16: one pass over the tile's row instead of two. */
+#define PA_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+PA_AVX512_BF16 static float row_exp_sum_pairs_avx512(float *row, int32_t n, float m, int32_t lead,
+                                                     uint32_t *dst)
+{
+    const __m512 vm = _mm512_set1_ps(m);
+    const uint16_t zero = 0;
+    char *out = (char *)dst + 2 * (size_t)lead;
+    __m512 sum = _mm512_setzero_ps();
+    if (lead)
+        memcpy(dst, &zero, sizeof zero);
+    for (int32_t j = 0; j < n; j += 16) {
+        const __mmask16 k = tail16(n - j);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm));
+        _mm512_mask_storeu_ps(row + j, k, e);
+        _mm256_mask_storeu_epi16(out + 2 * (size_t)j, k, (__m256i)_mm512_cvtneps_pbh(e));
+        sum = _mm512_mask_add_ps(sum, k, sum, e);
+    }
+    if ((lead + n) & 1)
+        memcpy((char *)dst + 2 * (size_t)(lead + n), &zero, sizeof zero);
+    return _mm512_reduce_add_ps(sum);
+}
+
 #define PA_HAVE_AVX512() pa__cpu_avx512()
 #else
 #define PA_HAVE_AVX512() 0
@@ -471,6 +499,18 @@ float pa__row_exp_sum(float *row, int32_t n, float m)
     return PA_HAVE_AVX512() ? row_exp_sum_avx512(row, n, m)
            : PA_HAVE_AVX2() ? pa__row_exp_sum_avx2(row, n, m)
                             : row_exp_sum(row, n, m);
+}
+
+float pa__row_exp_sum_pairs(pa__bf16_way w, float *row, int32_t n, float m, int32_t lead,
+                            uint32_t *dst)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (w == PA__BF16_DPBF16 && pa__cpu_avx512_bf16())
+        return row_exp_sum_pairs_avx512(row, n, m, lead, dst);
+#endif
+    const float sum = pa__row_exp_sum(row, n, m);
+    pa__bf16_pack_probs(w, row, n, lead, dst);
+    return sum;
 }
 
 float pa__row_exp_sum_stats(float *row, int32_t n, float m, const int32_t *kpos, int32_t qpos,

@@ -8,6 +8,8 @@
 #ifndef PA_SOFTMAX_H
 #define PA_SOFTMAX_H
 
+#include "tile.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +21,12 @@ float pa__row_max(const float *row, int32_t n);
  * exactly 0; NaN entries stay NaN (and make the sum NaN). Accuracy: within
  * 2 ulp of expf. */
 float pa__row_exp_sum(float *row, int32_t n, float m);
+
+/* pa__row_exp_sum, then the probabilities as pa__bf16_pack_probs(w, row,
+ * n, lead, dst) packs them (compute_dtype bf16), in one pass where w is
+ * PA__BF16_DPBF16: the same sum, row and dst either way. */
+float pa__row_exp_sum_pairs(pa__bf16_way w, float *row, int32_t n, float m, int32_t lead,
+                            uint32_t *dst);
 
 /* pa__row_exp_sum, and over the same pass the sums the row statistics
  * need: *spl = sum_j p_j (row[j] - m) (entropy), *spd = sum_j p_j

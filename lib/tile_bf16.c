@@ -133,9 +133,9 @@ PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uin
 {
     const int32_t np = (d + 1) / 2;
     uint32_t tmp[16 * 16];
-    const __m512i col = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5,
-                                                            4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32(16));
+    const __m512i col =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(16));
     for (int32_t j0 = 0; j0 < n; j0 += 16) {
         const int32_t jn = n - j0 < 16 ? n - j0 : 16;
         const __mmask16 kj = first16(jn);
@@ -149,18 +149,17 @@ PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uin
                 _mm512_storeu_si512(tmp + 16 * j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
             }
             for (int32_t p = 0; p < pn; p++)
-                _mm512_mask_storeu_epi32(
-                    kt + (size_t)(p0 + p) * ld + (size_t)j0, kj,
-                    _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), kj,
-                                                _mm512_add_epi32(col, _mm512_set1_epi32(p)), tmp, 4));
+                _mm512_mask_storeu_epi32(kt + (size_t)(p0 + p) * ld + (size_t)j0, kj,
+                                         _mm512_mask_i32gather_epi32(
+                                             _mm512_setzero_si512(), kj,
+                                             _mm512_add_epi32(col, _mm512_set1_epi32(p)), tmp, 4));
         }
     }
 }
 
 /* pa__bf16_pack_v for PA__BF16_DPBF16: rows 2t and 2t + 1 rounded and
  * interleaved, 16 columns at a time. */
-PA_CVT static void pack_v_dp(int32_t n, int32_t dv, const float *v, int ldv, uint32_t *v2,
-                             int ldv2)
+PA_CVT static void pack_v_dp(int32_t n, int32_t dv, const float *v, int ldv, uint32_t *v2, int ldv2)
 {
     for (int32_t t = 0; 2 * t < n; t++) {
         const float *r0 = v + (size_t)(2 * t) * (size_t)ldv;
@@ -172,7 +171,8 @@ PA_CVT static void pack_v_dp(int32_t n, int32_t dv, const float *v, int ldv, uin
             const __m512 hi = r1 != NULL ? _mm512_maskz_loadu_ps(k, r1 + c) : _mm512_setzero_ps();
             const __m512i lo16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(lo));
             const __m512i hi16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(hi));
-            _mm512_mask_storeu_epi32(dst + c, k, _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
+            _mm512_mask_storeu_epi32(dst + c, k,
+                                     _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
         }
     }
 }

@@ -4,7 +4,8 @@
  * Bits first, against tests/ref_bf16_dot.c (the definition, apart from lib/):
  * the rounding; the tiles' products on every way this CPU runs (plain C,
  * the float32 FMA kernels on swapped pairs, AVX-512 BF16's vdpbf16ps),
- * each equal to the others and to the reference; the logits a call returns, which are exactly scale
+ * each equal to the others and to the reference, and the online softmax's
+ * one pass to its two steps; the logits a call returns, which are exactly scale
  * times the pairwise dot of the rounded q and k as attention sees them (rope included), on the
  * causal diagonal too; and the output of a call whose probabilities are all 1, which is exactly the
  * pairwise sum of the rounded values, tile by tile. Then accuracy against the double reference for
@@ -16,6 +17,7 @@
 #include "attention_fixture.h"
 #include "ref_attention.h"
 #include "ref_bf16_dot.h"
+#include "softmax.h"
 #include "tile.h"
 
 #include <math.h>
@@ -231,6 +233,47 @@ static void test_pack_probs(void **state)
             if (memcmp(got, want, sizeof got) != 0) {
                 fprintf(stderr, "%s n=%d lead=%d: packed probabilities differ\n",
                         pa__bf16_way_name(way), n, lead);
+                fail();
+            }
+        }
+    }
+}
+
+/* The online softmax's one pass (pa__row_exp_sum_pairs: vcvtneps2bf16 on
+ * the exp's registers with AVX-512 BF16) leaves the sum, the row and the
+ * pairs that its two steps (pa__row_exp_sum, pa__bf16_pack_probs) leave,
+ * bit for bit, on rows with hidden keys and ends of either parity. */
+static void test_exp_pairs(void **state)
+{
+    (void)state;
+    tu_rng r;
+    float x[300], row1[300], row2[300];
+    uint32_t got[152], want[152];
+    tu_rng_seed(&r, 14);
+    for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+        const pa__bf16_way way = ways[w];
+        if (!pa__bf16_can(way))
+            continue;
+        for (int trial = 0; trial < 200; trial++) {
+            const int n = 1 + (int)tu_uniform(&r, 0, 300), lead = trial % 2;
+            float m = -INFINITY, s1, s2;
+            for (int j = 0; j < n; j++) {
+                x[j] = tu_uniform(&r, 0, 1) < 0.1 ? -INFINITY : (float)tu_uniform(&r, -30, 30);
+                m = x[j] > m ? x[j] : m;
+            }
+            if (m == -INFINITY)
+                continue;
+            memcpy(row1, x, (size_t)n * sizeof(float));
+            memcpy(row2, x, (size_t)n * sizeof(float));
+            memset(got, 0xAB, sizeof got);
+            memset(want, 0xAB, sizeof want);
+            s1 = pa__row_exp_sum_pairs(way, row1, n, m, lead, got);
+            s2 = pa__row_exp_sum(row2, n, m);
+            pa__bf16_pack_probs(way, row2, n, lead, want);
+            if (bits_of(s1) != bits_of(s2) || memcmp(row1, row2, (size_t)n * sizeof(float)) != 0 ||
+                memcmp(got, want, sizeof got) != 0) {
+                fprintf(stderr, "%s n=%d lead=%d: one pass differs from two (sum %a, %a)\n",
+                        pa__bf16_way_name(way), n, lead, (double)s1, (double)s2);
                 fail();
             }
         }
@@ -568,15 +611,11 @@ static void test_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round),
-        cmocka_unit_test(test_tiles_every_way),
-        cmocka_unit_test(test_pack_probs),
-        cmocka_unit_test(test_logits_exact),
-        cmocka_unit_test(test_values_exact),
-        cmocka_unit_test(test_probs_rounded),
-        cmocka_unit_test(test_accuracy_schemes),
-        cmocka_unit_test(test_hidden_rows),
-        cmocka_unit_test(test_parts_and_kv16),
+        cmocka_unit_test(test_round),         cmocka_unit_test(test_tiles_every_way),
+        cmocka_unit_test(test_pack_probs),    cmocka_unit_test(test_exp_pairs),
+        cmocka_unit_test(test_logits_exact),  cmocka_unit_test(test_values_exact),
+        cmocka_unit_test(test_probs_rounded), cmocka_unit_test(test_accuracy_schemes),
+        cmocka_unit_test(test_hidden_rows),   cmocka_unit_test(test_parts_and_kv16),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
