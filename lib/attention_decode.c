@@ -229,10 +229,18 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
          * page), each run's kv heads one after another, four keys at a
          * time: eight rows a few KiB apart read side by side, which the
          * hardware prefetchers follow (the next four keys only, 0.66x of
-         * the speed on an AMD EPYC). Each key's logit is its own sum
-         * whichever way the keys are grouped. */
+         * the speed on an AMD EPYC with AVX2); with the key-major ops a
+         * key at a time, its kv heads in turn (decode_rows.h). Each key's
+         * logit is its own sum whichever way the keys are grouped. */
         for (int32_t k0 = lo, kc; k0 < hi; k0 += kc) {
             kc = pa__krun(io, k0, pa__min_i32(prep_k ? 4 : DEC_KG, hi - k0));
+            if (ops.key_major) {
+                for (int32_t j = k0; j < k0 + kc; j++)
+                    for (int32_t g = g0; g < g1; g++)
+                        key_logits(p, b, io, &ops, g, pa__max_i32(h0, g * G),
+                                   pa__min_i32(h1, (g + 1) * G), j, 1, lo, nk, j1, prep_k);
+                continue;
+            }
             for (int32_t g = g0; g < g1; g++)
                 for (int32_t j = k0; j < k0 + kc; j += 4)
                     key_logits(p, b, io, &ops, g, pa__max_i32(h0, g * G),

@@ -478,11 +478,61 @@ dot_tile(const int R, pa_dtype t, const float *q, int32_t d, const void *k, size
     }
 }
 
+/* Up to 4 rows against one key: dot_tile's sums for key 0 (the same
+ * fused multiply-adds per row, the same reduction tree in sum4, which
+ * folds each of its inputs alike), with the rows where dot_tile has the
+ * keys, so one key's row is read once. */
+PA_AVX512 static inline __attribute__((always_inline)) void dot_key(const int R, pa_dtype t,
+                                                                    const float *q, int32_t d,
+                                                                    const void *k, float scale,
+                                                                    float *s, size_t lds)
+{
+    __m512 acc[4];
+    int32_t c = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (; c < d; c += 16) {
+        const int32_t left = c + 16 <= d ? 16 : d - c;
+        const __m512 kv = ld16(t, k, (size_t)c, left);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r] =
+                _mm512_fmadd_ps(ld16(PA_DTYPE_F32, q, (size_t)r * d + (size_t)c, left), kv, acc[r]);
+    }
+    {
+        float out[16];
+        _mm512_storeu_ps(
+            out, _mm512_mul_ps(sum4(acc[0], acc[1], acc[2], acc[3]), _mm512_set1_ps(scale)));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            s[(size_t)r * lds] = out[4 * r];
+    }
+}
+
 PA_AVX512 static inline __attribute__((always_inline)) void
 dot_rows_avx512_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k, size_t ldk,
                   int32_t nk, float scale, float *s, size_t lds)
 {
     int32_t r = 0;
+    if (nk == 1) {
+        for (; r + 4 <= n; r += 4)
+            dot_key(4, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
+        switch (n - r) {
+        case 3:
+            dot_key(3, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
+            break;
+        case 2:
+            dot_key(2, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
+            break;
+        case 1:
+            dot_key(1, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
+            break;
+        default:
+            break;
+        }
+        return;
+    }
     for (; r + 4 <= n; r += 4)
         dot_tile(4, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
     switch (n - r) {
@@ -623,9 +673,10 @@ pa__row_ops pa__row_ops_pick(pa_dtype t)
 {
     const bool f16 = t == PA_DTYPE_F16;
     pa__row_ops ops = {dot_rows, pv_block, f16 ? dot_rows_f16 : dot_rows_bf16,
-                       f16 ? pv_block_f16 : pv_block_bf16};
+                       f16 ? pv_block_f16 : pv_block_bf16, false};
 #if PA_DEC_X86
     if (pa__cpu_avx512()) {
+        ops.key_major = true;
         ops.dot = dot_rows_avx512;
         ops.pv = pv_block_avx512;
         ops.dot16 = f16 ? dot_rows_avx512_f16 : dot_rows_avx512_bf16;
