@@ -312,8 +312,7 @@ static void arith_rows(int H, int Hkv, int D, int Lk, int tmax, bool smoke)
     const pa_dtype types[3] = {PA_DTYPE_F32, PA_DTYPE_BF16, PA_DTYPE_F16};
     float *q = randf((size_t)G * D, 21), *k = randf(RUN * row, 22), *v = randf(RUN * row, 23);
     float *o = randf((size_t)G * D, 24), *P = randf((size_t)G * RUN, 25);
-    float *s = xmalloc((size_t)G * RUN * sizeof(float)),
-          *scratch = xmalloc(16 * (size_t)D * sizeof(float));
+    float *s = xmalloc((size_t)G * RUN * sizeof(float));
     uint16_t *k16 = rand16(RUN * row, PA_DTYPE_BF16, 26),
              *v16 = rand16(RUN * row, PA_DTYPE_BF16, 27);
     for (int i = 0; i < G * RUN; i++)
@@ -331,22 +330,27 @@ static void arith_rows(int H, int Hkv, int D, int Lk, int tmax, bool smoke)
                 k16[i] = v16[i] = (uint16_t)(0x3800u | (k16[i] & 0x3FFu));
         for (int r = 0; r < 5; r++) {
             double t0 = now();
-            for (int it = 0; it < rounds; it++)
+            for (int it = 0; it < rounds; it++) {
+                /* The logits as the decode takes them (decode_rows.h):
+                 * four keys of a kv head at a time, or key-major, a key
+                 * at a time with its kv heads in turn. */
+                const int per = ops.key_major ? 1 : 4;
+                for (int j0 = 0; j0 < RUN; j0 += per)
+                    for (int g = 0; g < Hkv; g++)
+                        for (int j = j0; j < j0 + per; j += 4) {
+                            const size_t at = (size_t)j * row + (size_t)g * D;
+                            if (t == PA_DTYPE_F32)
+                                ops.dot(q, G, D, k + at, row, per, 0.1f, s + j, RUN);
+                            else
+                                ops.dot16(q, G, D, k16 + at, row, per, 0.1f, s + j, RUN);
+                        }
                 for (int g = 0; g < Hkv; g++) {
-                    for (int j = 0; j < RUN; j += 4) {
-                        if (t == PA_DTYPE_F32)
-                            ops.dot(q, G, D, k + (size_t)j * row + (size_t)g * D, row, 4, 0.1f,
-                                    s + j, RUN);
-                        else
-                            ops.dot16(q, G, D, k16 + (size_t)j * row + (size_t)g * D, row, 4, 0.1f,
-                                      s + j, RUN, scratch);
-                    }
                     if (t == PA_DTYPE_F32)
                         ops.pv(o, (size_t)D, P, RUN, G, v + (size_t)g * D, row, RUN, D);
                     else
-                        ops.pv16(o, (size_t)D, P, RUN, G, v16 + (size_t)g * D, row, RUN, D,
-                                 scratch);
+                        ops.pv16(o, (size_t)D, P, RUN, G, v16 + (size_t)g * D, row, RUN, D);
                 }
+            }
             best = fmin(best, now() - t0);
         }
         ns = best / ((double)rounds * RUN * Hkv) * 1e9;
@@ -361,7 +365,6 @@ static void arith_rows(int H, int Hkv, int D, int Lk, int tmax, bool smoke)
     free(o);
     free(P);
     free(s);
-    free(scratch);
     free(k16);
     free(v16);
 }

@@ -212,7 +212,6 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         b->dk = pa__ws_take(w, 4 * (size_t)p->D, sizeof(float));
         if (kv16) {
             b->dkw = pa__ws_take(w, 4 * (size_t)p->D, sizeof(float));
-            b->dvw = pa__ws_take(w, PA__VRUN * (size_t)p->Dv, sizeof(float));
         }
         b->dS = pa__ws_take(w, rows * DEC_BK, sizeof(float));
         b->state = pa__ws_take(w, rows * PA__STATE(p->Dv), sizeof(float));

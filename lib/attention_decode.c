@@ -160,7 +160,7 @@ static void key_logits(const pa__plan *p, const buffers *b, const head_io *io,
     if (!prep_k && io->kvt != PA_DTYPE_F32) {
         ops->dot16(b->dq + (size_t)hs * Lq * D, (he - hs) * Lq, D,
                    (const uint16_t *)pa__krow_raw(io, j) + (size_t)g * D, (size_t)io->ldk, nj,
-                   p->scale, S, (size_t)nk, b->dkw);
+                   p->scale, S, (size_t)nk);
         return;
     }
     if (prep_k) {
@@ -296,7 +296,7 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
                     ops.pv16(state + (size_t)hs * Lq * st + PA__STATE_O, st,
                              b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,
                              (const uint16_t *)pa__vrow_raw(io, s0) + (size_t)g * Dv,
-                             (size_t)io->ldv, s1 - s0, Dv, b->dvw);
+                             (size_t)io->ldv, s1 - s0, Dv);
                 else
                     ops.pv(state + (size_t)hs * Lq * st + PA__STATE_O, st,
                            b->dS + (size_t)hs * Lq * nk + (s0 - lo), (size_t)nk, (he - hs) * Lq,

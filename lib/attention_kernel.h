@@ -86,7 +86,6 @@ typedef struct buffers {
     float *dq;            /* [H*Lq, D] queries as attention sees them, row h*Lq + i */
     float *dk;            /* [4, D] four keys of one kv head, normalised or rotated */
     float *dkw;           /* [4, D] kv_dtype 16-bit: those keys widened, before that */
-    float *dvw;           /* [PA__VRUN, Dv] kv_dtype 16-bit, AVX-512: a run of values widened */
     float *dS;            /* [H*Lq, DEC_BK] one block's logits, then probabilities */
     float *state;         /* [H*Lq, PA__STATE(Dv)] running state of pa_attention_run */
     bool *overflow;       /* set when a row's logits were not finite */

@@ -117,30 +117,26 @@ static inline __attribute__((always_inline)) void pv_block_t(pa_dtype t, float *
 }
 
 static void dot_rows_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
-                          int32_t nk, float scale, float *s, size_t lds, float *scratch)
+                          int32_t nk, float scale, float *s, size_t lds)
 {
-    (void)scratch;
     dot_rows_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
 static void dot_rows_f16(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk,
-                         int32_t nk, float scale, float *s, size_t lds, float *scratch)
+                         int32_t nk, float scale, float *s, size_t lds)
 {
-    (void)scratch;
     dot_rows_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
 static void pv_block_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
-                          const uint16_t *V, size_t ldv, int32_t nk, int32_t d, float *scratch)
+                          const uint16_t *V, size_t ldv, int32_t nk, int32_t d)
 {
-    (void)scratch;
     pv_block_t(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 
 static void pv_block_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
-                         const uint16_t *V, size_t ldv, int32_t nk, int32_t d, float *scratch)
+                         const uint16_t *V, size_t ldv, int32_t nk, int32_t d)
 {
-    (void)scratch;
     pv_block_t(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 
@@ -349,18 +345,14 @@ PA_AVX2 static void dot_rows_avx2(const float *q, int32_t n, int32_t d, const fl
 }
 
 PA_AVX2 static void dot_rows_avx2_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
-                                       size_t ldk, int32_t nk, float scale, float *s, size_t lds,
-                                       float *scratch)
+                                       size_t ldk, int32_t nk, float scale, float *s, size_t lds)
 {
-    (void)scratch;
     dot_rows_avx2_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
 PA_AVX2 static void dot_rows_avx2_f16(const float *q, int32_t n, int32_t d, const uint16_t *k,
-                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds,
-                                      float *scratch)
+                                      size_t ldk, int32_t nk, float scale, float *s, size_t lds)
 {
-    (void)scratch;
     dot_rows_avx2_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
@@ -371,18 +363,14 @@ PA_AVX2 static void pv_block_avx2(float *o, size_t ldo, const float *P, size_t l
 }
 
 PA_AVX2 static void pv_block_avx2_bf16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
-                                       const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
-                                       float *scratch)
+                                       const uint16_t *V, size_t ldv, int32_t nk, int32_t d)
 {
-    (void)scratch;
     pv_block_avx2_t(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 
 PA_AVX2 static void pv_block_avx2_f16(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
-                                      const uint16_t *V, size_t ldv, int32_t nk, int32_t d,
-                                      float *scratch)
+                                      const uint16_t *V, size_t ldv, int32_t nk, int32_t d)
 {
-    (void)scratch;
     pv_block_avx2_t(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 
@@ -631,17 +619,14 @@ PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, cons
 
 PA_AVX512 static void dot_rows_avx512_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
                                            size_t ldk, int32_t nk, float scale, float *s,
-                                           size_t lds, float *scratch)
+                                           size_t lds)
 {
-    (void)scratch;
     dot_rows_avx512_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
 PA_AVX512 static void dot_rows_avx512_f16(const float *q, int32_t n, int32_t d, const uint16_t *k,
-                                          size_t ldk, int32_t nk, float scale, float *s, size_t lds,
-                                          float *scratch)
+                                          size_t ldk, int32_t nk, float scale, float *s, size_t lds)
 {
-    (void)scratch;
     dot_rows_avx512_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
 }
 
@@ -653,17 +638,15 @@ PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size
 
 PA_AVX512 static void pv_block_avx512_bf16(float *o, size_t ldo, const float *P, size_t ldp,
                                            int32_t n, const uint16_t *V, size_t ldv, int32_t nk,
-                                           int32_t d, float *scratch)
+                                           int32_t d)
 {
-    (void)scratch;
     pv_block_avx512_t(PA_DTYPE_BF16, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 
 PA_AVX512 static void pv_block_avx512_f16(float *o, size_t ldo, const float *P, size_t ldp,
                                           int32_t n, const uint16_t *V, size_t ldv, int32_t nk,
-                                          int32_t d, float *scratch)
+                                          int32_t d)
 {
-    (void)scratch;
     pv_block_avx512_t(PA_DTYPE_F16, o, ldo, P, ldp, n, V, ldv, nk, d);
 }
 

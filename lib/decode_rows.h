@@ -30,12 +30,11 @@ typedef struct pa__row_ops {
     void (*pv)(float *o, size_t ldo, const float *P, size_t ldp, int32_t n, const float *V,
                size_t ldv, int32_t nk, int32_t d);
     /* The same over keys and values of the 16-bit type the ops were
-     * picked for, with the float bits of the widened rows. scratch:
-     * [4, d] floats (dot16) or [16, d] (pv16, nk <= 16). */
+     * picked for, with the float bits of the widened rows. */
     void (*dot16)(const float *q, int32_t n, int32_t d, const uint16_t *k, size_t ldk, int32_t nk,
-                  float scale, float *s, size_t lds, float *scratch);
+                  float scale, float *s, size_t lds);
     void (*pv16)(float *o, size_t ldo, const float *P, size_t ldp, int32_t n, const uint16_t *V,
-                 size_t ldv, int32_t nk, int32_t d, float *scratch);
+                 size_t ldv, int32_t nk, int32_t d);
     /* Key-major logits (the AVX-512 ops): the decode takes a run's keys
      * one at a time, every kv head's row of a key in turn (dot with nk =
      * 1, whose logits are those dot gives that key among four), so k is

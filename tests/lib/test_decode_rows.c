@@ -36,7 +36,6 @@ static void check_groupings(pa_dtype t, int n, int d, tu_rng *r)
     uint16_t *kh = tu_alloc(4 * ldk, sizeof(uint16_t));
     float *s4 = tu_alloc((size_t)n * lds, sizeof(float)), *s1 = tu_alloc((size_t)n, sizeof(float));
     float *s16 = tu_alloc((size_t)n * lds, sizeof(float));
-    float *scratch = tu_alloc(16 * (size_t)d, sizeof(float));
     const float scale = 0.125f;
     tu_fill(r, q, (size_t)n * d, -2, 2);
     for (size_t i = 0; i < 4 * ldk; i++) { /* 16-bit keys, and the floats they widen to */
@@ -45,7 +44,7 @@ static void check_groupings(pa_dtype t, int n, int d, tu_rng *r)
         kf[i] = (float)(t == PA_DTYPE_F16 ? ref_f16_value(kh[i]) : ref_bf16_value(kh[i]));
     }
     ops.dot(q, n, d, kf, ldk, 4, scale, s4, lds);
-    ops.dot16(q, n, d, kh, ldk, 4, scale, s16, lds, scratch);
+    ops.dot16(q, n, d, kh, ldk, 4, scale, s16, lds);
     for (int u = 0; u < 4; u++) {
         memset(s1, 0xFF, (size_t)n * sizeof(float));
         ops.dot(q, n, d, kf + (size_t)u * ldk, ldk, 1, scale, s1, 1);
@@ -74,7 +73,6 @@ static void check_groupings(pa_dtype t, int n, int d, tu_rng *r)
     free(s4);
     free(s1);
     free(s16);
-    free(scratch);
 }
 
 static void test_one_key_among_four(void **state)
