@@ -227,11 +227,68 @@ dot_tile3(const int R, pa_dtype t, const float *q, int32_t d, const void *k, siz
     }
 }
 
+/* R rows (1 to 4) against one key: dot_tile3's sums for its key 0 (lane
+ * u of acc[r] is dot_rows's acc[u], the tail into lane 0, and lane_sums4,
+ * which folds each of its inputs alike, over the rows where dot_tile3 has
+ * the keys), so one key's row is read once. */
+PA_AVX2 static inline __attribute__((always_inline)) void dot_key8(const int R, pa_dtype t,
+                                                                   const float *q, int32_t d,
+                                                                   const void *k, float scale,
+                                                                   float *s, size_t lds)
+{
+    __m256 acc[4];
+    int32_t c = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (; c + 8 <= d; c += 8) {
+        const __m256 kv = ld8(t, k, (size_t)c);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)r * d + c), kv, acc[r]);
+    }
+    if (c < d) /* the tail into lane 0, as dot_rows adds it */
+        for (int r = 0; r < R; r++) {
+            const float *x = q + (size_t)r * d;
+            float a[8];
+            _mm256_storeu_ps(a, acc[r]);
+            for (int32_t e = c; e < d; e++)
+                a[0] = fmaf(x[e], pa__dtype_get(t, k, (size_t)e), a[0]);
+            acc[r] = _mm256_loadu_ps(a);
+        }
+    {
+        float out[4];
+        _mm_storeu_ps(out,
+                      _mm_mul_ps(_mm_set1_ps(scale), lane_sums4(acc[0], acc[1], acc[2], acc[3])));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            s[(size_t)r * lds] = out[r];
+    }
+}
+
 PA_AVX2 static inline __attribute__((always_inline)) void
 dot_rows_avx2_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k, size_t ldk,
                 int32_t nk, float scale, float *s, size_t lds)
 {
     int32_t r = 0;
+    if (nk == 1) {
+        for (; r + 4 <= n; r += 4)
+            dot_key8(4, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
+        switch (n - r) {
+        case 3:
+            dot_key8(3, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
+            break;
+        case 2:
+            dot_key8(2, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
+            break;
+        case 1:
+            dot_key8(1, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
+            break;
+        default:
+            break;
+        }
+        return;
+    }
     /* Three rows' 12 accumulators, four keys and a query row are 17
      * vectors: with float keys GCC reads one key from memory in each
      * multiply-add, but 16-bit keys must be widened in registers, and a
@@ -665,6 +722,7 @@ pa__row_ops pa__row_ops_pick(pa_dtype t)
         ops.dot16 = f16 ? dot_rows_avx512_f16 : dot_rows_avx512_bf16;
         ops.pv16 = f16 ? pv_block_avx512_f16 : pv_block_avx512_bf16;
     } else if (pa__cpu_avx2_fma()) {
+        ops.key_major = true;
         ops.dot = dot_rows_avx2;
         ops.pv = pv_block_avx2;
         ops.dot16 = f16 ? dot_rows_avx2_f16 : dot_rows_avx2_bf16;

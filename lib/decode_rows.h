@@ -35,13 +35,14 @@ typedef struct pa__row_ops {
                   float scale, float *s, size_t lds);
     void (*pv16)(float *o, size_t ldo, const float *P, size_t ldp, int32_t n, const uint16_t *V,
                  size_t ldv, int32_t nk, int32_t d);
-    /* Key-major logits (the AVX-512 ops): the decode takes a run's keys
-     * one at a time, every kv head's row of a key in turn (dot with nk =
-     * 1, whose logits are those dot gives that key among four), so k is
-     * read front to back, a key's rows of every head being one contiguous
-     * row of k. Four rows 4 KiB apart read side by side, head after head,
-     * left an AMD EPYC with AVX-512 at 21 GB/s on one thread against 41 in
-     * memory order (a decode of 32768 keys: 16.2 ms, key-major 11.0). */
+    /* Key-major logits (the AVX-512 and AVX2 ops): the decode takes a
+     * run's keys one at a time, every kv head's row of a key in turn (dot
+     * with nk = 1, whose logits are those dot gives that key among four),
+     * so k is read front to back, a key's rows of every head being one
+     * contiguous row of k. Four rows 4 KiB apart read side by side, head
+     * after head, left an AMD EPYC at 21 GB/s on one thread against 41 in
+     * memory order (a decode of 32768 keys: 16.2 ms, key-major 11.0, with
+     * AVX-512; 16.4-18.0 and 12.2-12.8 with AVX2). */
     bool key_major;
 } pa__row_ops;
 
