@@ -142,6 +142,28 @@ static void pv_block_f16(float *o, size_t ldo, const float *P, size_t ldp, int32
 
 #if PA_DEC_X86
 
+/* Rows [0, n) four at a time, then the one to three left: CALL(R, r) for
+ * rows [r, r + R), R a constant (the kernels below are unrolled by it). */
+#define PA_BY_FOUR_ROWS(n, CALL)                                                                   \
+    do {                                                                                           \
+        int32_t r_ = 0;                                                                            \
+        for (; r_ + 4 <= (n); r_ += 4)                                                             \
+            CALL(4, r_);                                                                           \
+        switch ((n)-r_) {                                                                          \
+        case 3:                                                                                    \
+            CALL(3, r_);                                                                           \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            CALL(2, r_);                                                                           \
+            break;                                                                                 \
+        case 1:                                                                                    \
+            CALL(1, r_);                                                                           \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
 /* ------------------------------------------------------------------------- */
 /* AVX2: the portable sums, eight lanes at a time                            */
 /* ------------------------------------------------------------------------- */
@@ -271,24 +293,12 @@ dot_rows_avx2_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k,
                 int32_t nk, float scale, float *s, size_t lds)
 {
     int32_t r = 0;
+#define KEY_ROWS(R, r0) dot_key8(R, t, q + (size_t)(r0)*d, d, k, scale, s + (size_t)(r0)*lds, lds)
     if (nk == 1) {
-        for (; r + 4 <= n; r += 4)
-            dot_key8(4, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
-        switch (n - r) {
-        case 3:
-            dot_key8(3, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
-            break;
-        case 2:
-            dot_key8(2, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
-            break;
-        case 1:
-            dot_key8(1, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
-            break;
-        default:
-            break;
-        }
+        PA_BY_FOUR_ROWS(n, KEY_ROWS);
         return;
     }
+#undef KEY_ROWS
     /* Three rows' 12 accumulators, four keys and a query row are 17
      * vectors: with float keys GCC reads one key from memory in each
      * multiply-add, but 16-bit keys must be widened in registers, and a
@@ -559,40 +569,15 @@ PA_AVX512 static inline __attribute__((always_inline)) void
 dot_rows_avx512_t(pa_dtype t, const float *q, int32_t n, int32_t d, const void *k, size_t ldk,
                   int32_t nk, float scale, float *s, size_t lds)
 {
-    int32_t r = 0;
-    if (nk == 1) {
-        for (; r + 4 <= n; r += 4)
-            dot_key(4, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
-        switch (n - r) {
-        case 3:
-            dot_key(3, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
-            break;
-        case 2:
-            dot_key(2, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
-            break;
-        case 1:
-            dot_key(1, t, q + (size_t)r * d, d, k, scale, s + (size_t)r * lds, lds);
-            break;
-        default:
-            break;
-        }
-        return;
-    }
-    for (; r + 4 <= n; r += 4)
-        dot_tile(4, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
-    switch (n - r) {
-    case 3:
-        dot_tile(3, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
-        break;
-    case 2:
-        dot_tile(2, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
-        break;
-    case 1:
-        dot_tile(1, t, q + (size_t)r * d, d, k, ldk, nk, scale, s + (size_t)r * lds, lds);
-        break;
-    default:
-        break;
-    }
+#define KEY_ROWS(R, r0) dot_key(R, t, q + (size_t)(r0)*d, d, k, scale, s + (size_t)(r0)*lds, lds)
+#define TILE_ROWS(R, r0)                                                                           \
+    dot_tile(R, t, q + (size_t)(r0)*d, d, k, ldk, nk, scale, s + (size_t)(r0)*lds, lds)
+    if (nk == 1)
+        PA_BY_FOUR_ROWS(n, KEY_ROWS);
+    else
+        PA_BY_FOUR_ROWS(n, TILE_ROWS);
+#undef KEY_ROWS
+#undef TILE_ROWS
 }
 
 /* R rows (1 to 4) by 64 columns from c of pv_block, the sums in 4R
