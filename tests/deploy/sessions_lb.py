@@ -137,7 +137,11 @@ class Run:
                 break
             msg = json.dumps(obj)[:300] if obj is not None else ""
             held = st == 404 and ("holds it and is running" in msg or "is draining and may hold it" in msg)
-            if (st in (0, 502, 503, 504) or held) and time.monotonic() < deadline:
+            # A replica taking the session over loads it from the victim's
+            # snapshot while this step was read: refused before anything
+            # was appended, with "send it again" (server/api/item.c).
+            again = st == 409 and "SESSION_BUSY" in msg and "send it again" in msg
+            if (st in (0, 502, 503, 504) or held or again) and time.monotonic() < deadline:
                 retries += 1
                 time.sleep(0.2)
                 continue
