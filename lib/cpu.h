@@ -20,8 +20,8 @@ bool pa__cpu_avx512(void);
 bool pa__cpu_avx2(void);
 
 /* AVX-512 BF16 (vdpbf16ps, CPUID leaf 7 subleaf 1, EAX bit 5) with
- * AVX-512F, under the same switch: the bf16 products of compute_dtype
- * (lib/tile_bf16.c). */
+ * AVX-512F, BW and VL (the packings' 16-bit masked stores), under the same
+ * switch: the bf16 products of compute_dtype (lib/tile_bf16.c). */
 bool pa__cpu_avx512_bf16(void);
 
 /* AVX2 with FMA (and F16C), under the same switch: compute_dtype bf16's

@@ -86,9 +86,13 @@ __attribute__((target("avx2"))) static void put_pairs8_fma(const float *x, uint3
  * CPU with AVX-512 BF16 has them (pa__cpu_avx512_bf16 checks). */
 #define PA_CVT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-PA_CVT static inline __mmask16 first16(int32_t n)
+/* The first n lanes of 16 (none when n <= 0): integer arithmetic only, so
+ * it inlines into code of any target. */
+static inline __mmask16 first16(int32_t n)
 {
-    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+    if (n >= 16)
+        return (__mmask16)0xFFFF;
+    return n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
 /* x [n] rounded into the bf16 at y [n] (y may be 2-byte aligned only). */
@@ -145,7 +149,7 @@ PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uin
             for (int32_t j = 0; j < jn; j++) {
                 const float *row = k + (size_t)(j0 + j) * (size_t)ldk + (size_t)c0;
                 const __m512 lo = _mm512_maskz_loadu_ps(first16(cn), row);
-                const __m512 hi = _mm512_maskz_loadu_ps(cn > 16 ? first16(cn - 16) : 0, row + 16);
+                const __m512 hi = _mm512_maskz_loadu_ps(first16(cn - 16), row + 16);
                 _mm512_storeu_si512(tmp + 16 * j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
             }
             for (int32_t p = 0; p < pn; p++)
@@ -341,15 +345,6 @@ static void pv_portable(int32_t m, int32_t n, int32_t np, const uint32_t *P2, in
 
 #define PA_BF16 __attribute__((target("avx512f,avx512bf16")))
 
-/* The lanes of a 16-float vector that hold columns c .. n-1 (c < n or none). */
-PA_BF16 PA_INLINE __mmask16 lanes16(int32_t c, int32_t n)
-{
-    const int32_t left = n - c;
-    if (left >= 16)
-        return (__mmask16)0xFFFF;
-    return left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
-}
-
 /* R rows x NV*16 columns from j, as tile.c's qk_block with one vdpbf16ps
  * per pair where that has one FMA per element. */
 PA_BF16 PA_INLINE void qk16_block(const int R, const int NV, int32_t j, int32_t n, int32_t np,
@@ -360,7 +355,7 @@ PA_BF16 PA_INLINE void qk16_block(const int R, const int NV, int32_t j, int32_t 
     __mmask16 mk[4];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
-        mk[v] = lanes16(j + 16 * v, n);
+        mk[v] = first16(n - j - 16 * v); /* columns j + 16v .. n-1 */
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -449,7 +444,7 @@ PA_BF16 PA_INLINE void pv16_block(const int R, const int NV, int32_t c, int32_t 
     __mmask16 mk[4];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
-        mk[v] = lanes16(c + 16 * v, n);
+        mk[v] = first16(n - c - 16 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
