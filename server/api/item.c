@@ -323,8 +323,11 @@ static bool parse_layer(const cJSON *obj, const api_ctx *ctx, api_item *it, api_
     return true;
 }
 
-bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra, size_t n_extra,
-                    api_item *out, api_err *e)
+/* api_item_parse, once; *late set when the item's session was taken over
+ * from another replica (api/session_load.c) after its layer's options were
+ * merged without it. */
+static bool item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra,
+                       size_t n_extra, api_item *out, api_err *e, bool *late)
 {
     const char *known[64];
     size_t n_known = 0;
@@ -372,9 +375,12 @@ bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *ext
     if (sess) {
         if (!api_item_parse_session(obj, ctx, out, e)) /* api/item_session.c */
             goto fail;
-        /* The session read is the one whose layer was merged (not one
-         * deleted and created again under its id meanwhile). */
+        /* The session read is the one whose layer was merged: not one
+         * taken over from a draining replica since the merge, which looked
+         * for it before that replica had let it go (read again, merged
+         * with it), nor one deleted and created again under its id. */
         if (out->sess[0].hold != sess_hold) {
+            *late = sess_hold == NULL;
             api_fail(e, ctx, SRV_ERR_SESSION_BUSY, "session",
                      "session '%s' was deleted and created again while this item was read: "
                      "send it again",
@@ -468,6 +474,14 @@ fail:
         srv_kv_scheme_release(ctx->lim->sessions, sess_hold);
     api_item_free(out);
     return false;
+}
+
+bool api_item_parse(const cJSON *obj, const api_ctx *ctx, const char *const *extra, size_t n_extra,
+                    api_item *out, api_err *e)
+{
+    bool late = false;
+    return item_parse(obj, ctx, extra, n_extra, out, e, &late) ||
+           (late && item_parse(obj, ctx, extra, n_extra, out, e, &late));
 }
 
 const char *const api_result_names[API_NRES] = {"output", "weights", "logits",  "q_rot",
