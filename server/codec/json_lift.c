@@ -8,6 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SRV_LIFT_X86 1
+#include <immintrin.h>
+#endif
+
 enum { MARKER = 0x01 };
 
 static bool is_space(char c)
@@ -245,98 +250,304 @@ static bool reserve(array_ctx *a, size_t more, size_t text_left)
     return true;
 }
 
+static bool forced_scalar; /* srv_lift_force_scalar's */
+
+void srv_lift_force_scalar(bool on)
+{
+    forced_scalar = on;
+}
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Bit i set when p[i] is ',' or ']', for i in 0..63. */
+static inline uint64_t separators64(const char *p)
+{
+    uint64_t m = 0;
+#if SRV_LIFT_X86
+    const __m128i comma = _mm_set1_epi8(','), close = _mm_set1_epi8(']');
+    for (int i = 0; i < 4; i++) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
+        const __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(v, comma), _mm_cmpeq_epi8(v, close));
+        m |= (uint64_t)(uint32_t)_mm_movemask_epi8(hit) << (16 * i);
+    }
+#else
+    for (int i = 0; i < 64; i++)
+        m |= (uint64_t)(p[i] == ',' || p[i] == ']') << i;
+#endif
+    return m;
+}
+
+/* The unsigned number c[0..n), n known (the separator after it found
+ * already), when it is D{1,7}(.D{1,12})? without a leading zero and below
+ * 2^53 as m = its digits: *m and *frac (the fraction's digits), true.
+ * False for anything else (parse_number's to read or refuse). Reads at
+ * most 16 bytes past c + n. */
+static inline bool short_number(const char *c, size_t n, uint64_t *m_out, int *frac)
+{
+    uint64_t m, v;
+    int k, kf;
+    if (n >= 3 && c[1] == '.' && (unsigned)(c[0] - '0') <= 9) {
+        m = (uint64_t)(c[0] - '0'); /* D.F...: the usual shape, without the digit count */
+        c += 2;
+        kf = (int)n - 2;
+    } else {
+        v = load8(c);
+        k = leading_digits(v);
+        if (k == 0 || k == 8 || (k > 1 && *c == '0'))
+            return false;
+        m = digits_value(v, k);
+        if ((size_t)k == n) {
+            *m_out = m;
+            *frac = 0;
+            return true;
+        }
+        if (c[k] != '.')
+            return false;
+        c += k + 1;
+        kf = (int)n - k - 1;
+    }
+    if (kf < 1 || kf > 12)
+        return false;
+    /* 7 + 12 digits stay below 10^19; the check at the end catches 2^53. */
+    k = kf < 8 ? kf : 8;
+    v = load8(c);
+    if (leading_digits(v) < k)
+        return false;
+    m = m * pow10_u64[k] + digits_value(v, k);
+    if (kf > 8) {
+        k = kf - 8;
+        v = load8(c + 8);
+        if (leading_digits(v) < k)
+            return false;
+        m = m * pow10_u64[k] + digits_value(v, k);
+    }
+    if (m > ((uint64_t)1 << 53))
+        return false;
+    *m_out = m;
+    *frac = kf;
+    return true;
+}
+
+#if SRV_LIFT_X86
+#define SRV_LIFT_AVX512 __attribute__((target("avx512f,avx512bw")))
+
+/* Eight numbers at once: the eight elements from s[*at] on, which end at
+ * the first eight separators (',' or ']') of the 128 bytes from there,
+ * into out[0..8), when each is -?D+(.D+)? of at most 8 characters after
+ * its sign (at most one space before it, no leading zero) and only the
+ * last separator may be ']'. Then true, with *at past the eighth separator
+ * and *end at it. False, nothing changed, for anything else (short_number
+ * then reads them one by one). s must have 136 bytes from *at.
+ *
+ * The sign, start and length of each number are found in scalar code; the
+ * rest in 64-bit lanes: the checks, the dot taken out (the bytes above it
+ * moved down one), the digits right-aligned and combined by pairs, quads
+ * and the octet (vpmaddubsw, vpmaddwd, vpmuludq), then the same
+ * operations as short_number's caller: the integer to double, one division
+ * by the exact power of ten, the sign, the float conversion. */
+static SRV_LIFT_AVX512 bool eight_numbers(const char *s, size_t *at, size_t *end, float *out)
+{
+    uint64_t raw[8], len[8];
+    unsigned neg = 0;
+    uint64_t badlen = 0;
+    const size_t p = *at;
+    size_t a = p, e = 0;
+    /* The separators of the 128 bytes from the first number on. */
+    const __m512i comma = _mm512_set1_epi8(','), close = _mm512_set1_epi8(']');
+    const __m512i w0 = _mm512_loadu_si512(s + p), w1 = _mm512_loadu_si512(s + p + 64);
+    uint64_t sep0 = _mm512_cmpeq_epi8_mask(w0, comma) | _mm512_cmpeq_epi8_mask(w0, close);
+    uint64_t sep1 = _mm512_cmpeq_epi8_mask(w1, comma) | _mm512_cmpeq_epi8_mask(w1, close);
+    if (__builtin_popcountll(sep0) + __builtin_popcountll(sep1) < 8)
+        return false;
+    for (int i = 0; i < 8; i++) {
+        if (sep0 != 0) {
+            e = p + (size_t)__builtin_ctzll(sep0);
+            sep0 &= sep0 - 1;
+        } else {
+            e = p + 64 + (size_t)__builtin_ctzll(sep1);
+            sep1 &= sep1 - 1;
+        }
+        const char *c = s + a;
+        c += *c == ' ';
+        neg |= (unsigned)(*c == '-') << i;
+        c += *c == '-';
+        len[i] = (uint64_t)(s + e - c); /* wraps when c is past e: refused below */
+        badlen |= (len[i] - 1) > 7;
+        badlen |= (uint64_t)(i < 7 && s[e] != ',');
+        memcpy(&raw[i], c, 8);
+        a = e + 1;
+    }
+    if (badlen)
+        return false;
+
+    /* Built from registers: a load of the eight stores would wait for them
+     * to leave the store buffer. */
+    const __m512i r = _mm512_set_epi64((long long)raw[7], (long long)raw[6], (long long)raw[5],
+                                       (long long)raw[4], (long long)raw[3], (long long)raw[2],
+                                       (long long)raw[1], (long long)raw[0]);
+    const __m512i n = _mm512_set_epi64((long long)len[7], (long long)len[6], (long long)len[5],
+                                       (long long)len[4], (long long)len[3], (long long)len[2],
+                                       (long long)len[1], (long long)len[0]);
+    const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+    /* The bytes of each number: the low len of its lane. */
+    const __m512i lmask = _mm512_srlv_epi64(
+        _mm512_set1_epi64(-1), _mm512_slli_epi64(_mm512_sub_epi64(_mm512_set1_epi64(8), n), 3));
+    const __mmask64 in = _mm512_test_epi8_mask(lmask, lmask);
+    const __m512i t = _mm512_sub_epi8(r, _mm512_set1_epi8('0'));
+    const __mmask64 dig = _mm512_cmple_epu8_mask(t, _mm512_set1_epi8(9)) & in;
+    const __mmask64 dot = _mm512_cmpeq_epi8_mask(r, _mm512_set1_epi8('.')) & in;
+    const __mmask64 lead0 = _mm512_cmpeq_epi8_mask(t, zero) & dig;
+    const uint64_t first = 0x0101010101010101u;
+    /* The last byte of each number (a lane's top bit never comes from the
+     * next lane's first). */
+    const uint64_t last = in & ~((in >> 1) & 0x7F7F7F7F7F7F7F7Fu);
+    /* Only digits and dots; no dot first or last; no leading zero. */
+    if ((in & ~(dig | dot)) != 0 || (dot & (first | last)) != 0 ||
+        (lead0 & first & (dig >> 1)) != 0)
+        return false;
+    /* At most one dot a number: the dots of each lane counted. */
+    const __m512i dots = _mm512_sad_epu8(_mm512_maskz_mov_epi8(dot, ones), zero);
+    if (_mm512_cmpgt_epu64_mask(dots, _mm512_set1_epi64(1)) != 0)
+        return false;
+
+    /* The digits, the dot's byte and those past the number zero; the bytes
+     * below the dot kept, those above moved down one. */
+    const __m512i dv = _mm512_maskz_mov_epi8(dot, _mm512_set1_epi8(-1));
+    const __m512i below = _mm512_andnot_si512(dv, _mm512_sub_epi64(dv, _mm512_set1_epi64(1)));
+    const __m512i d = _mm512_maskz_mov_epi8(dig, t);
+    const __m512i joined = _mm512_or_si512(_mm512_and_si512(d, below),
+                                           _mm512_srli_epi64(_mm512_andnot_si512(below, d), 8));
+    /* Digits before the dot (all of them without one), and after it. */
+    const __mmask64 lo = _mm512_test_epi8_mask(below, below) & in;
+    const __m512i nlo = _mm512_sad_epu8(_mm512_maskz_mov_epi8(lo, ones), zero);
+    const __m512i frac = _mm512_sub_epi64(_mm512_sub_epi64(n, nlo), dots);
+    const __m512i ndig = _mm512_sub_epi64(n, dots);
+    /* Right-aligned (leading zero bytes), then pairs, quads, the octet. */
+    const __m512i ra = _mm512_sllv_epi64(
+        joined, _mm512_slli_epi64(_mm512_sub_epi64(_mm512_set1_epi64(8), ndig), 3));
+    const __m512i pairs = _mm512_maddubs_epi16(ra, _mm512_set1_epi16(0x010A));
+    const __m512i quads = _mm512_madd_epi16(pairs, _mm512_set1_epi32(0x00010064));
+    const __m512i m = _mm512_add_epi64(_mm512_mul_epu32(quads, _mm512_set1_epi64(10000)),
+                                       _mm512_srli_epi64(quads, 32));
+    /* Exact: m < 10^8, the divisor 10^frac (frac <= 6) exact. */
+    const __m512d pow10 = _mm512_loadu_pd(pow10_exact);
+    __m512d v = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(m)),
+                              _mm512_permutexvar_pd(frac, pow10));
+    v = _mm512_castsi512_pd(_mm512_mask_xor_epi64(_mm512_castpd_si512(v), (__mmask8)neg,
+                                                  _mm512_castpd_si512(v),
+                                                  _mm512_set1_epi64(INT64_MIN)));
+    _mm256_storeu_ps(out, _mm512_cvtpd_ps(v));
+    *at = a;
+    *end = e;
+    return true;
+}
+#endif
+
+/* Whether eight_numbers runs here. */
+static bool lift_vector(void)
+{
+#if SRV_LIFT_X86
+    /* Valgrind reports no AVX-512 here, so it runs the scalar code. */
+    return !forced_scalar && __builtin_cpu_supports("avx512bw");
+#else
+    return false;
+#endif
+}
+
 /* The leading elements of the leaf array whose first element starts at
  * s[p] (just past its '[' and any spaces), appended to a, as long as each
- * is a plain -?D{1,7}(.D{1,12})? (below 2^53) followed
- * directly by ',' or ']', with 48 bytes of text left after its start: the
- * loop of parse_array with the per-element costs taken out (its calls,
- * space skipping and bounds checks, a->n in memory; a one-digit integer
- * part read without the 8-byte digit count). Each number is the same
- * double as parse_number_fast's, one correctly rounded division of exact
- * operands, then the same float conversion. Returns the position of the
- * array's ']' with *closed set, or else of the element that ended the run
- * (anything else: spaces, an exponent, long digit runs, a non-number, the
- * text's end), where the careful loop goes on. *count: the elements
- * appended. */
+ * is a plain -?D{1,7}(.D{1,12})? (below 2^53), after one space at most
+ * (", " as Python's json.dumps writes) and followed directly by ',' or ']':
+ * the loop of parse_array with the per-element costs taken out. The
+ * separators of 64 bytes of text are found at once (SSE2), so each number's
+ * end is known before it is read and the numbers of a window are parsed
+ * independently of one another, not each after the last one's length. Each
+ * number is the same double as parse_number's, one correctly rounded
+ * division of exact operands, then the same float conversion. Returns the
+ * position of the array's ']' with *closed set, or else of the element that
+ * ended the run (anything else: newlines, an exponent, long digit runs, a
+ * non-number, the text's end), where the careful loop goes on. *count: the
+ * elements appended. */
 static size_t parse_leaf_fast(const char *s, size_t len, size_t p, array_ctx *a, int64_t *count,
                               bool *closed)
 {
     const size_t n0 = a->n;
-    size_t n = a->n;
-    float *data = a->data;
+    bool vector = lift_vector();
 
     *closed = false;
-    /* An element's reads end 26 bytes past p at most (a space, a sign, a
-     * digit and '.', two 8-byte loads); 48 leaves room to spare. */
-    while (p + 48 <= len) {
-        if (s[p] == ' ') /* ", " between elements, as Python's json.dumps writes */
-            p++;
-        const char *c = s + p;
-        const bool neg = *c == '-';
-        uint64_t m, v;
-        int k, e10;
-
-        c += neg;
-        if ((unsigned)(c[0] - '0') <= 9 && c[1] == '.') {
-            m = (uint64_t)(c[0] - '0');
-            c += 2;
-        } else {
-            v = load8(c);
-            k = leading_digits(v);
-            if (k == 0 || k == 8 || (k > 1 && *c == '0'))
-                break; /* no digit, a leading zero, or 8 digits or more */
-            m = digits_value(v, k);
-            c += k;
-            if (*c != '.') {
-                e10 = 0;
-                goto number;
-            }
-            c++;
-        }
-        /* The fraction: the integer part had 7 digits at most, so m stays
-         * below 10^19 with 12 fraction digits, and the check below
-         * catches more than 2^53 (and 19 digits or more, past 2^53). */
-        v = load8(c);
-        k = leading_digits(v);
-        if (k == 0)
-            break; /* "1." */
-        m = m * pow10_u64[k] + digits_value(v, k);
-        c += k;
-        e10 = k;
-        if (k == 8) {
-            v = load8(c);
-            k = leading_digits(v);
-            if (k > 4)
+    /* A window's 64 bytes, and a number's loads up to 16 bytes past its end. */
+    while (p + 96 <= len) {
+        uint64_t seps;
+        size_t n = a->n, at = p;
+        float *data;
+        if (!reserve(a, 64, len - p))
+            break;
+        data = a->data;
+#if SRV_LIFT_X86
+        /* Eight at a time while they are short; after the first eight that
+         * are not (long digit runs, exponents), one at a time. */
+        for (size_t e; vector && at + 136 <= len && a->cap - n >= 8; n += 8) {
+            if (!eight_numbers(s, &at, &e, data + n)) {
+                vector = false;
                 break;
-            if (k > 0) {
-                m = m * pow10_u64[k] + digits_value(v, k);
-                c += k;
-                e10 += k;
+            }
+            if (s[e] == ']') {
+                a->n = n + 8;
+                *closed = true;
+                *count = (int64_t)(a->n - n0);
+                return e;
             }
         }
-    number:
-        if ((*c != ',' && *c != ']') || m > ((uint64_t)1 << 53))
+        a->n = n;
+        p = at;
+        if (p + 96 > len)
             break;
-        if (n == a->cap) {
-            a->n = n;
-            if (!reserve(a, 1, len - p))
-                break;
-            data = a->data;
-        }
-        {
-            const double d = (double)m / pow10_exact[e10];
-            data[n++] = (float)(neg ? -d : d);
-        }
-        p = (size_t)(c - s);
-        if (*c == ']') {
-            *closed = true;
-            break;
-        }
-        p++;
+        if (a->cap - n < 64)
+            continue; /* room for this window's numbers first */
+#else
+        (void)vector;
+#endif
+        seps = separators64(s + p);
+        if (seps == 0)
+            break; /* a 64-byte element: the careful loop's */
+        do {
+            const size_t e = p + (size_t)__builtin_ctzll(seps);
+            const char *c = s + at;
+            uint64_t m;
+            int frac;
+            bool neg;
+            c += *c == ' ';
+            neg = *c == '-';
+            c += neg;
+            if (c > s + e || !short_number(c, (size_t)(s + e - c), &m, &frac)) {
+                a->n = n;
+                *count = (int64_t)(n - n0);
+                return at;
+            }
+            {
+                /* The sign applied without a branch: it is random in
+                 * most tensors, and a mispredicted branch costs more than
+                 * the number. */
+                const uint64_t sign = (uint64_t)neg << 63;
+                double d = (double)m / pow10_exact[frac];
+                uint64_t bits;
+                memcpy(&bits, &d, sizeof bits);
+                bits ^= sign;
+                memcpy(&d, &bits, sizeof d);
+                data[n++] = (float)d;
+            }
+            if (s[e] == ']') {
+                a->n = n;
+                *closed = true;
+                *count = (int64_t)(n - n0);
+                return e;
+            }
+            at = e + 1;
+            seps &= seps - 1;
+        } while (seps != 0);
+        a->n = n;
+        p = at;
     }
-    a->n = n;
-    *count = (int64_t)(n - n0);
+    *count = (int64_t)(a->n - n0);
     return p;
 }
 #endif
