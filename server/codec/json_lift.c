@@ -328,7 +328,13 @@ static inline bool short_number(const char *c, size_t n, uint64_t *m_out, int *f
 }
 
 #if SRV_LIFT_X86
-#define SRV_LIFT_AVX512 __attribute__((target("avx512f,avx512bw")))
+#define SRV_LIFT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vbmi2,bmi,bmi2")))
+
+/* 0..63, a byte each. */
+static const unsigned char lift_iota[64] = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+    22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
+    44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
 
 /* Eight numbers at once: the eight elements from s[*at] on, which end at
  * the first eight separators (',' or ']') of the 128 bytes from there,
@@ -336,57 +342,72 @@ static inline bool short_number(const char *c, size_t n, uint64_t *m_out, int *f
  * its sign (at most one space before it, no leading zero) and only the
  * last separator may be ']'. Then true, with *at past the eighth separator
  * and *end at it. False, nothing changed, for anything else (short_number
- * then reads them one by one). s must have 136 bytes from *at.
+ * then reads them one by one). s must have 128 bytes from *at.
  *
- * The sign, start and length of each number are found in scalar code; the
- * rest in 64-bit lanes: the checks, the dot taken out (the bytes above it
- * moved down one), the digits right-aligned and combined by pairs, quads
- * and the octet (vpmaddubsw, vpmaddwd, vpmuludq), then the same
- * operations as short_number's caller: the integer to double, one division
- * by the exact power of ten, the sign, the float conversion. */
+ * All in vector registers (AVX-512 VBMI2, VBMI, BW): the separators'
+ * offsets compressed out of the two 64-byte masks (vpcompressb), each
+ * number's first bytes gathered from the 128 (vpermi2b), its space and
+ * sign skipped, then in 64-bit lanes: the checks, the dot taken out (the
+ * bytes above it moved down one), the digits right-aligned and combined by
+ * pairs, quads and the octet (vpmaddubsw, vpmaddwd, vpmuludq), then the
+ * same operations as short_number's caller: the integer to double, one
+ * division by the exact power of ten, the sign, the float conversion. */
 static SRV_LIFT_AVX512 bool eight_numbers(const char *s, size_t *at, size_t *end, float *out)
 {
-    uint64_t raw[8], len[8];
-    unsigned neg = 0;
-    uint64_t badlen = 0;
     const size_t p = *at;
-    size_t a = p, e = 0;
-    /* The separators of the 128 bytes from the first number on. */
-    const __m512i comma = _mm512_set1_epi8(','), close = _mm512_set1_epi8(']');
     const __m512i w0 = _mm512_loadu_si512(s + p), w1 = _mm512_loadu_si512(s + p + 64);
-    uint64_t sep0 = _mm512_cmpeq_epi8_mask(w0, comma) | _mm512_cmpeq_epi8_mask(w0, close);
-    uint64_t sep1 = _mm512_cmpeq_epi8_mask(w1, comma) | _mm512_cmpeq_epi8_mask(w1, close);
-    if (__builtin_popcountll(sep0) + __builtin_popcountll(sep1) < 8)
+    const __m512i comma = _mm512_set1_epi8(','), close = _mm512_set1_epi8(']');
+    const __mmask64 close0 = _mm512_cmpeq_epi8_mask(w0, close);
+    const __mmask64 close1 = _mm512_cmpeq_epi8_mask(w1, close);
+    const __mmask64 sep0 = _mm512_cmpeq_epi8_mask(w0, comma) | close0;
+    const __mmask64 sep1 = _mm512_cmpeq_epi8_mask(w1, comma) | close1;
+    const int c0 = __builtin_popcountll(sep0);
+    if (c0 + __builtin_popcountll(sep1) < 8)
         return false;
-    for (int i = 0; i < 8; i++) {
-        if (sep0 != 0) {
-            e = p + (size_t)__builtin_ctzll(sep0);
-            sep0 &= sep0 - 1;
-        } else {
-            e = p + 64 + (size_t)__builtin_ctzll(sep1);
-            sep1 &= sep1 - 1;
-        }
-        const char *c = s + a;
-        c += *c == ' ';
-        neg |= (unsigned)(*c == '-') << i;
-        c += *c == '-';
-        len[i] = (uint64_t)(s + e - c); /* wraps when c is past e: refused below */
-        badlen |= (len[i] - 1) > 7;
-        badlen |= (uint64_t)(i < 7 && s[e] != ',');
-        memcpy(&raw[i], c, 8);
-        a = e + 1;
-    }
-    if (badlen)
+    const __m512i iota = _mm512_loadu_si512(lift_iota);
+    const __m512i one = _mm512_set1_epi64(1);
+    /* The first eight separators' offsets, in bytes 0..7: those of the
+     * first 64 bytes, then (from byte c0 on) those of the next 64. */
+    const __m512i p0 = _mm512_maskz_compress_epi8(sep0, iota);
+    const __m512i p1 =
+        _mm512_maskz_compress_epi8(sep1, _mm512_add_epi8(iota, _mm512_set1_epi8(64)));
+    const __m512i sel = _mm512_mask_add_epi8(iota, c0 >= 8 ? 0 : ~(__mmask64)0 << c0, iota,
+                                             _mm512_set1_epi8((char)(64 - c0)));
+    const __m128i e8 = _mm512_castsi512_si128(_mm512_permutex2var_epi8(p0, sel, p1));
+    const __m512i e = _mm512_cvtepu8_epi64(e8);
+    /* The eighth from the masks (pdep: the eighth set bit), which is
+     * quicker than from e8: the next call's loads wait for it. */
+    const size_t eighth = c0 >= 8
+                              ? (size_t)_tzcnt_u64(_pdep_u64((uint64_t)1 << 7, sep0))
+                              : 64 + (size_t)_tzcnt_u64(_pdep_u64((uint64_t)1 << (7 - c0), sep1));
+    /* No ']' before the eighth separator. */
+    const size_t first_close =
+        close0 != 0 ? (size_t)_tzcnt_u64(close0) : 64 + (size_t)_tzcnt_u64(close1);
+    if (first_close < eighth)
         return false;
-
-    /* Built from registers: a load of the eight stores would wait for them
-     * to leave the store buffer. */
-    const __m512i r = _mm512_set_epi64((long long)raw[7], (long long)raw[6], (long long)raw[5],
-                                       (long long)raw[4], (long long)raw[3], (long long)raw[2],
-                                       (long long)raw[1], (long long)raw[0]);
-    const __m512i n = _mm512_set_epi64((long long)len[7], (long long)len[6], (long long)len[5],
-                                       (long long)len[4], (long long)len[3], (long long)len[2],
-                                       (long long)len[1], (long long)len[0]);
+    /* Each number's start: 0, then one past the separator before it; its
+     * first eight bytes (an index of 128 and more wraps: those bytes are
+     * past its separator, and not read). */
+    const __m512i a = _mm512_maskz_add_epi64(
+        0xFE, _mm512_permutexvar_epi64(_mm512_set_epi64(6, 5, 4, 3, 2, 1, 0, 0), e), one);
+    const __m512i spread = _mm512_set1_epi64(0x0706050403020100);
+    const __m512i bcast = _mm512_set4_epi32(0x08080808, 0x08080808, 0, 0);
+    const __m512i head =
+        _mm512_permutex2var_epi8(w0, _mm512_add_epi8(_mm512_shuffle_epi8(a, bcast), spread), w1);
+    /* One space, then a sign: skipped; the number from c on. */
+    const uint64_t lane0 = 0x0101010101010101u;
+    const uint64_t sp = _mm512_cmpeq_epi8_mask(head, _mm512_set1_epi8(' ')) & lane0;
+    const uint64_t mi = _mm512_cmpeq_epi8_mask(head, _mm512_set1_epi8('-'));
+    const uint64_t ng = (mi & lane0 & ~sp) | ((mi >> 1) & sp);
+    const __mmask8 space = (__mmask8)_pext_u64(sp, lane0), neg = (__mmask8)_pext_u64(ng, lane0);
+    const __m512i c = _mm512_mask_add_epi64(_mm512_mask_add_epi64(a, space, a, one), neg,
+                                            _mm512_mask_add_epi64(a, space, a, one), one);
+    const __m512i n = _mm512_sub_epi64(e, c);
+    /* 1 to 8 characters each (a number past its separator wraps). */
+    if (_mm512_cmpgt_epu64_mask(_mm512_sub_epi64(n, one), _mm512_set1_epi64(7)) != 0)
+        return false;
+    const __m512i r =
+        _mm512_permutex2var_epi8(w0, _mm512_add_epi8(_mm512_shuffle_epi8(c, bcast), spread), w1);
     const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
     /* The bytes of each number: the low len of its lane. */
     const __m512i lmask = _mm512_srlv_epi64(
@@ -436,8 +457,8 @@ static SRV_LIFT_AVX512 bool eight_numbers(const char *s, size_t *at, size_t *end
                                                   _mm512_castpd_si512(v),
                                                   _mm512_set1_epi64(INT64_MIN)));
     _mm256_storeu_ps(out, _mm512_cvtpd_ps(v));
-    *at = a;
-    *end = e;
+    *at = p + eighth + 1;
+    *end = p + eighth;
     return true;
 }
 #endif
@@ -447,7 +468,8 @@ static bool lift_vector(void)
 {
 #if SRV_LIFT_X86
     /* Valgrind reports no AVX-512 here, so it runs the scalar code. */
-    return !forced_scalar && __builtin_cpu_supports("avx512bw");
+    return !forced_scalar && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
 #else
     return false;
 #endif
@@ -485,7 +507,7 @@ static size_t parse_leaf_fast(const char *s, size_t len, size_t p, array_ctx *a,
 #if SRV_LIFT_X86
         /* Eight at a time while they are short; after the first eight that
          * are not (long digit runs, exponents), one at a time. */
-        for (size_t e; vector && at + 136 <= len && a->cap - n >= 8; n += 8) {
+        for (size_t e; vector && at + 128 <= len && a->cap - n >= 8; n += 8) {
             if (!eight_numbers(s, &at, &e, data + n)) {
                 vector = false;
                 break;

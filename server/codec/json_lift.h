@@ -71,7 +71,7 @@ float *srv_lift_take(const srv_lift *lift, const cJSON *node, bool b64, int ndim
                      const int64_t *shape, size_t count);
 
 /* Tests: true makes the lift parse numbers with its scalar code only, as on
- * a CPU without AVX-512 BW (the default, false, picks by CPU). */
+ * a CPU without AVX-512 VBMI2 (the default, false, picks by CPU). */
 void srv_lift_force_scalar(bool on);
 
 #endif

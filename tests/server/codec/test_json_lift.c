@@ -491,7 +491,7 @@ static void test_fast_runs(void **state)
                                 "\"}"),
                      0);
     /* A number at the cuts between the runs and the careful loop: 96
-     * bytes from a window's start to the body's end (one at a time), 136
+     * bytes from a window's start to the body's end (one at a time), 128
      * (eight at a time), and every length around them. */
     for (int tail = 40; tail <= 150; tail++) {
         size_t at = (size_t)sprintf(body, "{\"t\":{\"shape\":[3],\"data\":[0.25,-0.375,1.5]}");
@@ -502,10 +502,10 @@ static void test_fast_runs(void **state)
     free(body);
 }
 
-/* Eight at a time (eight_numbers, on a CPU with AVX-512 BW): an element of
+/* Eight at a time (eight_numbers, on a CPU with AVX-512 VBMI2): an element of
  * every shape, short or not, valid or not, at each place of a 40-element
  * array of short ones, after "," or ", ", with 0..150 bytes of text after
- * the array (eight numbers are read only with 136 bytes from the first):
+ * the array (eight numbers are read only with 128 bytes from the first):
  * the same floats or error as cJSON, nothing lifted from what cJSON
  * refuses. Then the same with the scalar code alone. A check left out of
  * the vector code (a second dot, a leading zero, a length over 8, a space
