@@ -16,6 +16,7 @@
  */
 #include "codec/base64.h"
 #include "codec/fmt_float.h"
+#include "codec/json_lift.h"
 #include "ref_fmt_float.h"
 #include "codec/tensor.h"
 
@@ -87,6 +88,8 @@ typedef struct ctx {
     char *b64;
     size_t b64_len;
     char *copy; /* b64_len bytes: the memcpy ceiling's destination */
+    char *body; /* {"t":{"data":ARRAY}} for srv_lift_scan, ARRAY the text above */
+    size_t body_len;
 } ctx;
 
 typedef void (*bench_fn)(ctx *c);
@@ -283,6 +286,49 @@ static void row(const char *name, double ours, const char *ref_name, double ref,
         printf("   %-12s %s\n", "-", "-");
 }
 
+/* posattnd's own parse of a request's number arrays (json_lift.h): the
+ * floats straight from the body, then freed (each request's cost). */
+static void parse_lift(ctx *c)
+{
+    srv_lift lift;
+    check(srv_lift_scan(c->body, c->body_len, &lift) && lift.count == 1 && lift.items[0].n == c->n,
+          "srv_lift_scan did not lift the array");
+    memcpy(c->back, lift.items[0].data, c->n * sizeof(float));
+    srv_lift_free(&lift);
+}
+
+/* The body for parse_lift around text [len]; the strtof loop's text too. */
+static void set_body(ctx *c, const char *text, size_t len)
+{
+    free(c->body);
+    c->body = xmalloc(len + 32);
+    c->body_len = (size_t)sprintf(c->body, "{\"t\":{\"data\":%s}}", text);
+}
+
+/* parse_lift against the strtof loop over text (vector: eight numbers at a
+ * time where the CPU has it), c->back checked against want. */
+static void lift_rows(ctx *c, const char *label, const char *text, size_t len, const float *want,
+                      int reps)
+{
+    char name[2][64];
+    double t[3];
+    char *keep = c->text;
+    set_body(c, text, len);
+    c->text = c->body + 13; /* the array, for the strtof loop */
+    t[2] = best_time(parse_strtof, c, reps);
+    srv_lift_force_scalar(true);
+    t[1] = best_time(parse_lift, c, reps);
+    check(memcmp(c->back, want, c->n * sizeof(float)) == 0, "srv_lift_scan (scalar) misread");
+    srv_lift_force_scalar(false);
+    t[0] = best_time(parse_lift, c, reps);
+    check(memcmp(c->back, want, c->n * sizeof(float)) == 0, "srv_lift_scan misread");
+    c->text = keep;
+    snprintf(name[0], sizeof name[0], "parse: lift, %s", label);
+    snprintf(name[1], sizeof name[1], "parse: lift scalar, %s", label);
+    row(name[0], (double)c->n / t[0], "strtof loop", (double)c->n / t[2], "", 0);
+    row(name[1], (double)c->n / t[1], "strtof loop", (double)c->n / t[2], "", 0);
+}
+
 /* Base64 alone at the size of issue 4's large request: q, k, v of
  * [2048, 8, 64] float32 are 16.8 MB of text in (the output, a third of
  * that, goes out). GB/s of base64 text, against memcpy of the same text. */
@@ -403,6 +449,26 @@ int main(int argc, char **argv)
     row("print: tensor render + cJSON print", r_render, "cJSON number array print", r_cjson_print,
         "", 0);
     row("parse: cJSON + copy out", r_cjson, "strtof loop", r_strtof, "", 0);
+    /* posattnd's parse, of the shortest text and of "%.4f" (as posattn-load
+     * and clients that round write it: eight at a time), against strtof. */
+    {
+        char *fixed = xmalloc(n * 16 + 3), *p = fixed;
+        float *want = xmalloc(n * sizeof(float));
+        *p++ = '[';
+        for (size_t i = 0; i < n; i++)
+            p += sprintf(p, "%s%.4f", i ? "," : "", (double)x[i]);
+        *p++ = ']';
+        *p = '\0';
+        for (size_t i = 0, at = 1; i < n; i++) {
+            char *end;
+            want[i] = (float)strtod(fixed + at, &end); /* JSON's double, then float */
+            at = (size_t)(end - fixed) + 1;
+        }
+        lift_rows(&c, "shortest", c.text, c.text_len, x, reps);
+        lift_rows(&c, "%.4f", fixed, (size_t)(p - fixed), want, reps);
+        free(fixed);
+        free(want);
+    }
     row("b64 decode", r_dec, "cJSON parse + copy out", r_cjson, "", 0);
     row("b64 encode", r_enc, "tensor render + print", r_render, "", 0);
     printf("text per float: shortest %.2f bytes, %%.9g %.2f bytes, base64 %.2f bytes;\n"
@@ -417,6 +483,7 @@ int main(int argc, char **argv)
     free(c.text_ref);
     free(c.text9);
     free(c.b64);
+    free(c.body);
 
     bench_b64_large(smoke);
     return 0;

@@ -277,53 +277,69 @@ static inline uint64_t separators64(const char *p)
 }
 
 /* The unsigned number c[0..n), n known (the separator after it found
- * already), when it is D{1,7}(.D{1,12})? without a leading zero and below
- * 2^53 as m = its digits: *m and *frac (the fraction's digits), true.
- * False for anything else (parse_number's to read or refuse). Reads at
- * most 16 bytes past c + n. */
-static inline bool short_number(const char *c, size_t n, uint64_t *m_out, int *frac)
+ * already), when it is D{1,7}(.D{1,12})?([eE][+-]?D{1,2})? without a
+ * leading zero, its digits m below 2^53 and its power of ten e10 (the
+ * exponent less the fraction's digits) within [-22, 22]: *m, *e10, true.
+ * The value is then m * 10^e10, one correctly rounded operation on exact
+ * operands as parse_number's. False for anything else (parse_number's to
+ * read or refuse). Reads at most 16 bytes past c + n. */
+static inline bool short_number(const char *c, size_t n, uint64_t *m_out, int *e10_out)
 {
+    const char *const end = c + n;
     uint64_t m, v;
-    int k, kf;
+    int k, kf = 0, x = 0;
     if (n >= 3 && c[1] == '.' && (unsigned)(c[0] - '0') <= 9) {
         m = (uint64_t)(c[0] - '0'); /* D.F...: the usual shape, without the digit count */
-        c += 2;
-        kf = (int)n - 2;
+        c++;
     } else {
         v = load8(c);
         k = leading_digits(v);
         if (k == 0 || k == 8 || (k > 1 && *c == '0'))
             return false;
         m = digits_value(v, k);
-        if ((size_t)k == n) {
-            *m_out = m;
-            *frac = 0;
-            return true;
-        }
-        if (c[k] != '.')
-            return false;
-        c += k + 1;
-        kf = (int)n - k - 1;
+        c += k;
     }
-    if (kf < 1 || kf > 12)
-        return false;
-    /* 7 + 12 digits stay below 10^19; the check at the end catches 2^53. */
-    k = kf < 8 ? kf : 8;
-    v = load8(c);
-    if (leading_digits(v) < k)
-        return false;
-    m = m * pow10_u64[k] + digits_value(v, k);
-    if (kf > 8) {
-        k = kf - 8;
-        v = load8(c + 8);
-        if (leading_digits(v) < k)
-            return false;
+    if (c < end && *c == '.') {
+        /* 7 + 12 digits stay below 10^19; the check at the end catches
+         * 2^53. */
+        c++;
+        v = load8(c);
+        k = leading_digits(v);
+        if (k == 0)
+            return false; /* "1." */
         m = m * pow10_u64[k] + digits_value(v, k);
+        c += k;
+        kf = k;
+        if (k == 8) {
+            v = load8(c);
+            k = leading_digits(v);
+            if (k > 4)
+                return false;
+            if (k > 0) {
+                m = m * pow10_u64[k] + digits_value(v, k);
+                c += k;
+                kf += k;
+            }
+        }
     }
-    if (m > ((uint64_t)1 << 53))
+    if (c < end) { /* an exponent, to the separator: [eE][+-]?D{1,2} */
+        const char *q = c + 1;
+        const bool eneg = *q == '-';
+        if ((*c | 0x20) != 'e')
+            return false;
+        q += *q == '-' || *q == '+';
+        if (end - q == 1 && is_digit(q[0]))
+            x = q[0] - '0';
+        else if (end - q == 2 && is_digit(q[0]) && is_digit(q[1]))
+            x = 10 * (q[0] - '0') + (q[1] - '0');
+        else
+            return false;
+        x = eneg ? -x : x;
+    }
+    if (m > ((uint64_t)1 << 53) || x - kf < -22 || x - kf > 22)
         return false;
     *m_out = m;
-    *frac = kf;
+    *e10_out = x - kf;
     return true;
 }
 
@@ -535,12 +551,12 @@ static size_t parse_leaf_fast(const char *s, size_t len, size_t p, array_ctx *a,
             const size_t e = p + (size_t)__builtin_ctzll(seps);
             const char *c = s + at;
             uint64_t m;
-            int frac;
+            int e10;
             bool neg;
             c += *c == ' ';
             neg = *c == '-';
             c += neg;
-            if (c > s + e || !short_number(c, (size_t)(s + e - c), &m, &frac)) {
+            if (c > s + e || !short_number(c, (size_t)(s + e - c), &m, &e10)) {
                 a->n = n;
                 *count = (int64_t)(n - n0);
                 return at;
@@ -550,7 +566,8 @@ static size_t parse_leaf_fast(const char *s, size_t len, size_t p, array_ctx *a,
                  * most tensors, and a mispredicted branch costs more than
                  * the number. */
                 const uint64_t sign = (uint64_t)neg << 63;
-                double d = (double)m / pow10_exact[frac];
+                double d = (double)m;
+                d = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
                 uint64_t bits;
                 memcpy(&bits, &d, sizeof bits);
                 bits ^= sign;
@@ -579,6 +596,7 @@ static bool parse_array(const char *s, size_t len, size_t *pos, int level, array
 {
     size_t p = *pos + 1;
     int64_t n = 0;
+    int rejoins = 8; /* runs that may still read nothing (below) */
     if (level >= SRV_MAX_DIMS)
         return false;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -626,6 +644,22 @@ static bool parse_array(const char *s, size_t len, size_t *pos, int level, array
         p = skip_space(s, len, p);
         if (p < len && s[p] == ',') {
             p++;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            /* A number the runs could not read (an exponent, say) does not
+             * leave the rest of a long array to this loop: the runs go on
+             * from the next, until eight of them have read nothing. */
+            if (a->leaf == level && rejoins > 0) {
+                int64_t k;
+                bool closed;
+                p = parse_leaf_fast(s, len, skip_space(s, len, p), a, &k, &closed);
+                n += k;
+                rejoins -= k == 0;
+                if (closed)
+                    goto done;
+            }
+#else
+            (void)rejoins;
+#endif
             continue;
         }
         if (p < len && s[p] == ']')

@@ -402,6 +402,11 @@ static void test_fast_runs(void **state)
     static const char *const elems[] = {
         "0.5", "-0.25", "7", "-0", "0", "0.0", "1234567.1234567890", "9.000000000000001",
         "0.12345678", "0.123456789", "-1.00000000", "1234567.123456789012",
+        /* exponents read in the runs (m * 10^e10 for |e10| <= 22), and
+         * past that handed back */
+        "1e22", "1e-22", "1.5e+05", "1e05", "-2.5E-3", "1.234567890123e-10", "9.9e-7", "0e0",
+        "-0e-0", "4.0584753e-5", "7e+22", "1e23", "1e-23", "1.2345678901234e-10", "4e-45",
+        "3.4028235e38", "1e38", "123e-2",
         /* halfway between two floats: ties to even, as strtod + cast */
         "4194304.25", "4194304.75", "-8388607.5", "2097152.125", "0.000030517578125",
         /* handed back */
@@ -411,7 +416,9 @@ static void test_fast_runs(void **state)
         "1844674.4073709551617", "-1844674.4073709551616"};
     static const char *const bad[] = {"01", "-01", "00.5", "1.", ".5", "-", "+1", "1.e5", "\"1\"",
                                       "1 2", "[1]", "1,", "1e", "-.5", "0x10", "1.5.5",
-                                      ":.5", "0.:", "1:", "/.5", "0./", "1.5:"};
+                                      ":.5", "0.:", "1:", "/.5", "0./", "1.5:", "1e+", "1e-",
+                                      "1ee2", "1e2.5", "1e2e3", "1.5e", "1e 2", "1e+-2", "01e2",
+                                      "1.e2", "1e2:"};
     static const char *const seps[] = {",", ", ", " , ", ",\n  "};
     const size_t ne = sizeof elems / sizeof *elems;
     char *body = malloc(1 << 16);
@@ -468,17 +475,21 @@ static void test_fast_runs(void **state)
      * halfway points have that many binary and so decimal places): the
      * double must be the correctly rounded one for the float conversion
      * to tie to even as strtod + cast does (a division by 10^k, not a
-     * multiplication by its rounded reciprocal). */
-    for (int e = 13; e <= 22; e++) {
-        const int frac = 24 - e;
+     * multiplication by its rounded reciprocal). Then the same with an
+     * exponent and a newline after each comma: the careful loop's
+     * parse_number. */
+    for (int e = 13; e <= 22 + 10; e++) {
+        const int frac = 24 - (e > 22 ? e - 10 : e);
+        const char *sep = e > 22 ? ",\n" : ",", *expo = e > 22 ? "e0" : "";
         size_t at = (size_t)sprintf(body, "{\"t\":{\"shape\":[600],\"data\":[");
         for (int i = 0; i < 200; i++) {
             const double j = floor(tu_uniform(&rng, 0, 1 << 23));
-            const double h = ldexp(2 * (double)((1 << 23) + (int64_t)j) + 1, e - 24);
+            const double h =
+                ldexp(2 * (double)((1 << 23) + (int64_t)j) + 1, (e > 22 ? e - 10 : e) - 24);
             const double unit = pow(10.0, -frac);
             for (int side = -1; side <= 1; side++)
-                at += (size_t)sprintf(body + at, "%s%.*f", i || side > -1 ? "," : "", frac,
-                                      h + side * unit);
+                at += (size_t)sprintf(body + at, "%s%.*f%s", i || side > -1 ? sep : "", frac,
+                                      h + side * unit, expo);
         }
         sprintf(body + at, "]}, \"p\": \"%s\"}", PAD);
         assert_int_equal(check_same(body), 1);
