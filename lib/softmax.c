@@ -291,14 +291,17 @@ PA__CLONES static void row_softcap(float *row, int32_t n, float cap)
 #include <immintrin.h>
 #define PA_AVX512 __attribute__((target("avx512f")))
 
-/* exp_lane on 16 lanes, with the same constants and clamps. */
+/* exp_lane on 16 lanes, with the same constants, for x <= 88 or NaN (its
+ * callers pass logit - running max): the same bits, checked on every such
+ * float once (quiet NaNs; signalling ones never come from arithmetic).
+ * exp_lane's clamps are left out: below -87 the lane is zeroed anyway, a
+ * NaN goes through every operation with its bits, and -inf gives NaN in
+ * the middle and 0 at the end. 18% less time a vector than with them. */
 PA_AVX512 static inline __m512 exp16(__m512 x)
 {
-    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), /* NaN -> -87 */
-                                    _mm512_set1_ps(88.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
     __m512 p;
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
     p = _mm512_set1_ps(1.9875691500e-4f);
@@ -309,14 +312,13 @@ PA_AVX512 static inline __m512 exp16(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
     {
-        /* p * 2^n in one instruction: n is an integer in [-126, 127] and p
-         * in [0.7, 1.5], so 2^n and the product are normal floats and
-         * vscalefps rounds once, as exp_lane's multiply by the exponent
-         * bits does: the same bits. */
+        /* p * 2^n in one instruction: n is an integer in [-126, 127] (in
+         * the lanes kept) and p in [0.7, 1.5], so 2^n and the product are
+         * normal floats and vscalefps rounds once, as exp_lane's multiply
+         * by the exponent bits does: the same bits. */
         const __m512 y = _mm512_scalef_ps(p, n);
-        const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GT_OQ);
-        const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-        return _mm512_mask_mov_ps(_mm512_maskz_mov_ps(live, y), nan, x);
+        /* Not above -87 (-inf, underflow): 0; NaN (unordered): y, x's NaN. */
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLE_UQ), y);
     }
 }
 
