@@ -4,6 +4,7 @@
 #include "codec/base64.h"
 #include "codec/float32.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,11 +42,91 @@ static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1
                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef unsigned __int128 lift_u128;
+
+/* 10^0 .. 10^19: exact in 64 bits. */
+static const uint64_t pow10_u64_19[20] = {1u,
+                                          10u,
+                                          100u,
+                                          1000u,
+                                          10000u,
+                                          100000u,
+                                          1000000u,
+                                          10000000u,
+                                          100000000u,
+                                          1000000000u,
+                                          10000000000u,
+                                          100000000000u,
+                                          1000000000000u,
+                                          10000000000000u,
+                                          100000000000000u,
+                                          1000000000000000u,
+                                          10000000000000000u,
+                                          100000000000000000u,
+                                          1000000000000000000u,
+                                          10000000000000000000u};
+
+/* The double nearest m / 10^k, ties to even, as strtod rounds: for m > 0
+ * below 2^64 and 1 <= k <= 22, where m may exceed 2^53 (17 to 19 digits,
+ * as Python writes a float32 widened to double). The quotient is taken
+ * exactly in 128-bit integers with 54 or 55 bits, m 2^s / 10^k (m 2^s
+ * fits: m has lm bits, 10^22 74, and s = 54 + 74 - lm at most; for s < 0,
+ * m / (10^k 2^-s)), then rounded to 53 with the remainder as the sticky
+ * bit. */
+__attribute__((noinline)) static double div_pow10(uint64_t m, int k)
+{
+    /* The bits of 10^k: floor(k log2(10)) + 1. */
+    static const unsigned char bits10[23] = {1,  4,  7,  10, 14, 17, 20, 24, 27, 30, 34, 37,
+                                             40, 44, 47, 50, 54, 57, 60, 64, 67, 70, 74};
+    const lift_u128 d =
+        k <= 19 ? (lift_u128)pow10_u64_19[k] : (lift_u128)pow10_u64_19[19] * pow10_u64_19[k - 19];
+    const int ld = bits10[k], lm = 64 - __builtin_clzll(m);
+    lift_u128 q, r;
+    int s, drop;
+    uint64_t mant, half, low;
+    s = 54 + ld - lm; /* q in [2^53, 2^55) */
+    if (s >= 0) {
+        q = ((lift_u128)m << s) / d;
+        r = ((lift_u128)m << s) % d;
+    } else { /* 19 digits over a small 10^k: m / (d 2^-s), -s <= 9 */
+        q = (lift_u128)m / (d << -s);
+        r = (lift_u128)m % (d << -s);
+    }
+    drop = (q >> 54) != 0 ? 2 : 1;
+    mant = (uint64_t)(q >> drop);
+    half = (uint64_t)1 << (drop - 1);
+    low = (uint64_t)q & ((half << 1) - 1);
+    if (low > half || (low == half && (r != 0 || (mant & 1) != 0)))
+        mant++; /* 2^53 at most: still exact */
+    return ldexp((double)mant, drop - s);
+}
+#endif
+
+/* m 10^e10 as the double strtod would give, when it can be had without
+ * it: m below 2^53 and |e10| at most 22, one correctly rounded operation
+ * on exact operands (Clinger 1990); m of up to 19 digits and e10 in
+ * [-22, -1], div_pow10. False otherwise. */
+static inline bool decimal_double(uint64_t m, int e10, double *out)
+{
+    if (m <= ((uint64_t)1 << 53) && e10 >= -22 && e10 <= 22) {
+        const double d = (double)m;
+        *out = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
+        return true;
+    }
+#if defined(__SIZEOF_INT128__)
+    if (e10 >= -22 && e10 < 0) {
+        *out = div_pow10(m, -e10);
+        return true;
+    }
+#endif
+    return false;
+}
+
 /* One number in JSON's grammar, -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?, at
- * s[*pos], to the double strtod would give: when the significant digits fit
- * 2^53 and the power of ten is at most 22, m * 10^e (or m / 10^-e) is one
- * correctly rounded operation on exact operands (Clinger 1990); otherwise
- * strtod itself. False for anything else. */
+ * s[*pos], to the double strtod would give: decimal_double when its 19
+ * significant digits hold it all; otherwise strtod itself. False for
+ * anything else. */
 static bool parse_number(const char *s, size_t len, size_t *pos, double *out)
 {
     size_t p = *pos;
@@ -107,10 +188,8 @@ static bool parse_number(const char *s, size_t len, size_t *pos, double *out)
     if (p - start > 63)
         return false;
     *pos = p;
-    if (exact && m <= ((uint64_t)1 << 53) && e10 >= -22 && e10 <= 22) {
-        double d = (double)m;
-        d = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
-        *out = neg ? -d : d;
+    if (exact && e10 >= -22 && e10 <= 22 && decimal_double(m, (int)e10, out)) {
+        *out = neg ? -*out : *out;
         return true;
     }
     {
@@ -277,50 +356,51 @@ static inline uint64_t separators64(const char *p)
 }
 
 /* The unsigned number c[0..n), n known (the separator after it found
- * already), when it is D{1,7}(.D{1,12})?([eE][+-]?D{1,2})? without a
- * leading zero, its digits m below 2^53 and its power of ten e10 (the
- * exponent less the fraction's digits) within [-22, 22]: *m, *e10, true.
- * The value is then m * 10^e10, one correctly rounded operation on exact
- * operands as parse_number's. False for anything else (parse_number's to
- * read or refuse). Reads at most 16 bytes past c + n. */
-static inline bool short_number(const char *c, size_t n, uint64_t *m_out, int *e10_out)
+ * already), when it is D{1,7}(.D{1,24})?([eE][+-]?D{1,2})? without a
+ * leading zero, with 19 digits at most and a power of ten e10 (the
+ * exponent less the fraction's digits) decimal_double takes: its double
+ * into *out, true (the double parse_number gives). False for anything
+ * else (parse_number's to read or refuse). Reads at most 8 bytes past
+ * c + n. */
+static inline bool short_number(const char *c, size_t n, double *out)
 {
     const char *const end = c + n;
     uint64_t m, v;
-    int k, kf = 0, x = 0;
+    int k, ki, kf = 0, x = 0;
     if (n >= 3 && c[1] == '.' && (unsigned)(c[0] - '0') <= 9) {
         m = (uint64_t)(c[0] - '0'); /* D.F...: the usual shape, without the digit count */
+        ki = 1;
         c++;
     } else {
         v = load8(c);
-        k = leading_digits(v);
-        if (k == 0 || k == 8 || (k > 1 && *c == '0'))
+        ki = leading_digits(v);
+        if (ki == 0 || ki == 8 || (ki > 1 && *c == '0'))
             return false;
-        m = digits_value(v, k);
-        c += k;
+        m = digits_value(v, ki);
+        c += ki;
     }
     if (c < end && *c == '.') {
-        /* 7 + 12 digits stay below 10^19; the check at the end catches
-         * 2^53. */
+        /* Eight digits a load; past 19 in all m may have wrapped, and the
+         * number is refused below. */
         c++;
         v = load8(c);
-        k = leading_digits(v);
-        if (k == 0)
+        kf = leading_digits(v);
+        if (kf == 0)
             return false; /* "1." */
-        m = m * pow10_u64[k] + digits_value(v, k);
-        c += k;
-        kf = k;
-        if (k == 8) {
+        m = m * pow10_u64[kf] + digits_value(v, kf);
+        c += kf;
+        k = kf;
+        for (int i = 0; i < 2 && __builtin_expect(k == 8, 0); i++) { /* a longer fraction */
             v = load8(c);
             k = leading_digits(v);
-            if (k > 4)
-                return false;
             if (k > 0) {
                 m = m * pow10_u64[k] + digits_value(v, k);
                 c += k;
                 kf += k;
             }
         }
+        if (ki + kf > 19)
+            return false;
     }
     if (c < end) { /* an exponent, to the separator: [eE][+-]?D{1,2} */
         const char *q = c + 1;
@@ -336,11 +416,7 @@ static inline bool short_number(const char *c, size_t n, uint64_t *m_out, int *e
             return false;
         x = eneg ? -x : x;
     }
-    if (m > ((uint64_t)1 << 53) || x - kf < -22 || x - kf > 22)
-        return false;
-    *m_out = m;
-    *e10_out = x - kf;
-    return true;
+    return decimal_double(m, x - kf, out);
 }
 
 #if SRV_LIFT_X86
@@ -550,13 +626,12 @@ static size_t parse_leaf_fast(const char *s, size_t len, size_t p, array_ctx *a,
         do {
             const size_t e = p + (size_t)__builtin_ctzll(seps);
             const char *c = s + at;
-            uint64_t m;
-            int e10;
+            double d;
             bool neg;
             c += *c == ' ';
             neg = *c == '-';
             c += neg;
-            if (c > s + e || !short_number(c, (size_t)(s + e - c), &m, &e10)) {
+            if (c > s + e || !short_number(c, (size_t)(s + e - c), &d)) {
                 a->n = n;
                 *count = (int64_t)(n - n0);
                 return at;
@@ -566,8 +641,6 @@ static size_t parse_leaf_fast(const char *s, size_t len, size_t p, array_ctx *a,
                  * most tensors, and a mispredicted branch costs more than
                  * the number. */
                 const uint64_t sign = (uint64_t)neg << 63;
-                double d = (double)m;
-                d = e10 < 0 ? d / pow10_exact[-e10] : d * pow10_exact[e10];
                 uint64_t bits;
                 memcpy(&bits, &d, sizeof bits);
                 bits ^= sign;

@@ -494,6 +494,39 @@ static void test_fast_runs(void **state)
         sprintf(body + at, "]}, \"p\": \"%s\"}", PAD);
         assert_int_equal(check_same(body), 1);
     }
+    /* 17 to 19 significant digits (as Python writes a float32 widened to
+     * double, and more), past 2^53 and so past Clinger's exact path: the
+     * midpoints between neighbouring floats, which such digits name to
+     * within far less than half a double's unit, so strtod lands on the
+     * midpoint's double and the float conversion ties to even; a double one
+     * unit off would round the other way. Then the floats themselves, and
+     * with exponents and newlines (the careful loop). */
+    for (int form = 0; form < 5; form++) {
+        size_t at = (size_t)sprintf(body, "{\"t\":{\"shape\":[600],\"data\":[");
+        for (int i = 0; i < 600; i++) {
+            const float f = (float)(tu_uniform(&rng, -1, 1) *
+                                    pow(10.0, floor(tu_uniform(&rng, -6, 5))));
+            const double mid = ((double)f + (double)nextafterf(f, INFINITY)) / 2;
+            const int digits = 17 + i % 3;
+            /* Form 4: 18 or 19 digits next to the point halfway between
+             * the midpoint's double and the next one up, where the double
+             * strtod picks decides which way the float goes: the
+             * quotient's rounding, its sticky bit included. */
+            const long double tie = ((long double)mid + nextafter(mid, INFINITY)) / 2;
+            if (form == 4)
+                at += (size_t)sprintf(body + at, "%s%.*Le", i ? "," : "", 17 + i % 2, tie);
+            else if (form == 0)
+                at += (size_t)sprintf(body + at, "%s%.*g", i ? "," : "", digits, mid);
+            else if (form == 1)
+                at += (size_t)sprintf(body + at, "%s%.*g", i ? ", " : "", digits, (double)f);
+            else if (form == 2)
+                at += (size_t)sprintf(body + at, "%s%.*e", i ? "," : "", digits - 1, mid);
+            else
+                at += (size_t)sprintf(body + at, "%s%.*g", i ? ",\n" : "", digits, mid);
+        }
+        sprintf(body + at, "]}, \"p\": \"%s\"}", PAD);
+        assert_int_equal(check_same(body), 1);
+    }
     /* Nested: runs in each innermost array, and a ragged one. */
     assert_int_equal(check_same("{\"t\":{\"shape\":[2,2],\"data\":[[0.5,-1.25],[3,4.0]]},\"p\":\"" PAD
                                 "\"}"),
