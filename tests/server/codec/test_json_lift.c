@@ -410,15 +410,15 @@ static void test_fast_runs(void **state)
         /* halfway between two floats: ties to even, as strtod + cast */
         "4194304.25", "4194304.75", "-8388607.5", "2097152.125", "0.000030517578125",
         /* handed back */
-        "12345678", "12345678.5", "1e3", "1.5E-3", "0.5e1", "1.1234567890123", "-0.1234567890123456",
-        "9007199254740993", "0.90071992547409931", "1234567.1234567890123",
+        "12345678", "12345678.5", "1e3", "1.5E-3", "0.5e1", "1.1234567890123",
+        "-0.1234567890123456", "9007199254740993", "0.90071992547409931", "1234567.1234567890123",
         /* 2^64 + 1 and 2^64 in 20 digits: a 64-bit digit sum would wrap */
         "1844674.4073709551617", "-1844674.4073709551616"};
-    static const char *const bad[] = {"01", "-01", "00.5", "1.", ".5", "-", "+1", "1.e5", "\"1\"",
-                                      "1 2", "[1]", "1,", "1e", "-.5", "0x10", "1.5.5",
-                                      ":.5", "0.:", "1:", "/.5", "0./", "1.5:", "1e+", "1e-",
-                                      "1ee2", "1e2.5", "1e2e3", "1.5e", "1e 2", "1e+-2", "01e2",
-                                      "1.e2", "1e2:"};
+    static const char *const bad[] = {"01",   "-01",   "00.5", "1.",   ".5",    "-",     "+1",
+                                      "1.e5", "\"1\"", "1 2",  "[1]",  "1,",    "1e",    "-.5",
+                                      "0x10", "1.5.5", ":.5",  "0.:",  "1:",    "/.5",   "0./",
+                                      "1.5:", "1e+",   "1e-",  "1ee2", "1e2.5", "1e2e3", "1.5e",
+                                      "1e 2", "1e+-2", "01e2", "1.e2", "1e2:"};
     static const char *const seps[] = {",", ", ", " , ", ",\n  "};
     const size_t ne = sizeof elems / sizeof *elems;
     char *body = malloc(1 << 16);
@@ -504,8 +504,8 @@ static void test_fast_runs(void **state)
     for (int form = 0; form < 5; form++) {
         size_t at = (size_t)sprintf(body, "{\"t\":{\"shape\":[600],\"data\":[");
         for (int i = 0; i < 600; i++) {
-            const float f = (float)(tu_uniform(&rng, -1, 1) *
-                                    pow(10.0, floor(tu_uniform(&rng, -6, 5))));
+            const float f =
+                (float)(tu_uniform(&rng, -1, 1) * pow(10.0, floor(tu_uniform(&rng, -6, 5))));
             const double mid = ((double)f + (double)nextafterf(f, INFINITY)) / 2;
             const int digits = 17 + i % 3;
             /* Form 4: 18 or 19 digits next to the point halfway between
@@ -623,11 +623,15 @@ static void test_eight_at_a_time(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_numbers_bit_identical), cmocka_unit_test(test_nested_and_shapes),
+        cmocka_unit_test(test_numbers_bit_identical),
+        cmocka_unit_test(test_nested_and_shapes),
         cmocka_unit_test(test_half_dtypes),
-        cmocka_unit_test(test_left_for_cjson),        cmocka_unit_test(test_b64),
-        cmocka_unit_test(test_only_data_values),      cmocka_unit_test(test_markers_unforgeable),
-        cmocka_unit_test(test_fast_runs),             cmocka_unit_test(test_eight_at_a_time),
+        cmocka_unit_test(test_left_for_cjson),
+        cmocka_unit_test(test_b64),
+        cmocka_unit_test(test_only_data_values),
+        cmocka_unit_test(test_markers_unforgeable),
+        cmocka_unit_test(test_fast_runs),
+        cmocka_unit_test(test_eight_at_a_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
