@@ -119,7 +119,7 @@ static void test_numbers_bit_identical(void **state)
     snprintf(body + at, sizeof body - at, "]}}");
     assert_int_equal(check_same(body), 1);
     /* The same followed by enough text that the last numbers, too, take the
-     * eight-digits-at-a-time path (it needs FAST_SLACK bytes after them). */
+     * fast paths (they need some bytes of text after them). */
     snprintf(body + at, sizeof body - at, "]}, \"pad\": \"%s\"}", PAD);
     assert_int_equal(check_same(body), 1);
 
@@ -219,7 +219,7 @@ static void test_left_for_cjson(void **state)
         "[[[[[[[[[1]]]]]]]]]",
         "[1234567890123456789012345678901234567890123456789012345678901234]"};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++) {
-        for (int pad = 0; pad < 2; pad++) { /* without and with FAST_SLACK bytes after */
+        for (int pad = 0; pad < 2; pad++) { /* without and with the fast paths' slack after */
             char body[256];
             snprintf(body, sizeof body, "{\"t\":{\"shape\":[1],\"data\":%s}%s%s%s}", arrays[i],
                      pad ? ", \"pad\": \"" : "", pad ? PAD : "", pad ? "\"" : "");
