@@ -203,7 +203,11 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                 continue;
             }
             mnew = tmax > b->m[i] ? tmax : b->m[i];
-            alpha = b->m[i] == -INFINITY ? 0.0f : expf(b->m[i] - mnew);
+            /* exp(0) is 1: no call when the max stays, as on most tiles
+             * past a row's first few (inf - inf is NaN, as before). */
+            alpha = b->m[i] == -INFINITY     ? 0.0f
+                    : b->m[i] - mnew == 0.0f ? 1.0f
+                                             : expf(b->m[i] - mnew);
             if (stats) {
                 /* sum p (l - m) moves with m: each old term gains m_old - mnew. */
                 float spl, spd, spf;
@@ -280,8 +284,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
             *b->overflow = true;
         const float *o = b->O + (size_t)i * Dv;
         float inv = b->l[i] > 0.0f ? 1.0f / b->l[i] : 0.0f;
-        pa__row_scale(dst, o, Dv, inv);
-        if (!pa__row_finite(dst, (size_t)Dv))
+        if (!pa__row_scale_finite(dst, o, Dv, inv))
             *b->overflow_out = true;
         if (stats)
             pa__row_stats(b->l[i], b->sk[i], b->sa[i], b->sb[i], b->sf[i], io,

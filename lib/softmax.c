@@ -172,6 +172,20 @@ PA__CLONES void pa__row_scale(float *dst, const float *src, int32_t n, float s)
         dst[j] = src[j] * s;
 }
 
+/* pa__row_scale that also says whether every product is finite, checked
+ * in registers: reading dst back after the stores waits for them (an
+ * output row of the prefill is cold, its lines still on their way). */
+PA__CLONES bool pa__row_scale_finite(float *dst, const float *src, int32_t n, float s)
+{
+    int ok = 1;
+    for (int32_t j = 0; j < n; j++) {
+        const float y = src[j] * s;
+        dst[j] = y;
+        ok &= (y - y) == 0.0f;
+    }
+    return ok != 0;
+}
+
 /* x - x is 0 for a finite x and NaN for inf or NaN; the AND over a row
  * vectorizes (no early exit). */
 PA__CLONES bool pa__row_finite(const float *x, size_t n)

@@ -42,6 +42,8 @@ void pa__row_exp_scale(float *row, int32_t n, float m, float scale);
 /* dst[j] = src[j] * s (dst may be src): the rescale of a row's running
  * output when its max moves, and the final division by its sum. */
 void pa__row_scale(float *dst, const float *src, int32_t n, float s);
+/* pa__row_scale, true when every dst[j] is finite. */
+bool pa__row_scale_finite(float *dst, const float *src, int32_t n, float s);
 
 /* Whether every x[j] is finite (no inf, no NaN). */
 bool pa__row_finite(const float *x, size_t n);

@@ -23,6 +23,7 @@
 #include "tile.h"
 
 #include "cpu.h"
+#include "transpose16.h"
 
 #include <cblas.h>
 
@@ -31,7 +32,8 @@
 #include <immintrin.h>
 #endif
 
-void pa__tile_pack_kt(int32_t n, int32_t d, const float *k, int ldk, float *kt, size_t ld)
+/* pa__tile_pack_kt without AVX-512. */
+static void pack_kt(int32_t n, int32_t d, const float *k, int ldk, float *kt, size_t ld)
 {
     /* Blocks of 16 keys: each read row is used whole, each written row
      * gets 16 contiguous floats. */
@@ -435,6 +437,43 @@ PA_AVX2 static void pv_avx2(int32_t m, int32_t n, int32_t kdim, const float *P, 
 #undef PV2_TAIL
 }
 
+/* pack_kt on 16 keys by 16 dimensions at a time: rows read and written
+ * 16 floats at a time, transposed in registers. */
+PA_AVX512 static void pack_kt_avx512(int32_t n, int32_t d, const float *k, int ldk, float *kt,
+                                     size_t ld)
+{
+    for (int32_t j0 = 0; j0 < n; j0 += 16) {
+        const int32_t jn = n - j0 < 16 ? n - j0 : 16;
+        const __mmask16 kj = lanes(0, jn);
+        for (int32_t c0 = 0; c0 < d; c0 += 16) {
+            const int32_t cn = d - c0 < 16 ? d - c0 : 16;
+            const __mmask16 kc = lanes(0, cn);
+            __m512i r[16];
+#pragma GCC unroll 16
+            for (int32_t j = 0; j < 16; j++) {
+                const float *row = k + (size_t)(j0 + j) * (size_t)ldk + (size_t)c0;
+                r[j] = j < jn ? _mm512_maskz_loadu_epi32(kc, row) : _mm512_setzero_si512();
+                /* The same columns of the next 16 keys: rows ldk apart are
+                 * too far for the hardware's prefetchers. */
+                if (j0 + 32 <= n)
+                    _mm_prefetch((const char *)(row + 16 * (size_t)ldk), _MM_HINT_T0);
+            }
+            pa__transpose16(r);
+            /* Whole unrolled (constant indices keep r in registers). */
+#pragma GCC unroll 16
+            for (int32_t c = 0; c < 16; c++) {
+                if (c >= cn)
+                    break;
+                float *dst = kt + (size_t)(c0 + c) * ld + (size_t)j0;
+                if (jn == 16)
+                    _mm512_storeu_si512(dst, r[c]);
+                else
+                    _mm512_mask_storeu_epi32(dst, kj, r[c]);
+            }
+        }
+    }
+}
+
 bool pa__tile_native(void)
 {
     return pa__cpu_avx512();
@@ -462,6 +501,17 @@ bool pa__tile_fma(void)
 /* ------------------------------------------------------------------------- */
 /* Dispatch                                                                  */
 /* ------------------------------------------------------------------------- */
+
+void pa__tile_pack_kt(int32_t n, int32_t d, const float *k, int ldk, float *kt, size_t ld)
+{
+#if PA_TILE_X86
+    if (pa__tile_native()) {
+        pack_kt_avx512(n, d, k, ldk, kt, ld);
+        return;
+    }
+#endif
+    pack_kt(n, d, k, ldk, kt, ld);
+}
 
 void pa__tile_qk(int32_t m, int32_t n, int32_t kdim, float alpha, const float *A, int lda,
                  const float *Bt, size_t ldb, float *S, int lds)

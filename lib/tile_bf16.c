@@ -22,6 +22,7 @@
 #include "cpu.h"
 #include "dtype.h"
 #include "posattn.h"
+#include "transpose16.h"
 
 #include <math.h>
 #include <string.h>
@@ -130,33 +131,42 @@ PA_CVT static void pack_rows_dp(int32_t m, int32_t kdim, const float *src, int l
 }
 
 /* pa__bf16_pack_kt for PA__BF16_DPBF16: 16 keys by 16 pairs at a time,
- * each key's 32 dimensions rounded in order into a row of tmp (16 pairs),
- * then tmp's columns gathered into kt's rows. */
+ * each key's 32 dimensions rounded in order into a register (16 pairs),
+ * the 16 registers transposed into kt's rows. */
 PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uint32_t *kt,
                               size_t ld)
 {
     const int32_t np = (d + 1) / 2;
-    uint32_t tmp[16 * 16];
-    const __m512i col =
-        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                           _mm512_set1_epi32(16));
     for (int32_t j0 = 0; j0 < n; j0 += 16) {
         const int32_t jn = n - j0 < 16 ? n - j0 : 16;
         const __mmask16 kj = first16(jn);
         for (int32_t p0 = 0; p0 < np; p0 += 16) {
             const int32_t pn = np - p0 < 16 ? np - p0 : 16;
             const int32_t c0 = 2 * p0, cn = d - c0 < 32 ? d - c0 : 32;
-            for (int32_t j = 0; j < jn; j++) {
+            __m512i r[16];
+#pragma GCC unroll 16
+            for (int32_t j = 0; j < 16; j++) {
                 const float *row = k + (size_t)(j0 + j) * (size_t)ldk + (size_t)c0;
-                const __m512 lo = _mm512_maskz_loadu_ps(first16(cn), row);
-                const __m512 hi = _mm512_maskz_loadu_ps(first16(cn - 16), row + 16);
-                _mm512_storeu_si512(tmp + 16 * j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+                r[j] = j < jn ? (__m512i)_mm512_cvtne2ps_pbh(
+                                    _mm512_maskz_loadu_ps(first16(cn - 16), row + 16),
+                                    _mm512_maskz_loadu_ps(first16(cn), row))
+                              : _mm512_setzero_si512();
+                if (j0 + 32 <= n) /* as pack_kt_avx512 (tile.c) */
+                    for (int32_t c = 0; c < cn; c += 16)
+                        _mm_prefetch((const char *)(row + 16 * (size_t)ldk + c), _MM_HINT_T0);
             }
-            for (int32_t p = 0; p < pn; p++)
-                _mm512_mask_storeu_epi32(kt + (size_t)(p0 + p) * ld + (size_t)j0, kj,
-                                         _mm512_mask_i32gather_epi32(
-                                             _mm512_setzero_si512(), kj,
-                                             _mm512_add_epi32(col, _mm512_set1_epi32(p)), tmp, 4));
+            pa__transpose16(r);
+            /* Whole unrolled (constant indices keep r in registers). */
+#pragma GCC unroll 16
+            for (int32_t p = 0; p < 16; p++) {
+                if (p >= pn)
+                    break;
+                uint32_t *dst = kt + (size_t)(p0 + p) * ld + (size_t)j0;
+                if (jn == 16)
+                    _mm512_storeu_si512(dst, r[p]);
+                else
+                    _mm512_mask_storeu_epi32(dst, kj, r[p]);
+            }
         }
     }
 }

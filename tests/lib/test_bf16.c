@@ -140,7 +140,11 @@ static void test_tiles_every_way(void **state)
                     pa__bf16_put_pair(way, a[(size_t)i * kdim + 2 * t],
                                       2 * t + 1 < kdim ? a[(size_t)i * kdim + 2 * t + 1] : 0.0f,
                                       P + (size_t)i * np * u + (size_t)t * u);
+            memset(Kt, 0xA5, 2 * (size_t)np * ld * sizeof(uint32_t));
             pa__bf16_pack_kt(way, n + off, kdim, k, kdim, Kt, ld);
+            for (size_t row = 0; row < (size_t)np * u; row++) /* padding untouched */
+                for (size_t j = (size_t)(n + off); j < ld; j++)
+                    assert_true(Kt[row * ld + j] == 0xA5A5A5A5u);
             pa__bf16_pack_v(way, kdim, n, v, n, V, n);
             memset(S, 0xFF, (size_t)m * lds * sizeof(float));
             memcpy(O, O0, (size_t)m * lds * sizeof(float));

@@ -22,35 +22,43 @@ static void fill_sentinel(float *x, size_t n)
         x[i] = SENTINEL;
 }
 
+/* Shapes across the 16 x 16 blocks of the AVX-512 packing: one partial
+ * block of dimensions, several with a partial last one, whole blocks. */
 static void test_pack_kt(void **state)
 {
     (void)state;
+    static const int32_t shapes[][3] = {{37, 5, 9}, {37, 37, 40}, {64, 64, 64}, {19, 33, 33}};
     tu_rng rng;
     tu_rng_seed(&rng, 11);
-    const int32_t n = 37, d = 5, ldk = 9;
-    const size_t ld = pa__tile_kt_ld(n);
-    float *k = tu_alloc((size_t)n * ldk, sizeof(float));
-    float *kt = tu_alloc((size_t)d * ld, sizeof(float));
-    assert_int_equal(ld, 48);
-    tu_fill(&rng, k, (size_t)n * ldk, -1, 1);
-    fill_sentinel(kt, (size_t)d * ld);
-    pa__tile_pack_kt(n, d, k, ldk, kt, ld);
-    for (int32_t c = 0; c < d; c++) {
-        for (size_t j = 0; j < ld; j++) {
-            if (j < (size_t)n)
-                assert_true(kt[c * ld + j] == k[j * ldk + (size_t)c]);
-            else
-                assert_true(kt[c * ld + j] == SENTINEL); /* padding untouched */
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int32_t n = shapes[s][0], d = shapes[s][1], ldk = shapes[s][2];
+        const int32_t j0 = n / 2, jn = n / 4 + 1; /* a slice of keys */
+        const size_t ld = pa__tile_kt_ld(n);
+        float *k = tu_alloc((size_t)n * ldk, sizeof(float));
+        float *kt = tu_alloc((size_t)d * ld, sizeof(float));
+        assert_true(ld >= (size_t)n && ld % 16 == 0);
+        tu_fill(&rng, k, (size_t)n * ldk, -1, 1);
+        fill_sentinel(kt, (size_t)d * ld);
+        pa__tile_pack_kt(n, d, k, ldk, kt, ld);
+        for (int32_t c = 0; c < d; c++) {
+            for (size_t j = 0; j < ld; j++) {
+                if (j < (size_t)n)
+                    assert_true(kt[c * ld + j] == k[j * ldk + (size_t)c]);
+                else
+                    assert_true(kt[c * ld + j] == SENTINEL); /* padding untouched */
+            }
         }
+        /* A slice packed at an offset lands in its own columns only. */
+        fill_sentinel(kt, (size_t)d * ld);
+        pa__tile_pack_kt(jn, d, k + (size_t)j0 * ldk, ldk, kt + j0, ld);
+        for (int32_t c = 0; c < d; c++)
+            for (size_t j = 0; j < ld; j++)
+                assert_true(kt[c * ld + j] == (j >= (size_t)j0 && j < (size_t)(j0 + jn)
+                                                   ? k[j * ldk + (size_t)c]
+                                                   : SENTINEL));
+        free(k);
+        free(kt);
     }
-    /* A slice packed at an offset lands in its own columns only. */
-    fill_sentinel(kt, (size_t)d * ld);
-    pa__tile_pack_kt(10, d, k + 20 * ldk, ldk, kt + 20, ld);
-    for (int32_t c = 0; c < d; c++)
-        for (size_t j = 0; j < ld; j++)
-            assert_true(kt[c * ld + j] == (j >= 20 && j < 30 ? k[j * ldk + (size_t)c] : SENTINEL));
-    free(k);
-    free(kt);
 }
 
 /* S = alpha A Bt for m rows 1..19, n columns across the 16/32 tails. */
