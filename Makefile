@@ -305,7 +305,9 @@ build: $(POSATTND) $(LOAD_BIN) $(TEST_BIN) $(BENCH_BIN) $(BARE_MHD)
 # The library's tests run twice: with the kernels this CPU picks (AVX-512
 # where it has it) and with the portable ones (POSATTN_KERNEL=portable);
 # on a CPU with AVX-512, a third time with the AVX2 ones
-# (POSATTN_KERNEL=avx2), which would otherwise run only on other machines.
+# (POSATTN_KERNEL=avx2), which would otherwise run only on other machines;
+# and once more with tiles of 256 keys (POSATTN_TILE_KEYS=256, against
+# 1024), where their sequences of a few hundred keys cross several tiles.
 LIB_TEST_BIN := $(filter $(addprefix $(BUILD)/tests/,$(notdir $(basename $(wildcard tests/lib/test_*.c)))),$(TEST_BIN))
 unit: $(TEST_BIN) $(POSATTND)
 	@tests/run-unit.sh $(TEST_BIN)
@@ -315,6 +317,10 @@ unit: $(TEST_BIN) $(POSATTND)
 	    echo "$$out" | tail -n 1 | sed "s/^unit:/unit, library with POSATTN_KERNEL=$$k:/"; \
 	    [ $$rc -eq 0 ] || exit $$rc; \
 	done
+	@out=$$(POSATTN_TILE_KEYS=256 tests/run-unit.sh $(LIB_TEST_BIN) 2>&1); rc=$$?; \
+	if [ $$rc -ne 0 ]; then echo "$$out"; fi; \
+	echo "$$out" | tail -n 1 | sed "s/^unit:/unit, library with tiles of 256 keys (POSATTN_TILE_KEYS=256):/"; \
+	exit $$rc
 
 # End-to-end clients against the real binary (curl, Python stdlib, Node fetch);
 # the C end-to-end tests (tests/e2e/test_*.c) run with the unit tests.

@@ -386,8 +386,10 @@ pa_status pa_attention_check(const pa_attention *a, pa_error *err);
  * + 16 * v_head_dim floats. compute_dtype bf16 adds one kv head's keys
  * and values rounded for its products (about k_len * (head_dim +
  * v_head_dim) floats, rounded up to even sizes) and a block's queries and
- * probabilities (64 * (head_dim + 258) floats). Returns 0 if the size
- * overflows. */
+ * probabilities (64 * (head_dim + 1026) floats). Beside these, the tiled
+ * kernel's logits for a block of queries and a tile of keys: 64 * min(k_len,
+ * 1024) floats (1024 keys a tile, or POSATTN_TILE_KEYS from the
+ * environment; docs/api.md). Returns 0 if the size overflows. */
 size_t pa_attention_workspace_size(const pa_attention *a);
 
 /* Effective sizes after defaults: useful for sizing outputs. With packed

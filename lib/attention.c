@@ -90,7 +90,7 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
     const pa_attention *a = p->a;
     size_t Lq = (size_t)p->Lq, Lk = (size_t)p->Lk;
     size_t tq = Lq < BQ ? Lq : BQ;
-    size_t tk = Lk < BK ? Lk : BK;
+    size_t tk = Lk < (size_t)p->bk ? Lk : (size_t)p->bk;
     const bool kv16 = !p->layer && a->kv_dtype != PA_DTYPE_F32;
 
     memset(b, 0, sizeof *b);
@@ -141,7 +141,7 @@ static void layout(const pa__plan *p, pa__ws *w, buffers *b)
         b->kt2 = pa__ws_take(w, 2 * d2 * pa__tile_kt_ld(p->Lk), sizeof(uint32_t));
         b->v2 = pa__ws_take(w, 2 * ((Lk + 1) / 2) * (size_t)p->Dv, sizeof(uint32_t));
         b->q2 = pa__ws_take(w, 2 * BQ * d2, sizeof(uint32_t));
-        b->p2 = pa__ws_take(w, 2 * tq * (BK / 2 + 1), sizeof(uint32_t));
+        b->p2 = pa__ws_take(w, 2 * tq * ((size_t)p->bk / 2 + 1), sizeof(uint32_t));
     }
     b->qpos = pa__ws_take(w, Lq, sizeof(int32_t));
     b->kpos = pa__ws_take(w, Lk, sizeof(int32_t));

@@ -7,7 +7,9 @@
 #include "attention_plan.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void pa_attention_init(pa_attention *a, const pa_scheme *scheme)
@@ -469,6 +471,30 @@ pa_status pa__check_one(const pa_attention *a, pa_error *err)
     return PA_STATUS_OK;
 }
 
+static int32_t tile_keys_from_env(void)
+{
+    const char *s = getenv("POSATTN_TILE_KEYS");
+    char *end;
+    long v;
+    if (s == NULL)
+        return PA__TILE_KEYS;
+    v = strtol(s, &end, 10);
+    return end != s && *end == '\0' && v >= 16 && v <= 8192 && v % 16 == 0 ? (int32_t)v
+                                                                           : PA__TILE_KEYS;
+}
+
+int32_t pa__tile_keys(void)
+{
+    /* 0 until the first call; racing first calls store the same answer. */
+    static _Atomic int32_t cached = 0;
+    int32_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v == 0) {
+        v = tile_keys_from_env();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 void pa__plan_init(pa__plan *p, const pa_attention *a)
 {
     memset(p, 0, sizeof *p);
@@ -500,6 +526,7 @@ void pa__plan_init(pa__plan *p, const pa_attention *a)
     p->k_norm = a->k_norm != NULL || a->k_norm_unweighted;
     p->q_scale = pa__qscale_on(a);
     p->cbf16 = a->compute_dtype == PA_DTYPE_BF16;
+    p->bk = pa__tile_keys();
     if (p->layer) {
         /* One sequence: either positions array names both. */
         p->q_positions = a->q_positions != NULL ? a->q_positions : a->k_positions;

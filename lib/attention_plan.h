@@ -19,6 +19,7 @@ typedef struct pa__plan {
     bool k_norm;
     bool q_scale; /* attn_temperature_tuning or logn_scaling scale the q rows */
     bool cbf16;   /* compute_dtype bf16: the tiles' products in bf16 pairs (tile.h) */
+    int32_t bk;   /* keys per tile of the tiled kernel (pa__tile_keys) */
     int32_t H, Hkv, group, D, Dv, Lq, Lk;
     int32_t key_len; /* keys at or past this index are padding */
     int32_t r;       /* rotary dim (rope only) */
@@ -29,6 +30,15 @@ typedef struct pa__plan {
     const int32_t *q_pos2, *k_pos2;   /* [2, L] rope2d coordinates (NULL: the grid's) */
     pa_rope rope_cfg; /* the rotation: scheme->rope, or xpos's as pa_xpos_rope gives it */
 } pa__plan;
+
+/* Keys per tile of the tiled kernel: PA__TILE_KEYS, or POSATTN_TILE_KEYS
+ * from the environment (a multiple of 16 from 16 to 8192; others are
+ * ignored), read once. The tiles' size moves the online softmax's running
+ * max, so results agree across sizes to float rounding, not bit for bit;
+ * `make test` runs the library's tests again with 256, where their
+ * sequences of a few hundred keys cross several tiles. */
+enum { PA__TILE_KEYS = 1024 };
+int32_t pa__tile_keys(void);
 
 /* Resolves defaults for a descriptor that passed pa_attention_check. */
 void pa__plan_init(pa__plan *p, const pa_attention *a);

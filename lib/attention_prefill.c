@@ -1,7 +1,7 @@
 /* attention_prefill.c - the tiled kernel: blocks of queries against tiles
  * of keys.
  *
- * Per head and block of BQ queries, keys are visited in tiles of BK: the
+ * Per head and block of BQ queries, keys are visited in tiles of bk: the
  * logits tile comes from one product against the kv head's keys, packed
  * transposed once per kv head (lib/tile.c), softcap, the scheme's bias, the
  * caller's bias and the masks are applied in one pass (attention_mask.c),
@@ -44,9 +44,9 @@ typedef struct head_ops {
 } head_ops;
 
 /* b->p2's row stride: a tile's pairs of keys, in the way's units. */
-static int p2_ld(pa__bf16_way w)
+static int p2_ld(const pa__plan *p, pa__bf16_way w)
 {
-    return (BK / 2 + 1) * pa__bf16_units(w);
+    return (p->bk / 2 + 1) * pa__bf16_units(w);
 }
 
 /* S [gn, n] (row stride lds) = the logits of rows [g, g + gn) of the block
@@ -72,7 +72,7 @@ static void block_pv(const pa__plan *p, const buffers *b, const head_ops *op, in
     if (p->cbf16) {
         const int32_t lead = j0 & 1, u = pa__bf16_units(op->way);
         pa__tile_pv_bf16(op->way, gn, p->Dv, (lead + n + 1) / 2,
-                         b->p2 + (size_t)g * (size_t)p2_ld(op->way), p2_ld(op->way),
+                         b->p2 + (size_t)g * (size_t)p2_ld(p, op->way), p2_ld(p, op->way),
                          op->V2 + (size_t)(j0 / 2) * (size_t)u * p->Dv, p->Dv,
                          b->O + (size_t)g * p->Dv, p->Dv);
     } else {
@@ -152,8 +152,8 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
                 reverse_row(b->qrel + (size_t)i * nrel, nrel);
     }
 
-    for (int32_t t0 = 0; t0 < p->Lk; t0 += BK) {
-        const int32_t tn = pa__min_i32(BK, p->Lk - t0);
+    for (int32_t t0 = 0; t0 < p->Lk; t0 += p->bk) {
+        const int32_t tn = pa__min_i32(p->bk, p->Lk - t0);
         int32_t j0, j1, nk;
         pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, t0, tn, &j0, &j1);
         if (p->a->mask != NULL && j0 < j1)
@@ -194,7 +194,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
          * key at or before j0 into b->p2 (a key outside the tile as 0). */
         for (int32_t i = 0; i < nq; i++) {
             float *row = b->S + (size_t)i * nk;
-            uint32_t *pairs = p->cbf16 ? b->p2 + (size_t)i * (size_t)p2_ld(op->way) : NULL;
+            uint32_t *pairs = p->cbf16 ? b->p2 + (size_t)i * (size_t)p2_ld(p, op->way) : NULL;
             float tmax = pa__row_max(row, nk), mnew, alpha;
             if (tmax == -INFINITY) {
                 memset(row, 0, (size_t)nk * sizeof(float));

@@ -39,7 +39,8 @@ static void test_sinks(void **state)
     }
 }
 
-/* Entropy and distance over rows longer than one tile of keys (BK = 256),
+/* Entropy and distance over rows longer than one tile of keys (256 with
+ * POSATTN_TILE_KEYS=256, as make test runs the library a second time),
  * where a later tile's larger logit moves the running max and the sums
  * must follow it; inputs in [-3, 3] so the max moves by whole units. With
  * and without sinks, causal and windowed, unsorted key positions, and

@@ -15,6 +15,7 @@
  * POSATTN_KERNEL=portable.
  */
 #include "attention_fixture.h"
+#include "attention_plan.h"
 #include "ref_attention.h"
 #include "ref_bf16_dot.h"
 #include "softmax.h"
@@ -391,11 +392,12 @@ static void check_values_exact(int Lk, int Dv, int Hkv, uint64_t seed)
             float acc = 0.0f, want;
             for (int j = 0; j < Lk; j++)
                 col[j] = ref_bf16dp_round(f.v[((size_t)j * Hkv + g) * Dv + c]);
-            for (int t0 = 0; t0 < Lk; t0 += 256) { /* the kernel's key tiles */
-                float ones[256];
-                for (int j = 0; j < 256; j++)
+            const int bk = pa__tile_keys();
+            for (int t0 = 0; t0 < Lk; t0 += bk) { /* the kernel's key tiles */
+                float ones[8192];
+                for (int j = 0; j < bk; j++)
                     ones[j] = 1.0f;
-                const int n = Lk - t0 < 256 ? Lk - t0 : 256;
+                const int n = Lk - t0 < bk ? Lk - t0 : bk;
                 acc = ref_bf16dp_dot(acc, ones, col + t0, 1, (size_t)n);
             }
             want = acc * (1.0f / (float)Lk);

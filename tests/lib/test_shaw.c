@@ -266,7 +266,8 @@ static void test_bert_relative_key(void **state)
     /* The whole table: L = max_position_embeddings reaches every row. */
     check_bert(12, 12, 2, 8, 12, false, false, 0, 1101);
     check_bert(7, 7, 3, 5, 512, false, false, 0, 1102); /* bert-base's table rows */
-    /* Several query blocks and key tiles (64 and 256). */
+    /* Several query blocks and key tiles (64 queries; 256 keys with
+     * POSATTN_TILE_KEYS=256). */
     check_bert(300, 300, 2, 6, 300, false, false, 0, 1103);
     check_bert(40, 40, 2, 8, 64, false, false, 5, 1104);
 }
