@@ -19,7 +19,7 @@ float pa__row_max(const float *row, int32_t n);
 
 /* row[j] = exp(row[j] - m) in place, returns the sum. -inf entries give
  * exactly 0; NaN entries stay NaN (and make the sum NaN). Accuracy: within
- * 2 ulp of expf. */
+ * 2 ulp of the exact exp (lib/softmax.c). */
 float pa__row_exp_sum(float *row, int32_t n, float m);
 
 /* pa__row_exp_sum, then the probabilities as pa__bf16_pack_probs(w, row,

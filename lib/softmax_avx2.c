@@ -36,14 +36,13 @@ PA_AVX2 static inline __m256 exp8(__m256 x)
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    __m256 p;
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(_mm256_set1_ps(8.2902638e-3f), r, _mm256_set1_ps(4.1898161e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6667639e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.9999148e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(9.9999970e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     {
         const __m256i bits =
             _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
