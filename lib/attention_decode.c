@@ -46,7 +46,7 @@ void pa__decode_keys(const pa__plan *p, const buffers *b, int32_t *j0, int32_t *
         qmin = pa__min_i32(qmin, b->qpos[i]);
         qmax = pa__max_i32(qmax, b->qpos[i]);
     }
-    pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, 0, p->Lk, j0, j1);
+    pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, b->kpos_unit, 0, p->Lk, j0, j1);
 }
 
 /* Queries of heads [h0, h1) as attention sees them, into b->dq. */
@@ -220,8 +220,8 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
 
     for (int32_t t0 = j0; t0 < j1; t0 += DEC_BK) {
         int32_t lo, hi, nk;
-        pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, t0, pa__min_i32(DEC_BK, j1 - t0),
-                          &lo, &hi);
+        pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, b->kpos_unit, t0,
+                          pa__min_i32(DEC_BK, j1 - t0), &lo, &hi);
         nk = hi - lo;
         if (nk == 0)
             continue;

@@ -264,14 +264,17 @@ void pa__shaw_key_rows(const pa__plan *p, int32_t *lo, int32_t *n);
 bool pa__needs_mask(const pa__plan *p);
 
 /* Narrows [*lo, *hi) of sorted key positions kpos to the keys visible from
- * query position qp, by binary search. */
-void pa__visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, int32_t *lo, int32_t *hi);
+ * query position qp: by binary search, or with unit (kpos[j] == kpos[0] +
+ * j, buffers' kpos_unit) by arithmetic on the interval of visible
+ * positions. */
+void pa__visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, bool unit, int32_t *lo,
+                      int32_t *hi);
 
 /* Narrows the tile [j0, j0 + nk) to [*lo, *hi), outside which every key is
  * hidden from every query whose position lies in [qmin, qmax]; lo == hi
  * when the whole tile is hidden. */
 void pa__visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int32_t *kpos,
-                       bool sorted, int32_t j0, int32_t nk, int32_t *lo, int32_t *hi);
+                       bool sorted, bool unit, int32_t j0, int32_t nk, int32_t *lo, int32_t *hi);
 
 /* Narrows [*lo, *hi) to the columns where the caller's mask lets some query
  * of rows [i0, i0 + nq) of head h attend. */

@@ -93,9 +93,36 @@ static inline bool hidden_right(const pa__plan *p, int32_t qp, int32_t kp)
 
 /* Narrows [*lo, *hi) of sorted key positions kpos to the keys visible from
  * qp (visible() is !hidden_left && !hidden_right), by binary search. */
-void pa__visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, int32_t *lo, int32_t *hi)
+void pa__visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, bool unit, int32_t *lo,
+                      int32_t *hi)
 {
     int32_t a = *lo, b = *hi;
+    if (unit && a < b) {
+        /* Visible positions are [plo, phi] (hidden_left is kp < plo,
+         * hidden_right kp > phi), and key m is at position kpos[0] + m. */
+        int64_t plo = INT64_MIN, phi = INT64_MAX;
+        const int64_t base = kpos[0];
+        if (p->a->causal)
+            phi = qp;
+        if (p->a->window > 0) {
+            plo = (int64_t)qp - p->a->window + 1;
+            if (!p->a->causal)
+                phi = (int64_t)qp + p->a->window - 1;
+        }
+        if (p->a->chunk_size > 0) {
+            const int64_t c0 = chunk_start(qp, p->a->chunk_size);
+            plo = plo > c0 ? plo : c0;
+            phi = phi < c0 + p->a->chunk_size - 1 ? phi : c0 + p->a->chunk_size - 1;
+        }
+        /* The first key at or past plo, then the first past phi. */
+        if (plo != INT64_MIN && plo - base > a)
+            a = plo - base >= b ? b : (int32_t)(plo - base);
+        if (phi != INT64_MAX && phi - base + 1 < b)
+            b = phi - base + 1 <= a ? a : (int32_t)(phi - base + 1);
+        *lo = a;
+        *hi = b;
+        return;
+    }
     while (a < b) { /* the first key not hidden on the left */
         const int32_t m = a + (b - a) / 2;
         if (hidden_left(p, qp, kpos[m]))
@@ -123,16 +150,16 @@ void pa__visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, int32_
  * its first on the left, is hidden from all of it); otherwise by walking in
  * from both ends. lo == hi when the whole tile is hidden. */
 void pa__visible_range(const pa__plan *p, int32_t qmin, int32_t qmax, const int32_t *kpos,
-                       bool sorted, int32_t j0, int32_t nk, int32_t *lo, int32_t *hi)
+                       bool sorted, bool unit, int32_t j0, int32_t nk, int32_t *lo, int32_t *hi)
 {
     int32_t a = j0, b = pa__min_i32(j0 + nk, p->key_len);
     if (sorted && a < b) {
         int32_t l = a, h = b;
-        pa__visible_span(p, qmin, kpos, &l, &h); /* left end: against the first query */
+        pa__visible_span(p, qmin, kpos, unit, &l, &h); /* left end: against the first query */
         a = l;
         l = a;
         h = b;
-        pa__visible_span(p, qmax, kpos, &l, &h); /* right end: against the last */
+        pa__visible_span(p, qmax, kpos, unit, &l, &h); /* right end: against the last */
         b = pa__max_i32(a, h);
     } else if (position_mask(p)) {
         while (a < b && !maybe_visible(p, qmin, qmax, kpos[a]))
@@ -190,7 +217,7 @@ void pa__mask_row(const pa__plan *p, const buffers *b, int32_t h, int32_t qi, fl
         int32_t lo = 0, hi = pa__max_i32(0, pa__min_i32(nk, p->key_len - j0));
         /* Both ends visible: all of it (most tiles off the diagonal). */
         if (hi == 0 || !visible(p, qp, kpos[0]) || !visible(p, qp, kpos[hi - 1]))
-            pa__visible_span(p, qp, kpos, &lo, &hi);
+            pa__visible_span(p, qp, kpos, b->kpos_unit, &lo, &hi);
         pa__row_fill(row, lo, -INFINITY);
         pa__row_fill(row + hi, nk - hi, -INFINITY);
         if (mrow != NULL)

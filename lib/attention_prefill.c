@@ -89,7 +89,7 @@ static int32_t group_end(const pa__plan *p, const buffers *b, int32_t r, int32_t
     int32_t q = INT32_MIN, lo = j0, hi = j1;
     for (int32_t i = r; i < r + gn; i++)
         q = pa__max_i32(q, b->qpos[i]);
-    pa__visible_span(p, q, b->kpos, &lo, &hi);
+    pa__visible_span(p, q, b->kpos, b->kpos_unit, &lo, &hi);
     return hi;
 }
 
@@ -155,7 +155,7 @@ static void attend_block(const pa__plan *p, const buffers *b, const head_io *io,
     for (int32_t t0 = 0; t0 < p->Lk; t0 += p->bk) {
         const int32_t tn = pa__min_i32(p->bk, p->Lk - t0);
         int32_t j0, j1, nk;
-        pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, t0, tn, &j0, &j1);
+        pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, b->kpos_unit, t0, tn, &j0, &j1);
         if (p->a->mask != NULL && j0 < j1)
             pa__mask_range(p, h, i0, nq, &j0, &j1);
         if (store_rows) {

@@ -92,7 +92,7 @@ void pa__cope_block(const pa__plan *p, const buffers *b, int32_t h, const float 
         qmax = pa__max_i32(qmax, b->qpos[i0 + i]);
     }
     /* The keys some row of the block may see; others are hidden from all. */
-    pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, 0, Lk, &lo, &hi);
+    pa__visible_range(p, qmin, qmax, b->kpos, b->kpos_sorted, b->kpos_unit, 0, Lk, &lo, &hi);
     if (a->mask != NULL && lo < hi)
         pa__mask_range(p, h, i0, nq, &lo, &hi);
     n = hi - lo;
