@@ -71,6 +71,14 @@ typedef struct srv_machine {
 bool srv_roofline_fraction(const srv_machine *m, double flops, double bytes, uint64_t us,
                            int threads, bool bf16, double *fraction, bool *compute_bound);
 
+/* A fraction of the peak as the answers show it, four significant figures
+ * (the timing itself is not better), at buf as its shortest text ("0.4125",
+ * "1.317e-5"; srv_fmt_float of the rounded value), NUL-terminated; returns
+ * the length. buf: SRV_ROOFLINE_TEXT bytes. No printf: the small requests'
+ * answers and Server-Timing carry one each. */
+#define SRV_ROOFLINE_TEXT 24
+int srv_roofline_text(double fraction, char *buf);
+
 /* Whether bf16 work is measured against a bf16 peak of its own on m. */
 bool srv_roofline_bf16_peak(const srv_machine *m);
 

@@ -7,6 +7,8 @@
 #include "api/roofline.h"
 
 #include "api/json.h"
+#include "codec/fmt_float.h"
+#include "codec/tensor.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -206,6 +208,24 @@ bool srv_roofline_bf16_peak(const srv_machine *m)
     return m != NULL && m->bf16_gflops_1 > 0 && m->bf16_gflops_n > 0;
 }
 
+/* A count of work as a JSON number: whole numbers below 2^53 (any call's)
+ * by srv_json_int, without printf; others as cJSON prints them. */
+static bool add_count(cJSON *obj, const char *name, double v)
+{
+    if (v >= 0 && v < 9007199254740992.0 && v == floor(v))
+        return cJSON_AddItemToObject(obj, name, srv_json_int((int64_t)v));
+    return cJSON_AddNumberToObject(obj, name, v) != NULL;
+}
+
+int srv_roofline_text(double fraction, char *buf)
+{
+    if (fraction > 0 && isfinite(fraction)) {
+        const double scale = pow(10.0, 3.0 - floor(log10(fraction)));
+        fraction = round(fraction * scale) / scale;
+    }
+    return srv_fmt_float((float)fraction, buf);
+}
+
 bool srv_roofline_fraction(const srv_machine *m, double flops, double bytes, uint64_t us,
                            int threads, bool bf16, double *fraction, bool *compute_bound)
 {
@@ -248,8 +268,7 @@ bool api_roofline_add(cJSON *timing, srv_job *job, const api_item *it, const api
     job->roof_items++;
     if (it->att.compute_dtype == PA_DTYPE_BF16)
         job->roof_bf16_items++;
-    if (!cJSON_AddNumberToObject(timing, "flops", w.flops) ||
-        !cJSON_AddNumberToObject(timing, "bytes", w.bytes))
+    if (!add_count(timing, "flops", w.flops) || !add_count(timing, "bytes", w.bytes))
         return false;
     const bool bf16 = it->att.compute_dtype == PA_DTYPE_BF16;
     if (!srv_roofline_fraction(job->machine, w.flops, w.bytes, t->compute_us, threads, bf16,
@@ -264,12 +283,9 @@ bool api_roofline_add(cJSON *timing, srv_job *job, const api_item *it, const api
         job->roof_frac[job->n_roof_frac].scheme = pa_scheme_type_name(it->scheme.s.type);
         job->roof_frac[job->n_roof_frac++].fraction = fraction;
     }
-    /* Four significant figures: the timing itself is not better. */
-    if (fraction > 0) {
-        const double scale = pow(10.0, 3.0 - floor(log10(fraction)));
-        fraction = round(fraction * scale) / scale;
-    }
-    return cJSON_AddNumberToObject(timing, "fraction_of_peak", fraction) != NULL &&
+    char text[SRV_ROOFLINE_TEXT];
+    srv_roofline_text(fraction, text);
+    return cJSON_AddItemToObject(timing, "fraction_of_peak", cJSON_CreateRaw(text)) &&
            cJSON_AddStringToObject(timing, "bound", compute ? "compute" : "memory") != NULL &&
            cJSON_AddStringToObject(timing, "peak_dtype",
                                    bf16 && srv_roofline_bf16_peak(job->machine) ? "bf16" : "f32") !=

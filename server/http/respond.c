@@ -96,6 +96,44 @@ static char *put_ms(char *p, uint64_t us)
     return p;
 }
 
+/* A count of work (flops, bytes) at buf: the digits of a whole number
+ * below 2^53 (every call's), else printf's %.0f. Returns buf. */
+static const char *count_text(double v, char *buf, size_t cap)
+{
+    if (v >= 0 && v < 9007199254740992.0 && v == (double)(uint64_t)v) {
+        char *p = buf + cap;
+        uint64_t u = (uint64_t)v;
+        *--p = '\0';
+        do {
+            *--p = (char)('0' + u % 10);
+            u /= 10;
+        } while (u != 0);
+        return p;
+    }
+    snprintf(buf, cap, "%.0f", v);
+    return buf;
+}
+
+/* The strings of parts[0 .. n) one after another at p (cap bytes, NUL
+ * included), or nothing if they do not all fit. Returns the end. */
+static char *put_parts(char *p, size_t cap, const char *const *parts, size_t n)
+{
+    size_t len = 0, at = 0;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(parts[i]);
+    if (len >= cap) {
+        *p = '\0'; /* never a cut entry */
+        return p;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const size_t k = strlen(parts[i]);
+        memcpy(p + at, parts[i], k);
+        at += k;
+    }
+    p[at] = '\0';
+    return p + at;
+}
+
 /* Appends the roofline of an attention job's items to Server-Timing at p
  * (cap bytes): their flops and bytes summed and, with the probe's peaks,
  * the fraction the request's compute wall time reached (api/roofline.c):
@@ -106,22 +144,23 @@ static char *add_roofline(const request *q, char *p, size_t cap)
     double flops, bytes, fraction;
     int threads;
     bool compute, bf16;
-    int n;
+    char fl[32], by[32], fr[SRV_ROOFLINE_TEXT];
     if (!srv_job_roofline(q->job, &flops, &bytes, &threads, &bf16))
         return p;
+    /* Without printf for the floats: a small request's answer is a few
+     * microseconds of work, and each conversion cost a fraction of one. */
+    const char *f = count_text(flops, fl, sizeof fl), *b = count_text(bytes, by, sizeof by);
     if (srv_roofline_fraction(q->h->limits.machine, flops, bytes, srv_request_compute_us(q),
-                              threads, bf16, &fraction, &compute))
-        n = snprintf(p, cap,
-                     ", roofline;desc=\"%s %.4g\";flops=%.0f;bytes=%.0f;fraction=%.4g;bound=%s",
-                     compute ? "compute" : "memory", fraction, flops, bytes, fraction,
-                     compute ? "compute" : "memory");
-    else
-        n = snprintf(p, cap, ", roofline;flops=%.0f;bytes=%.0f", flops, bytes);
-    if (n < 0 || (size_t)n >= cap) {
-        *p = '\0'; /* never a cut entry */
-        return p;
+                              threads, bf16, &fraction, &compute)) {
+        const char *bound = compute ? "compute" : "memory";
+        srv_roofline_text(fraction, fr);
+        const char *parts[] = {", roofline;desc=\"", bound, " ",       fr,
+                               "\";flops=",          f,     ";bytes=", b,
+                               ";fraction=",         fr,    ";bound=", bound};
+        return put_parts(p, cap, parts, sizeof parts / sizeof parts[0]);
     }
-    return p + n;
+    const char *parts[] = {", roofline;flops=", f, ";bytes=", b};
+    return put_parts(p, cap, parts, sizeof parts / sizeof parts[0]);
 }
 
 enum MHD_Result http_send_reply(request *q)
