@@ -81,6 +81,41 @@ static void expect_fail(pa_status st, pa_error *err, const char *field, const ch
         fail_msg("message '%s' lacks '%s'", err->message, message);
 }
 
+/* Runs of consecutive positions, where lib/xpos.c advances the angle and
+ * the scale step by step (re-anchored every 32 rows and after a jump):
+ * every entry against cos, sin and zeta^(sign (pos - centre) / scale_base)
+ * in double, within float's rounding (3e-7 of the scale; the steps' drift
+ * is below 1e-14). Runs past two anchors, a jump, negative positions. */
+static void test_tables_runs(void **state)
+{
+    (void)state;
+    enum { N = 171, D = 16, HALF = D / 2 };
+    int32_t pos[N];
+    static float c[N * HALF], sn[N * HALF], sc[N * HALF];
+    for (int t = 0; t < N; t++)
+        pos[t] = t < 100 ? t : t < 140 ? 900 + t : t - 190;
+    for (int sign = -1; sign <= 1; sign += 2) {
+        pa_scheme s;
+        xpos_scheme(&s, PA_ROPE_LAYOUT_GPTJ, 512.0);
+        TU_ASSERT_STATUS(pa_xpos_cos_sin(&s.xpos, D, pos, N, 60, sign, c, sn, sc, NULL),
+                         PA_STATUS_OK, NULL);
+        for (int t = 0; t < N; t++)
+            for (int i = 0; i < HALF; i++) {
+                const double freq = 1.0 / pow(s.xpos.base, 2.0 * i / D);
+                const double zeta = (2.0 * i + 0.4 * D) / (1.4 * D);
+                const double z = pow(zeta, sign * (pos[t] - 60) / 512.0);
+                const double wc = cos(pos[t] * freq) * z, ws = sin(pos[t] * freq) * z;
+                if (!(fabs(c[t * HALF + i] - wc) <= 3e-7 * z &&
+                      fabs(sn[t * HALF + i] - ws) <= 3e-7 * z &&
+                      fabs(sc[t * HALF + i] - z) <= 3e-7 * z))
+                    fail_msg("sign %d position %d pair %d: cos %.9g sin %.9g scale %.9g, want "
+                             "%.9g %.9g %.9g",
+                             sign, (int)pos[t], i, (double)c[t * HALF + i],
+                             (double)sn[t * HALF + i], (double)sc[t * HALF + i], wc, ws, z);
+            }
+    }
+}
+
 static void test_check(void **state)
 {
     (void)state;
@@ -352,13 +387,10 @@ static void test_mutations(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_and_zeta),
-        cmocka_unit_test(test_tables),
-        cmocka_unit_test(test_check),
-        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_huge_positions),
-        cmocka_unit_test(test_prerotated),
-        cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_defaults_and_zeta), cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_tables_runs),       cmocka_unit_test(test_check),
+        cmocka_unit_test(test_attention),         cmocka_unit_test(test_huge_positions),
+        cmocka_unit_test(test_prerotated),        cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_layer_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
