@@ -389,12 +389,17 @@ static void dist_table(const pa__plan *p, const buffers *b)
         return;
     }
     {
-        /* The sum of cosines is the same for every head: once per distance. */
+        /* The sum of cosines is the same for every head: once per distance,
+         * a run of distances at a time. */
         const int32_t hs = pa_sandwich_hidden_size(&s->sandwich, p->D);
-        for (size_t d = 0; d < n; d++) {
-            const double g = pa__sandwich_sum(hs, (double)d);
-            for (int32_t h = 0; h < p->H; h++)
-                b->dist_bias[(size_t)h * n + d] = (float)pa__sandwich_head(g, p->H, h);
+        double g[PA__SANDWICH_RUN];
+        for (size_t d0 = 0; d0 < n; d0 += PA__SANDWICH_RUN) {
+            const int32_t k1 = n - d0 < PA__SANDWICH_RUN ? (int32_t)(n - d0) : PA__SANDWICH_RUN;
+            pa__sandwich_sums(hs, (int64_t)d0, k1, g);
+            for (int32_t k = 0; k < k1; k++)
+                for (int32_t h = 0; h < p->H; h++)
+                    b->dist_bias[(size_t)h * n + d0 + (size_t)k] =
+                        (float)pa__sandwich_head(g[k], p->H, h);
         }
     }
 }
