@@ -313,6 +313,11 @@ void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const fl
     for (int32_t i = 0; i < n; i++) {
         const float *x = src + (size_t)i * ld;
         float *y = dst + (size_t)i * D;
+        /* Rows ld apart (H*D floats) are too far for the hardware's
+         * prefetchers: ask for the row 8 ahead. */
+        if (i + 8 < n)
+            for (int32_t d = 0; d < D; d += 16)
+                __builtin_prefetch(x + 8 * (size_t)ld + (size_t)d, 0, 3);
         if (nm->on) {
             const float *wh = nm->w == NULL || nm->len == D ? nm->w : nm->w + (size_t)head * D;
             float s;
