@@ -124,6 +124,10 @@ PA_CVT static void pack_rows_dp(int32_t m, int32_t kdim, const float *src, int l
 {
     for (int32_t i = 0; i < m; i++) {
         uint32_t *y = dst + (size_t)i * (size_t)ldd;
+        if (i + 8 < m) /* as pa__prep_rows: rows lds apart, the row 8 ahead */
+            for (int32_t c = 0; c < kdim; c += 16)
+                _mm_prefetch((const char *)(src + (size_t)(i + 8) * (size_t)lds + (size_t)c),
+                             _MM_HINT_T0);
         round_run_dp(src + (size_t)i * (size_t)lds, kdim, y);
         if (kdim & 1)
             zero_at(y, (size_t)kdim);
