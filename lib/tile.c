@@ -444,7 +444,6 @@ PA_AVX512 static void pack_kt_avx512(int32_t n, int32_t d, const float *k, int l
 {
     for (int32_t j0 = 0; j0 < n; j0 += 16) {
         const int32_t jn = n - j0 < 16 ? n - j0 : 16;
-        const __mmask16 kj = lanes(0, jn);
         for (int32_t c0 = 0; c0 < d; c0 += 16) {
             const int32_t cn = d - c0 < 16 ? d - c0 : 16;
             const __mmask16 kc = lanes(0, cn);
@@ -459,17 +458,7 @@ PA_AVX512 static void pack_kt_avx512(int32_t n, int32_t d, const float *k, int l
                     _mm_prefetch((const char *)(row + 16 * (size_t)ldk), _MM_HINT_T0);
             }
             pa__transpose16(r);
-            /* Whole unrolled (constant indices keep r in registers). */
-#pragma GCC unroll 16
-            for (int32_t c = 0; c < 16; c++) {
-                if (c >= cn)
-                    break;
-                float *dst = kt + (size_t)(c0 + c) * ld + (size_t)j0;
-                if (jn == 16)
-                    _mm512_storeu_si512(dst, r[c]);
-                else
-                    _mm512_mask_storeu_epi32(dst, kj, r[c]);
-            }
+            pa__store16_rows(kt + (size_t)c0 * ld + (size_t)j0, ld, r, cn, jn);
         }
     }
 }

@@ -143,7 +143,6 @@ PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uin
     const int32_t np = (d + 1) / 2;
     for (int32_t j0 = 0; j0 < n; j0 += 16) {
         const int32_t jn = n - j0 < 16 ? n - j0 : 16;
-        const __mmask16 kj = first16(jn);
         for (int32_t p0 = 0; p0 < np; p0 += 16) {
             const int32_t pn = np - p0 < 16 ? np - p0 : 16;
             const int32_t c0 = 2 * p0, cn = d - c0 < 32 ? d - c0 : 32;
@@ -160,17 +159,7 @@ PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uin
                         _mm_prefetch((const char *)(row + 16 * (size_t)ldk + c), _MM_HINT_T0);
             }
             pa__transpose16(r);
-            /* Whole unrolled (constant indices keep r in registers). */
-#pragma GCC unroll 16
-            for (int32_t p = 0; p < 16; p++) {
-                if (p >= pn)
-                    break;
-                uint32_t *dst = kt + (size_t)(p0 + p) * ld + (size_t)j0;
-                if (jn == 16)
-                    _mm512_storeu_si512(dst, r[p]);
-                else
-                    _mm512_mask_storeu_epi32(dst, kj, r[p]);
-            }
+            pa__store16_rows(kt + (size_t)p0 * ld + (size_t)j0, ld, r, pn, jn);
         }
     }
 }

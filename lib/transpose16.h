@@ -42,6 +42,26 @@ static inline __attribute__((always_inline, target("avx512f"))) void pa__transpo
         r[12 + e] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
     }
 }
+
+/* Rows 0 .. rows-1 of r (rows <= 16) to dst + i * ld (ld in 32-bit
+ * elements), each row's first jn lanes (all 16 with plain stores): the
+ * transposed block's rows into a packed K^T. The loop is unrolled whole,
+ * so that r is indexed by constants and stays in registers. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+pa__store16_rows(void *dst, size_t ld, const __m512i r[16], int32_t rows, int32_t jn)
+{
+    const __mmask16 k = jn >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << jn) - 1u);
+#pragma GCC unroll 16
+    for (int32_t i = 0; i < 16; i++) {
+        if (i >= rows)
+            break;
+        char *row = (char *)dst + (size_t)i * ld * 4;
+        if (jn >= 16)
+            _mm512_storeu_si512(row, r[i]);
+        else
+            _mm512_mask_storeu_epi32(row, k, r[i]);
+    }
+}
 #endif
 
 #endif
