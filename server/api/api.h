@@ -76,8 +76,12 @@ bool srv_roofline_fraction(const srv_machine *m, double flops, double bytes, uin
  * "1.317e-5"; srv_fmt_float of the rounded value), NUL-terminated; returns
  * the length. buf: SRV_ROOFLINE_TEXT bytes. No printf: the small requests'
  * answers and Server-Timing carry one each. */
-#define SRV_ROOFLINE_TEXT 24
+#define SRV_ROOFLINE_TEXT 32
 int srv_roofline_text(double fraction, char *buf);
+/* A count of work (flops, bytes) as text in buf (SRV_ROOFLINE_TEXT bytes):
+ * the digits of a whole number below 2^53 (every call's), else printf's
+ * %.17g. Returns where the text starts, somewhere in buf. */
+const char *srv_roofline_count(double v, char *buf);
 
 /* Whether bf16 work is measured against a bf16 peak of its own on m. */
 bool srv_roofline_bf16_peak(const srv_machine *m);

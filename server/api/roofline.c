@@ -8,9 +8,9 @@
 
 #include "api/json.h"
 #include "codec/fmt_float.h"
-#include "codec/tensor.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,13 +208,27 @@ bool srv_roofline_bf16_peak(const srv_machine *m)
     return m != NULL && m->bf16_gflops_1 > 0 && m->bf16_gflops_n > 0;
 }
 
-/* A count of work as a JSON number: whole numbers below 2^53 (any call's)
- * by srv_json_int, without printf; others as cJSON prints them. */
+const char *srv_roofline_count(double v, char *buf)
+{
+    if (v >= 0 && v < 9007199254740992.0 && v == floor(v)) {
+        char *p = buf + SRV_ROOFLINE_TEXT;
+        uint64_t u = (uint64_t)v;
+        *--p = '\0';
+        do {
+            *--p = (char)('0' + u % 10);
+            u /= 10;
+        } while (u != 0);
+        return p;
+    }
+    snprintf(buf, SRV_ROOFLINE_TEXT, "%.17g", v); /* fits: at most 24 characters */
+    return buf;
+}
+
+/* A count of work as a JSON number, without printf (srv_roofline_count). */
 static bool add_count(cJSON *obj, const char *name, double v)
 {
-    if (v >= 0 && v < 9007199254740992.0 && v == floor(v))
-        return cJSON_AddItemToObject(obj, name, srv_json_int((int64_t)v));
-    return cJSON_AddNumberToObject(obj, name, v) != NULL;
+    char buf[SRV_ROOFLINE_TEXT];
+    return cJSON_AddItemToObject(obj, name, cJSON_CreateRaw(srv_roofline_count(v, buf)));
 }
 
 int srv_roofline_text(double fraction, char *buf)

@@ -96,24 +96,6 @@ static char *put_ms(char *p, uint64_t us)
     return p;
 }
 
-/* A count of work (flops, bytes) at buf: the digits of a whole number
- * below 2^53 (every call's), else printf's %.0f. Returns buf. */
-static const char *count_text(double v, char *buf, size_t cap)
-{
-    if (v >= 0 && v < 9007199254740992.0 && v == (double)(uint64_t)v) {
-        char *p = buf + cap;
-        uint64_t u = (uint64_t)v;
-        *--p = '\0';
-        do {
-            *--p = (char)('0' + u % 10);
-            u /= 10;
-        } while (u != 0);
-        return p;
-    }
-    snprintf(buf, cap, "%.0f", v);
-    return buf;
-}
-
 /* The strings of parts[0 .. n) one after another at p (cap bytes, NUL
  * included), or nothing if they do not all fit. Returns the end. */
 static char *put_parts(char *p, size_t cap, const char *const *parts, size_t n)
@@ -144,12 +126,12 @@ static char *add_roofline(const request *q, char *p, size_t cap)
     double flops, bytes, fraction;
     int threads;
     bool compute, bf16;
-    char fl[32], by[32], fr[SRV_ROOFLINE_TEXT];
+    char fl[SRV_ROOFLINE_TEXT], by[SRV_ROOFLINE_TEXT], fr[SRV_ROOFLINE_TEXT];
     if (!srv_job_roofline(q->job, &flops, &bytes, &threads, &bf16))
         return p;
     /* Without printf for the floats: a small request's answer is a few
      * microseconds of work, and each conversion cost a fraction of one. */
-    const char *f = count_text(flops, fl, sizeof fl), *b = count_text(bytes, by, sizeof by);
+    const char *f = srv_roofline_count(flops, fl), *b = srv_roofline_count(bytes, by);
     if (srv_roofline_fraction(q->h->limits.machine, flops, bytes, srv_request_compute_us(q),
                               threads, bf16, &fraction, &compute)) {
         const char *bound = compute ? "compute" : "memory";
