@@ -359,6 +359,18 @@ PA_AVX512 static float row_max_avx512(const float *row, int32_t n)
 {
     __m512 m = _mm512_set1_ps(-INFINITY);
     int32_t j = 0;
+    {
+        /* Four chains: one vmaxps waits for the last (its latency is
+         * several times its throughput), and the row is in L1 or L2. */
+        __m512 m1 = m, m2 = m, m3 = m;
+        for (; j + 64 <= n; j += 64) {
+            m = _mm512_max_ps(_mm512_loadu_ps(row + j), m);
+            m1 = _mm512_max_ps(_mm512_loadu_ps(row + j + 16), m1);
+            m2 = _mm512_max_ps(_mm512_loadu_ps(row + j + 32), m2);
+            m3 = _mm512_max_ps(_mm512_loadu_ps(row + j + 48), m3);
+        }
+        m = _mm512_max_ps(_mm512_max_ps(m, m1), _mm512_max_ps(m2, m3));
+    }
     for (; j + 16 <= n; j += 16)
         ROW_MAX_BLOCK(PA_FULL16);
     if (j < n)
