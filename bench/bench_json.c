@@ -145,10 +145,18 @@ static void print_ours(ctx *c)
 }
 
 /* The same with srv_fmt_float_array, the loop tensor.c renders with: the
- * formatter inlined into it, two values at a time. */
+ * formatter inlined into it, eight values at a time with AVX-512. */
 static void print_array(ctx *c)
 {
     c->text_len = srv_fmt_float_array(c->x, c->n, c->text);
+}
+
+/* srv_fmt_float_array without AVX-512: two values at a time. */
+static void print_array_scalar(ctx *c)
+{
+    srv_fmt_float_force_scalar(true);
+    c->text_len = srv_fmt_float_array(c->x, c->n, c->text);
+    srv_fmt_float_force_scalar(false);
 }
 
 /* The same with the formatter as it was before the fast printer
@@ -399,22 +407,27 @@ int main(int argc, char **argv)
 
     /* The formatter now and before, in turns (--fmt: more rounds). */
     const int fmt_reps = fmt_only ? 21 : reps;
-    const bench_fn fmt_fns[3] = {print_ref, print_ours, print_array};
-    double fmt_best[3];
-    best_times_interleaved(fmt_fns, 3, &c, fmt_reps, fmt_best);
+    const bench_fn fmt_fns[4] = {print_ref, print_ours, print_array, print_array_scalar};
+    double fmt_best[4];
+    best_times_interleaved(fmt_fns, 4, &c, fmt_reps, fmt_best);
     double t_ref = fmt_best[0], t_ours = fmt_best[1], t_array = fmt_best[2];
+    double t_array1 = fmt_best[3];
     print_ours(&c);
     check(c.text_len == c.text_ref_len && memcmp(c.text, c.text_ref, c.text_len) == 0,
           "srv_fmt_float and the previous formatter wrote different text");
     print_array(&c);
     check(c.text_len == c.text_ref_len && memcmp(c.text, c.text_ref, c.text_len) == 0,
           "srv_fmt_float_array and the previous formatter wrote different text");
+    print_array_scalar(&c);
+    check(c.text_len == c.text_ref_len && memcmp(c.text, c.text_ref, c.text_len) == 0,
+          "srv_fmt_float_array (one at a time) and the previous formatter wrote different text");
     if (fmt_only) {
         printf("srv_fmt_float: %zu layer-like floats, 1 thread, best of %d rounds taken in turns; "
                "M floats/s\n",
                n, fmt_reps);
         row("print: srv_fmt_float", n / t_ours, "before (ref_fmt_float)", n / t_ref, "", 0);
         row("print: srv_fmt_float_array", n / t_array, "before (ref_fmt_float)", n / t_ref, "", 0);
+        row("print: srv_fmt_float_array", n / t_array, "the same, no AVX-512", n / t_array1, "", 0);
         free(x);
         free(c.back);
         free(c.text);
@@ -446,6 +459,7 @@ int main(int argc, char **argv)
     row("print: srv_fmt_float", r_ours, "snprintf(\"%.9g\")", r_snprintf, ">= 20 M/s", 20e6);
     row("print: srv_fmt_float", r_ours, "before (ref_fmt_float)", n / t_ref, "", 0);
     row("print: srv_fmt_float_array", n / t_array, "before (ref_fmt_float)", n / t_ref, "", 0);
+    row("print: srv_fmt_float_array", n / t_array, "the same, no AVX-512", n / t_array1, "", 0);
     row("print: tensor render + cJSON print", r_render, "cJSON number array print", r_cjson_print,
         "", 0);
     row("parse: cJSON + copy out", r_cjson, "strtof loop", r_strtof, "", 0);

@@ -30,14 +30,17 @@ enum { GUARD = 16, RANDOM_COUNT = 1000000, DIFF_RANDOM_COUNT = 4000000, DIFF_WIN
 int portable_fmt_float(float v, char *buf);
 size_t portable_fmt_float_array_size(size_t count);
 size_t portable_fmt_float_array(const float *v, size_t count, char *buf);
+void portable_fmt_float_force_scalar(bool on);
 #define FMT_FLOAT_NO_INT128
 #define srv_fmt_float portable_fmt_float
 #define srv_fmt_float_array_size portable_fmt_float_array_size
 #define srv_fmt_float_array portable_fmt_float_array
+#define srv_fmt_float_force_scalar portable_fmt_float_force_scalar
 #include "codec/fmt_float.c"
 #undef srv_fmt_float
 #undef srv_fmt_float_array_size
 #undef srv_fmt_float_array
+#undef srv_fmt_float_force_scalar
 
 /* Under valgrind (make valgrind) the libc conversions run ~60x slower, so the
  * sweeps take every stride()-th value instead: memory errors do not need a
@@ -494,11 +497,22 @@ static void check_array(const float *x, size_t n)
     assert_true(size > 0);
     char *buf = tu_alloc(size + GUARD, 1);
     char *want = tu_alloc(size + GUARD, 1);
-    memset(buf, 0x5A, size + GUARD);
-    size_t len = srv_fmt_float_array(x, n, buf);
-    for (size_t i = size; i < size + GUARD; i++)
-        if ((unsigned char)buf[i] != 0x5A)
-            fail_msg("%zu values: wrote byte %zu of %zu", n, i, size);
+    size_t len = 0;
+    for (int scalar = 1; scalar >= 0; scalar--) {
+        /* The values one at a time, then eight at a time where AVX-512
+         * runs (the second pass's text is the one checked below). */
+        srv_fmt_float_force_scalar(scalar);
+        memset(buf, 0x5A, size + GUARD);
+        len = srv_fmt_float_array(x, n, buf);
+        for (size_t i = size; i < size + GUARD; i++)
+            if ((unsigned char)buf[i] != 0x5A)
+                fail_msg("%zu values: wrote byte %zu of %zu", n, i, size);
+        if (scalar)
+            memcpy(want, buf, len + 1);
+        else if (strcmp(buf, want) != 0)
+            fail_msg("%zu values: eight at a time \"%.80s\", one at a time \"%.80s\"", n, buf,
+                     want);
+    }
     char *p = want;
     *p++ = '[';
     for (size_t i = 0; i < n; i++) {
@@ -534,8 +548,17 @@ static void test_array(void **state)
         x[i] = from_bits(next_bits(&s)); /* NaN and infinities included */
     for (size_t n = 0; n <= 9; n++)
         check_array(x, n);
+    /* Around the AVX-512 path's batches of 64 values and groups of 8. */
+    const size_t edges[] = {15, 16, 17, 63, 64, 65, 71, 72, 127, 128, 129, 136};
+    for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+        check_array(x + i, edges[i]);
     check_array(x, N);
     check_array(x + 1, N - 1);
+    /* The one float that gets an 8-digit text (see fmt_float.h) among
+     * seven ordinary ones: a group the AVX-512 path takes but that value. */
+    for (size_t i = 0; i < 8; i++)
+        x[i] = from_bits(0x15AE43FDu + (uint32_t)i - 3);
+    check_array(x, 8);
     const float special[] = {
         0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -FLT_MAX, from_bits(1), from_bits(0x15AE43FD)};
     const size_t ns = sizeof special / sizeof *special;
@@ -547,6 +570,31 @@ static void test_array(void **state)
     char empty[2 + SRV_FMT_FLOAT_BUF];
     assert_int_equal(srv_fmt_float_array(NULL, 0, empty), 2);
     assert_string_equal(empty, "[]");
+    free(x);
+}
+
+/* The same windows through srv_fmt_float_array, whose AVX-512 path
+ * converts eight neighbouring patterns at a time: each window's patterns in
+ * order, one array (check_array compares it with the reference, one value
+ * at a time and the portable build). */
+static void test_array_windows(void **state)
+{
+    (void)state;
+    const uint32_t half = DIFF_WINDOW / (uint32_t)stride();
+    float *x = tu_alloc(2 * (size_t)half, sizeof *x);
+    for (int e = -45; e <= 38; e++) {
+        char txt[16];
+        snprintf(txt, sizeof txt, "1e%d", e);
+        uint32_t b = to_bits(strtof(txt, NULL)) - half;
+        for (uint32_t d = 0; d < 2 * half; d++)
+            x[d] = from_bits(b + d);
+        check_array(x, 2 * (size_t)half);
+    }
+    for (uint32_t bq = 1; bq < 255; bq++) {
+        for (uint32_t d = 0; d < 128; d++)
+            x[d] = from_bits((bq << 23) + d - 64);
+        check_array(x, 128);
+    }
     free(x);
 }
 
@@ -606,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_json_array),
         cmocka_unit_test(test_same_as_reference),
+        cmocka_unit_test(test_array_windows),
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_array),
         cmocka_unit_test(test_tables),
