@@ -215,22 +215,60 @@ static inline int32_t segment_from(const double *bp, int32_t nbp, int32_t s, dou
     return s;
 }
 
+/* The smallest m in [lo, hi) with psi[m] * inv >= x (psi increasing), or
+ * hi if there is none: galloping out from the guess g, then halving. The
+ * same answer as halving [lo, hi), in a few steps when g is near it. */
+static int32_t first_at_least(const double *psi, double inv, double x, int32_t lo, int32_t hi,
+                              int32_t g)
+{
+    int64_t a, b, step = 1; /* the answer is in (a, b]: psi[a] below x or a = lo - 1 */
+    if (lo >= hi)
+        return hi;
+    g = g < lo ? lo : g >= hi ? hi - 1 : g;
+    if (psi[g] * inv >= x) {
+        a = lo - 1;
+        b = g;
+        while (b - step >= lo) {
+            if (!(psi[b - step] * inv >= x)) {
+                a = b - step;
+                break;
+            }
+            b -= step;
+            step *= 2;
+        }
+    } else {
+        a = g;
+        b = hi;
+        while (a + step < hi) {
+            if (psi[a + step] * inv >= x) {
+                b = a + step;
+                break;
+            }
+            a += step;
+            step *= 2;
+        }
+    }
+    while (b - a > 1) {
+        const int64_t m = a + (b - a) / 2;
+        if (psi[m] * inv >= x)
+            b = m;
+        else
+            a = m;
+    }
+    return (int32_t)b;
+}
+
 void pa__fire_thresholds(const pa__fire_tables *t, int32_t i)
 {
     const double inv = 1.0 / t->norm[i];
-    int32_t *thr = t->dthr + (size_t)i * (size_t)(t->nbp > 0 ? t->nbp : 1), lo = 0;
-    /* psi grows with d and bp with k: each threshold is past the last. */
-    for (int32_t k = 0; k < t->nbp; k++) {
-        int32_t hi = t->psi_n;
-        while (lo < hi) {
-            const int32_t m = lo + (hi - lo) / 2;
-            if (t->psi[m] * inv >= t->bp[k])
-                hi = m;
-            else
-                lo = m + 1;
-        }
-        thr[k] = lo;
-    }
+    const size_t nb = (size_t)(t->nbp > 0 ? t->nbp : 1);
+    int32_t *thr = t->dthr + (size_t)i * nb, lo = 0;
+    /* Row i - 1's thresholds are the guesses: neighbouring rows' normalisers
+     * are equal up to |L| and close past it. psi grows with d and bp with
+     * k: each threshold is past the last. */
+    const int32_t *prev = i > 0 ? thr - nb : NULL;
+    for (int32_t k = 0; k < t->nbp; k++)
+        thr[k] = lo = first_at_least(t->psi, inv, t->bp[k], lo, t->psi_n, prev ? prev[k] : lo);
 }
 
 void pa__fire_row(float *row, const int32_t *kpos, int32_t n, int32_t qp, int32_t i,

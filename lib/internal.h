@@ -175,7 +175,8 @@ pa_status pa__fire_span(int32_t H, const double *bp, int32_t nbp, const double *
 void pa__fire_row(float *row, const int32_t *kpos, int32_t n, int32_t qp, int32_t i,
                   const pa__fire_tables *t, int32_t h, int32_t H, double c, bool sorted);
 /* Fills row i's distance thresholds t->dthr[i, 0..nbp) from t->psi,
- * t->norm[i] and t->bp. */
+ * t->norm[i] and t->bp; rows in order (row i - 1's, filled, are its
+ * guesses). */
 void pa__fire_thresholds(const pa__fire_tables *t, int32_t i);
 /* t5 for attention: pa_t5_check plus table non-NULL with shape [num_buckets, H]. */
 pa_status pa__t5_check_table(const pa_t5 *t, int32_t num_heads, pa_error *err);

@@ -341,6 +341,49 @@ static void test_far_positions(void **state)
 
 /* A bias past float32 is refused, naming scheme.w2; the decomposition
  * (every pair, unmasked) is refused for fire. */
+/* pa__fire_thresholds, which searches out from the row before's
+ * thresholds, against their definition read off by a scan: rows whose
+ * normalisers rise (positions past |L|), stay (before it), fall and jump
+ * (positions out of order), breakpoints below, inside and past psi's
+ * range, and repeated ones. */
+static void test_thresholds(void **state)
+{
+    (void)state;
+    enum { PSI_N = 700, ROWS = 300, NBP = 9 };
+    static double psi[PSI_N], norm[ROWS];
+    static int32_t dthr[ROWS * NBP];
+    const double bp[NBP] = {-1.0, 0.0, 0.05, 0.3, 0.3, 0.61, 0.9, 1.2, 7.0};
+    pa__fire_tables t;
+    tu_rng rng;
+    tu_rng_seed(&rng, 77);
+    memset(&t, 0, sizeof t);
+    for (int32_t d = 0; d < PSI_N; d++)
+        psi[d] = log1p(0.37 * d);
+    for (int32_t i = 0; i < ROWS; i++) {
+        const double q = i < 100   ? (double)(i < 40 ? 20 : 40 + i)       /* flat, then rising */
+                         : i < 200 ? 300.0 - i                            /* falling */
+                                   : floor(tu_uniform(&rng, 0.0, 900.0)); /* jumping */
+        norm[i] = log1p(0.37 * (q > 30.0 ? q : 30.0)) + 1e-6;
+    }
+    t.bp = (double *)bp;
+    t.nbp = NBP;
+    t.norm = norm;
+    t.psi = psi;
+    t.psi_n = PSI_N;
+    t.dthr = dthr;
+    for (int32_t i = 0; i < ROWS; i++) {
+        pa__fire_thresholds(&t, i);
+        for (int32_t k = 0; k < NBP; k++) {
+            int32_t want = 0;
+            while (want < PSI_N && !(psi[want] * (1.0 / norm[i]) >= bp[k]))
+                want++;
+            if (dthr[i * NBP + k] != want)
+                fail_msg("row %d breakpoint %d (%g): threshold %d, want %d", (int)i, (int)k, bp[k],
+                         (int)dthr[i * NBP + k], (int)want);
+        }
+    }
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -396,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_bias_matrix),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_far_positions),
+        cmocka_unit_test(test_thresholds),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests_name("fire", tests, NULL, NULL);
