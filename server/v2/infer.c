@@ -22,6 +22,7 @@
  */
 #include "v2/internal.h"
 
+#include "codec/json_lift.h"
 #include "codec/tensor.h"
 
 #include <math.h>
@@ -424,18 +425,28 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
         size_t n = 0;
         if (data != NULL && ndim == 1) {
             const cJSON *x;
+            /* A plain array /v1 reads as nodes: one the body's read lifted
+             * (codec/json_lift.h) comes back from its own text. */
+            const srv_lifted *lf = srv_lift_find(ctx->lift, data);
+            cJSON *own = lf != NULL ? cJSON_ParseWithLength(lf->text, lf->text_len) : NULL;
+            if (lf != NULL && own == NULL)
+                return oom(e);
+            if (own != NULL)
+                data = own;
             snprintf(path, sizeof path, "%s.data", name);
-            if (!cJSON_IsArray(data))
+            if (!cJSON_IsArray(data)) /* never one lifted */
                 return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
                                 "%s must be an array, found %s", path, api_json_type(data));
             cJSON_ArrayForEach(x, data)
             {
                 n++;
             }
-            if (n != count)
+            if (n != count) {
+                cJSON_Delete(own);
                 return api_fail(e, ctx, SRV_ERR_SHAPE_MISMATCH, path,
                                 "%s has %zu values, but shape %s needs %zu", path, n, shp, count);
-            node = cJSON_CreateArrayReference(data->child);
+            }
+            node = own != NULL ? own : cJSON_CreateArrayReference(data->child);
             if (node == NULL)
                 return oom(e);
             break;
@@ -711,11 +722,14 @@ bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64
     rq.has_header = header_len >= 0;
     rq.bin = body + hlen;
     rq.bin_len = len - hlen;
-    /* The JSON header; its "data" arrays are not lifted, since the
-     * translation below reads them as nodes. */
-    if (!api_body_read(body, hlen, lim, false, &b, &e))
+    /* The JSON header, its "data" arrays lifted to floats as /v1's are:
+     * the translation below passes the markers on to /v1's parser, which
+     * takes the floats (ctx.lift), but for the 1-D inputs it reads as
+     * nodes. */
+    if (!api_body_read(body, hlen, lim, true, &b, &e))
         goto fail;
     root = b.root;
+    ctx.lift = b.lifted ? &b.lift : NULL;
 
     /* The /v1 request being built: {"inputs":[{"scheme":{"type":...}, ...}]}. */
     ans = calloc(1, sizeof *ans);
