@@ -333,6 +333,11 @@ void pa__bias_and_mask(const pa__plan *p, const buffers *b, float *S, int32_t h,
             break;
         }
         if (bias != NULL) {
+            /* The slice two rows on: each row's is Lk floats on, on a new
+             * page, where the hardware's prefetchers start again. */
+            if (i + 2 < nq)
+                for (int32_t j = 0; j < nk; j += 16)
+                    __builtin_prefetch(bias + (size_t)(i0 + i + 2) * p->Lk + j0 + j, 0, 3);
             pa__row_add(row, bias + (size_t)(i0 + i) * p->Lk + j0, nk);
         }
         pa__mask_row(p, b, h, i0 + i, row, j0, nk);
