@@ -516,6 +516,37 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
  * 1/65536 bf16 patterns); those few are read again from the array's text,
  * found by one scan over its delimiters. False when a value leaves the
  * type's range: the caller parses the text then, for the message. */
+/* Past k more commas from p (at most end): in a lifted array of numbers
+ * the commas are exactly the separators between them, rows' "],[" included,
+ * so number j follows the j-th. Counted eight bytes at a time: x has a zero
+ * byte where w has a comma, and t the top bit of each such byte (exactly:
+ * no carry crosses bytes). */
+static const char *skip_commas(const char *p, const char *end, size_t k)
+{
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full;
+    while (k > 0 && end - p >= 8) {
+        uint64_t w, x, t;
+        memcpy(&w, p, sizeof w);
+        x = w ^ 0x2C2C2C2C2C2C2C2Cull;
+        t = ~(((x & low7) + low7) | x | low7);
+        /* t's bits are byte tops: their count, summed by a multiply (a
+         * popcount is a libgcc call without -mpopcnt). */
+        const size_t c = (size_t)(((t >> 7) * 0x0101010101010101ull) >> 56);
+        if (c >= k)
+            break; /* the k-th is in these eight: byte by byte */
+        k -= c;
+        p += 8;
+    }
+    for (; k > 0 && p < end; p++)
+        k -= *p == ',';
+    return p;
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 static bool lifted_to_half(float *buf, size_t count, srv_wire w, const srv_lifted *lf)
 {
     int bf16 = w == SRV_WIRE_BF16;
@@ -535,25 +566,28 @@ static bool lifted_to_half(float *buf, size_t count, srv_wire w, const srv_lifte
         return true;
     if (lf == NULL)
         return false;
+    /* The ties again from their text, found by counting commas: p is before
+     * the comma that precedes number at + 1 (before number 0 at first). */
     const char *p = lf->text, *end = lf->text + lf->text_len;
+    size_t at = 0;
     for (size_t i = 0; i < count && ties > 0; i++) {
         char num[64], *stop;
         size_t len = 0;
-        while (p < end && (*p == '[' || *p == ']' || *p == ',' || *p == ' ' || *p == '\t' ||
-                           *p == '\n' || *p == '\r'))
+        if (!srv_f32_is_tie(buf[i], bf16))
+            continue;
+        p = skip_commas(p, end, i - at);
+        at = i;
+        while (p < end && (*p == '[' || is_space(*p)))
             p++;
-        while (p + len < end && p[len] != ',' && p[len] != ']' && p[len] != ' ' && p[len] != '\t' &&
-               p[len] != '\n' && p[len] != '\r')
+        while (p + len < end && p[len] != ',' && p[len] != ']' && !is_space(p[len]))
             len++;
-        if (srv_f32_is_tie(buf[i], bf16)) {
-            if (len == 0 || len >= sizeof num) /* not a number this scan understands */
-                return false;
-            memcpy(num, p, len);
-            num[len] = '\0';
-            if (!number_to_float(strtod(num, &stop), w, &buf[i]) || *stop != '\0')
-                return false;
-            ties--;
-        }
+        if (len == 0 || len >= sizeof num) /* not a number this scan understands */
+            return false;
+        memcpy(num, p, len);
+        num[len] = '\0';
+        if (!number_to_float(strtod(num, &stop), w, &buf[i]) || *stop != '\0')
+            return false;
+        ties--;
         p += len;
     }
     return ties == 0;

@@ -372,6 +372,29 @@ static void test_half_dtypes(void **state)
                  types[t]);
         assert_int_equal(check_same(body), 1);
     }
+    /* Ties far apart among many numbers, in rows of 50, with and without
+     * spaces: each found again by counting the commas before it. */
+    for (int t = 0; t < 4; t++) {
+        static const size_t at[] = {0, 1, 9, 57, 58, 400, 1203, 1999};
+        const size_t n = 2000;
+        size_t len = 0, k = 0;
+        char *big = malloc(n * 24 + 128);
+        assert_non_null(big);
+        len += (size_t)sprintf(big, "{\"t\":{\"dtype\":\"%s\",\"shape\":[40,50],\"data\":[",
+                               types[t & 1]);
+        for (size_t i = 0; i < n; i++) {
+            const bool tie = k < sizeof at / sizeof *at && at[k] == i;
+            k += tie;
+            len += (size_t)sprintf(big + len, "%s%s%s%s", i % 50 == 0 ? (i ? "],[" : "[") : ",",
+                                   t & 2 ? " " : "",
+                                   tie ? (i & 1 ? "-1.0039062500001" : "1.000488281250001")
+                                       : (i % 3 ? "0.25" : "-1.5e-3"),
+                                   t & 2 ? "\n" : "");
+        }
+        sprintf(big + len, "]]}}");
+        assert_int_equal(check_same(big), 1);
+        free(big);
+    }
     tu_rng_seed(&rng, 17);
     for (int r = 0; r < 20; r++) {
         size_t at = 0, n = 512;
