@@ -91,7 +91,16 @@ __attribute__((noinline)) static double div_pow10(uint64_t m, int k)
     low = (uint64_t)q & ((half << 1) - 1);
     if (low > half || (low == half && (r != 0 || (mant & 1) != 0)))
         mant++; /* 2^53 at most: still exact */
-    return ldexp((double)mant, drop - s);
+    {
+        /* mant 2^(drop - s), a normal double (at least 10^-22): its bits
+         * built here, where ldexp is a libm call. A mant of 2^53 carries
+         * into the exponent field, as it should. */
+        const uint64_t bits =
+            ((uint64_t)(drop - s + 52 + 1023) << 52) + (mant - ((uint64_t)1 << 52));
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        return v;
+    }
 }
 #endif
 
