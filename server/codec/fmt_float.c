@@ -575,8 +575,7 @@ FMT_AVX512 static inline __mmask8 fmt8_decimal(__m256i bits32, uint64_t w[8], in
     /* d = g 2^(h+1), h = h2 - 2: d_hi = g >> (63 - h), d_lo = g << (h + 1). */
     const __m512i d_hi = _mm512_srlv_epi64(g, _mm512_sub_epi64(_mm512_set1_epi64(65), h2));
     const __m512i d_lo = _mm512_sllv_epi64(g, _mm512_sub_epi64(h2, one));
-    /* mul_ends: xr = hi + d_hi + carry, xl = hi - d_hi - borrow. */
-    const __m512i xx = hi;
+    /* mul_ends: x = hi, xr = hi + d_hi + carry, xl = hi - d_hi - borrow. */
     const __m512i xr =
         _mm512_sub_epi64(_mm512_add_epi64(hi, d_hi),
                          FMT_ONES(_mm512_cmplt_epu64_mask(_mm512_add_epi64(lo, d_lo), lo)));
@@ -584,7 +583,7 @@ FMT_AVX512 static inline __mmask8 fmt8_decimal(__m256i bits32, uint64_t w[8], in
         _mm512_add_epi64(_mm512_sub_epi64(hi, d_hi), FMT_ONES(_mm512_cmplt_epu64_mask(lo, d_lo)));
     /* pick */
     const __m512i out = _mm512_and_si512(c, one);
-    const __m512i s = _mm512_srli_epi64(xx, 33);
+    const __m512i s = _mm512_srli_epi64(hi, 33);
     const __m512i xlo = _mm512_add_epi64(xl, out), xro = _mm512_sub_epi64(xr, out);
     const __m512i q10 = _mm512_srli_epi64(_mm512_mul_epu32(s, _mm512_set1_epi64(3435973837u)), 35);
     const __m512i sp10 = _mm512_add_epi64(_mm512_slli_epi64(q10, 3), _mm512_slli_epi64(q10, 1));
@@ -592,7 +591,7 @@ FMT_AVX512 static inline __mmask8 fmt8_decimal(__m256i bits32, uint64_t w[8], in
     const __mmask8 wpin = _mm512_cmple_epu64_mask(
         _mm512_slli_epi64(_mm512_add_epi64(sp10, _mm512_set1_epi64(10)), 33), xro);
     const __m512i rnd = _mm512_srli_epi64(
-        _mm512_add_epi64(_mm512_add_epi64(xx, lo32), _mm512_and_si512(s, one)), 33);
+        _mm512_add_epi64(_mm512_add_epi64(hi, lo32), _mm512_and_si512(s, one)), 33);
     const __m512i rs = _mm512_slli_epi64(rnd, 33);
     const __m512i r1 =
         _mm512_add_epi64(_mm512_sub_epi64(rnd, FMT_ONES(_mm512_cmplt_epu64_mask(rs, xlo))),
