@@ -313,6 +313,8 @@ static void arith_rows(int H, int Hkv, int D, int Lk, int tmax, bool smoke)
     float *q = randf((size_t)G * D, 21), *k = randf(RUN * row, 22), *v = randf(RUN * row, 23);
     float *o = randf((size_t)G * D, 24), *P = randf((size_t)G * RUN, 25);
     float *s = xmalloc((size_t)G * RUN * sizeof(float));
+    float *qh = randf((size_t)Hkv * G * D, 28),
+          *sh = xmalloc((size_t)Hkv * G * RUN * sizeof(float));
     uint16_t *k16 = rand16(RUN * row, PA_DTYPE_BF16, 26),
              *v16 = rand16(RUN * row, PA_DTYPE_BF16, 27);
     for (int i = 0; i < G * RUN; i++)
@@ -335,15 +337,23 @@ static void arith_rows(int H, int Hkv, int D, int Lk, int tmax, bool smoke)
                  * four keys of a kv head at a time, or key-major, a key
                  * at a time with its kv heads in turn. */
                 const int per = ops.key_major ? 1 : 4;
-                for (int j0 = 0; j0 < RUN; j0 += per)
-                    for (int g = 0; g < Hkv; g++)
-                        for (int j = j0; j < j0 + per; j += 4) {
-                            const size_t at = (size_t)j * row + (size_t)g * D;
-                            if (t == PA_DTYPE_F32)
-                                ops.dot(q, G, D, k + at, row, per, 0.1f, s + j, RUN);
-                            else
-                                ops.dot16(q, G, D, k16 + at, row, per, 0.1f, s + j, RUN);
-                        }
+                if (t != PA_DTYPE_F32 && ops.dot_heads16 != NULL) {
+                    /* 16-bit keys: a key's kv heads in one call, each
+                     * with its own rows of q and of the logits. */
+                    for (int j = 0; j < RUN; j++)
+                        ops.dot_heads16(qh, G, Hkv, D, k16 + (size_t)j * row, NULL, NULL, D, 0.1f,
+                                        sh + j, RUN);
+                } else {
+                    for (int j0 = 0; j0 < RUN; j0 += per)
+                        for (int g = 0; g < Hkv; g++)
+                            for (int j = j0; j < j0 + per; j += 4) {
+                                const size_t at = (size_t)j * row + (size_t)g * D;
+                                if (t == PA_DTYPE_F32)
+                                    ops.dot(q, G, D, k + at, row, per, 0.1f, s + j, RUN);
+                                else
+                                    ops.dot16(q, G, D, k16 + at, row, per, 0.1f, s + j, RUN);
+                            }
+                }
                 for (int g = 0; g < Hkv; g++) {
                     if (t == PA_DTYPE_F32)
                         ops.pv(o, (size_t)D, P, RUN, G, v + (size_t)g * D, row, RUN, D);
@@ -365,6 +375,8 @@ static void arith_rows(int H, int Hkv, int D, int Lk, int tmax, bool smoke)
     free(o);
     free(P);
     free(s);
+    free(qh);
+    free(sh);
     free(k16);
     free(v16);
 }

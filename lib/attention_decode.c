@@ -200,6 +200,10 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
     const bool prep_k = (p->rope && !a->k_prerotated) || kn.on;
     const int32_t r0 = h0 * Lq, r1 = h1 * Lq;
     const bool stats = pa__want_stats(io);
+    /* 16-bit keys read as they are, whole kv heads: a key's logits in one
+     * call of dot_heads16 (decode_rows.h). */
+    const bool heads_whole =
+        ops.key_major && kv16 && !prep_k && h0 % G == 0 && h1 % G == 0 && ops.dot_heads16 != NULL;
     int32_t qmin = INT32_MAX, qmax = INT32_MIN;
 
     for (int32_t i = 0; i < Lq; i++) {
@@ -234,6 +238,26 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
          * logit is its own sum whichever way the keys are grouped. */
         for (int32_t k0 = lo, kc; k0 < hi; k0 += kc) {
             kc = pa__krun(io, k0, pa__min_i32(prep_k ? 4 : DEC_KG, hi - k0));
+            if (heads_whole) {
+                /* Each key's rows of every kv head in one call, which asks
+                 * for key j + DEC_AHEAD's rows head by head as key_logits
+                 * does (all at once, before the heads, ran at 0.7x). */
+                const size_t es = pa__dtype_size(io->kvt);
+                for (int32_t j = k0; j < k0 + kc; j++) {
+                    float *S = b->dS + (size_t)h0 * Lq * nk + (j - lo);
+                    const bool ahead = j + DEC_AHEAD < j1;
+                    const void *ka = ahead ? (const char *)pa__krow_raw(io, j + DEC_AHEAD) +
+                                                 (size_t)g0 * p->D * es
+                                           : NULL;
+                    const void *va =
+                        ahead ? (const char *)pa__vrow_raw(io, j + DEC_AHEAD) + (size_t)g0 * Dv * es
+                              : NULL;
+                    ops.dot_heads16(b->dq + (size_t)h0 * Lq * p->D, G * Lq, g1 - g0, p->D,
+                                    (const uint16_t *)pa__krow_raw(io, j) + (size_t)g0 * p->D, ka,
+                                    va, Dv, p->scale, S, (size_t)nk);
+                }
+                continue;
+            }
             if (ops.key_major) {
                 for (int32_t j = k0; j < k0 + kc; j++)
                     for (int32_t g = g0; g < g1; g++)

@@ -653,6 +653,45 @@ pv_block_avx512_t(pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp, 
 
 #undef PV_TILES
 
+/* Lines [p, p + bytes) asked for into L2 (p NULL: none). */
+static inline __attribute__((always_inline)) void prefetch_span(const void *p, size_t bytes)
+{
+    if (p != NULL)
+        for (size_t i = 0; i < bytes; i += 64)
+            __builtin_prefetch((const char *)p + i, 0, 2);
+}
+
+/* decode_rows.h's dot_heads16: dot_rows_avx512_t with nk = 1 per kv head. */
+PA_AVX512 static inline __attribute__((always_inline)) void
+dot_heads_avx512_t(pa_dtype t, const float *q, int32_t n, int32_t heads, int32_t d, const void *k,
+                   const void *ka, const void *va, int32_t dv, float scale, float *s, size_t lds)
+{
+    const size_t es = sizeof(uint16_t);
+    for (int32_t i = 0; i < heads; i++) {
+        prefetch_span(ka != NULL ? (const char *)ka + (size_t)i * (size_t)d * es : NULL,
+                      (size_t)d * es);
+        prefetch_span(va != NULL ? (const char *)va + (size_t)i * (size_t)dv * es : NULL,
+                      (size_t)dv * es);
+        dot_rows_avx512_t(t, q + (size_t)i * (size_t)n * (size_t)d, n, d,
+                          (const char *)k + (size_t)i * (size_t)d * es, 0, 1, scale,
+                          s + (size_t)i * (size_t)n * lds, lds);
+    }
+}
+
+PA_AVX512 static void dot_heads_avx512_bf16(const float *q, int32_t n, int32_t heads, int32_t d,
+                                            const uint16_t *k, const void *ka, const void *va,
+                                            int32_t dv, float scale, float *s, size_t lds)
+{
+    dot_heads_avx512_t(PA_DTYPE_BF16, q, n, heads, d, k, ka, va, dv, scale, s, lds);
+}
+
+PA_AVX512 static void dot_heads_avx512_f16(const float *q, int32_t n, int32_t heads, int32_t d,
+                                           const uint16_t *k, const void *ka, const void *va,
+                                           int32_t dv, float scale, float *s, size_t lds)
+{
+    dot_heads_avx512_t(PA_DTYPE_F16, q, n, heads, d, k, ka, va, dv, scale, s, lds);
+}
+
 PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, const float *k,
                                       size_t ldk, int32_t nk, float scale, float *s, size_t lds)
 {
@@ -697,8 +736,9 @@ PA_AVX512 static void pv_block_avx512_f16(float *o, size_t ldo, const float *P, 
 pa__row_ops pa__row_ops_pick(pa_dtype t)
 {
     const bool f16 = t == PA_DTYPE_F16;
-    pa__row_ops ops = {dot_rows, pv_block, f16 ? dot_rows_f16 : dot_rows_bf16,
-                       f16 ? pv_block_f16 : pv_block_bf16, false};
+    pa__row_ops ops = {
+        dot_rows, pv_block, f16 ? dot_rows_f16 : dot_rows_bf16, f16 ? pv_block_f16 : pv_block_bf16,
+        false,    NULL};
 #if PA_DEC_X86
     if (pa__cpu_avx512()) {
         ops.key_major = true;
@@ -706,6 +746,7 @@ pa__row_ops pa__row_ops_pick(pa_dtype t)
         ops.pv = pv_block_avx512;
         ops.dot16 = f16 ? dot_rows_avx512_f16 : dot_rows_avx512_bf16;
         ops.pv16 = f16 ? pv_block_avx512_f16 : pv_block_avx512_bf16;
+        ops.dot_heads16 = f16 ? dot_heads_avx512_f16 : dot_heads_avx512_bf16;
     } else if (pa__cpu_avx2_fma()) {
         ops.key_major = true;
         ops.dot = dot_rows_avx2;

@@ -87,10 +87,61 @@ static void test_one_key_among_four(void **state)
                 check_groupings(t == 0 ? PA_DTYPE_BF16 : PA_DTYPE_F16, n, dims[di], &r);
 }
 
+/* dot_heads16, where the ops have it: one key's rows of several kv heads
+ * in one call give, head by head, dot16's bits for that head's rows and
+ * row of the key (nk = 1), and write nothing else; its look-ahead
+ * (ka, va) changes nothing. */
+static void test_heads_in_one_call(void **state)
+{
+    (void)state;
+    static const int dims[] = {16, 37, 64, 128};
+    tu_rng r;
+    tu_rng_seed(&r, 37);
+    for (int t = 0; t < 2; t++) {
+        const pa_dtype dt = t == 0 ? PA_DTYPE_BF16 : PA_DTYPE_F16;
+        const pa__row_ops ops = pa__row_ops_pick(dt);
+        if (ops.dot_heads16 == NULL) {
+            print_message("%s: no dot_heads16 with these kernels\n", t == 0 ? "bf16" : "f16");
+            continue;
+        }
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+            for (int n = 1; n <= 9; n += 2)
+                for (int heads = 1; heads <= 8; heads += 3) {
+                    const int d = dims[di];
+                    const size_t lds = 5, rows = (size_t)heads * n;
+                    float *q = tu_alloc(rows * d, sizeof(float));
+                    uint16_t *k = tu_alloc((size_t)heads * d, sizeof(uint16_t));
+                    float *s = tu_alloc(rows * lds, sizeof(float));
+                    float *want = tu_alloc(rows * lds, sizeof(float));
+                    tu_fill(&r, q, rows * d, -2, 2);
+                    for (int i = 0; i < heads * d; i++) {
+                        const float x = (float)tu_uniform(&r, -2, 2);
+                        k[i] = dt == PA_DTYPE_F16 ? ref_f16_round(x) : ref_bf16_round(x);
+                    }
+                    memset(s, 0x7F, rows * lds * sizeof(float));
+                    memcpy(want, s, rows * lds * sizeof(float));
+                    for (int h = 0; h < heads; h++)
+                        ops.dot16(q + (size_t)h * n * d, n, d, k + (size_t)h * d, (size_t)d, 1,
+                                  0.125f, want + (size_t)h * n * lds, lds);
+                    ops.dot_heads16(q, n, heads, d, k, k, k, d, 0.125f, s, lds);
+                    for (size_t i = 0; i < rows * lds; i++)
+                        if (bits_of(s[i]) != bits_of(want[i]))
+                            fail_msg("%s d=%d n=%d heads=%d: element %zu %a, head by head %a",
+                                     t == 0 ? "bf16" : "f16", d, n, heads, i, (double)s[i],
+                                     (double)want[i]);
+                    free(q);
+                    free(k);
+                    free(s);
+                    free(want);
+                }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_key_among_four),
+        cmocka_unit_test(test_heads_in_one_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
