@@ -1,7 +1,7 @@
 /* infer.c - see v2/v2.h. A thin translation: an infer request
  * becomes the /v1 attention item it stands for, which the /v1 parser
- * validates and the /v1 attention job computes; v2/model.c renders the
- * answer (the job's view). The item is a handful of nodes (the item, its
+ * validates and the /v1 attention job computes; v2/model.c reads the
+ * outputs asked for and renders the answer (the job's view). The item is a handful of nodes (the item, its
  * scheme, norms and return list) whose members are references to the
  * request's own nodes: no value of the request is copied into a node of its
  * own. Binary segments (tensors, integer and number arrays) reach the /v1
@@ -482,86 +482,6 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     return true;
 }
 
-/* [V2] $request_output list -> the item's "return" and the answer's order
- * and encodings ([BIN] "binary_data", default "binary_data_output"). */
-static bool read_outputs(v2_req *rq, const cJSON *outs, bool binary_all, v2_answer *ans, api_err *e)
-{
-    static const char *const fields[] = {"name", "parameters"};
-    static const char *const pfields[] = {"binary_data"};
-    const api_ctx *ctx = rq->ctx;
-    const cJSON *o;
-    cJSON *ret = cJSON_AddArrayToObject(rq->item, "return");
-    size_t i = 0;
-
-    if (ret == NULL)
-        return oom(e);
-    if (outs == NULL) {
-        /* Not in the request: the output tensor only (weights and logits are
-         * H x Lq x Lk, so they are asked for by name). */
-        ans->n_out = 1;
-        ans->bits[0] = API_RET_OUTPUT;
-        ans->binary[0] = binary_all;
-        return cJSON_AddItemToArray(ret, cJSON_CreateString("output")) || oom(e);
-    }
-    if (!cJSON_IsArray(outs))
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "outputs",
-                        "outputs must be an array of {name, parameters}, found %s",
-                        api_json_type(outs));
-    cJSON_ArrayForEach(o, outs)
-    {
-        char at[32], path[64];
-        const char *name;
-        const cJSON *v, *p;
-        size_t k = 0;
-        bool binary = binary_all;
-
-        snprintf(at, sizeof at, "outputs[%zu]", i);
-        if (!cJSON_IsObject(o))
-            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at,
-                            "%s must be an object {name, parameters}, found %s", at,
-                            api_json_type(o));
-        if (!api_check_fields(o, fields, 2, at, at, ctx, e))
-            return false;
-        snprintf(path, sizeof path, "%s.name", at);
-        if ((v = cJSON_GetObjectItemCaseSensitive(o, "name")) == NULL)
-            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required", path);
-        if (!api_get_string(v, path, ctx, &name, e))
-            return false;
-        while (k < V2_OUTPUTS && strcmp(v2_outputs[k].name, name) != 0)
-            k++;
-        if (k == V2_OUTPUTS)
-            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
-                            "%s='%.64s' is not an output of model %s (outputs: output, weights, "
-                            "logits, q_rot, k_rot, entropy, distance)",
-                            path, name, rq->model);
-        for (size_t j = 0; j < ans->n_out; j++)
-            if (ans->bits[j] == v2_outputs[k].bit)
-                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
-                                "output '%s' is requested more than once", name);
-        if ((p = cJSON_GetObjectItemCaseSensitive(o, "parameters")) != NULL) {
-            snprintf(path, sizeof path, "%s.parameters", at);
-            if (!cJSON_IsObject(p))
-                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
-                                "%s must be an object, found %s", path, api_json_type(p));
-            if (!api_check_fields(p, pfields, 1, path, path, ctx, e))
-                return false;
-            snprintf(path, sizeof path, "%s.parameters.binary_data", at);
-            if ((v = cJSON_GetObjectItemCaseSensitive(p, "binary_data")) != NULL &&
-                !api_get_bool(v, path, ctx, &binary, e))
-                return false;
-        }
-        ans->bits[ans->n_out] = v2_outputs[k].bit;
-        ans->binary[ans->n_out++] = binary;
-        if (!cJSON_AddItemToArray(ret, cJSON_CreateString(name)))
-            return oom(e);
-        i++;
-    }
-    if (i == 0)
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "outputs",
-                        "outputs is empty: leave it out for the default (output)");
-    return true;
-}
-
 /* /v1 names scheme parameters "scheme.<name>"; here they are
  * "parameters.<name>", or the input "<name>" for tensors and arrays (of a
  * scheme in schemes, a bit per pa_scheme_type). For a --model model (config)
@@ -678,7 +598,8 @@ static bool translate(v2_req *rq, const cJSON *root, v2_answer *ans, api_err *e)
                         "add up to %zu",
                         rq->bin_len, rq->has_header ? "Inference-Header-Content-Length" : "",
                         rq->bin_used);
-    return read_outputs(rq, cJSON_GetObjectItemCaseSensitive(root, "outputs"), binary_all, ans, e);
+    return v2_read_outputs(rq->item, rq->model, cJSON_GetObjectItemCaseSensitive(root, "outputs"),
+                           binary_all, ans, rq->ctx, e);
 }
 
 bool srv_v2_infer_prepare(const char *model, const char *body, size_t len, int64_t header_len,

@@ -149,6 +149,12 @@ typedef struct v2_answer {
     bool binary[V2_OUTPUTS];
 } v2_answer;
 void v2_answer_free(void *ans);
+/* [V2] $request_output list outs (NULL: the default) -> the /v1 item's
+ * "return" and the answer's order and encodings ([BIN] "binary_data",
+ * default binary_all, the request's "binary_data_output"); model names
+ * the model in messages. False with e set on a refusal. */
+bool v2_read_outputs(cJSON *item, const char *model, const cJSON *outs, bool binary_all,
+                     v2_answer *ans, const api_ctx *ctx, api_err *e);
 /* The job's view: renders the protocol's answer (or error) into reply. */
 void v2_view(srv_job *job, void *ans, srv_reply *reply);
 

@@ -1,6 +1,7 @@
 /* model.c - see v2/v2.h. The protocol's surface: errors, server metadata
- * and the answer to an infer request (the view of the /v1 attention job
- * that v2/infer.c prepares). The models are models.c's, their metadata and
+ * and the answer to an infer request: the outputs it asks for
+ * (v2_read_outputs) and the view of the /v1 attention job that v2/infer.c
+ * prepares. The models are models.c's, their metadata and
  * statistics metadata.c's.
  *
  * Protocol references (quoted by name in comments below):
@@ -114,6 +115,90 @@ void srv_v2_server_metadata(srv_reply *reply)
               cJSON_AddItemToArray(ext, cJSON_CreateString("sequence")) &&
               cJSON_AddItemToArray(ext, cJSON_CreateString("sequence(string_id)"));
     v2_reply_tree(reply, root, ok);
+}
+
+static bool answer_oom(api_err *e)
+{
+    return api_fail(e, NULL, SRV_ERR_INTERNAL, "", "out of memory");
+}
+
+/* See internal.h. */
+bool v2_read_outputs(cJSON *item, const char *model, const cJSON *outs, bool binary_all,
+                     v2_answer *ans, const api_ctx *ctx, api_err *e)
+{
+    static const char *const fields[] = {"name", "parameters"};
+    static const char *const pfields[] = {"binary_data"};
+    const cJSON *o;
+    cJSON *ret = cJSON_AddArrayToObject(item, "return");
+    size_t i = 0;
+
+    if (ret == NULL)
+        return answer_oom(e);
+    if (outs == NULL) {
+        /* Not in the request: the output tensor only (weights and logits are
+         * H x Lq x Lk, so they are asked for by name). */
+        ans->n_out = 1;
+        ans->bits[0] = API_RET_OUTPUT;
+        ans->binary[0] = binary_all;
+        return cJSON_AddItemToArray(ret, cJSON_CreateString("output")) || answer_oom(e);
+    }
+    if (!cJSON_IsArray(outs))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "outputs",
+                        "outputs must be an array of {name, parameters}, found %s",
+                        api_json_type(outs));
+    cJSON_ArrayForEach(o, outs)
+    {
+        char at[32], path[64];
+        const char *name;
+        const cJSON *v, *p;
+        size_t k = 0;
+        bool binary = binary_all;
+
+        snprintf(at, sizeof at, "outputs[%zu]", i);
+        if (!cJSON_IsObject(o))
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at,
+                            "%s must be an object {name, parameters}, found %s", at,
+                            api_json_type(o));
+        if (!api_check_fields(o, fields, 2, at, at, ctx, e))
+            return false;
+        snprintf(path, sizeof path, "%s.name", at);
+        if ((v = cJSON_GetObjectItemCaseSensitive(o, "name")) == NULL)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required", path);
+        if (!api_get_string(v, path, ctx, &name, e))
+            return false;
+        while (k < V2_OUTPUTS && strcmp(v2_outputs[k].name, name) != 0)
+            k++;
+        if (k == V2_OUTPUTS)
+            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                            "%s='%.64s' is not an output of model %s (outputs: output, weights, "
+                            "logits, q_rot, k_rot, entropy, distance)",
+                            path, name, model);
+        for (size_t j = 0; j < ans->n_out; j++)
+            if (ans->bits[j] == v2_outputs[k].bit)
+                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                                "output '%s' is requested more than once", name);
+        if ((p = cJSON_GetObjectItemCaseSensitive(o, "parameters")) != NULL) {
+            snprintf(path, sizeof path, "%s.parameters", at);
+            if (!cJSON_IsObject(p))
+                return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path,
+                                "%s must be an object, found %s", path, api_json_type(p));
+            if (!api_check_fields(p, pfields, 1, path, path, ctx, e))
+                return false;
+            snprintf(path, sizeof path, "%s.parameters.binary_data", at);
+            if ((v = cJSON_GetObjectItemCaseSensitive(p, "binary_data")) != NULL &&
+                !api_get_bool(v, path, ctx, &binary, e))
+                return false;
+        }
+        ans->bits[ans->n_out] = v2_outputs[k].bit;
+        ans->binary[ans->n_out++] = binary;
+        if (!cJSON_AddItemToArray(ret, cJSON_CreateString(name)))
+            return answer_oom(e);
+        i++;
+    }
+    if (i == 0)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, "outputs",
+                        "outputs is empty: leave it out for the default (output)");
+    return true;
 }
 
 void v2_answer_free(void *p)
