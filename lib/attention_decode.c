@@ -127,14 +127,7 @@ enum { DEC_AHEAD = 16 };
 /* Asks for row j's n bytes from byte off into L2, a cache line at a time. */
 static inline void prefetch_row(const void *row, size_t off, size_t n)
 {
-#if defined(__GNUC__)
-    for (size_t i = 0; i < n; i += 64)
-        __builtin_prefetch((const char *)row + off + i, 0, 2);
-#else
-    (void)row;
-    (void)off;
-    (void)n;
-#endif
+    pa__prefetch_span((const char *)row + off, n);
 }
 
 /* Logits of query heads [hs, he) (all in kv head g) against keys [j, j +

@@ -92,7 +92,8 @@ static inline bool hidden_right(const pa__plan *p, int32_t qp, int32_t kp)
 }
 
 /* Narrows [*lo, *hi) of sorted key positions kpos to the keys visible from
- * qp (visible() is !hidden_left && !hidden_right), by binary search. */
+ * qp (visible() is !hidden_left && !hidden_right): by arithmetic with
+ * consecutive positions (unit), else by binary search. */
 void pa__visible_span(const pa__plan *p, int32_t qp, const int32_t *kpos, bool unit, int32_t *lo,
                       int32_t *hi)
 {

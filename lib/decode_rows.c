@@ -653,14 +653,6 @@ pv_block_avx512_t(pa_dtype t, float *o, size_t ldo, const float *P, size_t ldp, 
 
 #undef PV_TILES
 
-/* Lines [p, p + bytes) asked for into L2 (p NULL: none). */
-static inline __attribute__((always_inline)) void prefetch_span(const void *p, size_t bytes)
-{
-    if (p != NULL)
-        for (size_t i = 0; i < bytes; i += 64)
-            __builtin_prefetch((const char *)p + i, 0, 2);
-}
-
 /* decode_rows.h's dot_heads16: dot_rows_avx512_t with nk = 1 per kv head. */
 PA_AVX512 static inline __attribute__((always_inline)) void
 dot_heads_avx512_t(pa_dtype t, const float *q, int32_t n, int32_t heads, int32_t d, const void *k,
@@ -668,10 +660,10 @@ dot_heads_avx512_t(pa_dtype t, const float *q, int32_t n, int32_t heads, int32_t
 {
     const size_t es = sizeof(uint16_t);
     for (int32_t i = 0; i < heads; i++) {
-        prefetch_span(ka != NULL ? (const char *)ka + (size_t)i * (size_t)d * es : NULL,
-                      (size_t)d * es);
-        prefetch_span(va != NULL ? (const char *)va + (size_t)i * (size_t)dv * es : NULL,
-                      (size_t)dv * es);
+        pa__prefetch_span(ka != NULL ? (const char *)ka + (size_t)i * (size_t)d * es : NULL,
+                          (size_t)d * es);
+        pa__prefetch_span(va != NULL ? (const char *)va + (size_t)i * (size_t)dv * es : NULL,
+                          (size_t)dv * es);
         dot_rows_avx512_t(t, q + (size_t)i * (size_t)n * (size_t)d, n, d,
                           (const char *)k + (size_t)i * (size_t)d * es, 0, 1, scale,
                           s + (size_t)i * (size_t)n * lds, lds);

@@ -59,6 +59,20 @@ typedef struct pa__row_ops {
                         size_t lds);
 } pa__row_ops;
 
+/* Asks for the cache lines of [p, p + bytes) into L2 (p NULL: none): the
+ * decode's look-ahead over key and value rows. */
+static inline void pa__prefetch_span(const void *p, size_t bytes)
+{
+#if defined(__GNUC__)
+    if (p != NULL)
+        for (size_t i = 0; i < bytes; i += 64)
+            __builtin_prefetch((const char *)p + i, 0, 2);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 /* The row kernels of this process for keys and values of type t (dot16
  * and pv16 are bf16's for PA_DTYPE_F32). */
 pa__row_ops pa__row_ops_pick(pa_dtype t);

@@ -510,12 +510,6 @@ bool srv_tensor_parse(const cJSON *node, const char *field, int want_ndim, size_
                                err);
 }
 
-/* Lifted numbers (float32, rounded once from their text) to f16 or bf16
- * in place. Rounding on through float32 gives the text's own rounding
- * unless the float32 lands exactly on a tie (srv_f32_is_tie: a float32 of
- * 1/65536 bf16 patterns); those few are read again from the array's text,
- * found by one scan over its delimiters. False when a value leaves the
- * type's range: the caller parses the text then, for the message. */
 /* Past k more commas from p (at most end): in a lifted array of numbers
  * the commas are exactly the separators between them, rows' "],[" included,
  * so number j follows the j-th. Counted eight bytes at a time: x has a zero
@@ -547,6 +541,12 @@ static bool is_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* Lifted numbers (float32, rounded once from their text) to f16 or bf16
+ * in place. Rounding on through float32 gives the text's own rounding
+ * unless the float32 lands exactly on a tie (srv_f32_is_tie: a float32 of
+ * 1/65536 bf16 patterns); those few are read again from the array's text,
+ * found by counting the commas before them. False when a value leaves the
+ * type's range: the caller parses the text then, for the message. */
 static bool lifted_to_half(float *buf, size_t count, srv_wire w, const srv_lifted *lf)
 {
     int bf16 = w == SRV_WIRE_BF16;
