@@ -385,7 +385,10 @@ void pa__prefill(const pa__plan *p, const buffers *b, const head_io *io, int64_t
         op.Vh = io->kvt == PA_DTYPE_F32 ? io->V + (size_t)g * p->Dv : NULL;
         op.way = pa__bf16_chosen();
         op.ldv = io->ldv;
-        if (b->vhead != NULL) {
+        /* compute_dtype bf16 packs float values straight from their rows
+         * into b->v2, which the tiles read: gathering them first was one
+         * more pass over the head's values. */
+        if (b->vhead != NULL && !(p->cbf16 && io->kvt == PA_DTYPE_F32 && io->vp == NULL)) {
             /* Value rows Hkv*Dv floats apart share few cache sets (a 2 KiB
              * stride maps a tile's rows onto 2 of L1's 64 sets): gather the
              * head's rows once so the tiles stream from contiguous memory.
