@@ -670,37 +670,63 @@ dot_heads_avx512_t(pa_dtype t, const float *q, int32_t n, int32_t heads, int32_t
     }
 }
 
+/* CALL(D) with D the constant 64 or 128 where d is one of them (the
+ * common head sizes), else d: the loop over d then unrolls whole, which
+ * took a key and kv head's logits at D = 128 (4 query rows, one key) from
+ * 10.1-10.4 ns to 7.4-7.6 for bf16 keys and from 13.4-14.0 to 11.1-11.2
+ * for float ones, on an AMD EPYC. The same instructions otherwise, so
+ * the same bits. */
+#define PA_BY_HEAD_DIM(d, CALL)                                                                    \
+    do {                                                                                           \
+        if ((d) == 64)                                                                             \
+            CALL(64);                                                                              \
+        else if ((d) == 128)                                                                       \
+            CALL(128);                                                                             \
+        else                                                                                       \
+            CALL(d);                                                                               \
+    } while (0)
+
 PA_AVX512 static void dot_heads_avx512_bf16(const float *q, int32_t n, int32_t heads, int32_t d,
                                             const uint16_t *k, const void *ka, const void *va,
                                             int32_t dv, float scale, float *s, size_t lds)
 {
-    dot_heads_avx512_t(PA_DTYPE_BF16, q, n, heads, d, k, ka, va, dv, scale, s, lds);
+#define HEADS(D) dot_heads_avx512_t(PA_DTYPE_BF16, q, n, heads, D, k, ka, va, dv, scale, s, lds)
+    PA_BY_HEAD_DIM(d, HEADS);
+#undef HEADS
 }
 
 PA_AVX512 static void dot_heads_avx512_f16(const float *q, int32_t n, int32_t heads, int32_t d,
                                            const uint16_t *k, const void *ka, const void *va,
                                            int32_t dv, float scale, float *s, size_t lds)
 {
-    dot_heads_avx512_t(PA_DTYPE_F16, q, n, heads, d, k, ka, va, dv, scale, s, lds);
+#define HEADS(D) dot_heads_avx512_t(PA_DTYPE_F16, q, n, heads, D, k, ka, va, dv, scale, s, lds)
+    PA_BY_HEAD_DIM(d, HEADS);
+#undef HEADS
 }
 
 PA_AVX512 static void dot_rows_avx512(const float *q, int32_t n, int32_t d, const float *k,
                                       size_t ldk, int32_t nk, float scale, float *s, size_t lds)
 {
-    dot_rows_avx512_t(PA_DTYPE_F32, q, n, d, k, ldk, nk, scale, s, lds);
+#define ROWS(D) dot_rows_avx512_t(PA_DTYPE_F32, q, n, D, k, ldk, nk, scale, s, lds)
+    PA_BY_HEAD_DIM(d, ROWS);
+#undef ROWS
 }
 
 PA_AVX512 static void dot_rows_avx512_bf16(const float *q, int32_t n, int32_t d, const uint16_t *k,
                                            size_t ldk, int32_t nk, float scale, float *s,
                                            size_t lds)
 {
-    dot_rows_avx512_t(PA_DTYPE_BF16, q, n, d, k, ldk, nk, scale, s, lds);
+#define ROWS(D) dot_rows_avx512_t(PA_DTYPE_BF16, q, n, D, k, ldk, nk, scale, s, lds)
+    PA_BY_HEAD_DIM(d, ROWS);
+#undef ROWS
 }
 
 PA_AVX512 static void dot_rows_avx512_f16(const float *q, int32_t n, int32_t d, const uint16_t *k,
                                           size_t ldk, int32_t nk, float scale, float *s, size_t lds)
 {
-    dot_rows_avx512_t(PA_DTYPE_F16, q, n, d, k, ldk, nk, scale, s, lds);
+#define ROWS(D) dot_rows_avx512_t(PA_DTYPE_F16, q, n, D, k, ldk, nk, scale, s, lds)
+    PA_BY_HEAD_DIM(d, ROWS);
+#undef ROWS
 }
 
 PA_AVX512 static void pv_block_avx512(float *o, size_t ldo, const float *P, size_t ldp, int32_t n,
