@@ -380,14 +380,12 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
         int32_t got = 0;
         /* A plain array of numbers was lifted before cJSON as floats
          * (json_lift.h): read its own text, as integers. */
-        const srv_lifted *lfd = srv_lift_find(ctx->lift, data);
-        cJSON *orig_data = lfd != NULL ? cJSON_ParseWithLength(lfd->text, lfd->text_len) : NULL;
-        bool ok;
-        if (lfd != NULL) {
-            if (orig_data == NULL)
-                return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
+        bool ok, failed;
+        cJSON *orig_data = srv_lift_reparse(ctx->lift, data, &failed);
+        if (failed)
+            return api_fail(e, ctx, SRV_ERR_INTERNAL, name, "out of memory reading %s", name);
+        if (orig_data != NULL)
             data = orig_data;
-        }
         snprintf(path, sizeof path, "%s.data", name);
         if (rank == 2 && cJSON_IsArray(data) && cJSON_IsArray(data->child)) {
             ok = api_get_int_rows(data, path, ctx, rows, out, &got, e);
@@ -409,13 +407,12 @@ static bool int_tensor(const cJSON *v, const char *name, const api_ctx *ctx, int
     }
     snprintf(path, sizeof path, "%s.b64", name);
     /* Decoded before cJSON as float32 bytes (json_lift.h): its own text. */
-    const srv_lifted *lf = srv_lift_find(ctx->lift, b64);
-    cJSON *orig = lf != NULL ? cJSON_ParseWithLength(lf->text, lf->text_len) : NULL;
-    if (lf != NULL) {
-        if (orig == NULL)
-            return api_fail(e, ctx, SRV_ERR_INTERNAL, path, "out of memory reading %s", path);
+    bool failed;
+    cJSON *orig = srv_lift_reparse(ctx->lift, b64, &failed);
+    if (failed)
+        return api_fail(e, ctx, SRV_ERR_INTERNAL, path, "out of memory reading %s", path);
+    if (orig != NULL)
         b64 = orig;
-    }
     if (!cJSON_IsString(b64)) {
         cJSON_Delete(orig);
         return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s must be a base64 string", path);

@@ -283,6 +283,14 @@ const srv_lifted *srv_lift_find(const srv_lift *lift, const cJSON *node)
     return &lift->items[i];
 }
 
+cJSON *srv_lift_reparse(const srv_lift *lift, const cJSON *node, bool *failed)
+{
+    const srv_lifted *it = srv_lift_find(lift, node);
+    cJSON *tree = it != NULL ? cJSON_ParseWithLength(it->text, it->text_len) : NULL;
+    *failed = it != NULL && tree == NULL;
+    return tree;
+}
+
 float *srv_lift_take(const srv_lift *lift, const cJSON *node, bool b64, int ndim,
                      const int64_t *shape, size_t count)
 {

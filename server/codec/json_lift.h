@@ -61,6 +61,13 @@ void srv_lift_free(srv_lift *lift);
  * not one of its markers (or lift is NULL). The lift travels with the
  * request being parsed (api/'s parser context), never in a global. */
 const srv_lifted *srv_lift_find(const srv_lift *lift, const cJSON *node);
+/* A marker node's original text as cJSON reads it (the caller deletes the
+ * tree): for the readers the floats do not serve (integers, a nesting that
+ * does not fit the shape, a 1-D list passed on as nodes), which then read
+ * what the client sent. NULL with *failed false when node is not a marker
+ * (or lift is NULL); NULL with *failed true when the text could not be
+ * parsed, which can only be memory running out (it was valid JSON). */
+cJSON *srv_lift_reparse(const srv_lift *lift, const cJSON *node, bool *failed);
 /* The floats of a marker node when they fit the tensor: numbers flat with
  * count values or nested exactly as shape, or base64 of count floats (b64
  * says which the tensor holds). The caller owns them (malloc'd) from then

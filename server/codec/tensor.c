@@ -294,14 +294,14 @@ static bool parse_data(const cJSON *data, const srv_lift *lift, const char *fiel
 {
     char path[PATH_MAX_LEN];
     join_path(path, field, ".data");
-    const srv_lifted *lf = srv_lift_find(lift, data);
-    if (lf != NULL) {
-        /* Parsed before cJSON (json_lift.h) but not fitting the shape (or
-         * a "data" holding base64): the array's own text goes through the
-         * checks below for the usual error. */
-        cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
-        if (tree == NULL)
-            return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
+    /* Parsed before cJSON (json_lift.h) but not fitting the shape (or a
+     * "data" holding base64): the array's own text goes through the checks
+     * below for the usual error. */
+    bool failed;
+    cJSON *tree = srv_lift_reparse(lift, data, &failed);
+    if (failed)
+        return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
+    if (tree != NULL) {
         bool ok = parse_data(tree, NULL, field, ndim, shape, count, et, out, err);
         cJSON_Delete(tree);
         return ok;
@@ -342,13 +342,13 @@ static bool parse_b64(const cJSON *b64, const srv_lift *lift, const char *field,
     char path[PATH_MAX_LEN];
     char shp[128];
     join_path(path, field, ".b64");
-    const srv_lifted *lf = srv_lift_find(lift, b64);
-    if (lf != NULL) {
-        /* Decoded before cJSON (json_lift.h) but of another size (or a
-         * "b64" holding numbers): the usual checks on its own text. */
-        cJSON *tree = cJSON_ParseWithLength(lf->text, lf->text_len);
-        if (tree == NULL)
-            return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
+    /* Decoded before cJSON (json_lift.h) but of another size (or a "b64"
+     * holding numbers): the usual checks on its own text. */
+    bool failed;
+    cJSON *tree = srv_lift_reparse(lift, b64, &failed);
+    if (failed)
+        return fail(err, SRV_ERR_INTERNAL, path, "out of memory parsing %s", path);
+    if (tree != NULL) {
         bool ok = parse_b64(tree, NULL, field, ndim, shape, count, et, out, err);
         cJSON_Delete(tree);
         return ok;

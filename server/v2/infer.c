@@ -1,12 +1,12 @@
 /* infer.c - see v2/v2.h. A thin translation: an infer request
  * becomes the /v1 attention item it stands for, which the /v1 parser
  * validates and the /v1 attention job computes; v2/model.c reads the
- * outputs asked for and renders the answer (the job's view). The item is a handful of nodes (the item, its
- * scheme, norms and return list) whose members are references to the
- * request's own nodes: no value of the request is copied into a node of its
- * own. Binary segments (tensors, integer and number arrays) reach the /v1
- * readers through a tensor source (v2/segments.c), which reads their bytes
- * in place or widens them once.
+ * outputs asked for and renders the answer (the job's view). The item is
+ * a handful of nodes (the item, its scheme, norms and return list) whose
+ * members are references to the request's own nodes: no value of the
+ * request is copied into a node of its own. Binary segments (tensors,
+ * integer and number arrays) reach the /v1 readers through a tensor source
+ * (v2/segments.c), which reads their bytes in place or widens them once.
  *
  * Protocol references (quoted by name in comments below):
  *   [V2]  kserve/kserve docs/predict-api/v2/required_api.md, "HTTP/REST":
@@ -427,9 +427,9 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
             const cJSON *x;
             /* A plain array /v1 reads as nodes: one the body's read lifted
              * (codec/json_lift.h) comes back from its own text. */
-            const srv_lifted *lf = srv_lift_find(ctx->lift, data);
-            cJSON *own = lf != NULL ? cJSON_ParseWithLength(lf->text, lf->text_len) : NULL;
-            if (lf != NULL && own == NULL)
+            bool failed;
+            cJSON *own = srv_lift_reparse(ctx->lift, data, &failed);
+            if (failed)
                 return oom(e);
             if (own != NULL)
                 data = own;

@@ -339,6 +339,48 @@ static void test_markers_unforgeable(void **state)
     srv_lift_free(&lift);
 }
 
+/* srv_lift_reparse gives a marker's original text as cJSON reads it:
+ * nested numbers as nested arrays (spacing and spelling as sent), base64
+ * as its string; for anything else NULL, and no failure. */
+static void test_reparse(void **state)
+{
+    (void)state;
+    srv_lift lift;
+    bool failed = true;
+    const char *body = "{\"t\":{\"shape\":[2,2],\"data\":[[1, 2.50],[3e0,-4]]},"
+                       "\"u\":{\"shape\":[3],\"b64\":\"AACAPwAAIMA5tmF/\"},\"v\":\"x\"}";
+    assert_true(srv_lift_scan(body, strlen(body), &lift));
+    cJSON *root = cJSON_Parse(lift.text);
+    assert_non_null(root);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "t");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "u");
+    cJSON *tree = srv_lift_reparse(&lift, cJSON_GetObjectItemCaseSensitive(t, "data"), &failed);
+    assert_false(failed);
+    assert_non_null(tree);
+    assert_int_equal(cJSON_GetArraySize(tree), 2);
+    assert_true(cJSON_GetNumberValue(cJSON_GetArrayItem(cJSON_GetArrayItem(tree, 0), 1)) == 2.5);
+    assert_true(cJSON_GetNumberValue(cJSON_GetArrayItem(cJSON_GetArrayItem(tree, 1), 1)) == -4.0);
+    cJSON_Delete(tree);
+    failed = true;
+    tree = srv_lift_reparse(&lift, cJSON_GetObjectItemCaseSensitive(u, "b64"), &failed);
+    assert_false(failed);
+    assert_true(cJSON_IsString(tree));
+    assert_string_equal(cJSON_GetStringValue(tree), "AACAPwAAIMA5tmF/");
+    cJSON_Delete(tree);
+    /* Not markers: a plain string, a shape, and a marker without its lift. */
+    failed = true;
+    assert_null(srv_lift_reparse(&lift, cJSON_GetObjectItemCaseSensitive(root, "v"), &failed));
+    assert_false(failed);
+    failed = true;
+    assert_null(srv_lift_reparse(&lift, cJSON_GetObjectItemCaseSensitive(t, "shape"), &failed));
+    assert_false(failed);
+    failed = true;
+    assert_null(srv_lift_reparse(NULL, cJSON_GetObjectItemCaseSensitive(t, "data"), &failed));
+    assert_false(failed);
+    cJSON_Delete(root);
+    srv_lift_free(&lift);
+}
+
 /* f16 and bf16 data: decimals on, just off and far from the ties, past the
  * ranges, then random ones; each equal to the text path bit for bit (a
  * lifted float32 that sits on a tie must not round on: 1.000488281250001
@@ -653,6 +695,7 @@ int main(void)
         cmocka_unit_test(test_b64),
         cmocka_unit_test(test_only_data_values),
         cmocka_unit_test(test_markers_unforgeable),
+        cmocka_unit_test(test_reparse),
         cmocka_unit_test(test_fast_runs),
         cmocka_unit_test(test_eight_at_a_time),
     };
