@@ -466,7 +466,7 @@ int main(int argc, char **argv)
     /* posattnd's parse, of the shortest text and of "%.4f" (as posattn-load
      * and clients that round write it: eight at a time), against strtof. */
     {
-        char *fixed = xmalloc(n * 16 + 3), *p = fixed;
+        char *fixed = xmalloc(n * 28 + 3), *p = fixed;
         float *want = xmalloc(n * sizeof(float));
         *p++ = '[';
         for (size_t i = 0; i < n; i++)
@@ -480,6 +480,22 @@ int main(int argc, char **argv)
         }
         lift_rows(&c, "shortest", c.text, c.text_len, x, reps);
         lift_rows(&c, "%.4f", fixed, (size_t)(p - fixed), want, reps);
+        /* As Python's json writes a float32 tensor's tolist(): each value
+         * widened to double, in the fewest digits (15 to 17) that read
+         * back as that double; mostly 16 or 17 digits. */
+        p = fixed;
+        *p++ = '[';
+        for (size_t i = 0; i < n; i++) {
+            int d = 15;
+            char one[320];
+            do
+                snprintf(one, sizeof one, "%.*g", d++, (double)x[i]);
+            while (strtod(one, NULL) != (double)x[i]);
+            p += sprintf(p, "%s%s", i ? ", " : "", one);
+        }
+        *p++ = ']';
+        *p = '\0';
+        lift_rows(&c, "Python's repr", fixed, (size_t)(p - fixed), x, reps);
         free(fixed);
         free(want);
     }

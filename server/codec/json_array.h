@@ -39,6 +39,11 @@ static inline bool srv_json_is_space(char c)
  * float32's range); false otherwise (a has what was read so far). */
 bool srv_json_array(const char *s, size_t len, size_t *pos, int level, srv_json_floats *a);
 
+/* Tests: the one JSON number s[0..len) as the arrays read it, the double
+ * it becomes before float32 (strtod's, bit for bit): false when s is not
+ * exactly one number. */
+bool srv_json_number(const char *s, size_t len, double *out);
+
 /* Tests: true reads with the scalar code only, as on a CPU without AVX-512
  * VBMI2 (the default, false, picks by CPU). */
 void srv_json_array_force_scalar(bool on);

@@ -5,6 +5,7 @@
  * With "dtype" f16 or bf16 the lifted float32 rounds on to the type, and
  * must still equal the text's own rounding, at the ties above all.
  */
+#include "codec/json_array.h"
 #include "codec/json_check.h"
 #include "codec/json_lift.h"
 #include "codec/tensor.h"
@@ -381,6 +382,111 @@ static void test_reparse(void **state)
     srv_lift_free(&lift);
 }
 
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+/* One number's text as srv_json_number reads it against strtod's double,
+ * bit for bit. */
+static void same_double(const char *text)
+{
+    double got, want = strtod(text, NULL);
+    if (!srv_json_number(text, strlen(text), &got) || memcmp(&got, &want, sizeof got) != 0)
+        fail_msg("%s: lift %a, strtod %a", text, got, want);
+}
+
+/* m 10^-k written as digits with the point placed (or before leading
+ * zeros), or as m then an exponent. */
+static void write_scaled(char *buf, size_t cap, uint64_t m, int k, bool exponent)
+{
+    char d[24];
+    const int n = snprintf(d, sizeof d, "%llu", (unsigned long long)m);
+    if (exponent)
+        snprintf(buf, cap, "%se-%d", d, k);
+    else if (k < n)
+        snprintf(buf, cap, "%.*s.%s", n - k, d, d + n - k);
+    else
+        snprintf(buf, cap, "0.%0*d%s", k - n, 0, d);
+}
+
+/* Numbers of 17 to 19 significant digits over 10^1 .. 10^22, which Python
+ * writes for float32 values widened to double, past the exact fast path
+ * (more than 2^53): the double the lift makes by multiplication is
+ * strtod's, at random, on the ties between two doubles (which only the
+ * division decides) and beside them, and beside float32's ties, where a
+ * double one unit off would round to the other float. */
+static void test_long_numbers(void **state)
+{
+    (void)state;
+    uint64_t seed = 41;
+    char buf[64];
+    enum { BATCH = 500 };
+    char *body = malloc(BATCH * 32 + 64);
+    size_t at = 0;
+    assert_non_null(body);
+    for (int i = 0; i < 300000; i++) {
+        const uint64_t r = splitmix(&seed);
+        const int k = 1 + (int)(r % 22), digits = 16 + (int)((r >> 8) % 4);
+        uint64_t m = splitmix(&seed);
+        if (digits < 20) { /* into [10^(digits-1), 10^digits) */
+            uint64_t lo = 1, span;
+            for (int j = 1; j < digits; j++)
+                lo *= 10;
+            span = digits == 19 ? UINT64_MAX - lo : 9 * lo;
+            m = lo + m % span;
+        }
+        write_scaled(buf, sizeof buf, m, k, (r >> 16) & 1);
+        same_double(buf);
+        /* Some in arrays too, through the lift's own readers (scalar and
+         * eight at a time), against cJSON's floats. */
+        if (i < 40 * BATCH) {
+            if (i % BATCH == 0)
+                at = (size_t)sprintf(body, "{\"t\":{\"shape\":[%d],\"data\":[", BATCH);
+            at += (size_t)sprintf(body + at, "%s%s", i % BATCH ? "," : "", buf);
+            if (i % BATCH == BATCH - 1) {
+                strcpy(body + at, "]}}");
+                srv_lift_force_scalar(i / BATCH % 2 == 1);
+                assert_int_equal(check_same(body), 1);
+                srv_lift_force_scalar(false);
+            }
+        }
+    }
+    free(body);
+    /* Ties: a (54 bits, odd) 2^-s is halfway between two doubles; it is
+     * m 10^-k with m = a 5^k 2^(k - s), for s <= k. And its neighbours. */
+    for (int k = 1; k <= 4; k++) {
+        uint64_t p5 = 1;
+        for (int j = 0; j < k; j++)
+            p5 *= 5;
+        for (int i = 0; i < 2000; i++) {
+            const uint64_t a = (((uint64_t)1 << 53) | (splitmix(&seed) >> 11)) | 1;
+            const int s = (int)(splitmix(&seed) % (uint64_t)(k + 1));
+            const uint64_t m = a * p5 << (k - s);
+            if (m / p5 >> (k - s) != a || m <= ((uint64_t)1 << 53))
+                continue; /* past 2^64 */
+            for (int dm = -1; dm <= 1; dm++) {
+                write_scaled(buf, sizeof buf, m + (uint64_t)(int64_t)dm, k, dm == 0);
+                same_double(buf);
+            }
+        }
+    }
+    /* Halfway between two float32 values, as 17 to 19 digits near it. */
+    for (int i = 0; i < 20000; i++) {
+        const float f = (float)ldexp((double)(splitmix(&seed) >> 40) + 0x1p24, -24 - i % 40);
+        const double mid = ((double)f + (double)nextafterf(f, INFINITY)) / 2;
+        for (int digits = 17; digits <= 19; digits++) {
+            snprintf(buf, sizeof buf, "%.*e", digits - 1, mid);
+            same_double(buf);
+            snprintf(buf, sizeof buf, "%.*e", digits - 1, nextafter(mid, 0.0));
+            same_double(buf);
+        }
+    }
+}
+
 /* f16 and bf16 data: decimals on, just off and far from the ties, past the
  * ranges, then random ones; each equal to the text path bit for bit (a
  * lifted float32 that sits on a tie must not round on: 1.000488281250001
@@ -696,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_only_data_values),
         cmocka_unit_test(test_markers_unforgeable),
         cmocka_unit_test(test_reparse),
+        cmocka_unit_test(test_long_numbers),
         cmocka_unit_test(test_fast_runs),
         cmocka_unit_test(test_eight_at_a_time),
     };
