@@ -157,6 +157,62 @@ int srv_f32_is_tie(float f, int bf16)
     return (m & 0x1fffu) == 0x1000u;
 }
 
+/* The loops of srv_f32_round_through_half, each branch-free: a tie keeps
+ * its bits, anything else takes its rounded ones; the flags collect ties
+ * and values past the range. */
+static size_t round_through_bf16(float *x, size_t n, uint32_t *bad)
+{
+    size_t ties = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u, r;
+        memcpy(&u, &x[i], sizeof u);
+        const uint32_t tie = (u & 0xffffu) == 0x8000u;
+        r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        *bad |= (u & 0x7f800000u) == 0x7f800000u || (r & 0x7f800000u) == 0x7f800000u;
+        r = tie ? u : r;
+        ties += tie;
+        memcpy(&x[i], &r, sizeof r);
+    }
+    return ties;
+}
+
+static size_t round_through_f16(float *x, size_t n, uint32_t *bad)
+{
+    size_t ties = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u, r, sub_bits;
+        memcpy(&u, &x[i], sizeof u);
+        const uint32_t e = (u >> 23) & 0xffu, a = u & 0x7fffffffu, sign = u & 0x80000000u;
+        /* Below 2^-14 (f16's subnormals, and what rounds to zero): to a
+         * multiple of 2^-24 by one float addition, which rounds to nearest
+         * even at 2^-24 in [0.5, 1). */
+        float fa;
+        memcpy(&fa, &a, sizeof fa);
+        const float sub = (fa + 0.5f) - 0.5f;
+        memcpy(&sub_bits, &sub, sizeof sub_bits);
+        /* From 2^-14: 11 significant bits, rounded at bit 13 of the float
+         * (a carry into the exponent is right; to 2^16 is past the range). */
+        r = e < 113 ? sub_bits : (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;
+        *bad |= e == 0xffu || r >= 0x47800000u; /* not finite, or 2^16 and up */
+        /* srv_f32_is_tie, without its branches. */
+        const uint32_t sh = e >= 102 && e < 113 ? 126 - e : 31;
+        const uint32_t sig = (u & 0x7fffffu) | 0x800000u;
+        const uint32_t tie = (e >= 113 && e < 143 && (u & 0x1fffu) == 0x1000u) ||
+                             (sh < 31 && (sig & ((1u << sh) - 1)) == 1u << (sh - 1));
+        r = tie ? u : (r | sign);
+        ties += tie;
+        memcpy(&x[i], &r, sizeof r);
+    }
+    return ties;
+}
+
+size_t srv_f32_round_through_half(float *x, size_t n, int bf16)
+{
+    uint32_t bad = 0;
+    const size_t ties = bf16 ? round_through_bf16(x, n, &bad) : round_through_f16(x, n, &bad);
+    return bad ? SIZE_MAX : ties;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Bulk widening                                                             */
 /* ------------------------------------------------------------------------- */

@@ -34,6 +34,15 @@ uint16_t srv_f32_to_bf16(float f);
 uint16_t srv_f64_to_f16(double d);
 uint16_t srv_f64_to_bf16(double d);
 
+/* x[0..n) rounded in place to the 16-bit type and widened back, as
+ * srv_f32_to_f16 or srv_f32_to_bf16 then the widening do, except the ties
+ * (srv_f32_is_tie), which are left as they are for the caller to round
+ * from their text. Returns how many ties were left, or SIZE_MAX when a
+ * value rounds to infinity or is not finite (x is then partly rounded).
+ * One loop with no call per value: a JSON tensor of dtype bf16 or f16
+ * takes it for every element. */
+size_t srv_f32_round_through_half(float *x, size_t n, int bf16);
+
 /* dst[i] = the float32 value of the n little-endian f16 / bf16 values at
  * src (any alignment). F16C's vcvtph2ps where the CPU has it (chosen at run
  * time), portable code elsewhere: the same bits either way. */

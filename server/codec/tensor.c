@@ -544,24 +544,16 @@ static bool is_space(char c)
 /* Lifted numbers (float32, rounded once from their text) to f16 or bf16
  * in place. Rounding on through float32 gives the text's own rounding
  * unless the float32 lands exactly on a tie (srv_f32_is_tie: a float32 of
- * 1/65536 bf16 patterns); those few are read again from the array's text,
- * found by counting the commas before them. False when a value leaves the
- * type's range: the caller parses the text then, for the message. */
+ * 1/65536 bf16 patterns); srv_f32_round_through_half rounds the others
+ * and leaves those few, read again from the array's text, found by
+ * counting the commas before them. False when a value leaves the type's
+ * range: the caller parses the text then, for the message. */
 static bool lifted_to_half(float *buf, size_t count, srv_wire w, const srv_lifted *lf)
 {
     int bf16 = w == SRV_WIRE_BF16;
-    size_t ties = 0;
-    for (size_t i = 0; i < count; i++) {
-        uint16_t h;
-        if (srv_f32_is_tie(buf[i], bf16)) {
-            ties++;
-            continue;
-        }
-        h = bf16 ? srv_f32_to_bf16(buf[i]) : srv_f32_to_f16(buf[i]);
-        if ((h & 0x7fffu) >= (bf16 ? 0x7f80u : 0x7c00u))
-            return false;
-        buf[i] = bf16 ? srv_bf16_to_f32(h) : srv_f16_to_f32(h);
-    }
+    size_t ties = srv_f32_round_through_half(buf, count, bf16);
+    if (ties == SIZE_MAX)
+        return false;
     if (ties == 0)
         return true;
     if (lf == NULL)

@@ -13,7 +13,9 @@
 #include "ref_half.h"
 #include "testutil.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,6 +246,67 @@ static void test_is_tie(void **state)
     }
 }
 
+/* srv_f32_round_through_half against the definitions: each value not a
+ * tie becomes the value of ref_*_round, each tie stays, the count is the
+ * ties', and a value rounding to infinity (or one that is not finite)
+ * makes it SIZE_MAX. Runs of 1000 random and tie-shaped floats, whole
+ * blocks and tails alike. */
+static void test_round_through(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    float x[N], want[N];
+    uint64_t s = 0x9E3779B97F4A7C15ULL;
+    for (int round = 0; round < 400; round++) {
+        const int bf16 = round & 1, n = N - round % 17;
+        size_t ties = 0, got;
+        for (int i = 0; i < n; i++) {
+            uint32_t u;
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            u = (uint32_t)(s >> 16);
+            if ((s & 3) == 0)
+                u = (u & ~0x1fffu) | 0x1000u;
+            else if ((s & 3) == 1)
+                u = (u & ~0xffffu) | 0x8000u;
+            /* Within range: exponents 102 to 141 for f16 (below 2^15), 0 to
+             * 252 for bf16 (below 2^126); the edges are checked below. */
+            u = (u & 0x807fffffu) |
+                ((bf16 ? (uint32_t)(s >> 8) % 253u : 102u + (uint32_t)(s >> 8) % 40u) << 23);
+            memcpy(&x[i], &u, sizeof u);
+            if (srv_f32_is_tie(x[i], bf16)) {
+                want[i] = x[i];
+                ties++;
+            } else {
+                want[i] = bf16 ? (float)ref_bf16_value(ref_bf16_round(x[i]))
+                               : (float)ref_f16_value(ref_f16_round(x[i]));
+            }
+        }
+        got = srv_f32_round_through_half(x, (size_t)n, bf16);
+        assert_int_equal(got, ties);
+        for (int i = 0; i < n; i++)
+            if (bits_of(x[i]) != bits_of(want[i]))
+                fail_msg("%s element %d: %a, want %a", bf16 ? "bf16" : "f16", i, (double)x[i],
+                         (double)want[i]);
+    }
+    /* Past the range, or not finite: refused wherever it sits. */
+    const float past[2][3] = {{65520.0f, -1e30f, INFINITY}, {FLT_MAX, -FLT_MAX, NAN}};
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (int k = 0; k < 3; k++)
+            for (int at = 0; at < 40; at += 13) {
+                for (int i = 0; i < 40; i++)
+                    x[i] = 0.5f;
+                x[at] = past[bf16][k];
+                assert_true(srv_f32_round_through_half(x, 40, bf16) == SIZE_MAX);
+            }
+    x[0] = 65504.0f;       /* f16's largest: stays */
+    x[1] = -3.3895314e38f; /* bf16's largest: stays */
+    assert_int_equal(srv_f32_round_through_half(x, 1, 0), 0);
+    assert_int_equal(srv_f32_round_through_half(x + 1, 1, 1), 0);
+    assert_true(x[0] == 65504.0f && x[1] == -3.3895314e38f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_narrow_edges),
         cmocka_unit_test(test_narrow_random),
         cmocka_unit_test(test_is_tie),
+        cmocka_unit_test(test_round_through),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
