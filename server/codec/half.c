@@ -270,6 +270,42 @@ int srv_half_native(void)
 #endif
 }
 
+#if HALF_X86
+__attribute__((target("avx,f16c"))) static void f16_narrow_native(const float *src, uint16_t *dst,
+                                                                  size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        dst[i] = srv_f32_to_f16(src[i]);
+}
+#endif
+
+void srv_f32_to_half_n(const float *src, uint16_t *dst, size_t n, int bf16)
+{
+    if (bf16) {
+        /* srv_f32_to_bf16 with its NaN case a select, not a branch */
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &src[i], sizeof u);
+            const uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+            const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+            dst[i] = (uint16_t)(nan ? (u >> 16) | 0x40u : r);
+        }
+        return;
+    }
+#if HALF_X86
+    if (srv_half_native()) {
+        f16_narrow_native(src, dst, n);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++)
+        dst[i] = srv_f32_to_f16(src[i]);
+}
+
 void srv_f16_to_f32_n(const void *src, float *dst, size_t n)
 {
 #if HALF_X86

@@ -49,6 +49,12 @@ size_t srv_f32_round_through_half(float *x, size_t n, int bf16);
 void srv_f16_to_f32_n(const void *src, float *dst, size_t n);
 void srv_bf16_to_f32_n(const void *src, float *dst, size_t n);
 
+/* dst[i] = src[i] narrowed to f16 (bf16 when bf16 is set), for the n
+ * values: srv_f32_to_f16 and srv_f32_to_bf16's bits, NaN included, with
+ * F16C's vcvtps2ph for f16 where the CPU has it and one loop without a
+ * call per value elsewhere. */
+void srv_f32_to_half_n(const float *src, uint16_t *dst, size_t n, int bf16);
+
 /* True when the widenings above run F16C code here (for tests and
  * benchmarks). */
 int srv_half_native(void);

@@ -291,6 +291,18 @@ cJSON *srv_lift_reparse(const srv_lift *lift, const cJSON *node, bool *failed)
     return tree;
 }
 
+void *srv_lift_take_bytes(const srv_lift *lift, const cJSON *node, size_t nbytes)
+{
+    srv_lifted *it = (srv_lifted *)srv_lift_find(lift, node);
+    void *data;
+    if (it == NULL || it->data == NULL || !it->b64 || it->n > SIZE_MAX / sizeof(float) ||
+        it->n * sizeof(float) != nbytes)
+        return NULL;
+    data = it->data;
+    it->data = NULL;
+    return data;
+}
+
 float *srv_lift_take(const srv_lift *lift, const cJSON *node, bool b64, int ndim,
                      const int64_t *shape, size_t count)
 {

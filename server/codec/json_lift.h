@@ -77,6 +77,13 @@ cJSON *srv_lift_reparse(const srv_lift *lift, const cJSON *node, bool *failed);
 float *srv_lift_take(const srv_lift *lift, const cJSON *node, bool b64, int ndim,
                      const int64_t *shape, size_t count);
 
+/* The bytes of a lifted base64 marker when they are nbytes long, given up
+ * to the caller as srv_lift_take gives floats (for 16-bit tensors: the
+ * lift decodes base64 as whole float32 words, so nbytes is a multiple of
+ * 4, and has checked nothing but those words' finiteness). NULL when node
+ * is not such a marker or the size differs. */
+void *srv_lift_take_bytes(const srv_lift *lift, const cJSON *node, size_t nbytes);
+
 /* Tests: true makes the lift parse numbers with its scalar code only, as on
  * a CPU without AVX-512 VBMI2 (the default, false, picks by CPU). */
 void srv_lift_force_scalar(bool on);

@@ -224,14 +224,25 @@ void srv_defer_free(srv_defer *d)
 
 bool srv_wire_overflow(const float *data, size_t n, srv_wire wire, size_t *at)
 {
+    /* A finite value rounds to infinity from the tie above the type's
+     * largest on: 65520 for f16 (65504 and 2^16 tie to 2^16, the even
+     * one), 0x7f7f8000's magnitude for bf16 (0x7f7f is odd). Compared as
+     * bits: not NaN, not infinite, at least the tie. */
+    const uint32_t lo = wire == SRV_WIRE_F16 ? 0x477ff000u : 0x7f7f8000u;
+    uint32_t any = 0;
     if (wire != SRV_WIRE_F16 && wire != SRV_WIRE_BF16)
         return false;
-    for (size_t i = 0; i < n; i++) {
-        uint16_t h;
-        if (!isfinite(data[i]))
-            continue;
-        h = wire == SRV_WIRE_F16 ? srv_f32_to_f16(data[i]) : srv_f32_to_bf16(data[i]);
-        if ((h & 0x7fffu) == (wire == SRV_WIRE_F16 ? 0x7c00u : 0x7f80u)) {
+    for (size_t i = 0; i < n; i++) { /* a pass with no exit, then the first */
+        uint32_t u;
+        memcpy(&u, &data[i], sizeof u);
+        u &= 0x7fffffffu;
+        any |= u >= lo && u < 0x7f800000u;
+    }
+    for (size_t i = 0; any && i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &data[i], sizeof u);
+        u &= 0x7fffffffu;
+        if (u >= lo && u < 0x7f800000u) {
             *at = i;
             return true;
         }
@@ -243,20 +254,38 @@ bool srv_wire_overflow(const float *data, size_t n, srv_wire wire, size_t *at)
  * little-endian bytes (for b64). malloc'd; NULL on allocation failure. */
 static void *narrowed(const float *data, size_t count, srv_wire wire, bool as_bytes)
 {
-    unsigned char *b = malloc((count ? count : 1) * (as_bytes ? 2 : sizeof(float)));
-    float *f = (float *)(void *)b;
-    if (b == NULL)
+    const int bf16 = wire == SRV_WIRE_BF16;
+    uint16_t *h = malloc((count ? count : 1) * sizeof *h);
+    unsigned char *b;
+    float *f;
+    if (h == NULL)
         return NULL;
-    for (size_t i = 0; i < count; i++) {
-        uint16_t h = wire == SRV_WIRE_F16 ? srv_f32_to_f16(data[i]) : srv_f32_to_bf16(data[i]);
-        if (as_bytes) {
-            b[2 * i] = (unsigned char)(h & 0xff);
-            b[2 * i + 1] = (unsigned char)(h >> 8);
+    srv_f32_to_half_n(data, h, count, bf16);
+    if (as_bytes) {
+        if (srv_host_little_endian())
+            return h; /* the bytes as they are */
+        b = (unsigned char *)(void *)h;
+        for (size_t i = 0; i < count; i++) { /* in place: each value's own 2 bytes */
+            const uint16_t v = h[i];
+            b[2 * i] = (unsigned char)(v & 0xff);
+            b[2 * i + 1] = (unsigned char)(v >> 8);
+        }
+        return b;
+    }
+    f = malloc((count ? count : 1) * sizeof *f);
+    if (f != NULL) {
+        if (srv_host_little_endian()) {
+            if (bf16)
+                srv_bf16_to_f32_n(h, f, count);
+            else
+                srv_f16_to_f32_n(h, f, count);
         } else {
-            f[i] = wire == SRV_WIRE_F16 ? srv_f16_to_f32(h) : srv_bf16_to_f32(h);
+            for (size_t i = 0; i < count; i++)
+                f[i] = bf16 ? srv_bf16_to_f32(h[i]) : srv_f16_to_f32(h[i]);
         }
     }
-    return b;
+    free(h);
+    return f;
 }
 
 bool srv_tensor_render(cJSON *parent, const char *name, const float *data, int ndim,

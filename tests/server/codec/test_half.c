@@ -307,6 +307,61 @@ static void test_round_through(void **state)
     assert_true(x[0] == 65504.0f && x[1] == -3.3895314e38f);
 }
 
+/* srv_f32_to_half_n gives srv_f32_to_f16's and srv_f32_to_bf16's bits
+ * (F16C's vcvtps2ph for f16 where the CPU has it): every f16 and bf16
+ * value, midpoint and neighbour as float32, infinities, NaNs of every
+ * payload shape, then random bit patterns, at every offset of a run of
+ * eight (the vector body and its tail). */
+static void test_narrow_bulk(void **state)
+{
+    (void)state;
+    enum { N = 4 * 65536 + 64 };
+    float *x = tu_alloc(N, sizeof(float));
+    uint16_t *got = tu_alloc(N, sizeof(uint16_t));
+    size_t n = 0;
+    for (uint32_t p = 0; p < 65536; p++) {
+        const double v = ref_f16_value((uint16_t)p), w = ref_bf16_value((uint16_t)p);
+        if (isfinite(v)) {
+            const double next = ref_f16_value((uint16_t)(p + 1));
+            x[n++] = (float)v;
+            x[n++] = isfinite(next) && p != 0x7bffu && p != 0xfbffu ? (float)((v + next) / 2) : 1.0f;
+        }
+        x[n++] = (float)w; /* NaN and infinity patterns of bf16 too */
+        x[n++] = nextafterf((float)w, 0.0f);
+    }
+    const uint32_t specials[] = {0x7f800001u, 0x7fc00000u, 0xffbfffffu, 0x7f802000u, 0x7fffffffu,
+                                 0x477ff000u, 0x477fefffu, 0x7f7f8000u, 0x7f7f7fffu, 0x33000000u,
+                                 0x33000001u, 0x80000001u};
+    for (size_t k = 0; k < sizeof specials / sizeof *specials && n < N; k++)
+        memcpy(&x[n++], &specials[k], sizeof(float));
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (size_t off = 0; off < 8; off++) {
+            srv_f32_to_half_n(x + off, got, n - off, bf16);
+            for (size_t i = 0; i < n - off; i++) {
+                const uint16_t want = bf16 ? srv_f32_to_bf16(x[off + i]) : srv_f32_to_f16(x[off + i]);
+                if (got[i] != want)
+                    fail_msg("%s of %a (0x%08x): 0x%04x, one at a time 0x%04x", bf16 ? "bf16" : "f16",
+                             (double)x[off + i], bits_of(x[off + i]), got[i], want);
+            }
+        }
+    uint64_t s = 0x2545f4914f6cdd1dULL;
+    for (int round = 0; round < 20; round++) {
+        for (size_t i = 0; i < N; i++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            const uint32_t u = (uint32_t)(s >> 11);
+            memcpy(&x[i], &u, sizeof u);
+        }
+        srv_f32_to_half_n(x, got, N, round & 1);
+        for (size_t i = 0; i < N; i++)
+            if (got[i] != ((round & 1) ? srv_f32_to_bf16(x[i]) : srv_f32_to_f16(x[i])))
+                fail_msg("random 0x%08x: 0x%04x", bits_of(x[i]), got[i]);
+    }
+    free(x);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_narrow_random),
         cmocka_unit_test(test_is_tie),
         cmocka_unit_test(test_round_through),
+        cmocka_unit_test(test_narrow_bulk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,9 @@
 #include "codec/json_array.h"
 #include "codec/json_check.h"
 #include "codec/json_lift.h"
+#include "codec/base64.h"
 #include "codec/tensor.h"
+#include "ref_half.h"
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
@@ -487,6 +489,65 @@ static void test_long_numbers(void **state)
     }
 }
 
+/* Base64 of a bf16 or f16 tensor: taken from the lift and widened (the
+ * same floats as the text path), or, where the lift cannot take it, the
+ * same answer or error: an infinity or NaN among the values (the lift's
+ * float32 words pass some of them), an odd count (bytes not whole float32
+ * words: the text path, the same floats), and a size the shape does not
+ * fit. */
+static void test_b64_half(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    uint16_t v[N + 1];
+    char *body = malloc(N * 3 + 256);
+    uint64_t seed = 7;
+    assert_non_null(body);
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (int c = 0; c < 6; c++) {
+            const int n = c == 4 ? N - 1 : N, shape = c == 5 ? N + 2 : n;
+            for (int i = 0; i < n; i++) {
+                uint16_t h = (uint16_t)splitmix(&seed);
+                /* finite: an exponent below the top */
+                if (bf16 ? (h & 0x7f80u) == 0x7f80u : (h & 0x7c00u) == 0x7c00u)
+                    h ^= bf16 ? 0x4000u : 0x4000u;
+                v[i] = h;
+            }
+            if (c == 1) /* an infinity, in the high half of a float32 word */
+                v[777] = bf16 ? 0xff80u : 0x7c00u;
+            if (c == 2) /* in the low half */
+                v[778] = bf16 ? 0x7f80u : 0xfc00u;
+            if (c == 3) /* a NaN */
+                v[1001] = bf16 ? 0x7fc1u : 0x7e01u;
+            int at = sprintf(body, "{\"t\":{\"shape\":[%d],\"dtype\":\"%s\",\"b64\":\"", shape,
+                             bf16 ? "bf16" : "f16");
+            unsigned char bytes[2 * (N + 1)];
+            for (int i = 0; i < n; i++) {
+                bytes[2 * i] = (unsigned char)(v[i] & 0xff);
+                bytes[2 * i + 1] = (unsigned char)(v[i] >> 8);
+            }
+            srv_b64_encode(bytes, 2 * (size_t)n, body + at);
+            strcat(body, "\"}}");
+            outcome o;
+            const size_t lifted = check_same(body);
+            parse_t(body, true, &o);
+            if (c == 0 || c == 4) { /* valid; an odd count is not lifted */
+                assert_int_equal(lifted, c == 0 ? 1 : 0);
+                assert_true(o.ok);
+                for (int i = 0; i < n; i++) {
+                    const double want = bf16 ? ref_bf16_value(v[i]) : ref_f16_value(v[i]);
+                    if ((double)o.t.data[i] != want || !signbit(o.t.data[i]) != !signbit(want))
+                        fail_msg("%s element %d: %a, want %a", bf16 ? "bf16" : "f16", i,
+                                 (double)o.t.data[i], want);
+                }
+            } else {
+                assert_false(o.ok);
+            }
+            outcome_free(&o);
+        }
+    free(body);
+}
+
 /* f16 and bf16 data: decimals on, just off and far from the ties, past the
  * ranges, then random ones; each equal to the text path bit for bit (a
  * lifted float32 that sits on a tie must not round on: 1.000488281250001
@@ -802,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_only_data_values),
         cmocka_unit_test(test_markers_unforgeable),
         cmocka_unit_test(test_reparse),
+        cmocka_unit_test(test_b64_half),
         cmocka_unit_test(test_long_numbers),
         cmocka_unit_test(test_fast_runs),
         cmocka_unit_test(test_eight_at_a_time),

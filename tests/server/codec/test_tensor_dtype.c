@@ -7,10 +7,12 @@
  * a bias keeps -inf in any width. Exact: no tolerance.
  */
 #include "codec/base64.h"
+#include "codec/half.h"
 #include "codec/tensor.h"
 #include "ref_half.h"
 #include "testutil.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +223,40 @@ static void test_b64_errors_and_f64(void **state)
                 SRV_ERR_OUT_OF_RANGE, FIELD ".b64[0]", "infinity");
 }
 
+/* srv_wire_overflow finds the first finite value that rounds to the
+ * type's infinity, as narrowing one at a time tells it: at and around the
+ * ties above each type's largest value, either sign, anywhere in a run;
+ * infinities and NaNs (masked logits) are never an overflow. */
+static void test_wire_overflow(void **state)
+{
+    (void)state;
+    const float f16[] = {65504.0f, 65519.996f, 65520.0f, 65536.0f, 1e30f, FLT_MAX};
+    const float bf[] = {3.3895314e38f, nextafterf(3.3963677e38f, 0.0f), 3.3963677e38f, FLT_MAX};
+    float x[37];
+    for (int w = 0; w < 2; w++) {
+        const srv_wire wire = w ? SRV_WIRE_BF16 : SRV_WIRE_F16;
+        const float *v = w ? bf : f16;
+        const size_t nv = w ? sizeof bf / sizeof *bf : sizeof f16 / sizeof *f16;
+        for (size_t k = 0; k < nv; k++)
+            for (int sign = 0; sign < 2; sign++)
+                for (size_t at = 0; at < 37; at += 6) {
+                    size_t got = 99;
+                    for (size_t i = 0; i < 37; i++)
+                        x[i] = i % 3 == 0 ? -INFINITY : i % 5 == 0 ? NAN : 1.5f;
+                    x[at] = sign ? -v[k] : v[k];
+                    const uint16_t h = w ? srv_f32_to_bf16(x[at]) : srv_f32_to_f16(x[at]);
+                    const bool want = (h & 0x7fffu) == (w ? 0x7f80u : 0x7c00u);
+                    assert_int_equal(srv_wire_overflow(x, 37, wire, &got), want);
+                    if (want)
+                        assert_int_equal(got, at);
+                }
+    }
+    for (size_t i = 0; i < 37; i++)
+        x[i] = FLT_MAX;
+    size_t got = 99;
+    assert_false(srv_wire_overflow(x, 37, SRV_WIRE_F32, &got));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -228,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_datatype_names),
         cmocka_unit_test(test_json_rounds_to_type),
         cmocka_unit_test(test_b64_errors_and_f64),
+        cmocka_unit_test(test_wire_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
