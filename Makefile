@@ -236,6 +236,7 @@ $(BUILD)/bench/bench_attention.o $(BUILD)/bench/bench_decode.o \
 # bench_attention's options section and the harness it shares with it.
 BENCH_ATT_OBJ := $(BUILD)/bench/attention_harness.o $(BUILD)/bench/attention_options.o
 $(BUILD)/bench/bench_attention: $(BENCH_ATT_OBJ)
+$(BUILD)/bench/bench_decode: $(BUILD)/bench/attention_harness.o
 
 # Every benchmark measures the machine's ceilings in its own run (bench/ceiling.c).
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/bench/ceiling.o $(LIB_A)

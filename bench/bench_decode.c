@@ -50,6 +50,7 @@
 #include "posattn.h"
 #include "posattn_mla.h"
 
+#include "attention_harness.h" /* bench_run_parallel: threads kept between calls */
 #include "ceiling.h"
 #include "decode_rows.h" /* lib/'s row kernels, timed alone on rows in L1 */
 
@@ -132,21 +133,20 @@ static void *dec_part(void *p)
     return NULL;
 }
 
+static void dec_part_of(void *ctx, int part, int nparts)
+{
+    dec_job j = {ctx, part};
+    (void)nparts;
+    dec_part(&j);
+}
+
+/* The parts on threads kept between calls (bench_attention's, as the
+ * service's pool keeps its own), then the merge. */
 static void dec_call(dec_ctx *c)
 {
-    pthread_t th[MAX_T];
-    dec_job jobs[MAX_T];
+    par_ctx pc = {dec_part_of, c, c->T};
     pa_error err;
-    for (int t = 0; t < c->T; t++)
-        jobs[t] = (dec_job){c, t};
-    for (int t = 1; t < c->T; t++)
-        if (pthread_create(&th[t], NULL, dec_part, &jobs[t]) != 0) {
-            fprintf(stderr, "bench_decode: pthread_create failed\n");
-            exit(1);
-        }
-    dec_part(&jobs[0]);
-    for (int t = 1; t < c->T; t++)
-        pthread_join(th[t], NULL);
+    bench_run_parallel(&pc);
     if (c->T > 1)
         for (int b = 0; b < c->B; b++)
             if (pa_attention_merge(&c->a[b], &c->out[b], c->T, c->partials[b], &err) !=
