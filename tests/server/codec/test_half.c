@@ -206,6 +206,22 @@ static void check_tie(float f)
                      srv_f32_is_tie(f, bf16), ref_is_tie(f, bf16));
 }
 
+/* Random float32 bits from the xorshift state s; a quarter with an f16
+ * tie's low bits, a quarter with a bf16 tie's. */
+static uint32_t tie_shaped(uint64_t *s)
+{
+    uint32_t u;
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    u = (uint32_t)(*s >> 16);
+    if ((*s & 3) == 0)
+        u = (u & ~0x1fffu) | 0x1000u;
+    else if ((*s & 3) == 1)
+        u = (u & ~0xffffu) | 0x8000u;
+    return u;
+}
+
 /* Every f16 and bf16 value and midpoint with its float32 neighbours, then
  * random patterns, a quarter of them with tie-shaped low bits. */
 static void test_is_tie(void **state)
@@ -230,16 +246,8 @@ static void test_is_tie(void **state)
     }
     uint64_t s = 0x2545f4914f6cdd1dULL;
     for (int i = 0; i < 1000000; i++) {
-        uint32_t u;
+        const uint32_t u = tie_shaped(&s);
         float f;
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        u = (uint32_t)(s >> 16);
-        if ((s & 3) == 0)
-            u = (u & ~0x1fffu) | 0x1000u;
-        else if ((s & 3) == 1)
-            u = (u & ~0xffffu) | 0x8000u;
         memcpy(&f, &u, sizeof f);
         if (isfinite(f))
             check_tie(f);
@@ -261,15 +269,7 @@ static void test_round_through(void **state)
         const int bf16 = round & 1, n = N - round % 17;
         size_t ties = 0, got;
         for (int i = 0; i < n; i++) {
-            uint32_t u;
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            u = (uint32_t)(s >> 16);
-            if ((s & 3) == 0)
-                u = (u & ~0x1fffu) | 0x1000u;
-            else if ((s & 3) == 1)
-                u = (u & ~0xffffu) | 0x8000u;
+            uint32_t u = tie_shaped(&s);
             /* Within range: exponents 102 to 141 for f16 (below 2^15), 0 to
              * 252 for bf16 (below 2^126); the edges are checked below. */
             u = (u & 0x807fffffu) |
