@@ -324,24 +324,27 @@ static void test_narrow_bulk(void **state)
         if (isfinite(v)) {
             const double next = ref_f16_value((uint16_t)(p + 1));
             x[n++] = (float)v;
-            x[n++] = isfinite(next) && p != 0x7bffu && p != 0xfbffu ? (float)((v + next) / 2) : 1.0f;
+            x[n++] =
+                isfinite(next) && p != 0x7bffu && p != 0xfbffu ? (float)((v + next) / 2) : 1.0f;
         }
         x[n++] = (float)w; /* NaN and infinity patterns of bf16 too */
         x[n++] = nextafterf((float)w, 0.0f);
     }
-    const uint32_t specials[] = {0x7f800001u, 0x7fc00000u, 0xffbfffffu, 0x7f802000u, 0x7fffffffu,
-                                 0x477ff000u, 0x477fefffu, 0x7f7f8000u, 0x7f7f7fffu, 0x33000000u,
-                                 0x33000001u, 0x80000001u};
+    const uint32_t specials[] = {0x7f800001u, 0x7fc00000u, 0xffbfffffu, 0x7f802000u,
+                                 0x7fffffffu, 0x477ff000u, 0x477fefffu, 0x7f7f8000u,
+                                 0x7f7f7fffu, 0x33000000u, 0x33000001u, 0x80000001u};
     for (size_t k = 0; k < sizeof specials / sizeof *specials && n < N; k++)
         memcpy(&x[n++], &specials[k], sizeof(float));
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (size_t off = 0; off < 8; off++) {
             srv_f32_to_half_n(x + off, got, n - off, bf16);
             for (size_t i = 0; i < n - off; i++) {
-                const uint16_t want = bf16 ? srv_f32_to_bf16(x[off + i]) : srv_f32_to_f16(x[off + i]);
+                const uint16_t want =
+                    bf16 ? srv_f32_to_bf16(x[off + i]) : srv_f32_to_f16(x[off + i]);
                 if (got[i] != want)
-                    fail_msg("%s of %a (0x%08x): 0x%04x, one at a time 0x%04x", bf16 ? "bf16" : "f16",
-                             (double)x[off + i], bits_of(x[off + i]), got[i], want);
+                    fail_msg("%s of %a (0x%08x): 0x%04x, one at a time 0x%04x",
+                             bf16 ? "bf16" : "f16", (double)x[off + i], bits_of(x[off + i]), got[i],
+                             want);
             }
         }
     uint64_t s = 0x2545f4914f6cdd1dULL;

@@ -260,10 +260,8 @@ static void test_wire_overflow(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_b64_every_pattern),
-        cmocka_unit_test(test_datatype_names),
-        cmocka_unit_test(test_json_rounds_to_type),
-        cmocka_unit_test(test_b64_errors_and_f64),
+        cmocka_unit_test(test_b64_every_pattern),   cmocka_unit_test(test_datatype_names),
+        cmocka_unit_test(test_json_rounds_to_type), cmocka_unit_test(test_b64_errors_and_f64),
         cmocka_unit_test(test_wire_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
