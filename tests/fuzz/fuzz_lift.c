@@ -9,6 +9,8 @@
  * srv_json_check, and the server's verdict, srv_json_check over what is
  * left after the lift, is srv_json_check's verdict over the body as sent
  * (only the nesting limit may differ: a lifted array is one marker).
+ * And every object with a "shape" reads as the same tensor (or the same
+ * error) from the marked text with the lift as from the body without it.
  * A difference aborts. Seeds: tests/fuzz/corpus (real requests, and
  * strict_* ones with leading zeros, NUL escapes, bad UTF-8, surrogates).
  */
@@ -88,6 +90,48 @@ static void check_strict(const char *body, size_t size, const srv_lift *lift, bo
         CHECK(strstr(why, "nesting") != NULL);
 }
 
+/* Every object with a "shape" in the body, read as a tensor (f32, f16,
+ * bf16, f64 and all) from the plain tree and from the marked one with the
+ * lift: the same floats bit for bit, or the same error. The two trees are
+ * walked side by side; a marker stands where the plain tree has the
+ * array or string it replaced. */
+static void check_tensors(const cJSON *plain, const cJSON *marked, const srv_lift *lift, int depth)
+{
+    if (depth > 8 || plain == NULL || marked == NULL)
+        return;
+    if (cJSON_IsObject(marked) && cJSON_IsObject(plain) &&
+        cJSON_GetObjectItemCaseSensitive(marked, "shape") != NULL) {
+        srv_tensor a, b;
+        srv_reply ea, eb;
+        memset(&a, 0, sizeof a); /* as srv_tensor_parse_as's callers do */
+        memset(&b, 0, sizeof b);
+        memset(&ea, 0, sizeof ea);
+        memset(&eb, 0, sizeof eb);
+        const bool oka =
+            srv_tensor_parse_as(marked, "t", 0, 1u << 16, SRV_ELEM_FLOAT, lift, &a, &ea);
+        const bool okb =
+            srv_tensor_parse_as(plain, "t", 0, 1u << 16, SRV_ELEM_FLOAT, NULL, &b, &eb);
+        CHECK(oka == okb);
+        if (oka) {
+            CHECK(a.count == b.count && a.ndim == b.ndim);
+            CHECK(a.count == 0 || memcmp(a.data, b.data, a.count * sizeof(float)) == 0);
+            srv_tensor_free(&a);
+            srv_tensor_free(&b);
+        } else {
+            CHECK(ea.http_status == eb.http_status && ea.body_len == eb.body_len);
+            CHECK(ea.body_len == 0 || memcmp(ea.body, eb.body, ea.body_len) == 0);
+        }
+        srv_reply_free(&ea);
+        srv_reply_free(&eb);
+        return;
+    }
+    if ((cJSON_IsObject(marked) && cJSON_IsObject(plain)) ||
+        (cJSON_IsArray(marked) && cJSON_IsArray(plain)))
+        for (const cJSON *m = marked->child, *p = plain->child; m != NULL && p != NULL;
+             m = m->next, p = p->next)
+            check_tensors(p, m, lift, depth + 1);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -107,6 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (whole != NULL) {
             cJSON *marked = cJSON_ParseWithLength(lift.text, lift.len);
             CHECK(marked != NULL);
+            check_tensors(whole, marked, &lift, 0);
             cJSON_Delete(marked);
             cJSON_Delete(whole);
         }
