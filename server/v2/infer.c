@@ -265,16 +265,8 @@ static bool read_input(v2_req *rq, const cJSON *in, size_t i, api_err *e)
     cJSON *node = NULL, *parent;
 
     snprintf(at, sizeof at, "inputs[%zu]", i);
-    if (!cJSON_IsObject(in))
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at,
-                        "%s must be an object {name, shape, datatype, data}, found %s", at,
-                        api_json_type(in));
-    if (!api_check_fields(in, fields, 5, at, at, ctx, e))
-        return false;
-    snprintf(path, sizeof path, "%s.name", at);
-    if ((v = cJSON_GetObjectItemCaseSensitive(in, "name")) == NULL)
-        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required", path);
-    if (!api_get_string(v, path, ctx, &name, e))
+    if (!v2_read_named(in, at, "{name, shape, datatype, data}", fields, 5, path, sizeof path, &name,
+                       ctx, e))
         return false;
     for (k = 0; k < rq->n_specs && spec == NULL; k++)
         if (strcmp(rq->specs[k].name, name) == 0)

@@ -35,6 +35,13 @@ extern const api_tensor_source v2_segments;
  * product at most the element limit) into ndim, shape and *count. */
 bool v2_read_shape(const cJSON *node, const char *name, const api_ctx *ctx, int *ndim,
                    int64_t *shape, size_t *count, api_err *e);
+/* Element at of inputs or outputs (at is "inputs[i]" or "outputs[i]"): an
+ * object of the known fields (kinds says them in the error) with a string
+ * "name", which *name then points at; path[cap] gets "<at>.name", for the
+ * caller's errors about the name (v2/segments.c, beside v2_read_shape). */
+bool v2_read_named(const cJSON *o, const char *at, const char *kinds, const char *const *known,
+                   size_t n_known, char *path, size_t cap, const char **name, const api_ctx *ctx,
+                   api_err *e);
 
 enum { V2_OUTPUTS = API_NRES, V2_MAX_INPUTS = 32 };
 

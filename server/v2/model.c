@@ -155,16 +155,8 @@ bool v2_read_outputs(cJSON *item, const char *model, const cJSON *outs, bool bin
         bool binary = binary_all;
 
         snprintf(at, sizeof at, "outputs[%zu]", i);
-        if (!cJSON_IsObject(o))
-            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at,
-                            "%s must be an object {name, parameters}, found %s", at,
-                            api_json_type(o));
-        if (!api_check_fields(o, fields, 2, at, at, ctx, e))
-            return false;
-        snprintf(path, sizeof path, "%s.name", at);
-        if ((v = cJSON_GetObjectItemCaseSensitive(o, "name")) == NULL)
-            return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required", path);
-        if (!api_get_string(v, path, ctx, &name, e))
+        if (!v2_read_named(o, at, "{name, parameters}", fields, 2, path, sizeof path, &name, ctx,
+                           e))
             return false;
         while (k < V2_OUTPUTS && strcmp(v2_outputs[k].name, name) != 0)
             k++;

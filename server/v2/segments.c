@@ -70,6 +70,22 @@ bool v2_read_shape(const cJSON *node, const char *name, const api_ctx *ctx, int 
     return true;
 }
 
+bool v2_read_named(const cJSON *o, const char *at, const char *kinds, const char *const *known,
+                   size_t n_known, char *path, size_t cap, const char **name, const api_ctx *ctx,
+                   api_err *e)
+{
+    const cJSON *v;
+    if (!cJSON_IsObject(o))
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, at, "%s must be an object %s, found %s",
+                        at, kinds, api_json_type(o));
+    if (!api_check_fields(o, known, n_known, at, at, ctx, e))
+        return false;
+    snprintf(path, cap, "%s.name", at);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "name")) == NULL)
+        return api_fail(e, ctx, SRV_ERR_INVALID_ARGUMENT, path, "%s is required", path);
+    return api_get_string(v, path, ctx, name, e);
+}
+
 static bool segment_tensor(const api_tensor_source *src, const cJSON *v, const char *name,
                            const api_ctx *ctx, int want_ndim, srv_elem kind, srv_tensor *out,
                            api_err *e)
