@@ -86,6 +86,7 @@ TEST_BATCH_OBJ := $(BUILD)/tests/server/api/batch_fixture.o
 TEST_SESSION_OBJ := $(BUILD)/tests/server/api/session_fixture.o
 TEST_STORE_OBJ := $(BUILD)/tests/server/store/tensor_bytes.o
 TEST_INFER_OBJ := $(BUILD)/tests/server/v2/infer_fixture.o
+TEST_LIFT_OBJ := $(BUILD)/tests/server/codec/lift_fixture.o
 TEST_BADINPUT_OBJ := $(TEST_HTTP_OBJ) $(BUILD)/tests/e2e/badinput_table.o
 TEST_ATT_OBJ := $(BUILD)/tests/lib/attention_fixture.o
 
@@ -219,6 +220,7 @@ $(BUILD)/tests/test_session_takeover: ALL_LDFLAGS += -Wl,--wrap=srv_kv_adopt
 $(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store \
     $(BUILD)/tests/test_tensors: $(TEST_STORE_OBJ)
 $(BUILD)/tests/test_infer $(BUILD)/tests/test_infer_parameters: $(TEST_INFER_OBJ)
+$(BUILD)/tests/test_json_lift $(BUILD)/tests/test_json_numbers: $(TEST_LIFT_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)
 $(BUILD)/tests/test_attention $(BUILD)/tests/test_attention_mask $(BUILD)/tests/test_attention_options \
     $(BUILD)/tests/test_attention_decode $(BUILD)/tests/test_attention_qscale $(BUILD)/tests/test_shaw \
@@ -630,5 +632,5 @@ clean:
 # only the Makefile and the daemon's sources.)
 -include clients/python.mk clients/js.mk tests/openapi/openapi.mk
 
--include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_SESSION_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_INFER_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(BENCH_ATT_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(LOAD_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(BUILD)/server/main.d $(TEST_OBJ:.o=.d) $(TEST_COMMON_OBJ:.o=.d) $(TEST_E2E_OBJ:.o=.d) $(TEST_API_OBJ:.o=.d) $(TEST_BATCH_OBJ:.o=.d) $(TEST_SESSION_OBJ:.o=.d) $(TEST_STORE_OBJ:.o=.d) $(TEST_INFER_OBJ:.o=.d) $(TEST_LIFT_OBJ:.o=.d) $(TEST_BADINPUT_OBJ:.o=.d) $(TEST_ATT_OBJ:.o=.d) $(BENCH_BIN:%=%.d) $(BENCH_ATT_OBJ:.o=.d)
 .SECONDARY:
