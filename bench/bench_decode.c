@@ -22,8 +22,14 @@
  *
  * Ceilings: reading a buffer well past the last-level cache (4x its size,
  * at least 1 GiB) on T threads, and a buffer the size of the cache the
- * decode reads (268 MB, which a large L3 may partly hold between calls);
- * the target, 0.6, is against the first. "pages 16" reads the same cache
+ * decode reads (268 MB, which a large L3 may partly hold between calls):
+ * "of read" and "of 268MB" are the best call's GB/s over each. "paired"
+ * is the fraction the targets are judged by: 7 more calls, each
+ * right after a read pass over the first buffer on the same threads, each
+ * call's GB/s over its own pass's, the median of the 7. A shared host's
+ * bandwidth moves by 2x from one second to the next (38 to 78 GB/s in one
+ * minute on an AMD EPYC VM), so a ceiling measured once at the start can
+ * be from another moment than the calls. "pages 16" reads the same cache
  * as a session keeps it (issue #33): pages of 16 tokens (k_pages,
  * v_pages) placed in shuffled order.
  *
@@ -63,7 +69,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { MAX_T = 8 };
+enum { MAX_T = 8, PAIRS = 7 };
 
 static double now(void)
 {
@@ -441,6 +447,7 @@ int main(int argc, char **argv)
     const char *width;
     int met = 0, missed = 0;
     float *t5_table = randf((size_t)32 * H, 9);
+    ceiling_reader *reader;
 
     printf("decode vs the machine: %s, %ld cores online, kernels %s\n", ceiling_cpu_model(), cores,
            pa_kernel_name());
@@ -452,10 +459,11 @@ int main(int argc, char **argv)
                "%.1f GB/s over %.0f MB\n",
                T, fma, width, bw_far[T], far / 1e6, bw_kv[T], kv_bytes / 1e6);
     }
+    reader = ceiling_reader_new(tmax, far);
     printf("\nLq=1, H=%d, Hkv=%d, D=%d, causal; k and v resident (%.0f MB per call)\n", H, Hkv, D,
            kv_bytes / 1e6);
-    printf("%-22s %2s %6s %3s %9s %8s %9s %9s %7s %5s %6s\n", "case", "B", "Lk", "T", "ms", "GB/s",
-           "of read", "of 268MB", "target", "met", "x f32");
+    printf("%-22s %2s %6s %3s %9s %8s %9s %9s %7s %7s %5s %6s\n", "case", "B", "Lk", "T", "ms",
+           "GB/s", "of read", "of 268MB", "paired", "target", "met", "x f32");
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const dec_case *dc = &cases[ci];
         pa_scheme s;
@@ -523,9 +531,9 @@ int main(int argc, char **argv)
         for (int b = 0; b < dc->B; b++)
             c.partials[b] = xmalloc(pa_attention_partials_size(&c.a[b], &c.out[b], tmax));
         for (int T = 1; T <= tmax; T = T == tmax ? tmax + 1 : tmax) {
-            double best = 1e30, gbs;
+            double best = 1e30, gbs, paired;
             bool ok;
-            char vs[16];
+            char vs[16], ps[16];
             c.T = T;
             dec_call(&c); /* warm-up: pages, tables */
             for (int r = 0; r < reps; r++) {
@@ -534,14 +542,33 @@ int main(int argc, char **argv)
                 best = fmin(best, now() - t0);
             }
             gbs = bytes / best * 1e-9;
-            ok = gbs / bw_far[T] >= 0.6;
+            paired = NAN;
+            if (dc->target && T == tmax) {
+                /* Each call right after a read pass over the far buffer:
+                 * the call's GB/s over the pass's, the median of PAIRS. */
+                double r[PAIRS];
+                const int n = smoke ? 1 : PAIRS;
+                for (int i = 0; i < n; i++) {
+                    const double ceil = ceiling_reader_pass(reader);
+                    const double t0 = now();
+                    dec_call(&c);
+                    r[i] = bytes / (now() - t0) * 1e-9 / ceil;
+                }
+                qsort(r, (size_t)n, sizeof r[0], bench_cmp_double);
+                paired = r[n / 2];
+            }
+            ok = paired >= 0.6;
             best_of[ci][T] = best;
             if (dc->dtype != PA_DTYPE_F32)
                 snprintf(vs, sizeof vs, "%.2f", best_of[dc->vs][T] / best);
             else
                 snprintf(vs, sizeof vs, "-");
-            printf("%-22s %2d %6d %3d %9.2f %8.1f %9.2f %9.2f %7s %5s %6s\n", dc->name, dc->B,
-                   dc->Lk, T, best * 1e3, gbs, gbs / bw_far[T], gbs / bw_kv[T],
+            if (isnan(paired))
+                snprintf(ps, sizeof ps, "-");
+            else
+                snprintf(ps, sizeof ps, "%.2f", paired);
+            printf("%-22s %2d %6d %3d %9.2f %8.1f %9.2f %9.2f %7s %7s %5s %6s\n", dc->name, dc->B,
+                   dc->Lk, T, best * 1e3, gbs, gbs / bw_far[T], gbs / bw_kv[T], ps,
                    dc->target && T == tmax ? ">=0.60" : "-",
                    dc->target && T == tmax ? (ok ? "met" : "NO") : "-", vs);
             if (dc->target && T == tmax)
@@ -564,6 +591,7 @@ int main(int argc, char **argv)
         free(vpages);
     }
     free(t5_table);
+    ceiling_reader_free(reader);
     arith_rows(H, Hkv, D, L, tmax, smoke);
     if (!only16)
         mla_rows(smoke, bw_far[1], reps);

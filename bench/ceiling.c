@@ -278,37 +278,64 @@ static void *read_plain(void *p)
     return NULL;
 }
 
-double ceiling_read_gbs(int T, size_t bytes, int reps)
-{
-    void *(*fn)(void *) = read_plain;
-    size_t n = bytes / sizeof(float) / 64 * 64;
+struct ceiling_reader {
+    void *(*fn)(void *);
     float *buf;
+    size_t n; /* floats, a multiple of 64 */
+    int T;
     read_arg args[MAX_T];
-    double best = 0;
-    T = T < 1 ? 1 : T > MAX_T ? MAX_T : T;
-    if (posix_memalign((void **)&buf, 64, n * sizeof(float)) != 0) {
+};
+
+ceiling_reader *ceiling_reader_new(int T, size_t bytes)
+{
+    const size_t n = bytes / sizeof(float) / 64 * 64;
+    ceiling_reader *r = calloc(1, sizeof *r);
+    if (r == NULL || posix_memalign((void **)&r->buf, 64, n * sizeof(float)) != 0) {
         fprintf(stderr, "ceiling: out of memory for %zu bytes\n", bytes);
         exit(1);
     }
-    for (size_t i = 0; i < n; i++)
-        buf[i] = (float)(i & 7);
+    r->fn = read_plain;
+    r->n = n;
+    r->T = T < 1 ? 1 : T > MAX_T ? MAX_T : T;
+    for (size_t i = 0; i < r->n; i++)
+        r->buf[i] = (float)(i & 7);
 #if CEIL_X86
     if (__builtin_cpu_supports("avx512f"))
-        fn = read_avx512;
+        r->fn = read_avx512;
     else if (__builtin_cpu_supports("avx2"))
-        fn = read_avx2;
+        r->fn = read_avx2;
 #endif
-    for (int i = 0; i < T; i++) { /* slices of whole 64-float blocks */
-        const size_t b0 = n / 64 * (size_t)i / (size_t)T, b1 = n / 64 * (size_t)(i + 1) / (size_t)T;
-        args[i].p = buf + b0 * 64;
-        args[i].n = (b1 - b0) * 64;
+    for (int i = 0; i < r->T; i++) { /* slices of whole 64-float blocks */
+        const size_t b0 = r->n / 64 * (size_t)i / (size_t)r->T;
+        const size_t b1 = r->n / 64 * (size_t)(i + 1) / (size_t)r->T;
+        r->args[i].p = r->buf + b0 * 64;
+        r->args[i].n = (b1 - b0) * 64;
     }
-    for (int r = 0; r < reps; r++) {
-        double t = run_threads(T, fn, args, sizeof *args);
-        double gbs = (double)n * sizeof(float) / t * 1e-9;
+    return r;
+}
+
+double ceiling_reader_pass(ceiling_reader *r)
+{
+    const double t = run_threads(r->T, r->fn, r->args, sizeof r->args[0]);
+    return (double)r->n * sizeof(float) / t * 1e-9;
+}
+
+void ceiling_reader_free(ceiling_reader *r)
+{
+    if (r != NULL)
+        free(r->buf);
+    free(r);
+}
+
+double ceiling_read_gbs(int T, size_t bytes, int reps)
+{
+    ceiling_reader *r = ceiling_reader_new(T, bytes);
+    double best = 0;
+    for (int i = 0; i < reps; i++) {
+        const double gbs = ceiling_reader_pass(r);
         best = gbs > best ? gbs : best;
     }
-    free(buf);
+    ceiling_reader_free(r);
     return best;
 }
 

@@ -30,6 +30,15 @@ double ceiling_bf16_gflops(int T);
  * bandwidth. */
 double ceiling_read_gbs(int T, size_t bytes, int reps);
 
+/* The same read, one pass at a time over a buffer kept between passes: for
+ * a caller that times its own work between passes, so that each of its
+ * calls has a ceiling from the same moment (a shared host's bandwidth moves
+ * by 2x within seconds). ceiling_reader_new exits on out of memory. */
+typedef struct ceiling_reader ceiling_reader;
+ceiling_reader *ceiling_reader_new(int T, size_t bytes);
+double ceiling_reader_pass(ceiling_reader *r); /* GB/s of one pass */
+void ceiling_reader_free(ceiling_reader *r);
+
 /* A buffer size well past the last-level cache: 4x its size as the C
  * library reports it, at least 1 GiB. */
 size_t ceiling_past_llc(void);
