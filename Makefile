@@ -146,6 +146,7 @@ $(BUILD)/tests/%.o: tests/%.c
 # The softmax row kernels are written to vectorize; -O3 lets GCC do it.
 $(BUILD)/lib/softmax.o: OPT += -O3 -fno-trapping-math
 $(BUILD)/lib/bias_row.o: OPT += -O3 -fno-trapping-math
+$(BUILD)/lib/rope.o: OPT += -O3
 # The decode kernel's register tiles (lib/decode_rows.c) need the
 # loops over their rows unrolled, as -O3 does.
 $(BUILD)/lib/attention_decode.o: OPT += -O3
