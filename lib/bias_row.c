@@ -3,14 +3,9 @@
  * lib/softmax.c. */
 #include "bias_row.h"
 
-#include <math.h>
+#include "clones.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define PA__CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PA__CLONES
-#endif
+#include <math.h>
 
 PA__CLONES void pa__row_alibi(float *row, const int32_t *kpos, int32_t n, int32_t qp, float m,
                               bool symmetric)

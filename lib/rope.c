@@ -7,6 +7,8 @@
  */
 #include "internal.h"
 
+#include "clones.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,18 +17,12 @@
 #define PI 3.14159265358979323846
 
 /* The tables are plain loops that GCC vectorizes at -O3 (Makefile), cloned
- * for AVX-512 and AVX2 as in lib/bias_row.c: in the profile of a rope
- * prefill (L = 2048, D = 64, compute_dtype bf16) they fell from 1.4% of the
- * time to 0.25%. Every clone rounds each product and sum alone (ISO C, no
- * contraction), so all give the same bits. Not the
- * rotation: GCC's vectorizer turns its pairs into vfmaddsub where the CPU
- * has FMA, which rounds once where the C rounds twice. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define PA__CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PA__CLONES
-#endif
+ * (clones.h): in the profile of a rope prefill (L = 2048, D = 64,
+ * compute_dtype bf16) they fell from 1.4% of the time to 0.25%. Every clone
+ * rounds each product and sum alone (ISO C, no contraction), so all give
+ * the same bits. Not the rotation: GCC's vectorizer turns its pairs into
+ * vfmaddsub where the CPU has FMA, which rounds once where the C rounds
+ * twice. */
 
 /* Defaults of the Llama 3.1 scaling, used when the field is 0. */
 #define LLAMA3_FACTOR 8.0
