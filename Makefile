@@ -212,14 +212,15 @@ $(BUILD)/tests/test_api_attention $(BUILD)/tests/test_api_errors $(BUILD)/tests/
     $(BUILD)/tests/test_api_rope2d $(BUILD)/tests/test_api_fire $(BUILD)/tests/test_api_cope \
     $(BUILD)/tests/test_api_packed $(BUILD)/tests/test_api_diff $(BUILD)/tests/test_api_mla \
     $(BUILD)/tests/test_sessions $(BUILD)/tests/test_session_create $(BUILD)/tests/test_item_session \
-    $(BUILD)/tests/test_session_takeover $(BUILD)/tests/test_roofline: $(TEST_API_OBJ)
+    $(BUILD)/tests/test_session_takeover $(BUILD)/tests/test_roofline \
+    $(BUILD)/tests/test_named16: $(TEST_API_OBJ)
 $(BUILD)/tests/test_batch $(BUILD)/tests/test_batch_positions $(BUILD)/tests/test_item_qscale: $(TEST_BATCH_OBJ)
 $(BUILD)/tests/test_sessions $(BUILD)/tests/test_session_create \
     $(BUILD)/tests/test_session_takeover: $(TEST_SESSION_OBJ)
 # It makes a replica stop between an item's two looks for its session.
 $(BUILD)/tests/test_session_takeover: ALL_LDFLAGS += -Wl,--wrap=srv_kv_adopt
 $(BUILD)/tests/test_tensor_file $(BUILD)/tests/test_tensor_store \
-    $(BUILD)/tests/test_tensors: $(TEST_STORE_OBJ)
+    $(BUILD)/tests/test_tensors $(BUILD)/tests/test_named16: $(TEST_STORE_OBJ)
 $(BUILD)/tests/test_infer $(BUILD)/tests/test_infer_parameters: $(TEST_INFER_OBJ)
 $(BUILD)/tests/test_json_lift $(BUILD)/tests/test_json_numbers: $(TEST_LIFT_OBJ)
 $(BUILD)/tests/test_badinput: $(TEST_BADINPUT_OBJ)

@@ -269,7 +269,10 @@ int main(int argc, char **argv)
         const srv_named_tensor *t = srv_tensor_store_at(tensors, i);
         srv_log_event(cfg.log_format, "info", "tensor", "tensor %s: %s%s%s %s, %zu values%s",
                       t->name, t->file, t->tensor[0] ? ":" : "", t->tensor,
-                      srv_dtype_name(t->dtype), t->count, t->mapped ? " (mapped)" : " (converted)");
+                      srv_dtype_name(t->dtype), t->count,
+                      t->mapped           ? " (mapped)"
+                      : t->data16 != NULL ? " (converted; read in 16 bits as k and v)"
+                                          : " (converted)");
     }
     /* Models: a config posattn cannot read stops start-up, as a tensor. */
     if (!srv_model_set_load(cfg.models, cfg.n_models, &models, msg, sizeof msg)) {

@@ -25,6 +25,11 @@ typedef struct srv_tensor {
     float *data;   /* count floats: malloc'd and owned, unless borrowed */
     bool borrowed; /* data belongs to someone else (a loaded named tensor,
                       a request's binary segment): never written or freed */
+    /* The same values in 16 bits where a named tensor lends its file's
+     * (store/tensor_store.h), else NULL: borrowed, never written.
+     * bits16_type is a pa_dtype, PA_DTYPE_BF16 or PA_DTYPE_F16. */
+    const uint16_t *bits16;
+    int bits16_type;
 } srv_tensor;
 
 /* Parses the tensor object `node`. `field` is its path for errors

@@ -5,6 +5,7 @@
 #include "store/tensor_store.h"
 
 #include "codec/float32.h"
+#include "posattn.h" /* PA_DTYPE_BF16, PA_DTYPE_F16: data16 lent to attention items */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -133,6 +134,11 @@ static bool take_data(const srv_tensor_spec *spec, const mapping *m, const srv_t
                     spec->path, e->name[0] ? e->name : spec->name, bad, e->dtype_name);
     }
     t->data = buf;
+    /* The file's 16 bits too, where the kernels can read them in place:
+     * little-endian, C order, aligned as a float (pa_attention.kv_dtype). */
+    if ((e->dtype == SRV_DTYPE_BF16 || e->dtype == SRV_DTYPE_F16) && !e->big_endian &&
+        !e->fortran && (uintptr_t)src % sizeof(float) == 0 && srv_host_little_endian())
+        t->data16 = (const uint16_t *)(const void *)src;
     return true;
 }
 
@@ -196,7 +202,7 @@ static bool load_one(srv_tensor_store *s, const srv_tensor_spec *spec, srv_named
     if (!take_data(spec, &m, e, t, &in_place, err, cap))
         goto done;
     t->mapped = in_place;
-    if (in_place) {
+    if (in_place || t->data16 != NULL) {
         s->maps[s->n_maps++] = m;
         m.p = NULL;
     }
@@ -342,5 +348,9 @@ bool srv_tensor_store_ref(const srv_tensor_store *s, const cJSON *node, const ch
     /* The store's data is never written: borrowed tensors are read-only. */
     out->data = (float *)(uintptr_t)t->data;
     out->borrowed = true;
+    if (t->data16 != NULL) {
+        out->bits16 = t->data16;
+        out->bits16_type = t->dtype == SRV_DTYPE_BF16 ? PA_DTYPE_BF16 : PA_DTYPE_F16;
+    }
     return true;
 }

@@ -6,7 +6,10 @@
  * from then on and is shared by every HTTP thread and worker without locks.
  * F32 data is used in place from a read-only mapping of the file (when
  * 4-byte aligned); F16, BF16, F64 and unaligned F32 are converted into a
- * malloc'd float32 buffer at load. Every value must be finite.
+ * malloc'd float32 buffer at load. Every value must be finite. F16 and
+ * BF16 data keep their file's bits beside that buffer (data16: the mapping,
+ * 4-byte aligned, little-endian, C order), which an attention item reads
+ * as its k and v (pa_attention.kv_dtype): half the bytes a decode reads.
  */
 #ifndef SRV_TENSOR_STORE_H
 #define SRV_TENSOR_STORE_H
@@ -19,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct srv_tensor_store srv_tensor_store;
 
@@ -34,6 +38,10 @@ typedef struct srv_named_tensor {
     size_t file_bytes; /* bytes in the file (count * dtype size) */
     const float *data; /* count float32 values, never written */
     bool mapped;       /* data points into the file mapping (no copy) */
+    /* F16 or BF16 (dtype) as stored: count elements in the file mapping,
+     * 4-byte aligned, little-endian, C order; else NULL. The same values
+     * as data, never written. */
+    const uint16_t *data16;
 } srv_named_tensor;
 
 /* Loads every spec (n may be 0: then *out is NULL and true is returned).
@@ -61,6 +69,7 @@ bool srv_tensor_is_ref(const cJSON *node);
  * (UNKNOWN_TENSOR otherwise, listing the loaded names) and, when
  * want_ndim > 0, the rank, as srv_tensor_parse does for inline tensors.
  * Loaded tensors are not request memory: max_tensor_elements does not apply.
+ * A tensor with data16 lends it too (out->bits16, out->bits16_type).
  * On failure fills *err and leaves *out untouched. s may be NULL. */
 bool srv_tensor_store_ref(const srv_tensor_store *s, const cJSON *node, const char *field,
                           int want_ndim, srv_tensor *out, srv_reply *err);
