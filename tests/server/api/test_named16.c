@@ -5,7 +5,8 @@
  * in 16 bits (pa_attention.kv_dtype): the same output, bit for bit, as the
  * item with the widened values inline, and half the key and value bytes in
  * its timing. A batch, a mixed pair, a type mismatch and a tensor the file
- * holds unaligned read float32, with the same results.
+ * holds unaligned read float32, with the same results. A .npy f2 array
+ * keeps its bits when little-endian.
  */
 #include "api/job.h"
 #include "store/tensor_store.h"
@@ -101,16 +102,34 @@ static int setup(void **state)
     }
     free(data);
     {
-        static const char *const names[] = {"k", "v", "k4", "v4", "kh", "vh", "odd"};
-        srv_tensor_spec sp[7];
+        /* kf16 as .npy: little-endian (kept), and big-endian (widened only) */
+        char npy_le[128], npy_be[128];
+        uint16_t swapped[KV];
+        for (size_t i = 0; i < KV; i++)
+            swapped[i] = (uint16_t)(kf16[i] << 8 | kf16[i] >> 8);
+        buf le = npy(1, NPY("<f2", "False", "(40, 2, 8)"), kf16, sizeof kf16);
+        buf be = npy(1, NPY(">f2", "False", "(40, 2, 8)"), swapped, sizeof swapped);
+        snprintf(npy_le, sizeof npy_le, "%s/kle.npy", tmpdir);
+        snprintf(npy_be, sizeof npy_be, "%s/kbe.npy", tmpdir);
+        for (int i = 0; i < 2; i++) {
+            FILE *f = fopen(i == 0 ? npy_le : npy_be, "wb");
+            buf *b = i == 0 ? &le : &be;
+            assert_non_null(f);
+            assert_int_equal(fwrite(b->p, 1, b->n, f), b->n);
+            fclose(f);
+            free(b->p);
+        }
+        static const char *const names[] = {"k", "v", "k4", "v4", "kh", "vh", "odd", "kle", "kbe"};
+        srv_tensor_spec sp[9];
         char err[512] = "";
         memset(sp, 0, sizeof sp);
-        for (int i = 0; i < 7; i++) {
+        for (int i = 0; i < 9; i++) {
             snprintf(sp[i].name, sizeof sp[i].name, "%s", names[i]);
-            snprintf(sp[i].path, sizeof sp[i].path, "%s", path);
-            snprintf(sp[i].tensor, sizeof sp[i].tensor, "%s", names[i]);
+            snprintf(sp[i].path, sizeof sp[i].path, "%s", i < 7 ? path : i == 7 ? npy_le : npy_be);
+            if (i < 7)
+                snprintf(sp[i].tensor, sizeof sp[i].tensor, "%s", names[i]);
         }
-        if (!srv_tensor_store_load(sp, 7, &store, err, sizeof err)) {
+        if (!srv_tensor_store_load(sp, 9, &store, err, sizeof err)) {
             fprintf(stderr, "test_named16: %s\n", err);
             return -1;
         }
@@ -151,6 +170,15 @@ static void test_store_keeps_bits(void **state)
     assert_memory_equal(kh->data16, kf16, KV * sizeof(uint16_t));
     assert_null(odd->data16); /* two bytes past a float's alignment: float32 only */
     assert_memory_equal(odd->data, kf, KV * sizeof(float));
+    /* .npy f2: kept when little-endian; a big-endian file is widened only */
+    const srv_named_tensor *le = srv_tensor_store_find(store, "kle");
+    const srv_named_tensor *be = srv_tensor_store_find(store, "kbe");
+    assert_non_null(le);
+    assert_non_null(be);
+    assert_non_null(le->data16);
+    assert_memory_equal(le->data16, kf16, KV * sizeof(uint16_t));
+    assert_null(be->data16);
+    assert_memory_equal(be->data, kf, KV * sizeof(float));
 }
 
 /* One item: q inline (the first LQ rows, or B batches of them), k and v
