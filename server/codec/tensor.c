@@ -765,6 +765,8 @@ bool srv_tensor_parse_as(const cJSON *node, const char *field, int want_ndim, si
     memcpy(out->shape, shape, sizeof shape);
     out->count = count;
     out->data = buf;
+    out->bits16 = NULL; /* a request's own floats: nothing lent */
+    out->bits16_type = 0;
     return true;
 }
 

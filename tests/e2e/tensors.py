@@ -9,7 +9,8 @@ relative_attention_bias (BF16), Shaw rel_k (F16) / rel_v and layer-mode
 weights (F32 and F64 .npy, safetensors) loaded by --tensor, and checks:
   - each request by {"ref": NAME} answers exactly (bit for bit, b64) what the
     same request with the tensor inline (the converted float32 values)
-    answers;
+    answers; k and v named in BF16 are read in 16 bits (their timing's
+    bytes);
   - GET /v1/tensors lists every tensor with shape, dtype, file, tensor and
     bytes;
   - a ref to an unknown name, or of the wrong rank, is a 400 naming the field;
@@ -175,6 +176,26 @@ class NamedTensors(unittest.TestCase):
         a = self.same("/v1/attention", self.attention(items[0]), self.attention(items[1]))
         self.assertEqual(a["outputs"][0]["output"]["shape"], [3, 2, 3])
         self.assertEqual(a["outputs"][0]["k_rot"]["shape"], [6, 2])
+
+    def test_kv_in_16_bits(self):
+        """k and v named in BF16 are read in 16 bits: the inline item's
+        output bit for bit, for a prefill and a decode, and 2 bytes a key
+        and value element in the timing's bytes (the inline item's 4)."""
+        for lq in (7, 1):
+            q = rnd((lq, 4, 8), 30 + lq)
+            item = self.item({"type": "rope"}, q=q, causal=True)
+            inl = dict(item, k=inline("k16"), v=inline("v16"))
+            ref = dict(item, k={"ref": "k16"}, v={"ref": "v16"})
+            s1, a1 = request("POST", "/v1/attention", self.attention(inl))
+            s2, a2 = request("POST", "/v1/attention", self.attention(ref))
+            self.assertEqual((s1, s2), (200, 200), (a1, a2))
+            o1, o2 = a1["outputs"][0], a2["outputs"][0]
+            kv_bytes = 40 * 2 * (8 + 8)  # keys x Hkv x (D + Dv)
+            self.assertEqual(o1["timing"]["bytes"] - o2["timing"]["bytes"], 2 * kv_bytes,
+                             (lq, o1["timing"], o2["timing"]))
+            o1.pop("timing")
+            o2.pop("timing")
+            self.assertEqual(o1, o2, lq)
 
     def test_batch_shares_one_table(self):
         # Many items borrowing one table: all answer as inline would.
