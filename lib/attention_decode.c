@@ -233,22 +233,30 @@ void pa__decode(const pa__plan *p, const buffers *b, const head_io *io, int32_t 
             kc = pa__krun(io, k0, pa__min_i32(prep_k ? 4 : DEC_KG, hi - k0));
             if (heads_whole) {
                 /* Each key's rows of every kv head in one call, which asks
-                 * for key j + DEC_AHEAD's value rows head by head as
-                 * key_logits does (all at once, before the heads, ran at
-                 * 0.7x). Not its key rows: a key's rows of every head are
-                 * one row of k, read front to back, which the hardware
-                 * prefetchers follow; asking for them too took 7-10% longer
+                 * for key j + DEC_AHEAD's rows head by head as key_logits
+                 * does (all at once, before the heads, ran at 0.7x): its
+                 * value rows, and its key rows where k is paged. A key's
+                 * rows of every head are one row of k, so a contiguous k is
+                 * read front to back, which the hardware prefetchers
+                 * follow: asking for its key rows too took 7-10% longer
                  * (bf16 on an AMD EPYC, each call paired with a read of the
-                 * memory, as bench_decode now measures). */
+                 * memory, as bench_decode measures). Pages placed anywhere
+                 * break that stream every page_tokens keys: without the
+                 * key rows asked for, a paged bf16 decode took 20% longer
+                 * on one thread. */
                 const size_t es = pa__dtype_size(io->kvt);
                 for (int32_t j = k0; j < k0 + kc; j++) {
                     float *S = b->dS + (size_t)h0 * Lq * nk + (j - lo);
                     const bool ahead = j + DEC_AHEAD < j1;
+                    const void *ka =
+                        ahead && io->kp != NULL
+                            ? (const char *)pa__krow_raw(io, j + DEC_AHEAD) + (size_t)g0 * p->D * es
+                            : NULL;
                     const void *va =
                         ahead ? (const char *)pa__vrow_raw(io, j + DEC_AHEAD) + (size_t)g0 * Dv * es
                               : NULL;
                     ops.dot_heads16(b->dq + (size_t)h0 * Lq * p->D, G * Lq, g1 - g0, p->D,
-                                    (const uint16_t *)pa__krow_raw(io, j) + (size_t)g0 * p->D, NULL,
+                                    (const uint16_t *)pa__krow_raw(io, j) + (size_t)g0 * p->D, ka,
                                     va, Dv, p->scale, S, (size_t)nk);
                 }
                 continue;

@@ -51,7 +51,8 @@ typedef struct pa__row_ops {
      * and its checks per key and kv head. Before each head, the same
      * head's rows of a key further on are asked for, as the decode does
      * head by head: d elements from ka + i d and dv from va + i dv (either
-     * NULL: none; the decode asks for values only, attention_decode.c).
+     * NULL: none; the decode asks for key rows only where k is paged,
+     * attention_decode.c).
      * For 16-bit keys the arithmetic is near the memory's time and this
      * call takes 15-20% off a decode; float32 keys, bound by the memory,
      * measured no better, and keep dot. */
