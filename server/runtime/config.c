@@ -220,7 +220,8 @@ void srv_config_usage(FILE *out, const char *prog)
     fprintf(out, "  %-26s %-29s %s\n", "--version", "", "print the version and exit");
     fprintf(out,
             "\n--tensor NAME=PATH[:TENSOR] loads a tensor from a .safetensors or .npy file\n"
-            "before listening (F32 used in place; F16, BF16, F64 converted to float32); a bad\n"
+            "before listening (F32 used in place; F16, BF16, F64 converted to float32, and\n"
+            "F16, BF16 also read in 16 bits as an attention item's k and v); a bad\n"
             "file stops start-up. TENSOR picks one tensor of a safetensors file (needed when\n"
             "it holds several); PATH:TENSOR splits at the last ':' right after .safetensors or\n"
             ".npy, so paths may hold ':'. NAME is [A-Za-z0-9_.-]+. POSATTN_TENSORS holds\n"
