@@ -308,7 +308,6 @@ void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const fl
                    const float *sin_t, const float *scale, const float *src, int ld, int32_t n,
                    float *dst, float *ret, int ret_ld)
 {
-    const size_t half = (size_t)p->r / 2;
     const int32_t D = p->D;
     for (int32_t i = 0; i < n; i++) {
         const float *x = src + (size_t)i * ld;
@@ -341,9 +340,12 @@ void pa__prep_rows(const pa__plan *p, const row_norm *nm, int32_t head, const fl
         } else {
             memcpy(y, x, (size_t)D * sizeof(float));
         }
-        if (p->rope)
-            pa_rope_apply(&p->rope_cfg, D, 1, 1, cos_t + (size_t)i * half, sin_t + (size_t)i * half,
-                          y, y);
+    }
+    /* The n rows turned in one call (their tables: r / 2 floats a row). */
+    if (p->rope)
+        pa_rope_apply(&p->rope_cfg, D, n, 1, cos_t, sin_t, dst, dst);
+    for (int32_t i = 0; i < n; i++) {
+        float *y = dst + (size_t)i * D;
         if (scale != NULL) /* after rope, as Hugging Face and Qwen scale q */
             for (int32_t d = 0; d < D; d++)
                 y[d] *= scale[i];

@@ -178,7 +178,8 @@ static void test_apply_vs_reference(void **state)
             for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
                 int32_t D = dims[d][0], rd = dims[d][1] ? dims[d][1] : D;
                 if ((sc == PA_ROPE_SCALING_NTK || sc == PA_ROPE_SCALING_DYNAMIC ||
-                     sc == PA_ROPE_SCALING_NTK_ALPHA) && rd <= 2)
+                     sc == PA_ROPE_SCALING_NTK_ALPHA) &&
+                    rd <= 2)
                     continue;
                 pa_rope r = rope_config((pa_rope_scaling)sc, dims[d][1], rd);
                 r.layout = (pa_rope_layout)layout;
@@ -237,6 +238,64 @@ static void test_apply_in_place(void **state)
             free(y);
             free(out);
             free(want);
+        }
+    }
+}
+
+/* Every output is two products, each rounded, then their difference or
+ * sum, rounded, on whichever kernel the CPU runs (make test runs this file
+ * under POSATTN_KERNEL=portable and avx2 too): the bits of a row do not
+ * depend on the CPU. A fused multiply-add, rounding once, gives other bits
+ * in most of these outputs. Every pair count from 1 to 40 and around 64,
+ * so that each kernel's blocks and tails are both met, in place and not,
+ * with dimensions past rotary_dim. */
+static void test_apply_two_roundings(void **state)
+{
+    (void)state;
+    enum { N = 3, H = 2 };
+    const int32_t extra[] = {0, 3};
+    tu_rng rng;
+    tu_rng_seed(&rng, 11);
+    for (int layout = 0; layout < 2; layout++) {
+        for (int32_t h = 1; h <= 70; h = h < 40 ? h + 1 : h + 6) {
+            for (size_t e = 0; e < sizeof extra / sizeof extra[0]; e++) {
+                const int32_t rd = 2 * h, D = rd + extra[e];
+                const size_t total = (size_t)N * H * (size_t)D;
+                pa_rope r = rope_defaults();
+                r.rotary_dim = extra[e] ? rd : 0;
+                r.layout = (pa_rope_layout)layout;
+                float *c = tu_alloc((size_t)N * (size_t)h, sizeof(float));
+                float *s = tu_alloc((size_t)N * (size_t)h, sizeof(float));
+                float *x = tu_alloc(total, sizeof(float));
+                float *out = tu_alloc(total, sizeof(float));
+                float *want = tu_alloc(total, sizeof(float));
+                tu_fill(&rng, c, (size_t)N * (size_t)h, -1.5, 1.5);
+                tu_fill(&rng, s, (size_t)N * (size_t)h, -1.5, 1.5);
+                tu_fill(&rng, x, total, -2.0, 2.0);
+                for (int32_t t = 0; t < N; t++)
+                    for (int32_t hd = 0; hd < H; hd++) {
+                        const float *xr = x + ((size_t)t * H + (size_t)hd) * (size_t)D;
+                        float *wr = want + ((size_t)t * H + (size_t)hd) * (size_t)D;
+                        memcpy(wr, xr, (size_t)D * sizeof(float));
+                        for (int32_t i = 0; i < h; i++) {
+                            const int32_t i0 = layout ? 2 * i : i, i1 = layout ? 2 * i + 1 : i + h;
+                            const float a = xr[i0], b = xr[i1], ci = c[t * h + i],
+                                        si = s[t * h + i];
+                            volatile float ac = a * ci, bs = b * si, bc = b * ci, as = a * si;
+                            wr[i0] = ac - bs;
+                            wr[i1] = bc + as;
+                        }
+                    }
+                pa_rope_apply(&r, D, N, H, c, s, x, out);
+                assert_memory_equal(out, want, total * sizeof(float));
+                pa_rope_apply(&r, D, N, H, c, s, x, x);
+                assert_memory_equal(x, want, total * sizeof(float));
+                free(c);
+                free(s);
+                free(x);
+                free(out);
+                free(want);
+            }
         }
     }
 }
@@ -340,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_pairs_explicit),
         cmocka_unit_test(test_apply_vs_reference),
         cmocka_unit_test(test_apply_in_place),
+        cmocka_unit_test(test_apply_two_roundings),
         cmocka_unit_test(test_apply_empty),
     };
     return cmocka_run_group_tests_name("rope_apply", tests, rope_configs_setup, NULL);
