@@ -150,10 +150,12 @@ PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uin
 #pragma GCC unroll 16
             for (int32_t j = 0; j < 16; j++) {
                 const float *row = k + (size_t)(j0 + j) * (size_t)ldk + (size_t)c0;
-                r[j] = j < jn ? (__m512i)_mm512_cvtne2ps_pbh(
-                                    _mm512_maskz_loadu_ps(first16(cn - 16), row + 16),
-                                    _mm512_maskz_loadu_ps(first16(cn), row))
-                              : _mm512_setzero_si512();
+                r[j] = j >= jn    ? _mm512_setzero_si512()
+                       : cn == 32 ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16),
+                                                                 _mm512_loadu_ps(row))
+                                  : (__m512i)_mm512_cvtne2ps_pbh(
+                                        _mm512_maskz_loadu_ps(first16(cn - 16), row + 16),
+                                        _mm512_maskz_loadu_ps(first16(cn), row));
                 if (j0 + 32 <= n) /* as pack_kt_avx512 (tile.c) */
                     for (int32_t c = 0; c < cn; c += 16)
                         _mm_prefetch((const char *)(row + 16 * (size_t)ldk + c), _MM_HINT_T0);
@@ -174,12 +176,18 @@ PA_CVT static void pack_v_dp(int32_t n, int32_t dv, const float *v, int ldv, uin
         uint32_t *dst = v2 + (size_t)t * (size_t)ldv2;
         for (int32_t c = 0; c < dv; c += 16) {
             const __mmask16 k = first16(dv - c);
-            const __m512 lo = _mm512_maskz_loadu_ps(k, r0 + c);
-            const __m512 hi = r1 != NULL ? _mm512_maskz_loadu_ps(k, r1 + c) : _mm512_setzero_ps();
+            const bool whole = dv - c >= 16;
+            const __m512 lo = whole ? _mm512_loadu_ps(r0 + c) : _mm512_maskz_loadu_ps(k, r0 + c);
+            const __m512 hi = r1 == NULL ? _mm512_setzero_ps()
+                              : whole    ? _mm512_loadu_ps(r1 + c)
+                                         : _mm512_maskz_loadu_ps(k, r1 + c);
             const __m512i lo16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(lo));
             const __m512i hi16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(hi));
-            _mm512_mask_storeu_epi32(dst + c, k,
-                                     _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
+            const __m512i y = _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16));
+            if (whole)
+                _mm512_storeu_si512(dst + c, y);
+            else
+                _mm512_mask_storeu_epi32(dst + c, k, y);
         }
     }
 }
