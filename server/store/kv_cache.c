@@ -764,13 +764,17 @@ size_t srv_kv_list(srv_kv_cache *c, size_t offset, srv_kv_info *out, size_t cap,
 size_t srv_kv_expire(srv_kv_cache *c)
 {
     size_t n = 0;
-    const uint64_t t = now_ms();
+    uint64_t t;
     if (c->cfg.ttl_s <= 0.0)
         return 0;
     pthread_mutex_lock(&c->lock);
+    /* The clock read under the lock, after every touch that came before:
+     * read before it, a session touched while this waited was used "after
+     * now", and its unsigned idle time wrapped past any TTL. */
+    t = now_ms();
     for (kv_session *s = c->lru_tail, *prev; s != NULL; s = prev) {
         prev = s->lru_prev;
-        if ((double)(t - s->last_ms) / 1000.0 < c->cfg.ttl_s)
+        if (s->last_ms >= t || (double)(t - s->last_ms) / 1000.0 < c->cfg.ttl_s)
             break; /* the rest were used more recently */
         if (s->busy)
             continue;

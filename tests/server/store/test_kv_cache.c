@@ -16,6 +16,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -436,6 +437,76 @@ static void test_view_and_expiry(void **state)
     srv_kv_cache_free(c);
 }
 
+/* A session used while srv_kv_expire runs is not expired. The expiry had
+ * read the clock before waiting for the cache's lock: a session touched in
+ * the meantime, in a later millisecond, was then "used in the future", its
+ * idle time a wrapped unsigned difference past any TTL, and it was dropped
+ * in use (posattn-load's sessions run got SESSION_NOT_FOUND mid-decode).
+ * Here one thread takes and releases views of the session (each touches
+ * it) for 300 ms while this one expires with a TTL of 600 s: nothing may
+ * expire. */
+typedef struct toucher {
+    srv_kv_cache *c;
+    const char *id;
+    volatile int stop;
+    long touches;
+} toucher;
+
+static void *touch_loop(void *arg)
+{
+    toucher *t = arg;
+    srv_kv_err e;
+    while (!t->stop) {
+        srv_kv_view v;
+        if (!srv_kv_view_take(t->c, t->id, &v, &e))
+            break;
+        srv_kv_view_release(t->c, &v);
+        t->touches++;
+    }
+    return NULL;
+}
+
+static void test_expire_while_touched(void **state)
+{
+    (void)state;
+    static model m;
+    const pa_scheme s = scheme_of(0);
+    srv_kv_cache *c = cache((size_t)16 << 20, 600.0);
+    srv_kv_spec sp = spec_of(&s, 100, SRV_KV_EVICT_NONE, 0, 0, false);
+    char id[SRV_KV_ID_LEN];
+    srv_kv_err e;
+    srv_kv_stats st;
+    toucher t;
+    pthread_t th;
+    size_t expired = 0;
+    long calls = 0;
+    struct timespec t0, t1;
+    tu_rng r;
+    tu_rng_seed(&r, 900);
+    memset(&m, 0, sizeof m);
+    assert_true(srv_kv_create(c, &sp, id, &e));
+    append(c, id, &m, &r, 8);
+    t.c = c;
+    t.id = id;
+    t.stop = 0;
+    t.touches = 0;
+    assert_int_equal(pthread_create(&th, NULL, touch_loop, &t), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        expired += srv_kv_expire(c);
+        calls++;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+    } while ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) < 0.3);
+    t.stop = 1;
+    pthread_join(th, NULL);
+    assert_true(calls > 1000 && t.touches > 1000);
+    assert_int_equal(expired, 0);
+    srv_kv_stats_get(c, &st);
+    assert_int_equal(st.evicted_ttl, 0);
+    assert_int_equal(st.sessions, 1);
+    srv_kv_cache_free(c);
+}
+
 static void test_spec_errors(void **state)
 {
     (void)state;
@@ -520,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_view_and_expiry),
+        cmocka_unit_test(test_expire_while_touched),
         cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_chosen_ids),
     };
