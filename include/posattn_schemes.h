@@ -545,7 +545,10 @@ pa_status pa_rope_cos_sin_mrope(const pa_rope *r, int32_t head_dim, const int32_
                                 pa_error *err);
 
 /* Rotates x [n, heads, head_dim] into out (same shape; out may equal x) with
- * tables from pa_rope_cos_sin for the same n positions. Cannot fail once the
+ * tables from pa_rope_cos_sin for the same n positions. Each output is two
+ * rounded products and their rounded sum, as PyTorch's float32
+ * x * cos + rotate_half(x) * sin computes it, with no fused multiply-add:
+ * the same bits on every CPU and kernel. Cannot fail once the
  * configuration has passed pa_rope_check. */
 void pa_rope_apply(const pa_rope *r, int32_t head_dim, int32_t n, int32_t heads,
                    const float *cos_tab, const float *sin_tab, const float *x, float *out);
