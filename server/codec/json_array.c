@@ -153,13 +153,16 @@ static inline bool mul_pow10(uint64_t m, int k, double *out)
     const uint64_t mm = m << z;
     const lift_u128 lo = (lift_u128)mm * recip10[k][1], hi = (lift_u128)mm * recip10[k][0];
     const lift_u128 h = hi + (lo >> 64); /* the product's top 128 bits, m' T >> 64 */
-    const int t = (int)(h >> 127) + 74;
-    const lift_u128 tail = h & (((lift_u128)1 << t) - 1), half = (lift_u128)1 << (t - 1);
-    uint64_t mant = (uint64_t)(h >> t);
-    if (tail >= half)
-        mant++; /* 2^53 at most: carries into the exponent below */
-    else if (tail + 1 == half)
-        return false;
+    /* t is 74 or 75, so the tail's top part and half are in H's low bits
+     * (half's low word is 0): the comparisons in 64 bits, and the rounding
+     * without a branch (it goes either way, at random, number by number). */
+    const uint64_t H = (uint64_t)(h >> 64), Lw = (uint64_t)h;
+    const int t = (int)(H >> 63) + 74, th = t - 64;
+    const uint64_t tail_hi = H & (((uint64_t)1 << th) - 1), half_hi = (uint64_t)1 << (th - 1);
+    uint64_t mant = H >> th;
+    if (tail_hi == half_hi - 1 && Lw == UINT64_MAX)
+        return false; /* a tail of half less one */
+    mant += tail_hi >= half_hi; /* 2^53 at most: carries into the exponent below */
     {
         /* x = m / 10^k = mant 2^(t + 64 - 127 - b_k - z). */
         const int e = t + 64 - 127 - bits10[k] - z;
