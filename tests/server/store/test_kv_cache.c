@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -448,7 +449,7 @@ static void test_view_and_expiry(void **state)
 typedef struct toucher {
     srv_kv_cache *c;
     const char *id;
-    volatile int stop;
+    atomic_int stop;
     long touches;
 } toucher;
 
@@ -456,7 +457,7 @@ static void *touch_loop(void *arg)
 {
     toucher *t = arg;
     srv_kv_err e;
-    while (!t->stop) {
+    while (!atomic_load(&t->stop)) {
         srv_kv_view v;
         if (!srv_kv_view_take(t->c, t->id, &v, &e))
             break;
@@ -488,7 +489,7 @@ static void test_expire_while_touched(void **state)
     append(c, id, &m, &r, 8);
     t.c = c;
     t.id = id;
-    t.stop = 0;
+    atomic_init(&t.stop, 0);
     t.touches = 0;
     assert_int_equal(pthread_create(&th, NULL, touch_loop, &t), 0);
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -497,7 +498,7 @@ static void test_expire_while_touched(void **state)
         calls++;
         clock_gettime(CLOCK_MONOTONIC, &t1);
     } while ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) < 0.3);
-    t.stop = 1;
+    atomic_store(&t.stop, 1);
     pthread_join(th, NULL);
     assert_true(calls > 1000 && t.touches > 1000);
     assert_int_equal(expired, 0);
