@@ -1,7 +1,7 @@
 /* kv_internal.h - private to store/: the session cache's structures and
  * the helpers its files share (kv_cache.c: the table, creation, forks,
- * views and figures; kv_append.c: appends; kv_state.c: a session's whole
- * state out and in, for snapshots). Every helper but kv_fail, kv_keeps_rotated,
+ * expiry; kv_view.c: views and figures; kv_append.c: appends; kv_state.c:
+ * a session's whole state out and in, for snapshots). Every helper but kv_fail, kv_keeps_rotated,
  * kv_check_spec and kv_set_model wants the cache's lock held.
  */
 #ifndef SRV_KV_INTERNAL_H
@@ -77,6 +77,8 @@ bool kv_not_found(srv_kv_err *e, const char *id);
 kv_session *kv_find(srv_kv_cache *c, const char *id);
 /* kv_find once no append runs on the session (may wait on c->idle). */
 kv_session *kv_find_idle(srv_kv_cache *c, const char *id);
+/* CLOCK_MONOTONIC in milliseconds: sessions' last use and idle time. */
+uint64_t kv_now_ms(void);
 /* Marks s most recently used. */
 void kv_touch(srv_kv_cache *c, kv_session *s);
 size_t kv_block_bytes(const srv_kv_cache *c, const kv_session *s);
