@@ -22,6 +22,7 @@
 
 #include "cpu.h"
 #include "dtype.h"
+#include "lanes16.h"
 
 #include <math.h>
 #include <string.h>
@@ -445,15 +446,6 @@ PA_AVX2 static void pv_block_avx2_f16(float *o, size_t ldo, const float *P, size
 /* AVX-512                                                                   */
 /* ------------------------------------------------------------------------- */
 
-/* The lanes of 16 that hold the `left` floats still to go (none when
- * left <= 0). */
-static inline __mmask16 tail16(int32_t left)
-{
-    if (left >= 16)
-        return (__mmask16)0xFFFF;
-    return left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
-}
-
 /* The sums of the 16 lanes of a0, a1, a2, a3, in lanes 0, 4, 8 and 12:
  * halves, quarters, then pairs folded in 9 shuffles and adds, where four
  * separate reductions take 24. */
@@ -477,7 +469,7 @@ PA_AVX512 static inline __attribute__((always_inline)) __m512 ld16(pa_dtype t, c
     __m256i h;
     if (t == PA_DTYPE_F32)
         return left >= 16 ? _mm512_loadu_ps((const float *)x + i)
-                          : _mm512_maskz_loadu_ps(tail16(left), (const float *)x + i);
+                          : _mm512_maskz_loadu_ps(pa__lanes16(left), (const float *)x + i);
     if (left >= 16) {
         h = _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)x + i));
     } else { /* AVX-512F has no masked 16-bit load */
@@ -588,8 +580,8 @@ pv_tile(const int R, const bool full, pa_dtype t, float *o, size_t ldo, const fl
         const void *V, size_t ldv, int32_t nk, int32_t c, int32_t d)
 {
     const int32_t left = full ? 64 : d - c; /* full: no mask, no test */
-    const __mmask16 m0 = tail16(left), m1 = tail16(left - 16), m2 = tail16(left - 32),
-                    m3 = tail16(left - 48);
+    const __mmask16 m0 = pa__lanes16(left), m1 = pa__lanes16(left - 16),
+                    m2 = pa__lanes16(left - 32), m3 = pa__lanes16(left - 48);
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)

@@ -14,6 +14,7 @@
 #include "internal.h"
 
 #include "cpu.h"
+#include "lanes16.h"
 
 #include <math.h>
 #include <string.h>
@@ -107,12 +108,6 @@ static inline void rot_gptj_inplace(float *restrict p, const float *restrict c,
 #define PA_AVX512 __attribute__((target("avx512f")))
 #define PA_AVX2 __attribute__((target("avx2")))
 
-/* The first n lanes of 16 (n in [1, 16]). */
-static inline __mmask16 lanes16(size_t n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
-}
-
 /* NeoX: o0 = x0 c - x1 s, o1 = x1 c + x0 s over h lanes. Each block is
  * loaded whole before it is stored, so out may be x (in place). Whole
  * blocks load without a mask: with every load masked, a rotation out of
@@ -129,7 +124,7 @@ PA_AVX512 static void rot_neox_avx512(const float *x0, const float *x1, float *o
         _mm512_storeu_ps(o1 + i, _mm512_add_ps(_mm512_mul_ps(b, vc), _mm512_mul_ps(a, vs)));
     }
     if (i < h) {
-        const __mmask16 k = lanes16(h - i);
+        const __mmask16 k = pa__lanes16((int32_t)(h - i));
         const __m512 a = _mm512_maskz_loadu_ps(k, x0 + i), b = _mm512_maskz_loadu_ps(k, x1 + i);
         const __m512 vc = _mm512_maskz_loadu_ps(k, c + i), vs = _mm512_maskz_loadu_ps(k, s + i);
         _mm512_mask_storeu_ps(o0 + i, k, _mm512_sub_ps(_mm512_mul_ps(a, vc), _mm512_mul_ps(b, vs)));
@@ -150,12 +145,12 @@ PA_AVX512 static void rot_gptj_avx512(const float *x, float *o, const float *c, 
                          INT32_MIN, 0, INT32_MIN, 0, INT32_MIN);
     for (size_t i = 0; i < h; i += 8) {
         const size_t n = h - i < 8 ? h - i : 8;
-        const __mmask16 k = lanes16(2 * n);
+        const __mmask16 k = pa__lanes16((int32_t)(2 * n));
         const __m512 v = n == 8 ? _mm512_loadu_ps(x + 2 * i) : _mm512_maskz_loadu_ps(k, x + 2 * i);
         const __m512 c8 = n == 8 ? _mm512_castps256_ps512(_mm256_loadu_ps(c + i))
-                                 : _mm512_maskz_loadu_ps(lanes16(n), c + i);
+                                 : _mm512_maskz_loadu_ps(pa__lanes16((int32_t)n), c + i);
         const __m512 s8 = n == 8 ? _mm512_castps256_ps512(_mm256_loadu_ps(s + i))
-                                 : _mm512_maskz_loadu_ps(lanes16(n), s + i);
+                                 : _mm512_maskz_loadu_ps(pa__lanes16((int32_t)n), s + i);
         const __m512 vc = _mm512_permutexvar_ps(dup, c8);
         const __m512 vs = _mm512_castsi512_ps(
             _mm512_xor_si512(_mm512_castps_si512(_mm512_permutexvar_ps(dup, s8)), neg_even));

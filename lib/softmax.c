@@ -17,6 +17,7 @@
 #include "softmax.h"
 
 #include "cpu.h"
+#include "lanes16.h"
 #include "tile.h"
 
 #include <math.h>
@@ -341,11 +342,6 @@ PA_AVX512 static inline __m512 exp16(__m512 x)
     }
 }
 
-static inline __mmask16 tail16(int32_t left)
-{
-    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
-}
-
 /* The row loops below take whole blocks of 16 with a constant full mask,
  * which the compiler turns into plain loads and stores, and the last,
  * partial block with its mask: masked stores cost more on AMD's cores
@@ -374,7 +370,7 @@ PA_AVX512 static float row_max_avx512(const float *row, int32_t n)
     for (; j + 16 <= n; j += 16)
         ROW_MAX_BLOCK(PA_FULL16);
     if (j < n)
-        ROW_MAX_BLOCK(tail16(n - j));
+        ROW_MAX_BLOCK(pa__lanes16(n - j));
     return _mm512_reduce_max_ps(m);
 }
 
@@ -395,7 +391,7 @@ PA_AVX512 static float row_exp_sum_avx512(float *row, int32_t n, float m)
     for (; j + 16 <= n; j += 16)
         sum = exp_sum_block(row + j, PA_FULL16, vm, sum);
     if (j < n)
-        sum = exp_sum_block(row + j, tail16(n - j), vm, sum);
+        sum = exp_sum_block(row + j, pa__lanes16(n - j), vm, sum);
     return _mm512_reduce_add_ps(sum);
 }
 
@@ -408,7 +404,7 @@ PA_AVX512 static float row_exp_sum_stats_avx512(float *row, int32_t n, float m, 
     __m512 sum = _mm512_setzero_ps(), sa = _mm512_setzero_ps(), sd = _mm512_setzero_ps(),
            sf = _mm512_setzero_ps();
     for (int32_t j = 0; j < n; j += 16) {
-        const __mmask16 k = tail16(n - j);
+        const __mmask16 k = pa__lanes16(n - j);
         const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm);
         const __m512 e = exp16(x);
         const __mmask16 live = _mm512_mask_cmp_ps_mask(k, e, _mm512_setzero_ps(), _CMP_GT_OQ);
@@ -440,7 +436,7 @@ PA_AVX512 static void row_exp_scale_avx512(float *row, int32_t n, float m, float
     for (; j + 16 <= n; j += 16)
         EXP_SCALE_BLOCK(PA_FULL16);
     if (j < n)
-        EXP_SCALE_BLOCK(tail16(n - j));
+        EXP_SCALE_BLOCK(pa__lanes16(n - j));
 }
 
 /* tanh_small and tanh_big on 16 lanes, operation by operation. */
@@ -502,7 +498,7 @@ PA_AVX512 static void row_softcap_avx512(float *row, int32_t n, float cap)
     for (; j + 16 <= n; j += 16)
         softcap_block16(row + j, PA_FULL16, vc, vi);
     if (j < n)
-        softcap_block16(row + j, tail16(n - j), vc, vi);
+        softcap_block16(row + j, pa__lanes16(n - j), vc, vi);
 }
 
 /* row_exp_sum_avx512 (the same sum, the same probabilities in row) that
@@ -531,7 +527,7 @@ PA_AVX512_BF16 static float row_exp_sum_pairs_avx512(float *row, int32_t n, floa
     for (; j + 16 <= n; j += 16)
         sum = exp_sum_pairs_block(row + j, out + 2 * (size_t)j, PA_FULL16, vm, sum);
     if (j < n)
-        sum = exp_sum_pairs_block(row + j, out + 2 * (size_t)j, tail16(n - j), vm, sum);
+        sum = exp_sum_pairs_block(row + j, out + 2 * (size_t)j, pa__lanes16(n - j), vm, sum);
     if ((lead + n) & 1)
         memcpy((char *)dst + 2 * (size_t)(lead + n), &zero, sizeof zero);
     return _mm512_reduce_add_ps(sum);

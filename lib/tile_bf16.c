@@ -21,6 +21,7 @@
 
 #include "cpu.h"
 #include "dtype.h"
+#include "lanes16.h"
 #include "posattn.h"
 #include "transpose16.h"
 
@@ -87,15 +88,6 @@ __attribute__((target("avx2"))) static void put_pairs8_fma(const float *x, uint3
  * CPU with AVX-512 BF16 has them (pa__cpu_avx512_bf16 checks). */
 #define PA_CVT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-/* The first n lanes of 16 (none when n <= 0): integer arithmetic only, so
- * it inlines into code of any target. */
-static inline __mmask16 first16(int32_t n)
-{
-    if (n >= 16)
-        return (__mmask16)0xFFFF;
-    return n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
 /* x [n] rounded into the bf16 at y [n] (y may be 2-byte aligned only). */
 PA_CVT static void round_run_dp(const float *x, int32_t n, void *y)
 {
@@ -105,7 +97,7 @@ PA_CVT static void round_run_dp(const float *x, int32_t n, void *y)
         _mm256_storeu_si256((__m256i *)(void *)(out + 2 * (size_t)i),
                             (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
     if (i < n) {
-        const __mmask16 k = first16(n - i);
+        const __mmask16 k = pa__lanes16(n - i);
         _mm256_mask_storeu_epi16(out + 2 * (size_t)i, k,
                                  (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(k, x + i)));
     }
@@ -154,8 +146,8 @@ PA_CVT static void pack_kt_dp(int32_t n, int32_t d, const float *k, int ldk, uin
                        : cn == 32 ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16),
                                                                  _mm512_loadu_ps(row))
                                   : (__m512i)_mm512_cvtne2ps_pbh(
-                                        _mm512_maskz_loadu_ps(first16(cn - 16), row + 16),
-                                        _mm512_maskz_loadu_ps(first16(cn), row));
+                                        _mm512_maskz_loadu_ps(pa__lanes16(cn - 16), row + 16),
+                                        _mm512_maskz_loadu_ps(pa__lanes16(cn), row));
                 if (j0 + 32 <= n) /* as pack_kt_avx512 (tile.c) */
                     for (int32_t c = 0; c < cn; c += 16)
                         _mm_prefetch((const char *)(row + 16 * (size_t)ldk + c), _MM_HINT_T0);
@@ -175,7 +167,7 @@ PA_CVT static void pack_v_dp(int32_t n, int32_t dv, const float *v, int ldv, uin
         const float *r1 = 2 * t + 1 < n ? r0 + ldv : NULL;
         uint32_t *dst = v2 + (size_t)t * (size_t)ldv2;
         for (int32_t c = 0; c < dv; c += 16) {
-            const __mmask16 k = first16(dv - c);
+            const __mmask16 k = pa__lanes16(dv - c);
             const bool whole = dv - c >= 16;
             const __m512 lo = whole ? _mm512_loadu_ps(r0 + c) : _mm512_maskz_loadu_ps(k, r0 + c);
             const __m512 hi = r1 == NULL ? _mm512_setzero_ps()
@@ -366,7 +358,7 @@ PA_BF16 PA_INLINE void qk16_block(const int R, const int NV, int32_t j, int32_t 
     __mmask16 mk[4];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
-        mk[v] = first16(n - j - 16 * v); /* columns j + 16v .. n-1 */
+        mk[v] = pa__lanes16(n - j - 16 * v); /* columns j + 16v .. n-1 */
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -455,7 +447,7 @@ PA_BF16 PA_INLINE void pv16_block(const int R, const int NV, int32_t c, int32_t 
     __mmask16 mk[4];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
-        mk[v] = first16(n - c - 16 * v);
+        mk[v] = pa__lanes16(n - c - 16 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
